@@ -1,0 +1,204 @@
+"""Run configuration: small dataclasses, one docstring line per field, no torch import.
+
+``validate(cfg, hardware)`` returns every problem at once, in words a person can act on.
+Configs round-trip through JSON and YAML (``to_dict`` / ``from_dict``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from finetune.hardware import PRECISIONS, QUANTIZATIONS
+
+
+@dataclass
+class ModelArgs:
+    """Which base model, and how to load it."""
+
+    name: str = "HuggingFaceTB/SmolLM2-135M-Instruct"  # Hub id, local folder, or "default"
+    trust_remote_code: bool = False  # run code shipped with the model; off unless asked for
+
+
+@dataclass
+class LoraArgs:
+    """LoRA adapter shape."""
+
+    r: int = 16  # rank of the low-rank update
+    alpha: int = 32  # scaling numerator (scale = alpha / r)
+    dropout: float = 0.05  # dropout on the LoRA input
+    target_modules: str | list[str] = "auto"  # "auto" picks per architecture, or a list of names
+    include_mlp: bool = True  # with "auto" on llama-style models, also adapt gate/up/down
+
+
+@dataclass
+class DataArgs:
+    """Which rows to train on and how to turn them into tokens."""
+
+    path: str = "assets/demo_support.jsonl"  # file, save_to_disk folder, or Hub dataset id
+    prompt_column: str | None = None  # override the auto-detected prompt column
+    response_column: str | None = None  # override the auto-detected response column
+    messages_column: str | None = None  # override: a column of chat `messages` lists
+    system_prompt: str | None = None  # optional system message put before every prompt
+    max_length: int = 256  # tokens per example (prompt + response + end-of-turn)
+    truncation: str = "truncate_response"  # "truncate_response" or "drop" over-long rows
+    val_fraction: float = 0.05  # share of rows held out for validation
+    max_samples: int | None = None  # use at most this many rows (after shuffling)
+    packing: bool = True  # padding-free batches: no compute spent on padding
+    seed: int = 42  # shuffling and split seed
+
+
+@dataclass
+class TrainArgs:
+    """Optimisation and hardware settings."""
+
+    device: str = "auto"  # cpu, cuda, cuda:N, or auto
+    precision: str = "fp32"  # fp32, fp16 or bf16
+    quantization: str = "none"  # none, 8bit or 4bit (NF4, double quantization)
+    batch_size: int = 8  # micro-batch size per step
+    grad_accum: int = 1  # micro-batches per optimizer step
+    learning_rate: float = 2e-4  # peak learning rate
+    lr_schedule: str = "cosine"  # cosine, linear or constant
+    warmup_ratio: float = 0.03  # share of steps spent warming up
+    epochs: float = 1.0  # passes over the training rows (ignored when max_steps > 0)
+    max_steps: int = 0  # stop after this many optimizer steps (0 = use epochs)
+    weight_decay: float = 0.0  # AdamW weight decay
+    max_grad_norm: float = 1.0  # gradient clipping
+    gradient_checkpointing: bool = False  # trade compute for activation memory
+    optimizer: str = "adamw"  # adamw or paged_adamw_8bit (bitsandbytes + CUDA)
+    eval_every: int = 50  # optimizer steps between validation passes (0 = only at the end)
+    probe_every: int = 50  # optimizer steps between probe answers (0 = only at the end)
+    save_every: int = 100  # optimizer steps between checkpoints (0 = none)
+    log_every: int = 5  # optimizer steps between progress events
+    seed: int = 42  # weights init and data order
+    cpu_threads: int = 0  # torch threads on CPU (0 = number of physical cores)
+
+
+@dataclass
+class RunArgs:
+    """Where the result goes."""
+
+    adapter_name: str = ""  # name on the adapter shelf (empty = derived from time)
+    run_dir: str = ""  # run folder (empty = $TUNEDESK_HOME/runs/<run_id>)
+    resume: bool = False  # continue from the last checkpoint in run_dir
+    nproc_per_node: int = 1  # >1 runs under torchrun (DDP)
+
+
+@dataclass
+class RunConfig:
+    """Everything one training run needs."""
+
+    model: ModelArgs = field(default_factory=ModelArgs)
+    lora: LoraArgs = field(default_factory=LoraArgs)
+    data: DataArgs = field(default_factory=DataArgs)
+    train: TrainArgs = field(default_factory=TrainArgs)
+    run: RunArgs = field(default_factory=RunArgs)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RunConfig:
+        """Build from a (possibly partial) dict; unknown keys are an error that names them."""
+        parts = {}
+        for f in fields(cls):
+            sub_cls = {"model": ModelArgs, "lora": LoraArgs, "data": DataArgs,
+                       "train": TrainArgs, "run": RunArgs}[f.name]
+            values = dict(d.get(f.name) or {})
+            known = {x.name for x in fields(sub_cls)}
+            unknown = sorted(set(values) - known)
+            if unknown:
+                raise ValueError(f"unknown {f.name} setting(s): {', '.join(unknown)}")
+            parts[f.name] = sub_cls(**values)
+        extra = sorted(set(d) - {f.name for f in fields(cls)})
+        if extra:
+            raise ValueError(f"unknown config section(s): {', '.join(extra)}")
+        return cls(**parts)
+
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        text = _yaml_dump(self.to_dict()) if path.suffix in (".yaml", ".yml") else json.dumps(self.to_dict(), indent=2)
+        path.write_text(text)
+
+    @classmethod
+    def load(cls, path: str | Path) -> RunConfig:
+        path = Path(path)
+        text = path.read_text()
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            return cls.from_dict(yaml.safe_load(text) or {})
+        return cls.from_dict(json.loads(text))
+
+
+def _yaml_dump(d: dict) -> str:
+    import yaml
+
+    return yaml.safe_dump(d, sort_keys=False)
+
+
+def _range(out: list, label: str, value, lo, hi) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not (lo <= value <= hi):
+        out.append(f"{label} must be between {lo} and {hi} (got {value!r})")
+
+
+def validate(cfg: RunConfig, hardware=None) -> list[str]:
+    """Every problem with ``cfg`` (empty list when it can run here).
+
+    Args:
+        cfg: the run configuration.
+        hardware: a ``finetune.hardware.Hardware``; when given, device/precision/quantization
+            are checked against this machine.
+    """
+    t, lo, d = cfg.train, cfg.lora, cfg.data
+    out: list[str] = []
+    if not str(cfg.model.name).strip():
+        out.append("model name is empty: give a Hub id, a local folder, or 'default'")
+    if t.precision not in PRECISIONS:
+        out.append(f"precision must be one of {', '.join(PRECISIONS)} (got {t.precision!r})")
+    if t.quantization not in QUANTIZATIONS:
+        out.append(f"quantization must be one of {', '.join(QUANTIZATIONS)} (got {t.quantization!r})")
+    _range(out, "batch size", t.batch_size, 1, 4096)
+    _range(out, "gradient accumulation", t.grad_accum, 1, 4096)
+    _range(out, "learning rate", t.learning_rate, 1e-7, 1.0)
+    _range(out, "warmup ratio", t.warmup_ratio, 0.0, 0.5)
+    _range(out, "epochs", t.epochs, 0.0, 100.0)
+    _range(out, "max steps", t.max_steps, 0, 10_000_000)
+    _range(out, "max grad norm", t.max_grad_norm, 0.0, 1e6)
+    _range(out, "CPU threads", t.cpu_threads, 0, 1024)
+    if t.max_steps == 0 and t.epochs <= 0:
+        out.append("set epochs above 0 or max steps above 0: otherwise nothing trains")
+    if t.lr_schedule not in ("cosine", "linear", "constant"):
+        out.append(f"learning-rate schedule must be cosine, linear or constant (got {t.lr_schedule!r})")
+    if t.optimizer not in ("adamw", "paged_adamw_8bit"):
+        out.append(f"optimizer must be adamw or paged_adamw_8bit (got {t.optimizer!r})")
+    _range(out, "LoRA rank r", lo.r, 1, 1024)
+    _range(out, "LoRA alpha", lo.alpha, 1, 4096)
+    _range(out, "LoRA dropout", lo.dropout, 0.0, 0.9)
+    if not (lo.target_modules == "auto" or (isinstance(lo.target_modules, list) and lo.target_modules
+                                              and all(isinstance(m, str) and m for m in lo.target_modules))):
+        out.append("LoRA target modules must be 'auto' or a non-empty list of module names")
+    _range(out, "max length", d.max_length, 16, 32768)
+    _range(out, "validation fraction", d.val_fraction, 0.0, 0.5)
+    if d.max_samples is not None:
+        _range(out, "max samples", d.max_samples, 2, 100_000_000)
+    if d.truncation not in ("truncate_response", "drop"):
+        out.append(f"truncation must be 'truncate_response' or 'drop' (got {d.truncation!r})")
+    if not str(d.path).strip():
+        out.append("dataset path is empty: choose the demo data, upload a file, or give a path")
+    if cfg.run.adapter_name:
+        from finetune.paths import safe_name
+
+        try:
+            safe_name(cfg.run.adapter_name, "adapter name")
+        except ValueError as err:
+            out.append(str(err))
+    _range(out, "processes per node", cfg.run.nproc_per_node, 1, 64)
+    if hardware is not None and t.precision in PRECISIONS and t.quantization in QUANTIZATIONS:
+        out.extend(hardware.problems(t.device, t.precision, t.quantization))
+        if t.optimizer == "paged_adamw_8bit" and not (hardware.has_cuda and hardware.bitsandbytes):
+            out.append("paged 8-bit AdamW needs bitsandbytes and a CUDA GPU; use adamw here")
+        if t.quantization != "none" and t.precision == "fp16" and not hardware.has_cuda:
+            out.append("fp16 compute for quantized layers needs a CUDA GPU")
+    return out

@@ -1,0 +1,141 @@
+"""Shared fixtures: tiny llama- and gpt2-architecture models and a tokenizer, built from configs.
+
+Nothing here touches the network: HF_HUB_OFFLINE is forced on before transformers loads.
+The tokenizer is a small byte-level BPE trained on a few support sentences. Byte-level (not
+word-level) so decoding is lossless: tests can check that label tokens decode back to the
+exact response text.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+CORPUS = [
+    "How do I track my order? You can track your order with the tracking link in your email.",
+    "I want a refund for order {{Order Number}}. I am sorry to hear that; I can help you get a refund.",
+    "Where is my invoice? Your invoice is in your account under Orders.",
+    "hi i need to talk to a human agent. I will connect you with a human agent right away.",
+    "Can I change my shipping address? Yes, you can change the shipping address before it ships.",
+    "What payment methods do you accept? We accept credit cards, PayPal and bank transfer.",
+    "please cancel my order asap. I have cancelled your order and you will get an email.",
+    "The quick brown fox jumps over the lazy dog 0123456789 !?.,;:'\"()[]{}<>-_/\\@#$%&*+=",
+]
+
+
+def _train_tokenizer(chat_template: str | None):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+    )
+    tok.train_from_iterator(CORPUS * 4, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<|endoftext|>",
+        eos_token="<|im_end|>" if chat_template else "<|endoftext|>",
+        pad_token="<|endoftext|>", unk_token=None,
+    )
+    if chat_template:
+        fast.chat_template = chat_template
+    return fast
+
+
+def _save_tiny(folder: Path, arch: str) -> Path:
+    import torch
+    from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig
+
+    torch.manual_seed(0)
+    tok = _train_tokenizer(CHATML_TEMPLATE if arch == "llama" else None)
+    vocab = len(tok)
+    if arch == "llama":
+        config = LlamaConfig(
+            vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+            bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id, tie_word_embeddings=True,
+        )
+    else:
+        config = GPT2Config(
+            vocab_size=vocab, n_embd=32, n_layer=2, n_head=4, n_positions=256,
+            bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+        )
+    model = AutoModelForCausalLM.from_config(config)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory) -> Path:
+    """A 2-layer llama-style model folder with a ChatML chat template."""
+    return _save_tiny(tmp_path_factory.mktemp("tiny-llama"), "llama")
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2_dir(tmp_path_factory) -> Path:
+    """A 2-layer GPT-2 model folder with no chat template (exercises the fallback)."""
+    return _save_tiny(tmp_path_factory.mktemp("tiny-gpt2"), "gpt2")
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    """A fresh TUNEDESK_HOME for one test."""
+    root = tmp_path / "home"
+    monkeypatch.setenv("TUNEDESK_HOME", str(root))
+    return root
+
+
+@pytest.fixture(scope="session")
+def default_model_dir(tmp_path_factory):
+    """The real default model (SmolLM2-135M-Instruct), converted once per test session.
+
+    Uses the developer's cache when TUNEDESK_TEST_MODEL_CACHE points at a TuneDesk home.
+    """
+    from finetune import models
+
+    cache = os.environ.get("TUNEDESK_TEST_MODEL_CACHE")
+    root = Path(cache) if cache else tmp_path_factory.mktemp("model-home")
+    old = os.environ.get("TUNEDESK_HOME")
+    os.environ["TUNEDESK_HOME"] = str(root)
+    try:
+        resolved = models.resolve(models.DEFAULT_MODEL)
+    except models.ModelNotFoundError as err:
+        pytest.skip(f"default model unavailable: {err}")
+    finally:
+        if old is None:
+            os.environ.pop("TUNEDESK_HOME", None)
+        else:
+            os.environ["TUNEDESK_HOME"] = old
+    return resolved
+
+
+BITEXT_DIR = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "bitext"
+
+
+@pytest.fixture(scope="session")
+def bitext_dir() -> Path:
+    """The real Bitext data beside the checkout; tests skip cleanly without it."""
+    if not BITEXT_DIR.is_dir():
+        pytest.skip(f"Bitext data not found at {BITEXT_DIR}")
+    return BITEXT_DIR
