@@ -13,7 +13,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-SUBFOLDERS = ("models", "runs", "adapters", "evals", "datasets", "feedback")
+SUBFOLDERS = ("models", "runs", "adapters", "evals", "datasets", "feedback", "exports")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 

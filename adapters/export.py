@@ -1,0 +1,360 @@
+"""Moving adapters on and off the shelf: import (folder or zip), export as zip or merged model.
+
+Zips are treated as hostile: member names that climb out (``..``, absolute, drive letters),
+symlinks, encrypted members, too many members, too many bytes and compression bombs are
+refused before anything is extracted, and the byte count is enforced again while
+extracting because zip headers can lie. Extraction happens in a hidden temp folder inside
+the home; an adapter reaches the shelf only through one atomic rename, complete.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import stat
+import tempfile
+import time
+import uuid
+import zipfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from adapters.store import (
+    CONFIG,
+    FORMAT,
+    MANIFEST,
+    PICKLE_REASON,
+    PICKLE_WEIGHTS,
+    WEIGHTS,
+    AdapterEntry,
+    BrokenAdapterError,
+    Shelf,
+    check_weights,
+    file_hash,
+    manifest_from_config,
+    read_json,
+    read_lora_config,
+    write_json_atomic,
+)
+from finetune import paths
+
+_PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")  # never copied onto the shelf
+# What zipfile raises on a damaged, unsupported or lying archive (CRC mismatch, bad header).
+_ZIP_ERRORS = (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, RuntimeError, zlib.error)
+
+
+@dataclass(frozen=True)
+class ZipLimits:
+    """What an imported zip may hold; anything beyond is refused before extraction."""
+
+    max_members: int = 100  # an adapter is ~5 files; hundreds means something else
+    max_total_bytes: int = 2 << 30  # 2 GiB uncompressed: far above any LoRA adapter
+    max_ratio: float = 100.0  # uncompressed/compressed per member; float weights give ~1.1
+    ratio_floor_bytes: int = 1 << 20  # small members (JSON) may compress well; ignore ratio
+
+
+def import_adapter(
+    src: Path,
+    name: str | None = None,
+    allow_pickle: bool = False,
+    *,
+    limits: ZipLimits = ZipLimits(),
+    shelf: Shelf | None = None,
+) -> AdapterEntry:
+    """Copy a PEFT LoRA adapter (folder or ``.zip``) onto the shelf.
+
+    Args:
+        src: a folder holding ``adapter_config.json`` (directly or in its only subfolder),
+            or a zip of one.
+        name: the shelf name; default is the folder or zip stem, sanitized (and suffixed
+            ``-2``, ``-3``... when taken). An explicit name that is taken is refused.
+        allow_pickle: accept ``adapter_model.bin`` and convert it to safetensors (loaded
+            with ``torch.load(weights_only=True)``). Off by default: pickles can run code.
+        limits: the zip safety limits.
+        shelf: the shelf to import into (default: the current home's).
+
+    Raises:
+        ValueError: an unsafe zip, or a folder that is not a usable LoRA adapter.
+    """
+    shelf = shelf or Shelf()
+    src = Path(src).expanduser()
+    if name is None:
+        name = _free_name(shelf, sanitize_name(src.stem if src.is_file() else src.name))
+    target = shelf.path(name, must_exist=False)
+    if target.exists() or target.is_symlink():
+        raise ValueError(f"an adapter named {name!r} already exists; pick another name")
+    if src.is_dir():
+        _publish(_adapter_root(src), target, allow_pickle)
+    elif src.is_file() and zipfile.is_zipfile(src):
+        staging = Path(tempfile.mkdtemp(prefix=".tmp-import-", dir=shelf.root))
+        try:
+            safe_extract(src, staging, limits)
+            _publish(_adapter_root(staging), target, allow_pickle)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    else:
+        raise ValueError(f"{src} is neither an adapter folder nor a zip file")
+    return shelf.get(name)
+
+
+def safe_extract(archive: Path, dest: Path, limits: ZipLimits = ZipLimits()) -> None:
+    """Extract a zip into ``dest`` after checking every member against ``limits``.
+
+    Raises:
+        ValueError: the first rule a member breaks, or a zip that cannot be read.
+    """
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            members = zf.infolist()
+            _check_members(members, limits)
+            written = 0
+            for info in members:
+                if not info.is_dir():
+                    written += _extract_member(zf, info, dest, limits.max_total_bytes - written)
+    except _ZIP_ERRORS as err:
+        raise ValueError(f"{Path(archive).name} could not be unpacked ({err})") from None
+
+
+def export_merged(
+    name: str, out_dir: Path | None = None, *, overwrite: bool = False, shelf: Shelf | None = None
+) -> Path:
+    """Merge an adapter into its base model and save a standalone model folder.
+
+    The merged model (fp32 safetensors), the tokenizer and ``tunedesk_export.json`` (which
+    adapter and base it came from) go to ``exports/<name>-merged/`` by default, atomically.
+
+    Args:
+        name: the adapter on the shelf.
+        out_dir: where to write instead of the default.
+        overwrite: replace an existing export (otherwise it is refused).
+        shelf: the shelf holding the adapter (default: the current home's).
+
+    Raises:
+        ValueError: a broken adapter, a base model that cannot be found, or NaN/inf weights.
+    """
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    shelf = shelf or Shelf()
+    entry = shelf.get(name)
+    if not entry.ok:
+        raise BrokenAdapterError(f"adapter {name!r} is broken: {entry.reason}")
+    base = _resolve_base(entry.manifest.get("base_model") or {})
+    target = Path(out_dir) if out_dir else paths.subdir("exports") / f"{name}-merged"
+    if target.exists() and not overwrite:
+        raise ValueError(f"{target} already exists; pass overwrite=True to replace it")
+    model = AutoModelForCausalLM.from_pretrained(base.path, dtype=torch.float32)
+    # safe_merge checks each merged layer for NaNs before it replaces the base weights.
+    merged = PeftModel.from_pretrained(model, entry.path).merge_and_unload(safe_merge=True)
+    weights = merged.state_dict().items()
+    if bad := [k for k, t in weights if t.is_floating_point() and not torch.isfinite(t).all()]:
+        raise ValueError(f"merged weights hold NaN/inf in {bad[:3]}; export refused")
+    has_tokenizer = (entry.path / "tokenizer_config.json").is_file()
+    tokenizer = AutoTokenizer.from_pretrained(entry.path if has_tokenizer else base.path)
+    with paths.atomic_dir(target) as tmp:
+        merged.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        info = {
+            "adapter": name,
+            "adapter_hash": entry.adapter_hash,
+            "base_model": base.to_dict(),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
+        write_json_atomic(tmp / "tunedesk_export.json", info)
+        old = _move_aside(target) if target.exists() else None
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def export_zip(name: str, out: Path | None = None, *, shelf: Shelf | None = None) -> Path:
+    """Zip an adapter (files under ``<name>/``) for download; default ``exports/<name>.zip``."""
+    shelf = shelf or Shelf()
+    folder = shelf.path(name)
+    out = Path(out) if out else paths.subdir("exports") / f"{name}.zip"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{out.stem}-", suffix=".zip", dir=out.parent)
+    try:
+        with open(fd, "wb") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED) as zf:
+            for f in sorted(folder.iterdir()):
+                # Hidden temp files and links are not part of the adapter.
+                if f.is_file() and not f.is_symlink() and not f.name.startswith("."):
+                    zf.write(f, f"{name}/{f.name}")
+        Path(tmp).replace(out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out
+
+
+def sanitize_name(stem: str) -> str:
+    """Turn a file or folder stem into a valid adapter name (``"adapter"`` if nothing is left)."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", stem)
+    name = re.sub(r"\.{2,}", ".", name)
+    name = re.sub(r"^[^A-Za-z0-9]+", "", name)[:64]
+    return name or "adapter"
+
+
+def _resolve_base(base: dict):
+    """Resolve the manifest's base model; fall back to the folder it was trained from."""
+    from finetune.models import ModelNotFoundError, resolve
+
+    try:
+        return resolve(base.get("name", ""))
+    except ModelNotFoundError:
+        trained_from = Path(base.get("path") or "")
+        if base.get("path") and (trained_from / "config.json").is_file():
+            return resolve(str(trained_from))
+        raise
+
+
+def _move_aside(folder: Path) -> Path:
+    """Rename ``folder`` to a hidden trash name beside it, so the new one can take its place."""
+    trash = folder.parent / f".trash-{folder.name}-{uuid.uuid4().hex[:8]}"
+    folder.rename(trash)
+    return trash
+
+
+def _check_members(members: list[zipfile.ZipInfo], limits: ZipLimits) -> None:
+    if len(members) > limits.max_members:
+        raise ValueError(f"zip has {len(members)} members; at most {limits.max_members}")
+    for info in members:
+        _check_member(info, limits)
+    total = sum(info.file_size for info in members)
+    if total > limits.max_total_bytes:
+        raise ValueError(
+            f"zip would unpack to {total} bytes; the limit is {limits.max_total_bytes}"
+        )
+    if len({PurePosixPath(i.filename) for i in members}) != len(members):
+        raise ValueError("zip holds the same path twice; refused")
+
+
+def _check_member(info: zipfile.ZipInfo, limits: ZipLimits) -> None:
+    raw = info.filename
+    parts = PurePosixPath(raw).parts
+    if raw.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", raw) or "\\" in raw:
+        raise ValueError(f"zip member {raw!r} has an absolute or Windows path; refused")
+    if not parts or ".." in parts:
+        raise ValueError(f"zip member {raw!r} is empty or climbs out with '..'; refused")
+    mode = info.external_attr >> 16
+    if stat.S_ISLNK(mode):
+        raise ValueError(f"zip member {raw!r} is a symlink; refused")
+    if stat.S_IFMT(mode) not in (0, stat.S_IFREG, stat.S_IFDIR):
+        raise ValueError(f"zip member {raw!r} is not a plain file; refused")
+    if info.flag_bits & 0x1:
+        raise ValueError(f"zip member {raw!r} is encrypted; refused")
+    if info.file_size > limits.ratio_floor_bytes:
+        ratio = info.file_size / max(info.compress_size, 1)
+        if ratio > limits.max_ratio:
+            raise ValueError(
+                f"zip member {raw!r} expands {ratio:.0f}x (limit {limits.max_ratio:.0f}x): "
+                "looks like a zip bomb; refused"
+            )
+
+
+def _extract_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Path, budget: int) -> int:
+    """Stream one member out, counting bytes ourselves: the declared sizes may lie."""
+    target = dest / info.filename
+    paths.inside(dest, target)  # belt and braces after the name checks
+    target.parent.mkdir(parents=True, exist_ok=True)
+    written = 0
+    with zf.open(info) as src, open(target, "wb") as out:
+        for chunk in iter(lambda: src.read(1 << 20), b""):
+            written += len(chunk)
+            if written > min(budget, info.file_size):
+                raise ValueError(f"zip member {info.filename!r} unpacks past its limit; refused")
+            out.write(chunk)
+    return written
+
+
+def _publish(folder: Path, target: Path, allow_pickle: bool) -> None:
+    with paths.atomic_dir(target) as tmp:
+        _copy_adapter_files(folder, tmp, allow_pickle)
+        _finish_import(tmp, target.name)
+
+
+def _adapter_root(folder: Path) -> Path:
+    """The folder holding adapter_config.json: ``folder`` itself or its only subfolder."""
+    if (folder / CONFIG).is_file():
+        return folder
+    subs = [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    if len(subs) == 1 and (subs[0] / CONFIG).is_file() and not subs[0].is_symlink():
+        return subs[0]
+    raise ValueError(f"no adapter_config.json in {folder.name} (nor in a single subfolder)")
+
+
+def _copy_adapter_files(src: Path, dst: Path, allow_pickle: bool) -> None:
+    """Copy the top-level plain files; pickles other than the adapter weights are dropped."""
+    for f in src.iterdir():
+        if f.is_symlink() or not f.is_file() or f.name.startswith("."):
+            continue
+        if f.suffix in _PICKLE_SUFFIXES and not (f.name == PICKLE_WEIGHTS and allow_pickle):
+            continue
+        shutil.copyfile(f, dst / f.name)
+    if not (dst / WEIGHTS).exists() and (src / PICKLE_WEIGHTS).is_file() and not allow_pickle:
+        raise ValueError(PICKLE_REASON)
+    if (dst / PICKLE_WEIGHTS).exists():
+        if not (dst / WEIGHTS).exists():
+            _convert_pickle(dst / PICKLE_WEIGHTS, dst / WEIGHTS)
+        (dst / PICKLE_WEIGHTS).unlink()
+
+
+def _convert_pickle(src: Path, dst: Path) -> None:
+    import torch
+    from safetensors.torch import save_file
+
+    try:
+        state = torch.load(src, map_location="cpu", weights_only=True)
+    except Exception as err:  # weights_only refuses anything but tensors and plain containers
+        raise ValueError(f"{src.name} could not be read safely ({err})") from None
+    if not isinstance(state, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+    ):
+        raise ValueError(f"{src.name} is not a flat dict of tensors; refused")
+    # save_file refuses tensors that share memory; cloning makes each one standalone.
+    save_file({k: v.detach().clone().contiguous() for k, v in state.items()}, str(dst))
+
+
+def _finish_import(folder: Path, name: str) -> None:
+    """Validate the copied adapter, then write its manifest and a model card."""
+    try:
+        config = read_lora_config(folder)
+        check_weights(folder)
+    except BrokenAdapterError as err:
+        raise ValueError(f"not a usable LoRA adapter: {err}") from None
+    if not config.get("base_model_name_or_path"):
+        raise ValueError("adapter_config.json does not name its base model; refused")
+    manifest = manifest_from_config(name, config, imported=True)
+    if (folder / MANIFEST).is_file():
+        try:  # a TuneDesk manifest (an adapter exported elsewhere) keeps metrics and settings
+            old = read_json(folder / MANIFEST)
+        except BrokenAdapterError:
+            old = {}  # a bad one: the fresh manifest from the config stands
+        base = old.get("base_model")
+        if old.get("format") == FORMAT and isinstance(base, dict) and base.get("name"):
+            manifest = {**old, "name": name, "imported": True}
+    manifest["adapter_hash"] = file_hash(folder / WEIGHTS)
+    write_json_atomic(folder / MANIFEST, manifest)
+    if not (folder / "README.md").exists():
+        (folder / "README.md").write_text(_model_card(manifest))
+
+
+def _model_card(manifest: dict) -> str:
+    lora = manifest.get("lora") or {}
+    return (
+        f"# {manifest['name']}\n\nLoRA adapter imported into TuneDesk on "
+        f"{time.strftime('%Y-%m-%d')}.\n\n- base model: `{manifest['base_model']['name']}`\n"
+        f"- r={lora.get('r')}, alpha={lora.get('alpha')}, "
+        f"target modules: {lora.get('target_modules')}\n"
+    )
+
+
+def _free_name(shelf: Shelf, name: str) -> str:
+    """``name``, or ``name-2``, ``name-3``... whichever is not on the shelf yet."""
+    candidate, n = name, 1
+    while (shelf.root / candidate).exists() or (shelf.root / candidate).is_symlink():
+        n += 1
+        candidate = f"{name[: 64 - len(str(n)) - 1]}-{n}"
+    return candidate

@@ -1,0 +1,351 @@
+"""The adapter shelf: saved LoRA adapters under ``$TUNEDESK_HOME/adapters/<name>/``.
+
+Each folder is a standard PEFT adapter (``adapter_config.json``,
+``adapter_model.safetensors``) plus ``manifest.json`` written by the training engine. The
+shelf lists, inspects, renames and deletes them; importing and exporting live in
+:mod:`adapters.export`. Reading never crashes on a bad folder: it is listed as ``broken``
+with a reason a person can act on. Names always pass :func:`finetune.paths.safe_name`, and
+symlinks that leave the home are refused, so a name typed in the UI cannot reach outside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from finetune import paths
+
+FORMAT = "tunedesk-adapter/1"
+MANIFEST, CONFIG = "manifest.json", "adapter_config.json"
+WEIGHTS, PICKLE_WEIGHTS = "adapter_model.safetensors", "adapter_model.bin"
+PICKLE_REASON = (
+    "pickle weights (.bin) are not loaded; convert to safetensors or import with allow_pickle=True"
+)
+_MAX_JSON_BYTES = 4 << 20  # manifests and configs are a few KB; refuse to parse a planted giant
+
+
+class AdapterNotFoundError(ValueError):
+    """No adapter of that name is on the shelf."""
+
+
+class BrokenAdapterError(ValueError):
+    """An adapter folder that cannot be used; the message says why in plain words."""
+
+
+@dataclass
+class AdapterEntry:
+    """One shelf entry: the manifest summary plus what the folder looks like on disk."""
+
+    name: str
+    path: Path
+    status: str = "ok"  # "ok" or "broken"
+    reason: str = ""  # why it is broken; empty when ok
+    base_model: str = ""
+    base_weight_hash: str = ""
+    created: str = ""  # ISO time; the folder's mtime when the manifest has none
+    imported: bool = False
+    lora: dict = field(default_factory=dict)  # r, alpha, dropout, target_modules
+    training: dict = field(default_factory=dict)
+    data: dict = field(default_factory=dict)
+    metrics: dict = field(default_factory=dict)
+    adapter_hash: str = ""
+    size_bytes: int = 0
+    manifest: dict = field(default_factory=dict)  # the full manifest ({} when broken)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["path"] = str(self.path)
+        return d
+
+
+class Shelf:
+    """The adapters folder of the current TuneDesk home."""
+
+    def __init__(self) -> None:
+        self.home = paths.home()
+        self.root = paths.subdir("adapters")
+
+    def path(self, name: str, must_exist: bool = True) -> Path:
+        """Return the folder for adapter ``name``, validated.
+
+        Args:
+            name: the adapter name (see :func:`finetune.paths.safe_name`).
+            must_exist: raise :class:`AdapterNotFoundError` when there is no such adapter.
+
+        Raises:
+            ValueError: a bad name, or a symlink that points outside the home.
+        """
+        folder = self.root / paths.safe_name(name, "adapter name")
+        if folder.is_symlink() or folder.exists():
+            return paths.inside(self.home, folder)
+        if must_exist:
+            raise AdapterNotFoundError(f"no adapter named {name!r} in {self.root}")
+        return folder
+
+    def list(self) -> list[AdapterEntry]:
+        """Every adapter folder, newest first; bad folders come back ``broken``."""
+        folders = [
+            p
+            for p in self.root.iterdir()
+            if not p.name.startswith(".") and (p.is_dir() or p.is_symlink())
+        ]
+        entries = [self._inspect(p) for p in folders]
+        return sorted(entries, key=lambda e: (e.created, e.name), reverse=True)
+
+    def get(self, name: str) -> AdapterEntry:
+        """One adapter's entry with its full manifest (``status`` says if it is usable)."""
+        self.path(name)  # validates the name and refuses symlinks leaving the home
+        return self._inspect(self.root / name)
+
+    def base_of(self, name: str) -> dict:
+        """The base model an adapter was trained on: name, weight_hash, architecture, path."""
+        entry = self.get(name)
+        if not entry.ok:
+            raise BrokenAdapterError(f"adapter {name!r} is broken: {entry.reason}")
+        base = entry.manifest.get("base_model") or {}
+        keys = ("name", "weight_hash", "architecture", "path")
+        return {k: base.get(k, "") for k in keys}
+
+    def rename(self, old: str, new: str) -> AdapterEntry:
+        """Rename an adapter (never over an existing one) and update its manifest ``name``."""
+        self.path(old)
+        dst = self.path(new, must_exist=False)
+        if dst.exists() or dst.is_symlink():
+            raise ValueError(f"an adapter named {new!r} already exists; pick another name")
+        _rename_no_replace(self.root / old, dst)
+        try:
+            manifest = read_json(dst / MANIFEST)
+        except BrokenAdapterError:
+            manifest = {}  # none, or a bad one: the entry lists as broken either way
+        if manifest.get("format") == FORMAT:
+            write_json_atomic(dst / MANIFEST, {**manifest, "name": new})
+        return self.get(new)
+
+    def delete(self, name: str) -> None:
+        """Remove an adapter. A symlinked one loses only the link, never its target."""
+        self.path(name)  # validates; refuses links that leave the home
+        folder = self.root / name
+        if folder.is_symlink():
+            folder.unlink()
+            return
+        # Hide it first (one atomic rename): a crash mid-rmtree leaves a hidden folder that
+        # listings ignore, never a half adapter on the shelf.
+        trash = self.root / f".trash-{name}-{uuid.uuid4().hex[:8]}"
+        os.rename(folder, trash)
+        shutil.rmtree(trash)
+
+    def write_manifest_fields(self, name: str, updates: dict) -> dict:
+        """Merge ``updates`` into an adapter's manifest (nested dicts merge key by key).
+
+        Returns:
+            The manifest as written.
+
+        Raises:
+            ValueError: the adapter is broken, or ``updates`` tries to change
+                ``format`` or ``name`` (use :meth:`rename`).
+        """
+        from filelock import FileLock
+
+        for key in ("format", "name"):
+            if key in updates:
+                raise ValueError(f"manifest field {key!r} cannot be changed this way")
+        folder = self.path(name)
+        with FileLock(str(self.root / f".lock-{name}")):  # two writers must not lose fields
+            entry = self._inspect(self.root / name)
+            if not entry.ok:
+                raise BrokenAdapterError(f"adapter {name!r} is broken: {entry.reason}")
+            manifest = merge_dicts(entry.manifest, updates)
+            write_json_atomic(folder / MANIFEST, manifest)
+        return manifest
+
+    def _inspect(self, folder: Path) -> AdapterEntry:
+        entry = AdapterEntry(name=folder.name, path=folder, created=_mtime_iso(folder))
+        try:
+            manifest = read_valid_manifest(folder, self.home)
+        except BrokenAdapterError as err:
+            entry.status, entry.reason = "broken", str(err)
+            if not folder.is_symlink():
+                entry.size_bytes = _size_on_disk(folder)
+            return entry
+        # Only format, name and base_model.name are promised; coerce the rest so one odd
+        # manifest (imported from elsewhere) cannot break sorting or the UI table.
+        base = manifest["base_model"]
+        entry.base_model, entry.base_weight_hash = base["name"], str(base.get("weight_hash", ""))
+        entry.created = str(manifest.get("created") or entry.created)
+        entry.imported = bool(manifest.get("imported", False))
+        for key in ("lora", "training", "data", "metrics"):
+            value = manifest.get(key)
+            setattr(entry, key, dict(value) if isinstance(value, dict) else {})
+        entry.adapter_hash = str(manifest.get("adapter_hash", ""))
+        entry.size_bytes, entry.manifest = _size_on_disk(folder.resolve()), manifest
+        return entry
+
+
+def read_valid_manifest(folder: Path, home: Path) -> dict:
+    """Check an adapter folder and return its manifest (built from the config if absent).
+
+    Raises:
+        BrokenAdapterError: the first problem found, in plain words.
+    """
+    try:
+        name = paths.safe_name(folder.name, "adapter name")
+        folder = paths.inside(home, folder)
+    except ValueError as err:
+        raise BrokenAdapterError(str(err)) from None
+    config = read_lora_config(folder)
+    check_weights(folder)
+    if not (folder / MANIFEST).exists():
+        return manifest_from_config(name, config)
+    manifest = read_json(folder / MANIFEST)
+    if manifest.get("format") != FORMAT:
+        raise BrokenAdapterError(
+            f"manifest.json has format {manifest.get('format')!r}, expected {FORMAT!r}"
+        )
+    base = manifest.get("base_model")
+    if not isinstance(base, dict) or not isinstance(base.get("name"), str) or not base["name"]:
+        raise BrokenAdapterError("manifest.json does not name its base model (base_model.name)")
+    return manifest
+
+
+def read_lora_config(folder: Path) -> dict:
+    """Parse ``adapter_config.json`` and check it describes a LoRA adapter."""
+    if not (folder / CONFIG).is_file():
+        raise BrokenAdapterError("adapter_config.json is missing")
+    config = read_json(folder / CONFIG)
+    if str(config.get("peft_type", "")).upper() != "LORA":
+        raise BrokenAdapterError(
+            f"adapter_config.json has peft_type {config.get('peft_type')!r}; only LORA is supported"
+        )
+    return config
+
+
+def check_weights(folder: Path) -> list[str]:
+    """Check the safetensors weights by reading only the header; return the tensor names."""
+    from safetensors import SafetensorError, safe_open
+
+    weights = folder / WEIGHTS
+    if not weights.is_file():
+        if (folder / PICKLE_WEIGHTS).is_file():
+            raise BrokenAdapterError(PICKLE_REASON)
+        raise BrokenAdapterError("adapter_model.safetensors is missing")
+    try:
+        # framework="numpy": parsing the header needs no torch import, so listing stays quick.
+        with safe_open(str(weights), framework="numpy") as fh:
+            keys = list(fh.keys())
+    except (SafetensorError, OSError) as err:
+        raise BrokenAdapterError(
+            f"adapter_model.safetensors is damaged or not a safetensors file ({err})"
+        ) from None
+    if not keys:
+        raise BrokenAdapterError("adapter_model.safetensors holds no tensors")
+    return keys
+
+
+def manifest_from_config(name: str, config: dict, imported: bool = False) -> dict:
+    """A minimal manifest for a PEFT adapter that came without one."""
+    targets = config.get("target_modules")
+    manifest = {
+        "format": FORMAT,
+        "name": name,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "base_model": {"name": config.get("base_model_name_or_path") or ""},
+        "lora": {
+            "r": config.get("r"),
+            "alpha": config.get("lora_alpha"),
+            "dropout": config.get("lora_dropout"),
+            # PEFT writes a set as a list in arbitrary order; sort it so manifests compare.
+            "target_modules": targets if isinstance(targets, str) else sorted(targets or []),
+        },
+    }
+    if imported:
+        manifest["imported"] = True
+    return manifest
+
+
+def file_hash(path: Path) -> str:
+    """sha256 of a file, first 16 hex digits (the manifest's ``adapter_hash``)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def merge_dicts(base: dict, updates: dict) -> dict:
+    """Return ``base`` updated recursively: nested dicts merge, other values replace."""
+    merged = dict(base)
+    for key, value in updates.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_dicts(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Write JSON to a temp file beside ``path``, fsync it, then ``os.replace`` it into place."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=2)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: Path) -> dict:
+    """Parse a small JSON object file; any problem becomes a :class:`BrokenAdapterError`."""
+    try:
+        if path.stat().st_size > _MAX_JSON_BYTES:
+            raise BrokenAdapterError(f"{path.name} is implausibly large; refused")
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise BrokenAdapterError(f"{path.name} is not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise BrokenAdapterError(f"{path.name} does not hold a JSON object")
+    return data
+
+
+def _rename_no_replace(src: Path, dst: Path) -> None:
+    if src.is_symlink():
+        os.rename(src, dst)
+        return
+    # mkdir is atomic: a concurrent rename to the same name fails here instead of one
+    # silently replacing the other. POSIX rename then moves the folder onto the empty dir.
+    dst.mkdir()
+    try:
+        os.rename(src, dst)
+    except OSError:
+        dst.rmdir()
+        raise
+
+
+def _mtime_iso(folder: Path) -> str:
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(folder.lstat().st_mtime))
+    except OSError:
+        return ""
+
+
+def _size_on_disk(folder: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(folder):  # os.walk does not follow symlinked dirs
+        for f in files:
+            p = Path(root) / f
+            if not p.is_symlink():
+                total += p.stat().st_size
+    return total
