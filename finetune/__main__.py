@@ -20,10 +20,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m finetune", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    chosen = next((a for a in argv if not a.startswith("-")), None)
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_module=module)
-        importlib.import_module(module).add_arguments(p)
+        if name == chosen:  # import only the command being run: the CLI starts fast
+            importlib.import_module(module).add_arguments(p)
     args = parser.parse_args(argv)
     try:
         return importlib.import_module(args._module).main(args) or 0

@@ -70,7 +70,7 @@ def _save_tiny(folder: Path, arch: str) -> Path:
     vocab = len(tok)
     if arch == "llama":
         config = LlamaConfig(
-            vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+            vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
             bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
             pad_token_id=tok.pad_token_id, tie_word_embeddings=True,

@@ -1,0 +1,125 @@
+"""`python -m finetune train`: readable flags, the seed scripts' flags as aliases, a progress bar.
+
+Settings come from ``--config FILE`` (JSON/YAML) when given, then any flag overrides it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+from pathlib import Path
+
+# (flag, aliases, section, field, type, help)
+FLAGS = [
+    ("--model", ["--model_name"], "model", "name", str, "base model: Hub id, local folder or 'default'"),
+    ("--data", ["--dataset"], "data", "path", str, "dataset file, folder or Hub id"),
+    ("--max-length", ["--max_length"], "data", "max_length", int, "tokens per example"),
+    ("--max-samples", ["--max_samples"], "data", "max_samples", int, "use at most N rows"),
+    ("--val-fraction", [], "data", "val_fraction", float, "share of rows held out"),
+    ("--system-prompt", [], "data", "system_prompt", str, "system message before every prompt"),
+    ("--epochs", ["--num_epochs"], "train", "epochs", float, "passes over the data"),
+    ("--max-steps", ["--max_steps"], "train", "max_steps", int, "stop after N optimizer steps"),
+    ("--batch-size", ["--batch_size"], "train", "batch_size", int, "micro-batch size"),
+    ("--grad-accum", ["--gradient_accumulation_steps"], "train", "grad_accum", int, "micro-batches per step"),
+    ("--lr", ["--learning_rate"], "train", "learning_rate", float, "peak learning rate"),
+    ("--device", [], "train", "device", str, "cpu, cuda, cuda:N or auto"),
+    ("--precision", [], "train", "precision", str, "fp32, fp16 or bf16"),
+    ("--quantization", [], "train", "quantization", str, "none, 8bit or 4bit"),
+    ("--eval-every", [], "train", "eval_every", int, "steps between validation passes"),
+    ("--probe-every", [], "train", "probe_every", int, "steps between probe answers"),
+    ("--save-every", [], "train", "save_every", int, "steps between checkpoints"),
+    ("--seed", [], "train", "seed", int, "random seed"),
+    ("--lora-r", ["--lora_r"], "lora", "r", int, "LoRA rank"),
+    ("--lora-alpha", ["--lora_alpha"], "lora", "alpha", int, "LoRA alpha"),
+    ("--lora-dropout", ["--lora_dropout"], "lora", "dropout", float, "LoRA dropout"),
+    ("--name", ["--adapter-name"], "run", "adapter_name", str, "adapter name on the shelf"),
+    ("--run-dir", [], "run", "run_dir", str, "run folder (events, checkpoints)"),
+    ("--nproc-per-node", ["--nproc_per_node"], "run", "nproc_per_node", int, "processes (DDP via torchrun)"),
+]
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--config", help="JSON or YAML run config; flags override it")
+    for flag, aliases, section, field, typ, help_text in FLAGS:
+        p.add_argument(flag, *aliases, dest=f"{section}__{field}", type=typ, default=None, help=help_text)
+    p.add_argument("--use_8bit", "--use-8bit", action="store_true", help="alias for --quantization 8bit")
+    p.add_argument("--use_4bit", "--use-4bit", action="store_true", help="alias for --quantization 4bit")
+    p.add_argument("--fp16", action="store_true", help="alias for --precision fp16")
+    p.add_argument("--bf16", action="store_true", help="alias for --precision bf16")
+    p.add_argument("--no-packing", action="store_true", help="pad batches instead of packing rows")
+    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --run-dir")
+    p.add_argument("--output-dir", "--output_dir", help="also copy the finished adapter folder here")
+    p.add_argument("--events", help="append progress events as JSON lines to this file")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def build_config(args):
+    from finetune.config import RunConfig
+
+    cfg = RunConfig.load(args.config) if args.config else RunConfig()
+    for _, _, section, field, _, _ in FLAGS:
+        value = getattr(args, f"{section}__{field}")
+        if value is not None:
+            setattr(getattr(cfg, section), field, value)
+    if args.use_8bit or args.use_4bit:
+        cfg.train.quantization = "4bit" if args.use_4bit else "8bit"
+    if args.fp16 or args.bf16:
+        cfg.train.precision = "bf16" if args.bf16 else "fp16"
+    if args.no_packing:
+        cfg.data.packing = False
+    if args.resume:
+        cfg.run.resume = True
+    return cfg
+
+
+def _relaunch_under_torchrun(n: int) -> int:
+    import subprocess
+
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
+           "-m", "finetune", *sys.argv[1:]]
+    return subprocess.call(cmd)
+
+
+def main(args) -> int:
+    cfg = build_config(args)
+    if cfg.run.nproc_per_node > 1 and "WORLD_SIZE" not in os.environ:
+        return _relaunch_under_torchrun(cfg.run.nproc_per_node)
+    from finetune.console import ConsoleProgress
+    from finetune.events import EventLog
+    from finetune.train import ConfigError, train
+
+    stop = threading.Event()
+    # SIGTERM/SIGINT: finish the current step, save the adapter, exit cleanly.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    sinks = [EventLog(Path(args.events))] if args.events else []
+    if not args.quiet and int(os.environ.get("RANK", "0")) == 0:
+        sinks.append(ConsoleProgress())
+    stop_file = Path(cfg.run.run_dir) / "stop" if cfg.run.run_dir else None
+
+    def stop_requested() -> bool:
+        return stop.is_set() or bool(stop_file and stop_file.exists())
+
+    try:
+        result = train(cfg, on_event=lambda e: [s(e) for s in sinks], stop=stop_requested)
+    except ConfigError as err:
+        print("error: the training settings cannot run here:", file=sys.stderr)
+        for problem in err.problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return 2
+    finally:
+        for s in sinks:
+            getattr(s, "close", lambda: None)()
+    if result.adapter_dir is None:
+        return 0
+    if args.output_dir:
+        dest = Path(args.output_dir) / result.adapter_dir.name
+        shutil.copytree(result.adapter_dir, dest, dirs_exist_ok=True)
+        print(f"copied adapter to {dest}")
+    print(json.dumps({"status": result.status, "adapter": str(result.adapter_dir), "steps": result.steps,
+                      "metrics": result.metrics}, indent=2))
+    return 0

@@ -1,0 +1,34 @@
+"""Terminal progress for `python -m finetune train`: a tqdm bar plus eval and probe lines."""
+
+from __future__ import annotations
+
+
+class ConsoleProgress:
+    """An ``on_event`` sink that draws a tqdm bar."""
+
+    def __init__(self):
+        self.bar = None
+
+    def __call__(self, e: dict) -> None:
+        from tqdm import tqdm
+
+        kind = e.get("type")
+        if kind == "start":
+            self.bar = tqdm(total=e["total_steps"], initial=e["start_step"], unit="step", dynamic_ncols=True)
+            tqdm.write(f"training {e['train_rows']} rows ({e['val_rows']} validation) on {e['device']}, "
+                       f"{e['trainable_params']:,} trainable parameters, targets {', '.join(e['targets'])}")
+        elif kind == "progress" and self.bar is not None:
+            self.bar.n = e["step"]
+            self.bar.set_postfix(loss=f"{e['loss']:.3f}", lr=f"{e['lr']:.2e}", tok_s=f"{e['tokens_per_second']:.0f}")
+            self.bar.refresh()
+        elif kind == "eval":
+            tqdm.write(f"step {e['step']}: validation loss {e['val_loss']:.4f}, perplexity {e['val_perplexity']:.2f}")
+        elif kind == "probe":
+            for a in e["answers"]:
+                tqdm.write(f"  probe> {a['prompt']}\n     <  {a['answer'][:160]}")
+        elif kind in ("status", "saved"):
+            tqdm.write(e.get("message") or f"saved adapter {e.get('adapter')} at {e.get('path')}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

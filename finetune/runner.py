@@ -1,0 +1,173 @@
+"""Supervised training runs: each run is a child process writing files into its run folder.
+
+``<run>/config.json`` (settings), ``events.jsonl`` (progress), ``train.log`` (stdout+stderr),
+``status.json`` (queued/running/stopping/done/failed/stopped, pid, exit reason). The parent
+keeps nothing in memory that it cannot rebuild from those files, so listing and re-attaching
+work after a page reload or an app restart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from finetune import paths
+from finetune.config import RunConfig
+from finetune.events import read_events, read_status, write_status
+
+ACTIVE = ("queued", "running", "stopping")
+_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class RunInfo:
+    run_id: str
+    run_dir: Path
+    status: dict
+
+    @property
+    def state(self) -> str:
+        return self.status.get("state", "unknown")
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours counts as dead: reap it.
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        return _not_zombie(pid)
+
+
+def _not_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def log_tail(run_dir: Path, lines: int = 20) -> str:
+    try:
+        text = (run_dir / "train.log").read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def start(cfg: RunConfig, run_id: str | None = None) -> RunInfo:
+    """Start training in a child process; refuses while another run is active.
+
+    Raises:
+        RuntimeError: another run is still going (one heavy job at a time).
+    """
+    from filelock import FileLock
+
+    # The lock makes "check nothing is running, then register" one step: two browser tabs
+    # pressing Start together get one run and one clear refusal.
+    with FileLock(str(paths.subdir("runs") / ".start.lock")):
+        active = [r for r in list_runs() if r.state in ACTIVE]
+        if active:
+            raise RuntimeError(f"run {active[0].run_id} is still {active[0].state}; stop it or wait for it to finish")
+        run_id = paths.safe_name(run_id or time.strftime("run-%Y%m%d-%H%M%S"), "run id")
+        run_dir = paths.subdir("runs") / run_id
+        run_dir.mkdir(parents=True, exist_ok=False)
+        cfg.run.run_dir = str(run_dir)
+        cfg.save(run_dir / "config.json")
+        write_status(run_dir, state="queued", run_id=run_id, created=time.time())
+    cmd = [sys.executable, "-m", "finetune", "train", "--config", str(run_dir / "config.json"),
+           "--events", str(run_dir / "events.jsonl"), "--quiet"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TUNEDESK_HOME": str(paths.home())}
+    with open(run_dir / "train.log", "ab") as log:
+        # Its own session: Ctrl-C in the app does not kill it, and it outlives an app restart.
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=_PROJECT_ROOT, env=env,
+                                start_new_session=True)
+    write_status(run_dir, state="running", pid=proc.pid, started=time.time())
+    _watch(proc, run_dir)
+    return RunInfo(run_id, run_dir, read_status(run_dir) or {})
+
+
+def _watch(proc: subprocess.Popen, run_dir: Path) -> None:
+    """Record the exit in status.json when the child ends (a thread, so the parent is free)."""
+    import threading
+
+    def wait() -> None:
+        code = proc.wait()
+        _finalize(run_dir, code)
+
+    threading.Thread(target=wait, daemon=True, name=f"watch-{run_dir.name}").start()
+
+
+def _finalize(run_dir: Path, code: int | None) -> dict:
+    """Decide the final state from the events the child wrote and its exit code."""
+    events, _ = read_events(run_dir / "events.jsonl")
+    done = next((e for e in reversed(events) if e.get("type") == "done"), None)
+    if done and done.get("adapter"):
+        state = "stopped" if done.get("status") == "stopped" else "done"
+        return write_status(run_dir, state=state, exit_code=code, adapter=done["adapter"], finished=time.time(),
+                            reason="stopped by user; adapter saved at the current step" if state == "stopped" else "finished")
+    reason = f"exit code {code}" if code is not None else "the training process disappeared"
+    if code is not None and code < 0:
+        reason = f"killed by signal {-code}"
+    return write_status(run_dir, state="failed", exit_code=code, finished=time.time(),
+                        reason=reason, log_tail=log_tail(run_dir))
+
+
+def refresh(run_dir: Path) -> dict:
+    """Current status; a run whose process died without a word is marked failed."""
+    status = read_status(run_dir) or {"state": "failed", "reason": "no status.json"}
+    if status.get("state") in ACTIVE and not _alive(status.get("pid")):
+        time.sleep(0.2)  # the watcher thread may be writing the final state right now
+        status = read_status(run_dir) or status
+        if status.get("state") in ACTIVE:
+            status = _finalize(run_dir, status.get("exit_code"))
+    return status
+
+
+def stop(run_id: str) -> dict:
+    """Ask a run to finish its current step and save (stop file + SIGTERM)."""
+    run_dir = paths.subdir("runs") / paths.safe_name(run_id, "run id")
+    status = refresh(run_dir)
+    if status.get("state") not in ACTIVE:
+        return status
+    (run_dir / "stop").touch()
+    pid = status.get("pid")
+    if pid and _alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 15)
+    return write_status(run_dir, state="stopping")
+
+
+def list_runs() -> list[RunInfo]:
+    """Every run in the home folder, newest first, with refreshed status."""
+    root = paths.subdir("runs")
+    runs = [RunInfo(d.name, d, refresh(d)) for d in root.iterdir() if d.is_dir() and (d / "status.json").exists()]
+    return sorted(runs, key=lambda r: r.status.get("created", 0), reverse=True)
+
+
+def get(run_id: str) -> RunInfo:
+    run_dir = paths.subdir("runs") / paths.safe_name(run_id, "run id")
+    if not run_dir.is_dir():
+        raise ValueError(f"no run named {run_id!r}")
+    return RunInfo(run_id, run_dir, refresh(run_dir))
+
+
+def events(run_id: str, offset: int = 0) -> tuple[list[dict], int]:
+    return read_events(get(run_id).run_dir / "events.jsonl", offset)
+
+
+def config_of(run_id: str) -> dict:
+    return json.loads((get(run_id).run_dir / "config.json").read_text())

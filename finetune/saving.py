@@ -1,0 +1,150 @@
+"""Writing results: the adapter folder on the shelf (atomic) and training checkpoints.
+
+An adapter folder is a standard PEFT adapter plus ``manifest.json`` and a model card. It is
+written into a hidden temp folder and renamed into place, so a crash or SIGKILL never leaves
+a half adapter on the shelf.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import torch
+
+from finetune import paths
+
+MANIFEST_FORMAT = "tunedesk-adapter/1"
+
+
+def file_hash(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def text_hash(text: str | None) -> str:
+    return hashlib.sha256((text or "").encode()).hexdigest()[:16]
+
+
+def versions() -> dict:
+    import peft
+    import transformers
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__}
+
+
+def unique_adapter_name(base: str) -> str:
+    """``base``, or ``base-2``, ``base-3``... when the name is taken on the shelf."""
+    shelf = paths.subdir("adapters")
+    name, i = base, 2
+    while (shelf / name).exists():
+        name, i = f"{base}-{i}", i + 1
+    return name
+
+
+def save_adapter(model, tokenizer, name: str, manifest: dict) -> Path:
+    """Publish the trained adapter at ``$TUNEDESK_HOME/adapters/<name>`` atomically."""
+    paths.safe_name(name, "adapter name")
+    target = paths.subdir("adapters") / name
+    with paths.atomic_dir(target) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        # PEFT records the base by local path; keep the canonical id there for other tools.
+        manifest = {**manifest, "format": MANIFEST_FORMAT, "name": name,
+                    "adapter_hash": file_hash(tmp / "adapter_model.safetensors")}
+        _fix_base_name(tmp / "adapter_config.json", manifest["base_model"]["name"])
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
+        (tmp / "README.md").write_text(model_card(manifest))
+    return target
+
+
+def _fix_base_name(config_path: Path, base_name: str) -> None:
+    config = json.loads(config_path.read_text())
+    config["base_model_name_or_path"] = base_name
+    config_path.write_text(json.dumps(config, indent=2))
+
+
+def model_card(m: dict) -> str:
+    t, d, met = m.get("training", {}), m.get("data", {}), m.get("metrics", {})
+    lora = m.get("lora", {})
+    lines = [
+        f"# {m['name']}",
+        "",
+        f"LoRA adapter for `{m['base_model']['name']}` trained with TuneDesk on {m.get('created', '?')}.",
+        "",
+        f"- Data: `{d.get('path')}` ({d.get('train_rows')} training rows, fingerprint `{d.get('fingerprint')}`)",
+        f"- LoRA: r={lora.get('r')}, alpha={lora.get('alpha')}, dropout={lora.get('dropout')}, "
+        f"targets {', '.join(lora.get('target_modules', []))}",
+        f"- Training: {t.get('device')} {t.get('precision')} quantization={t.get('quantization')}, "
+        f"batch {t.get('batch_size')} x accumulation {t.get('grad_accum')}, lr {t.get('learning_rate')}, "
+        f"{m.get('steps')} steps",
+        f"- Validation perplexity: {met.get('val_perplexity')} (base model: {met.get('base_val_perplexity')})",
+        "",
+        "Load with `PeftModel.from_pretrained(base_model, this_folder)`.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# --- checkpoints -------------------------------------------------------------------------
+
+def save_checkpoint(run_dir: Path, step: int, model, optimizer, scheduler, keep: int = 2) -> Path:
+    """Adapter weights + optimizer + scheduler at ``step``, atomically; keeps the last ``keep``."""
+    ckpt_root = run_dir / "checkpoints"
+    target = ckpt_root / f"step-{step:07d}"
+    if target.exists():
+        return target
+    with paths.atomic_dir(target) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                    "step": step, "rng": torch.get_rng_state()}, tmp / "trainer_state.pt")
+    for old in sorted(p for p in ckpt_root.iterdir() if p.name.startswith("step-"))[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    root = run_dir / "checkpoints"
+    if not root.is_dir():
+        return None
+    done = sorted(p for p in root.iterdir() if p.name.startswith("step-") and (p / "trainer_state.pt").is_file())
+    return done[-1] if done else None
+
+
+def load_checkpoint(ckpt: Path, model, optimizer, scheduler) -> int:
+    """Restore a checkpoint into live objects; returns the step it was taken at."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    weights = load_file(ckpt / "adapter_model.safetensors")
+    set_peft_model_state_dict(model, weights)
+    state = torch.load(ckpt / "trainer_state.pt", weights_only=False)  # our own file, never user input
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    torch.set_rng_state(state["rng"])
+    return int(state["step"])
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def check_writable(folder: Path) -> None:
+    """Fail early, in words, when the home folder cannot take writes (read-only, disk full)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / f".write-test-{os.getpid()}"
+    try:
+        probe.write_bytes(b"x" * 4096)
+    except OSError as err:
+        raise OSError(f"cannot write to {folder}: {err.strerror or err}. Free disk space or fix permissions.") from err
+    finally:
+        probe.unlink(missing_ok=True)
+    free = shutil.disk_usage(folder).free
+    if free < 200 * 2**20:
+        raise OSError(f"only {free / 2**20:.0f} MiB free under {folder}; TuneDesk needs at least 200 MiB to save safely")
