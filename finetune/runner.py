@@ -22,6 +22,7 @@ from finetune.config import RunConfig
 from finetune.events import read_events, read_status, write_status
 
 ACTIVE = ("queued", "running", "stopping")
+_LAUNCH_GRACE_S = 30  # a queued run gets this long to receive its pid before it counts as lost
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -76,8 +77,9 @@ def start(cfg: RunConfig, run_id: str | None = None) -> RunInfo:
     """
     from filelock import FileLock
 
-    # The lock makes "check nothing is running, then register" one step: two browser tabs
-    # pressing Start together get one run and one clear refusal.
+    # The lock makes "check nothing is running, then register and launch" one step: two
+    # browser tabs pressing Start together get one run and one clear refusal. The launch is
+    # inside it too, so no one sees a registered run without its pid.
     with FileLock(str(paths.subdir("runs") / ".start.lock")):
         active = [r for r in list_runs() if r.state in ACTIVE]
         if active:
@@ -88,16 +90,20 @@ def start(cfg: RunConfig, run_id: str | None = None) -> RunInfo:
         cfg.run.run_dir = str(run_dir)
         cfg.save(run_dir / "config.json")
         write_status(run_dir, state="queued", run_id=run_id, created=time.time())
+        proc = _launch(run_dir)
+        write_status(run_dir, state="running", pid=proc.pid, started=time.time())
+    _watch(proc, run_dir)
+    return RunInfo(run_id, run_dir, read_status(run_dir) or {})
+
+
+def _launch(run_dir: Path) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "finetune", "train", "--config", str(run_dir / "config.json"),
            "--events", str(run_dir / "events.jsonl"), "--quiet"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TUNEDESK_HOME": str(paths.home())}
     with open(run_dir / "train.log", "ab") as log:
         # Its own session: Ctrl-C in the app does not kill it, and it outlives an app restart.
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=_PROJECT_ROOT, env=env,
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=_PROJECT_ROOT, env=env,
                                 start_new_session=True)
-    write_status(run_dir, state="running", pid=proc.pid, started=time.time())
-    _watch(proc, run_dir)
-    return RunInfo(run_id, run_dir, read_status(run_dir) or {})
 
 
 def _watch(proc: subprocess.Popen, run_dir: Path) -> None:
@@ -112,23 +118,34 @@ def _watch(proc: subprocess.Popen, run_dir: Path) -> None:
 
 
 def _finalize(run_dir: Path, code: int | None) -> dict:
-    """Decide the final state from the events the child wrote and its exit code."""
+    """Decide the final state from the events the child wrote and its exit code.
+
+    A "saved" event means a complete adapter is on the shelf (saving is atomic), even when
+    the process died before its "done" event: that run is reported done, with how it ended.
+    """
     events, _ = read_events(run_dir / "events.jsonl")
-    done = next((e for e in reversed(events) if e.get("type") == "done"), None)
-    if done and done.get("adapter"):
-        state = "stopped" if done.get("status") == "stopped" else "done"
-        return write_status(run_dir, state=state, exit_code=code, adapter=done["adapter"], finished=time.time(),
-                            reason="stopped by user; adapter saved at the current step" if state == "stopped" else "finished")
-    reason = f"exit code {code}" if code is not None else "the training process disappeared"
+    last = {e.get("type"): e for e in events}
+    ended = "the training process disappeared" if code is None else f"exit code {code}"
     if code is not None and code < 0:
-        reason = f"killed by signal {-code}"
+        ended = f"killed by signal {-code}"
+    finished = last.get("done") or last.get("saved")
+    adapter = finished.get("adapter") if finished else None
+    if adapter:
+        state = "stopped" if finished.get("status") == "stopped" else "done"
+        reason = "stopped by user; adapter saved at the current step" if state == "stopped" else "finished"
+        if "done" not in last:
+            reason += f" (the adapter was saved, then the process ended: {ended})"
+        return write_status(run_dir, state=state, exit_code=code, adapter=adapter, finished=time.time(), reason=reason)
     return write_status(run_dir, state="failed", exit_code=code, finished=time.time(),
-                        reason=reason, log_tail=log_tail(run_dir))
+                        reason=ended, log_tail=log_tail(run_dir))
 
 
 def refresh(run_dir: Path) -> dict:
     """Current status; a run whose process died without a word is marked failed."""
     status = read_status(run_dir) or {"state": "failed", "reason": "no status.json"}
+    launching = status.get("state") == "queued" and not status.get("pid")
+    if launching and time.time() - status.get("created", 0) < _LAUNCH_GRACE_S:
+        return status  # start() is launching it right now
     if status.get("state") in ACTIVE and not _alive(status.get("pid")):
         time.sleep(0.2)  # the watcher thread may be writing the final state right now
         status = read_status(run_dir) or status
@@ -143,12 +160,14 @@ def stop(run_id: str) -> dict:
     status = refresh(run_dir)
     if status.get("state") not in ACTIVE:
         return status
+    # "stopping" first: the watcher's final state must not be overwritten by it afterwards.
+    status = write_status(run_dir, state="stopping")
     (run_dir / "stop").touch()
     pid = status.get("pid")
     if pid and _alive(pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, 15)
-    return write_status(run_dir, state="stopping")
+    return read_status(run_dir) or status
 
 
 def list_runs() -> list[RunInfo]:

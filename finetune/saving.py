@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import time
+from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
 import torch
@@ -47,6 +48,42 @@ def unique_adapter_name(base: str) -> str:
     while (shelf / name).exists():
         name, i = f"{base}-{i}", i + 1
     return name
+
+
+def adapter_name_for(requested: str, data_path: str) -> str:
+    """The requested name, or ``<dataset>-<date>``; made unique when the shelf has it."""
+    name = requested or unique_adapter_name(f"{Path(data_path).stem}-{time.strftime('%Y%m%d-%H%M')}")
+    return unique_adapter_name(name) if (paths.subdir("adapters") / name).exists() else name
+
+
+def build_manifest(cfg, resolved, tokenizer, prepared, *, status: str, steps: int, total_steps: int,
+                   targets: list[str], training: dict, metrics: dict, probes: list, timings: dict,
+                   run_dir: Path) -> dict:
+    """Everything needed to reproduce and judge the adapter (``manifest.json``).
+
+    Args:
+        training: run facts beyond ``cfg.train`` (device, packing, world_size, oom_retries...).
+    """
+    lc, dc = cfg.lora, cfg.data
+    mapping = prepared.mapping
+    return {
+        "created": now(), "status": status, "steps": steps, "total_steps": total_steps,
+        "base_model": resolved.to_dict(),
+        "tokenizer_hash": _folder_tokenizer_hash(resolved.path),
+        "chat_template_hash": text_hash(getattr(tokenizer, "chat_template", None)),
+        "lora": {"r": lc.r, "alpha": lc.alpha, "dropout": lc.dropout, "target_modules": targets},
+        "training": {**asdict(cfg.train), **training},
+        "data": {"path": dc.path, "fingerprint": prepared.fingerprint, "train_rows": len(prepared.train),
+                 "val_rows": len(prepared.val), "max_length": dc.max_length, "system_prompt": dc.system_prompt,
+                 "mapping": asdict(mapping) if is_dataclass(mapping) else dict(mapping or {})},
+        "metrics": metrics, "probes": probes, "timings": timings,
+        "versions": versions(), "run_dir": str(run_dir),
+    }
+
+
+def _folder_tokenizer_hash(folder: Path) -> str:
+    f = Path(folder) / "tokenizer.json"
+    return file_hash(f) if f.is_file() else ""
 
 
 def save_adapter(model, tokenizer, name: str, manifest: dict) -> Path:

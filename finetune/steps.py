@@ -55,7 +55,9 @@ def plan_steps(
     epoch = 0
     while len(steps) < total:
         micro = _epoch_batches(lengths, batch_size * world_size, seed + epoch, group_by_length)
-        micro = [b[rank::world_size] for b in micro if len(b[rank::world_size])]
+        # Every rank must keep the same batches (DDP all-reduces once per micro-batch), so a
+        # last batch too small to give each rank a row is dropped on all of them.
+        micro = [b[rank::world_size] for b in micro if len(b) >= world_size]
         for i in range(0, len(micro), grad_accum):
             steps.append(micro[i : i + grad_accum])
             if len(steps) == total:

@@ -55,6 +55,8 @@ def add_arguments(p) -> None:
     p.add_argument("--output-dir", "--output_dir", help="also copy the finished adapter folder here")
     p.add_argument("--events", help="append progress events as JSON lines to this file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--dry-run", "--dry_run", action="store_true",
+                   help="print the memory estimate and one timed step as JSON, then exit (writes nothing)")
 
 
 def build_config(args):
@@ -81,11 +83,45 @@ def _relaunch_under_torchrun(n: int) -> int:
 
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
            "-m", "finetune", *sys.argv[1:]]
+    # The supervising runner stops a run with a stop file plus SIGTERM to this process, and
+    # Ctrl-C reaches the workers directly: they stop and save. Dying here instead would
+    # report the run as killed while the workers are still writing the adapter.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
     return subprocess.call(cmd)
+
+
+def _print_problems(err) -> int:
+    print("error: the training settings cannot run here:", file=sys.stderr)
+    for problem in err.problems:
+        print(f"  - {problem}", file=sys.stderr)
+    return 2
+
+
+def _dry_run(cfg) -> int:
+    from finetune.dryrun import dry_run
+    from finetune.train import ConfigError
+
+    try:
+        report = dry_run(cfg)
+    except ConfigError as err:
+        return _print_problems(err)
+    if report["estimate"]["warning"]:
+        print(f"warning: {report['estimate']['warning']}", file=sys.stderr)
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def _print_warning(event: dict) -> None:
+    """Warnings reach the terminal or train.log even with --quiet."""
+    if event.get("type") == "warning":
+        print(f"warning: {event['message']}", file=sys.stderr, flush=True)
 
 
 def main(args) -> int:
     cfg = build_config(args)
+    if args.dry_run:
+        return _dry_run(cfg)
     if cfg.run.nproc_per_node > 1 and "WORLD_SIZE" not in os.environ:
         return _relaunch_under_torchrun(cfg.run.nproc_per_node)
     from finetune.console import ConsoleProgress
@@ -97,6 +133,7 @@ def main(args) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     sinks = [EventLog(Path(args.events))] if args.events else []
+    sinks.append(_print_warning)
     if not args.quiet and int(os.environ.get("RANK", "0")) == 0:
         sinks.append(ConsoleProgress())
     stop_file = Path(cfg.run.run_dir) / "stop" if cfg.run.run_dir else None
@@ -107,10 +144,7 @@ def main(args) -> int:
     try:
         result = train(cfg, on_event=lambda e: [s(e) for s in sinks], stop=stop_requested)
     except ConfigError as err:
-        print("error: the training settings cannot run here:", file=sys.stderr)
-        for problem in err.problems:
-            print(f"  - {problem}", file=sys.stderr)
-        return 2
+        return _print_problems(err)
     finally:
         for s in sinks:
             getattr(s, "close", lambda: None)()
