@@ -45,7 +45,11 @@ class DataArgs:
     truncation: str = "truncate_response"  # "truncate_response" or "drop" over-long rows
     val_fraction: float = 0.05  # share of rows held out for validation
     max_samples: int | None = None  # use at most this many rows (after shuffling)
-    packing: bool = True  # padding-free batches: no compute spent on padding
+    # Padding-free packed rows. Off by default: on CPU, transformers masks packed rows with a
+    # dense (T x T) block mask, so attention and memory grow with the whole pack; length-grouped
+    # padded batches measured faster here (docs/benchmarks.md). On GPUs with flash attention
+    # (varlen) packing pays.
+    packing: bool = False
     seed: int = 42  # shuffling and split seed
 
 

@@ -99,3 +99,12 @@ def test_quantized_runs_train_a_few_steps_on_cpu(tiny_llama_dir, home, quantizat
     assert result.status == "done" and result.adapter_dir.is_dir()
     manifest = json.loads((result.adapter_dir / "manifest.json").read_text())
     assert manifest["training"]["quantization"] == quantization
+
+
+def test_packed_rows_train_too(tiny_llama_dir, home):
+    cfg = _cfg(tiny_llama_dir, max_steps=3)
+    cfg.data.packing = True
+    events = []
+    result = train(cfg, on_event=events.append)
+    start = next(e for e in events if e["type"] == "start")
+    assert start["packing"] is True and result.status == "done"
