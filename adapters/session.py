@@ -1,0 +1,457 @@
+"""The model session: one base model in memory plus named LoRA adapters from the shelf.
+
+The base loads lazily (or in the background via ``load(wait=False)``) and is never reloaded:
+adapters are injected into it with PEFT and unloaded least-recently-used first. Generation
+goes through :meth:`ModelSession.generate`, which names the adapter of every batch row
+(``adapter_names``, ``"__base__"`` for the base), so a request never depends on which
+adapter some other request "switched" to. One ``RLock`` guards every load, unload and
+generate call: PEFT's ``adapter_names`` works by hooks registered on the shared model, so two
+generate calls must not overlap, and nobody may see a half-loaded or half-deleted adapter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from collections import OrderedDict
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from finetune import models, paths
+
+# OpenMP threads spin while they wait. When another process shares the cores (a training run,
+# the UI), spinning threads starve each other: decode was measured to fall from ~20 to ~1 token/s
+# on 2 cores. It only takes effect before torch loads OpenMP, so entry points import this first.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+BASE = "__base__"  # PEFT's name for "no adapter" in adapter_names
+MANIFEST, CONFIG = "manifest.json", "adapter_config.json"
+WEIGHTS, PICKLE_WEIGHTS = "adapter_model.safetensors", "adapter_model.bin"
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+class AdapterMismatchError(ValueError):
+    """The adapter was trained on a different base model than the session runs."""
+
+
+@dataclass
+class LoadedAdapter:
+    """An adapter held in memory, with what identifies its weights."""
+
+    name: str
+    peft_name: str  # the name inside PEFT: shelf names may hold "." or be a part of "lora_"
+    path: Path
+    adapter_hash: str  # manifest adapter_hash, or sha256 of the weights (16 hex)
+    manifest: dict = field(default_factory=dict)
+    stamp: int = 0  # manifest.json mtime_ns when loaded; a change means "retrained, reload"
+
+
+def is_base(adapter: str | None) -> bool:
+    """True for the names that mean "the base model": ``None``, ``""`` and ``"__base__"``."""
+    return adapter in (None, "", BASE)
+
+
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
+def physical_cores() -> int:
+    """Physical cores this process may use (hyper-threads share a core's math units)."""
+    cores, phys = set(), ""
+    for line in _cpuinfo().splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "physical id":
+            phys = value.strip()
+        elif key.strip() == "core id":
+            cores.add((phys, value.strip()))
+    count = len(cores) or os.cpu_count() or 1
+    if hasattr(os, "sched_getaffinity"):
+        count = min(count, len(os.sched_getaffinity(0)))
+    return max(1, count)
+
+
+def pick_dtype(dtype: str, device: str) -> str:
+    """Resolve ``auto``: bf16 where the hardware computes it natively, else fp32.
+
+    Decoding one token streams every weight through memory once, so on a CPU with native
+    bf16 (AVX512-BF16/AMX) half-size weights decode about twice as fast; without it bf16
+    is emulated and slower than fp32.
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    if dtype != "auto":
+        return dtype
+    if device == "cpu":
+        flags = _cpuinfo()
+        return "bfloat16" if "avx512_bf16" in flags or "amx_bf16" in flags else "float32"
+    import torch
+
+    return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
+
+
+def weights_hash(path: Path) -> str:
+    """sha256 of a weights file, first 16 hex digits (what the shelf writes as adapter_hash)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def read_adapter_folder(name: str, folder: Path) -> dict:
+    """Check an adapter folder before it touches the model; return its manifest.
+
+    Raises:
+        ValueError: naming the adapter and what is wrong (missing files, bad JSON, pickle
+            weights, a non-LoRA adapter, unreadable safetensors).
+    """
+    def bad(reason: str) -> ValueError:
+        return ValueError(f"adapter {name!r} is unusable: {reason} (folder {folder})")
+
+    if not folder.is_dir():
+        raise ValueError(f"no adapter named {name!r} on the shelf ({folder} does not exist)")
+    if not (folder / WEIGHTS).is_file():
+        if (folder / PICKLE_WEIGHTS).is_file():
+            raise bad(f"only pickle weights ({PICKLE_WEIGHTS}); they can run code when loaded, "
+                      f"so only {WEIGHTS} is accepted")
+        raise bad(f"{WEIGHTS} is missing")
+    docs = {}
+    for fname in (MANIFEST, CONFIG):
+        try:
+            docs[fname] = json.loads((folder / fname).read_text())
+        except (OSError, ValueError) as err:
+            raise bad(f"{fname} cannot be read as JSON ({err})") from err
+        if not isinstance(docs[fname], dict):
+            raise bad(f"{fname} is not a JSON object")
+    if docs[CONFIG].get("peft_type", "LORA") != "LORA":
+        raise bad(f"peft_type {docs[CONFIG].get('peft_type')!r}; only LoRA adapters are supported")
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(folder / WEIGHTS), framework="pt") as fh:
+            if not any("lora_" in key for key in fh.keys()):  # noqa: SIM118 (not a dict)
+                raise bad(f"{WEIGHTS} holds no LoRA tensors")
+    except ValueError:
+        raise
+    except Exception as err:  # safetensors raises its own error types for bad headers
+        raise bad(f"{WEIGHTS} is not a valid safetensors file ({err})") from err
+    return docs[MANIFEST]
+
+
+def check_base(name: str, manifest: dict, resolved: models.ResolvedModel) -> None:
+    """Refuse an adapter whose manifest names other base weights than ``resolved``.
+
+    Raises:
+        AdapterMismatchError: saying which base the adapter needs and which one is loaded.
+    """
+    base = manifest.get("base_model") or {}
+    want_hash, want_name = base.get("weight_hash"), base.get("name")
+    same = want_hash == resolved.weight_hash if want_hash else want_name == resolved.name
+    if not same:
+        raise AdapterMismatchError(
+            f"adapter {name!r} was trained on base model {want_name!r} (weights {want_hash}), "
+            f"but this session runs {resolved.name!r} (weights {resolved.weight_hash}); "
+            f"start a session on {want_name!r} or pick an adapter trained on {resolved.name!r}")
+
+
+class ModelSession:
+    """One base model plus up to ``max_loaded_adapters`` LoRA adapters, safe across threads.
+
+    Args:
+        base_name: a name or folder for :func:`finetune.models.resolve` (``default``: SmolLM2).
+        device: ``cpu`` or ``cuda[:i]``.
+        dtype: weight dtype; ``auto`` picks bf16 where it is native (see :func:`pick_dtype`).
+        max_loaded_adapters: adapters kept in memory; the least recently used goes first.
+        adapters_dir: the shelf folder; default ``$TUNEDESK_HOME/adapters`` at load time.
+    """
+
+    def __init__(self, base_name: str = "default", device: str = "cpu",
+                 max_loaded_adapters: int = 4, adapters_dir: Path | None = None,
+                 dtype: str = "auto"):
+        if max_loaded_adapters < 1:
+            raise ValueError(f"max_loaded_adapters must be at least 1, got {max_loaded_adapters}")
+        self.base_name, self.device = base_name, device
+        self.dtype = pick_dtype(dtype, device)
+        self.max_loaded_adapters = max_loaded_adapters
+        self._adapters_dir = Path(adapters_dir) if adapters_dir else None
+        self._lock = threading.RLock()
+        self._state, self._error, self._load_seconds = "not loaded", None, None
+        self._model = self._tokenizer = self._resolved = None
+        self._adapters: OrderedDict[str, LoadedAdapter] = OrderedDict()  # LRU order, oldest first
+        self._snapshot: tuple[str, ...] = ()  # adapter names for status() without the lock
+        self._active: str | None = None
+        self._counter = 0  # numbers PEFT-side adapter names
+        self.threads: int | None = None
+
+    # -- status and base loading --------------------------------------------------------
+
+    def status(self) -> dict:
+        """What the UI shows; never waits for the lock, so it answers while loading."""
+        return {"state": self._state, "base": self.base_name, "device": self.device,
+                "dtype": self.dtype,
+                "model": self._resolved.name if self._resolved else None,
+                "adapters": list(self._snapshot), "active": self._active,
+                "load_seconds": self._load_seconds, "error": self._error, "threads": self.threads}
+
+    def load(self, wait: bool = True) -> None:
+        """Load the base model now (``wait=False``: in a background thread; poll ``status``)."""
+        if not wait:
+            self._state = "loading" if self._state != "ready" else "ready"
+            threading.Thread(target=self._load_quietly, daemon=True, name="tunedesk-load").start()
+            return
+        if self._model is not None:  # fast path: no lock once loaded
+            return
+        with self._lock:
+            if self._model is None:
+                self._load_base()
+
+    def _load_quietly(self) -> None:
+        with suppress(Exception):  # recorded in status()["error"]; the next use retries, raises
+            self.load()
+
+    def _load_base(self) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self._state, self._error, start = "loading", None, time.perf_counter()
+        try:
+            if self.device == "cpu":
+                self.threads = min(torch.get_num_threads(), physical_cores())
+                torch.set_num_threads(self.threads)
+            resolved = models.resolve(self.base_name)
+            tokenizer = AutoTokenizer.from_pretrained(resolved.path)
+            tokenizer.padding_side = "left"  # batched generation appends to the right end
+            if tokenizer.pad_token is None:
+                tokenizer.pad_token = tokenizer.eos_token
+            model = AutoModelForCausalLM.from_pretrained(
+                resolved.path, dtype=getattr(torch, self.dtype), attn_implementation="sdpa")
+            model.to(self.device).eval()
+        except Exception as err:
+            self._state, self._error = "error", f"{type(err).__name__}: {err}"
+            raise
+        self._model, self._tokenizer, self._resolved = model, tokenizer, resolved
+        self._load_seconds = round(time.perf_counter() - start, 3)
+        self._state = "ready"
+
+    @property
+    def model(self):
+        """The model (a ``PeftModel`` once an adapter is loaded); loads the base if needed."""
+        self.load()
+        return self._model
+
+    @property
+    def tokenizer(self):
+        self.load()
+        return self._tokenizer
+
+    @property
+    def resolved(self) -> models.ResolvedModel:
+        self.load()
+        return self._resolved
+
+    @property
+    def base_model(self):
+        """The underlying transformers model; the same object for the session's lifetime."""
+        model = self.model
+        return model.get_base_model() if _is_peft(model) else model
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
+
+    # -- adapters -----------------------------------------------------------------------
+
+    @property
+    def loaded_adapters(self) -> list[str]:
+        """Adapters in memory, least recently used first."""
+        return list(self._snapshot)
+
+    @property
+    def active_adapter(self) -> str | None:
+        return self._active
+
+    def adapter_folder(self, name: str) -> Path:
+        """The shelf folder of adapter ``name`` (validated; cannot leave the shelf)."""
+        if self._adapters_dir is None:  # fixed at first use: the home cannot move under us
+            self._adapters_dir = paths.subdir("adapters")
+        root = self._adapters_dir
+        return paths.inside(root, root / paths.safe_name(name, "adapter name"))
+
+    def load_adapter(self, name: str) -> LoadedAdapter:
+        """Load adapter ``name`` from the shelf (no-op when loaded) and mark it recently used.
+
+        Raises:
+            AdapterMismatchError: it was trained on another base model.
+            ValueError: no such adapter, or its folder is unusable (the reason is named).
+        """
+        with self._lock:
+            return self._ensure_adapter(name, keep={name})
+
+    def unload_adapter(self, name: str) -> None:
+        """Drop adapter ``name`` from memory (e.g. after it was deleted from the shelf)."""
+        with self._lock:
+            if name not in self._adapters:
+                return
+            loaded = self._adapters.pop(name)
+            if self._adapters:
+                self._model.delete_adapter(loaded.peft_name)
+            else:  # PEFT cannot hold zero adapters: unwrap back to the (same) base object
+                self._model = self._model.unload()
+            self._after_change()
+
+    def activate(self, adapter: str | None) -> LoadedAdapter | None:
+        """Choose the chat's adapter (``None``/``"__base__"``: the base model).
+
+        Generation names its adapter per call, so this only loads the adapter and records
+        the choice; the base is never reloaded and no layer is touched.
+        """
+        with self._lock:
+            info = None if is_base(adapter) else self._ensure_adapter(adapter, keep={adapter})
+            self._active = None if info is None else info.name
+            return info
+
+    def adapter_hash(self, adapter: str | None) -> str:
+        """The adapter's hash, or the base weight hash for the base model."""
+        if is_base(adapter):
+            return self.resolved.weight_hash
+        return self.load_adapter(adapter).adapter_hash
+
+    def _ensure_adapter(self, name: str, keep: set[str]) -> LoadedAdapter:
+        self.load()
+        folder = self.adapter_folder(name)
+        loaded = self._adapters.get(name)
+        if loaded is not None:
+            if _stamp(folder) == loaded.stamp:
+                self._adapters.move_to_end(name)
+                self._after_change()
+                return loaded
+            self.unload_adapter(name)  # deleted or retrained under the same name since loading
+        manifest = read_adapter_folder(name, folder)
+        check_base(name, manifest, self._resolved)
+        self._counter += 1
+        peft_name = f"tunedesk_{self._counter}"
+        self._inject(name, peft_name, folder)
+        digest = str(manifest.get("adapter_hash") or weights_hash(folder / WEIGHTS))
+        loaded = LoadedAdapter(name, peft_name, folder, digest, manifest, _stamp(folder))
+        self._adapters[name] = loaded
+        excess = len(self._adapters) - self.max_loaded_adapters
+        for old in [n for n in self._adapters if n not in keep][: max(0, excess)]:
+            self.unload_adapter(old)
+        self._after_change()
+        return loaded
+
+    def _inject(self, name: str, peft_name: str, folder: Path) -> None:
+        """Add the adapter's LoRA layers and weights; on failure leave the model as it was."""
+        from peft import PeftConfig, PeftModel
+
+        model, wrapped = self._model, None
+        try:
+            if not _is_peft(model):
+                # PeftModel.from_pretrained in two steps, so a failure can be rolled back: the
+                # constructor injects LoRA layers into the shared base model in place.
+                config = PeftConfig.from_pretrained(str(folder))
+                config.inference_mode = True
+                model = wrapped = PeftModel(model, config, adapter_name=peft_name,
+                                            low_cpu_mem_usage=True)
+            # low_cpu_mem_usage: LoRA weights start on the meta device, no throwaway init; so a
+            # tensor missing from the file must be an error, or it would stay on "meta".
+            result = model.load_adapter(str(folder), adapter_name=peft_name, is_trainable=False,
+                                        low_cpu_mem_usage=True, torch_device=self.device)
+            if result.missing_keys:
+                raise ValueError(f"{WEIGHTS} lacks {len(result.missing_keys)} LoRA tensors, "
+                                 f"e.g. {result.missing_keys[0]}")
+        except Exception as err:
+            if wrapped is not None:
+                wrapped.unload()  # strips the injected layers; the base is as it was
+            elif _is_peft(model) and peft_name in model.peft_config:
+                model.delete_adapter(peft_name)
+            raise ValueError(f"adapter {name!r} could not be loaded: {type(err).__name__}: "
+                             f"{str(err)[:300]} (folder {folder})") from err
+        self._model = model  # load_adapter(is_trainable=False) already put it in eval mode
+
+    def _after_change(self) -> None:
+        self._snapshot = tuple(self._adapters)
+        if self._active is not None and self._active not in self._adapters:
+            self._active = None
+
+    # -- running the model --------------------------------------------------------------
+
+    def generate(self, inputs: dict, adapters: list[str | None], seed: int | None = None,
+                 **kwargs):
+        """One ``model.generate`` call whose row ``i`` uses ``adapters[i]`` (None: the base).
+
+        Holds the session lock for the whole call, so no adapter is loaded, evicted or
+        switched under a running answer, and ``seed`` (set right before the call) makes
+        sampling reproducible. ``kwargs`` go to ``generate`` unchanged.
+        """
+        import torch
+
+        names = [None if is_base(a) else a for a in adapters]
+        wanted = list(dict.fromkeys(n for n in names if n))
+        if len(wanted) > self.max_loaded_adapters:
+            raise ValueError(f"{len(wanted)} different adapters in one batch, but the session holds "
+                             f"at most {self.max_loaded_adapters}")
+        with self._lock:
+            for name in wanted:
+                self._ensure_adapter(name, keep=set(wanted))
+            model = self._model
+            if self.threads:
+                torch.set_num_threads(self.threads)  # the setting is per thread for OpenMP
+            if seed is not None:
+                torch.manual_seed(seed)
+            if _is_peft(model):
+                kwargs["adapter_names"] = [self._adapters[n].peft_name if n else BASE for n in names]
+            inputs = {k: v.to(self.device) for k, v in inputs.items()}
+            with torch.inference_mode():
+                try:
+                    return model.generate(**inputs, **kwargs)
+                except BaseException:
+                    _drop_adapter_name_hooks(model)
+                    raise
+
+    @contextmanager
+    def use(self, adapter: str | None):
+        """Yield the model set to ``adapter`` for plain forward passes (e.g. perplexity).
+
+        Holds the lock until the block ends; flips PEFT's active adapter, and for the base
+        disables adapter layers, only inside the block.
+        """
+        with self._lock:
+            loaded = None if is_base(adapter) else self._ensure_adapter(adapter, keep={adapter})
+            model = self._model
+            if not _is_peft(model):
+                yield model
+            elif loaded is None:
+                with model.disable_adapter():
+                    yield model
+            else:
+                model.set_adapter(loaded.peft_name, inference_mode=True)
+                yield model
+
+
+def _is_peft(model) -> bool:
+    return hasattr(model, "peft_config") and hasattr(model, "get_base_model")
+
+
+def _stamp(folder: Path) -> int:
+    try:
+        return (folder / MANIFEST).stat().st_mtime_ns
+    except OSError:
+        return -1
+
+
+def _drop_adapter_name_hooks(model) -> None:
+    # PEFT removes its adapter_names hooks only when generate returns normally; after an
+    # exception they would stay and steer the next call.
+    for module in model.modules():
+        for key, hook in list(module._forward_pre_hooks.items()):
+            if "adapter_names" in getattr(hook, "keywords", {}):
+                del module._forward_pre_hooks[key]
+                module._forward_pre_hooks_with_kwargs.pop(key, None)
