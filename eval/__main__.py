@@ -1,0 +1,135 @@
+"""`python -m eval`: score adapters against their base model on the same rows.
+
+    python -m eval --adapter NAME [--adapter NAME2] --data FILE --max-samples N
+
+Prints BLEU, ROUGE-L, perplexity and golden passes for the base and each adapter, with the
+deltas vs base and their 95 % CIs, and where the report was saved. Bad input (an unknown
+adapter, a missing data file, adapters of different base models) is one ``error:`` line
+and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+_HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m eval", description=__doc__.splitlines()[0])
+    p.add_argument("--adapter", action="append", default=[], metavar="NAME",
+                   help="adapter on the shelf; repeat to score several")
+    p.add_argument("--data", required=True, help="dataset file (held-out rows are used when known)")
+    p.add_argument("--max-samples", type=int, default=100, help="rows to score (default 100)")
+    p.add_argument("--batch-size", type=int, default=8, help="prompts per generate call (default 8)")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="answer length cap (default 128)")
+    p.add_argument("--base", help="base model (default: the adapters' manifest base_model.name)")
+    p.add_argument("--no-golden", action="store_true", help="skip the golden prompts")
+    p.add_argument("--golden", default="assets/golden.jsonl", help="golden prompts JSONL")
+    p.add_argument("--first-rows", action="store_true",
+                   help="score the first rows of the file, not the adapters' held-out rows")
+    p.add_argument("--seed", type=int, default=0, help="generation and bootstrap seed")
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
+    p.add_argument("--threads", type=int, default=0,
+                   help="CPU threads (default 0: one per physical core); fewer on a busy machine")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def base_model_of(adapters: list[str]) -> str:
+    """The base model all ``adapters`` were trained on, from their manifests.
+
+    Raises:
+        ValueError: an unknown or broken adapter, or adapters of different base models.
+    """
+    from adapters.store import Shelf
+
+    shelf, bases = Shelf(), {}
+    for name in adapters:
+        base = shelf.base_of(name)
+        bases[name] = (base["name"], base["weight_hash"])
+    if len({b[0] for b in bases.values()}) > 1 or len({b[1] for b in bases.values()}) > 1:
+        listed = ", ".join(f"{n} -> {b[0]} ({b[1] or 'no hash'})" for n, b in bases.items())
+        raise ValueError(f"the adapters were trained on different base models ({listed}); "
+                         "evaluate them in separate runs")
+    return next(iter(bases.values()))[0]
+
+
+def _check_data(data: str) -> None:
+    p = Path(data).expanduser()
+    if not p.exists() and not (_HUB_ID.match(data) and not p.suffix):
+        raise FileNotFoundError(f"data file {data} does not exist")
+
+
+def run(args) -> int:
+    from adapters.generate import GenerationSettings
+    from adapters.session import ModelSession
+    from eval.report import metrics_table
+    from eval.run import EVAL_MAX_NEW_TOKENS, evaluate
+
+    if not args.adapter and not args.base:
+        raise ValueError("name at least one --adapter (or --base to score the base model alone)")
+    _check_data(args.data)
+    base = args.base or base_model_of(args.adapter)
+    settings = GenerationSettings(max_new_tokens=args.max_new_tokens or EVAL_MAX_NEW_TOKENS,
+                                  seed=args.seed)
+    settings.check()
+    if args.threads > 0:
+        import torch
+
+        torch.set_num_threads(args.threads)  # the session uses at most this many
+    session = ModelSession(base, device=args.device,
+                           max_loaded_adapters=max(4, len(args.adapter)))
+    bar = _progress_bar(args.quiet)
+    try:
+        report = evaluate(session, args.adapter, args.data, max_samples=args.max_samples,
+                          batch_size=args.batch_size, settings=settings,
+                          use_validation_split=not args.first_rows, seed=args.seed,
+                          golden=None if args.no_golden else args.golden,
+                          on_progress=bar.update if bar else None)
+    finally:
+        if bar:
+            bar.close()
+    print(f"{report.data['rows']} rows of {report.data['path']}: {report.data['selection']}")
+    print(metrics_table(report))
+    print(f"{report.timings['rows_per_second']} rows/s ({report.timings['total_seconds']} s); "
+          f"deltas are adapter - base with paired-bootstrap 95% CIs")
+    print(f"report: {report.folder}")
+    return 0
+
+
+class _Bar:
+    """Adapts ``on_progress(fraction, message)`` to a tqdm bar counting percent."""
+
+    def __init__(self):
+        from tqdm import tqdm
+
+        self.tqdm = tqdm(total=100, unit="%", file=sys.stderr, dynamic_ncols=True)
+
+    def update(self, fraction: float, message: str) -> None:
+        self.tqdm.set_description_str(message[:40])
+        self.tqdm.update(max(0, round(100 * fraction) - self.tqdm.n))
+
+    def close(self) -> None:
+        self.tqdm.close()
+
+
+def _progress_bar(quiet: bool) -> _Bar | None:
+    return None if quiet else _Bar()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return run(args)
+    except (ValueError, OSError) as err:  # FileNotFoundError and the data/adapter errors
+        message = " ".join(str(err).split())
+        print(f"error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""Which rows an evaluation scores: the adapters' held-out rows, or the first rows of a file.
+
+An adapter has to be scored on rows it did not train on. Its manifest records the
+fingerprint of its training split (``finetune.data.fingerprint``: file content, chat
+template, tokenizer, max_length, seed, val_fraction, max_samples). The split is rebuilt with
+``finetune.data.prepare`` and used only when the fingerprint matches, so another file or
+unknown split settings can never pass training rows off as held-out ones; then the first
+rows of the file are scored instead and ``EvalRows.note`` says why.
+
+Rows are tokenized once, by the same code training uses: ``examples`` (input_ids, labels)
+feed perplexity, and the prompt part of the same ids is what generation continues.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+from finetune.config import DataArgs, RunConfig
+from finetune.data import detect_mapping, load_rows, prepare
+from finetune.data_format import IGNORE_INDEX, ChatFormat
+from finetune.data_rows import normalize
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class EvalRows:
+    """The rows one evaluation scores, tokenized once."""
+
+    prompts: list[str]  # the user's last message
+    references: list[str]  # the expected answer
+    intents: list[str | None]
+    examples: list[dict]  # input_ids + labels (-100 on the prompt), for perplexity
+    prompt_ids: list[list[int]]  # the prompt part of input_ids: what generation continues
+    system_prompt: str | None
+    held_out: bool  # True: rows none of the adapters trained on
+    note: str  # how the rows were chosen, in words
+
+
+def select_rows(tokenizer, manifests: dict[str, dict], data: str, max_samples: int,
+                use_validation_split: bool = True, system_prompt: str | None = None) -> EvalRows:
+    """Choose and tokenize the rows to score.
+
+    Args:
+        tokenizer: the base model's tokenizer.
+        manifests: adapter name -> manifest, in report order.
+        data: the dataset file (or folder) to score.
+        max_samples: at most this many rows.
+        use_validation_split: prefer the adapters' held-out rows when their split is known.
+        system_prompt: system message when no adapter recorded one.
+
+    Raises:
+        finetune.data.DataError: the file cannot be read or has no usable row.
+    """
+    reason = "held-out rows not requested"
+    if use_validation_split and manifests:
+        splits, reason = _training_splits(tokenizer, manifests, data)
+        if splits:
+            return _held_out(tokenizer, splits, max_samples)
+    first = next(iter(manifests.values()), {}).get("data") or {}
+    system = first.get("system_prompt") or system_prompt or None
+    max_length = first.get("max_length") or DataArgs.max_length
+    return _first_rows(tokenizer, data, max_samples, system, max_length, reason)
+
+
+def _training_splits(tokenizer, manifests: dict[str, dict], data: str) -> tuple[list, str]:
+    """[(DataArgs, PreparedData)] per adapter, or ([], why not) when one cannot be rebuilt."""
+    splits = []
+    for name, manifest in manifests.items():
+        want = (manifest.get("data") or {}).get("fingerprint")
+        if not want:
+            return [], f"adapter {name!r} records no training-data fingerprint"
+        for args in _candidate_args(manifest, data):
+            prepared = prepare(args, tokenizer)
+            if prepared.fingerprint == want:
+                splits.append((args, prepared))
+                break
+        else:
+            return [], (f"{data} with adapter {name!r}'s split settings does not reproduce its "
+                        "training data (another file, or settings the manifest does not record)")
+    return splits, ""
+
+
+def _candidate_args(manifest: dict, data: str) -> list[DataArgs]:
+    """DataArgs the adapter may have been trained with, most likely first, on file ``data``."""
+    recorded = manifest.get("data") or {}
+    run_config = Path(str(manifest.get("run_dir", ""))) / "config.json"
+    if manifest.get("run_dir") and run_config.is_file():
+        try:
+            return [replace(RunConfig.load(run_config).data, path=str(data))]
+        except (ValueError, OSError):
+            pass  # an edited or foreign config: fall back to what the manifest says
+    known = {f.name for f in fields(DataArgs)} - {"path"}
+    args = DataArgs(path=str(data), **{k: v for k, v in recorded.items() if k in known})
+    mapping = recorded.get("mapping") or {}
+    if mapping.get("messages"):
+        args = replace(args, messages_column=mapping["messages"])
+    elif mapping.get("prompt") and mapping.get("response"):
+        args = replace(args, prompt_column=mapping["prompt"], response_column=mapping["response"])
+    # Manifests may lack max_samples; the rows kept were train_rows + val_rows (exact unless
+    # tokenizing dropped rows). Tried first: it tokenizes only those rows. The fingerprint
+    # check rejects a wrong guess.
+    counted = [recorded.get("train_rows"), recorded.get("val_rows")]
+    if "max_samples" not in recorded and all(isinstance(c, int) for c in counted):
+        return [replace(args, max_samples=sum(counted)), args]
+    return [args]
+
+
+def _held_out(tokenizer, splits: list, max_samples: int) -> EvalRows:
+    """Rows no adapter trained on: the first adapter's validation rows, then unused rows."""
+    args, prepared = splits[0]
+    trained = set()
+    for _, other in splits:
+        trained.update(_keys(other.rows_raw["train"]))
+    raw, tokenized = prepared.rows_raw["val"], prepared.val
+    pick = [i for i, k in enumerate(_keys(raw)) if k not in trained][:max_samples]
+    extra = ""
+    if len(pick) < max_samples and args.max_samples is not None:
+        # Training kept only the first max_samples rows of its shuffle: the ones after them
+        # are unseen too. The same seed gives the same shuffle; only the rows needed are
+        # tokenized.
+        wider = replace(args, max_samples=args.max_samples + max_samples, val_fraction=0.0)
+        full = prepare(wider, tokenizer)
+        raw, tokenized = full.rows_raw["train"], full.train
+        pick = [i for i, k in enumerate(_keys(raw)) if k not in trained][:max_samples]
+        extra = f" plus rows beyond its max_samples={args.max_samples}"
+    if not pick:
+        raise ValueError("every row of the dataset was used for training; no held-out row is left")
+    note = (f"held-out rows: the validation split (seed {args.seed}, val_fraction "
+            f"{args.val_fraction}){extra}, minus any row an evaluated adapter trained on")
+    raw_rows = raw.select(pick).to_dict()
+    examples = tokenized.select(pick).select_columns(["input_ids", "labels"]).to_dict()
+    examples = [dict(input_ids=i, labels=lab) for i, lab in
+                zip(examples["input_ids"], examples["labels"], strict=True)]
+    return _make_rows(raw_rows, examples, args.system_prompt, True, note)
+
+
+def _first_rows(tokenizer, data: str, max_samples: int, system_prompt: str | None,
+                max_length: int, reason: str) -> EvalRows:
+    """The first ``max_samples`` usable rows of the file, in file order."""
+    ds = load_rows(data)
+    mapping = detect_mapping(ds.column_names, DataArgs(path=str(data)))
+    rows, _, _ = normalize(ds, mapping, Path(str(data)).name)
+    fmt = ChatFormat(tokenizer, system_prompt)
+    keep = {"prompt": [], "response": [], "intent": [], "history": []}
+    examples = []
+    for start in range(0, len(rows["prompt"]), max(max_samples, 64)):
+        chunk = {k: v[start:start + max(max_samples, 64)] for k, v in rows.items()}
+        enc = fmt.encode_batch(chunk, max_length, "truncate_response")
+        for i, status in enumerate(enc["status"]):
+            if status in ("ok", "truncated") and len(examples) < max_samples:
+                examples.append({"input_ids": enc["input_ids"][i], "labels": enc["labels"][i]})
+                for k in keep:
+                    keep[k].append(chunk[k][i])
+        if len(examples) >= max_samples:
+            break
+    if not examples:
+        raise ValueError(f"{data}: no row fits max_length {max_length} tokens")
+    note = f"the first {len(examples)} usable rows of the file ({reason})"
+    return _make_rows(keep, examples, system_prompt, False, note)
+
+
+def _make_rows(raw: dict, examples: list[dict], system_prompt, held_out: bool, note: str) -> EvalRows:
+    prompt_ids = []
+    for ex in examples:
+        n_prompt = next(i for i, label in enumerate(ex["labels"]) if label != IGNORE_INDEX)
+        prompt_ids.append(list(ex["input_ids"][:n_prompt]))
+    return EvalRows(prompts=list(raw["prompt"]), references=list(raw["response"]),
+                    intents=list(raw["intent"]), examples=examples, prompt_ids=prompt_ids,
+                    system_prompt=system_prompt, held_out=held_out, note=note)
+
+
+def _keys(raw) -> list[tuple]:
+    cols = raw.select_columns(["prompt", "response", "history"]).to_dict()
+    return list(zip(cols["prompt"], cols["response"], cols["history"], strict=True))
+
+
+def load_golden(path: str | Path) -> list[dict]:
+    """Golden prompts (``id``, ``prompt``, ``must_contain``, ``must_not_contain``) from JSONL.
+
+    A relative path that does not exist from the working folder is looked up in the
+    repository, so ``assets/golden.jsonl`` works from anywhere.
+    """
+    p = Path(path)
+    if not p.is_file() and not p.is_absolute() and (REPO_ROOT / p).is_file():
+        p = REPO_ROOT / p
+    if not p.is_file():
+        raise FileNotFoundError(f"golden prompts file {path} does not exist")
+    golden = []
+    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            row = json.loads(line)
+            if not isinstance(row.get("prompt"), str):
+                raise ValueError(f"{p.name} line {n}: needs a text 'prompt'")
+            golden.append({"id": str(row.get("id", n)), "prompt": row["prompt"],
+                           "must_contain": list(row.get("must_contain", [])),
+                           "must_not_contain": list(row.get("must_not_contain", []))})
+    return golden
+
+
+def golden_prompt_ids(tokenizer, golden: list[dict], system_prompt: str | None) -> list[list[int]]:
+    """Token ids of each golden prompt, rendered exactly as training renders a prompt."""
+    fmt = ChatFormat(tokenizer, system_prompt)
+    texts = [fmt.prompt_text(g["prompt"]) for g in golden]
+    if not texts:
+        return []
+    ids = tokenizer(texts, add_special_tokens=not fmt.has_template)["input_ids"]
+    eos = tokenizer.eos_token_id
+    # As in ChatFormat: a tokenizer that appends eos must not end the prompt with it.
+    return [i[:-1] if not fmt.has_template and i and i[-1] == eos else list(i) for i in ids]

@@ -1,0 +1,276 @@
+"""The paired evaluation: base and adapters answer the same rows, scored in one job.
+
+One model load; every row is tokenized once (by ``eval.rows``) and the same prompt ids go
+to every model. Each generate call answers ``batch_size`` prompts with every model at once
+(PEFT ``adapter_names``, left padding, greedy by default), so the call count is
+``ceil(rows / batch_size)`` whatever the number of adapters. Perplexity runs on the same
+rows' reference answers, base with the adapters disabled. Scores, deltas and bootstrap CIs
+are computed in :mod:`eval.report`, which also saves the folder and the manifests.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from adapters.generate import GenerationSettings
+from adapters.session import ModelSession
+from eval.perplexity import IGNORE_INDEX
+from eval.report import EvalReport, build_report, save_report, write_back
+from eval.rows import golden_prompt_ids, load_golden, select_rows
+from finetune.templates import end_of_turn_ids
+
+BASE_LABEL = "base"
+EVAL_MAX_NEW_TOKENS = 128  # support answers run 60-150 tokens; 128 keeps an eval affordable
+
+
+@dataclass
+class Generated:
+    """One model's answer to one prompt."""
+
+    text: str
+    tokens: int  # generated tokens, end-of-turn not counted
+    stopped: bool  # True: ended its turn; False: cut at max_new_tokens
+
+
+def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples: int = 100,
+             batch_size: int = 8, settings: GenerationSettings | None = None,
+             use_validation_split: bool = True, seed: int = 0,
+             golden: str | None = "assets/golden.jsonl",
+             on_progress: Callable[[float, str], None] | None = None,
+             save: bool = True) -> EvalReport:
+    """Answer and score the same rows with the base model and each adapter.
+
+    Args:
+        session: a model session on the adapters' base model (loaded here if needed).
+        adapters: adapter names on the shelf; the base model is always scored too.
+        data: dataset file; by default its rows the adapters did not train on are scored.
+        max_samples: at most this many rows.
+        batch_size: prompts per generate call (each answered by every model in that call).
+        settings: generation settings; default greedy, ``EVAL_MAX_NEW_TOKENS``, ``seed``.
+        use_validation_split: score the adapters' held-out rows when their split is known,
+            else (or when False) the first ``max_samples`` rows of the file.
+        seed: generation seed (when ``settings`` is None) and bootstrap seed.
+        golden: golden prompts JSONL checked for must/must-not phrases; None skips them.
+        on_progress: called with (fraction 0-1, message) as the run goes.
+        save: write ``$TUNEDESK_HOME/evals/<eval_id>/`` and each adapter's manifest ``eval``.
+
+    Returns:
+        The report (``report.folder`` is where it was saved).
+
+    Raises:
+        ValueError: bad arguments, an unknown or mismatched adapter, or unusable data.
+    """
+    progress = on_progress or (lambda fraction, message: None)
+    settings = settings or GenerationSettings(max_new_tokens=EVAL_MAX_NEW_TOKENS, seed=seed)
+    _check_args(session, adapters, max_samples, batch_size, settings)
+    clock = {"start": time.perf_counter()}
+    progress(0.0, "loading the model and adapters")
+    session.load()
+    manifests = {name: session.load_adapter(name).manifest for name in adapters}
+    progress(0.02, "choosing and tokenizing rows")
+    rows = select_rows(session.tokenizer, manifests, data, max_samples, use_validation_split,
+                       settings.system_prompt or None)
+    golden_rows = load_golden(golden) if golden else []
+    clock["rows"] = time.perf_counter()
+    answers, golden_answers, nll = _run_models(session, rows, golden_rows, adapters, settings,
+                                               batch_size, progress, clock)
+    progress(0.95, "scoring")
+    report = build_report(rows, answers, nll, golden_rows, golden_answers, seed)
+    report.data = {"path": str(data), "rows": len(rows.prompts), "held_out": rows.held_out,
+                   "selection": rows.note, "system_prompt": rows.system_prompt}
+    report.settings = {"generation": asdict(settings), "batch_size": batch_size,
+                       "max_samples": max_samples, "seed": seed, "golden": golden,
+                       "use_validation_split": use_validation_split, "device": session.device,
+                       "dtype": session.dtype, "threads": session.threads}
+    report.hashes = {"base_model": {"name": session.resolved.name,
+                                    "weight_hash": session.resolved.weight_hash},
+                     "adapters": {name: session.adapter_hash(name) for name in adapters}}
+    report.timings = _timings(clock, len(rows.prompts), len(adapters) + 1, len(golden_rows))
+    if save:
+        save_report(report)
+        write_back(report)
+    progress(1.0, f"done: {report.folder or 'not saved'}")
+    return report
+
+
+def _run_models(session, rows, golden_rows, adapters, settings, batch_size, progress, clock):
+    """Answers to the rows and golden prompts, and per-row NLL, for base and each adapter."""
+    share = len(rows.prompt_ids) / (len(rows.prompt_ids) + len(golden_rows))
+
+    def gen_progress(lo: float, hi: float):
+        return lambda done, total: progress(lo + (hi - lo) * done / total,
+                                            f"generating: batch {done}/{total}")
+
+    answers = answer_all(session, rows.prompt_ids, adapters, settings, batch_size,
+                         gen_progress(0.05, 0.05 + 0.7 * share))
+    clock["generate"] = time.perf_counter()
+    golden_ids = golden_prompt_ids(session.tokenizer, golden_rows, rows.system_prompt)
+    golden_answers = answer_all(session, golden_ids, adapters, settings, batch_size,
+                                gen_progress(0.05 + 0.7 * share, 0.75))
+    clock["golden"] = time.perf_counter()
+    nll = {}
+    for k, label in enumerate([BASE_LABEL, *adapters]):
+        progress(0.75 + 0.2 * k / (len(adapters) + 1), f"perplexity: {label}")
+        nll[label] = row_nll(session, None if label == BASE_LABEL else label, rows.examples,
+                             batch_size)
+    clock["perplexity"] = time.perf_counter()
+    return answers, golden_answers, nll
+
+
+def _check_args(session, adapters, max_samples, batch_size, settings) -> None:
+    problems = settings.validate()
+    if not isinstance(max_samples, int) or max_samples < 1:
+        problems.append(f"max_samples must be a whole number of 1 or more, got {max_samples!r}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        problems.append(f"batch_size must be a whole number of 1 or more, got {batch_size!r}")
+    if len(set(adapters)) != len(adapters):
+        problems.append(f"an adapter is named twice: {adapters}")
+    if BASE_LABEL in adapters:
+        problems.append(f"{BASE_LABEL!r} is always evaluated; it cannot be an adapter name")
+    if len(adapters) > session.max_loaded_adapters:
+        problems.append(f"{len(adapters)} adapters, but the session holds at most "
+                        f"{session.max_loaded_adapters} at once")
+    if problems:
+        raise ValueError("cannot evaluate: " + "; ".join(problems))
+
+
+def _timings(clock: dict, rows: int, models: int, golden: int) -> dict:
+    total = time.perf_counter() - clock["start"]
+    gen = clock["generate"] - clock["rows"]
+    return {
+        "rows_seconds": round(clock["rows"] - clock["start"], 3),
+        "generate_seconds": round(gen, 3),
+        "golden_seconds": round(clock["golden"] - clock["generate"], 3),
+        "perplexity_seconds": round(clock["perplexity"] - clock["golden"], 3),
+        "total_seconds": round(total, 3),
+        # rows/s: dataset rows fully evaluated (every model answered and scored) per second.
+        "rows_per_second": round(rows / total, 4),
+        "answers_per_second": round(rows * models / max(gen, 1e-9), 4),
+        "golden_prompts": golden,
+    }
+
+
+def answer_all(session: ModelSession, prompt_ids: list[list[int]], adapters: list[str],
+               settings: GenerationSettings, batch_size: int,
+               on_batch: Callable[[int, int], None] | None = None) -> dict[str, list[Generated]]:
+    """Answer every prompt with the base model and each adapter.
+
+    Prompts of similar length share a call (less padding); every call holds
+    ``batch_size`` prompts x (1 + len(adapters)) rows.
+
+    Returns:
+        ``{"base": [...], adapter: [...]}``, answers in prompt order.
+    """
+    names = [None, *adapters]
+    labels = [BASE_LABEL, *adapters]
+    out = {label: [None] * len(prompt_ids) for label in labels}
+    order = sorted(range(len(prompt_ids)), key=lambda i: -len(prompt_ids[i]))
+    kwargs = _generate_kwargs(session, settings)
+    stop = set(kwargs["eos_token_id"])
+    total = -(-len(order) // batch_size)
+    for n, start in enumerate(range(0, len(order), batch_size), 1):
+        chunk = order[start:start + batch_size]
+        inputs = left_pad([prompt_ids[i] for i in chunk for _ in names],
+                          session.tokenizer.pad_token_id)
+        rows = session.generate(inputs, [a for _ in chunk for a in names], seed=settings.seed,
+                                **kwargs)
+        new = rows[:, inputs["input_ids"].shape[1]:].tolist()
+        for j, ids in enumerate(new):
+            out[labels[j % len(names)]][chunk[j // len(names)]] = _decode(session, ids, stop)
+        if on_batch:
+            on_batch(n, total)
+    return out
+
+
+def left_pad(ids: list[list[int]], pad_id: int) -> dict:
+    """A left-padded batch: generation appends new tokens at the right end of every row."""
+    import torch
+
+    width = max(len(x) for x in ids)
+    input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(ids), width), dtype=torch.long)
+    for row, x in enumerate(ids):
+        input_ids[row, width - len(x):] = torch.tensor(x, dtype=torch.long)
+        mask[row, width - len(x):] = 1
+    return {"input_ids": input_ids, "attention_mask": mask}
+
+
+def _generate_kwargs(session: ModelSession, settings: GenerationSettings) -> dict:
+    """``generate`` arguments for ``settings``, as adapters.generate builds them for chat."""
+    tokenizer = session.tokenizer
+    eos = session.model.generation_config.eos_token_id
+    stop = end_of_turn_ids(tokenizer)
+    stop += [i for i in (eos if isinstance(eos, list) else [eos]) if i is not None and i not in stop]
+    kwargs = {"max_new_tokens": settings.max_new_tokens, "do_sample": not settings.greedy,
+              "eos_token_id": stop, "pad_token_id": tokenizer.pad_token_id,
+              "repetition_penalty": settings.repetition_penalty}
+    if settings.min_new_tokens:
+        kwargs["min_new_tokens"] = settings.min_new_tokens
+    if not settings.greedy:
+        kwargs.update(temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k)
+    return kwargs
+
+
+def _decode(session: ModelSession, ids: list[int], stop: set[int]) -> Generated:
+    end = next((i for i, t in enumerate(ids) if t in stop), None)
+    kept = ids if end is None else ids[:end]
+    text = session.tokenizer.decode(kept, skip_special_tokens=True)
+    return Generated(text=text, tokens=len(kept), stopped=end is not None)
+
+
+def row_nll(session: ModelSession, adapter: str | None, examples: list[dict],
+            batch_size: int = 8) -> dict:
+    """Per-row summed NLL of the response tokens, so the bootstrap can resample rows.
+
+    The same sums ``eval.perplexity`` adds up over the whole set (a test pins the two
+    together), kept per row; rows of similar length share a right-padded batch.
+
+    Returns:
+        ``{"nll": array (N,) summed nats per row, "tokens": array (N,) scored tokens}``.
+    """
+    import torch
+
+    sums, counts = np.zeros(len(examples)), np.zeros(len(examples), dtype=np.int64)
+    order = sorted(range(len(examples)), key=lambda i: -len(examples[i]["input_ids"]))
+    with session.use(adapter) as model, torch.inference_mode():
+        device = next(model.parameters()).device
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
+            batch = _right_pad([examples[i] for i in chunk], session.tokenizer.pad_token_id)
+            nll, tokens = _batch_row_nll(model, {k: v.to(device) for k, v in batch.items()})
+            sums[chunk], counts[chunk] = nll, tokens
+    return {"nll": sums, "tokens": counts}
+
+
+def _right_pad(examples: list[dict], pad_id: int) -> dict:
+    import torch
+
+    width = max(len(ex["input_ids"]) for ex in examples)
+    batch = {"input_ids": torch.full((len(examples), width), pad_id, dtype=torch.long),
+             "attention_mask": torch.zeros((len(examples), width), dtype=torch.long),
+             "labels": torch.full((len(examples), width), IGNORE_INDEX, dtype=torch.long)}
+    for row, ex in enumerate(examples):
+        n = len(ex["input_ids"])
+        batch["input_ids"][row, :n] = torch.tensor(ex["input_ids"], dtype=torch.long)
+        batch["labels"][row, :n] = torch.tensor(ex["labels"], dtype=torch.long)
+        batch["attention_mask"][row, :n] = 1
+    return batch
+
+
+def _batch_row_nll(model, batch: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Summed NLL (float64) and scored-token count per row of one batch."""
+    import torch
+    import torch.nn.functional as F
+
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    logits = logits[:, :-1, :]  # (B, T-1, V): token t is predicted from positions < t
+    targets = batch["labels"][:, 1:]  # (B, T-1)
+    keep = targets != IGNORE_INDEX
+    per_token = torch.zeros(targets.shape, dtype=torch.float64, device=logits.device)
+    # Only scored positions are upcast: (N, V) floats, never (B, T, V).
+    per_token[keep] = F.cross_entropy(logits[keep].float(), targets[keep], reduction="none").double()
+    return per_token.sum(dim=1).cpu().numpy(), keep.sum(dim=1).cpu().numpy()
