@@ -1,0 +1,59 @@
+"""TuneDesk: `python app.py [--host H] [--port P] [--auth user:pass] [--home DIR]`.
+
+Listens on 127.0.0.1 by default and refuses any other address (or a share link) without
+authentication. Settings can also come from TUNEDESK_HOST / TUNEDESK_PORT / TUNEDESK_AUTH /
+TUNEDESK_HOME.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--host", default=os.environ.get("TUNEDESK_HOST", "127.0.0.1"))
+    p.add_argument("--port", type=int, default=int(os.environ.get("TUNEDESK_PORT", "7860")))
+    p.add_argument("--auth", default=os.environ.get("TUNEDESK_AUTH"), help="user:pass")
+    p.add_argument("--home", default=os.environ.get("TUNEDESK_HOME"), help="data folder (default ./outputs)")
+    p.add_argument("--model", default=os.environ.get("TUNEDESK_MODEL", "default"), help="base model for chat")
+    p.add_argument("--share", action="store_true", help="Gradio share link (needs --auth)")
+    return p.parse_args(argv)
+
+
+def check_access(host: str, auth: str | None, share: bool) -> tuple[str, str] | None:
+    """Return (user, password) or None; refuse exposure without authentication.
+
+    Raises:
+        SystemExit: with a sentence saying what to do.
+    """
+    creds = None
+    if auth:
+        user, sep, password = auth.partition(":")
+        if not sep or not user or not password:
+            raise SystemExit("error: --auth must look like user:password")
+        creds = (user, password)
+    if (host not in LOCAL_HOSTS or share) and creds is None:
+        where = "a share link" if share else f"address {host}"
+        raise SystemExit(f"error: refusing to listen on {where} without authentication; add --auth user:password")
+    return creds
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    creds = check_access(args.host, args.auth, args.share)
+    if args.home:
+        os.environ["TUNEDESK_HOME"] = args.home
+    from ui.app import build_app, launch
+
+    demo = build_app(base_model=args.model)
+    launch(demo, host=args.host, port=args.port, auth=creds, share=args.share)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Assemble the tabs into one Gradio Blocks app and launch it."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from ui.adapters_tab import build_adapters_tab
+from ui.chat_tab import build_chat_tab
+from ui.compare_tab import build_compare_tab
+from ui.engine import Engine
+from ui.evaluate_tab import build_evaluate_tab
+from ui.train_tab import build_train_tab
+
+MAX_UPLOAD = "200mb"
+
+
+def build_app(base_model: str = "default", engine: Engine | None = None) -> gr.Blocks:
+    """Build the UI over an :class:`Engine` (created here when not given)."""
+    engine = engine or Engine(base_model)
+    with gr.Blocks(title="TuneDesk") as demo:
+        gr.Markdown("# TuneDesk\nFine-tune a small LLM into a customer-support chatbot: "
+                    "train → evaluate → keep adapters → chat → compare.")
+        with gr.Tabs(elem_id="tabs") as tabs:
+            train = build_train_tab(engine)
+            build_evaluate_tab(engine)
+            build_adapters_tab(engine)
+            build_chat_tab(engine)
+            compare = build_compare_tab(engine)
+        train["to_compare"].click(
+            lambda rid: _open_compare(engine, rid), train["run_id"], [tabs, compare["adapter"]])
+        # Start loading the base model as soon as a page opens; Chat's status line shows progress.
+        demo.load(lambda: engine.session.load(wait=False))
+        for fn, inputs, outputs in train["on_load"]:
+            demo.load(fn, inputs, outputs, show_progress="hidden")
+    demo.engine = engine
+    return demo
+
+
+def _open_compare(engine: Engine, run_id: str | None):
+    from ui.train_view import latest_run_id, run_view
+
+    adapter = run_view(run_id or latest_run_id()).get("adapter")
+    names = engine.adapter_choices()
+    return gr.Tabs(selected="compare"), gr.update(choices=names, value=adapter if adapter in names else None)
+
+
+def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, auth=None, share: bool = False,
+           prevent_thread_lock: bool = False):
+    # One heavy event at a time per handler (Gradio's default concurrency limit of 1); chat
+    # stays usable during training because training runs in its own child process.
+    demo.queue(max_size=64, default_concurrency_limit=1)
+    return demo.launch(server_name=host, server_port=port, auth=auth, share=share,
+                       max_file_size=MAX_UPLOAD, prevent_thread_lock=prevent_thread_lock,
+                       show_error=True, allowed_paths=[str(demo.engine.home / "exports")])

@@ -1,0 +1,97 @@
+"""Chat tab: streaming answers from the base model or the active adapter."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from adapters.generate import stream_chat
+from ui.engine import BASE_LABEL, Engine
+
+
+def build_chat_tab(engine: Engine) -> dict:
+    with gr.Tab("Chat", id="chat") as tab:
+        status = gr.Markdown(engine.model_status_line(), elem_id="chat-status")
+        with gr.Row():
+            adapter = gr.Dropdown([BASE_LABEL], value=BASE_LABEL, label="Adapter", scale=3,
+                                  elem_id="chat-adapter", allow_custom_value=False)
+            refresh = gr.Button("↻ Refresh adapters", scale=1)
+        chatbot = gr.Chatbot(label="Conversation", height=420, elem_id="chatbot")
+        with gr.Row():
+            message = gr.Textbox(placeholder="Ask a support question…", show_label=False, scale=5,
+                                 elem_id="chat-input", submit_btn=False)
+            send = gr.Button("Send", variant="primary", scale=1, elem_id="chat-send")
+        with gr.Row():
+            retry = gr.Button("Retry last")
+            clear = gr.Button("Clear")
+        with gr.Accordion("System prompt and generation settings", open=False):
+            system = gr.Textbox(label="System prompt", lines=2,
+                                value="You are a helpful customer-support assistant.")
+            with gr.Row():
+                max_new = gr.Slider(1, 1024, value=200, step=1, label="Max new tokens")
+                temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
+                top_p = gr.Slider(0.05, 1, value=0.9, step=0.05, label="Top-p")
+                rep = gr.Slider(1, 2, value=1.1, step=0.05, label="Repetition penalty")
+                seed = gr.Number(0, precision=0, label="Seed", minimum=0)
+        controls = [adapter, system, max_new, temperature, top_p, rep, seed]
+
+        def choices():
+            return gr.update(choices=[BASE_LABEL, *engine.adapter_choices()])
+
+        def on_switch(choice):
+            name = engine.to_adapter(choice)
+            try:
+                engine.activate(name)
+            except ValueError as err:
+                gr.Warning(str(err))
+                return gr.update(value=engine.active_adapter or BASE_LABEL), engine.model_status_line()
+            return gr.update(), engine.model_status_line()
+
+        def respond(history, text, choice, *settings_values):
+            history = list(history or [])
+            if not text or not text.strip():
+                yield history, ""
+                return
+            history.append({"role": "user", "content": text})
+            yield from _stream(history, choice, settings_values)
+
+        def retry_last(history, choice, *settings_values):
+            history = list(history or [])
+            while history and history[-1]["role"] == "assistant":
+                history.pop()
+            if not history:
+                yield history, ""
+                return
+            yield from _stream(history, choice, settings_values)
+
+        def _stream(history, choice, settings_values):
+            try:
+                settings = engine.settings(*settings_values)
+                messages = [{"role": m["role"], "content": _text(m["content"])} for m in history]
+                history.append({"role": "assistant", "content": ""})
+                for partial in stream_chat(engine.session, messages, engine.to_adapter(choice), settings):
+                    history[-1]["content"] = partial
+                    yield history, ""
+            except ValueError as err:
+                history[-1:] = [] if history and history[-1]["role"] == "assistant" else history[-1:]
+                gr.Warning(str(err))
+                yield history, ""
+
+        tab.select(choices, None, adapter)
+        refresh.click(choices, None, adapter)
+        adapter.change(on_switch, adapter, [adapter, status])
+        send.click(respond, [chatbot, message, *controls], [chatbot, message])
+        message.submit(respond, [chatbot, message, *controls], [chatbot, message])
+        retry.click(retry_last, [chatbot, *controls], [chatbot, message])
+        clear.click(lambda: ([], ""), None, [chatbot, message])
+        timer = gr.Timer(1.0)
+        timer.tick(lambda: engine.model_status_line(), None, status, show_progress="hidden")
+    return {"tab": tab, "adapter": adapter, "status": status}
+
+
+def _text(content) -> str:
+    """Gradio may hand message content back as a list of parts; keep the text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return str(content)

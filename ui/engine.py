@@ -1,0 +1,142 @@
+"""The app's state object: what the tabs share. No gradio here — tabs call these methods.
+
+One model session (base model loaded once, adapters hot-swapped), the adapter shelf, the
+hardware description and the training runner.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from adapters.generate import GenerationSettings
+from adapters.session import ModelSession
+from adapters.store import Shelf
+from finetune import paths
+from finetune.hardware import detect
+
+BASE_LABEL = "base model (no adapter)"
+
+
+class Engine:
+    """Shared state behind the tabs."""
+
+    def __init__(self, base_model: str = "default"):
+        from finetune.models import DEFAULT_MODEL, is_default
+
+        self.home = paths.home()
+        self.base_model = DEFAULT_MODEL if is_default(base_model) else base_model
+        self.hardware = detect()
+        self.session = ModelSession(base_model, device=self.hardware.default_device)
+
+    @property
+    def active_adapter(self) -> str | None:
+        """The adapter Chat uses (None = base model); the session keeps it."""
+        return self.session.status().get("active")
+
+    def activate(self, name: str | None):
+        """Hot-swap Chat's adapter (loads it once; the base model is never reloaded)."""
+        return self.session.activate(name)
+
+    # -- adapters ---------------------------------------------------------------------------
+    def shelf(self) -> Shelf:
+        return Shelf()
+
+    def adapter_choices(self) -> list[str]:
+        """Adapters that can be chosen in Chat/Compare (broken ones are left out)."""
+        return [e.name for e in self.shelf().list() if e.ok]
+
+    @staticmethod
+    def to_adapter(choice: str | None) -> str | None:
+        return None if not choice or choice == BASE_LABEL else choice
+
+    def model_status_line(self) -> str:
+        s = self.session.status()
+        model = s.get("model") or s.get("base")
+        state = s["state"]
+        if state == "ready":
+            text = f"**Model:** {model} — ready on {s['device']} ({s['dtype']}, loaded in {s['load_seconds']:.1f} s)"
+        elif state == "error":
+            text = f"**Model:** could not load {model}: {s['error']}"
+        else:
+            text = f"**Model:** {model} — {state}…"
+        active = self.active_adapter or "none (base model)"
+        return text + f"  \n**Active adapter:** {active}"
+
+    def settings(self, system_prompt: str, max_new_tokens, temperature, top_p, repetition_penalty, seed) -> GenerationSettings:
+        return GenerationSettings(
+            max_new_tokens=int(max_new_tokens), temperature=float(temperature), top_p=float(top_p),
+            repetition_penalty=float(repetition_penalty), seed=int(seed), system_prompt=system_prompt or "",
+        )
+
+    def feedback_dir(self) -> Path:
+        return paths.subdir("feedback")
+
+
+UPLOAD_TYPES = (".jsonl", ".json", ".csv", ".parquet")
+MAX_UPLOAD_BYTES = 200 * 2**20
+
+
+def store_upload(temp_path: str) -> str:
+    """Validate an uploaded dataset and keep a copy under ``datasets/uploads``.
+
+    Raises:
+        ValueError: wrong type, too big, or unreadable (the loader's message names why).
+    """
+    import hashlib
+    import shutil
+
+    from finetune.data_load import load_rows
+
+    src = Path(temp_path)
+    if src.suffix.lower() not in UPLOAD_TYPES:
+        raise ValueError(f"{src.name}: upload a {', '.join(UPLOAD_TYPES)} file")
+    if src.stat().st_size > MAX_UPLOAD_BYTES:
+        raise ValueError(f"{src.name} is {src.stat().st_size / 2**20:.0f} MiB; the upload limit is 200 MiB")
+    load_rows(src)  # raises a clear ValueError for binary, empty, malformed files
+    digest = hashlib.sha256(src.read_bytes()).hexdigest()[:10]
+    stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in src.stem)[:40] or "upload"
+    dest_dir = paths.subdir("datasets") / "uploads"
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    dest = dest_dir / f"{stem}-{digest}{src.suffix.lower()}"
+    if not dest.exists():
+        shutil.copyfile(src, dest)
+    return str(dest)
+
+
+def preview(path: str, rows: int = 5) -> tuple[list[list[str]], list[str], str]:
+    """First rows, their columns, and the detected column mapping, for the Train tab."""
+    from finetune.config import DataArgs
+    from finetune.data_load import load_rows
+    from finetune.data_rows import detect_mapping
+
+    table = load_rows(path)
+    mapping = detect_mapping(table.column_names, DataArgs(path=path))
+    head = table.select(range(min(rows, len(table))))
+    cols = table.column_names
+    values = [[str(r[c])[:200] for c in cols] for r in head]
+    return values, cols, f"{len(table):,} rows · detected mapping: {mapping.describe()}"
+
+
+def estimate_text(cfg) -> str:
+    """Memory estimate for the Train tab (reads the model config only; loads no weights)."""
+    from finetune.dryrun import estimate_memory
+    from finetune.models import resolve
+
+    est = estimate_memory(cfg, resolve(cfg.model.name))
+    fits = "fits" if est["fits"] else "**will not fit**"
+    text = (f"Settings are valid. Estimated peak memory {est['total_gib']:.1f} GiB on {est['device']} "
+            f"({est['device_gib']:.0f} GiB) — {fits}: weights {est['weights_gib']:.2f}, activations "
+            f"{est['activations_gib']:.2f}, logits {est['logits_gib']:.2f}, LoRA+optimizer "
+            f"{est['lora_and_optimizer_gib']:.2f} GiB; {est['lora_params']:,} trainable parameters.")
+    return text + (f"\n\n⚠️ {est['warning']}" if est["warning"] else "")
+
+
+def dry_run_text(cfg) -> str:
+    """Run one real training step (nothing is saved) and report its time and memory."""
+    from finetune.dryrun import dry_run
+
+    r = dry_run(cfg)
+    minutes = r.get("projected_seconds", 0) / 60
+    return (f"Dry run: one micro-batch of {r.get('tokens_per_micro_batch', 0):,} tokens took {r.get('seconds_per_step', 0):.2f} s, "
+            f"peak memory {r.get('peak_memory_gib', 0):.2f} GiB. The whole run ({r.get('total_steps')} steps) "
+            f"should take about {minutes:.1f} min.")

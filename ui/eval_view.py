@@ -1,0 +1,39 @@
+"""Tables for the Evaluate tab from an EvalReport. No gradio here."""
+
+from __future__ import annotations
+
+METRIC_COLUMNS = ["model", "BLEU", "ROUGE-L", "perplexity", "golden passed",
+                  "Δ BLEU [95% CI]", "Δ ROUGE-L [95% CI]", "Δ perplexity [95% CI]"]
+
+
+def _ci(d: dict, digits: int) -> str:
+    return f"{d['delta']:+.{digits}f} [{d['low']:+.{digits}f}, {d['high']:+.{digits}f}]"
+
+
+def metric_rows(report) -> list[list]:
+    rows = []
+    for m in report.models:
+        x, d = report.metrics[m], report.deltas.get(m)
+        deltas = [_ci(d["bleu"], 2), _ci(d["rouge_l"], 4), _ci(d["perplexity"], 2)] if d else ["—"] * 3
+        rows.append([m, round(x["bleu"], 2), round(x["rouge_l"], 4), round(x["perplexity"], 2),
+                     f"{x['golden_passed']}/{x['golden_total']}", *deltas])
+    return rows
+
+
+def sample_rows(report, adapter: str) -> tuple[list[str], list[list]]:
+    """Per-sample table for one adapter vs base, worst ROUGE-L regressions first."""
+    cols = ["row", "prompt", "reference", "base answer", f"{adapter} answer",
+            "base ROUGE-L", f"{adapter} ROUGE-L", "Δ ROUGE-L", "Δ BLEU"]
+    rows = [[s["index"], s["prompt"], s["reference"], s["answers"]["base"], s["answers"][adapter],
+             round(s["rouge_l"]["base"], 3), round(s["rouge_l"][adapter], 3),
+             round(s["delta"][adapter]["rouge_l"], 3), round(s["delta"][adapter]["bleu"], 2)]
+            for s in report.samples]
+    rows.sort(key=lambda r: r[7])
+    return cols, rows
+
+
+def golden_rows(report) -> tuple[list[str], list[list]]:
+    cols = ["id", "prompt", *[f"{m} passed" for m in report.models]]
+    rows = [[r["id"], r["prompt"], *["✓" if r["checks"][m]["passed"] else "✗" for m in report.models]]
+            for r in report.golden.get("results", [])]
+    return cols, rows

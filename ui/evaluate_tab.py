@@ -1,0 +1,93 @@
+"""Evaluate tab: base and chosen adapters scored on the same rows (BLEU, ROUGE-L, perplexity)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from adapters.generate import GenerationSettings
+from eval.run import evaluate
+from ui import forms
+from ui.engine import Engine, store_upload
+from ui.eval_view import METRIC_COLUMNS, golden_rows, metric_rows, sample_rows
+
+
+def build_evaluate_tab(engine: Engine) -> dict:
+    with gr.Tab("Evaluate", id="evaluate") as tab:
+        with gr.Row():
+            adapters = gr.Dropdown([], multiselect=True, label="Adapters to score against the base model",
+                                   scale=3, elem_id="eval-adapters")
+            refresh = gr.Button("↻", scale=0, min_width=40)
+        with gr.Row():
+            data = gr.Textbox(forms.DEMO_DATA, label="Dataset path (default: the demo data; the adapters' "
+                              "held-out rows are used when known)", scale=3, elem_id="eval-data")
+            upload = gr.File(label="…or upload", file_types=[".jsonl", ".json", ".csv", ".parquet"], scale=1)
+        with gr.Row():
+            samples = gr.Slider(4, 500, value=40, step=1, label="Rows", elem_id="eval-rows")
+            max_new = gr.Slider(16, 512, value=128, step=16, label="Max new tokens per answer", elem_id="eval-max-new")
+            batch = gr.Slider(1, 32, value=8, step=1, label="Prompts per batch")
+            golden = gr.Checkbox(True, label="Check the golden prompts", elem_id="eval-golden")
+        run = gr.Button("Run evaluation", variant="primary", elem_id="eval-run")
+        status = gr.Markdown(elem_id="eval-status")
+        metrics = gr.Dataframe(headers=METRIC_COLUMNS, label="Metrics (Δ = adapter − base, paired bootstrap 95% CI)",
+                               interactive=False, wrap=True, elem_id="eval-metrics")
+        which = gr.Dropdown([], label="Per-sample table for adapter")
+        per_sample = gr.Dataframe(label="Per-sample scores, worst regressions first", interactive=False,
+                                  wrap=True, max_height=400, elem_id="eval-samples")
+        golden_table = gr.Dataframe(label="Golden prompts (must / must-not phrases)", interactive=False, wrap=True)
+        files = gr.File(label="Report files", file_count="multiple", elem_id="eval-files")
+        report_state = gr.State(None)
+
+        def choices():
+            return gr.update(choices=engine.adapter_choices())
+
+        def on_upload(file):
+            if not file:
+                return gr.update()
+            try:
+                return store_upload(file)
+            except ValueError as err:
+                gr.Warning(str(err))
+                return gr.update()
+
+        def on_run(names, path, rows, n, b, check_golden, progress=gr.Progress()):
+            empty = (None, gr.update(choices=[]), None, None, None, None)
+            if not names:
+                return ("Pick at least one adapter.", *empty)
+            settings = GenerationSettings(max_new_tokens=int(n), temperature=0.0)
+            try:
+                report = evaluate(engine.session, list(names), (path or forms.DEMO_DATA).strip(),
+                                  max_samples=int(rows), batch_size=int(b), settings=settings,
+                                  golden="assets/golden.jsonl" if check_golden else None,
+                                  on_progress=lambda f, msg: progress(f, desc=msg))
+            except (ValueError, OSError) as err:
+                return (f"⚠️ {err}", *empty)
+            folder = Path(report.folder)
+            out = [str(folder / f) for f in ("report.json", "samples.csv", "summary.md") if (folder / f).exists()]
+            t = report.timings
+            text = (f"Scored {report.data.get('rows')} rows ({report.data.get('selection')}) in "
+                    f"{t.get('total_seconds')} s — {t.get('rows_per_second')} rows/s. Saved to `{folder}`.")
+            first = report.adapters[0]
+            return (text, pd.DataFrame(metric_rows(report), columns=METRIC_COLUMNS),
+                    gr.update(choices=report.adapters, value=first), _samples(report, first),
+                    _golden(report), out, report)
+
+        def _samples(report, adapter):
+            if report is None or not adapter:
+                return None
+            cols, rows = sample_rows(report, adapter)
+            return pd.DataFrame(rows, columns=cols)
+
+        def _golden(report):
+            cols, rows = golden_rows(report)
+            return pd.DataFrame(rows, columns=cols) if rows else None
+
+        tab.select(choices, None, adapters)
+        refresh.click(choices, None, adapters)
+        upload.change(on_upload, upload, data)
+        run.click(on_run, [adapters, data, samples, max_new, batch, golden],
+                  [status, metrics, which, per_sample, golden_table, files, report_state])
+        which.change(_samples, [report_state, which], per_sample)
+    return {"tab": tab}

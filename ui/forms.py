@@ -1,0 +1,93 @@
+"""Form values <-> RunConfig, and what the hardware lets the form offer. No gradio here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from finetune.config import RunConfig
+from finetune.hardware import PRECISIONS, QUANTIZATIONS, Hardware
+
+DEMO_DATA = "assets/demo_support.jsonl"
+
+# Field order of the Train tab's settings inputs: (section, field).
+TRAIN_FIELDS = [
+    ("model", "name"),
+    ("train", "device"), ("train", "precision"), ("train", "quantization"),
+    ("train", "batch_size"), ("train", "grad_accum"),
+    ("lora", "r"), ("lora", "alpha"), ("lora", "dropout"), ("lora", "include_mlp"),
+    ("train", "learning_rate"), ("train", "lr_schedule"), ("train", "epochs"), ("train", "max_steps"),
+    ("data", "max_length"), ("data", "max_samples"), ("data", "val_fraction"), ("data", "packing"),
+    ("data", "system_prompt"),
+    ("train", "eval_every"), ("train", "probe_every"), ("train", "save_every"), ("train", "seed"),
+    ("run", "adapter_name"),
+]
+_INTS = {"batch_size", "grad_accum", "r", "alpha", "max_steps", "max_length", "max_samples",
+         "eval_every", "probe_every", "save_every", "seed"}
+_FLOATS = {"dropout", "learning_rate", "epochs", "val_fraction"}
+
+
+def ui_defaults() -> RunConfig:
+    """Settings a first-time user can run in a few minutes on a 2-core CPU."""
+    cfg = RunConfig()
+    cfg.data.path = DEMO_DATA
+    cfg.data.max_samples = 600
+    cfg.train.max_steps = 60
+    cfg.train.eval_every = 20
+    cfg.train.probe_every = 20
+    cfg.train.save_every = 20
+    cfg.train.log_every = 2
+    return cfg
+
+
+def form_values(cfg: RunConfig) -> list:
+    return [getattr(getattr(cfg, s), f) for s, f in TRAIN_FIELDS]
+
+
+def to_config(data_path: str, values: list) -> tuple[RunConfig, list[str]]:
+    """Build a RunConfig from form values; returns it with the problems found converting."""
+    cfg, problems = ui_defaults(), []
+    cfg.data.path = data_path
+    for (section, field), value in zip(TRAIN_FIELDS, values, strict=True):
+        try:
+            value = _convert(field, value)
+        except (TypeError, ValueError):
+            problems.append(f"{field.replace('_', ' ')} must be a number (got {value!r})")
+            continue
+        setattr(getattr(cfg, section), field, value)
+    return cfg, problems
+
+
+def _convert(field: str, value):
+    if field == "max_samples":
+        return None if value in (None, "", 0) else int(value)
+    if field in _INTS:
+        if value is None or float(value) != int(float(value)):
+            raise ValueError
+        return int(float(value))
+    if field in _FLOATS:
+        return float(value)
+    if field in ("system_prompt", "adapter_name"):
+        return (value or "").strip() or (None if field == "system_prompt" else "")
+    return value
+
+
+@dataclass
+class Offer:
+    """Options a dropdown may offer, and why the others are off."""
+
+    choices: list[str]
+    notes: list[str]
+
+
+def device_offer(hw: Hardware) -> Offer:
+    return Offer(["auto"] + [d.name for d in hw.devices], [] if hw.has_cuda else ["No CUDA GPU found: training runs on the CPU."])
+
+
+def option_offer(hw: Hardware, device: str, kind: str) -> Offer:
+    """Precisions or quantizations usable on ``device``; the rest explained."""
+    dev = hw.device(device)
+    names, table = (PRECISIONS, dev.precisions) if kind == "precision" else (QUANTIZATIONS, dev.quantizations)
+    choices = [n for n in names if table.get(n) is None]
+    notes = [f"{n} is off: {table[n]}" for n in names if table.get(n)]
+    notes += [f"{n}: {dev.warnings[n]}" for n in choices if n in dev.warnings]
+    return Offer(choices, notes)

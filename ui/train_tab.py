@@ -1,0 +1,170 @@
+"""Train tab: choose model, data and settings; start, watch, stop; re-attach after reload."""
+
+from __future__ import annotations
+
+import gradio as gr
+import pandas as pd
+
+from finetune import runner
+from finetune.config import validate
+from ui import forms
+from ui.engine import Engine, dry_run_text, estimate_text, preview, store_upload
+from ui.train_view import latest_run_id, run_view
+
+DATA_SOURCES = ["Demo data (assets)", "Upload a file", "Path on this machine"]
+
+
+def build_train_tab(engine: Engine) -> dict:
+    hw = engine.hardware
+    d = forms.ui_defaults()
+    d.model.name = engine.base_model  # train on the model the app serves, unless the user changes it
+    with gr.Tab("Train", id="train") as tab:
+        run_id = gr.State(None)
+        curve_key = gr.State(None)  # (run, points) last drawn: redraw the plot only when it changed
+        with gr.Row():
+            with gr.Column(scale=1):
+                model = gr.Textbox(d.model.name, label="Base model (Hub id, local folder or 'default')", elem_id="train-model")
+                source = gr.Radio(DATA_SOURCES, value=DATA_SOURCES[0], label="Dataset")
+                upload = gr.File(label="Upload (.jsonl .json .csv .parquet)", file_types=list(forms_types()), visible=False)
+                path = gr.Textbox(label="Dataset path", visible=False, elem_id="train-path")
+                data_info = gr.Markdown()
+                data_preview = gr.Dataframe(label="First rows", interactive=False, wrap=True, max_height=220)
+            with gr.Column(scale=1):
+                dev_offer = forms.device_offer(hw)
+                device = gr.Dropdown(dev_offer.choices, value="auto", label="Device")
+                p0, q0 = forms.option_offer(hw, "auto", "precision"), forms.option_offer(hw, "auto", "quantization")
+                precision = gr.Dropdown(p0.choices, value="fp32", label="Precision", elem_id="train-precision")
+                quant = gr.Dropdown(q0.choices, value="none", label="Quantization", elem_id="train-quant")
+                hw_notes = gr.Markdown("\n".join(f"- {n}" for n in dev_offer.notes + p0.notes + q0.notes), elem_id="hw-notes")
+                with gr.Row():
+                    batch = gr.Number(d.train.batch_size, precision=0, label="Batch size", minimum=1)
+                    accum = gr.Number(d.train.grad_accum, precision=0, label="Gradient accumulation", minimum=1)
+                with gr.Accordion("Advanced: LoRA and training settings", open=False):
+                    with gr.Row():
+                        r = gr.Number(d.lora.r, precision=0, label="LoRA rank r")
+                        alpha = gr.Number(d.lora.alpha, precision=0, label="LoRA alpha")
+                        dropout = gr.Number(d.lora.dropout, label="LoRA dropout")
+                        mlp = gr.Checkbox(d.lora.include_mlp, label="Adapt MLP layers too")
+                    with gr.Row():
+                        lr = gr.Number(d.train.learning_rate, label="Learning rate")
+                        sched = gr.Dropdown(["cosine", "linear", "constant"], value=d.train.lr_schedule, label="Schedule")
+                        epochs = gr.Number(d.train.epochs, label="Epochs")
+                        steps = gr.Number(d.train.max_steps, precision=0, label="Max steps (0 = use epochs)", elem_id="train-steps")
+                    with gr.Row():
+                        max_len = gr.Number(d.data.max_length, precision=0, label="Max length (tokens)")
+                        samples = gr.Number(d.data.max_samples, precision=0, label="Max rows (0 = all)", elem_id="train-samples")
+                        val = gr.Number(d.data.val_fraction, label="Validation fraction")
+                        packing = gr.Checkbox(d.data.packing, label="Pack rows (no padding; pays on GPUs with flash attention)")
+                    system = gr.Textbox(label="System prompt (optional)")
+                    with gr.Row():
+                        eval_every = gr.Number(d.train.eval_every, precision=0, label="Validate every N steps")
+                        probe_every = gr.Number(d.train.probe_every, precision=0, label="Probe answers every N steps")
+                        save_every = gr.Number(d.train.save_every, precision=0, label="Checkpoint every N steps")
+                        seed = gr.Number(d.train.seed, precision=0, label="Seed")
+                name = gr.Textbox(label="Adapter name (optional)", elem_id="train-name")
+        settings = [model, device, precision, quant, batch, accum, r, alpha, dropout, mlp, lr, sched, epochs,
+                    steps, max_len, samples, val, packing, system, eval_every, probe_every, save_every, seed, name]
+        with gr.Row():
+            check = gr.Button("Check settings & estimate", elem_id="train-check")
+            dry = gr.Button("Dry run (one step)", elem_id="train-dry")
+            start = gr.Button("Start training", variant="primary", elem_id="train-start")
+            stop = gr.Button("Stop", variant="stop", elem_id="train-stop")
+        message = gr.Markdown(elem_id="train-message")
+        progress = gr.HTML(run_view(None)["progress_html"])
+        curve = gr.LinePlot(pd.DataFrame({"step": [], "loss": [], "series": []}), x="step", y="loss",
+                            color="series", title="Loss (train and validation)", elem_id="loss-curve", height=260)
+        probes = gr.Dataframe(headers=["probe prompt", "current answer"], label="Probe answers", wrap=True,
+                              interactive=False, elem_id="probe-answers")
+        result = gr.Markdown(elem_id="train-result")
+        to_compare = gr.Button("Compare the new adapter with the base model →", visible=False, elem_id="train-to-compare")
+        log = gr.Textbox(label="Log tail", lines=6, max_lines=12, interactive=False)
+        timer = gr.Timer(2.0)
+
+        def dataset_path(src, upload_file, typed) -> str:
+            if src == DATA_SOURCES[0]:
+                return forms.DEMO_DATA
+            if src == DATA_SOURCES[1]:
+                if not upload_file:
+                    raise ValueError("choose a file to upload first")
+                return store_upload(upload_file)
+            if not (typed or "").strip():
+                raise ValueError("type a dataset path first")
+            return typed.strip()
+
+        def on_source(src):
+            return gr.update(visible=src == DATA_SOURCES[1]), gr.update(visible=src == DATA_SOURCES[2])
+
+        def on_data(src, upload_file, typed):
+            try:
+                values, cols, info = preview(dataset_path(src, upload_file, typed))
+            except ValueError as err:
+                return f"⚠️ {err}", gr.update(value=None)
+            return info, gr.update(value=pd.DataFrame(values, columns=cols))
+
+        def on_device(dev):
+            p, q = forms.option_offer(hw, dev, "precision"), forms.option_offer(hw, dev, "quantization")
+            notes = "\n".join(f"- {n}" for n in dev_offer.notes + p.notes + q.notes)
+            return gr.update(choices=p.choices), gr.update(choices=q.choices), notes
+
+        def build(src, upload_file, typed, values):
+            data = dataset_path(src, upload_file, typed)
+            cfg, problems = forms.to_config(data, list(values))
+            return cfg, problems + validate(cfg, hw)
+
+        def checked(fn):
+            def handler(src, upload_file, typed, *values):
+                try:
+                    cfg, problems = build(src, upload_file, typed, values)
+                    if problems:
+                        return "**These settings cannot run:**\n" + "\n".join(f"- {p}" for p in problems)
+                    return fn(cfg)
+                except (ValueError, OSError, RuntimeError) as err:
+                    return f"⚠️ {err}"
+            return handler
+
+        def on_start(src, upload_file, typed, *values):
+            try:
+                cfg, problems = build(src, upload_file, typed, values)
+                if problems:
+                    return "**Not started — fix these first:**\n" + "\n".join(f"- {p}" for p in problems), None
+                info = runner.start(cfg)
+            except (ValueError, RuntimeError, OSError) as err:
+                return f"⚠️ Not started: {err}", None
+            return f"Started run `{info.run_id}`.", info.run_id
+
+        def on_stop(current):
+            current = current or latest_run_id()
+            if not current:
+                return "No run to stop."
+            status = runner.stop(current)
+            return f"Asked run `{current}` to stop ({status.get('state')}); it saves the adapter at the current step."
+
+        def poll(current, drawn):
+            current = current or latest_run_id()  # re-attach after a reload or an app restart
+            view = run_view(current)
+            key = (current, len(view["curve"]))
+            frame = gr.skip() if key == drawn else pd.DataFrame(view["curve"] or {"step": [], "loss": [], "series": []})
+            return (current, key, view["progress_html"], frame, view["probes"] or None, view["result"],
+                    gr.update(visible=bool(view["adapter"]) and not view["active"]), view["log"])
+
+        source.change(on_source, source, [upload, path])
+        for trigger in (source.change, upload.change, path.submit):
+            trigger(on_data, [source, upload, path], [data_info, data_preview])
+        device.change(on_device, device, [precision, quant, hw_notes])
+        check.click(checked(estimate_text), [source, upload, path, *settings], message)
+        dry.click(checked(dry_run_text), [source, upload, path, *settings], message, concurrency_id="heavy")
+        start.click(on_start, [source, upload, path, *settings], [message, run_id], concurrency_id="train-start")
+        stop.click(on_stop, run_id, message)
+        outputs = [run_id, curve_key, progress, curve, probes, result, to_compare, log]
+        timer.tick(poll, [run_id, curve_key], outputs, show_progress="hidden")
+        tab.select(poll, [run_id, gr.State(None)], outputs, show_progress="hidden")
+        tab.select(on_data, [source, upload, path], [data_info, data_preview])
+        # The Train tab is the first one shown: fill it when the page opens too.
+        on_load = [(poll, [run_id, gr.State(None)], outputs), (on_data, [source, upload, path], [data_info, data_preview])]
+    return {"tab": tab, "to_compare": to_compare, "run_id": run_id, "on_load": on_load}
+
+
+def forms_types():
+    from ui.engine import UPLOAD_TYPES
+
+    return UPLOAD_TYPES
