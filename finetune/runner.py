@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,12 +47,9 @@ def _alive(pid: int | None) -> bool:
         return False
     except PermissionError:
         return True
-    # A zombie child of ours counts as dead: reap it.
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        return done == 0
-    except ChildProcessError:
-        return _not_zombie(pid)
+    # A zombie counts as dead. Never reap it here (no waitpid): the watcher thread owns our
+    # children, and reaping behind its back makes Popen.wait() report exit code 0.
+    return _not_zombie(pid)
 
 
 def _not_zombie(pid: int) -> bool:
@@ -106,15 +104,19 @@ def _launch(run_dir: Path) -> subprocess.Popen:
                                 start_new_session=True)
 
 
+_WATCHERS: dict[str, threading.Thread] = {}  # run dir -> thread waiting on a child we started
+
+
 def _watch(proc: subprocess.Popen, run_dir: Path) -> None:
     """Record the exit in status.json when the child ends (a thread, so the parent is free)."""
-    import threading
 
     def wait() -> None:
         code = proc.wait()
         _finalize(run_dir, code)
 
-    threading.Thread(target=wait, daemon=True, name=f"watch-{run_dir.name}").start()
+    thread = threading.Thread(target=wait, daemon=True, name=f"watch-{run_dir.name}")
+    _WATCHERS[str(run_dir)] = thread
+    thread.start()
 
 
 def _finalize(run_dir: Path, code: int | None) -> dict:
@@ -147,7 +149,9 @@ def refresh(run_dir: Path) -> dict:
     if launching and time.time() - status.get("created", 0) < _LAUNCH_GRACE_S:
         return status  # start() is launching it right now
     if status.get("state") in ACTIVE and not _alive(status.get("pid")):
-        time.sleep(0.2)  # the watcher thread may be writing the final state right now
+        watcher = _WATCHERS.get(str(run_dir))
+        if watcher is not None:
+            watcher.join(timeout=10)  # our own child: its watcher records the real exit code
         status = read_status(run_dir) or status
         if status.get("state") in ACTIVE:
             status = _finalize(run_dir, status.get("exit_code"))

@@ -75,6 +75,10 @@ def build_manifest(cfg, resolved, tokenizer, prepared, *, status: str, steps: in
         "training": {**asdict(cfg.train), **training},
         "data": {"path": dc.path, "fingerprint": prepared.fingerprint, "train_rows": len(prepared.train),
                  "val_rows": len(prepared.val), "max_length": dc.max_length, "system_prompt": dc.system_prompt,
+                 # The full split settings, so evaluation can rebuild exactly the held-out rows.
+                 "seed": dc.seed, "val_fraction": dc.val_fraction, "max_samples": dc.max_samples,
+                 "truncation": dc.truncation, "prompt_column": dc.prompt_column,
+                 "response_column": dc.response_column, "messages_column": dc.messages_column,
                  "mapping": asdict(mapping) if is_dataclass(mapping) else dict(mapping or {})},
         "metrics": metrics, "probes": probes, "timings": timings,
         "versions": versions(), "run_dir": str(run_dir),
