@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 
 from adapters.generate import GenerationSettings, compare, encode
-from adapters.session import WEIGHTS, ModelSession, physical_cores, weights_hash
+from adapters.session import WEIGHTS, ModelSession, physical_cores
 from finetune import models
+from finetune.hashing import file_hash
 
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 MSGS = [{"role": "user", "content": "Where is my order? I ordered a blue jacket last week."}]
@@ -41,7 +42,7 @@ def make_adapters(shelf: Path, resolved: models.ResolvedModel, names=("bench-a",
         config = LoraConfig(r=16, lora_alpha=32, target_modules=TARGETS, init_lora_weights=False)
         model = get_peft_model(AutoModelForCausalLM.from_pretrained(resolved.path), config)
         model.save_pretrained(shelf / name)
-        manifest = {"name": name, "adapter_hash": weights_hash(shelf / name / WEIGHTS),
+        manifest = {"name": name, "adapter_hash": file_hash(shelf / name / WEIGHTS),
                     "base_model": {"name": resolved.name, "architecture": resolved.architecture,
                                    "weight_hash": resolved.weight_hash}}
         (shelf / name / "manifest.json").write_text(json.dumps(manifest))

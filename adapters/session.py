@@ -11,7 +11,6 @@ generate calls must not overlap, and nobody may see a half-loaded or half-delete
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from finetune import models, paths
+from finetune.hashing import file_hash
 
 # OpenMP threads spin while they wait. When another process shares the cores (a training run,
 # the UI), spinning threads starve each other: decode was measured to fall from ~20 to ~1 token/s
@@ -94,15 +94,6 @@ def pick_dtype(dtype: str, device: str) -> str:
     import torch
 
     return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
-
-
-def weights_hash(path: Path) -> str:
-    """sha256 of a weights file, first 16 hex digits (what the shelf writes as adapter_hash)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()[:16]
 
 
 def read_adapter_folder(name: str, folder: Path) -> dict:
@@ -338,7 +329,7 @@ class ModelSession:
         self._counter += 1
         peft_name = f"tunedesk_{self._counter}"
         self._inject(name, peft_name, folder)
-        digest = str(manifest.get("adapter_hash") or weights_hash(folder / WEIGHTS))
+        digest = str(manifest.get("adapter_hash") or file_hash(folder / WEIGHTS))
         loaded = LoadedAdapter(name, peft_name, folder, digest, manifest, _stamp(folder))
         self._adapters[name] = loaded
         excess = len(self._adapters) - self.max_loaded_adapters

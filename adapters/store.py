@@ -10,7 +10,6 @@ symlinks that leave the home are refused, so a name typed in the UI cannot reach
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -21,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from finetune import paths
+from finetune.hashing import file_hash  # noqa: F401  (re-exported: callers import it from here)
 
 FORMAT = "tunedesk-adapter/1"
 MANIFEST, CONFIG = "manifest.json", "adapter_config.json"
@@ -271,15 +271,6 @@ def manifest_from_config(name: str, config: dict, imported: bool = False) -> dic
     if imported:
         manifest["imported"] = True
     return manifest
-
-
-def file_hash(path: Path) -> str:
-    """sha256 of a file, first 16 hex digits (the manifest's ``adapter_hash``)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()[:16]
 
 
 def merge_dicts(base: dict, updates: dict) -> dict:

@@ -7,7 +7,6 @@ a half adapter on the shelf.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -18,20 +17,9 @@ from pathlib import Path
 import torch
 
 from finetune import paths
+from finetune.hashing import file_hash, text_hash  # noqa: F401  (text_hash re-exported)
 
 MANIFEST_FORMAT = "tunedesk-adapter/1"
-
-
-def file_hash(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()[:16]
-
-
-def text_hash(text: str | None) -> str:
-    return hashlib.sha256((text or "").encode()).hexdigest()[:16]
 
 
 def versions() -> dict:
