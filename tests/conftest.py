@@ -139,3 +139,58 @@ def bitext_dir() -> Path:
     if not BITEXT_DIR.is_dir():
         pytest.skip(f"Bitext data not found at {BITEXT_DIR}")
     return BITEXT_DIR
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny_run_config(model_dir, **train_overrides):
+    """A RunConfig that trains ``model_dir`` for 3 small steps on 48 demo rows."""
+    from finetune.config import RunConfig
+
+    cfg = RunConfig()
+    cfg.model.name = str(model_dir)
+    cfg.data.path = str(ROOT / "assets" / "demo_support.jsonl")
+    cfg.data.max_samples, cfg.data.max_length, cfg.data.val_fraction = 48, 96, 0.1
+    cfg.lora.r, cfg.lora.alpha = 4, 8
+    t = cfg.train
+    t.max_steps, t.batch_size, t.log_every, t.eval_every, t.probe_every, t.save_every = 3, 4, 1, 0, 0, 0
+    for k, v in train_overrides.items():
+        setattr(t, k, v)
+    return cfg
+
+
+@pytest.fixture(scope="session")
+def varied_dir(tiny_llama_dir, tmp_path_factory) -> Path:
+    """The tiny llama with larger random weights, so greedy answers are varied text
+    (the 0.02-std init answers "\\n" forever, which any model would match)."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    folder = tmp_path_factory.mktemp("varied-llama")
+    shutil.copytree(tiny_llama_dir, folder, dirs_exist_ok=True)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.dim() == 2:
+                param.normal_(0, 0.2)
+    model.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def random_lora_dir(tiny_llama_dir, tmp_path_factory) -> Path:
+    """A saved LoRA adapter on the tiny llama (non-zero B, so it really changes the logits)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
+    config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    folder = tmp_path_factory.mktemp("peft") / "adapter"
+    get_peft_model(base, config).save_pretrained(folder)
+    return folder

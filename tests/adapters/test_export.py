@@ -16,19 +16,12 @@ from adapters.store import PICKLE_REASON, Shelf, file_hash
 
 
 @pytest.fixture(scope="session")
-def peft_dir(tiny_llama_dir, tmp_path_factory) -> Path:
-    """A saved LoRA adapter with no manifest, in a folder whose name needs sanitizing."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
+def peft_dir(random_lora_dir, tmp_path_factory) -> Path:
+    """The shared LoRA adapter, in a folder whose name needs sanitizing (no manifest)."""
+    import shutil
 
-    torch.manual_seed(0)
-    base = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
-    config = LoraConfig(
-        r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False
-    )
-    folder = tmp_path_factory.mktemp("peft") / "My adapter (v2)"
-    get_peft_model(base, config).save_pretrained(folder)
+    folder = tmp_path_factory.mktemp("peft-named") / "My adapter (v2)"
+    shutil.copytree(random_lora_dir, folder)
     return folder
 
 

@@ -4,7 +4,6 @@ transformers generation; one slow test on the real default model."""
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 
 import pytest
@@ -17,23 +16,6 @@ from finetune.templates import FALLBACK_PROMPT, render_prompt
 
 MSGS = [{"role": "user", "content": "Where is my order?"}]
 GREEDY = GenerationSettings(max_new_tokens=16)
-
-
-@pytest.fixture(scope="module")
-def varied_dir(tiny_llama_dir, tmp_path_factory):
-    """The tiny llama with larger random weights, so greedy answers are varied text."""
-    from transformers import AutoModelForCausalLM
-
-    folder = tmp_path_factory.mktemp("varied-llama-gen")
-    shutil.copytree(tiny_llama_dir, folder, dirs_exist_ok=True)
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() == 2:
-                param.normal_(0, 0.2)
-    model.save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture

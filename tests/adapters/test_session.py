@@ -17,24 +17,6 @@ MSGS = [{"role": "user", "content": "Where is my order?"}]
 GREEDY = GenerationSettings(max_new_tokens=12)
 
 
-@pytest.fixture(scope="module")
-def varied_dir(tiny_llama_dir, tmp_path_factory):
-    """The tiny llama with larger random weights, so greedy answers are varied text
-    (the 0.02-std init answers "\\n" forever, which any model would match)."""
-    from transformers import AutoModelForCausalLM
-
-    folder = tmp_path_factory.mktemp("varied-llama")
-    shutil.copytree(tiny_llama_dir, folder, dirs_exist_ok=True)
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() == 2:
-                param.normal_(0, 0.2)
-    model.save_pretrained(folder)
-    return folder
-
-
 def make_adapter(home, base_dir, name, seed, weight_hash=None, base_name=None):
     """Save a seeded random LoRA adapter plus manifest on the shelf of ``home``."""
     from peft import LoraConfig, get_peft_model

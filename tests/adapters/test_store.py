@@ -16,20 +16,8 @@ BAD_NAMES = ["../x", "/abs", "a/b", "", "x" * 200, ".hidden", "a\\b", "..", "a..
 
 
 @pytest.fixture(scope="session")
-def peft_dir(tiny_llama_dir, tmp_path_factory) -> Path:
-    """A saved LoRA adapter (non-zero B, so it really changes the logits)."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    base = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
-    config = LoraConfig(
-        r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False
-    )
-    folder = tmp_path_factory.mktemp("peft") / "adapter"
-    get_peft_model(base, config).save_pretrained(folder)
-    return folder
+def peft_dir(random_lora_dir) -> Path:
+    return random_lora_dir
 
 
 def shelve(peft_dir: Path, base: Path, name: str, created: str = "2026-11-21T11:00:00") -> Path:

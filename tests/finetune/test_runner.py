@@ -16,26 +16,16 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import tiny_run_config
 
 from finetune import runner
-from finetune.config import RunConfig
 from finetune.events import read_events
 from finetune.saving import latest_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _cfg(model_dir, **train_overrides) -> RunConfig:
-    cfg = RunConfig()
-    cfg.model.name = str(model_dir)
-    cfg.data.path = str(ROOT / "assets" / "demo_support.jsonl")
-    cfg.data.max_samples, cfg.data.max_length, cfg.data.val_fraction = 48, 96, 0.1
-    cfg.lora.r, cfg.lora.alpha = 4, 8
-    t = cfg.train
-    t.max_steps, t.batch_size, t.log_every, t.eval_every, t.probe_every, t.save_every = 3, 4, 1, 0, 0, 0
-    for k, v in train_overrides.items():
-        setattr(t, k, v)
-    return cfg
+_cfg = tiny_run_config
 
 
 def _wait(predicate, what: str, timeout: float = 240):

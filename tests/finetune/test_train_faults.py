@@ -8,24 +8,13 @@ import subprocess
 
 import pytest
 import torch
+from conftest import tiny_run_config
 
 import finetune.train as train_mod
 from finetune import hardware
-from finetune.config import RunConfig
 from finetune.train import train
 
-
-def _cfg(model_dir, **train_overrides) -> RunConfig:
-    cfg = RunConfig()
-    cfg.model.name = str(model_dir)
-    cfg.data.path = "assets/demo_support.jsonl"
-    cfg.data.max_samples, cfg.data.max_length, cfg.data.val_fraction = 48, 96, 0.1
-    cfg.lora.r, cfg.lora.alpha = 4, 8
-    t = cfg.train
-    t.max_steps, t.batch_size, t.log_every, t.eval_every, t.probe_every, t.save_every = 3, 4, 1, 0, 0, 0
-    for k, v in train_overrides.items():
-        setattr(t, k, v)
-    return cfg
+_cfg = tiny_run_config
 
 
 def _examples(batch: dict) -> int:
