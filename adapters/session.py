@@ -11,7 +11,6 @@ generate calls must not overlap, and nobody may see a half-loaded or half-delete
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -20,6 +19,16 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from adapters.adapter_folder import (  # noqa: F401  (re-exported)
+    CONFIG,
+    MANIFEST,
+    PICKLE_WEIGHTS,
+    WEIGHTS,
+    AdapterMismatchError,
+    check_base,
+    read_adapter_folder,
+)
+from adapters.devices import DTYPES, physical_cores, pick_dtype  # noqa: F401  (re-exported)
 from finetune import models, paths
 from finetune.hashing import file_hash
 
@@ -29,13 +38,6 @@ from finetune.hashing import file_hash
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 BASE = "__base__"  # PEFT's name for "no adapter" in adapter_names
-MANIFEST, CONFIG = "manifest.json", "adapter_config.json"
-WEIGHTS, PICKLE_WEIGHTS = "adapter_model.safetensors", "adapter_model.bin"
-DTYPES = ("auto", "float32", "bfloat16", "float16")
-
-
-class AdapterMismatchError(ValueError):
-    """The adapter was trained on a different base model than the session runs."""
 
 
 @dataclass
@@ -53,103 +55,6 @@ class LoadedAdapter:
 def is_base(adapter: str | None) -> bool:
     """True for the names that mean "the base model": ``None``, ``""`` and ``"__base__"``."""
     return adapter in (None, "", BASE)
-
-
-def _cpuinfo() -> str:
-    try:
-        return Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return ""
-
-
-def physical_cores() -> int:
-    """Physical cores this process may use (hyper-threads share a core's math units)."""
-    cores, phys = set(), ""
-    for line in _cpuinfo().splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "physical id":
-            phys = value.strip()
-        elif key.strip() == "core id":
-            cores.add((phys, value.strip()))
-    count = len(cores) or os.cpu_count() or 1
-    if hasattr(os, "sched_getaffinity"):
-        count = min(count, len(os.sched_getaffinity(0)))
-    return max(1, count)
-
-
-def pick_dtype(dtype: str, device: str) -> str:
-    """Resolve ``auto``: bf16 where the hardware computes it natively, else fp32.
-
-    Decoding one token streams every weight through memory once, so on a CPU with native
-    bf16 (AVX512-BF16/AMX) half-size weights decode about twice as fast; without it bf16
-    is emulated and slower than fp32.
-    """
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-    if dtype != "auto":
-        return dtype
-    if device == "cpu":
-        flags = _cpuinfo()
-        return "bfloat16" if "avx512_bf16" in flags or "amx_bf16" in flags else "float32"
-    import torch
-
-    return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
-
-
-def read_adapter_folder(name: str, folder: Path) -> dict:
-    """Check an adapter folder before it touches the model; return its manifest.
-
-    Raises:
-        ValueError: naming the adapter and what is wrong (missing files, bad JSON, pickle
-            weights, a non-LoRA adapter, unreadable safetensors).
-    """
-    def bad(reason: str) -> ValueError:
-        return ValueError(f"adapter {name!r} is unusable: {reason} (folder {folder})")
-
-    if not folder.is_dir():
-        raise ValueError(f"no adapter named {name!r} on the shelf ({folder} does not exist)")
-    if not (folder / WEIGHTS).is_file():
-        if (folder / PICKLE_WEIGHTS).is_file():
-            raise bad(f"only pickle weights ({PICKLE_WEIGHTS}); they can run code when loaded, "
-                      f"so only {WEIGHTS} is accepted")
-        raise bad(f"{WEIGHTS} is missing")
-    docs = {}
-    for fname in (MANIFEST, CONFIG):
-        try:
-            docs[fname] = json.loads((folder / fname).read_text())
-        except (OSError, ValueError) as err:
-            raise bad(f"{fname} cannot be read as JSON ({err})") from err
-        if not isinstance(docs[fname], dict):
-            raise bad(f"{fname} is not a JSON object")
-    if docs[CONFIG].get("peft_type", "LORA") != "LORA":
-        raise bad(f"peft_type {docs[CONFIG].get('peft_type')!r}; only LoRA adapters are supported")
-    try:
-        from safetensors import safe_open
-
-        with safe_open(str(folder / WEIGHTS), framework="pt") as fh:
-            if not any("lora_" in key for key in fh.keys()):  # noqa: SIM118 (not a dict)
-                raise bad(f"{WEIGHTS} holds no LoRA tensors")
-    except ValueError:
-        raise
-    except Exception as err:  # safetensors raises its own error types for bad headers
-        raise bad(f"{WEIGHTS} is not a valid safetensors file ({err})") from err
-    return docs[MANIFEST]
-
-
-def check_base(name: str, manifest: dict, resolved: models.ResolvedModel) -> None:
-    """Refuse an adapter whose manifest names other base weights than ``resolved``.
-
-    Raises:
-        AdapterMismatchError: saying which base the adapter needs and which one is loaded.
-    """
-    base = manifest.get("base_model") or {}
-    want_hash, want_name = base.get("weight_hash"), base.get("name")
-    same = want_hash == resolved.weight_hash if want_hash else want_name == resolved.name
-    if not same:
-        raise AdapterMismatchError(
-            f"adapter {name!r} was trained on base model {want_name!r} (weights {want_hash}), "
-            f"but this session runs {resolved.name!r} (weights {resolved.weight_hash}); "
-            f"start a session on {want_name!r} or pick an adapter trained on {resolved.name!r}")
 
 
 class ModelSession:
