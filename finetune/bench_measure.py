@@ -23,10 +23,7 @@ class TokenCounter:
 
     def __init__(self, model):
         self.totals = {"real": 0, "examples": 0, "pairs": 0, "logits": 0}
-        self._handles = [
-            model.register_forward_pre_hook(self._inputs, with_kwargs=True),
-            model.get_output_embeddings().register_forward_hook(self._head),
-        ]
+        self._handles = [model.register_forward_pre_hook(self._inputs, with_kwargs=True)]
 
     def _inputs(self, module, args, kwargs) -> None:
         ids, mask, pos = kwargs.get("input_ids"), kwargs.get("attention_mask"), kwargs.get("position_ids")
@@ -37,11 +34,11 @@ class TokenCounter:
         else:
             b, n = ids.shape
             real, examples, pairs = ids.numel(), b, b * n * (n + 1) // 2
-        for key, value in (("real", real), ("examples", examples), ("pairs", pairs)):
+        # The LM head runs on the positions a boolean ``logits_to_keep`` selects, else on all.
+        keep = kwargs.get("logits_to_keep")
+        logits = keep.sum() if isinstance(keep, torch.Tensor) and keep.dtype == torch.bool else ids.numel()
+        for key, value in (("real", real), ("examples", examples), ("pairs", pairs), ("logits", logits)):
             self.totals[key] = self.totals[key] + value
-
-    def _head(self, module, inputs, output) -> None:
-        self.totals["logits"] += output.shape[:-1].numel()
 
     def read(self) -> dict[str, int]:
         return {k: int(v) for k, v in self.totals.items()}

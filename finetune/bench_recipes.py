@@ -66,19 +66,22 @@ def _random_base(config, resolved, device: str, precision: str, quantization: st
         return load_model(scratch, device, precision, quantization)
 
 
-def _build_model(args: BenchArgs, cfg, resolved, config, device: str):
+def _build_model(args: BenchArgs, cfg, resolved, config, device: str, lean_ops: bool):
     """``(model with a fresh LoRA adapter, packing)``, loaded as training loads it."""
     from finetune.collate import prepare_model_for_packing, supports_packing
+    from finetune.fused import use_lean_swiglu
     from finetune.loading import apply_lora
     from finetune.run_setup import load_lora_model
 
     if not args.model_from_config:
-        model, _, packing = load_lora_model(cfg, resolved, device)
+        model, _, packing = load_lora_model(cfg, resolved, device, lean_ops)
         return model, packing
     t = cfg.train
     model = _random_base(config, resolved, device, t.precision, t.quantization)
     model.config.use_cache = False
     model = apply_lora(model, resolved.architecture, cfg.lora, t.quantization)
+    if lean_ops:
+        use_lean_swiglu(model)
     packing = cfg.data.packing and supports_packing(resolved.architecture)
     if packing:
         prepare_model_for_packing(model)
@@ -88,7 +91,7 @@ def _build_model(args: BenchArgs, cfg, resolved, config, device: str):
 def load_row_model(args: BenchArgs, point: Point, device: str):
     """``(LoRA model, packing)`` for ``point``, loaded or built from config as a row would be."""
     resolved, config = _resolve(args)
-    return _build_model(args, run_config(args, point), resolved, config, device)
+    return _build_model(args, run_config(args, point), resolved, config, device, lean_ops=point.recipe != "seed")
 
 
 def _tunedesk(args: BenchArgs, cfg, model, packing: bool, rows, plan, pad_id: int, device: str, window: Window) -> float:
@@ -210,7 +213,7 @@ def measure(args: BenchArgs, point: Point) -> dict:
     tokenizer = load_tokenizer(resolved)
     prepared = data_mod.prepare(cfg.data, tokenizer)
     rows, pad = list(prepared.train), tokenizer.pad_token_id
-    model, can_pack = _build_model(args, cfg, resolved, config, device)
+    model, can_pack = _build_model(args, cfg, resolved, config, device, lean_ops=point.recipe != "seed")
     plan = _plan(args, cfg, rows, can_pack)
     packing = can_pack and point.recipe == "tunedesk"
     counter = TokenCounter(model)

@@ -27,7 +27,9 @@ class LoraArgs:
 
     r: int = 16  # rank of the low-rank update
     alpha: int = 32  # scaling numerator (scale = alpha / r)
-    dropout: float = 0.05  # dropout on the LoRA input
+    # 0: PEFT then feeds each adapted layer's input straight to LoRA instead of keeping a
+    # dropped-out copy for backward (0.9 GiB less at batch 8 x 128 on the default model).
+    dropout: float = 0.0  # dropout on the LoRA input
     target_modules: str | list[str] = "auto"  # "auto" picks per architecture, or a list of names
     include_mlp: bool = True  # with "auto" on llama-style models, also adapt gate/up/down
 

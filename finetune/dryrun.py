@@ -10,12 +10,16 @@ weights are read), per training process:
   and AdamW's two moments);
 * activations: ``ACT_VALUES * batch * max_length * hidden * layers`` values kept for the
   backward pass, 4 bytes each in fp32 and 2 under autocast. Korthikanti et al. (2022) count
-  about 17 values per hidden unit for a GPT layer; llama's gated MLP, LoRA's dropout copies of
-  each adapted input and the attention over a packed row add to that. 48 is measured: SmolLM2-
-  135M, fp32 on CPU, r=16 on every linear layer, 8 packed rows of 1548 tokens peaked at 6.7 GiB.
-  With gradient checkpointing only each layer's input is kept, plus one layer being recomputed;
-* logits: the loss runs the LM head on label tokens only (``finetune.steps.loss_sum``), so
-  ``LOGIT_COPIES * label_tokens * vocab`` fp32 values (logits, softmax, their gradient);
+  about 17 values per hidden unit for a GPT layer. 16 is measured for SmolLM2-135M with the
+  lean SwiGLU (``finetune.fused``), r=16 on every linear layer, no LoRA dropout, batch 8 x 128
+  (13.6 kept by autograd, plus what is in flight); LoRA dropout keeps a dropped-out copy of
+  every adapted input (``DROPOUT_VALUES`` more), and packed rows get a dense block mask and
+  attention over long rows (48 was measured for 8 packed rows of 1548 tokens). With gradient
+  checkpointing only each layer's input is kept, plus one layer being recomputed;
+* logits: the loss runs the LM head on label tokens only (``finetune.steps.loss_sum``) and,
+  in fp32 on one process, in chunks of ``CE_CHUNK_ROWS`` whose logits are never kept
+  (``finetune.fused``); otherwise ``LOGIT_COPIES * label_tokens * vocab`` fp32 values
+  (logits, softmax, their gradient);
 * a fixed runtime overhead (Python and torch libraries on the CPU, the CUDA context).
 
 ``dry_run`` loads the model exactly as ``train()`` does and times one optimizer step on the
@@ -28,7 +32,11 @@ import contextlib
 import time
 from pathlib import Path
 
-ACT_VALUES = 48  # activation values kept per token, layer and hidden unit (see above)
+from finetune.fused import CE_CHUNK_ROWS
+
+ACT_VALUES = 16  # activation values kept per token, layer and hidden unit (see above)
+DROPOUT_VALUES = 10  # more of them with LoRA dropout > 0
+PACKED_ACT_VALUES = 48
 LOGIT_COPIES = 3
 RUNTIME_GIB = {"cpu": 0.6, "cuda": 0.5}  # torch and friends in RSS; the CUDA context
 QUANT_BYTES = {"none": None, "8bit": 1.0, "4bit": 0.53}
@@ -93,12 +101,15 @@ def estimate_memory(cfg, resolved, label_share: float = 1.0) -> dict:
         weights = c["quantizable"] * QUANT_BYTES[t.quantization] + (c["params"] - c["quantizable"]) * 4
     tokens = t.batch_size * cfg.data.max_length
     act_bytes = 4 if t.precision == "fp32" else 2
-    kept = c["layers"] + ACT_VALUES if t.gradient_checkpointing else c["layers"] * ACT_VALUES
+    per_layer = (PACKED_ACT_VALUES if cfg.data.packing else ACT_VALUES) + (DROPOUT_VALUES if cfg.lora.dropout > 0 else 0)
+    kept = c["layers"] + per_layer if t.gradient_checkpointing else c["layers"] * per_layer
+    lean_head = t.precision == "fp32" and cfg.run.nproc_per_node == 1
+    logit_values = 2 * CE_CHUNK_ROWS * c["vocab"] if lean_head else LOGIT_COPIES * tokens * label_share * c["vocab"]
     parts = {
         "weights_gib": weights / GIB,
         "lora_and_optimizer_gib": c["lora"] * 16 / GIB,
         "activations_gib": tokens * c["hidden"] * kept * act_bytes / GIB,
-        "logits_gib": LOGIT_COPIES * tokens * label_share * c["vocab"] * 4 / GIB,
+        "logits_gib": logit_values * 4 / GIB,
         "runtime_gib": RUNTIME_GIB["cuda" if on_cuda else "cpu"],
     }
     # CPU processes of one DDP node share the machine's memory; GPUs each have their own.

@@ -84,8 +84,12 @@ def load_data(cfg: RunConfig, emit=None):
     return resolved, tokenizer, data_mod.prepare(cfg.data, tokenizer)
 
 
-def load_lora_model(cfg: RunConfig, resolved, device: str):
+def load_lora_model(cfg: RunConfig, resolved, device: str, lean_ops: bool = True):
     """Load the base on ``device`` as training uses it and put a fresh LoRA adapter on it.
+
+    Args:
+        lean_ops: route SwiGLU MLPs through ``finetune.fused.silu_mul`` (saves activation
+            memory; the benchmark's seed recipe turns it off to stay the seeds' model).
 
     Returns:
         ``(model, target_module_names, packing)``.
@@ -97,6 +101,10 @@ def load_lora_model(cfg: RunConfig, resolved, device: str):
     model = load_model(resolved, device, t.precision, t.quantization, cfg.model.trust_remote_code)
     model.config.use_cache = False
     model = apply_lora(model, resolved.architecture, cfg.lora, t.quantization, t.gradient_checkpointing)
+    if lean_ops:
+        from finetune.fused import use_lean_swiglu
+
+        use_lean_swiglu(model)
     targets = sorted(next(iter(model.peft_config.values())).target_modules)
     packing = cfg.data.packing and supports_packing(resolved.architecture)
     if packing:

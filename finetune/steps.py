@@ -2,7 +2,8 @@
 
 The loss computes logits only where a label is real. The LM head over a 49k vocabulary is
 a large share of a small model's FLOPs, and prompt tokens (label -100) would be thrown away,
-so the head runs on the selected hidden states only (``logits_to_keep`` as a boolean mask).
+so the head runs on the selected hidden states only (``logits_to_keep`` as a boolean mask),
+and its logits are consumed chunk by chunk and never kept (``finetune.fused``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F  # noqa: N812
+
+from finetune.fused import head_returns_hidden, lean_head, linear_cross_entropy_sum
 
 
 @dataclass
@@ -97,8 +100,13 @@ def loss_sum(model, batch: dict, selective: bool = True) -> tuple[torch.Tensor, 
     n_tokens = keep.sum()
     inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "position_ids")}
     if selective:
-        logits = model(**inputs, logits_to_keep=keep).logits  # (N, V)
         targets = labels[:, 1:][keep[:, :-1]]  # (N,)
+        head = lean_head(model)
+        if head is not None:  # the head's logits are never kept (finetune/fused.py)
+            with head_returns_hidden(model):
+                hidden = model(**inputs, logits_to_keep=keep).logits  # (N, H)
+            return linear_cross_entropy_sum(hidden, head, targets), n_tokens
+        logits = model(**inputs, logits_to_keep=keep).logits  # (N, V)
     else:
         logits = model(**inputs).logits[:, :-1][keep[:, :-1]]  # (B, T, V) -> (N, V)
         targets = labels[:, 1:][keep[:, :-1]]

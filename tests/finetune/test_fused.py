@@ -1,0 +1,106 @@
+"""The memory-lean ops give autograd's numbers and keep fewer tensors for backward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F  # noqa: N812
+
+from finetune.fused import lean_head, linear_cross_entropy_sum, silu_mul, use_lean_swiglu
+from finetune.steps import loss_sum
+
+
+def test_silu_mul_gradients_match_autograd():
+    gate = torch.randn(3, 5, 7, dtype=torch.float64, requires_grad=True)
+    up = torch.randn(3, 5, 7, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(silu_mul, (gate, up))
+    torch.testing.assert_close(silu_mul(gate, up), F.silu(gate) * up)
+
+
+@pytest.mark.parametrize("rows,chunk", [(1, 4), (10, 4), (12, 4), (7, 256)])
+def test_linear_cross_entropy_matches_full_logits(rows, chunk):
+    torch.manual_seed(0)
+    hidden = torch.randn(rows, 8, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(33, 8, dtype=torch.float64)
+    targets = torch.randint(0, 33, (rows,))
+    lean = linear_cross_entropy_sum(hidden, weight, targets, chunk)
+    (grad_lean,) = torch.autograd.grad(lean * 0.5, hidden)
+    full = F.cross_entropy(hidden @ weight.t(), targets, reduction="sum")
+    (grad_full,) = torch.autograd.grad(full * 0.5, hidden)
+    torch.testing.assert_close(lean, full)
+    torch.testing.assert_close(grad_lean, grad_full)
+
+
+def _lora_llama(tiny_llama_dir, lean: bool):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=targets, init_lora_weights=False))
+    if lean:
+        assert use_lean_swiglu(model) == base.config.num_hidden_layers
+    return model.train()
+
+
+def _batch():
+    torch.manual_seed(1)
+    ids = torch.randint(5, 200, (3, 24))
+    mask = torch.ones_like(ids)
+    mask[0, 20:] = 0
+    labels = ids.masked_fill(mask == 0, -100)
+    labels[:, :6] = -100  # prompt tokens
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def _loss_and_grads(model, batch, selective: bool):
+    model.zero_grad()
+    loss, n = loss_sum(model, batch, selective=selective)
+    (loss / n).backward()
+    return loss.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.requires_grad}
+
+
+def test_lean_training_step_equals_full_logits_step(tiny_llama_dir):
+    """LoRA gradients through the lean SwiGLU and the lean head equal those of the plain
+    model computing every logit."""
+    batch = _batch()
+    plain = _lora_llama(tiny_llama_dir, lean=False)
+    lean = _lora_llama(tiny_llama_dir, lean=True)
+    assert lean_head(lean) is not None
+    loss_a, grads_a = _loss_and_grads(plain, batch, selective=False)
+    loss_b, grads_b = _loss_and_grads(lean, batch, selective=True)
+    torch.testing.assert_close(loss_a, loss_b, rtol=1e-5, atol=1e-5)
+    assert grads_a.keys() == grads_b.keys() and len(grads_a) > 0
+    for k in grads_a:
+        torch.testing.assert_close(grads_a[k], grads_b[k], rtol=1e-4, atol=1e-6)
+    assert lean.get_base_model().lm_head.__class__ is torch.nn.Linear  # head put back
+
+
+def _saved_bytes(model, batch) -> int:
+    seen: dict = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss, _ = loss_sum(model, batch)
+    return sum(n for ptr, n in seen.items() if ptr not in params)
+
+
+def test_lean_ops_keep_fewer_tensors_for_backward(tiny_llama_dir):
+    batch = _batch()
+    plain = _saved_bytes(_lora_llama(tiny_llama_dir, lean=False), batch)
+    lean = _saved_bytes(_lora_llama(tiny_llama_dir, lean=True), batch)
+    assert lean < 0.9 * plain, (lean, plain)
+
+
+def test_lean_head_is_not_used_where_it_would_be_wrong(tiny_llama_dir):
+    model = _lora_llama(tiny_llama_dir, lean=False)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert lean_head(model) is None
+    model.get_base_model().lm_head.weight.requires_grad_(True)
+    assert lean_head(model) is None
