@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from finetune import models
+from finetune import models, paths
 
 MANIFEST, CONFIG = "manifest.json", "adapter_config.json"
 WEIGHTS, PICKLE_WEIGHTS = "adapter_model.safetensors", "adapter_model.bin"
@@ -27,6 +27,11 @@ def read_adapter_folder(name: str, folder: Path) -> dict:
 
     if not folder.is_dir():
         raise ValueError(f"no adapter named {name!r} on the shelf ({folder} does not exist)")
+    for part in (CONFIG, WEIGHTS, MANIFEST):  # a linked file must not pull in data from elsewhere
+        try:
+            paths.inside(folder, folder / part)
+        except ValueError as err:
+            raise bad(str(err)) from None
     if not (folder / WEIGHTS).is_file():
         if (folder / PICKLE_WEIGHTS).is_file():
             raise bad(f"only pickle weights ({PICKLE_WEIGHTS}); they can run code when loaded, "
@@ -36,7 +41,7 @@ def read_adapter_folder(name: str, folder: Path) -> dict:
     for fname in (MANIFEST, CONFIG):
         try:
             docs[fname] = json.loads((folder / fname).read_text())
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, RecursionError) as err:  # RecursionError: [[[[... bombs
             raise bad(f"{fname} cannot be read as JSON ({err})") from err
         if not isinstance(docs[fname], dict):
             raise bad(f"{fname} is not a JSON object")

@@ -33,6 +33,7 @@ from adapters.store import (
     manifest_from_config,
     read_json,
     read_lora_config,
+    shelf_write,
     write_json_atomic,
 )
 from finetune import paths
@@ -68,17 +69,18 @@ def import_adapter(
     target = shelf.path(name, must_exist=False)
     if target.exists() or target.is_symlink():
         raise ValueError(f"an adapter named {name!r} already exists; pick another name")
-    if src.is_dir():
-        _publish(_adapter_root(src), target, allow_pickle)
-    elif src.is_file() and zipfile.is_zipfile(src):
-        staging = Path(tempfile.mkdtemp(prefix=".tmp-import-", dir=shelf.root))
-        try:
-            safe_extract(src, staging, limits)
-            _publish(_adapter_root(staging), target, allow_pickle)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    else:
-        raise ValueError(f"{src} is neither an adapter folder nor a zip file")
+    with shelf_write(f"import {src.name} as {name!r}"):
+        if src.is_dir():
+            _publish(_adapter_root(src), target, allow_pickle)
+        elif src.is_file() and zipfile.is_zipfile(src):
+            staging = Path(tempfile.mkdtemp(prefix=".tmp-import-", dir=shelf.root))
+            try:
+                safe_extract(src, staging, limits)
+                _publish(_adapter_root(staging), target, allow_pickle)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+        else:
+            raise ValueError(f"{src} is neither an adapter folder nor a zip file")
     return shelf.get(name)
 
 
@@ -111,14 +113,18 @@ def export_merged(
     target = Path(out_dir) if out_dir else paths.subdir("exports") / f"{name}-merged"
     if target.exists() and not overwrite:
         raise ValueError(f"{target} already exists; pass overwrite=True to replace it")
-    model = AutoModelForCausalLM.from_pretrained(base.path, dtype=torch.float32)
+    # Never run code shipped with a model or an imported adapter (unset, transformers asks
+    # on stdin and runs it on "y").
+    model = AutoModelForCausalLM.from_pretrained(base.path, dtype=torch.float32,
+                                                 trust_remote_code=False)
     # safe_merge checks each merged layer for NaNs before it replaces the base weights.
     merged = PeftModel.from_pretrained(model, entry.path).merge_and_unload(safe_merge=True)
     weights = merged.state_dict().items()
     if bad := [k for k, t in weights if t.is_floating_point() and not torch.isfinite(t).all()]:
         raise ValueError(f"merged weights hold NaN/inf in {bad[:3]}; export refused")
     has_tokenizer = (entry.path / "tokenizer_config.json").is_file()
-    tokenizer = AutoTokenizer.from_pretrained(entry.path if has_tokenizer else base.path)
+    tokenizer = AutoTokenizer.from_pretrained(entry.path if has_tokenizer else base.path,
+                                              trust_remote_code=False)
     with paths.atomic_dir(target) as tmp:
         merged.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)

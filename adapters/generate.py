@@ -18,6 +18,7 @@ from adapters.session import ModelSession, is_base
 from finetune.templates import end_of_turn_ids, has_chat_template, render_prompt
 
 MAX_NEW_TOKENS = 2048
+MAX_BATCH_ROWS = 64  # rows in one generate call (compare panes, batch prompts); memory grows with it
 _ENCODE_LOCK = threading.Lock()
 
 
@@ -49,7 +50,7 @@ class GenerationSettings:
              f"repetition_penalty must be from 1 (off) to 2, got {self.repetition_penalty!r}"),
             (_is_int(self.seed) and 0 <= self.seed < 2**63,
              f"seed must be a whole number of 0 or more, got {self.seed!r}"),
-            (_is_int(self.min_new_tokens) and 0 <= self.min_new_tokens <= self.max_new_tokens,
+            (_is_int(self.min_new_tokens) and 0 <= self.min_new_tokens <= _most(self.max_new_tokens),
              f"min_new_tokens must be from 0 to max_new_tokens, got {self.min_new_tokens!r}"),
             (isinstance(self.system_prompt, str), "system_prompt must be text"),
         ]
@@ -96,7 +97,7 @@ def stream_chat(session: ModelSession, messages: list[dict], adapter: str | None
     settings.check()
     if not is_base(adapter):
         session.load_adapter(adapter)  # clear errors here, before the thread starts
-    inputs = encode(session, [_with_system(messages, settings)])
+    inputs = _fitting(session, encode(session, [_with_system(messages, settings)]))
     streamer = TextIteratorStreamer(session.tokenizer, skip_prompt=True, skip_special_tokens=True)
     stop, errors = threading.Event(), []
 
@@ -139,7 +140,8 @@ def generate_batch(session: ModelSession, prompts: list[list[dict]], adapter_nam
         raise ValueError(f"{len(prompts)} prompts but {len(adapter_names)} adapter names")
     settings = settings or GenerationSettings()
     settings.check()
-    inputs = encode(session, [_with_system(m, settings) for m in prompts])
+    _check_rows(session, adapter_names)
+    inputs = _fitting(session, encode(session, [_with_system(m, settings) for m in prompts]))
     return _run_batch(session, inputs, adapter_names, settings)
 
 
@@ -150,7 +152,8 @@ def compare(session: ModelSession, messages: list[dict], adapters: list[str | No
         raise ValueError("compare needs at least one adapter (None for the base model)")
     settings = settings or GenerationSettings()
     settings.check()
-    one = encode(session, [_with_system(messages, settings)])  # tokenized once, repeated
+    _check_rows(session, adapters)
+    one = _fitting(session, encode(session, [_with_system(messages, settings)]))  # tokenized once
     inputs = {k: v.repeat(len(adapters), 1) for k, v in one.items()}
     return _run_batch(session, inputs, adapters, settings)
 
@@ -165,6 +168,30 @@ def encode(session: ModelSession, conversations: list[list[dict]]) -> dict:
     with _ENCODE_LOCK:
         return tokenizer(texts, return_tensors="pt", padding=True,
                          add_special_tokens=not has_chat_template(tokenizer))
+
+
+def _check_rows(session: ModelSession, adapters: list[str | None]) -> None:
+    """Refuse a batch too big for one call before any adapter is loaded for it."""
+    distinct = {a for a in adapters if not is_base(a)}
+    if len(adapters) > MAX_BATCH_ROWS:
+        raise ValueError(f"{len(adapters)} answers in one call; at most {MAX_BATCH_ROWS}")
+    if len(distinct) > session.max_loaded_adapters:
+        raise ValueError(f"{len(distinct)} different adapters in one call, but the session holds "
+                         f"at most {session.max_loaded_adapters}")
+
+
+def _fitting(session: ModelSession, inputs: dict) -> dict:
+    """Refuse a prompt that fills the model's whole context (a pasted book, a runaway chat).
+
+    Its attention and activations would grow with it before the model could answer at all.
+    """
+    config = session.model.config
+    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    length = inputs["input_ids"].shape[1]
+    if limit and length >= limit:
+        raise ValueError(f"the conversation is {length} tokens; this model reads at most {limit}: "
+                         "shorten the message or clear the chat")
+    return inputs
 
 
 def _run_batch(session: ModelSession, inputs: dict, adapters: list[str | None],
@@ -232,6 +259,11 @@ class _StopWhenSet:
 
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _most(max_new_tokens) -> int:
+    """The cap for min_new_tokens: max_new_tokens when that is usable (it is checked itself)."""
+    return max_new_tokens if _is_int(max_new_tokens) else MAX_NEW_TOKENS
 
 
 def _is_num(value) -> bool:

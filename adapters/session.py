@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -122,12 +122,15 @@ class ModelSession:
                 self.threads = min(torch.get_num_threads(), physical_cores())
                 torch.set_num_threads(self.threads)
             resolved = models.resolve(self.base_name)
-            tokenizer = AutoTokenizer.from_pretrained(resolved.path)
+            # trust_remote_code=False, not left unset: unset, transformers asks on stdin (and
+            # runs the model's own code on "y"); serving never runs code shipped with a model.
+            tokenizer = AutoTokenizer.from_pretrained(resolved.path, trust_remote_code=False)
             tokenizer.padding_side = "left"  # batched generation appends to the right end
             if tokenizer.pad_token is None:
                 tokenizer.pad_token = tokenizer.eos_token
             model = AutoModelForCausalLM.from_pretrained(
-                resolved.path, dtype=getattr(torch, self.dtype), attn_implementation="sdpa")
+                resolved.path, dtype=getattr(torch, self.dtype), attn_implementation="sdpa",
+                trust_remote_code=False)
             model.to(self.device).eval()
         except Exception as err:
             self._state, self._error = "error", f"{type(err).__name__}: {err}"
@@ -302,10 +305,14 @@ class ModelSession:
                 torch.set_num_threads(self.threads)  # the setting is per thread for OpenMP
             if seed is not None:
                 torch.manual_seed(seed)
-            if _is_peft(model):
+            uniform = len(set(names)) == 1
+            if _is_peft(model) and not uniform:
+                # Rows with different adapters: PEFT routes each row, no global state flips.
                 kwargs["adapter_names"] = [self._adapters[n].peft_name if n else BASE for n in names]
             inputs = {k: v.to(self.device) for k, v in inputs.items()}
-            with torch.inference_mode():
+            # One adapter for every row (chat, evaluation): set it for this call only, which
+            # skips PEFT's per-row routing (and, for the base, every LoRA layer).
+            with torch.inference_mode(), self._set(model, names[0]) if uniform else nullcontext():
                 try:
                     return model.generate(**inputs, **kwargs)
                 except BaseException:
@@ -320,16 +327,22 @@ class ModelSession:
         disables adapter layers, only inside the block.
         """
         with self._lock:
-            loaded = None if is_base(adapter) else self._ensure_adapter(adapter, keep={adapter})
-            model = self._model
-            if not _is_peft(model):
-                yield model
-            elif loaded is None:
-                with model.disable_adapter():
-                    yield model
-            else:
-                model.set_adapter(loaded.peft_name, inference_mode=True)
-                yield model
+            if not is_base(adapter):
+                self._ensure_adapter(adapter, keep={adapter})
+            with self._set(self._model, None if is_base(adapter) else adapter):
+                yield self._model
+
+    @contextmanager
+    def _set(self, model, name: str | None):
+        """Inside the lock: PEFT's active adapter is ``name`` (None: adapter layers off)."""
+        if not _is_peft(model):
+            yield
+        elif name is None:
+            with model.disable_adapter():
+                yield
+        else:
+            model.set_adapter(self._adapters[name].peft_name, inference_mode=True)
+            yield
 
 
 def _is_peft(model) -> bool:

@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -123,7 +124,8 @@ class Shelf:
         dst = self.path(new, must_exist=False)
         if dst.exists() or dst.is_symlink():
             raise ValueError(f"an adapter named {new!r} already exists; pick another name")
-        _rename_no_replace(self.root / old, dst)
+        with shelf_write(f"rename adapter {old!r} to {new!r}"):
+            _rename_no_replace(self.root / old, dst)
         try:
             manifest = read_json(dst / MANIFEST)
         except BrokenAdapterError:
@@ -142,7 +144,8 @@ class Shelf:
         # Hide it first (one atomic rename): a crash mid-rmtree leaves a hidden folder that
         # listings ignore, never a half adapter on the shelf.
         trash = self.root / f".trash-{name}-{uuid.uuid4().hex[:8]}"
-        os.rename(folder, trash)
+        with shelf_write(f"delete adapter {name!r}"):
+            os.rename(folder, trash)
         shutil.rmtree(trash)
 
     def write_manifest_fields(self, name: str, updates: dict) -> dict:
@@ -192,6 +195,16 @@ class Shelf:
         return entry
 
 
+@contextmanager
+def shelf_write(what: str):
+    """Turn an OSError (read-only home, full disk) into one sentence saying what failed."""
+    try:
+        yield
+    except OSError as err:
+        where = f" ({err.filename})" if err.filename else ""
+        raise OSError(f"could not {what}: {err.strerror or err}{where}; the shelf is unchanged") from err
+
+
 def read_valid_manifest(folder: Path, home: Path) -> dict:
     """Check an adapter folder and return its manifest (built from the config if absent).
 
@@ -203,6 +216,11 @@ def read_valid_manifest(folder: Path, home: Path) -> dict:
         folder = paths.inside(home, folder)
     except ValueError as err:
         raise BrokenAdapterError(str(err)) from None
+    for part in (CONFIG, WEIGHTS, MANIFEST):  # a file may be a link too: it must stay inside
+        try:
+            paths.inside(folder, folder / part)
+        except ValueError as err:
+            raise BrokenAdapterError(str(err)) from None
     config = read_lora_config(folder)
     check_weights(folder)
     if not (folder / MANIFEST).exists():
@@ -306,6 +324,8 @@ def read_json(path: Path) -> dict:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise BrokenAdapterError(f"{path.name} is not valid JSON ({err})") from None
+    except RecursionError:  # [[[[... thousands deep: refused, not a crash of the listing
+        raise BrokenAdapterError(f"{path.name} is nested too deeply to be a manifest") from None
     if not isinstance(data, dict):
         raise BrokenAdapterError(f"{path.name} does not hold a JSON object")
     return data

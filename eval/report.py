@@ -185,7 +185,21 @@ def _write_csv(report: EvalReport, path: Path) -> None:
                 row += [s["answers"][m], round(s["bleu"][m], 4), round(s["rouge_l"][m], 4)]
             for a in report.adapters:
                 row += [round(s["delta"][a]["bleu"], 4), round(s["delta"][a]["rouge_l"], 4)]
-            writer.writerow(row)
+            writer.writerow([csv_safe(cell) for cell in row])
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(cell):
+    """Text that a spreadsheet would run as a formula gets a leading ``'`` (numbers stay numbers).
+
+    Prompts and answers come from users and models: ``=HYPERLINK(...)`` or ``+cmd|...`` in a
+    cell must show as text when someone opens samples.csv in Excel or LibreOffice.
+    """
+    if isinstance(cell, str) and cell.startswith(_FORMULA_START):
+        return "'" + cell
+    return cell
 
 
 def write_back(report: EvalReport) -> None:

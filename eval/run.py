@@ -25,6 +25,8 @@ from finetune.templates import end_of_turn_ids
 
 BASE_LABEL = "base"
 EVAL_MAX_NEW_TOKENS = 128  # support answers run 60-150 tokens; 128 keeps an eval affordable
+MAX_EVAL_ROWS = 10_000  # rows per evaluation: hours of generation on a CPU already
+MAX_EVAL_BATCH = 64  # prompts per generate call (each answered by every model in the call)
 
 
 @dataclass
@@ -123,10 +125,10 @@ def _run_models(session, rows, golden_rows, adapters, settings, batch_size, prog
 
 def _check_args(session, adapters, max_samples, batch_size, settings) -> None:
     problems = settings.validate()
-    if not isinstance(max_samples, int) or max_samples < 1:
-        problems.append(f"max_samples must be a whole number of 1 or more, got {max_samples!r}")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        problems.append(f"batch_size must be a whole number of 1 or more, got {batch_size!r}")
+    for label, value, most in (("max_samples", max_samples, MAX_EVAL_ROWS),
+                               ("batch_size", batch_size, MAX_EVAL_BATCH)):
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= most:
+            problems.append(f"{label} must be a whole number from 1 to {most}, got {value!r}")
     if len(set(adapters)) != len(adapters):
         problems.append(f"an adapter is named twice: {adapters}")
     if BASE_LABEL in adapters:

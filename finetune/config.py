@@ -7,6 +7,7 @@ Configs round-trip through JSON and YAML (``to_dict`` / ``from_dict``).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -109,11 +110,17 @@ class RunConfig:
     @classmethod
     def from_dict(cls, d: dict) -> RunConfig:
         """Build from a (possibly partial) dict; unknown keys are an error that names them."""
+        if not isinstance(d, Mapping):
+            raise ValueError(f"a run config must be a mapping of sections (got {type(d).__name__})")
         parts = {}
         for f in fields(cls):
             sub_cls = {"model": ModelArgs, "lora": LoraArgs, "data": DataArgs,
                        "train": TrainArgs, "run": RunArgs}[f.name]
-            values = dict(d.get(f.name) or {})
+            section = d.get(f.name) or {}
+            if not isinstance(section, Mapping):
+                raise ValueError(f"config section {f.name!r} must be a mapping of settings "
+                                 f"(got {type(section).__name__})")
+            values = dict(section)
             known = {x.name for x in fields(sub_cls)}
             unknown = sorted(set(values) - known)
             if unknown:
@@ -132,12 +139,20 @@ class RunConfig:
     @classmethod
     def load(cls, path: str | Path) -> RunConfig:
         path = Path(path)
-        text = path.read_text()
-        if path.suffix in (".yaml", ".yml"):
-            import yaml
+        try:
+            text = path.read_text(encoding="utf-8")
+            if path.suffix in (".yaml", ".yml"):
+                import yaml
 
-            return cls.from_dict(yaml.safe_load(text) or {})
-        return cls.from_dict(json.loads(text))
+                data = yaml.safe_load(text) or {}
+            else:
+                data = json.loads(text)
+        except FileNotFoundError:
+            raise
+        except Exception as err:  # not UTF-8, yaml.YAMLError, JSONDecodeError, RecursionError
+            raise ValueError(f"{path.name} is not a readable run config: "
+                             f"{' '.join(str(err).split())[:200] or type(err).__name__}") from None
+        return cls.from_dict(data)
 
 
 def _yaml_dump(d: dict) -> str:
@@ -146,55 +161,50 @@ def _yaml_dump(d: dict) -> str:
     return yaml.safe_dump(d, sort_keys=False)
 
 
-def _range(out: list, label: str, value, lo, hi) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not (lo <= value <= hi):
-        out.append(f"{label} must be between {lo} and {hi} (got {value!r})")
+def _range(out: list, label: str, value, lo, hi, whole: bool = False) -> None:
+    """Add a problem unless ``value`` is a number (a whole one when ``whole``) in [lo, hi]."""
+    number = isinstance(value, int) if whole else isinstance(value, (int, float))
+    if not number or isinstance(value, bool) or not (lo <= value <= hi):  # NaN fails lo <= value
+        kind = "a whole number" if whole else "a number"
+        out.append(f"{label} must be {kind} between {lo} and {hi} (got {value!r})")
+
+
+# Settings checked for type only (the rest have ranges or fixed choices below).
+_TEXT, _OPTIONAL_TEXT, _FLAG = (str,), (str, type(None)), (bool,)
+_TYPED = [
+    ("model", "name", _TEXT), ("model", "trust_remote_code", _FLAG), ("lora", "include_mlp", _FLAG),
+    ("data", "path", _TEXT), ("data", "prompt_column", _OPTIONAL_TEXT),
+    ("data", "response_column", _OPTIONAL_TEXT), ("data", "messages_column", _OPTIONAL_TEXT),
+    ("data", "system_prompt", _OPTIONAL_TEXT), ("data", "packing", _FLAG),
+    ("train", "device", _TEXT), ("train", "gradient_checkpointing", _FLAG),
+    ("run", "adapter_name", _TEXT), ("run", "run_dir", _TEXT), ("run", "resume", _FLAG),
+]
+
+
+def _type_problems(cfg: RunConfig) -> list[str]:
+    out = []
+    for section, name, types in _TYPED:
+        value = getattr(getattr(cfg, section), name)
+        if not isinstance(value, types):
+            kind = "true or false" if types is _FLAG else "text"
+            out.append(f"{section} setting {name} must be {kind} (got {value!r})")
+    return out
 
 
 def validate(cfg: RunConfig, hardware=None) -> list[str]:
     """Every problem with ``cfg`` (empty list when it can run here).
+
+    Never raises, whatever the values hold (a config file or a form may hold anything).
 
     Args:
         cfg: the run configuration.
         hardware: a ``finetune.hardware.Hardware``; when given, device/precision/quantization
             are checked against this machine.
     """
-    t, lo, d = cfg.train, cfg.lora, cfg.data
-    out: list[str] = []
-    if not str(cfg.model.name).strip():
+    out = _type_problems(cfg)
+    if isinstance(cfg.model.name, str) and not cfg.model.name.strip():
         out.append("model name is empty: give a Hub id, a local folder, or 'default'")
-    if t.precision not in PRECISIONS:
-        out.append(f"precision must be one of {', '.join(PRECISIONS)} (got {t.precision!r})")
-    if t.quantization not in QUANTIZATIONS:
-        out.append(f"quantization must be one of {', '.join(QUANTIZATIONS)} (got {t.quantization!r})")
-    _range(out, "batch size", t.batch_size, 1, 4096)
-    _range(out, "gradient accumulation", t.grad_accum, 1, 4096)
-    _range(out, "learning rate", t.learning_rate, 1e-7, 1.0)
-    _range(out, "warmup ratio", t.warmup_ratio, 0.0, 0.5)
-    _range(out, "epochs", t.epochs, 0.0, 100.0)
-    _range(out, "max steps", t.max_steps, 0, 10_000_000)
-    _range(out, "max grad norm", t.max_grad_norm, 0.0, 1e6)
-    _range(out, "CPU threads", t.cpu_threads, 0, 1024)
-    if t.max_steps == 0 and t.epochs <= 0:
-        out.append("set epochs above 0 or max steps above 0: otherwise nothing trains")
-    if t.lr_schedule not in ("cosine", "linear", "constant"):
-        out.append(f"learning-rate schedule must be cosine, linear or constant (got {t.lr_schedule!r})")
-    if t.optimizer not in ("adamw", "paged_adamw_8bit"):
-        out.append(f"optimizer must be adamw or paged_adamw_8bit (got {t.optimizer!r})")
-    _range(out, "LoRA rank r", lo.r, 1, 1024)
-    _range(out, "LoRA alpha", lo.alpha, 1, 4096)
-    _range(out, "LoRA dropout", lo.dropout, 0.0, 0.9)
-    if not (lo.target_modules == "auto" or (isinstance(lo.target_modules, list) and lo.target_modules
-                                              and all(isinstance(m, str) and m for m in lo.target_modules))):
-        out.append("LoRA target modules must be 'auto' or a non-empty list of module names")
-    _range(out, "max length", d.max_length, 16, 32768)
-    _range(out, "validation fraction", d.val_fraction, 0.0, 0.5)
-    if d.max_samples is not None:
-        _range(out, "max samples", d.max_samples, 2, 100_000_000)
-    if d.truncation not in ("truncate_response", "drop"):
-        out.append(f"truncation must be 'truncate_response' or 'drop' (got {d.truncation!r})")
-    if not str(d.path).strip():
-        out.append("dataset path is empty: choose the demo data, upload a file, or give a path")
+    out += _train_problems(cfg.train) + _lora_problems(cfg.lora) + _data_problems(cfg.data)
     if cfg.run.adapter_name:
         from finetune.paths import safe_name
 
@@ -202,11 +212,67 @@ def validate(cfg: RunConfig, hardware=None) -> list[str]:
             safe_name(cfg.run.adapter_name, "adapter name")
         except ValueError as err:
             out.append(str(err))
-    _range(out, "processes per node", cfg.run.nproc_per_node, 1, 64)
-    if hardware is not None and t.precision in PRECISIONS and t.quantization in QUANTIZATIONS:
+    _range(out, "processes per node", cfg.run.nproc_per_node, 1, 64, whole=True)
+    t = cfg.train
+    known = t.precision in PRECISIONS and t.quantization in QUANTIZATIONS
+    if hardware is not None and known and isinstance(t.device, str):
         out.extend(hardware.problems(t.device, t.precision, t.quantization))
         if t.optimizer == "paged_adamw_8bit" and not (hardware.has_cuda and hardware.bitsandbytes):
             out.append("paged 8-bit AdamW needs bitsandbytes and a CUDA GPU; use adamw here")
         if t.quantization != "none" and t.precision == "fp16" and not hardware.has_cuda:
             out.append("fp16 compute for quantized layers needs a CUDA GPU")
+    return out
+
+
+def _train_problems(t: TrainArgs) -> list[str]:
+    out: list[str] = []
+    if t.precision not in PRECISIONS:
+        out.append(f"precision must be one of {', '.join(PRECISIONS)} (got {t.precision!r})")
+    if t.quantization not in QUANTIZATIONS:
+        out.append(f"quantization must be one of {', '.join(QUANTIZATIONS)} (got {t.quantization!r})")
+    _range(out, "batch size", t.batch_size, 1, 4096, whole=True)
+    _range(out, "gradient accumulation", t.grad_accum, 1, 4096, whole=True)
+    _range(out, "learning rate", t.learning_rate, 1e-7, 1.0)
+    _range(out, "warmup ratio", t.warmup_ratio, 0.0, 0.5)
+    _range(out, "epochs", t.epochs, 0.0, 100.0)
+    _range(out, "max steps", t.max_steps, 0, 10_000_000, whole=True)
+    _range(out, "weight decay", t.weight_decay, 0.0, 10.0)
+    _range(out, "max grad norm", t.max_grad_norm, 0.0, 1e6)
+    for label, value in (("validate every", t.eval_every), ("probe every", t.probe_every),
+                         ("checkpoint every", t.save_every)):
+        _range(out, f"{label} N steps", value, 0, 10_000_000, whole=True)
+    _range(out, "log every N steps", t.log_every, 1, 10_000_000, whole=True)
+    _range(out, "seed", t.seed, 0, 2**32 - 1, whole=True)
+    _range(out, "CPU threads", t.cpu_threads, 0, 1024, whole=True)
+    if t.max_steps == 0 and isinstance(t.epochs, (int, float)) and t.epochs <= 0:
+        out.append("set epochs above 0 or max steps above 0: otherwise nothing trains")
+    if t.lr_schedule not in ("cosine", "linear", "constant"):
+        out.append(f"learning-rate schedule must be cosine, linear or constant (got {t.lr_schedule!r})")
+    if t.optimizer not in ("adamw", "paged_adamw_8bit"):
+        out.append(f"optimizer must be adamw or paged_adamw_8bit (got {t.optimizer!r})")
+    return out
+
+
+def _lora_problems(lo: LoraArgs) -> list[str]:
+    out: list[str] = []
+    _range(out, "LoRA rank r", lo.r, 1, 1024, whole=True)
+    _range(out, "LoRA alpha", lo.alpha, 1, 4096, whole=True)
+    _range(out, "LoRA dropout", lo.dropout, 0.0, 0.9)
+    if not (lo.target_modules == "auto" or (isinstance(lo.target_modules, list) and lo.target_modules
+                                              and all(isinstance(m, str) and m for m in lo.target_modules))):
+        out.append("LoRA target modules must be 'auto' or a non-empty list of module names")
+    return out
+
+
+def _data_problems(d: DataArgs) -> list[str]:
+    out: list[str] = []
+    _range(out, "max length", d.max_length, 16, 32768, whole=True)
+    _range(out, "validation fraction", d.val_fraction, 0.0, 0.5)
+    _range(out, "data seed", d.seed, 0, 2**32 - 1, whole=True)
+    if d.max_samples is not None:
+        _range(out, "max samples", d.max_samples, 2, 100_000_000, whole=True)
+    if d.truncation not in ("truncate_response", "drop"):
+        out.append(f"truncation must be 'truncate_response' or 'drop' (got {d.truncation!r})")
+    if isinstance(d.path, str) and not d.path.strip():
+        out.append("dataset path is empty: choose the demo data, upload a file, or give a path")
     return out

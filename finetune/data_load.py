@@ -6,19 +6,25 @@ Supported: ``.jsonl``/``.ndjson``/``.json``, ``.csv``/``.tsv``, ``.parquet``, a 
 Every problem becomes a :class:`DataError` (a ``ValueError``) that names the file and says what
 was expected. The guards run before ``datasets`` sees the bytes because its errors come from
 deep inside pyarrow/pandas and rarely name the row; a binary or 100 MB single-line file is
-refused after one streaming pass instead of being handed to a parser.
+refused after one streaming pass instead of being handed to a parser (the guards live in
+:mod:`finetune.data_checks`).
 """
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import os
 import re
 from pathlib import Path
 
+from finetune.data_checks import (  # noqa: F401  (DataError, MAX_ROW_BYTES re-exported)
+    MAX_ROW_BYTES,
+    DataError,
+    check_file,
+    root_message,
+)
+
 MAX_FILE_BYTES = 1 << 30  # default refusal size for one file; override with TUNEDESK_MAX_DATA_BYTES
-MAX_ROW_BYTES = 8 << 20  # one line of a JSONL/CSV file; customer-support rows are a few KB
 FORMATS = {
     ".jsonl": "json",
     ".ndjson": "json",
@@ -29,10 +35,6 @@ FORMATS = {
 }
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _CHUNK = 1 << 20
-
-
-class DataError(ValueError):
-    """A dataset could not be used; the message names the file and what was expected."""
 
 
 def load_rows(path: str | Path, max_bytes: int | None = None):
@@ -111,7 +113,7 @@ def _load_folder(folder: Path, max_bytes: int):
         try:
             ds = load_from_disk(str(folder))
         except Exception as err:
-            raise DataError(f"{folder}: not a readable saved dataset ({_root(err)})") from err
+            raise DataError(f"{folder}: not a readable saved dataset ({root_message(err)})") from err
         if isinstance(ds, DatasetDict):
             # We make our own train/validation split, so only one split is read.
             name = "train" if "train" in ds else next(iter(ds), None)
@@ -128,7 +130,7 @@ def _load_folder(folder: Path, max_bytes: int):
             f"({_kinds()}); found {len(files)} data file(s) of {len(kinds)} format(s)"
         )
     for f in files:
-        _check_file(f, max_bytes)
+        check_file(f, max_bytes)
     return _parse([str(f) for f in files], files[0], FORMATS[files[0].suffix.lower()])
 
 
@@ -139,7 +141,7 @@ def _load_file(p: Path, max_bytes: int):
             f"{p.name}: unsupported file type {p.suffix or '(no extension)'!r}; "
             f"expected one of {', '.join(FORMATS)}"
         )
-    _check_file(p, max_bytes)
+    check_file(p, max_bytes)
     return _parse([str(p)], p, kind)
 
 
@@ -156,65 +158,7 @@ def _load_hub(name: str):
         try:
             return load_dataset(name, split="train")
         except Exception as err:
-            raise DataError(f"could not load Hub dataset {name!r}: {_root(err)}") from err
-
-
-def _check_file(p: Path, max_bytes: int) -> None:
-    size = p.stat().st_size
-    if size == 0:
-        raise DataError(f"{p.name}: the file is empty; expected rows of data")
-    if size > max_bytes:
-        raise DataError(
-            f"{p.name}: {size / 1e6:.0f} MB is over the {max_bytes / 1e6:.0f} MB limit "
-            "for one dataset file (set TUNEDESK_MAX_DATA_BYTES to raise it)"
-        )
-    if p.suffix.lower() == ".parquet":
-        with open(p, "rb") as fh:
-            head = fh.read(4)
-            fh.seek(-4, os.SEEK_END)
-            tail = fh.read(4)
-        if head != b"PAR1" or tail != b"PAR1":
-            raise DataError(f"{p.name}: not a Parquet file (no PAR1 marker)")
-        return
-    _check_text(p, check_lines=p.suffix.lower() != ".json")
-
-
-def _check_text(p: Path, check_lines: bool) -> None:
-    """One streaming pass: no NUL bytes, valid UTF-8, no line over ``MAX_ROW_BYTES``."""
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    line_no, run = 1, 0  # run: bytes since the last newline
-    with open(p, "rb") as fh:
-        for chunk in iter(lambda: fh.read(_CHUNK), b""):
-            nul = chunk.find(b"\0")
-            if nul >= 0:
-                line = line_no + chunk.count(b"\n", 0, nul)
-                raise DataError(
-                    f"{p.name}: binary content (NUL byte on line {line}); "
-                    "expected a UTF-8 text file"
-                )
-            try:
-                decoder.decode(chunk)
-            except UnicodeDecodeError as err:
-                line = line_no + chunk.count(b"\n", 0, err.start)
-                raise DataError(
-                    f"{p.name}: not valid UTF-8 text (byte 0x{chunk[err.start]:02x} on "
-                    f"line {line}); save the file as UTF-8"
-                ) from None
-            first, last = chunk.find(b"\n"), chunk.rfind(b"\n")
-            # Chunks are smaller than the limit, so only the line spanning chunks can exceed it.
-            run = run + len(chunk) if first < 0 else run + first
-            if check_lines and run > MAX_ROW_BYTES:
-                raise DataError(
-                    f"{p.name}: line {line_no} is over {MAX_ROW_BYTES >> 20} MB; "
-                    "one row may hold at most that much text"
-                )
-            if first >= 0:
-                line_no += chunk.count(b"\n")
-                run = len(chunk) - last - 1
-    try:
-        decoder.decode(b"", final=True)
-    except UnicodeDecodeError:
-        raise DataError(f"{p.name}: not valid UTF-8 text (cut-off character at the end)") from None
+            raise DataError(f"could not load Hub dataset {name!r}: {root_message(err)}") from err
 
 
 def _parse(files: list[str], first: Path, kind: str):
@@ -235,7 +179,7 @@ def _parse(files: list[str], first: Path, kind: str):
                     f"{first.name}: has no rows (only a header, blank lines or empty records)"
                 ) from None
             raise DataError(
-                f"{first.name}: could not read it as {kind.upper()}: {_root(err)}"
+                f"{first.name}: could not read it as {kind.upper()}: {root_message(err)}"
             ) from err
 
 
@@ -248,27 +192,12 @@ def _csv_kwargs(p: Path) -> dict:
     try:
         header = pd.read_csv(p, nrows=0, sep=sep, encoding="utf-8").columns
     except Exception as err:
-        raise DataError(f"{p.name}: could not read the CSV header: {_root(err)}") from err
+        raise DataError(f"{p.name}: could not read the CSV header: {root_message(err)}") from err
     names = [str(c) for c in header]
     if not names:
         raise DataError(f"{p.name}: no header row; expected column names on the first line")
     features = Features({n: Value("string") for n in names})
     return {"sep": sep, "features": features, "na_filter": False, "keep_default_na": False}
-
-
-def _root(err: BaseException) -> str:
-    """The innermost explicit cause's message, on one line: that is the one that names the row.
-
-    Implicit contexts are not followed past the first step: datasets retries a failed JSON
-    parse another way, and that retry's error ("Trailing data") hides the useful one.
-    """
-    seen = err
-    if seen.__cause__ is None and seen.__context__ is not None and not seen.__suppress_context__:
-        seen = seen.__context__
-    while seen.__cause__ is not None:
-        seen = seen.__cause__
-    text = " ".join(str(seen).split()) or type(seen).__name__
-    return text[:300]
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ import os
 import re
 import shutil
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 SUBFOLDERS = ("models", "runs", "adapters", "evals", "datasets", "feedback", "exports")
@@ -42,7 +42,7 @@ def safe_name(name: str, what: str = "name") -> str:
     Raises:
         ValueError: naming the bad value and the rule it broke.
     """
-    if not isinstance(name, str) or not _NAME_RE.match(name) or ".." in name:
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or ".." in name:
         raise ValueError(
             f"invalid {what} {name!r}: use 1-64 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit (no '/', '\\' or '..')"
@@ -75,3 +75,19 @@ def atomic_dir(target: Path):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def check_writable(folder: Path) -> None:
+    """Fail early, in words, when the home folder cannot take writes (read-only, disk full)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / f".write-test-{os.getpid()}"
+    try:
+        probe.write_bytes(b"x" * 4096)
+    except OSError as err:
+        raise OSError(f"cannot write to {folder}: {err.strerror or err}. Free disk space or fix permissions.") from err
+    finally:
+        with suppress(OSError):  # on a read-only file system even this fails: keep the message above
+            probe.unlink(missing_ok=True)
+    free = shutil.disk_usage(folder).free
+    if free < 200 * 2**20:
+        raise OSError(f"only {free / 2**20:.0f} MiB free under {folder}; TuneDesk needs at least 200 MiB to save safely")

@@ -72,9 +72,11 @@ def start(cfg: RunConfig, run_id: str | None = None) -> RunInfo:
 
     Raises:
         RuntimeError: another run is still going (one heavy job at a time).
+        OSError: the home folder cannot take writes (read-only, full), in words.
     """
     from filelock import FileLock
 
+    paths.check_writable(paths.subdir("runs"))  # a read-only or full home: say so, in words
     # The lock makes "check nothing is running, then register and launch" one step: two
     # browser tabs pressing Start together get one run and one clear refusal. The launch is
     # inside it too, so no one sees a registered run without its pid.
@@ -130,7 +132,7 @@ def _finalize(run_dir: Path, code: int | None) -> dict:
     ended = "the training process disappeared" if code is None else f"exit code {code}"
     if code is not None and code < 0:
         ended = f"killed by signal {-code}"
-    finished = last.get("done") or last.get("saved")
+    finished = last.get("done") or last.get("saved") or _published(run_dir)
     adapter = finished.get("adapter") if finished else None
     if adapter:
         state = "stopped" if finished.get("status") == "stopped" else "done"
@@ -140,6 +142,25 @@ def _finalize(run_dir: Path, code: int | None) -> dict:
         return write_status(run_dir, state=state, exit_code=code, adapter=adapter, finished=time.time(), reason=reason)
     return write_status(run_dir, state="failed", exit_code=code, finished=time.time(),
                         reason=ended, log_tail=log_tail(run_dir))
+
+
+def _published(run_dir: Path) -> dict | None:
+    """The adapter this run put on the shelf, when it died between the rename and "saved".
+
+    The manifest names its run folder, so the shelf itself says whether the save completed.
+    """
+    for manifest in paths.subdir("adapters").glob("*/manifest.json"):
+        if manifest.parent.name.startswith("."):  # a temp folder that never made it
+            continue
+        try:
+            if manifest.stat().st_size > 4 << 20:  # no real manifest is this big
+                continue
+            found = json.loads(manifest.read_text())
+        except (OSError, ValueError, RecursionError):
+            continue
+        if isinstance(found, dict) and found.get("run_dir") == str(run_dir):
+            return {"adapter": manifest.parent.name, "status": found.get("status")}
+    return None
 
 
 def refresh(run_dir: Path) -> dict:

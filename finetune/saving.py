@@ -18,6 +18,7 @@ import torch
 
 from finetune import paths
 from finetune.hashing import file_hash, text_hash  # noqa: F401  (text_hash re-exported)
+from finetune.paths import check_writable  # noqa: F401  (re-exported)
 
 MANIFEST_FORMAT = "tunedesk-adapter/1"
 
@@ -134,7 +135,10 @@ def save_checkpoint(run_dir: Path, step: int, model, optimizer, scheduler, keep:
         torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                     "step": step, "rng": torch.get_rng_state()}, tmp / "trainer_state.pt")
     for old in sorted(p for p in ckpt_root.iterdir() if p.name.startswith("step-"))[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+        # Hidden first (one rename): a kill mid-delete leaves no half checkpoint in view.
+        trash = old.with_name(f".trash-{old.name}")
+        os.replace(old, trash)
+        shutil.rmtree(trash, ignore_errors=True)
     return target
 
 
@@ -162,18 +166,3 @@ def load_checkpoint(ckpt: Path, model, optimizer, scheduler) -> int:
 
 def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def check_writable(folder: Path) -> None:
-    """Fail early, in words, when the home folder cannot take writes (read-only, disk full)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    probe = folder / f".write-test-{os.getpid()}"
-    try:
-        probe.write_bytes(b"x" * 4096)
-    except OSError as err:
-        raise OSError(f"cannot write to {folder}: {err.strerror or err}. Free disk space or fix permissions.") from err
-    finally:
-        probe.unlink(missing_ok=True)
-    free = shutil.disk_usage(folder).free
-    if free < 200 * 2**20:
-        raise OSError(f"only {free / 2**20:.0f} MiB free under {folder}; TuneDesk needs at least 200 MiB to save safely")

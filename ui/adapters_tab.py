@@ -46,7 +46,7 @@ def build_adapters_tab(engine: Engine) -> dict:
                 return "The shelf is empty: train an adapter in the Train tab or import one."
             try:
                 return details_markdown(engine.shelf().get(name))
-            except ValueError as err:
+            except (ValueError, OSError) as err:
                 return f"⚠️ {err}"
 
         def on_activate(name):
@@ -54,14 +54,14 @@ def build_adapters_tab(engine: Engine) -> dict:
                 return "Pick an adapter first."
             try:
                 loaded = engine.activate(name)
-            except ValueError as err:
+            except (ValueError, OSError) as err:
                 return f"⚠️ {err}"
             return f"**{name}** is active in Chat (hash `{getattr(loaded, 'adapter_hash', '')}`); the base model was not reloaded."
 
         def on_rename(name, new):
             try:
                 engine.shelf().rename(name, (new or "").strip())
-            except ValueError as err:
+            except (ValueError, OSError) as err:
                 return (f"⚠️ {err}", *refresh_all(name))
             if engine.active_adapter == name:
                 engine.activate(None)
@@ -76,21 +76,21 @@ def build_adapters_tab(engine: Engine) -> dict:
                 if name in engine.session.loaded_adapters:
                     engine.session.unload_adapter(name)
                 engine.shelf().delete(name)
-            except ValueError as err:
+            except (ValueError, OSError) as err:
                 return (f"⚠️ {err}", *refresh_all(name), False)
             return (f"Deleted **{name}**.", *refresh_all(), False)
 
         def on_export(name):
             try:
                 out = export_merged(name, overwrite=True)
-            except ValueError as err:
+            except (ValueError, OSError) as err:
                 return f"⚠️ {err}", gr.update(visible=False)
             return f"Merged model written to `{out}` (safetensors + tokenizer).", gr.update(visible=False)
 
         def on_zip(name):
             try:
                 out = export_zip(name)
-            except ValueError as err:
+            except (ValueError, OSError) as err:
                 return f"⚠️ {err}", gr.update(visible=False)
             return f"Zipped to `{out}`.", gr.update(value=str(out), visible=True)
 
@@ -99,7 +99,7 @@ def build_adapters_tab(engine: Engine) -> dict:
                 return ("Choose a .zip first.", *refresh_all())
             try:
                 entry = import_adapter(file, name=(name or "").strip() or None)
-            except ValueError as err:
+            except (ValueError, OSError) as err:
                 return (f"⚠️ Import refused: {err}", *refresh_all())
             return (f"Imported **{entry.name}**.", *refresh_all(entry.name))
 

@@ -79,7 +79,8 @@ def build_chat_tab(engine: Engine) -> dict:
         tab.select(choices, None, adapter)
         refresh.click(choices, None, adapter)
         adapter.change(on_switch, adapter, [adapter, status])
-        send.click(respond, [chatbot, message, *controls], [chatbot, message])
+        # Stable API name for scripted clients (gradio_client, the load test).
+        send.click(respond, [chatbot, message, *controls], [chatbot, message], api_name="chat")
         message.submit(respond, [chatbot, message, *controls], [chatbot, message])
         retry.click(retry_last, [chatbot, *controls], [chatbot, message])
         clear.click(lambda: ([], ""), None, [chatbot, message])

@@ -69,7 +69,7 @@ def build_compare_tab(engine: Engine) -> dict:
         def on_save(text, shown, picked, corrected):
             try:
                 save_feedback(text, shown, picked, corrected)
-            except ValueError as err:
+            except (ValueError, OSError) as err:
                 return f"⚠️ {err}"
             return f"Saved. {feedback_count()} feedback rows in `{feedback_path()}` — train on it from the Train tab (Path)."
 

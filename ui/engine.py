@@ -63,13 +63,33 @@ class Engine:
         return text + f"  \n**Active adapter:** {active}"
 
     def settings(self, system_prompt: str, max_new_tokens, temperature, top_p, repetition_penalty, seed) -> GenerationSettings:
-        return GenerationSettings(
-            max_new_tokens=int(max_new_tokens), temperature=float(temperature), top_p=float(top_p),
-            repetition_penalty=float(repetition_penalty), seed=int(seed), system_prompt=system_prompt or "",
+        """Generation settings from form values, checked.
+
+        Raises:
+            ValueError: naming every bad value (an empty box, NaN, out of range); never a
+                TypeError from a conversion.
+        """
+        settings = GenerationSettings(
+            max_new_tokens=_whole(max_new_tokens), temperature=_number(temperature), top_p=_number(top_p),
+            repetition_penalty=_number(repetition_penalty), seed=_whole(seed), system_prompt=system_prompt or "",
         )
+        settings.check()
+        return settings
 
     def feedback_dir(self) -> Path:
         return paths.subdir("feedback")
+
+
+def _number(value):
+    """A float for a number (bools and text are left as they are, for validation to name)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+def _whole(value):
+    """An int for a whole number, even when a form sends 12.0; anything else unchanged."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 UPLOAD_TYPES = (".jsonl", ".json", ".csv", ".parquet")
@@ -81,11 +101,10 @@ def store_upload(temp_path: str) -> str:
 
     Raises:
         ValueError: wrong type, too big, or unreadable (the loader's message names why).
+        OSError: the home folder cannot take the copy (read-only, full); nothing is left behind.
     """
-    import hashlib
-    import shutil
-
     from finetune.data_load import load_rows
+    from finetune.hashing import file_hash
 
     src = Path(temp_path)
     if src.suffix.lower() not in UPLOAD_TYPES:
@@ -93,14 +112,33 @@ def store_upload(temp_path: str) -> str:
     if src.stat().st_size > MAX_UPLOAD_BYTES:
         raise ValueError(f"{src.name} is {src.stat().st_size / 2**20:.0f} MiB; the upload limit is 200 MiB")
     load_rows(src)  # raises a clear ValueError for binary, empty, malformed files
-    digest = hashlib.sha256(src.read_bytes()).hexdigest()[:10]
     stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in src.stem)[:40] or "upload"
-    dest_dir = paths.subdir("datasets") / "uploads"
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    dest = dest_dir / f"{stem}-{digest}{src.suffix.lower()}"
+    dest = paths.subdir("datasets") / "uploads" / f"{stem}-{file_hash(src)[:10]}{src.suffix.lower()}"
     if not dest.exists():
-        shutil.copyfile(src, dest)
+        try:
+            _copy_whole(src, dest)
+        except OSError as err:
+            raise OSError(f"could not keep a copy of {src.name} in {dest.parent}: "
+                          f"{err.strerror or err}") from err
     return str(dest)
+
+
+def _copy_whole(src: Path, dest: Path) -> None:
+    """Copy beside ``dest`` and rename: a full disk leaves no truncated file that a later
+    upload of the same bytes would find and trust."""
+    import os
+    import shutil
+    import tempfile
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".upload-", dir=dest.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def preview(path: str, rows: int = 5) -> tuple[list[list[str]], list[str], str]:

@@ -48,7 +48,7 @@ def build_evaluate_tab(engine: Engine) -> dict:
                 return gr.update()
             try:
                 return store_upload(file)
-            except ValueError as err:
+            except (ValueError, OSError) as err:
                 gr.Warning(str(err))
                 return gr.update()
 
@@ -56,8 +56,8 @@ def build_evaluate_tab(engine: Engine) -> dict:
             empty = (None, gr.update(choices=[]), None, None, None, None)
             if not names:
                 return ("Pick at least one adapter.", *empty)
-            settings = GenerationSettings(max_new_tokens=int(n), temperature=0.0)
             try:
+                settings = GenerationSettings(max_new_tokens=int(n), temperature=0.0)
                 report = evaluate(engine.session, list(names), (path or forms.DEMO_DATA).strip(),
                                   max_samples=int(rows), batch_size=int(b), settings=settings,
                                   golden="assets/golden.jsonl" if check_golden else None,

@@ -45,11 +45,33 @@ def save_feedback(prompt: str, answers: list[dict], choice: str | None, correcti
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
     path = paths.subdir("feedback") / FEEDBACK_FILE
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(row, ensure_ascii=False) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        append_line(path, json.dumps(row, ensure_ascii=False))
+    except OSError as err:
+        raise OSError(f"could not save the feedback to {path}: {err.strerror or err}; "
+                      "the rows saved before are unchanged") from err
     return row
+
+
+def append_line(path, line: str) -> None:
+    """Append one line whole, or nothing: a full disk must not leave half a row behind.
+
+    A torn last line would glue onto the next row and make the whole file unreadable as JSONL.
+    """
+    data = (line + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        start = os.fstat(fd).st_size
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+        except OSError:
+            os.ftruncate(fd, start)
+            raise
+    finally:
+        os.close(fd)
 
 
 def feedback_path() -> str:

@@ -24,6 +24,7 @@ TRAIN_FIELDS = [
 _INTS = {"batch_size", "grad_accum", "r", "alpha", "max_steps", "max_length", "max_samples",
          "eval_every", "probe_every", "save_every", "seed"}
 _FLOATS = {"dropout", "learning_rate", "epochs", "val_fraction"}
+_TEXTS = {"system_prompt", "adapter_name"}
 
 
 def ui_defaults() -> RunConfig:
@@ -50,8 +51,9 @@ def to_config(data_path: str, values: list) -> tuple[RunConfig, list[str]]:
     for (section, field), value in zip(TRAIN_FIELDS, values, strict=True):
         try:
             value = _convert(field, value)
-        except (TypeError, ValueError):
-            problems.append(f"{field.replace('_', ' ')} must be a number (got {value!r})")
+        except (TypeError, ValueError, OverflowError):
+            kind = "text" if field in _TEXTS else "a number"
+            problems.append(f"{field.replace('_', ' ')} must be {kind} (got {value!r})")
             continue
         setattr(getattr(cfg, section), field, value)
     return cfg, problems
@@ -66,7 +68,9 @@ def _convert(field: str, value):
         return int(float(value))
     if field in _FLOATS:
         return float(value)
-    if field in ("system_prompt", "adapter_name"):
+    if field in _TEXTS:
+        if value is not None and not isinstance(value, str):
+            raise TypeError
         return (value or "").strip() or (None if field == "system_prompt" else "")
     return value
 

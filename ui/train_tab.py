@@ -97,7 +97,7 @@ def build_train_tab(engine: Engine) -> dict:
         def on_data(src, upload_file, typed):
             try:
                 values, cols, info = preview(dataset_path(src, upload_file, typed))
-            except ValueError as err:
+            except (ValueError, OSError) as err:
                 return f"⚠️ {err}", gr.update(value=None)
             return info, gr.update(value=pd.DataFrame(values, columns=cols))
 
@@ -153,7 +153,8 @@ def build_train_tab(engine: Engine) -> dict:
         device.change(on_device, device, [precision, quant, hw_notes])
         check.click(checked(estimate_text), [source, upload, path, *settings], message)
         dry.click(checked(dry_run_text), [source, upload, path, *settings], message, concurrency_id="heavy")
-        start.click(on_start, [source, upload, path, *settings], [message, run_id], concurrency_id="train-start")
+        start.click(on_start, [source, upload, path, *settings], [message, run_id],
+                    concurrency_id="train-start", api_name="start_training")
         stop.click(on_stop, run_id, message)
         outputs = [run_id, curve_key, progress, curve, probes, result, to_compare, log]
         timer.tick(poll, [run_id, curve_key], outputs, show_progress="hidden")

@@ -52,6 +52,8 @@ def add_arguments(p) -> None:
     p.add_argument("--bf16", action="store_true", help="alias for --precision bf16")
     p.add_argument("--no-packing", action="store_true", help="pad batches instead of packing rows")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --run-dir")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="run Python code shipped with this model (its auto_map); off unless given")
     p.add_argument("--output-dir", "--output_dir", help="also copy the finished adapter folder here")
     p.add_argument("--events", help="append progress events as JSON lines to this file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -75,6 +77,8 @@ def build_config(args):
         cfg.data.packing = False
     if args.resume:
         cfg.run.resume = True
+    if args.trust_remote_code:
+        cfg.model.trust_remote_code = True
     return cfg
 
 

@@ -1,0 +1,53 @@
+"""The app's Gradio event handlers as plain functions, for calling them without a browser.
+
+``build_app`` wires closures such as ``on_start`` or ``respond`` into the Blocks; this finds
+them by function name so a test can call exactly what a button press would run and read the
+message the user would see. Built once per test session (building the UI takes seconds).
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+
+@functools.cache
+def handlers(model_dir: Path) -> dict:
+    """``{function name: handler}`` of an app on ``model_dir`` (names used once only).
+
+    The handlers read ``TUNEDESK_HOME`` on every call, so each test's own home applies.
+    """
+    from ui.app import build_app
+    from ui.engine import Engine
+
+    scratch = tempfile.mkdtemp(prefix="tunedesk-ui-")  # where the Engine starts; removed at exit
+    atexit.register(shutil.rmtree, scratch, True)
+    old = os.environ.get("TUNEDESK_HOME")
+    os.environ["TUNEDESK_HOME"] = scratch
+    try:
+        demo = build_app(engine=Engine(str(model_dir)))
+    finally:
+        if old is None:
+            os.environ.pop("TUNEDESK_HOME", None)
+        else:
+            os.environ["TUNEDESK_HOME"] = old
+    found: dict[str, list] = {}
+    for block_fn in demo.fns.values():
+        found.setdefault(block_fn.name, []).append(block_fn.fn)
+    table = {name: fns[0] for name, fns in found.items() if len({id(f) for f in fns}) == 1}
+    table["engine"] = demo.engine
+    return table
+
+
+def last(generator_or_value):
+    """The final value of a streaming handler (or the value of a plain one)."""
+    if hasattr(generator_or_value, "__next__"):
+        value = None
+        for value in generator_or_value:  # noqa: B007  (we want the last one)
+            pass
+        return value
+    return generator_or_value
