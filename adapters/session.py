@@ -11,10 +11,10 @@ generate calls must not overlap, and nobody may see a half-loaded or half-delete
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,10 +32,12 @@ from adapters.devices import DTYPES, physical_cores, pick_dtype  # noqa: F401  (
 from finetune import models, paths
 from finetune.hashing import file_hash
 
-# OpenMP threads spin while they wait. When another process shares the cores (a training run,
-# the UI), spinning threads starve each other: decode was measured to fall from ~20 to ~1 token/s
-# on 2 cores. It only takes effect before torch loads OpenMP, so entry points import this first.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Threads: OpenMP's default lets idle threads spin briefly between operations, which decode
+# (hundreds of small matrix-vector products per token) needs: passive waiting was measured at
+# 19.8 tokens/s against 34.6 (2 cores, docs/benchmarks.md). While a training process shares
+# the cores, spinning threads would starve it and be starved in turn (decode fell to ~2
+# tokens/s), so then a call runs on one thread, which has no team to wait for (26 tokens/s
+# alone). ``cores_busy`` tells the session when that is; the training child waits passively.
 
 BASE = "__base__"  # PEFT's name for "no adapter" in adapter_names
 
@@ -70,7 +72,9 @@ class ModelSession:
 
     def __init__(self, base_name: str = "default", device: str = "cpu",
                  max_loaded_adapters: int = 4, adapters_dir: Path | None = None,
-                 dtype: str = "auto"):
+                 dtype: str = "auto", cores_busy: Callable[[], bool] | None = None):
+        """``cores_busy``: asked before each call on the CPU; True (another process is
+        computing on these cores, e.g. a training run) runs the call on one thread."""
         if max_loaded_adapters < 1:
             raise ValueError(f"max_loaded_adapters must be at least 1, got {max_loaded_adapters}")
         self.base_name, self.device = base_name, device
@@ -85,6 +89,7 @@ class ModelSession:
         self._active: str | None = None
         self._counter = 0  # numbers PEFT-side adapter names
         self.threads: int | None = None
+        self._cores_busy = cores_busy
 
     # -- status and base loading --------------------------------------------------------
 
@@ -301,8 +306,7 @@ class ModelSession:
             for name in wanted:
                 self._ensure_adapter(name, keep=set(wanted))
             model = self._model
-            if self.threads:
-                torch.set_num_threads(self.threads)  # the setting is per thread for OpenMP
+            self._set_threads(torch)
             if seed is not None:
                 torch.manual_seed(seed)
             uniform = len(set(names)) == 1
@@ -326,11 +330,24 @@ class ModelSession:
         Holds the lock until the block ends; flips PEFT's active adapter, and for the base
         disables adapter layers, only inside the block.
         """
+        import torch
+
         with self._lock:
+            self._set_threads(torch)
             if not is_base(adapter):
                 self._ensure_adapter(adapter, keep={adapter})
             with self._set(self._model, None if is_base(adapter) else adapter):
                 yield self._model
+
+    def _set_threads(self, torch) -> None:
+        """Threads for this call (the setting is per calling thread for OpenMP)."""
+        if not self.threads:
+            return
+        busy = False
+        if self._cores_busy is not None:
+            with suppress(Exception):
+                busy = bool(self._cores_busy())
+        torch.set_num_threads(1 if busy else self.threads)
 
     @contextmanager
     def _set(self, model, name: str | None):

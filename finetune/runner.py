@@ -100,6 +100,9 @@ def _launch(run_dir: Path) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "finetune", "train", "--config", str(run_dir / "config.json"),
            "--events", str(run_dir / "events.jsonl"), "--quiet"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TUNEDESK_HOME": str(paths.home())}
+    # The app's chat shares the cores: the child's idle OpenMP threads sleep instead of
+    # spinning (big training matmuls lose nothing by it). Must be set before torch loads.
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     with open(run_dir / "train.log", "ab") as log:
         # Its own session: Ctrl-C in the app does not kill it, and it outlives an app restart.
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=_PROJECT_ROOT, env=env,
@@ -200,6 +203,14 @@ def list_runs() -> list[RunInfo]:
     root = paths.subdir("runs")
     runs = [RunInfo(d.name, d, refresh(d)) for d in root.iterdir() if d.is_dir() and (d / "status.json").exists()]
     return sorted(runs, key=lambda r: r.status.get("created", 0), reverse=True)
+
+
+def any_running() -> bool:
+    """True while a training run is queued or running (its child process shares the cores)."""
+    try:
+        return any(r.state in ACTIVE for r in list_runs())
+    except OSError:
+        return False
 
 
 def get(run_id: str) -> RunInfo:

@@ -26,7 +26,11 @@ class Engine:
         self.home = paths.home()
         self.base_model = DEFAULT_MODEL if is_default(base_model) else base_model
         self.hardware = detect()
-        self.session = ModelSession(base_model, device=self.hardware.default_device)
+        from finetune import runner
+
+        # While a training child computes on the same cores, chat and evaluation use one thread.
+        self.session = ModelSession(base_model, device=self.hardware.default_device,
+                                    cores_busy=runner.any_running)
 
     @property
     def active_adapter(self) -> str | None:
