@@ -29,6 +29,7 @@ from adapters.adapter_folder import (  # noqa: F401  (re-exported)
     read_adapter_folder,
 )
 from adapters.devices import DTYPES, physical_cores, pick_dtype  # noqa: F401  (re-exported)
+from adapters.row_routing import can_mask, masked_rows
 from finetune import models, paths
 from finetune.hashing import file_hash
 
@@ -310,13 +311,16 @@ class ModelSession:
             if seed is not None:
                 torch.manual_seed(seed)
             uniform = len(set(names)) == 1
-            if _is_peft(model) and not uniform:
-                # Rows with different adapters: PEFT routes each row, no global state flips.
-                kwargs["adapter_names"] = [self._adapters[n].peft_name if n else BASE for n in names]
+            rows = [self._adapters[n].peft_name if n else None for n in names]
+            if uniform:  # chat, evaluation: one adapter (or none) set for this call only
+                route = self._set(model, names[0])
+            elif can_mask(model, [r for r in rows if r]):  # compare: rows masked (row_routing.py)
+                route = masked_rows(model, rows)
+            else:  # LoRA variants, non-Linear layers: PEFT routes each row itself
+                route = nullcontext()
+                kwargs["adapter_names"] = [r or BASE for r in rows]
             inputs = {k: v.to(self.device) for k, v in inputs.items()}
-            # One adapter for every row (chat, evaluation): set it for this call only, which
-            # skips PEFT's per-row routing (and, for the base, every LoRA layer).
-            with torch.inference_mode(), self._set(model, names[0]) if uniform else nullcontext():
+            with torch.inference_mode(), route:
                 try:
                     return model.generate(**inputs, **kwargs)
                 except BaseException:

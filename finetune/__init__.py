@@ -3,10 +3,6 @@
 import logging
 import warnings
 
-from finetune.malloc import return_freed_memory_to_os
-
-return_freed_memory_to_os()  # activations freed after each step leave the process (malloc.py)
-
 # bitsandbytes looks for an optional fused CPU 4-bit kernel on the Hugging Face Hub, which
 # TuneDesk never contacts; its built-in CPU path works, so the lookup failure is only noise.
 logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)

@@ -146,7 +146,9 @@ def machine(devices: list[str]) -> str:
                 break
     except OSError:
         pass
-    return f"{model}, {physical_cores()} physical cores ({os.cpu_count()} logical)"
+    from finetune.allocator import in_use
+
+    return f"{model}, {physical_cores()} physical cores ({os.cpu_count()} logical), {in_use()} malloc"
 
 
 def append_docs(report: str, command: str, machine_text: str, path: Path = DOCS) -> Path:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from finetune import allocator
 from finetune.config import RunConfig
 from finetune.run_setup import (
     ConfigError,
@@ -205,7 +206,8 @@ def train(cfg: RunConfig, on_event=None, stop=None) -> TrainResult:
     scaler = torch.amp.GradScaler("cuda") if t.precision == "fp16" and device.startswith("cuda") else None
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     emit("start", total_steps=total, start_step=start_step, train_rows=len(train_rows),
-         val_rows=len(val_rows), device=device, threads=threads, packing=packing, targets=targets,
+         val_rows=len(val_rows), device=device, threads=threads, malloc=allocator.in_use(),
+         packing=packing, targets=targets,
          trainable_params=trainable, run_dir=str(run_dir), data_stats=prepared.stats)
 
     metrics: dict = {}

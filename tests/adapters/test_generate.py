@@ -164,3 +164,23 @@ def test_real_model_streams_a_reply_that_ends(default_model_dir, home):
     assert answer.text == values[-1]  # greedy: streamed and batched agree
     assert answer.finish_reason == "stop" or answer.tokens == settings.max_new_tokens
     assert answer.tokens <= settings.max_new_tokens
+
+
+def test_masked_rows_give_the_panes_peft_adapter_names_gives(session, monkeypatch):
+    import adapters.session as session_mod
+
+    masked = compare(session, MSGS, [None, "a", "b"], GREEDY)
+    monkeypatch.setattr(session_mod, "can_mask", lambda *a: False)  # PEFT's own per-row routing
+    routed = compare(session, MSGS, [None, "a", "b"], GREEDY)
+    assert [(p.adapter, p.text, p.tokens) for p in masked] == [(p.adapter, p.text, p.tokens) for p in routed]
+
+
+def test_compare_leaves_no_hooks_and_the_active_adapter_as_it_was(session):
+    session.activate("b")
+    chat_before = compare(session, MSGS, ["b"], GREEDY)[0].text
+    before = list(session.model.base_model.active_adapters)
+    compare(session, MSGS, [None, "a", "b"], GREEDY)
+    assert list(session.model.base_model.active_adapters) == before
+    lora_b = [m for n, m in session.model.named_modules() if ".lora_B." in n]
+    assert lora_b and not any(m._forward_hooks for m in lora_b)
+    assert compare(session, MSGS, ["b"], GREEDY)[0].text == chat_before

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 import pytest
 import torch
 import torch.nn.functional as F  # noqa: N812
@@ -17,6 +19,20 @@ def test_silu_mul_gradients_match_autograd():
     torch.testing.assert_close(silu_mul(gate, up), F.silu(gate) * up)
 
 
+def test_silu_mul_saving_bf16_keeps_the_output_and_rounds_gradients_slightly():
+    torch.manual_seed(0)
+    gate = torch.randn(4, 32, 64, requires_grad=True)
+    up = torch.randn(4, 32, 64, requires_grad=True)
+    grad = torch.randn(4, 32, 64)
+    out = silu_mul(gate, up, torch.bfloat16)
+    torch.testing.assert_close(out, F.silu(gate) * up, rtol=0, atol=0)  # forward is exact
+    lean = torch.autograd.grad(out, (gate, up), grad)
+    exact = torch.autograd.grad(F.silu(gate) * up, (gate, up), grad)
+    for a, b in zip(lean, exact, strict=True):
+        rel = (a - b).norm() / b.norm()
+        assert 0 < rel < 5e-3, rel
+
+
 @pytest.mark.parametrize("rows,chunk", [(1, 4), (10, 4), (12, 4), (7, 256)])
 def test_linear_cross_entropy_matches_full_logits(rows, chunk):
     torch.manual_seed(0)
@@ -29,6 +45,10 @@ def test_linear_cross_entropy_matches_full_logits(rows, chunk):
     (grad_full,) = torch.autograd.grad(full * 0.5, hidden)
     torch.testing.assert_close(lean, full)
     torch.testing.assert_close(grad_lean, grad_full)
+
+
+def _exact_swiglu(self, x):
+    return self.down_proj(silu_mul(self.gate_proj(x), self.up_proj(x)))
 
 
 def _lora_llama(tiny_llama_dir, lean: bool):
@@ -72,8 +92,15 @@ def test_lean_training_step_equals_full_logits_step(tiny_llama_dir):
     loss_b, grads_b = _loss_and_grads(lean, batch, selective=True)
     torch.testing.assert_close(loss_a, loss_b, rtol=1e-5, atol=1e-5)
     assert grads_a.keys() == grads_b.keys() and len(grads_a) > 0
+    for k in grads_a:  # the MLP's saved inputs are bf16: gradients agree to a fraction of 1 %
+        rel = (grads_a[k] - grads_b[k]).norm() / grads_a[k].norm()
+        assert rel < 1e-2, (k, rel)
+    # exact with the bf16 saving off: the lean ops themselves change nothing
+    for layer in lean.get_base_model().model.layers:
+        layer.mlp.forward = types.MethodType(_exact_swiglu, layer.mlp)
+    _, grads_c = _loss_and_grads(lean, batch, selective=True)
     for k in grads_a:
-        torch.testing.assert_close(grads_a[k], grads_b[k], rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(grads_a[k], grads_c[k], rtol=1e-4, atol=1e-6)
     assert lean.get_base_model().lm_head.__class__ is torch.nn.Linear  # head put back
 
 

@@ -1,0 +1,123 @@
+"""A newcomer's whole loop on the real default model, in Debian's Chromium, on the app's
+defaults: train, compare, evaluate, switch adapters, chat. Nothing is typed but a chat message.
+
+The stage times go to test-artifacts/full_loop.json (docs/benchmarks.md records them); the
+test asserts what the user sees, not how long it took.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from browser_helpers import ARTIFACTS, CHROMIUM, ROOT, free_port, shot, wait_for_port, wait_text
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def default_app(default_model_dir, tmp_path_factory):
+    """The app as `make run` starts it (default model, demo data) in a fresh home whose model
+    cache is the one the test session converted (a newcomer's first start converts it too)."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
+    pytest.importorskip("playwright")
+    home = tmp_path_factory.mktemp("loop-home")
+    (home / "models").mkdir()
+    (home / "models" / default_model_dir.path.name).symlink_to(default_model_dir.path)
+    port = free_port()
+    env = {**os.environ, "TUNEDESK_HOME": str(home), "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
+    started = time.time()
+    with open(home / "app.log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=ROOT, env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for_port(port, proc, home / "app.log")
+        yield f"http://127.0.0.1:{port}/", started
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
+    from playwright.sync_api import sync_playwright
+
+    url, started = default_app
+    times: dict[str, float] = {}
+    mark = time.time()
+
+    def lap(name: str) -> None:
+        nonlocal mark
+        now = time.time()
+        times[name] = round(now - mark, 1)
+        mark = now
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(120_000)
+        page.goto(url)
+        page.wait_for_selector("#tabs")
+        wait_text(page, "#chat-status", lambda t: "ready" in t, 180)
+        lap("open the app (server start and model load)")
+
+        page.click("#train-start")  # every setting left at its default
+        wait_text(page, "#train-message", lambda t: "Started run" in t, 60)
+        result = wait_text(page, "#train-result", lambda t: "is on the shelf" in t or "failed" in t, 1200)
+        assert "is on the shelf" in result, result
+        adapter = result.split("`")[1]
+        assert "step" in page.inner_text("#train-progress")
+        shot(page, "loop-01-trained")
+        lap("train with the defaults")
+
+        page.click("#train-to-compare")
+        page.wait_for_timeout(1500)
+        page.click("#compare-go")
+        wait_text(page, "#compare-timing", lambda t: "one batched generate call" in t, 300)
+        labels = " ".join(page.locator("#compare-pane-0 label, #compare-pane-1 label").all_inner_texts())
+        assert "base" in labels and adapter in labels, labels
+        page.get_by_label(adapter, exact=False).last.check()
+        page.click("#compare-save")
+        wait_text(page, "#compare-saved", lambda t: "Saved" in t, 30)
+        shot(page, "loop-02-compare")
+        lap("compare base and tuned, save feedback")
+
+        page.get_by_role("tab", name="Evaluate", exact=True).click()
+        page.wait_for_timeout(1000)
+        page.locator("#eval-adapters input").first.click()
+        page.get_by_role("option", name=adapter).click()
+        page.keyboard.press("Escape")
+        page.click("#eval-run")
+        status = wait_text(page, "#eval-status", lambda t: "Scored" in t or "⚠️" in t, 1200)
+        assert "Scored" in status, status
+        assert adapter in page.inner_text("#eval-metrics")
+        shot(page, "loop-03-evaluate")
+        lap("evaluate base and tuned (defaults)")
+
+        page.get_by_role("tab", name="Adapters", exact=True).click()
+        wait_text(page, "#shelf-table", lambda t: adapter in t, 60)
+        page.click("#shelf-activate")
+        wait_text(page, "#shelf-message", lambda t: "active" in t, 120)
+        lap("switch the chat to the new adapter")
+
+        page.get_by_role("tab", name="Chat", exact=True).click()
+        wait_text(page, "#chat-status", lambda t: adapter in t, 60)
+        page.locator("#chat-input textarea").fill("I want to cancel my order, what do I do?")
+        page.click("#chat-send")
+        wait_text(page, "#chatbot", lambda t: "cancel" in t and len(t) > 80, 300)
+        page.wait_for_timeout(1000)
+        shot(page, "loop-04-chat")
+        lap("chat with the new adapter")
+        browser.close()
+
+    total = round(sum(times.values()), 1)
+    report = {"stages_seconds": times, "total_seconds": total, "adapter": adapter,
+              "machine": f"{os.cpu_count()} CPUs", "date": time.strftime("%Y-%m-%d")}
+    (ARTIFACTS / "full_loop.json").write_text(json.dumps(report, indent=2))
+    print(json.dumps(report, indent=2))
