@@ -29,6 +29,7 @@ from adapters.adapter_folder import (  # noqa: F401  (re-exported)
     read_adapter_folder,
 )
 from adapters.devices import DTYPES, physical_cores, pick_dtype  # noqa: F401  (re-exported)
+from adapters.merged import MergedWeights, can_merge
 from adapters.row_routing import can_mask, masked_rows
 from finetune import models, paths
 from finetune.hashing import file_hash
@@ -91,6 +92,7 @@ class ModelSession:
         self._counter = 0  # numbers PEFT-side adapter names
         self.threads: int | None = None
         self._cores_busy = cores_busy
+        self._merged = MergedWeights(max_sets=2)  # fast single-adapter decode (merged.py)
 
     # -- status and base loading --------------------------------------------------------
 
@@ -205,6 +207,7 @@ class ModelSession:
             if name not in self._adapters:
                 return
             loaded = self._adapters.pop(name)
+            self._merged.drop(loaded.peft_name)
             if self._adapters:
                 self._model.delete_adapter(loaded.peft_name)
             else:  # PEFT cannot hold zero adapters: unwrap back to the (same) base object
@@ -312,7 +315,9 @@ class ModelSession:
                 torch.manual_seed(seed)
             uniform = len(set(names)) == 1
             rows = [self._adapters[n].peft_name if n else None for n in names]
-            if uniform:  # chat, evaluation: one adapter (or none) set for this call only
+            if uniform and rows[0] and can_merge(model, rows[0]):
+                route = self._merged.use(model, rows[0])  # chat, evaluation: one adapter
+            elif uniform:  # the base (or an adapter that cannot merge): set for this call only
                 route = self._set(model, names[0])
             elif can_mask(model, [r for r in rows if r]):  # compare: rows masked (row_routing.py)
                 route = masked_rows(model, rows)

@@ -184,3 +184,27 @@ def test_compare_leaves_no_hooks_and_the_active_adapter_as_it_was(session):
     lora_b = [m for n, m in session.model.named_modules() if ".lora_B." in n]
     assert lora_b and not any(m._forward_hooks for m in lora_b)
     assert compare(session, MSGS, ["b"], GREEDY)[0].text == chat_before
+
+
+def test_one_adapter_answers_from_merged_weights_and_the_base_is_untouched(session, varied_dir):
+    """Chat with one adapter runs on W + s*B@A copies (adapters/merged.py): the same answer as
+    the unmerged LoRA layers, and the base weights are the same tensors, unchanged, after."""
+    import adapters.session as session_mod
+
+    session.load_adapter("a")
+    weights = {n: p.detach().clone() for n, p in session.model.named_parameters()}
+    merged = compare(session, MSGS, ["a"], GREEDY)[0]
+    assert session._merged._sets  # the merged path ran
+    for name, param in session.model.named_parameters():
+        assert torch.equal(param, weights[name]), name
+    original = session_mod.can_merge
+    try:
+        session_mod.can_merge = lambda *a: False  # PEFT's unmerged LoRA layers
+        unmerged = compare(session, MSGS, ["a"], GREEDY)[0]
+    finally:
+        session_mod.can_merge = original
+    assert (merged.text, merged.tokens) == (unmerged.text, unmerged.tokens)
+    base = compare(session, MSGS, [None], GREEDY)[0]
+    assert base.text == compare(session, MSGS, [None, "a"], GREEDY)[0].text
+    session.unload_adapter("a")
+    assert not session._merged._sets
