@@ -7,25 +7,15 @@ Screenshots go to test-artifacts/ for a person to look at.
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from browser_helpers import CHROMIUM, ROOT, free_port, shot, wait_for_port, wait_text
 
 pytestmark = pytest.mark.browser
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -34,21 +24,13 @@ def app_url(tiny_llama_dir, tmp_path_factory):
         pytest.skip("Debian chromium is not installed (apt-get install chromium)")
     pytest.importorskip("playwright")
     home = tmp_path_factory.mktemp("browser-home")
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "TUNEDESK_HOME": str(home), "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
     with open(home / "app.log", "wb") as log:
         proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port), "--model", str(tiny_llama_dir)],
                                 cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    wait_for_port(port, proc, home / "app.log", timeout=120)
     url = f"http://127.0.0.1:{port}/"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-        except OSError:
-            if proc.poll() is not None:
-                pytest.fail("app exited: " + (home / "app.log").read_text()[-2000:])
-            time.sleep(0.5)
     yield url
     proc.terminate()
     proc.wait(timeout=20)
@@ -58,7 +40,6 @@ def app_url(tiny_llama_dir, tmp_path_factory):
 def page(app_url):
     from playwright.sync_api import sync_playwright
 
-    ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=[
             "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
@@ -70,10 +51,6 @@ def page(app_url):
         browser.close()
 
 
-def _shot(page, name: str) -> None:
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-
-
 def _fill(page, elem_id: str, value: str) -> None:
     """Fill a Gradio text or number box by its elem_id (input or textarea inside it)."""
     page.locator(f"#{elem_id} input, #{elem_id} textarea").first.fill(value)
@@ -83,17 +60,6 @@ def _tab(page, name: str) -> None:
     page.get_by_role("tab", name=name, exact=True).click()
 
 
-def _wait_text(page, selector: str, predicate, timeout: float = 120) -> str:
-    deadline = time.time() + timeout
-    text = ""
-    while time.time() < deadline:
-        text = page.inner_text(selector)
-        if predicate(text):
-            return text
-        time.sleep(0.5)
-    raise AssertionError(f"{selector} never matched; last text: {text[:500]}")
-
-
 def test_train_a_short_run_and_watch_it(page):
     _tab(page, "Train")
     page.get_by_text("Advanced: LoRA and training settings").click()
@@ -101,13 +67,13 @@ def test_train_a_short_run_and_watch_it(page):
     _fill(page, "train-samples", "64")
     _fill(page, "train-name", "browser-adapter")
     page.click("#train-start")
-    _wait_text(page, "#train-message", lambda t: "Started run" in t, 30)
-    text = _wait_text(page, "#train-result", lambda t: "browser-adapter" in t, 240)
+    wait_text(page, "#train-message", lambda t: "Started run" in t, 30)
+    text = wait_text(page, "#train-result", lambda t: "browser-adapter" in t, 240)
     assert "is on the shelf" in text
     progress = page.inner_text("#train-progress")
     assert "step 12/12" in progress and "tokens/s" in progress
     assert page.locator("#loss-curve canvas, #loss-curve svg").count() > 0
-    _shot(page, "01-train-done")
+    shot(page, "01-train-done")
 
 
 def test_a_second_start_while_training_is_refused_or_runs_after(page):
@@ -115,18 +81,18 @@ def test_a_second_start_while_training_is_refused_or_runs_after(page):
     _tab(page, "Train")
     _fill(page, "train-steps", "-3")
     page.click("#train-check")
-    text = _wait_text(page, "#train-message", lambda t: "cannot run" in t, 30)
+    text = wait_text(page, "#train-message", lambda t: "cannot run" in t, 30)
     assert "max steps" in text
     _fill(page, "train-steps", "12")
 
 
 def test_adapters_tab_lists_and_activates(page):
     _tab(page, "Adapters")
-    _wait_text(page, "#shelf-table", lambda t: "browser-adapter" in t, 30)
+    wait_text(page, "#shelf-table", lambda t: "browser-adapter" in t, 30)
     page.click("#shelf-activate")
-    text = _wait_text(page, "#shelf-message", lambda t: "active" in t, 60)
+    text = wait_text(page, "#shelf-message", lambda t: "active" in t, 60)
     assert "browser-adapter" in text
-    _shot(page, "02-adapters")
+    shot(page, "02-adapters")
 
 
 def test_evaluate_scores_base_and_adapter_on_the_same_rows(page):
@@ -139,32 +105,32 @@ def test_evaluate_scores_base_and_adapter_on_the_same_rows(page):
     page.locator("#eval-max-new input[type=number]").fill("16")
     page.locator("#eval-golden input").uncheck()
     page.click("#eval-run")
-    text = _wait_text(page, "#eval-status", lambda t: "Scored" in t or "⚠️" in t, 240)
+    text = wait_text(page, "#eval-status", lambda t: "Scored" in t or "⚠️" in t, 240)
     assert "Scored 6 rows" in text, text
     table = page.inner_text("#eval-metrics")
     assert "base" in table and "browser-adapter" in table
-    _shot(page, "05-evaluate")
+    shot(page, "05-evaluate")
 
 
 def test_chat_streams_with_the_active_adapter_named(page):
     _tab(page, "Chat")
-    _wait_text(page, "#chat-status", lambda t: "ready" in t and "browser-adapter" in t, 60)
+    wait_text(page, "#chat-status", lambda t: "ready" in t and "browser-adapter" in t, 60)
     _fill(page, "chat-input", "where is my order")
     page.click("#chat-send")
-    _wait_text(page, "#chatbot", lambda t: "where is my order" in t, 30)
+    wait_text(page, "#chatbot", lambda t: "where is my order" in t, 30)
     time.sleep(3)
-    _shot(page, "03-chat")
+    shot(page, "03-chat")
 
 
 def test_compare_shows_labelled_panes_and_saves_feedback(page):
     _tab(page, "Compare")
     page.wait_for_timeout(1000)
     page.click("#compare-go")
-    _wait_text(page, "#compare-timing", lambda t: "one batched generate call" in t, 60)
+    wait_text(page, "#compare-timing", lambda t: "one batched generate call" in t, 60)
     labels = page.locator("#compare-pane-0 label, #compare-pane-1 label").all_inner_texts()
     joined = " ".join(labels)
     assert "base" in joined and "browser-adapter" in joined
     page.get_by_label("browser-adapter", exact=False).last.check()
     page.click("#compare-save")
-    _wait_text(page, "#compare-saved", lambda t: "Saved" in t, 30)
-    _shot(page, "04-compare")
+    wait_text(page, "#compare-saved", lambda t: "Saved" in t, 30)
+    shot(page, "04-compare")
