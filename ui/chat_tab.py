@@ -35,7 +35,11 @@ def build_chat_tab(engine: Engine) -> dict:
         controls = [adapter, system, max_new, temperature, top_p, rep, seed]
 
         def choices():
-            return gr.update(choices=[BASE_LABEL, *engine.adapter_choices()])
+            # The dropdown shows the adapter Chat answers with: the session's active one, which
+            # the Adapters tab may have changed since this tab was last drawn.
+            names = engine.adapter_choices()
+            active = engine.active_adapter
+            return gr.update(choices=[BASE_LABEL, *names], value=active if active in names else BASE_LABEL)
 
         def on_switch(choice):
             name = engine.to_adapter(choice)

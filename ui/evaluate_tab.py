@@ -25,8 +25,8 @@ def build_evaluate_tab(engine: Engine) -> dict:
                               "held-out rows are used when known)", scale=3, elem_id="eval-data")
             upload = gr.File(label="…or upload", file_types=[".jsonl", ".json", ".csv", ".parquet"], scale=1)
         with gr.Row():
-            samples = gr.Slider(4, 500, value=40, step=1, label="Rows", elem_id="eval-rows")
-            max_new = gr.Slider(16, 512, value=128, step=16, label="Max new tokens per answer", elem_id="eval-max-new")
+            samples = gr.Slider(4, 500, value=24, step=1, label="Rows", elem_id="eval-rows")
+            max_new = gr.Slider(16, 512, value=96, step=16, label="Max new tokens per answer", elem_id="eval-max-new")
             batch = gr.Slider(1, 32, value=8, step=1, label="Prompts per batch")
             golden = gr.Checkbox(True, label="Check the golden prompts", elem_id="eval-golden")
         run = gr.Button("Run evaluation", variant="primary", elem_id="eval-run")

@@ -31,11 +31,13 @@ def ui_defaults() -> RunConfig:
     """Settings a first-time user can run in a few minutes on a 2-core CPU."""
     cfg = RunConfig()
     cfg.data.path = DEMO_DATA
-    cfg.data.max_samples = 600
-    cfg.train.max_steps = 60
-    cfg.train.eval_every = 20
-    cfg.train.probe_every = 20
-    cfg.train.save_every = 20
+    # The whole loop (train, compare, evaluate, chat) in under 10 minutes on 2 cores: 60
+    # steps took 9.5 min of training alone (tests/ui/test_full_loop.py, docs/benchmarks.md).
+    cfg.data.max_samples = 400
+    cfg.train.max_steps = 30
+    cfg.train.eval_every = 10
+    cfg.train.probe_every = 15
+    cfg.train.save_every = 15
     cfg.train.log_every = 2
     return cfg
 

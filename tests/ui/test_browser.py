@@ -115,6 +115,9 @@ def test_evaluate_scores_base_and_adapter_on_the_same_rows(page):
 def test_chat_streams_with_the_active_adapter_named(page):
     _tab(page, "Chat")
     wait_text(page, "#chat-status", lambda t: "ready" in t and "browser-adapter" in t, 60)
+    # the dropdown the answer is taken from names the active adapter too (it once said "base")
+    page.wait_for_function(
+        "() => document.querySelector('#chat-adapter input').value === 'browser-adapter'", timeout=30_000)
     _fill(page, "chat-input", "where is my order")
     page.click("#chat-send")
     wait_text(page, "#chatbot", lambda t: "where is my order" in t, 30)
