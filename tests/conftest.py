@@ -160,6 +160,19 @@ def tiny_run_config(model_dir, **train_overrides):
     return cfg
 
 
+def wait_until(predicate, what: str, timeout: float = 240):
+    """``predicate()``'s first truthy value, polled every 50 ms; fails naming ``what``."""
+    import time
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 @pytest.fixture(scope="session")
 def varied_dir(tiny_llama_dir, tmp_path_factory) -> Path:
     """The tiny llama with larger random weights, so greedy answers are varied text

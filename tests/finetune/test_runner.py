@@ -12,11 +12,11 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 from conftest import tiny_run_config
+from conftest import wait_until as _wait
 
 from finetune import runner
 from finetune.events import read_events
@@ -26,16 +26,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 _cfg = tiny_run_config
-
-
-def _wait(predicate, what: str, timeout: float = 240):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _events(run_dir: Path) -> list[dict]:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 from conftest import tiny_run_config
+from conftest import wait_until as _wait
 from tally import FAULTS, write_all
 from ui_handlers import handlers
 
@@ -53,16 +54,6 @@ def _write_tallies():
 
 
 # --- helpers ----------------------------------------------------------------------------------
-
-def _wait(predicate, what: str, timeout: float = 240):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
 
 def _kinds(run_dir: Path) -> list[str]:
     return [e["type"] for e in read_events(run_dir / "events.jsonl")[0]]
