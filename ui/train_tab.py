@@ -9,7 +9,7 @@ from finetune import runner
 from finetune.config import validate
 from ui import forms
 from ui.engine import Engine, dry_run_text, estimate_text, preview, store_upload
-from ui.train_view import latest_run_id, run_view
+from ui.train_view import curve_frame, latest_run_id, run_view
 
 DATA_SOURCES = ["Demo data (assets)", "Upload a file", "Path on this machine"]
 
@@ -57,7 +57,8 @@ def build_train_tab(engine: Engine) -> dict:
                         packing = gr.Checkbox(d.data.packing, label="Pack rows (no padding; pays on GPUs with flash attention)")
                     system = gr.Textbox(label="System prompt (optional)")
                     with gr.Row():
-                        eval_every = gr.Number(d.train.eval_every, precision=0, label="Validate every N steps")
+                        eval_every = gr.Number(d.train.eval_every, precision=0, label="Validate every N steps",
+                                               elem_id="train-eval-every")
                         probe_every = gr.Number(d.train.probe_every, precision=0, label="Probe answers every N steps")
                         save_every = gr.Number(d.train.save_every, precision=0, label="Checkpoint every N steps")
                         seed = gr.Number(d.train.seed, precision=0, label="Seed")
@@ -71,8 +72,8 @@ def build_train_tab(engine: Engine) -> dict:
             stop = gr.Button("Stop", variant="stop", elem_id="train-stop")
         message = gr.Markdown(elem_id="train-message")
         progress = gr.HTML(run_view(None)["progress_html"])
-        curve = gr.LinePlot(pd.DataFrame({"step": [], "loss": [], "series": []}), x="step", y="loss",
-                            color="series", title="Loss (train and validation)", elem_id="loss-curve", height=260)
+        curve = gr.LinePlot(curve_frame([]), x="step", y="loss", color="series", title="Loss (train and validation)",
+                            elem_id="loss-curve", height=260)
         probes = gr.Dataframe(headers=["probe prompt", "current answer"], label="Probe answers", wrap=True,
                               interactive=False, elem_id="probe-answers")
         result = gr.Markdown(elem_id="train-result")
@@ -143,7 +144,7 @@ def build_train_tab(engine: Engine) -> dict:
             current = current or latest_run_id()  # re-attach after a reload or an app restart
             view = run_view(current)
             key = (current, len(view["curve"]))
-            frame = gr.skip() if key == drawn else pd.DataFrame(view["curve"] or {"step": [], "loss": [], "series": []})
+            frame = gr.skip() if key == drawn else curve_frame(view["curve"])
             return (current, key, view["progress_html"], frame, view["probes"] or None, view["result"],
                     gr.update(visible=bool(view["adapter"]) and not view["active"]), view["log"])
 

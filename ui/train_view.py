@@ -8,8 +8,23 @@ from __future__ import annotations
 
 import html
 
+import pandas as pd
+
 from finetune import runner
 from finetune.events import read_events
+
+CURVE_SERIES = ("train", "validation")
+
+
+def curve_frame(points: list[dict]) -> pd.DataFrame:
+    """The loss-curve table for ``gr.LinePlot``, with one blank row per series.
+
+    Gradio's plot fixes the colour scale from the value it is first drawn with and later
+    only swaps the data, so a series missing from the first value is never drawn. The blank
+    rows (loss NaN, which the plot skips) name both series from the start.
+    """
+    blank = [{"step": 0, "loss": float("nan"), "series": name} for name in CURVE_SERIES]
+    return pd.DataFrame(points + blank, columns=["step", "loss", "series"])
 
 
 def latest_run_id() -> str | None:

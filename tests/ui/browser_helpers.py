@@ -39,6 +39,19 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
+def drawn_lines(page, selector: str) -> list[str]:
+    """The stroke colours of the lines a Vega plot inside ``selector`` really drew.
+
+    A line counts when its SVG path joins at least two points and has a visible stroke;
+    an axis-only plot (no data, or a colour scale that lost its series) gives [].
+    """
+    return page.eval_on_selector_all(
+        f"{selector} g.mark-line path",
+        """paths => paths.filter(p => (p.getAttribute('d') || '').includes('L'))
+                        .map(p => p.getAttribute('stroke'))
+                        .filter(s => s && s !== 'none' && s !== 'transparent')""")
+
+
 def wait_text(page, selector: str, predicate, timeout: float = 120) -> str:
     """The inner text of ``selector`` once ``predicate`` accepts it."""
     deadline = time.time() + timeout

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from browser_helpers import CHROMIUM, ROOT, free_port, shot, wait_for_port, wait_text
+from browser_helpers import CHROMIUM, ROOT, drawn_lines, free_port, shot, wait_for_port, wait_text
 
 pytestmark = pytest.mark.browser
 
@@ -65,6 +65,7 @@ def test_train_a_short_run_and_watch_it(page):
     page.get_by_text("Advanced: LoRA and training settings").click()
     _fill(page, "train-steps", "12")
     _fill(page, "train-samples", "64")
+    _fill(page, "train-eval-every", "4")
     _fill(page, "train-name", "browser-adapter")
     page.click("#train-start")
     wait_text(page, "#train-message", lambda t: "Started run" in t, 30)
@@ -72,7 +73,8 @@ def test_train_a_short_run_and_watch_it(page):
     assert "is on the shelf" in text
     progress = page.inner_text("#train-progress")
     assert "step 12/12" in progress and "tokens/s" in progress
-    assert page.locator("#loss-curve canvas, #loss-curve svg").count() > 0
+    strokes = drawn_lines(page, "#loss-curve")
+    assert len(strokes) == 2 and len(set(strokes)) == 2, f"train and validation lines not drawn: {strokes}"
     shot(page, "01-train-done")
 
 

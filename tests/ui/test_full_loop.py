@@ -16,7 +16,16 @@ import time
 from pathlib import Path
 
 import pytest
-from browser_helpers import ARTIFACTS, CHROMIUM, ROOT, free_port, shot, wait_for_port, wait_text
+from browser_helpers import (
+    ARTIFACTS,
+    CHROMIUM,
+    ROOT,
+    drawn_lines,
+    free_port,
+    shot,
+    wait_for_port,
+    wait_text,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -73,6 +82,7 @@ def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
         assert "is on the shelf" in result, result
         adapter = re.search(r"Adapter (\S+) is on the shelf", result).group(1)
         assert "step" in page.inner_text("#train-progress")
+        assert len(drawn_lines(page, "#loss-curve")) == 2, "the loss curve drew no train and validation lines"
         shot(page, "loop-01-trained")
         lap("train with the defaults")
 
