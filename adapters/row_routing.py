@@ -2,15 +2,24 @@
 
 PEFT's ``adapter_names`` does this by indexing every LoRA layer's input and output per
 adapter, in Python, at each token: on 2 CPU cores that cost ~25 ms a token for 210 LoRA
-layers (a two-pane compare took 1.64x one answer, docs/benchmarks.md). Masking is cheaper:
-every adapter a row asks for is made active for the whole batch, and a hook multiplies each of
-its ``lora_B`` outputs by a 0/1 column over the rows, so rows of other adapters (and base rows)
-get exactly zero from it. Multiplying by 1 and adding 0 are exact, so each row computes what
-it would alone; the extra LoRA products over a few more rows are nearly free (decode is bound
-by reading the base weights, shared by all rows).
+layers (a two-pane compare took 1.64x one answer, docs/benchmarks.md). Running PEFT's own
+LoRA forward for the whole batch and zeroing other rows' ``lora_B`` outputs still cost
+~22 ms a token (PEFT calls four modules per adapter per layer).
 
-The active adapters and hooks are set inside ``masked_rows`` and restored when it exits; the
-session calls it under its lock, so no other request sees them.
+So while ``masked_rows`` is open, PEFT's adapter layers are switched off, and each LoRA
+layer that holds one of the batch's adapters runs its own forward instead of PEFT's: its
+base ``Linear`` plus the LoRA update of every adapter the batch uses at once, in float32::
+
+    out += ((x @ [A1; A2]^T) * M) @ [B1 B2]^T
+
+``[A1; A2]`` and ``[B1 B2]`` are the adapters' LoRA matrices stacked (built once per call),
+and ``M`` holds, for each row, its adapter's scaling on that adapter's rank block and 0
+elsewhere. Rows of other adapters and base rows get exactly zero from a block, so each row
+computes what it would alone (a base row is bit-identical to the base model), with a few
+tensor operations per layer whatever the number of adapters. Layers that read the same
+input (q, k, v; gate, up) share one ``x @ A`` product. The two-pane compare went from 1.6x
+to about 1.25x one answer (docs/benchmarks.md). The session calls this under its lock, so
+no other request sees the swapped forwards; they are restored when the block exits.
 """
 
 from __future__ import annotations
@@ -21,8 +30,9 @@ import torch
 
 
 def can_mask(model, adapters: list[str]) -> bool:
-    """True when every LoRA layer holding one of ``adapters`` is a plain (vanilla, unmerged)
-    LoRA ``Linear``; other layer kinds and variants (DoRA, …) need PEFT's ``adapter_names``."""
+    """True when every LoRA layer holding one of ``adapters`` is a plain (vanilla, unmerged,
+    bias-free) LoRA ``Linear``; other layer kinds and variants (DoRA, …) need PEFT's
+    ``adapter_names``."""
     from peft.tuners.lora.layer import Linear as LoraLinear
     from peft.tuners.tuners_utils import BaseTunerLayer
 
@@ -35,7 +45,75 @@ def can_mask(model, adapters: list[str]) -> bool:
         variants = getattr(module, "lora_variant", {})
         if not isinstance(module, LoraLinear) or module.merged or any(a in variants for a in held):
             return False
+        if any(module.lora_B[a].bias is not None or module.lora_A[a].bias is not None for a in held):
+            return False
     return True
+
+
+class _SharedInput:
+    """The ``x @ A`` products of LoRA layers that read one input (q, k and v; gate and up).
+
+    Layers of one parent with the same input width share it: the first of them to see a
+    new input computes the product for all (one matmul), the others slice it. A layer that
+    gets another tensor (o_proj after attention) simply recomputes.
+    """
+
+    def __init__(self):
+        self.parts: list[torch.Tensor] = []
+        self.a_t = None
+        self.x = None
+        self.lowered = None
+
+    def add(self, a_t: torch.Tensor) -> slice:
+        start = sum(p.shape[1] for p in self.parts)
+        self.parts.append(a_t)
+        return slice(start, start + a_t.shape[1])
+
+    def lowered_for(self, x: torch.Tensor) -> torch.Tensor:
+        if x is not self.x:
+            if self.a_t is None:
+                self.a_t = torch.cat(self.parts, dim=1).contiguous()
+            self.x, self.lowered = x, torch.matmul(x.float(), self.a_t)
+        return self.lowered
+
+    def release(self) -> None:
+        self.x = self.lowered = None
+
+
+class _StackedLora:
+    """The LoRA matrices of the batch's adapters in one layer, stacked, with the row mask.
+
+    Kept in float32 whatever the model's dtype: at decode sizes (a few rows × rank 16) a
+    bf16 matmul on the CPU costs 16-24 µs against 5 µs in fp32, and the update is added to
+    the layer's output once, at its dtype.
+    """
+
+    def __init__(self, module, row_adapters: list[str | None], shared: _SharedInput):
+        held = [a for a in dict.fromkeys(row_adapters) if a and a in module.lora_A]
+        device = module.lora_A[held[0]].weight.device
+        a_t = torch.cat([module.lora_A[a].weight for a in held]).t().float()  # (in, sum r)
+        self.shared, self.columns = shared, shared.add(a_t)
+        self.b_t = torch.cat([module.lora_B[a].weight for a in held], dim=1).t().float().contiguous()  # (sum r, out)
+        blocks = []
+        for a in held:
+            rank = module.lora_A[a].weight.shape[0]
+            column = [float(module.scaling[a]) if row == a else 0.0 for row in row_adapters]
+            blocks.append(torch.tensor(column, device=device).unsqueeze(1).expand(-1, rank))
+        self.mask = torch.cat(blocks, dim=1).unsqueeze(1)  # (rows, 1, sum r)
+        base = module.base_layer
+        plain = type(base) is torch.nn.Linear
+        self.weight, self.bias = (base.weight, base.bias) if plain else (None, None)
+        self.base = None if plain else base
+
+    def forward(self, x, *args, **kwargs):
+        """The layer's forward while routing: its base ``Linear`` plus the masked update."""
+        if self.base is None:
+            output = torch.nn.functional.linear(x, self.weight, self.bias)
+        else:
+            output = self.base(x, *args, **kwargs)
+        lowered = self.shared.lowered_for(x)[..., self.columns]
+        lowered = lowered * (self.mask if lowered.dim() == 3 else self.mask.squeeze(1))
+        return output.add_(torch.matmul(lowered, self.b_t))
 
 
 @contextmanager
@@ -44,39 +122,19 @@ def masked_rows(model, row_adapters: list[str | None]):
     (None: the base model alone). ``model`` is a PeftModel; check ``can_mask`` first."""
     from peft.tuners.lora.layer import Linear as LoraLinear
 
-    used = list(dict.fromkeys(a for a in row_adapters if a))
-    tuner = model.base_model
-    previous = list(tuner.active_adapters)
-    handles = []
-    masks: dict[tuple, torch.Tensor] = {}
-
-    def mask_for(adapter: str, like: torch.Tensor) -> torch.Tensor:
-        key = (adapter, like.dtype, like.device, like.dim())
-        if key not in masks:
-            column = torch.tensor([1.0 if a == adapter else 0.0 for a in row_adapters],
-                                  dtype=like.dtype, device=like.device)
-            masks[key] = column.view(-1, *([1] * (like.dim() - 1)))
-        return masks[key]
-
-    def hook_for(adapter: str):
-        def keep_own_rows(module, inputs, output):
-            return output * mask_for(adapter, output)
-        return keep_own_rows
-
+    used = [a for a in row_adapters if a]
+    routed, groups = [], {}
     try:
-        if used:
-            tuner.set_adapter(used, inference_mode=True)
-            for module in model.modules():
-                if isinstance(module, LoraLinear):
-                    for adapter in used:
-                        if adapter in module.lora_B:
-                            handles.append(module.lora_B[adapter].register_forward_hook(hook_for(adapter)))
+        with model.disable_adapter():  # layers without the batch's adapters: base only
+            for parent in model.modules():
+                for module in parent.children():
+                    if isinstance(module, LoraLinear) and any(a in module.lora_A for a in used):
+                        shared = groups.setdefault((id(parent), module.in_features), _SharedInput())
+                        module.forward = _StackedLora(module, row_adapters, shared).forward
+                        routed.append(module)
             yield
-        else:
-            with model.disable_adapter():
-                yield
     finally:
-        for handle in handles:
-            handle.remove()
-        if used:
-            tuner.set_adapter(previous, inference_mode=True)
+        for module in routed:
+            del module.forward  # back to the class's (PEFT's) forward
+        for shared in groups.values():
+            shared.release()

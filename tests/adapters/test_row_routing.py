@@ -1,0 +1,77 @@
+"""Per-row adapters in one batch (adapters/row_routing.py), checked on logits."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+@pytest.fixture(scope="module")
+def two_adapter_model(tiny_llama_dir):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32)
+    model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=TARGETS, init_lora_weights=False),
+                           adapter_name="first")
+    model.add_adapter("second", LoraConfig(r=8, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"],
+                                      init_lora_weights=False))
+    return model.eval()
+
+
+def _logits(model, ids):
+    with torch.inference_mode():
+        return model(input_ids=ids).logits
+
+
+def test_each_row_gets_exactly_its_own_adapter(two_adapter_model):
+    from adapters.row_routing import can_mask, masked_rows
+
+    model = two_adapter_model
+    ids = torch.randint(0, model.config.vocab_size, (1, 12))
+    with model.disable_adapter():
+        base = _logits(model, ids)
+    alone = {}
+    for name in ("first", "second"):
+        model.set_adapter(name)
+        alone[name] = _logits(model, ids)
+    assert not torch.allclose(alone["first"], alone["second"]) and not torch.allclose(alone["first"], base)
+
+    rows = [None, "first", "second", "first"]
+    assert can_mask(model, ["first", "second"])
+    with masked_rows(model, rows):
+        batch = _logits(model, ids.repeat(len(rows), 1))
+    assert torch.equal(batch[0], base[0])  # the base row is bit-identical, not just close
+    for i, name in enumerate(rows[1:], start=1):
+        torch.testing.assert_close(batch[i], alone[name][0], rtol=1e-5, atol=1e-5)
+
+
+def test_the_model_is_plain_peft_again_after_the_block(two_adapter_model):
+    from peft.tuners.lora.layer import Linear as LoraLinear
+
+    from adapters.row_routing import masked_rows
+
+    model = two_adapter_model
+    model.set_adapter("first")
+    ids = torch.randint(0, model.config.vocab_size, (1, 8))
+    before = _logits(model, ids)
+    with pytest.raises(RuntimeError, match="boom"), masked_rows(model, [None, "first"]):
+        raise RuntimeError("boom")
+    assert not any("forward" in vars(m) for m in model.modules() if isinstance(m, LoraLinear))
+    assert model.active_adapters == ["first"]
+    torch.testing.assert_close(_logits(model, ids), before, rtol=0, atol=0)
+
+
+def test_bias_and_dora_layers_fall_back_to_peft_routing(tiny_llama_dir):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from adapters.row_routing import can_mask
+
+    for extra in ({"use_dora": True}, {"lora_bias": True}):
+        model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
+        model = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj"], **extra), adapter_name="x")
+        assert not can_mask(model, ["x"]), extra
