@@ -8,6 +8,11 @@ saves one of them, and keeping the other two in bf16 halves what is left. The LM
 backward; computing the gradient with respect to the hidden states chunk by chunk during the
 forward pass keeps only a (tokens x hidden) tensor. Both do the same matrix products as
 autograd would.
+
+On the CPU, LoRA dropout is also replaced: ``torch.nn.Dropout`` draws its mask with
+``bernoulli_``, which took 16 % of a training step on the demo data (r=8, dropout 0.1; 210
+LoRA inputs a step). ``LeanDropout`` draws 31-bit integers and compares them with a
+threshold: the same keep probability (to 2^-31), 4.6 → 2.9 ms for an (8 x 176 x 576) input.
 """
 
 from __future__ import annotations
@@ -76,6 +81,54 @@ def _is_silu(act) -> bool:
     probe = torch.linspace(-6, 6, 49)
     with torch.no_grad():
         return torch.allclose(act(probe), F.silu(probe), atol=1e-6)
+
+
+class _KeepMask(torch.autograd.Function):
+    """``x * keep * scale``, saving only the boolean mask for backward."""
+
+    @staticmethod
+    def forward(ctx, x, keep, scale: float):
+        ctx.save_for_backward(keep)
+        ctx.scale = scale
+        return (x * keep).mul_(scale)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (keep,) = ctx.saved_tensors
+        return (grad * keep).mul_(ctx.scale), None, None
+
+
+class LeanDropout(torch.nn.Module):
+    """Inverted dropout like ``torch.nn.Dropout(p)``, with a cheaper mask on the CPU."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p = float(p)
+        self._threshold = int(round(self.p * 2**31))  # random_() on int32 is uniform on [0, 2**31)
+
+    def forward(self, x):
+        if not self.training or self.p == 0.0:
+            return x
+        keep = torch.empty(x.shape, dtype=torch.int32, device=x.device).random_() >= self._threshold
+        return _KeepMask.apply(x, keep, 1.0 / (1.0 - self.p))
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+def use_lean_dropout(model) -> int:
+    """Swap the ``torch.nn.Dropout`` of every LoRA layer on the CPU for ``LeanDropout`` (CUDA's
+    fused dropout kernel is already one pass). Returns how many were swapped."""
+    changed = 0
+    for module in model.modules():
+        dropouts = getattr(module, "lora_dropout", None)
+        if not isinstance(dropouts, torch.nn.ModuleDict):
+            continue
+        for name, dropout in list(dropouts.items()):
+            if type(dropout) is torch.nn.Dropout and dropout.p > 0 and _device_type(module) == "cpu":
+                dropouts[name] = LeanDropout(dropout.p)
+                changed += 1
+    return changed
 
 
 class _LinearCrossEntropySum(torch.autograd.Function):

@@ -89,7 +89,8 @@ def load_lora_model(cfg: RunConfig, resolved, device: str, lean_ops: bool = True
 
     Args:
         lean_ops: route SwiGLU MLPs through ``finetune.fused.silu_mul`` (saves activation
-            memory; the benchmark's seed recipe turns it off to stay the seeds' model).
+            memory) and, on the CPU, LoRA dropout through ``finetune.fused.LeanDropout``
+            (cheaper masks); the benchmark's seed recipe turns it off to stay the seeds' model.
 
     Returns:
         ``(model, target_module_names, packing)``.
@@ -102,9 +103,10 @@ def load_lora_model(cfg: RunConfig, resolved, device: str, lean_ops: bool = True
     model.config.use_cache = False
     model = apply_lora(model, resolved.architecture, cfg.lora, t.quantization, t.gradient_checkpointing)
     if lean_ops:
-        from finetune.fused import use_lean_swiglu
+        from finetune.fused import use_lean_dropout, use_lean_swiglu
 
         use_lean_swiglu(model)
+        use_lean_dropout(model)
     targets = sorted(next(iter(model.peft_config.values())).target_modules)
     packing = cfg.data.packing and supports_packing(resolved.architecture)
     if packing:

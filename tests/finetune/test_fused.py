@@ -131,3 +131,37 @@ def test_lean_head_is_not_used_where_it_would_be_wrong(tiny_llama_dir):
         assert lean_head(model) is None
     model.get_base_model().lm_head.weight.requires_grad_(True)
     assert lean_head(model) is None
+
+
+def test_lean_dropout_keeps_the_rate_scales_and_routes_gradients_through_its_mask():
+    from finetune.fused import LeanDropout
+
+    torch.manual_seed(0)
+    drop = LeanDropout(0.1).train()
+    x = torch.randn(64, 128, 96, requires_grad=True)
+    y = drop(x)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - 0.9) < 0.005  # 786k draws: the rate is p
+    torch.testing.assert_close(y[kept], x[kept] / 0.9)  # inverted dropout: kept values scaled
+    grad = torch.randn_like(x)
+    (gx,) = torch.autograd.grad(y, x, grad)
+    torch.testing.assert_close(gx, torch.where(kept, grad / 0.9, torch.zeros_like(grad)))
+    assert torch.equal(drop.eval()(x), x)  # evaluation: identity
+    torch.manual_seed(1)
+    a = LeanDropout(0.1).train()(x)
+    torch.manual_seed(1)
+    assert torch.equal(a, LeanDropout(0.1).train()(x))  # the global seed makes it reproducible
+
+
+def test_lean_dropout_replaces_only_cpu_lora_dropouts(tiny_llama_dir):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from finetune.fused import LeanDropout, use_lean_dropout
+
+    for p, expected in ((0.1, 2 * 2), (0.0, 0)):  # 2 layers x (q_proj, v_proj)
+        model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_llama_dir),
+                               LoraConfig(r=4, lora_dropout=p, target_modules=["q_proj", "v_proj"]))
+        assert use_lean_dropout(model) == expected
+        lean = [m for m in model.modules() if isinstance(m, LeanDropout)]
+        assert len(lean) == expected and all(m.p == p for m in lean)
