@@ -69,7 +69,7 @@ def _random_base(config, resolved, device: str, precision: str, quantization: st
 def _build_model(args: BenchArgs, cfg, resolved, config, device: str, lean_ops: bool):
     """``(model with a fresh LoRA adapter, packing)``, loaded as training loads it."""
     from finetune.collate import prepare_model_for_packing, supports_packing
-    from finetune.fused import use_lean_dropout, use_lean_swiglu
+    from finetune.fused import use_lean_ops
     from finetune.loading import apply_lora
     from finetune.run_setup import load_lora_model
 
@@ -81,8 +81,7 @@ def _build_model(args: BenchArgs, cfg, resolved, config, device: str, lean_ops: 
     model.config.use_cache = False
     model = apply_lora(model, resolved.architecture, cfg.lora, t.quantization)
     if lean_ops:
-        use_lean_swiglu(model)
-        use_lean_dropout(model)
+        use_lean_ops(model)
     packing = cfg.data.packing and supports_packing(resolved.architecture)
     if packing:
         prepare_model_for_packing(model)

@@ -131,6 +131,12 @@ def use_lean_dropout(model) -> int:
     return changed
 
 
+def use_lean_ops(model) -> None:
+    """The lean SwiGLU and, on the CPU, the lean LoRA dropout: what training uses."""
+    use_lean_swiglu(model)
+    use_lean_dropout(model)
+
+
 class _LinearCrossEntropySum(torch.autograd.Function):
     """Summed cross-entropy of ``hidden @ weight.T`` against ``targets``, chunk by chunk.
 

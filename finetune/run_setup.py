@@ -103,10 +103,9 @@ def load_lora_model(cfg: RunConfig, resolved, device: str, lean_ops: bool = True
     model.config.use_cache = False
     model = apply_lora(model, resolved.architecture, cfg.lora, t.quantization, t.gradient_checkpointing)
     if lean_ops:
-        from finetune.fused import use_lean_dropout, use_lean_swiglu
+        from finetune.fused import use_lean_ops
 
-        use_lean_swiglu(model)
-        use_lean_dropout(model)
+        use_lean_ops(model)
     targets = sorted(next(iter(model.peft_config.values())).target_modules)
     packing = cfg.data.packing and supports_packing(resolved.architecture)
     if packing:
