@@ -89,8 +89,9 @@ def load_lora_model(cfg: RunConfig, resolved, device: str, lean_ops: bool = True
 
     Args:
         lean_ops: route SwiGLU MLPs through ``finetune.fused.silu_mul`` (saves activation
-            memory) and, on the CPU, LoRA dropout through ``finetune.fused.LeanDropout``
-            (cheaper masks); the benchmark's seed recipe turns it off to stay the seeds' model.
+            memory) and, on the CPU, each LoRA layer through ``finetune.lean_lora`` (one
+            autograd function per layer, cheap dropout masks); the benchmark's seed recipe
+            turns it off to stay the seeds' model.
 
     Returns:
         ``(model, target_module_names, packing)``.
