@@ -71,12 +71,22 @@ class Window:
         self.counts = {k: end[k] - self._begin[k] for k in end}
 
 
-def matmul_rate(device: str, precision: str, size: int | None = None, seconds: float = 1.0) -> float:
-    """Dense square matmul throughput in TFLOP/s (2 n^3 FLOPs per product)."""
+CPU_SIZES = (512, 1024, 2048)  # the best of these sets the CPU's ceiling (it varies ±5 % by size)
+CUDA_SIZES = (4096, 8192)
+
+
+def matmul_rate(device: str, precision: str, sizes=None, seconds: float = 0.7) -> float:
+    """The device's dense matmul ceiling in TFLOP/s: the best square-matmul rate over ``sizes``."""
+    on_cuda = device.startswith("cuda")
+    sizes = sizes or (CUDA_SIZES if on_cuda else CPU_SIZES)
+    return max(_square_matmul_rate(device, precision, n, seconds) for n in sizes)
+
+
+def _square_matmul_rate(device: str, precision: str, n: int, seconds: float) -> float:
+    """Throughput of repeated (n x n) @ (n x n) products in TFLOP/s (2 n^3 FLOPs each)."""
     from finetune.loading import torch_dtype
 
     on_cuda = device.startswith("cuda")
-    n = size or (8192 if on_cuda else 2048)  # big enough to reach the device's steady rate
     a = torch.randn(n, n, device=device, dtype=torch_dtype(precision))
     b = torch.randn(n, n, device=device, dtype=torch_dtype(precision))
     sync = torch.cuda.synchronize if on_cuda else (lambda: None)

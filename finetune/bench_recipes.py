@@ -197,7 +197,8 @@ def measure(args: BenchArgs, point: Point) -> dict:
     Returns:
         recipe, device, packing, timed_steps, examples, real_tokens, logit_positions,
         head_positions, causal_pairs, seconds, real_tokens_per_s, peak_memory_gib, final_loss,
-        response_val_loss, model_flops.
+        response_val_loss, model_flops, token_flops (the head counted on every real token,
+        as issue 8's "4 x parameters per token" goal counts it).
 
     Raises:
         ValueError: too few steps to leave any timed after the warm-up.
@@ -227,10 +228,12 @@ def measure(args: BenchArgs, point: Point) -> dict:
     # Model FLOPs count the head where its output is used: every real token for the seed's
     # loss, label tokens only for TuneDesk (which computes no other logits).
     head = c["real"] if point.recipe == "seed" else c["logits"]
-    flops = model_flops(model_shape(config, resolved.architecture, cfg.lora), c["real"], head, c["pairs"])
+    shape = model_shape(config, resolved.architecture, cfg.lora)
+    flops = model_flops(shape, c["real"], head, c["pairs"])
     val = _response_val_loss(model, list(prepared.val), args.val_rows, pad, device, cfg.train.precision)
     return {"recipe": point.recipe, "device": device, "packing": packing, "timed_steps": len(plan) - args.warmup_steps,
             "examples": c["examples"], "real_tokens": c["real"], "logit_positions": c["logits"],
             "head_positions": head, "causal_pairs": c["pairs"], "seconds": window.seconds,
             "real_tokens_per_s": c["real"] / max(window.seconds, 1e-9), "peak_memory_gib": peak,
-            "final_loss": loss, "response_val_loss": val, "model_flops": flops}
+            "final_loss": loss, "response_val_loss": val, "model_flops": flops,
+            "token_flops": model_flops(shape, c["real"], c["real"], c["pairs"])}

@@ -18,7 +18,7 @@ COLUMNS = [
     "real_tokens", "seconds", "real_tokens_per_s", "peak_memory_gib", "final_loss", "speedup_vs_seed",
     # beyond the headline columns: what the numbers rest on
     "timed_steps", "threads", "packing", "logit_positions", "response_val_loss", "model_tflop",
-    "achieved_tflop_per_s", "matmul_tflop_per_s", "mfu", "error",
+    "achieved_tflop_per_s", "matmul_tflop_per_s", "mfu", "token_mfu", "error",
 ]
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 _KEY = ("device", "batch", "accumulation", "precision", "quantization")
@@ -43,7 +43,9 @@ def _record(row: dict, rates: dict[str, float]) -> dict:
         final_loss=_round(row["final_loss"], 4), timed_steps=row["timed_steps"], packing=row["packing"],
         logit_positions=row["logit_positions"], response_val_loss=_round(row["response_val_loss"], 4),
         model_tflop=_round(row["model_flops"] / 1e12, 4), achieved_tflop_per_s=_round(achieved, 4),
-        matmul_tflop_per_s=_round(rate, 3), mfu=_round(achieved / rate, 4) if rate else None)
+        matmul_tflop_per_s=_round(rate, 3), mfu=_round(achieved / rate, 4) if rate else None,
+        token_mfu=_round(row["token_flops"] / max(row["seconds"], 1e-9) / 1e12 / rate, 4)
+        if rate and row.get("token_flops") else None)
     return rec
 
 
@@ -74,23 +76,28 @@ def _cell(value, fmt: str = "{}") -> str:
     return "—" if value is None or value == "" else fmt.format(value)
 
 
-def markdown(recs: list[dict], skipped: list, rates: dict[str, float], settings: str) -> str:
+def markdown(recs: list[dict], skipped: list, rates: dict[str, float], settings: str,
+             rate_samples: dict[str, list[float]] | None = None) -> str:
     """The report: settings, the table, speed-ups, skipped and failed rows, how to read it."""
     lines = [f"Settings: {settings}", "",
              "| experiment | real tokens/s | speed-up vs seed | seconds | examples | real tokens | "
-             "peak memory GiB | final loss | response val loss | MFU |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "peak memory GiB | final loss | response val loss | MFU | MFU, 4P per token |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in recs:
         if r["error"]:
             continue
         lines.append(
             f"| {r['experiment']} | {r['real_tokens_per_s']:,.0f} | {_cell(r['speedup_vs_seed'], '{:.2f}x')} "
             f"| {r['seconds']:.2f} | {r['examples']} | {r['real_tokens']:,} | {r['peak_memory_gib']:.2f} "
-            f"| {r['final_loss']:.3f} | {_cell(r['response_val_loss'], '{:.3f}')} | {_cell(r['mfu'], '{:.1%}')} |")
+            f"| {r['final_loss']:.3f} | {_cell(r['response_val_loss'], '{:.3f}')} | {_cell(r['mfu'], '{:.1%}')} "
+            f"| {_cell(r.get('token_mfu'), '{:.1%}')} |")
     lines.append("")
     lines += [f"- failed: {r['experiment']}: {r['error']}" for r in recs if r["error"]]
     lines += [f"- skipped: {p.name}: {'; '.join(why)}" for p, why in skipped]
-    lines += [f"- matmul rate on {d}: {v:.2f} TFLOP/s ({'fp32' if d == 'cpu' else 'bf16'})" for d, v in rates.items()]
+    for d, v in rates.items():
+        seen = ", ".join(f"{s:.3f}" for s in (rate_samples or {}).get(d, []))
+        lines.append(f"- matmul rate on {d}: {v:.3f} TFLOP/s ({'fp32' if d == 'cpu' else 'bf16'}; the best square "
+                     f"matmul over a few sizes{f', measured before and after the rows: {seen}' if seen else ''})")
     lines += [
         "- Real tokens are the non-padding tokens of the examples processed in the timed steps, counted "
         "the same way for both recipes; the warm-up steps are not timed.",
@@ -100,6 +107,9 @@ def markdown(recs: list[dict], skipped: list, rates: dict[str, float], settings:
         "- MFU = model FLOPs per second / measured matmul rate; model FLOPs = 4 x body params x real "
         "tokens + 6 x LoRA params x real tokens + 4 x head params x head positions + 12 x layers x "
         "attention width x causal pairs (padding not counted; see finetune/bench.py).",
+        "- MFU, 4P per token: issue 8's measure, real tokens/s x (4 x all parameters + LoRA + attention "
+        "FLOPs per token) / matmul rate: the LM head counted on every real token, also where TuneDesk "
+        "computes no logits (the seed row computes them all, so its two MFUs are equal).",
         "- Timings on a shared machine are noisy: compare rows of one run, not across runs.",
     ]
     return "\n".join(lines) + "\n"

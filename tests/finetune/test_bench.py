@@ -49,7 +49,8 @@ def test_flops_formula_and_speedup_over_the_matching_seed_row():
     shape = {"body_params": 10, "lora_params": 2, "head_params": 5, "layers": 3, "attention_width": 4}
     assert model_flops(shape, real_tokens=7, head_positions=3, causal_pairs=11) == 4 * 10 * 7 + 6 * 2 * 7 + 4 * 5 * 3 + 12 * 3 * 4 * 11
     base = {"examples": 4, "real_tokens": 100, "seconds": 1.0, "peak_memory_gib": 1.0, "final_loss": 2.0,
-            "timed_steps": 1, "packing": False, "logit_positions": 100, "response_val_loss": None, "model_flops": 1e12}
+            "timed_steps": 1, "packing": False, "logit_positions": 100, "response_val_loss": None, "model_flops": 1e12,
+            "token_flops": 1.2e12}
     rows = [{**base, "point": Point("cpu", 2, 1, "fp32", "none", "seed"), "real_tokens_per_s": 100.0},
             {**base, "point": Point("cpu", 4, 1, "fp32", "none", "seed"), "real_tokens_per_s": 200.0},
             {**base, "point": Point("cpu", 4, 1, "fp32", "none", "tunedesk"), "real_tokens_per_s": 500.0},
@@ -58,6 +59,7 @@ def test_flops_formula_and_speedup_over_the_matching_seed_row():
     recs = records(rows, {"cpu": 2.0})
     assert [r["speedup_vs_seed"] for r in recs] == [1.0, 1.0, 2.5, 3.0, None]  # b8 has no seed twin: first seed
     assert recs[0]["mfu"] == pytest.approx(0.5)  # 1 TFLOP in 1 s on a 2 TFLOP/s device
+    assert recs[0]["token_mfu"] == pytest.approx(0.6)  # the head counted on every real token
 
 
 def test_search_max_batch_finds_the_threshold_in_few_tries():
@@ -122,6 +124,10 @@ def test_two_row_run_writes_csv_markdown_and_plot(tiny_llama_dir, home, tmp_path
     # The seed recipe runs the LM head on every position, padding included; TuneDesk on labels only.
     assert int(seed["logit_positions"]) == int(seed["examples"]) * 64
     assert int(tuned["logit_positions"]) < int(tuned["real_tokens"])
+    # Issue 8's per-token measure counts the head on every real token: equal for the seed row,
+    # higher than the FLOPs TuneDesk actually does.
+    assert float(seed["token_mfu"]) == pytest.approx(float(seed["mfu"]), rel=1e-3)
+    assert float(tuned["token_mfu"]) > float(tuned["mfu"])
     report = (out / "report.md").read_text()
     assert "| seed/cpu/b2x1/fp32/none |" in report and "speed-up" in report
     assert (out / "throughput.png").read_bytes()[:4] == b"\x89PNG"
