@@ -128,3 +128,23 @@ def test_dora_layers_are_left_to_peft(tiny_llama_dir):
     model, reference = (_lora_model(tiny_llama_dir, 0.0, use_dora=True) for _ in range(2))
     use_lean_lora(model)
     torch.testing.assert_close(_loss_and_grads(model, ids)[0], _loss_and_grads(reference, ids)[0])
+
+
+def test_gradient_checkpointing_recomputes_the_same_dropout_masks(tiny_llama_dir):
+    """Checkpointing re-runs each layer's forward in backward; a different mask there would
+    silently give wrong gradients. The masks follow torch's RNG state, which it restores."""
+    ids = torch.randint(0, 100, (2, 12))
+    results = []
+    for checkpointing in (False, True):
+        model = _lora_model(tiny_llama_dir, 0.3)
+        if checkpointing:
+            model.get_base_model().gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.enable_input_require_grads()
+        use_lean_lora(model)
+        torch.manual_seed(7)
+        results.append(_loss_and_grads(model, ids))
+    (plain_loss, plain), (ckpt_loss, ckpt) = results
+    torch.testing.assert_close(ckpt_loss, plain_loss)
+    assert plain.keys() == ckpt.keys()
+    for name, grad in plain.items():
+        torch.testing.assert_close(ckpt[name], grad, msg=name)
