@@ -9,12 +9,8 @@ backward; computing the gradient with respect to the hidden states chunk by chun
 forward pass keeps only a (tokens x hidden) tensor. Both do the same matrix products as
 autograd would.
 
-On the CPU, LoRA dropout is also replaced: ``torch.nn.Dropout`` draws its mask with
-``bernoulli_``, which took 16 % of a training step on the demo data (r=8, dropout 0.1; 210
-LoRA inputs a step). ``LeanDropout`` draws its mask with ``finetune.lean_lora.keep_mask``
-(four 16-bit draws per 64-bit PCG64 word): 4.7 → 0.5 ms for an (8 x 128 x 576) input. Most
-LoRA layers then run through ``finetune.lean_lora`` instead, which draws the same masks;
-``LeanDropout`` serves the calls that fall back to PEFT's forward.
+On the CPU, training also runs its LoRA layers and their dropout through
+``finetune.lean_lora`` (``use_lean_ops`` below).
 """
 
 from __future__ import annotations
@@ -85,61 +81,9 @@ def _is_silu(act) -> bool:
         return torch.allclose(act(probe), F.silu(probe), atol=1e-6)
 
 
-class _KeepMask(torch.autograd.Function):
-    """``x * keep * scale``, saving only the 0/1 ``uint8`` mask for backward."""
-
-    @staticmethod
-    def forward(ctx, x, keep, scale: float):
-        from finetune.lean_lora import as_float
-
-        ctx.save_for_backward(keep)
-        ctx.scale = scale
-        return (x * as_float(keep, x)).mul_(scale)
-
-    @staticmethod
-    def backward(ctx, grad):
-        from finetune.lean_lora import as_float
-
-        (keep,) = ctx.saved_tensors
-        return (grad * as_float(keep, grad)).mul_(ctx.scale), None, None
-
-
-class LeanDropout(torch.nn.Module):
-    """Inverted dropout like ``torch.nn.Dropout(p)``, with a cheaper mask on the CPU."""
-
-    def __init__(self, p: float):
-        super().__init__()
-        self.p = float(p)
-
-    def forward(self, x):
-        from finetune.lean_lora import keep_mask, keep_scale
-
-        if not self.training or self.p == 0.0:
-            return x
-        return _KeepMask.apply(x, keep_mask(x.shape, self.p, x.device), keep_scale(self.p))
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}"
-
-
-def use_lean_dropout(model) -> int:
-    """Swap the ``torch.nn.Dropout`` of every LoRA layer on the CPU for ``LeanDropout`` (CUDA's
-    fused dropout kernel is already one pass). Returns how many were swapped."""
-    changed = 0
-    for module in model.modules():
-        dropouts = getattr(module, "lora_dropout", None)
-        if not isinstance(dropouts, torch.nn.ModuleDict):
-            continue
-        for name, dropout in list(dropouts.items()):
-            if type(dropout) is torch.nn.Dropout and dropout.p > 0 and _device_type(module) == "cpu":
-                dropouts[name] = LeanDropout(dropout.p)
-                changed += 1
-    return changed
-
-
 def use_lean_ops(model) -> None:
     """What training uses: the lean SwiGLU and, on the CPU, the lean LoRA layers and dropout."""
-    from finetune.lean_lora import use_lean_lora
+    from finetune.lean_lora import use_lean_dropout, use_lean_lora
 
     use_lean_swiglu(model)
     use_lean_dropout(model)

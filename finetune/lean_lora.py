@@ -11,8 +11,8 @@ dropout masks and 8-9 % in those skinny LoRA matmuls.
 ``lean_lora_forward`` computes the same function with the same parameters:
 
 * forward: ``out = x @ W^T (+ bias)``, then ``out += s * ((x * keep) @ A^T) @ B^T`` as one
-  ``addmm_``; only ``x`` (shared with the other layers that read it), the boolean mask and
-  the (tokens x r) product are kept for backward, and ``x * keep`` is recomputed there;
+  ``addmm_``; only ``x`` (shared with the other layers that read it), the 0/1 ``uint8`` mask
+  and the (tokens x r) product are kept for backward, and ``x * keep`` is recomputed there;
 * backward: ``g @ W`` plus the LoRA term folded into it, weight gradients as
   ``(r x tokens) @ (tokens x width)`` products (the fast layout).
 
@@ -20,7 +20,9 @@ Dropout masks come from :func:`keep_mask`: NumPy's PCG64 fills 64-bit words that
 16-bit draws each (~5x faster than ``torch``'s ``random_``), seeded from torch's generator so
 ``torch.manual_seed`` still makes a run reproducible. The drop rate is rounded to a multiple
 of 1/65536 and the kept values are scaled by the exact inverse of the kept fraction, so
-the layer's output is unbiased as with ``torch.nn.Dropout``.
+the layer's output is unbiased as with ``torch.nn.Dropout``. ``LeanDropout`` applies the same
+masks where a LoRA layer falls back to PEFT's forward (``torch.nn.Dropout``'s ``bernoulli_``
+took 16 % of a step on the demo data; 4.7 → 0.5 ms for an (8 x 128 x 576) input).
 
 Used for training on the CPU only (``use_lean_lora``); any call it does not cover (evaluation,
 autocast, merged or disabled adapters, several active adapters, DoRA and other variants,
@@ -69,6 +71,52 @@ def as_float(mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return torch.empty(like.shape, dtype=like.dtype, device=like.device).copy_(mask.view(like.shape))
 
 
+class _KeepMask(torch.autograd.Function):
+    """``x * keep * scale``, saving only the 0/1 ``uint8`` mask for backward."""
+
+    @staticmethod
+    def forward(ctx, x, keep, scale: float):
+        ctx.save_for_backward(keep)
+        ctx.scale = scale
+        return (x * as_float(keep, x)).mul_(scale)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (keep,) = ctx.saved_tensors
+        return (grad * as_float(keep, grad)).mul_(ctx.scale), None, None
+
+
+class LeanDropout(torch.nn.Module):
+    """Inverted dropout like ``torch.nn.Dropout(p)``, with a cheaper mask on the CPU."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p = float(p)
+
+    def forward(self, x):
+        if not self.training or self.p == 0.0:
+            return x
+        return _KeepMask.apply(x, keep_mask(x.shape, self.p, x.device), keep_scale(self.p))
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+def use_lean_dropout(model) -> int:
+    """Swap the ``torch.nn.Dropout`` of every LoRA layer on the CPU for ``LeanDropout`` (CUDA's
+    fused dropout kernel is already one pass). Returns how many were swapped."""
+    changed = 0
+    for module in model.modules():
+        dropouts = getattr(module, "lora_dropout", None)
+        if not isinstance(dropouts, torch.nn.ModuleDict):
+            continue
+        for name, dropout in list(dropouts.items()):
+            if type(dropout) is torch.nn.Dropout and dropout.p > 0 and _on_cpu(module):
+                dropouts[name] = LeanDropout(dropout.p)
+                changed += 1
+    return changed
+
+
 class _LoraLinear(torch.autograd.Function):
     """``x @ W^T + bias + s * ((x * keep * c) @ A^T) @ B^T`` with ``W`` and ``bias`` frozen
     (``keep``: a 0/1 ``uint8`` mask from :func:`keep_mask`, or None for no dropout)."""
@@ -113,8 +161,6 @@ class _LoraLinear(torch.autograd.Function):
 
 def _dropout_rate(dropout) -> float | None:
     """The rate of a LoRA dropout module this function can replace, else None."""
-    from finetune.fused import LeanDropout
-
     if isinstance(dropout, torch.nn.Identity):
         return 0.0
     if type(dropout) in (torch.nn.Dropout, LeanDropout):
@@ -162,7 +208,11 @@ def use_lean_lora(model) -> int:
 
     changed = 0
     for module in model.modules():
-        if type(module) is LoraLinear and module.base_layer.weight.device.type == "cpu":
+        if type(module) is LoraLinear and _on_cpu(module):
             module.forward = types.MethodType(lean_lora_forward, module)
             changed += 1
     return changed
+
+
+def _on_cpu(module) -> bool:
+    return next(module.parameters()).device.type == "cpu"
