@@ -122,8 +122,10 @@ def test_no_secret_reaches_any_file_under_home(auth_app, varied_dir):
 
 
 def _read_environ(pid: int | None) -> bytes | None:
+    """The process's environment, or None once it has exited (a tiny run can finish before
+    the test looks; an exited child not yet reaped reads as empty)."""
     try:
-        return Path(f"/proc/{pid}/environ").read_bytes() if pid else None
+        return Path(f"/proc/{pid}/environ").read_bytes() or None if pid else None
     except OSError:  # already gone
         return None
 
