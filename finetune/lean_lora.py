@@ -124,7 +124,7 @@ class _LoraLinear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, lora_a, lora_b, scaling: float, keep, scale: float):
         x2 = x.reshape(-1, x.shape[-1])
-        dropped = x2 if keep is None else x2 * as_float(keep, x2)
+        dropped = x2 if keep is None else as_float(keep, x2).mul_(x2)  # one new tensor, not two
         h = dropped @ lora_a.t()  # (tokens, r)
         if keep is not None:
             h.mul_(scale)
@@ -152,7 +152,7 @@ class _LoraLinear(torch.autograd.Function):
         if ctx.needs_input_grad[2]:
             grad_bias = g.sum(0)
         if ctx.needs_input_grad[3]:
-            dropped = x2 if keep is None else x2 * keep
+            dropped = x2 if keep is None else keep.mul_(x2)  # the float mask is not needed after this
             grad_a = gb.t() @ dropped  # (r, in)
         if ctx.needs_input_grad[4]:
             grad_b = (h.t() @ g).t().mul(ctx.scaling)  # (out, r), computed in the fast layout

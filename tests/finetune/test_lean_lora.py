@@ -18,12 +18,8 @@ def _lora_model(tiny_llama_dir, dropout: float, **extra):
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)
-    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_llama_dir),
-                           LoraConfig(r=4, lora_alpha=8, lora_dropout=dropout, target_modules=TARGETS, **extra))
-    for name, param in model.named_parameters():
-        if "lora_B" in name:
-            torch.nn.init.normal_(param, std=0.2)
-    return model.train()
+    config = LoraConfig(r=4, lora_alpha=8, lora_dropout=dropout, target_modules=TARGETS, init_lora_weights=False, **extra)
+    return get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_llama_dir), config).train()
 
 
 def _loss_and_grads(model, ids):
