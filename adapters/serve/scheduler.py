@@ -28,8 +28,9 @@ from dataclasses import dataclass
 import torch
 
 from adapters.generate import GenerationSettings, _fitting, _stop_ids, _with_system, encode
+from adapters.layers_off import adapters_off
 from adapters.merged import can_merge
-from adapters.row_routing import can_mask, masked_rows
+from adapters.row_routing import RowRouter, can_mask
 from adapters.serve.batch_cache import BatchCache, prefill_inputs
 from adapters.serve.decoding import TextStream, TokenChooser
 from adapters.serve.limits import KvBudget
@@ -76,7 +77,7 @@ class Scheduler:
         self._batch = BatchCache()
         self._budget: KvBudget | None = None
         self._closed, self._policy_at = False, 0.0
-        self._checks: dict = {}  # (model id, adapters) -> can_merge / can_mask answers
+        self._routes: dict = {}  # (model id, adapters, uniform) -> None merged | RowRouter | False
         self._thread = threading.Thread(target=self._run, daemon=True, name="tunedesk-batch")
         self._thread.start()
 
@@ -263,21 +264,24 @@ class Scheduler:
 
     def _route(self, model, pefts: list[str | None]):
         """The context that routes each row, and extra forward arguments (see module doc)."""
-        names = list(dict.fromkeys(p for p in pefts if p))
+        names = sorted(set(p for p in pefts if p))
         if not names:
-            return self.session._set(model, None), {}
-        if len(self._checks) > 64:
-            self._checks.clear()
+            return adapters_off(model), {}
         uniform = len(names) == 1 and None not in pefts
-        key = (id(model), tuple(self.session.loaded_adapters), tuple(names), uniform)
-        if key not in self._checks:
-            merge = uniform and can_merge(model, names[0])
-            self._checks[key] = "merged" if merge else "masked" if can_mask(model, names) else "names"
-        kind = self._checks[key]
-        if kind == "merged":
+        # PEFT names are unique per load, so a reloaded adapter never meets a stale router
+        key = (id(model), tuple(names), uniform)
+        if key not in self._routes:
+            if len(self._routes) >= 8:
+                self._routes.clear()
+            if uniform and can_merge(model, names[0]):
+                self._routes[key] = None
+            else:
+                self._routes[key] = RowRouter(model, names) if can_mask(model, names) else False
+        router = self._routes[key]
+        if router is None:
             return self.session._merged.use(model, names[0]), {}
-        if kind == "masked":
-            return masked_rows(model, pefts), {}
+        if router:
+            return router.routed(pefts), {}
         return nullcontext(), {"adapter_names": [p or BASE for p in pefts]}
 
     def _consume(self, rows: list[_Request], logits: torch.Tensor) -> None:
