@@ -22,23 +22,21 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
 
 from adapters.generate import GenerationSettings, _fitting, _stop_ids, _with_system, encode
-from adapters.layers_off import adapters_off
-from adapters.merged import can_merge
-from adapters.row_routing import RowRouter, can_mask
 from adapters.serve.batch_cache import BatchCache, prefill_inputs
 from adapters.serve.decoding import TextStream, TokenChooser
 from adapters.serve.limits import KvBudget
+from adapters.serve.routing import StepRouter
 from adapters.serve.ticket import ServerBusy, Ticket
-from adapters.session import BASE, ModelSession, check_base, is_base, read_adapter_folder
+from adapters.session import ModelSession, check_base, is_base, read_adapter_folder
 
 PREFILL_TOKENS = 512  # prompt tokens prefilled between two decode steps (always >= 1 prompt)
 POLICY_SECONDS = 1.0  # how often to ask whether a training run shares the cores
+IDLE_SECONDS = 30.0  # the decode thread ends after this long without work (submit restarts it)
 
 
 @dataclass(eq=False)
@@ -77,9 +75,8 @@ class Scheduler:
         self._batch = BatchCache()
         self._budget: KvBudget | None = None
         self._closed, self._policy_at = False, 0.0
-        self._routes: dict = {}  # (model id, adapters, uniform) -> None merged | RowRouter | False
-        self._thread = threading.Thread(target=self._run, daemon=True, name="tunedesk-batch")
-        self._thread.start()
+        self._router = StepRouter(session)
+        self._thread: threading.Thread | None = None  # started by submit, ends when idle
 
     # -- the clients' side ----------------------------------------------------------------
 
@@ -110,6 +107,9 @@ class Scheduler:
                                  "try again in a moment")
             self._waiting.append(request)
             self._cond.notify()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True, name="tunedesk-batch")
+                self._thread.start()
         return ticket
 
     def status(self) -> dict:
@@ -124,8 +124,9 @@ class Scheduler:
         with self._cond:
             self._closed = True
             self._cond.notify()
-        if threading.current_thread() is not self._thread:
-            self._thread.join()
+            thread = self._thread
+        if thread is not None and threading.current_thread() is not thread:
+            thread.join()
 
     def __enter__(self) -> Scheduler:
         return self
@@ -145,8 +146,12 @@ class Scheduler:
     def _run(self) -> None:
         while True:
             with self._cond:
+                idle_until = time.monotonic() + IDLE_SECONDS
                 while not (self._closed or self._waiting or self._rows):
-                    self._cond.wait()
+                    if time.monotonic() >= idle_until:  # let go of the session when unused
+                        self._thread = None
+                        return
+                    self._cond.wait(IDLE_SECONDS)
                 if self._closed:
                     break
             try:
@@ -229,7 +234,7 @@ class Scheduler:
         pad = self.session.tokenizer.pad_token_id or 0
         ids = torch.tensor([[pad] * (width - len(r.prompt)) + r.prompt for r in rows])
         mask = torch.tensor([[0] * (width - len(r.prompt)) + [1] * len(r.prompt) for r in rows])
-        out = self._forward(rows, prefill_inputs(ids, mask))
+        out = self._router.forward([r.peft for r in rows], prefill_inputs(ids, mask))
         return out.past_key_values, mask, out.logits[:, -1]
 
     def _step(self) -> None:
@@ -242,47 +247,10 @@ class Scheduler:
                 return
             rows = list(self._rows)
             last = torch.tensor([r.last for r in rows], dtype=torch.long)
-            out = self._forward(rows, self._batch.step_inputs(last))
+            out = self._router.forward([r.peft for r in rows], self._batch.step_inputs(last))
             self._batch.advance()
         self._consume(rows, out.logits[:, -1])
         self._drop_ended()
-
-    def _forward(self, rows: list[_Request], inputs: dict):
-        """The model on ``inputs`` with each row routed to its adapter (inside the lock)."""
-        model, device = self.session._model, self.session.device
-        inputs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
-        route, extra = self._route(model, [r.peft for r in rows])
-        with torch.inference_mode(), route:
-            try:
-                return model(**inputs, logits_to_keep=1, **extra)
-            except BaseException:
-                if extra:  # PEFT leaves its adapter_names hooks behind after an exception
-                    from adapters.session import _drop_adapter_name_hooks
-
-                    _drop_adapter_name_hooks(model)
-                raise
-
-    def _route(self, model, pefts: list[str | None]):
-        """The context that routes each row, and extra forward arguments (see module doc)."""
-        names = sorted(set(p for p in pefts if p))
-        if not names:
-            return adapters_off(model), {}
-        uniform = len(names) == 1 and None not in pefts
-        # PEFT names are unique per load, so a reloaded adapter never meets a stale router
-        key = (id(model), tuple(names), uniform)
-        if key not in self._routes:
-            if len(self._routes) >= 8:
-                self._routes.clear()
-            if uniform and can_merge(model, names[0]):
-                self._routes[key] = None
-            else:
-                self._routes[key] = RowRouter(model, names) if can_mask(model, names) else False
-        router = self._routes[key]
-        if router is None:
-            return self.session._merged.use(model, names[0]), {}
-        if router:
-            return router.routed(pefts), {}
-        return nullcontext(), {"adapter_names": [p or BASE for p in pefts]}
 
     def _consume(self, rows: list[_Request], logits: torch.Tensor) -> None:
         """Choose each row's next token from ``logits`` (rows, vocab) and stream it."""
@@ -349,4 +317,20 @@ class Scheduler:
             self._policy_at = now
 
 
-__all__ = ["Scheduler", "ServerBusy", "Ticket"]
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_scheduler(session: ModelSession) -> Scheduler:
+    """The one scheduler of ``session`` that Chat, Compare and the API share, made on first use.
+
+    Kept on the session itself, so it lives and goes with it (its decode thread ends when
+    idle, so nothing keeps an unused session alive).
+    """
+    with _SHARED_LOCK:
+        scheduler = getattr(session, "_shared_scheduler", None)
+        if scheduler is None or scheduler._closed:
+            scheduler = session._shared_scheduler = Scheduler(session)
+        return scheduler
+
+
+__all__ = ["Scheduler", "ServerBusy", "Ticket", "shared_scheduler"]

@@ -166,10 +166,10 @@ def test_full_batch_queues_with_positions_and_a_full_queue_is_busy(session):
 
 
 def test_peft_adapter_names_fallback_gives_the_same_answers(session, scheduler, monkeypatch):
-    from adapters.serve import scheduler as scheduler_mod
+    from adapters.serve import routing
 
-    monkeypatch.setattr(scheduler_mod, "can_mask", lambda *a: False)
-    monkeypatch.setattr(scheduler_mod, "can_merge", lambda *a: False)
+    monkeypatch.setattr(routing, "can_mask", lambda *a: False)
+    monkeypatch.setattr(routing, "can_merge", lambda *a: False)
     jobs = [(PROMPTS[0], "a"), (PROMPTS[1], None), (PROMPTS[2], "b")]
     tickets = [scheduler.submit(p, a, GREEDY) for p, a in jobs]
     assert [t.text() for t in tickets] == [alone(session, p, a).text for p, a in jobs]
@@ -215,3 +215,15 @@ def test_real_model_sixteen_requests_over_three_adapters_equal_their_solo_answer
     assert texts == solo
     assert texts == [alone(session, m, a, settings).text for m, a in jobs]
     assert len(set(texts)) >= 8
+
+
+def test_idle_decode_thread_ends_and_a_new_request_starts_it_again(session, monkeypatch):
+    from adapters.serve import scheduler as scheduler_mod
+
+    monkeypatch.setattr(scheduler_mod, "IDLE_SECONDS", 0.2)
+    with Scheduler(session) as sched:
+        first = sched.submit(PROMPTS[0], None, GREEDY).text()
+        thread = sched._thread
+        thread.join(timeout=10)
+        assert not thread.is_alive() and sched._thread is None  # the session is let go
+        assert sched.submit(PROMPTS[0], None, GREEDY).text() == first
