@@ -33,14 +33,15 @@ def _one_client(submit: Submit, index: int, adapter, settings, start: threading.
                 out: list) -> None:
     messages = [{"role": "user", "content": QUESTIONS[index % len(QUESTIONS)]}]
     start.wait()
-    began, first = time.perf_counter(), None
+    began, first, text = time.perf_counter(), None, []
     try:
         for delta in submit(messages, adapter, settings):
             if first is None and delta:
                 first = time.perf_counter()
-        out[index] = (began, first or time.perf_counter(), time.perf_counter(), None)
+            text.append(delta)
+        out[index] = (began, first or time.perf_counter(), time.perf_counter(), None, "".join(text))
     except Exception as err:  # reported in the row, the other clients go on
-        out[index] = (began, began, time.perf_counter(), err)
+        out[index] = (began, began, time.perf_counter(), err, "")
 
 
 def run_clients(submit: Submit, clients: int, adapters: list, tokens: int) -> dict:
@@ -60,14 +61,14 @@ def run_clients(submit: Submit, clients: int, adapters: list, tokens: int) -> di
     ttft = [r[1] - r[0] for r in out]
     full = [r[2] - r[0] for r in out]
     wall = max(r[2] for r in out) - began
-    return {"clients": clients, "tokens": tokens, "errors": errors,
+    return {"clients": clients, "tokens": tokens, "errors": errors, "texts": [r[4] for r in out],
             "aggregate_tps": clients * tokens / wall, "wall_s": wall,
             "ttft_p50_s": _pct(ttft, 50), "ttft_p95_s": _pct(ttft, 95),
             "full_p50_s": _pct(full, 50), "full_p95_s": _pct(full, 95)}
 
 
 def bench_clients(engine_submit: Submit, clients: list[int], adapters: list, tokens: int = 64,
-                  log: Callable[[str], None] | None = None) -> list[dict]:
+                  log: Callable[[str], None] | None = None, check: bool = True) -> list[dict]:
     """One row per client count; ratios against the single client (measured first).
 
     Args:
@@ -75,6 +76,7 @@ def bench_clients(engine_submit: Submit, clients: list[int], adapters: list, tok
         clients: client counts to run, e.g. ``[1, 4, 16]`` (1 is added when missing).
         adapters: the adapters the clients use round-robin (``None``: the base).
         tokens: answer length of every request.
+        check: answer each request of the largest count again alone, and compare the texts.
     """
     run_clients(engine_submit, len(adapters), adapters, 4)  # warm up: loads, merged weights
     counts = sorted(set(clients) | {1})
@@ -84,12 +86,28 @@ def bench_clients(engine_submit: Submit, clients: list[int], adapters: list, tok
         rows.append(row)
         if log:
             log(" ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                         for k, v in row.items()))
+                         for k, v in row.items() if k != "texts"))
     solo = rows[0]
+    if check:
+        rows[-1].update(same_as_alone(engine_submit, rows[-1], adapters, tokens))
     for row in rows:
         row["speedup"] = row["aggregate_tps"] / solo["aggregate_tps"]
         row["full_p95_vs_solo"] = row["full_p95_s"] / solo["full_p50_s"]
     return rows
+
+
+def same_as_alone(submit: Submit, row: dict, adapters: list, tokens: int) -> dict:
+    """How many of ``row``'s answers equal the same request answered alone, and for those
+    that differ, the first character where they part."""
+    settings = GenerationSettings(max_new_tokens=tokens, min_new_tokens=tokens)
+    partings = []
+    for i, batched in enumerate(row["texts"]):
+        messages = [{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}]
+        solo = "".join(submit(messages, adapters[i % len(adapters)], settings))
+        if solo != batched:
+            partings.append(next((k for k, (a, b) in enumerate(zip(solo, batched, strict=False)) if a != b),
+                                 min(len(solo), len(batched))))
+    return {"identical": len(row["texts"]) - len(partings), "partings": partings}
 
 
 def _pct(values: list[float], pct: int) -> float:
@@ -115,6 +133,14 @@ def render_clients(results: dict[str, list[dict]], adapters: list) -> list[str]:
                 f"{mark(r['ttft_p95_s'] <= 1)} | {r['full_p50_s']:.2f} / {r['full_p95_s']:.2f} s | "
                 f"{r['full_p95_vs_solo']:.2f}x{mark(r['full_p95_vs_solo'] <= 2)} | "
                 f"{len(r['errors'])} |")
+    lines.append("")
+    for dtype, rows in results.items():
+        last = rows[-1]
+        if "identical" in last:
+            lines.append(f"- {dtype}, {last['clients']} clients: {last['identical']}/{last['clients']} "
+                         "answers identical to the same request answered alone"
+                         + (f"; the others part at character {last['partings']}"
+                            if last["partings"] else ""))
     lines.append("")
     lines.append("Goals at 16 clients: aggregate >= 8x single, TTFT p95 <= 1 s, "
                  "full answer p95 <= 2x a solo answer.")

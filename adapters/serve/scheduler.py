@@ -34,7 +34,7 @@ from adapters.serve.routing import StepRouter
 from adapters.serve.ticket import ServerBusy, Ticket
 from adapters.session import ModelSession, check_base, is_base, read_adapter_folder
 
-PREFILL_TOKENS = 512  # prompt tokens prefilled between two decode steps (always >= 1 prompt)
+PREFILL_TOKENS = 1024  # prompt tokens prefilled between two decode steps (always >= 1 prompt)
 POLICY_SECONDS = 1.0  # how often to ask whether a training run shares the cores
 IDLE_SECONDS = 30.0  # the decode thread ends after this long without work (submit restarts it)
 
