@@ -254,6 +254,8 @@ class Scheduler:
 
     def _consume(self, rows: list[_Request], logits: torch.Tensor) -> None:
         """Choose each row's next token from ``logits`` (rows, vocab) and stream it."""
+        # float32 on the CPU, as generate does: the samplers' generators and histories live there
+        logits = logits.to(device="cpu", dtype=torch.float32)
         best = logits.argmax(dim=-1).tolist()
         stop_ids = set(_stop_ids(self.session))
         for i, request in enumerate(rows):

