@@ -216,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--adapters", type=int, default=3,
                         help="with --clients: adapters the clients use beside the base")
     parser.add_argument("--tokens", type=int, default=64, help="with --clients: tokens per answer")
+    parser.add_argument("--check", type=int, default=16,
+                        help="with --clients: answers of the largest count checked against the "
+                             "same request alone")
     args = parser.parse_args(argv)
     if args.clients:
         return run_clients_bench(args, argv)
@@ -247,7 +250,8 @@ def run_clients_bench(args, argv: list[str]) -> int:
         make_adapters(shelf, resolved, names)
         for dtype in args.dtypes.split(","):
             got, rows = measure_scheduler(resolved.path, shelf, dtype, counts, [None, *names],
-                                          args.tokens, log=lambda m: print(m, file=sys.stderr))
+                                          args.tokens, log=lambda m: print(m, file=sys.stderr),
+                                          check=args.check)
             results[got] = rows
     load = (load_start, os.getloadavg())
     setup = [f"- command: `{' '.join(['python -m adapters.bench', *argv])}`",

@@ -68,7 +68,7 @@ def run_clients(submit: Submit, clients: int, adapters: list, tokens: int) -> di
 
 
 def bench_clients(engine_submit: Submit, clients: list[int], adapters: list, tokens: int = 64,
-                  log: Callable[[str], None] | None = None, check: bool = True) -> list[dict]:
+                  log: Callable[[str], None] | None = None, check: int = 16) -> list[dict]:
     """One row per client count; ratios against the single client (measured first).
 
     Args:
@@ -76,7 +76,8 @@ def bench_clients(engine_submit: Submit, clients: list[int], adapters: list, tok
         clients: client counts to run, e.g. ``[1, 4, 16]`` (1 is added when missing).
         adapters: the adapters the clients use round-robin (``None``: the base).
         tokens: answer length of every request.
-        check: answer each request of the largest count again alone, and compare the texts.
+        check: answer this many requests of the largest count again alone (0: none), and
+            compare the texts.
     """
     run_clients(engine_submit, len(adapters), adapters, 4)  # warm up: loads, merged weights
     counts = sorted(set(clients) | {1})
@@ -89,25 +90,26 @@ def bench_clients(engine_submit: Submit, clients: list[int], adapters: list, tok
                          for k, v in row.items() if k != "texts"))
     solo = rows[0]
     if check:
-        rows[-1].update(same_as_alone(engine_submit, rows[-1], adapters, tokens))
+        rows[-1].update(same_as_alone(engine_submit, rows[-1], adapters, tokens, check))
     for row in rows:
         row["speedup"] = row["aggregate_tps"] / solo["aggregate_tps"]
         row["full_p95_vs_solo"] = row["full_p95_s"] / solo["full_p50_s"]
     return rows
 
 
-def same_as_alone(submit: Submit, row: dict, adapters: list, tokens: int) -> dict:
+def same_as_alone(submit: Submit, row: dict, adapters: list, tokens: int, count: int) -> dict:
     """How many of ``row``'s answers equal the same request answered alone, and for those
     that differ, the first character where they part."""
     settings = GenerationSettings(max_new_tokens=tokens, min_new_tokens=tokens)
     partings = []
-    for i, batched in enumerate(row["texts"]):
+    for i, batched in enumerate(row["texts"][:count]):
         messages = [{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}]
         solo = "".join(submit(messages, adapters[i % len(adapters)], settings))
         if solo != batched:
             partings.append(next((k for k, (a, b) in enumerate(zip(solo, batched, strict=False)) if a != b),
                                  min(len(solo), len(batched))))
-    return {"identical": len(row["texts"]) - len(partings), "partings": partings}
+    return {"checked": min(count, len(row["texts"])),
+            "identical": min(count, len(row["texts"])) - len(partings), "partings": partings}
 
 
 def _pct(values: list[float], pct: int) -> float:
@@ -137,8 +139,8 @@ def render_clients(results: dict[str, list[dict]], adapters: list) -> list[str]:
     for dtype, rows in results.items():
         last = rows[-1]
         if "identical" in last:
-            lines.append(f"- {dtype}, {last['clients']} clients: {last['identical']}/{last['clients']} "
-                         "answers identical to the same request answered alone"
+            lines.append(f"- {dtype}, {last['clients']} clients: {last['identical']}/{last['checked']} "
+                         "checked answers identical to the same request answered alone"
                          + (f"; the others part at character {last['partings']}"
                             if last["partings"] else ""))
     lines.append("")
@@ -154,7 +156,7 @@ def _marker(checked: bool):
 
 
 def measure_scheduler(model_path, shelf, dtype: str, clients: list[int], adapters: list,
-                      tokens: int, log=None) -> tuple[str, list[dict]]:
+                      tokens: int, log=None, check: int = 16) -> tuple[str, list[dict]]:
     """The scheduler of a fresh session in ``dtype``: (resolved dtype, rows)."""
     from adapters.serve.scheduler import Scheduler
     from adapters.session import ModelSession
@@ -162,7 +164,7 @@ def measure_scheduler(model_path, shelf, dtype: str, clients: list[int], adapter
     session = ModelSession(str(model_path), dtype=dtype, adapters_dir=shelf)
     session.load()
     with Scheduler(session) as scheduler:
-        rows = bench_clients(scheduler.submit, clients, adapters, tokens, log=log)
+        rows = bench_clients(scheduler.submit, clients, adapters, tokens, log=log, check=check)
     return session.dtype, rows
 
 

@@ -17,4 +17,4 @@ def test_bench_clients_measures_each_count_and_checks_answers_alone(home, varied
     assert rows[1]["identical"] == 4 and rows[1]["partings"] == []
     assert all(len(t) > 0 for t in rows[1]["texts"])
     table = "\n".join(render_clients({"float32": rows}, [None]))
-    assert "| float32 | 4 |" in table and "4/4 answers identical" in table
+    assert "| float32 | 4 |" in table and "4/4 checked answers identical" in table
