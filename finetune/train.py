@@ -22,8 +22,9 @@ from pathlib import Path
 
 import torch
 
-from finetune import allocator
+from finetune import allocator, oom
 from finetune.config import RunConfig
+from finetune.gpu import is_oom, make_scaler, release_memory
 from finetune.run_setup import (
     ConfigError,
     check_config,
@@ -78,12 +79,13 @@ def _autocast(device: str, precision: str):
     return lambda: torch.autocast(kind, dtype=dtype)
 
 
-def forward_backward(train_model, batches, autocast=None, scaler=None) -> tuple[torch.Tensor, int]:
+def forward_backward(train_model, batches, autocast=None, scaler=None, sync: bool = True) -> tuple[torch.Tensor, int]:
     """Accumulate the gradients of one optimizer step over its micro-batches.
 
     The loss is the mean over the whole step's label tokens (so splitting a step into more
     micro-batches leaves the gradient unchanged); under DDP the gradients are all-reduced
-    once, after the last micro-batch, and then averaged over ranks.
+    once, after the last micro-batch, and then averaged over ranks; with ``sync=False`` not at
+    all (the caller averages them, see ``finetune.oom``).
 
     Returns:
         The summed loss (a detached device tensor) and the number of real tokens.
@@ -91,9 +93,9 @@ def forward_backward(train_model, batches, autocast=None, scaler=None) -> tuple[
     n_label = max(sum(nl for _, nl, _ in batches), 1)
     total, n_real = 0, 0
     for i, (b, _, real) in enumerate(batches):
-        last = i == len(batches) - 1
-        sync = train_model.no_sync() if not last and hasattr(train_model, "no_sync") else contextlib.nullcontext()
-        with sync:
+        last = i == len(batches) - 1 and sync
+        local = train_model.no_sync() if not last and hasattr(train_model, "no_sync") else contextlib.nullcontext()
+        with local:
             with autocast() if autocast else contextlib.nullcontext():
                 s, _ = loss_sum(train_model, b)
             loss = s / n_label
@@ -130,10 +132,10 @@ def _warn_if_too_big(cfg: RunConfig, resolved, prepared, emit) -> None:
         emit("warning", message=est["warning"], estimate=est)
 
 
-def _after_oom(optimizer, split: int, step: int, batch_size: int, oom_events: list, emit) -> int:
+def _after_oom(optimizer, split: int, step: int, batch_size: int, oom_events: list, emit, device: str) -> int:
     """Drop the partial step's gradients and split its micro-batches in two (raises at 64)."""
     optimizer.zero_grad(set_to_none=True)
-    torch.cuda.empty_cache()
+    release_memory(device)
     if split >= 64:
         raise torch.OutOfMemoryError(f"out of memory even with micro-batches of 1 (batch size {batch_size})")
     split *= 2
@@ -190,9 +192,10 @@ def train(cfg: RunConfig, on_event=None, stop=None) -> TrainResult:
                       t.max_steps, t.seed, group_by_length=not packing, world_size=world, rank=rank)
     total = len(plan)
     scheduler = build_scheduler(optimizer, t.lr_schedule, t.warmup_ratio, total)
+    scaler = make_scaler(device, t.precision)
     start_step = 0
     if cfg.run.resume and (ckpt := latest_checkpoint(run_dir)) is not None:
-        start_step = load_checkpoint(ckpt, model, optimizer, scheduler)
+        start_step = load_checkpoint(ckpt, model, optimizer, scheduler, scaler)
         emit("status", message=f"resumed from {ckpt.name} (step {start_step})")
     train_model = model
     if world > 1:
@@ -203,7 +206,6 @@ def train(cfg: RunConfig, on_event=None, stop=None) -> TrainResult:
     val_batches = [to_batch(val_rows, range(i, min(i + t.batch_size, len(val_rows))), tokenizer.pad_token_id, packing, device)[0]
                    for i in range(0, len(val_rows), t.batch_size)]
     autocast = _autocast(device, t.precision)
-    scaler = torch.amp.GradScaler("cuda") if t.precision == "fp16" and device.startswith("cuda") else None
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     emit("start", total_steps=total, start_step=start_step, train_rows=len(train_rows),
          val_rows=len(val_rows), device=device, threads=threads, malloc=allocator.in_use(),
@@ -212,7 +214,7 @@ def train(cfg: RunConfig, on_event=None, stop=None) -> TrainResult:
 
     metrics: dict = {}
     if val_batches and start_step == 0:
-        base_loss = validation_loss(model, val_batches, autocast)
+        base_loss = validation_loss(model, val_batches, autocast)  # before any step: no OOM guard needed
         metrics.update(base_val_loss=base_loss, base_val_perplexity=math.exp(base_loss))
         emit("eval", step=0, val_loss=base_loss, val_perplexity=math.exp(base_loss))
 
@@ -229,15 +231,26 @@ def train(cfg: RunConfig, on_event=None, stop=None) -> TrainResult:
         micro = [m[j::split] for m in plan.steps[step] for j in range(split) if m[j::split]]
         batches = [batch(m) for m in micro]
         try:
-            s, n_real = forward_backward(train_model, batches, autocast, scaler)
-        except torch.OutOfMemoryError:
+            s, n_real = forward_backward(train_model, batches, autocast, scaler, sync=world == 1)
+            failed = False
+        except RuntimeError as err:  # torch.OutOfMemoryError, or cuBLAS failing to allocate
+            if not is_oom(err):
+                raise
+            failed = True
+        if world > 1:  # every rank retries the step together, or none does (finetune/oom.py)
+            failed = oom.any_rank(failed, device)
+            if not failed:
+                oom.average_gradients(model, world)
+        if failed:
+            # Outside the except block, so the failed step's activations are already freed.
             # A retried step must not count twice: totals are added only after success.
-            split = _after_oom(optimizer, split, step, t.batch_size, oom_events, emit)
+            split = _after_oom(optimizer, split, step, t.batch_size, oom_events, emit, device)
             continue
         loss_acc += s
         loss_tokens += sum(nl for _, nl, _ in batches)
         tokens_seen += n_real
-        grad_norm = _optimizer_step(model, optimizer, scheduler, scaler, t.max_grad_norm)
+        grad_norm = oom.optimizer_step_with_retry(
+            lambda: _optimizer_step(model, optimizer, scheduler, scaler, t.max_grad_norm), device)
         step += 1
         if step % t.log_every == 0 or step == total:
             elapsed = time.time() - loop_t0
@@ -251,23 +264,27 @@ def train(cfg: RunConfig, on_event=None, stop=None) -> TrainResult:
             loss_acc.zero_()
             loss_tokens = 0
         if val_batches and t.eval_every and step % t.eval_every == 0 and step < total:
-            vl = validation_loss(model, val_batches, autocast)
-            emit("eval", step=step, val_loss=vl, val_perplexity=math.exp(vl))
+            vl = oom.skip_on_oom(lambda: validation_loss(model, val_batches, autocast), "validation", device, emit)
+            if vl is not None:
+                emit("eval", step=step, val_loss=vl, val_perplexity=math.exp(vl))
         if rank == 0 and t.probe_every and step % t.probe_every == 0 and step < total:
-            emit("probe", step=step, answers=answer_probes(model, tokenizer, dc.system_prompt))
+            answers = oom.skip_on_oom(lambda: answer_probes(model, tokenizer, dc.system_prompt), "probes", device, emit)
+            if answers is not None:
+                emit("probe", step=step, answers=answers)
         if rank == 0 and t.save_every and step % t.save_every == 0 and step < total:
-            save_checkpoint(run_dir, step, model, optimizer, scheduler)
+            save_checkpoint(run_dir, step, model, optimizer, scheduler, scaler=scaler)
             emit("checkpoint", step=step)
 
     # --- finish: final eval, probes, save ---------------------------------------------------
     train_seconds = time.time() - loop_t0
     if val_batches:
-        vl = validation_loss(model, val_batches, autocast)
-        metrics.update(val_loss=vl, val_perplexity=math.exp(vl))
-        emit("eval", step=step, val_loss=vl, val_perplexity=math.exp(vl))
+        vl = oom.skip_on_oom(lambda: validation_loss(model, val_batches, autocast), "validation", device, emit)
+        if vl is not None:
+            metrics.update(val_loss=vl, val_perplexity=math.exp(vl))
+            emit("eval", step=step, val_loss=vl, val_perplexity=math.exp(vl))
     adapter_dir = None
     if rank == 0:
-        probes = answer_probes(model, tokenizer, dc.system_prompt)
+        probes = oom.skip_on_oom(lambda: answer_probes(model, tokenizer, dc.system_prompt), "probes", device, emit) or []
         emit("probe", step=step, answers=probes)
         name = adapter_name_for(cfg.run.adapter_name, dc.path)
         manifest = build_manifest(
