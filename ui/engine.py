@@ -26,7 +26,7 @@ class Engine:
         self.home = paths.home()
         self.base_model = DEFAULT_MODEL if is_default(base_model) else base_model
         self.hardware = detect()
-        from finetune import runner
+        from finetune.train import runner
 
         # While a training child computes on the same cores, chat and evaluation use one thread.
         self.session = ModelSession(base_model, device=self.hardware.default_device,
@@ -107,7 +107,7 @@ def store_upload(temp_path: str) -> str:
         ValueError: wrong type, too big, or unreadable (the loader's message names why).
         OSError: the home folder cannot take the copy (read-only, full); nothing is left behind.
     """
-    from finetune.data_load import load_rows
+    from finetune.data.load import load_rows
     from finetune.hashing import file_hash
 
     src = Path(temp_path)
@@ -148,8 +148,8 @@ def _copy_whole(src: Path, dest: Path) -> None:
 def preview(path: str, rows: int = 5) -> tuple[list[list[str]], list[str], str]:
     """First rows, their columns, and the detected column mapping, for the Train tab."""
     from finetune.config import DataArgs
-    from finetune.data_load import load_rows
-    from finetune.data_rows import detect_mapping
+    from finetune.data.load import load_rows
+    from finetune.data.rows import detect_mapping
 
     table = load_rows(path)
     mapping = detect_mapping(table.column_names, DataArgs(path=path))
@@ -161,8 +161,8 @@ def preview(path: str, rows: int = 5) -> tuple[list[list[str]], list[str], str]:
 
 def estimate_text(cfg) -> str:
     """Memory estimate for the Train tab (reads the model config only; loads no weights)."""
-    from finetune.dryrun import estimate_memory
     from finetune.models import resolve
+    from finetune.train.dryrun import estimate_memory
 
     est = estimate_memory(cfg, resolve(cfg.model.name))
     fits = "fits" if est["fits"] else "**will not fit**"
@@ -179,7 +179,7 @@ def dry_run_text(cfg) -> str:
     It runs in a child process: its memory goes back when it ends, and its peak is its own,
     not the chat model's too.
     """
-    from finetune.dryrun_process import dry_run_in_child
+    from finetune.train.dryrun_process import dry_run_in_child
 
     r = dry_run_in_child(cfg)
     minutes = r.get("projected_seconds", 0) / 60

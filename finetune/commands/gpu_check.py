@@ -12,7 +12,7 @@ from pathlib import Path
 
 
 def add_arguments(p) -> None:
-    from finetune.gpucheck import ROWS
+    from finetune.gpucheck.suite import ROWS
 
     p.add_argument("--model", default="default", help="base model: Hub id, local folder or 'default'")
     p.add_argument("--random-weights", action="store_true",
@@ -27,7 +27,7 @@ def add_arguments(p) -> None:
 
 
 def _print_row(r) -> None:
-    from finetune.gpucheck import markdown
+    from finetune.gpucheck.suite import markdown
 
     print(markdown([r]).splitlines()[2], flush=True)
 
@@ -36,7 +36,14 @@ def main(args) -> int:
     import torch
 
     from finetune import paths
-    from finetune.gpucheck import ROWS, CheckArgs, markdown, random_weights_copy, run_suite, save
+    from finetune.gpucheck.suite import (
+        ROWS,
+        CheckArgs,
+        markdown,
+        random_weights_copy,
+        run_suite,
+        save,
+    )
 
     if not torch.cuda.is_available():
         print("error: gpu-check needs a CUDA GPU, and torch sees none on this machine")

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from adapters.gpu_check_chat import run_row
-from finetune.gpucheck_rows import train_row
+from finetune.gpucheck.rows import train_row
 
 DATA = str(Path(__file__).resolve().parents[2] / "assets" / "demo_support.jsonl")
 
