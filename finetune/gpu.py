@@ -62,8 +62,7 @@ def use_device(device: str) -> None:
     if not device.startswith("cuda"):
         return
     torch.cuda.set_device(cuda_index(device))
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
+    torch.set_float32_matmul_precision("high")  # TF32 for fp32 matmuls
 
 
 def free_memory_gib(device: str) -> float | None:

@@ -193,7 +193,11 @@ def _setup(cfg: RunConfig, on_event) -> _Run:
     if world > 1:
         from torch.nn.parallel import DistributedDataParallel
 
-        train_model = DistributedDataParallel(model, device_ids=[int(device.split(":")[1])] if device.startswith("cuda") else None)
+        # No buffer broadcast: it is a collective inside every forward, so a rank that ran out
+        # of memory before its forward would leave the others waiting there (finetune/train/oom.py).
+        # The model's buffers (rotary tables) are the same on every rank anyway.
+        train_model = DistributedDataParallel(model, device_ids=[int(device.split(":")[1])] if device.startswith("cuda") else None,
+                                              broadcast_buffers=False)
     batch = functools.partial(to_batch, train_rows, pad_id=tokenizer.pad_token_id, packing=packing, device=device)
     val_batches = [to_batch(val_rows, range(i, min(i + t.batch_size, len(val_rows))), tokenizer.pad_token_id, packing, device)[0]
                    for i in range(0, len(val_rows), t.batch_size)]
