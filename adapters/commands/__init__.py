@@ -1,0 +1,1 @@
+"""The subcommands of `python -m adapters` (see adapters/__main__.py)."""
