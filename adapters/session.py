@@ -264,7 +264,7 @@ class ModelSession:
             for name in wanted:
                 self._ensure_adapter(name, keep=set(wanted))
             model = self._model
-            set_call_threads(torch, self.threads, self._cores_busy)
+            self._set_threads(torch)
             if seed is not None:
                 torch.manual_seed(seed)
             context, extra = route(model, [self._adapters[n].peft_name if n else None for n in names], self._merged)
@@ -286,12 +286,16 @@ class ModelSession:
         import torch
 
         with self._lock:
-            set_call_threads(torch, self.threads, self._cores_busy)
+            self._set_threads(torch)
             if not is_base(adapter):
                 self._ensure_adapter(adapter, keep={adapter})
             peft_name = None if is_base(adapter) else self._adapters[adapter].peft_name
             with set_adapter(self._model, peft_name):
                 yield self._model
+
+    def _set_threads(self, torch) -> None:
+        """This call's threads (threads.py); the serving scheduler asks it between steps too."""
+        set_call_threads(torch, self.threads, self._cores_busy)
 
 
 def _stamp(folder: Path) -> int:

@@ -6,6 +6,7 @@ hardware description and the training runner.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from adapters.generate import GenerationSettings
@@ -29,7 +30,11 @@ class Engine:
         from finetune.train import runner
 
         # While a training child computes on the same cores, chat and evaluation use one thread.
+        # TUNEDESK_DTYPE (auto | float32 | bfloat16 | float16) picks the serving dtype; auto is
+        # bf16 where native. Chats decoded together equal their solo answers token for token
+        # only in float32 (bf16 rounds batched products differently now and then).
         self.session = ModelSession(base_model, device=self.hardware.default_device,
+                                    dtype=os.environ.get("TUNEDESK_DTYPE", "auto"),
                                     cores_busy=runner.any_running)
 
     @property
