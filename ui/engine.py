@@ -179,10 +179,14 @@ def estimate_text(cfg) -> str:
 
 
 def dry_run_text(cfg) -> str:
-    """Run one real training step (nothing is saved) and report its time and memory."""
-    from finetune.train.dryrun import dry_run
+    """Run one real training step (nothing is saved) and report its time and memory.
 
-    r = dry_run(cfg)
+    It runs in a child process: its memory goes back when it ends, and its peak is its own,
+    not the chat model's too.
+    """
+    from finetune.train.dryrun_process import dry_run_in_child
+
+    r = dry_run_in_child(cfg)
     minutes = r.get("projected_seconds", 0) / 60
     return (f"Dry run: one micro-batch of {r.get('tokens_per_micro_batch', 0):,} tokens took {r.get('seconds_per_step', 0):.2f} s, "
             f"peak memory {r.get('peak_memory_gib', 0):.2f} GiB. The whole run ({r.get('total_steps')} steps) "

@@ -43,11 +43,12 @@ def data_preview(src: str, upload_file, typed: str | None) -> tuple[str, pd.Data
     return info, pd.DataFrame(values, columns=cols)
 
 
-def device_options(hw, device_notes: list[str], device: str) -> tuple[list, list, str]:
-    """Precision and quantization choices for ``device``, and the notes on what is off and why."""
+def device_options(hw, device_notes: list[str], device: str) -> tuple[list, str, list, str]:
+    """For ``device``: precision choices and default, quantization choices, and the notes on
+    what is off and why."""
     p, q = forms.option_offer(hw, device, "precision"), forms.option_offer(hw, device, "quantization")
     notes = "\n".join(f"- {n}" for n in device_notes + p.notes + q.notes)
-    return p.choices, q.choices, notes
+    return p.choices, forms.default_precision(hw, device), q.choices, notes
 
 
 def build_config(hw, src: str, upload_file, typed: str | None, values) -> tuple:

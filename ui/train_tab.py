@@ -34,7 +34,8 @@ def build_train_tab(engine: Engine) -> dict:
                 dev_offer = forms.device_offer(hw)
                 device = gr.Dropdown(dev_offer.choices, value="auto", label="Device")
                 p0, q0 = forms.option_offer(hw, "auto", "precision"), forms.option_offer(hw, "auto", "quantization")
-                precision = gr.Dropdown(p0.choices, value="fp32", label="Precision", elem_id="train-precision")
+                precision = gr.Dropdown(p0.choices, value=forms.default_precision(hw, "auto"), label="Precision",
+                                        elem_id="train-precision")
                 quant = gr.Dropdown(q0.choices, value="none", label="Quantization", elem_id="train-quant")
                 hw_notes = gr.Markdown("\n".join(f"- {n}" for n in dev_offer.notes + p0.notes + q0.notes), elem_id="hw-notes")
                 with gr.Row():
@@ -55,7 +56,7 @@ def build_train_tab(engine: Engine) -> dict:
                         max_len = gr.Number(d.data.max_length, precision=0, label="Max length (tokens)")
                         samples = gr.Number(d.data.max_samples, precision=0, label="Max rows (0 = all)", elem_id="train-samples")
                         val = gr.Number(d.data.val_fraction, label="Validation fraction")
-                        packing = gr.Checkbox(d.data.packing, label="Pack rows (no padding; pays on GPUs with flash attention)")
+                        packing = gr.Checkbox(d.data.packing, label="Pack rows (no padding; fastest on GPUs with the flash-attn package)")
                     system = gr.Textbox(label="System prompt (optional)")
                     with gr.Row():
                         eval_every = gr.Number(d.train.eval_every, precision=0, label="Validate every N steps",
@@ -91,8 +92,8 @@ def build_train_tab(engine: Engine) -> dict:
             return info, gr.update(value=frame)
 
         def on_device(dev):
-            p_choices, q_choices, notes = handlers.device_options(hw, dev_offer.notes, dev)
-            return gr.update(choices=p_choices), gr.update(choices=q_choices), notes
+            p_choices, p_default, q_choices, notes = handlers.device_options(hw, dev_offer.notes, dev)
+            return gr.update(choices=p_choices, value=p_default), gr.update(choices=q_choices), notes
 
         def checked(fn):
             def handler(src, upload_file, typed, *values):
