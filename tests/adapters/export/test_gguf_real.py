@@ -50,7 +50,12 @@ def test_real_model_export_agrees_with_pytorch_in_llama_cpp(home, default_model_
         print(f"{r.files}: {r.identical}/{r.prompts} identical, first divergence {r.first_divergence}, "
               f"{r.stopped}/{r.prompts} stopped (PyTorch {r.reference_stopped}), {r.seconds}s")
         assert r.same_tokens == r.prompts  # llama.cpp's tokenizer gives PyTorch's ids
-        assert r.stopped >= 1  # the file's own metadata marks the end-of-turn token
+    # The file's own metadata marks the end-of-turn token as end-of-generation.
+    import llama_cpp
+
+    llm = llama_cpp.Llama(str(result.folder / "support-f16.gguf"), n_ctx=64, verbose=False)
+    eot = tok.convert_tokens_to_ids("<|im_end|>")
+    assert llama_cpp.llama_vocab_is_eog(llama_cpp.llama_model_get_vocab(llm.model), eot)
     for name in ("support-f16.gguf", "base-f16.gguf + support-lora-f16.gguf"):
         row = rows[name]
         assert row.share_identical >= 0.5, row
