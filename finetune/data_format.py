@@ -22,8 +22,12 @@ from finetune.templates import render_prompt
 
 IGNORE_INDEX = -100  # label value the cross-entropy loss skips
 FALLBACK_TEMPLATE = "{system}\n\n### Instruction:\n{prompt}\n\n### Response:\n{response}<eos>"
-# Per-row outcome of encoding; all but the first two drop the row.
-STATUSES = ("ok", "truncated", "too_long", "prompt_too_long", "template_error")
+# Per-row outcome of encoding; the KEPT ones keep the row.
+# "oldest_turns_dropped": a conversation that fits once its first exchanges are cut (kept).
+STATUSES = (
+    "ok", "truncated", "oldest_turns_dropped", "too_long", "prompt_too_long", "template_error"
+)
+KEPT = ("ok", "truncated", "oldest_turns_dropped")
 
 
 class ChatFormat:
@@ -85,22 +89,35 @@ class ChatFormat:
         """
         return render_prompt(self.tokenizer, self.messages(prompt, history))
 
-    def encode_batch(self, rows: dict, max_length: int, truncation: str) -> dict:
+    def encode_batch(
+        self, rows: dict, max_length: int, truncation: str, last_turn_only: bool = False
+    ) -> dict:
         """Tokenize a batch of normalized rows (``prompt``, ``response``, ``history`` lists).
+
+        Rows with earlier turns go through :func:`finetune.conversations.encode` (every
+        assistant turn labelled unless ``last_turn_only``, oldest turns dropped to fit).
 
         Returns:
             Lists ``input_ids``, ``labels``, ``length`` and ``status`` (one of
             :data:`STATUSES`); dropped rows have empty ``input_ids``.
         """
         cols = (rows["prompt"], rows["response"], rows["history"])
-        texts = [self._render(p, r, h) for p, r, h in zip(*cols, strict=True)]
+        multi = {
+            i: self._encode_conversation(p, r, h, max_length, truncation, last_turn_only)
+            for i, (p, r, h) in enumerate(zip(*cols, strict=True))
+            if h
+        }
+        multi = {i: enc for i, enc in multi.items() if enc is not None}
+        texts = [None if i in multi else self._render(*row) for i, row in enumerate(zip(*cols, strict=True))]
         good = [i for i, t in enumerate(texts) if t is not None]
         encoded = iter(
             self._tokenize([texts[i] for i in good], [rows["response"][i] for i in good])
         )
         out = {"input_ids": [], "labels": [], "length": [], "status": []}
-        for text in texts:
-            if text is None:
+        for i, text in enumerate(texts):
+            if i in multi:
+                ids, labels, status = multi[i].input_ids, multi[i].labels, multi[i].status
+            elif text is None:
                 ids, labels, status = [], [], "template_error"
             else:
                 ids, labels, status = fit(
@@ -111,6 +128,13 @@ class ChatFormat:
             out["length"].append(len(ids))
             out["status"].append(status)
         return out
+
+    def _encode_conversation(self, prompt, response, history, max_length, truncation, last_only):
+        """A multi-turn row as one example, or None to encode its last turn the single-turn way."""
+        from finetune.conversations import encode
+
+        msgs = self.messages(prompt, history) + [{"role": "assistant", "content": response}]
+        return encode(self, msgs, max_length, truncation, last_only)
 
     def _render(self, prompt: str, response: str, history: str) -> tuple[str, str] | None:
         """(prompt text, full conversation text), or None when the template rejects the row.

@@ -45,7 +45,7 @@ def render_prompt(tokenizer, messages: list[dict]) -> str:
 
     With a chat template the text carries its own special tokens: encode it with
     ``add_special_tokens=False``. Without one, earlier assistant turns are rendered as
-    ``### Response:\\n{answer}\\n\\n`` (as ``finetune.data_format`` does for history).
+    ``### Response:\\n{answer}<eos>\\n\\n`` (as ``finetune.conversations`` trains them).
 
     Raises:
         ValueError: listing every problem with ``messages``.
@@ -61,8 +61,8 @@ def render_prompt(tokenizer, messages: list[dict]) -> str:
             parts.append(f"{msg['content']}\n\n")
         elif msg["role"] == "user":
             parts.append(f"### Instruction:\n{msg['content']}\n\n")
-        else:
-            parts.append(f"### Response:\n{msg['content']}\n\n")
+        else:  # closed by eos, as multi-turn training labels it (finetune.conversations)
+            parts.append(f"### Response:\n{msg['content']}{tokenizer.eos_token or ''}\n\n")
     return "".join(parts) + FALLBACK_PROMPT.format(prompt=messages[-1]["content"])
 
 
