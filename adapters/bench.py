@@ -42,7 +42,8 @@ def make_adapters(shelf: Path, resolved: models.ResolvedModel, names=("bench-a",
         config = LoraConfig(r=16, lora_alpha=32, target_modules=TARGETS, init_lora_weights=False)
         model = get_peft_model(AutoModelForCausalLM.from_pretrained(resolved.path), config)
         model.save_pretrained(shelf / name)
-        manifest = {"name": name, "adapter_hash": file_hash(shelf / name / WEIGHTS),
+        manifest = {"format": "tunedesk-adapter/1", "name": name,
+                    "adapter_hash": file_hash(shelf / name / WEIGHTS),
                     "base_model": {"name": resolved.name, "architecture": resolved.architecture,
                                    "weight_hash": resolved.weight_hash}}
         (shelf / name / "manifest.json").write_text(json.dumps(manifest))

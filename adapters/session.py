@@ -31,6 +31,7 @@ from adapters.adapter_folder import (  # noqa: F401  (re-exported)
 from adapters.devices import DTYPES, physical_cores, pick_dtype  # noqa: F401  (re-exported)
 from adapters.merged import MergedWeights, can_merge
 from adapters.row_routing import can_mask, masked_rows
+from adapters.store import BrokenAdapterError, read_valid_manifest
 from finetune import models, paths
 from finetune.hashing import file_hash
 
@@ -235,6 +236,7 @@ class ModelSession:
         self.load()
         folder = self.adapter_folder(name)
         loaded = self._adapters.get(name)
+        self._check_shelf(name, folder)  # on every use: the copy in memory may be stale
         if loaded is not None:
             if _stamp(folder) == loaded.stamp:
                 self._adapters.move_to_end(name)
@@ -254,6 +256,21 @@ class ModelSession:
             self.unload_adapter(old)
         self._after_change()
         return loaded
+
+    def _check_shelf(self, name: str, folder: Path) -> None:
+        """The shelf's own check (files, JSON, weights' size and hash; cached, so cheap).
+
+        Raises:
+            BrokenAdapterError: with the reason the shelf lists; a copy of the adapter in
+                memory is dropped first, so nothing keeps answering from it.
+        """
+        if not folder.is_dir():
+            return  # read_adapter_folder says "no adapter named ..." in its own words
+        try:
+            read_valid_manifest(folder, self._adapters_dir.parent)
+        except BrokenAdapterError as err:
+            self.unload_adapter(name)
+            raise BrokenAdapterError(f"adapter {name!r} is broken: {err}") from None
 
     def _inject(self, name: str, peft_name: str, folder: Path) -> None:
         """Add the adapter's LoRA layers and weights; on failure leave the model as it was."""

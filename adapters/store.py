@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from adapters.integrity import weights_problem
 from finetune import paths
 from finetune.hashing import file_hash  # noqa: F401  (re-exported: callers import it from here)
 
@@ -233,6 +234,9 @@ def read_valid_manifest(folder: Path, home: Path) -> dict:
     base = manifest.get("base_model")
     if not isinstance(base, dict) or not isinstance(base.get("name"), str) or not base["name"]:
         raise BrokenAdapterError("manifest.json does not name its base model (base_model.name)")
+    problem = weights_problem(folder / WEIGHTS, manifest)  # size and hash (adapters/integrity.py)
+    if problem:
+        raise BrokenAdapterError(problem)
     return manifest
 
 

@@ -95,6 +95,8 @@ def prepare(args, tokenizer, max_bytes: int | None = None) -> PreparedData:
     stats = _stats(
         args, fp, mapping, fmt, ds.num_rows, skipped, examples, table.num_rows, parts, counts
     )
+    # Typed "<|im_start|>" and the like are trained on as text (encode_chat); say how often.
+    stats["rows_with_control_tokens"] = fmt.count_control_rows(rows)
     return PreparedData(
         train=parts["train"].select_columns(list(TOKEN_COLUMNS)),
         val=parts["val"].select_columns(list(TOKEN_COLUMNS)),
