@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from finetune.hardware import PRECISIONS, QUANTIZATIONS
+from finetune.user_text import quote
 
 
 @dataclass
@@ -187,7 +188,7 @@ def _type_problems(cfg: RunConfig) -> list[str]:
         value = getattr(getattr(cfg, section), name)
         if not isinstance(value, types):
             kind = "true or false" if types is _FLAG else "text"
-            out.append(f"{section} setting {name} must be {kind} (got {value!r})")
+            out.append(f"{section} setting {name} must be {kind} (got {quote(value)})")
     return out
 
 

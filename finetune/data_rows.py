@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from finetune.data_load import DataError
+from finetune.user_text import quote
 
 MAX_FIELD_CHARS = 4_000_000  # one prompt or response; real support replies are a few KB
 PROMPT_NAMES = ("instruction", "prompt", "question", "query", "input", "user")
@@ -71,7 +72,7 @@ def detect_mapping(column_names: list[str], args) -> ColumnMapping:
         name = getattr(args, field, None)
         if name and name not in column_names:
             raise DataError(
-                f"{field.replace('_', ' ')} {name!r} is not in the data (columns: {found})"
+                f"{field.replace('_', ' ')} {quote(name)} is not in the data (columns: {found})"
             )
     intent = by_lower.get("intent")
     if args.messages_column:

@@ -41,13 +41,13 @@ def dataset_problems(data_args) -> list[str]:
 
     source = Path(str(data_args.path)).name or str(data_args.path)
     try:
-        table = load_rows(data_args.path)
-        mapping = detect_mapping(table.column_names, data_args)
-        normalize(table, mapping, source)
-    except DataError as err:
+        table = load_rows(data_args.path)  # its sentences name the file already
+    except (ValueError, OSError) as err:  # DataError, or a parser's own error let through
+        return [str(err)]
+    try:
+        normalize(table, detect_mapping(table.column_names, data_args), source)
+    except DataError as err:  # as finetune.data.prepare says it
         return [str(err) if str(err).startswith(source) else f"{source}: {err}"]
-    except (ValueError, OSError) as err:  # a parser's own error that load_rows let through
-        return [f"{source}: cannot be read ({err})"]
     return []
 
 

@@ -39,6 +39,13 @@ def unicode_problem(text: str) -> int | None:
     return None
 
 
+def replace_invalid(text: str) -> str:
+    """``text`` with each character UTF-8 cannot hold replaced by U+FFFD (safe to send back)."""
+    if unicode_problem(text) is None:
+        return text
+    return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+
+
 def check_unicode(text: str, what: str = "the message") -> str:
     """Return ``text`` when it is valid Unicode; otherwise raise a sentence saying where.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from adapters.generate import stream_chat
+from finetune.user_text import check_unicode, replace_invalid
 from ui.engine import BASE_LABEL, Engine
 
 
@@ -55,6 +56,12 @@ def build_chat_tab(engine: Engine) -> dict:
             if not text or not text.strip():
                 yield history, ""
                 return
+            try:
+                check_unicode(text)
+            except ValueError as err:  # nothing is sent; the box keeps the text, marked (U+FFFD)
+                gr.Warning(str(err))
+                yield _shown(history), replace_invalid(text)
+                return
             history.append({"role": "user", "content": text})
             yield from _stream(history, choice, settings_values)
 
@@ -78,10 +85,10 @@ def build_chat_tab(engine: Engine) -> dict:
             except ValueError as err:
                 history[-1:] = [] if history and history[-1]["role"] == "assistant" else history[-1:]
                 gr.Warning(str(err))
-                yield history, ""
+                yield _shown(history), ""
 
         tab.select(choices, None, adapter)
-        refresh.click(choices, None, adapter)
+        refresh.click(choices, None, adapter, api_name="chat_adapters")
         adapter.change(on_switch, adapter, [adapter, status])
         # Stable API name for scripted clients (gradio_client, the load test).
         send.click(respond, [chatbot, message, *controls], [chatbot, message], api_name="chat")
@@ -91,6 +98,12 @@ def build_chat_tab(engine: Engine) -> dict:
         timer = gr.Timer(1.0)
         timer.tick(lambda: engine.model_status_line(), None, status, show_progress="hidden")
     return {"tab": tab, "adapter": adapter, "status": status}
+
+
+def _shown(history: list[dict]) -> list[dict]:
+    """History safe to send back: a client may have sent text that is not valid Unicode,
+    which the browser's event stream cannot carry."""
+    return [{**m, "content": replace_invalid(_text(m["content"]))} for m in history]
 
 
 def _text(content) -> str:

@@ -107,17 +107,23 @@ def store_upload(temp_path: str) -> str:
         ValueError: wrong type, too big, or unreadable (the loader's message names why).
         OSError: the home folder cannot take the copy (read-only, full); nothing is left behind.
     """
-    from finetune.data_load import load_rows
+    from finetune.config import DataArgs
     from finetune.hashing import file_hash
+    from finetune.preflight import dataset_problems
 
     src = Path(temp_path)
     if src.suffix.lower() not in UPLOAD_TYPES:
         raise ValueError(f"{src.name}: upload a {', '.join(UPLOAD_TYPES)} file")
     if src.stat().st_size > MAX_UPLOAD_BYTES:
         raise ValueError(f"{src.name} is {src.stat().st_size / 2**20:.0f} MiB; the upload limit is 200 MiB")
-    load_rows(src)  # raises a clear ValueError for binary, empty, malformed files
     stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in src.stem)[:40] or "upload"
     dest = paths.subdir("datasets") / "uploads" / f"{stem}-{file_hash(src)[:10]}{src.suffix.lower()}"
+    # The checks a run makes (readable, known columns, no broken field), before a copy is
+    # kept: a refused upload leaves nothing under datasets/uploads (nor an older copy of it).
+    problems = dataset_problems(DataArgs(path=str(src)))
+    if problems:
+        dest.unlink(missing_ok=True)
+        raise ValueError(problems[0])
     if not dest.exists():
         try:
             _copy_whole(src, dest)

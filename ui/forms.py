@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from finetune.config import RunConfig
 from finetune.hardware import PRECISIONS, QUANTIZATIONS, Hardware
+from finetune.user_text import quote
 
 DEMO_DATA = "assets/demo_support.jsonl"
 
@@ -55,7 +56,7 @@ def to_config(data_path: str, values: list) -> tuple[RunConfig, list[str]]:
             value = _convert(field, value)
         except (TypeError, ValueError, OverflowError):
             kind = "text" if field in _TEXTS else "a number"
-            problems.append(f"{field.replace('_', ' ')} must be {kind} (got {value!r})")
+            problems.append(f"{field.replace('_', ' ')} must be {kind} (got {quote(value)})")
             continue
         setattr(getattr(cfg, section), field, value)
     return cfg, problems

@@ -6,7 +6,7 @@ import gradio as gr
 import pandas as pd
 
 from finetune import runner
-from finetune.config import validate
+from finetune.preflight import preflight
 from ui import forms
 from ui.engine import Engine, dry_run_text, estimate_text, preview, store_upload
 from ui.train_view import curve_frame, latest_run_id, run_view
@@ -110,7 +110,9 @@ def build_train_tab(engine: Engine) -> dict:
         def build(src, upload_file, typed, values):
             data = dataset_path(src, upload_file, typed)
             cfg, problems = forms.to_config(data, list(values))
-            return cfg, problems + validate(cfg, hw)
+            # Check and Start run the same checks: settings, a readable dataset with known
+            # columns, a base model that resolves. Start refuses before any run starts.
+            return cfg, problems + preflight(cfg, hw)
 
         def checked(fn):
             def handler(src, upload_file, typed, *values):
@@ -149,10 +151,10 @@ def build_train_tab(engine: Engine) -> dict:
                     gr.update(visible=bool(view["adapter"]) and not view["active"]), view["log"])
 
         source.change(on_source, source, [upload, path])
-        for trigger in (source.change, upload.change, path.submit):
-            trigger(on_data, [source, upload, path], [data_info, data_preview])
+        for trigger, api in ((source.change, None), (upload.change, None), (path.submit, "preview_data")):
+            trigger(on_data, [source, upload, path], [data_info, data_preview], api_name=api)
         device.change(on_device, device, [precision, quant, hw_notes])
-        check.click(checked(estimate_text), [source, upload, path, *settings], message)
+        check.click(checked(estimate_text), [source, upload, path, *settings], message, api_name="check_settings")
         dry.click(checked(dry_run_text), [source, upload, path, *settings], message, concurrency_id="heavy")
         start.click(on_start, [source, upload, path, *settings], [message, run_id],
                     concurrency_id="train-start", api_name="start_training")
