@@ -22,6 +22,7 @@ from finetune.data import detect_mapping, load_rows, prepare
 from finetune.data_format import IGNORE_INDEX, ChatFormat
 from finetune.data_rows import normalize
 from finetune.templates import encode_chats
+from finetune.user_text import check_unicode
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -195,6 +196,7 @@ def load_golden(path: str | Path) -> list[dict]:
             row = json.loads(line)
             if not isinstance(row.get("prompt"), str):
                 raise ValueError(f"{p.name} line {n}: needs a text 'prompt'")
+            check_unicode(row["prompt"], f"{p.name} line {n}: the prompt")
             golden.append({"id": str(row.get("id", n)), "prompt": row["prompt"],
                            "must_contain": list(row.get("must_contain", [])),
                            "must_not_contain": list(row.get("must_not_contain", []))})

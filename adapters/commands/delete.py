@@ -10,9 +10,10 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    from adapters.shelf_actions import DELETE_UNCONFIRMED, delete
+    from adapters.shelf_actions import DELETE_UNCONFIRMED, delete, show
 
     if not args.yes:
+        show(args.name)  # a bad or unknown name is said first
         raise ValueError(f"{DELETE_UNCONFIRMED[:-1]}: add --yes to delete it for good.")
     print(delete(args.name, confirmed=True))
     return 0

@@ -291,3 +291,31 @@ def test_long_input_is_quoted_cut_to_a_readable_length(app, tab, varied_dir):
     assert imported == "Choose a .zip first."
     assert snapshot(app.home / "adapters") == before
     HOSTILE.add("5,000-character names and paths", "quoted cut short")
+
+
+def test_lone_surrogates_get_a_sentence_on_the_command_line(varied_dir, tmp_path):
+    home = tmp_path / "home"
+    shelve(home, *_peft(varied_dir), "uni")
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text('{"prompt": "hello \\ud800 world", "must_contain": ["order"]}\n')
+    runs = {
+        "eval golden": ["eval", "--adapter", "uni", "--data", "assets/demo_support.jsonl",
+                        "--golden", str(golden), "--max-samples", "2", "--quiet"],
+        "eval data path": ["eval", "--adapter", "uni", "--data", b"caf\xe9.jsonl", "--no-golden",
+                           "--max-samples", "2", "--quiet"],
+        "prepare-data path": ["finetune", "prepare-data", "--data", b"caf\xe9.jsonl",
+                              "--model", str(varied_dir)],
+    }
+    said = {}
+    for label, args in runs.items():
+        argv = [sys.executable.encode(), b"-m", *(a if isinstance(a, bytes) else a.encode() for a in args)]
+        out = subprocess.run(argv, cwd=ROOT, capture_output=True, timeout=300, env=_env(home))
+        assert out.returncode == 2 and b"Traceback" not in out.stderr, (label, out.stderr[-2000:])
+        said[label] = out.stderr.decode().strip().splitlines()[-1]
+        HOSTILE.add("lone surrogate (CLI)", "exit 2 with a sentence")
+    assert said["eval golden"] == ("error: golden.jsonl line 1: the prompt contains a character that "
+                                   "is not valid Unicode (a lone surrogate, U+D800, at character 7); "
+                                   "remove it and try again")
+    assert said["eval data path"] == "error: data file caf\\udce9.jsonl does not exist"
+    assert said["prepare-data path"].startswith(
+        "error: the dataset path contains a character that is not valid Unicode"), said
