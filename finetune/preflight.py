@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from finetune.user_text import quote
+
 
 def preflight(cfg, hardware=None) -> list[str]:
     """Every reason ``cfg`` cannot start here (empty when it can).
@@ -57,6 +59,9 @@ def model_problems(name: str) -> list[str]:
 
     try:
         resolve(name)
-    except (ValueError, OSError) as err:
+    except ValueError as err:
         return [str(err)]
+    except OSError as err:  # the model cache cannot take the converted copy (read-only, full)
+        where = f" ({err.filename})" if err.filename else ""
+        return [f"could not prepare base model {quote(name)}: {err.strerror or err}{where}"]
     return []

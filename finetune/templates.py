@@ -11,6 +11,7 @@ fallback model is prompted exactly as it was tuned::
 
 from __future__ import annotations
 
+import functools
 import re
 
 from finetune.user_text import check_messages_unicode
@@ -157,6 +158,7 @@ def _check_shape(messages: list[dict], add_generation_prompt: bool) -> None:
         raise ValueError("cannot render the prompt: " + "; ".join(problems))
 
 
+@functools.lru_cache(maxsize=8)  # per tokenizer object: building it walks the added tokens
 def _control_pattern(tokenizer) -> re.Pattern | None:
     """A regex for the tokenizer's special added tokens, longest first; None if it has none."""
     decoder = getattr(tokenizer, "added_tokens_decoder", {}) or {}

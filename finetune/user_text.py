@@ -22,12 +22,15 @@ def quote(value, limit: int = QUOTE_LIMIT) -> str:
         limit: characters kept from the start of the value.
 
     Example:
-        ``quote("x" * 5000)`` gives ``'xxxx…' (5,000 characters)`` with ``limit`` x's.
+        ``quote("x" * 5000)`` gives ``'xxxx…xx' (5,000 characters)``: the first 40 and the
+        last 20 characters.
     """
     text = value if isinstance(value, str) else repr(value)
     if len(text) <= limit:
         return repr(value)
-    return f"{text[:limit]!r}… ({len(text):,} characters)"
+    # The start and the end: a path's file name, a Hub id's model name are at the end.
+    tail = limit // 3
+    return f"{text[:limit - tail] + '…' + text[-tail:]!r} ({len(text):,} characters)"
 
 
 def unicode_problem(text: str) -> int | None:

@@ -117,13 +117,14 @@ def store_upload(temp_path: str) -> str:
     if src.stat().st_size > MAX_UPLOAD_BYTES:
         raise ValueError(f"{src.name} is {src.stat().st_size / 2**20:.0f} MiB; the upload limit is 200 MiB")
     stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in src.stem)[:40] or "upload"
-    dest = paths.subdir("datasets") / "uploads" / f"{stem}-{file_hash(src)[:10]}{src.suffix.lower()}"
+    name = f"{stem}-{file_hash(src)[:10]}{src.suffix.lower()}"
     # The checks a run makes (readable, known columns, no broken field), before a copy is
     # kept: a refused upload leaves nothing under datasets/uploads (nor an older copy of it).
     problems = dataset_problems(DataArgs(path=str(src)))
     if problems:
-        dest.unlink(missing_ok=True)
+        (paths.home(create=False) / "datasets" / "uploads" / name).unlink(missing_ok=True)
         raise ValueError(problems[0])
+    dest = paths.subdir("datasets") / "uploads" / name
     if not dest.exists():
         try:
             _copy_whole(src, dest)

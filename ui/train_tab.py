@@ -127,6 +127,7 @@ def build_train_tab(engine: Engine) -> dict:
 
         def on_start(src, upload_file, typed, *values):
             try:
+                runner.check_can_start()  # a run still going or a read-only home, said first
                 cfg, problems = build(src, upload_file, typed, values)
                 if problems:
                     return "**Not started — fix these first:**\n" + "\n".join(f"- {p}" for p in problems), None

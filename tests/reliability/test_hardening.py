@@ -229,7 +229,8 @@ def test_lone_surrogates_get_a_sentence_in_chat_compare_and_evaluate(app, tab, v
     tab.call("evaluate_adapters")
     reply = tab.call("evaluate", ["uni"], "assets/\ud800.jsonl", 4, 16, 4, False)
     assert reply.error is None and reply.outputs[0].startswith("⚠️ the dataset path contains")
-    HOSTILE.add("lone surrogate (chat, system prompt, compare, evaluate)", "sentence", )
+    for where in ("chat message", "system prompt", "compare", "evaluate path"):
+        HOSTILE.add("lone surrogate (app)", where)
 
 
 # --- 5. an adapter damaged after it was loaded ------------------------------------------------
