@@ -19,8 +19,8 @@ from pathlib import Path
 
 from finetune.config import DataArgs, RunConfig
 from finetune.data import detect_mapping, load_rows, prepare
-from finetune.data_format import IGNORE_INDEX, ChatFormat
-from finetune.data_rows import normalize
+from finetune.data.format import IGNORE_INDEX, ChatFormat
+from finetune.data.rows import normalize
 from finetune.templates import encode_chats
 from finetune.user_text import check_unicode
 

@@ -19,9 +19,9 @@ COMMANDS = {
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if __name__ == "__main__" and argv[:1] in (["train"], ["bench"]):
-        from finetune.allocator import reexec_with_tcmalloc
+        from finetune.train.allocator import reexec_with_tcmalloc
 
-        reexec_with_tcmalloc(argv)  # training memory: see finetune/allocator.py
+        reexec_with_tcmalloc(argv)  # training memory: see finetune/train/allocator.py
     parser = argparse.ArgumentParser(prog="python -m finetune", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     chosen = next((a for a in argv if not a.startswith("-")), None)

@@ -1,7 +1,7 @@
 """Prompt rendering: one place that turns chat messages into the text a model continues.
 
 Models with a chat template (SmolLM2, Qwen, Llama-3 ...) use it. Models without one (GPT-2)
-get the instruction format the data pipeline trains on (``finetune.data_format``), so a
+get the instruction format the data pipeline trains on (``finetune.data.format``), so a
 fallback model is prompted exactly as it was tuned::
 
     {system}\\n\\n                 (only with a system message)
@@ -50,7 +50,7 @@ def render_prompt(tokenizer, messages: list[dict]) -> str:
 
     With a chat template the text carries its own special tokens: encode it with
     ``add_special_tokens=False``. Without one, earlier assistant turns are rendered as
-    ``### Response:\\n{answer}\\n\\n`` (as ``finetune.data_format`` does for history).
+    ``### Response:\\n{answer}\\n\\n`` (as ``finetune.data.format`` does for history).
 
     Raises:
         ValueError: listing every problem with ``messages``.

@@ -26,7 +26,7 @@ class Engine:
         self.home = paths.home()
         self.base_model = DEFAULT_MODEL if is_default(base_model) else base_model
         self.hardware = detect()
-        from finetune import runner
+        from finetune.train import runner
 
         # While a training child computes on the same cores, chat and evaluation use one thread.
         self.session = ModelSession(base_model, device=self.hardware.default_device,
@@ -109,7 +109,7 @@ def store_upload(temp_path: str) -> str:
     """
     from finetune.config import DataArgs
     from finetune.hashing import file_hash
-    from finetune.preflight import dataset_problems
+    from finetune.train.preflight import dataset_problems
 
     src = Path(temp_path)
     if src.suffix.lower() not in UPLOAD_TYPES:
@@ -155,8 +155,8 @@ def _copy_whole(src: Path, dest: Path) -> None:
 def preview(path: str, rows: int = 5) -> tuple[list[list[str]], list[str], str]:
     """First rows, their columns, and the detected column mapping, for the Train tab."""
     from finetune.config import DataArgs
-    from finetune.data_load import load_rows
-    from finetune.data_rows import detect_mapping
+    from finetune.data.load import load_rows
+    from finetune.data.rows import detect_mapping
 
     table = load_rows(path)
     mapping = detect_mapping(table.column_names, DataArgs(path=path))
@@ -168,8 +168,8 @@ def preview(path: str, rows: int = 5) -> tuple[list[list[str]], list[str], str]:
 
 def estimate_text(cfg) -> str:
     """Memory estimate for the Train tab (reads the model config only; loads no weights)."""
-    from finetune.dryrun import estimate_memory
     from finetune.models import resolve
+    from finetune.train.dryrun import estimate_memory
 
     est = estimate_memory(cfg, resolve(cfg.model.name))
     fits = "fits" if est["fits"] else "**will not fit**"
@@ -182,7 +182,7 @@ def estimate_text(cfg) -> str:
 
 def dry_run_text(cfg) -> str:
     """Run one real training step (nothing is saved) and report its time and memory."""
-    from finetune.dryrun import dry_run
+    from finetune.train.dryrun import dry_run
 
     r = dry_run(cfg)
     minutes = r.get("projected_seconds", 0) / 60

@@ -5,8 +5,8 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
-from finetune import runner
-from finetune.preflight import preflight
+from finetune.train import runner
+from finetune.train.preflight import preflight
 from ui import forms
 from ui.engine import Engine, dry_run_text, estimate_text, preview, store_upload
 from ui.train_view import curve_frame, latest_run_id, run_view

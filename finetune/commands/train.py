@@ -103,8 +103,8 @@ def _print_problems(err) -> int:
 
 
 def _dry_run(cfg) -> int:
-    from finetune.dryrun import dry_run
     from finetune.train import ConfigError
+    from finetune.train.dryrun import dry_run
 
     try:
         report = dry_run(cfg)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from transformers import AutoTokenizer
 
-from finetune.data_format import IGNORE_INDEX, ChatFormat
+from finetune.data.format import IGNORE_INDEX, ChatFormat
 from finetune.templates import control_strings, encode_chat, encode_chats
 
 PLAIN = [

@@ -3,8 +3,8 @@ two app processes starting training at once. Each ends in a truthful status and 
 message; nothing on the shelf is partial and nothing saved before is lost.
 
 Covered elsewhere, not repeated here: SIGKILL before the first checkpoint, right after a
-checkpoint and after the save, plus an app restart re-attaching (tests/finetune/test_runner.py);
-a full disk before training (tests/finetune/test_train_faults.py); two tabs pressing Start in one
+checkpoint and after the save, plus an app restart re-attaching (tests/finetune/train/test_runner.py);
+a full disk before training (tests/finetune/train/test_train_faults.py); two tabs pressing Start in one
 app (test_runner.py, tests/ui/test_browser.py).
 
 The exact kill points inside the atomic adapter save come from a test-only hook
@@ -36,10 +36,11 @@ from ui_handlers import handlers
 from adapters.generate import GenerationSettings, compare
 from adapters.session import ModelSession
 from adapters.store import Shelf, file_hash
-from finetune import models, runner
-from finetune.data_load import load_rows
+from finetune import models
+from finetune.data.load import load_rows
 from finetune.events import read_events
-from finetune.saving import latest_checkpoint
+from finetune.train import runner
+from finetune.train.saving import latest_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 HOOKS = Path(__file__).resolve().parent / "hooks"
@@ -388,7 +389,7 @@ def test_two_app_processes_starting_at_once_get_one_run_and_one_clear_refusal(
     go = time.time() + 8  # both processes import, then start at this moment
     code = textwrap.dedent(f"""
         import json, time
-        from finetune import runner
+        from finetune.train import runner
         from finetune.config import RunConfig
         cfg = RunConfig.from_dict({_cfg(tiny_llama_dir, max_steps=400).to_dict()!r})
         time.sleep(max(0, {go} - time.time()))

@@ -8,8 +8,8 @@ import pytest
 from finetune import hardware
 from finetune.__main__ import main
 from finetune.config import RunConfig
-from finetune.dryrun import estimate_memory
 from finetune.models import resolve
+from finetune.train.dryrun import estimate_memory
 
 
 def _cfg(model_dir, **train_overrides) -> RunConfig:

@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-from finetune.fused import lean_head, linear_cross_entropy_sum, silu_mul, use_lean_swiglu
-from finetune.steps import loss_sum
+from finetune.train.fused import lean_head, linear_cross_entropy_sum, silu_mul, use_lean_swiglu
+from finetune.train.steps import loss_sum
 
 
 def test_silu_mul_gradients_match_autograd():
@@ -134,7 +134,7 @@ def test_lean_head_is_not_used_where_it_would_be_wrong(tiny_llama_dir):
 
 
 def test_lean_dropout_keeps_the_rate_scales_and_routes_gradients_through_its_mask():
-    from finetune.lean_lora import LeanDropout, keep_scale
+    from finetune.train.lean_lora import LeanDropout, keep_scale
 
     torch.manual_seed(0)
     drop = LeanDropout(0.1).train()
@@ -158,7 +158,7 @@ def test_lean_dropout_replaces_only_cpu_lora_dropouts(tiny_llama_dir):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from finetune.lean_lora import LeanDropout, use_lean_dropout
+    from finetune.train.lean_lora import LeanDropout, use_lean_dropout
 
     for p, expected in ((0.1, 2 * 2), (0.0, 0)):  # 2 layers x (q_proj, v_proj)
         model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_llama_dir),

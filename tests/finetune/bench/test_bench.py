@@ -8,9 +8,9 @@ import shutil
 import pytest
 import torch
 
-from finetune.bench import BenchArgs, Grid, Point, expand_grid, model_flops, parse_list
-from finetune.bench_maxbatch import find_max_batch, search_max_batch
-from finetune.bench_report import COLUMNS, records
+from finetune.bench.grid import BenchArgs, Grid, Point, expand_grid, model_flops, parse_list
+from finetune.bench.maxbatch import find_max_batch, search_max_batch
+from finetune.bench.report import COLUMNS, records
 from finetune.hardware import DeviceInfo, Hardware
 
 
@@ -92,7 +92,7 @@ def test_find_max_batch_on_the_cpu_says_it_needs_a_gpu(tiny_llama_dir, home, cap
 def test_counter_counts_real_tokens_pairs_and_logit_positions(tiny_llama_dir):
     from transformers import AutoModelForCausalLM
 
-    from finetune.bench_measure import TokenCounter
+    from finetune.bench.measure import TokenCounter
 
     model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
     counter = TokenCounter(model)
@@ -145,7 +145,7 @@ def _weightless_copy(src, dst):
 def test_model_from_config_reads_no_weight_file(tiny_llama_dir, home, tmp_path, monkeypatch):
     from transformers import AutoModelForCausalLM
 
-    from finetune.bench_recipes import measure
+    from finetune.bench.recipes import measure
 
     folder = _weightless_copy(tiny_llama_dir, tmp_path / "no-weights")
 

@@ -1,30 +1,29 @@
 """`train(config, on_event=None, stop=None)`: the one training entry point.
 
 The CLI, the supervised child process, the UI and the tests all call this. It runs
-setup -> loop -> save, reporting progress through ``on_event(dict)``. The loop is a plain
+``_setup`` -> ``_loop`` -> ``_finish``, reporting progress through ``on_event(dict)``. The loop is a plain
 PyTorch loop rather than the HF Trainer: it lets the LM head run only on label positions,
 packs rows without padding, checks ``stop`` between steps, and syncs with the host only
 when it reports (docs/benchmarks.md has the measurements that justify it).
 
-Setup lives in :mod:`finetune.run_setup`; it and :func:`forward_backward` are shared with
-``finetune.dryrun``, which times one step with exactly the model and batches training uses.
+Setup's pieces live in :mod:`finetune.train.setup` and one step's mechanics in
+:mod:`finetune.train.steps`; both are shared with ``finetune.train.dryrun``, which times one
+step with exactly the model and batches training uses.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
-import resource
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from finetune import allocator
 from finetune.config import RunConfig
-from finetune.run_setup import (
+from finetune.train import allocator
+from finetune.train.setup import (
     ConfigError,
     check_config,
     cpu_threads,
@@ -34,9 +33,18 @@ from finetune.run_setup import (
     run_dir_for,
     to_batch,
 )
-from finetune.steps import build_optimizer, build_scheduler, loss_sum, plan_steps, validation_loss
+from finetune.train.steps import (
+    build_optimizer,
+    build_scheduler,
+    forward_backward,
+    make_autocast,
+    optimizer_step,
+    peak_memory_gib,
+    plan_steps,
+    validation_loss,
+)
 
-__all__ = ["ConfigError", "TrainResult", "forward_backward", "train"]
+__all__ = ["ConfigError", "TrainResult", "train"]
 
 
 @dataclass
@@ -47,15 +55,50 @@ class TrainResult:
     metrics: dict = field(default_factory=dict)
 
 
+@dataclass
+class _Run:
+    """What setup builds for the loop and the finish: the model, its data and its optimizer."""
+
+    cfg: RunConfig
+    emit: object  # emit(kind, **data): an event on rank 0
+    rank: int
+    world: int
+    device: str
+    run_dir: Path
+    t0: float  # when train() was called
+    resolved: object  # finetune.models.ResolvedModel
+    tokenizer: object
+    prepared: object  # finetune.data.PreparedData
+    model: object  # the PEFT model (what is saved)
+    train_model: object  # the model, or its DDP wrapper (what is stepped)
+    targets: list
+    packing: bool
+    optimizer: object
+    scheduler: object
+    scaler: object  # a GradScaler for fp16 on CUDA, else None
+    autocast: object  # a context factory, or None for fp32
+    plan: object  # finetune.train.steps.StepPlan
+    batch: object  # batch(indices) -> the micro-batches of those training rows
+    val_batches: list
+    start_step: int
+    metrics: dict = field(default_factory=dict)
+
+
+@dataclass
+class _Progress:
+    """Where the loop ended: the finish saves and reports from this."""
+
+    step: int
+    status: str  # "done" or "stopped"
+    split: int  # >1 after a CUDA out-of-memory: micro-batches were split
+    oom_events: list  # {"step", "micro_batch"} per split
+    tokens_seen: int
+    train_seconds: float
+
+
 def _emit(on_event, rank: int, kind: str, **data) -> None:
     if on_event is not None and rank == 0:
         on_event({"type": kind, "time": time.time(), **data})
-
-
-def _peak_memory_gib(device: str) -> float:
-    if device.startswith("cuda"):
-        return torch.cuda.max_memory_allocated(device) / 2**30
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
 
 
 def _should_stop(stop, world: int = 1, device: str = "cpu") -> bool:
@@ -70,56 +113,9 @@ def _should_stop(stop, world: int = 1, device: str = "cpu") -> bool:
     return bool(flag.item())
 
 
-def _autocast(device: str, precision: str):
-    if precision == "fp32":
-        return None
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    kind = "cuda" if device.startswith("cuda") else "cpu"
-    return lambda: torch.autocast(kind, dtype=dtype)
-
-
-def forward_backward(train_model, batches, autocast=None, scaler=None) -> tuple[torch.Tensor, int]:
-    """Accumulate the gradients of one optimizer step over its micro-batches.
-
-    The loss is the mean over the whole step's label tokens (so splitting a step into more
-    micro-batches leaves the gradient unchanged); under DDP the gradients are all-reduced
-    once, after the last micro-batch, and then averaged over ranks.
-
-    Returns:
-        The summed loss (a detached device tensor) and the number of real tokens.
-    """
-    n_label = max(sum(nl for _, nl, _ in batches), 1)
-    total, n_real = 0, 0
-    for i, (b, _, real) in enumerate(batches):
-        last = i == len(batches) - 1
-        sync = train_model.no_sync() if not last and hasattr(train_model, "no_sync") else contextlib.nullcontext()
-        with sync:
-            with autocast() if autocast else contextlib.nullcontext():
-                s, _ = loss_sum(train_model, b)
-            loss = s / n_label
-            (scaler.scale(loss) if scaler else loss).backward()
-        total, n_real = total + s.detach(), n_real + real
-    return total, n_real
-
-
-def _optimizer_step(model, optimizer, scheduler, scaler, max_grad_norm: float) -> torch.Tensor:
-    if scaler:
-        scaler.unscale_(optimizer)
-    params = model.parameters()
-    grad_norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm) if max_grad_norm > 0 else torch.zeros(())
-    if scaler:
-        scaler.step(optimizer)
-        scaler.update()
-    else:
-        optimizer.step()
-    scheduler.step()
-    optimizer.zero_grad(set_to_none=True)
-    return grad_norm
-
-
 def _warn_if_too_big(cfg: RunConfig, resolved, prepared, emit) -> None:
     """A "warning" event when the memory estimate exceeds the device (training still starts)."""
-    from finetune.dryrun import estimate_memory, label_share
+    from finetune.train.dryrun import estimate_memory, label_share
 
     try:
         est = estimate_memory(cfg, resolved, label_share=label_share(prepared.train))
@@ -160,26 +156,24 @@ def train(cfg: RunConfig, on_event=None, stop=None) -> TrainResult:
         ConfigError: every problem with the settings, before anything is loaded.
         OSError: the home folder cannot take writes (named in the message).
     """
-    from finetune.probes import answer_probes
-    from finetune.saving import (
-        adapter_name_for,
-        build_manifest,
-        latest_checkpoint,
-        load_checkpoint,
-        save_adapter,
-        save_checkpoint,
-    )
+    run = _setup(cfg, on_event)
+    progress = _loop(run, stop)
+    return _finish(run, progress)
+
+
+def _setup(cfg: RunConfig, on_event) -> _Run:
+    """Check the config, then load data, model + LoRA, optimizer and batches; resume if asked."""
+    from finetune.train.saving import latest_checkpoint, load_checkpoint
 
     hw = check_config(cfg)
     t0 = time.time()
-    t, dc = cfg.train, cfg.data
+    t = cfg.train
     rank, world, device = dist_setup(hw.device(t.device).name)
     emit = functools.partial(_emit, on_event, rank)
     run_dir = run_dir_for(cfg, rank)
     threads = cpu_threads(t.cpu_threads, device)
     torch.manual_seed(t.seed)
 
-    # --- setup: model, data, adapter, optimizer -------------------------------------------
     resolved, tokenizer, prepared = load_data(cfg, emit)
     train_rows, val_rows = list(prepared.train), list(prepared.val)
     _warn_if_too_big(cfg, resolved, prepared, emit)
@@ -188,8 +182,7 @@ def train(cfg: RunConfig, on_event=None, stop=None) -> TrainResult:
     optimizer = build_optimizer(model, t.learning_rate, t.weight_decay, t.optimizer, device)
     plan = plan_steps([len(r["input_ids"]) for r in train_rows], t.batch_size, t.grad_accum, t.epochs,
                       t.max_steps, t.seed, group_by_length=not packing, world_size=world, rank=rank)
-    total = len(plan)
-    scheduler = build_scheduler(optimizer, t.lr_schedule, t.warmup_ratio, total)
+    scheduler = build_scheduler(optimizer, t.lr_schedule, t.warmup_ratio, len(plan))
     start_step = 0
     if cfg.run.resume and (ckpt := latest_checkpoint(run_dir)) is not None:
         start_step = load_checkpoint(ckpt, model, optimizer, scheduler)
@@ -202,21 +195,27 @@ def train(cfg: RunConfig, on_event=None, stop=None) -> TrainResult:
     batch = functools.partial(to_batch, train_rows, pad_id=tokenizer.pad_token_id, packing=packing, device=device)
     val_batches = [to_batch(val_rows, range(i, min(i + t.batch_size, len(val_rows))), tokenizer.pad_token_id, packing, device)[0]
                    for i in range(0, len(val_rows), t.batch_size)]
-    autocast = _autocast(device, t.precision)
     scaler = torch.amp.GradScaler("cuda") if t.precision == "fp16" and device.startswith("cuda") else None
+    run = _Run(cfg, emit, rank, world, device, run_dir, t0, resolved, tokenizer, prepared, model, train_model,
+               targets, packing, optimizer, scheduler, scaler, make_autocast(device, t.precision), plan, batch,
+               val_batches, start_step)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    emit("start", total_steps=total, start_step=start_step, train_rows=len(train_rows),
+    emit("start", total_steps=len(plan), start_step=start_step, train_rows=len(train_rows),
          val_rows=len(val_rows), device=device, threads=threads, malloc=allocator.in_use(),
          packing=packing, targets=targets,
          trainable_params=trainable, run_dir=str(run_dir), data_stats=prepared.stats)
-
-    metrics: dict = {}
     if val_batches and start_step == 0:
-        base_loss = validation_loss(model, val_batches, autocast)
-        metrics.update(base_val_loss=base_loss, base_val_perplexity=math.exp(base_loss))
+        base_loss = validation_loss(model, val_batches, run.autocast)
+        run.metrics.update(base_val_loss=base_loss, base_val_perplexity=math.exp(base_loss))
         emit("eval", step=0, val_loss=base_loss, val_perplexity=math.exp(base_loss))
+    return run
 
-    # --- loop -----------------------------------------------------------------------------
+
+def _loop(run: _Run, stop) -> _Progress:
+    """Optimizer steps until the plan ends or ``stop`` asks; OOM on CUDA splits the step."""
+    t, emit, metrics, total = run.cfg.train, run.emit, run.metrics, len(run.plan)
+    model, optimizer, scheduler, scaler, plan = run.model, run.optimizer, run.scheduler, run.scaler, run.plan
+    world, device, start_step = run.world, run.device, run.start_step
     model.train()
     split = 1  # >1 after a CUDA out-of-memory: micro-batches are split, accumulation grows
     oom_events = []
@@ -227,9 +226,9 @@ def train(cfg: RunConfig, on_event=None, stop=None) -> TrainResult:
             status = "stopped"
             break
         micro = [m[j::split] for m in plan.steps[step] for j in range(split) if m[j::split]]
-        batches = [batch(m) for m in micro]
+        batches = [run.batch(m) for m in micro]
         try:
-            s, n_real = forward_backward(train_model, batches, autocast, scaler)
+            s, n_real = forward_backward(run.train_model, batches, run.autocast, scaler)
         except torch.OutOfMemoryError:
             # A retried step must not count twice: totals are added only after success.
             split = _after_oom(optimizer, split, step, t.batch_size, oom_events, emit)
@@ -237,30 +236,49 @@ def train(cfg: RunConfig, on_event=None, stop=None) -> TrainResult:
         loss_acc += s
         loss_tokens += sum(nl for _, nl, _ in batches)
         tokens_seen += n_real
-        grad_norm = _optimizer_step(model, optimizer, scheduler, scaler, t.max_grad_norm)
+        grad_norm = optimizer_step(model, optimizer, scheduler, scaler, t.max_grad_norm)
         step += 1
         if step % t.log_every == 0 or step == total:
             elapsed = time.time() - loop_t0
             log = dict(step=step, total_steps=total, epoch=step / plan.steps_per_epoch,
                        loss=float(loss_acc) / max(loss_tokens, 1), lr=scheduler.get_last_lr()[0],
                        grad_norm=float(grad_norm), tokens_per_second=tokens_seen * world / max(elapsed, 1e-9),
-                       elapsed=time.time() - t0, eta=elapsed / (step - start_step) * (total - step),
-                       peak_memory_gib=_peak_memory_gib(device))
+                       elapsed=time.time() - run.t0, eta=elapsed / (step - start_step) * (total - step),
+                       peak_memory_gib=peak_memory_gib(device))
             emit("progress", **log)
             metrics["train_loss"] = log["loss"]
             loss_acc.zero_()
             loss_tokens = 0
-        if val_batches and t.eval_every and step % t.eval_every == 0 and step < total:
-            vl = validation_loss(model, val_batches, autocast)
-            emit("eval", step=step, val_loss=vl, val_perplexity=math.exp(vl))
-        if rank == 0 and t.probe_every and step % t.probe_every == 0 and step < total:
-            emit("probe", step=step, answers=answer_probes(model, tokenizer, dc.system_prompt))
-        if rank == 0 and t.save_every and step % t.save_every == 0 and step < total:
-            save_checkpoint(run_dir, step, model, optimizer, scheduler)
-            emit("checkpoint", step=step)
+        if step < total:
+            _between_steps(run, step)
+    return _Progress(step, status, split, oom_events, tokens_seen, train_seconds=time.time() - loop_t0)
 
-    # --- finish: final eval, probes, save ---------------------------------------------------
-    train_seconds = time.time() - loop_t0
+
+def _between_steps(run: _Run, step: int) -> None:
+    """The periodic extras of a step that is not the last: validation, probe answers, checkpoint."""
+    from finetune.train.probes import answer_probes
+    from finetune.train.saving import save_checkpoint
+
+    t, emit = run.cfg.train, run.emit
+    if run.val_batches and t.eval_every and step % t.eval_every == 0:
+        vl = validation_loss(run.model, run.val_batches, run.autocast)
+        emit("eval", step=step, val_loss=vl, val_perplexity=math.exp(vl))
+    if run.rank == 0 and t.probe_every and step % t.probe_every == 0:
+        emit("probe", step=step, answers=answer_probes(run.model, run.tokenizer, run.cfg.data.system_prompt))
+    if run.rank == 0 and t.save_every and step % t.save_every == 0:
+        save_checkpoint(run.run_dir, step, run.model, run.optimizer, run.scheduler)
+        emit("checkpoint", step=step)
+
+
+def _finish(run: _Run, progress: _Progress) -> TrainResult:
+    """Final validation and probes, then rank 0 saves the adapter with its manifest."""
+    from finetune.train.probes import answer_probes
+    from finetune.train.saving import adapter_name_for, build_manifest, save_adapter
+
+    cfg, emit, metrics, t, dc = run.cfg, run.emit, run.metrics, run.cfg.train, run.cfg.data
+    model, tokenizer, val_batches, autocast = run.model, run.tokenizer, run.val_batches, run.autocast
+    rank, world, device, t0 = run.rank, run.world, run.device, run.t0
+    step, status, split, train_seconds = progress.step, progress.status, progress.split, progress.train_seconds
     if val_batches:
         vl = validation_loss(model, val_batches, autocast)
         metrics.update(val_loss=vl, val_perplexity=math.exp(vl))
@@ -271,12 +289,13 @@ def train(cfg: RunConfig, on_event=None, stop=None) -> TrainResult:
         emit("probe", step=step, answers=probes)
         name = adapter_name_for(cfg.run.adapter_name, dc.path)
         manifest = build_manifest(
-            cfg, resolved, tokenizer, prepared, status=status, steps=step, total_steps=total, targets=targets,
-            training={"device": device, "packing": packing, "world_size": world, "oom_retries": oom_events,
+            cfg, run.resolved, tokenizer, run.prepared, status=status, steps=step, total_steps=len(run.plan),
+            targets=run.targets,
+            training={"device": device, "packing": run.packing, "world_size": world, "oom_retries": progress.oom_events,
                       "effective_micro_batch": max(1, t.batch_size // split)},
-            metrics=metrics, probes=probes, run_dir=run_dir,
+            metrics=metrics, probes=probes, run_dir=run.run_dir,
             timings={"train_seconds": train_seconds, "total_seconds": time.time() - t0,
-                     "tokens_per_second": tokens_seen * world / max(train_seconds, 1e-9)})
+                     "tokens_per_second": progress.tokens_seen * world / max(train_seconds, 1e-9)})
         adapter_dir = save_adapter(model, tokenizer, name, manifest)
         emit("saved", adapter=adapter_dir.name, path=str(adapter_dir), status=status)
     emit("done", status=status, step=step, metrics=metrics, adapter=adapter_dir.name if adapter_dir else None)

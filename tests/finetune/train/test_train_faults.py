@@ -10,7 +10,7 @@ import pytest
 import torch
 from conftest import tiny_run_config
 
-import finetune.train as train_mod
+import finetune.train.loop as loop_mod
 from finetune import hardware
 from finetune.train import train
 
@@ -25,17 +25,18 @@ def _examples(batch: dict) -> int:
 
 
 def test_cuda_oom_splits_micro_batches_and_keeps_the_effective_batch(tiny_llama_dir, home, monkeypatch):
-    real, calls, raised = train_mod.loss_sum, [], []
+    # The step's forward/backward fails (validation batches go through unharmed).
+    real, calls, raised = loop_mod.forward_backward, [], []
 
-    def loss_sum(model, batch, **kwargs):
-        n = _examples(batch)
-        if n > 2 and not raised:
-            raised.append(n)
+    def forward_backward(model, batches, *args, **kwargs):
+        sizes = [_examples(b) for b, _, _ in batches]
+        if max(sizes) > 2 and not raised:
+            raised.append(max(sizes))
             raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
-        calls.append(n)
-        return real(model, batch, **kwargs)
+        calls.extend(sizes)
+        return real(model, batches, *args, **kwargs)
 
-    monkeypatch.setattr(train_mod, "loss_sum", loss_sum)
+    monkeypatch.setattr(loop_mod, "forward_backward", forward_backward)
     events = []
     result = train(_cfg(tiny_llama_dir, max_steps=3, batch_size=4, grad_accum=1), on_event=events.append)
     assert result.status == "done" and result.steps == 3 and raised == [4]
@@ -76,7 +77,7 @@ def test_full_disk_fails_early_naming_the_folder(tiny_llama_dir, home, tiny_tmpf
 
 def test_low_disk_space_is_refused_before_loading(tiny_llama_dir, home, monkeypatch):
     usage = collections.namedtuple("usage", "total used free")
-    monkeypatch.setattr("finetune.saving.shutil.disk_usage", lambda _: usage(2**30, 2**30 - 2**20, 2**20))
+    monkeypatch.setattr("finetune.train.saving.shutil.disk_usage", lambda _: usage(2**30, 2**30 - 2**20, 2**20))
     with pytest.raises(OSError, match=re.escape(f"only 1 MiB free under {home / 'adapters'}")):
         train(_cfg(tiny_llama_dir))
     assert not [p for p in (home / "adapters").iterdir()] and not list((home / "runs").iterdir())

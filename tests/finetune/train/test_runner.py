@@ -18,11 +18,11 @@ import pytest
 from conftest import tiny_run_config
 from conftest import wait_until as _wait
 
-from finetune import runner
 from finetune.events import read_events
-from finetune.saving import latest_checkpoint
+from finetune.train import runner
+from finetune.train.saving import latest_checkpoint
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 _cfg = tiny_run_config
@@ -74,7 +74,7 @@ def _python(code: str) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
-_VIEW = "import json; from finetune import runner; print(json.dumps({r.run_id: r.state for r in runner.list_runs()}))"
+_VIEW = "import json; from finetune.train import runner; print(json.dumps({r.run_id: r.state for r in runner.list_runs()}))"
 
 
 def test_one_run_at_a_time_and_an_app_restart_reattaches(tiny_llama_dir, home):
@@ -82,7 +82,7 @@ def test_one_run_at_a_time_and_an_app_restart_reattaches(tiny_llama_dir, home):
     # exits: whatever this test sees afterwards comes from the run files alone.
     started = json.loads(_python(f"""
         import json, threading
-        from finetune import runner
+        from finetune.train import runner
         from finetune.config import RunConfig
         cfg = RunConfig.from_dict({_cfg(tiny_llama_dir).to_dict()!r})
         barrier, out = threading.Barrier(2), {{"ok": [], "refused": []}}

@@ -18,7 +18,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
-from finetune.data_load import DataError
+from finetune.data.load import DataError
 from finetune.user_text import quote
 
 MAX_FIELD_CHARS = 4_000_000  # one prompt or response; real support replies are a few KB

@@ -10,7 +10,7 @@ import pytest
 
 from finetune import data
 from finetune.config import DataArgs
-from finetune.data_format import IGNORE_INDEX, ChatFormat
+from finetune.data.format import IGNORE_INDEX, ChatFormat
 
 ROWS = [
     {

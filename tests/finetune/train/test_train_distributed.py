@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from finetune.events import read_events
-from finetune.steps import plan_steps
+from finetune.train.steps import plan_steps
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ Every problem becomes a :class:`DataError` (a ``ValueError``) that names the fil
 was expected. The guards run before ``datasets`` sees the bytes because its errors come from
 deep inside pyarrow/pandas and rarely name the row; a binary or 100 MB single-line file is
 refused after one streaming pass instead of being handed to a parser (the guards live in
-:mod:`finetune.data_checks`).
+:mod:`finetune.data.checks`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import os
 import re
 from pathlib import Path
 
-from finetune.data_checks import (  # noqa: F401  (DataError, MAX_ROW_BYTES re-exported)
+from finetune.data.checks import (  # noqa: F401  (DataError, MAX_ROW_BYTES re-exported)
     MAX_ROW_BYTES,
     DataError,
     check_file,

@@ -1,4 +1,4 @@
-"""Training processes run under tcmalloc where it is installed (finetune/allocator.py)."""
+"""Training processes run under tcmalloc where it is installed (finetune/train/allocator.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from finetune import allocator
+from finetune.train import allocator
 
 
 def test_env_gets_tcmalloc_once_and_can_be_turned_off(monkeypatch):
@@ -25,8 +25,8 @@ def test_a_supervised_training_run_allocates_with_tcmalloc(tiny_llama_dir, home)
     with tcmalloc preloaded and says so in its start event."""
     from conftest import tiny_run_config
 
-    from finetune import runner
     from finetune.events import read_events
+    from finetune.train import runner
 
     info = runner.start(tiny_run_config(tiny_llama_dir, max_steps=1), run_id="allocator")
     pid = info.status["pid"]

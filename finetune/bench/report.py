@@ -1,6 +1,6 @@
 """Benchmark results as files a person reads: CSV, a markdown report, a PNG plot.
 
-Rows come from :func:`finetune.bench.run_grid`; :func:`records` flattens them, adds the
+Rows come from :func:`finetune.bench.grid.run_grid`; :func:`records` flattens them, adds the
 speed-up over the matching seed row and the model FLOPs utilisation, and the writers below
 only format. ``append_docs`` adds a report to ``docs/benchmarks.md`` under a heading naming
 the command, the machine and the date.
@@ -20,7 +20,7 @@ COLUMNS = [
     "timed_steps", "threads", "packing", "logit_positions", "response_val_loss", "model_tflop",
     "achieved_tflop_per_s", "matmul_tflop_per_s", "mfu", "token_mfu", "error",
 ]
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
 _KEY = ("device", "batch", "accumulation", "precision", "quantization")
 
 
@@ -106,7 +106,7 @@ def markdown(recs: list[dict], skipped: list, rates: dict[str, float], settings:
         "measured on the same held-out rows for every row.",
         "- MFU = model FLOPs per second / measured matmul rate; model FLOPs = 4 x body params x real "
         "tokens + 6 x LoRA params x real tokens + 4 x head params x head positions + 12 x layers x "
-        "attention width x causal pairs (padding not counted; see finetune/bench.py).",
+        "attention width x causal pairs (padding not counted; see finetune/bench/grid.py).",
         "- MFU, 4P per token: issue 8's measure, real tokens/s x (4 x all parameters + LoRA + attention "
         "FLOPs per token) / matmul rate: the LM head counted on every real token, also where TuneDesk "
         "computes no logits (the seed row computes them all, so its two MFUs are equal).",
@@ -141,7 +141,7 @@ def plot(recs: list[dict], path: Path) -> Path:
 
 def machine(devices: list[str]) -> str:
     """CPU model and cores, or the GPU name(s), of the devices measured."""
-    from finetune.bench import physical_cores
+    from finetune.bench.grid import physical_cores
 
     gpus = sorted({d for d in devices if d.startswith("cuda")})
     if gpus:
@@ -156,7 +156,7 @@ def machine(devices: list[str]) -> str:
                 break
     except OSError:
         pass
-    from finetune.allocator import in_use
+    from finetune.train.allocator import in_use
 
     return f"{model}, {physical_cores()} physical cores ({os.cpu_count()} logical), {in_use()} malloc"
 

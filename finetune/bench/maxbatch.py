@@ -61,7 +61,7 @@ def _try_step(model, optimizer, batch: dict, selective: bool, autocast) -> bool:
 
     import torch
 
-    from finetune.steps import loss_sum
+    from finetune.train.steps import loss_sum
 
     try:
         with autocast() if autocast else contextlib.nullcontext():
@@ -92,9 +92,8 @@ def find_max_batch(cfg, recipe: str = "tunedesk", model=None, packing: bool | No
     import torch
 
     from finetune.hardware import detect
-    from finetune.run_setup import check_config
-    from finetune.steps import build_optimizer
-    from finetune.train import _autocast
+    from finetune.train.setup import check_config
+    from finetune.train.steps import build_optimizer, make_autocast
 
     t = cfg.train
     device = detect().device(t.device).name
@@ -105,12 +104,12 @@ def find_max_batch(cfg, recipe: str = "tunedesk", model=None, packing: bool | No
     check_config(cfg)
     if model is None:
         from finetune.models import resolve
-        from finetune.run_setup import load_lora_model
+        from finetune.train.setup import load_lora_model
 
         model, _, packing = load_lora_model(cfg, resolve(cfg.model.name), device)
     optimizer = build_optimizer(model, t.learning_rate, t.weight_decay, t.optimizer, device)
     vocab = model.get_input_embeddings().num_embeddings
-    autocast = _autocast(device, t.precision)
+    autocast = make_autocast(device, t.precision)
     model.train()
 
     def fits(b: int) -> bool:

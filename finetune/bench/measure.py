@@ -1,5 +1,5 @@
 """The benchmark's instruments: token counters on the model, a timing window, the device's
-matmul rate, and the parameter counts the FLOPs formula (``finetune.bench``) needs.
+matmul rate, and the parameter counts the FLOPs formula (``finetune.bench.grid``) needs.
 
 Counting happens in hooks on the model itself, so the seed and TuneDesk recipes are counted
 identically whatever their batching: real (non-padding) tokens, examples, causal attention
@@ -84,7 +84,7 @@ def matmul_rate(device: str, precision: str, sizes=None, seconds: float = 0.7) -
 
 def _square_matmul_rate(device: str, precision: str, n: int, seconds: float) -> float:
     """Throughput of repeated (n x n) @ (n x n) products in TFLOP/s (2 n^3 FLOPs each)."""
-    from finetune.loading import torch_dtype
+    from finetune.train.loading import torch_dtype
 
     on_cuda = device.startswith("cuda")
     a = torch.randn(n, n, device=device, dtype=torch_dtype(precision))
@@ -107,7 +107,7 @@ def model_shape(config, architecture: str, lora) -> dict:
     """Parameter counts the FLOPs formula needs, from the config alone (meta device)."""
     from transformers import AutoModelForCausalLM
 
-    from finetune.loading import resolve_targets
+    from finetune.train.loading import resolve_targets
 
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)

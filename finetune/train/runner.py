@@ -24,7 +24,7 @@ from finetune.events import read_events, read_status, write_status
 
 ACTIVE = ("queued", "running", "stopping")
 _LAUNCH_GRACE_S = 30  # a queued run gets this long to receive its pid before it counts as lost
-_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
 ``prepare(args, tokenizer)`` is the one entry point training, evaluation and the
 ``prepare-data`` command share; ``save_prepared`` / ``load_prepared`` persist its result.
-Loading and its guards live in :mod:`finetune.data_load`, column mapping in
-:mod:`finetune.data_rows`, chat formatting and label masking in :mod:`finetune.data_format`.
+Loading and its guards live in :mod:`finetune.data.load`, column mapping in
+:mod:`finetune.data.rows`, chat formatting and label masking in :mod:`finetune.data.format`.
 
 Tokenization runs through ``datasets.map`` in memory (``keep_in_memory=True``), not through the
 library's on-disk cache: for support datasets (thousands of rows) it takes seconds, the explicit
@@ -21,10 +21,10 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from finetune.collate import supports_packing
-from finetune.data_format import ChatFormat
-from finetune.data_load import DataError, content_hash, load_rows, quiet
-from finetune.data_rows import ColumnMapping, detect_mapping, normalize
+from finetune.data.collate import supports_packing
+from finetune.data.format import ChatFormat
+from finetune.data.load import DataError, content_hash, load_rows, quiet
+from finetune.data.rows import ColumnMapping, detect_mapping, normalize
 
 __all__ = [
     "ColumnMapping",

@@ -11,14 +11,14 @@ weights are read), per training process:
 * activations: ``ACT_VALUES * batch * max_length * hidden * layers`` values kept for the
   backward pass, 4 bytes each in fp32 and 2 under autocast. Korthikanti et al. (2022) count
   about 17 values per hidden unit for a GPT layer. 16 is measured for SmolLM2-135M with the
-  lean SwiGLU (``finetune.fused``), r=16 on every linear layer, no LoRA dropout, batch 8 x 128
+  lean SwiGLU (``finetune.train.fused``), r=16 on every linear layer, no LoRA dropout, batch 8 x 128
   (13.6 kept by autograd, plus what is in flight); LoRA dropout keeps a dropped-out copy of
   every adapted input (``DROPOUT_VALUES`` more), and packed rows get a dense block mask and
   attention over long rows (48 was measured for 8 packed rows of 1548 tokens). With gradient
   checkpointing only each layer's input is kept, plus one layer being recomputed;
-* logits: the loss runs the LM head on label tokens only (``finetune.steps.loss_sum``) and,
+* logits: the loss runs the LM head on label tokens only (``finetune.train.steps.loss_sum``) and,
   in fp32 on one process, in chunks of ``CE_CHUNK_ROWS`` whose logits are never kept
-  (``finetune.fused``); otherwise ``LOGIT_COPIES * label_tokens * vocab`` fp32 values
+  (``finetune.train.fused``); otherwise ``LOGIT_COPIES * label_tokens * vocab`` fp32 values
   (logits, softmax, their gradient);
 * a fixed runtime overhead (Python and torch libraries on the CPU, the CUDA context).
 
@@ -32,7 +32,7 @@ import contextlib
 import time
 from pathlib import Path
 
-from finetune.fused import CE_CHUNK_ROWS
+from finetune.train.fused import CE_CHUNK_ROWS
 
 ACT_VALUES = 16  # activation values kept per token, layer and hidden unit (see above)
 DROPOUT_VALUES = 10  # more of them with LoRA dropout > 0
@@ -57,7 +57,7 @@ def _model_counts(resolved, cfg) -> dict:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from finetune.loading import resolve_targets
+    from finetune.train.loading import resolve_targets
 
     trust = cfg.model.trust_remote_code
     config = AutoConfig.from_pretrained(resolved.path, trust_remote_code=trust)
@@ -167,9 +167,8 @@ def dry_run(cfg) -> dict:
     """
     import torch
 
-    from finetune.run_setup import check_config, cpu_threads, load_data, load_lora_model, to_batch
-    from finetune.steps import build_optimizer, plan_steps
-    from finetune.train import _autocast, forward_backward
+    from finetune.train.setup import check_config, cpu_threads, load_data, load_lora_model, to_batch
+    from finetune.train.steps import build_optimizer, forward_backward, make_autocast, plan_steps
 
     t = cfg.train
     device = check_config(cfg).device(t.device).name
@@ -186,7 +185,7 @@ def dry_run(cfg) -> dict:
     model.train()
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     t0 = time.perf_counter()
-    loss, n_real = forward_backward(model, [batch], _autocast(device, t.precision))
+    loss, n_real = forward_backward(model, [batch], make_autocast(device, t.precision))
     sync()
     t1 = time.perf_counter()
     optimizer.step()

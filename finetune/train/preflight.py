@@ -38,8 +38,8 @@ def preflight(cfg, hardware=None) -> list[str]:
 def dataset_problems(data_args) -> list[str]:
     """Why the dataset of ``data_args`` cannot be trained on: unreadable, unknown columns,
     a field too long, or no usable row. The same loader, mapping and row checks as training."""
-    from finetune.data_load import DataError, load_rows
-    from finetune.data_rows import detect_mapping, normalize
+    from finetune.data.load import DataError, load_rows
+    from finetune.data.rows import detect_mapping, normalize
 
     source = Path(str(data_args.path)).name or str(data_args.path)
     try:

@@ -10,7 +10,7 @@ forward pass keeps only a (tokens x hidden) tensor. Both do the same matrix prod
 autograd would.
 
 On the CPU, training also runs its LoRA layers and their dropout through
-``finetune.lean_lora`` (``use_lean_ops`` below).
+``finetune.train.lean_lora`` (``use_lean_ops`` below).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _is_silu(act) -> bool:
 
 def use_lean_ops(model) -> None:
     """What training uses: the lean SwiGLU and, on the CPU, the lean LoRA layers and dropout."""
-    from finetune.lean_lora import use_lean_dropout, use_lean_lora
+    from finetune.train.lean_lora import use_lean_dropout, use_lean_lora
 
     use_lean_swiglu(model)
     use_lean_dropout(model)

@@ -4,8 +4,8 @@ The user picks comma lists of devices, batch sizes, accumulation steps, precisio
 quantizations and recipes; every combination this machine can run is measured, each in a
 fresh ``python -m finetune bench --_one`` process. One process per row keeps the CPU thread
 count set once, and makes the peak-memory number (``ru_maxrss`` is a process-lifetime maximum)
-belong to that row alone. The measurement itself is :func:`finetune.bench_recipes.measure`;
-CSV, markdown and plot are :mod:`finetune.bench_report`.
+belong to that row alone. The measurement itself is :func:`finetune.bench.recipes.measure`;
+CSV, markdown and plot are :mod:`finetune.bench.report`.
 
 Model FLOPs (what :func:`model_flops` counts, per timed run). The base is frozen, so a linear
 layer costs 2 FLOPs per weight forward and 2 backward (gradient w.r.t. its input only; no
@@ -212,25 +212,6 @@ def run_isolated(job: dict, device: str, threads: int, timeout: float | None = N
         return json.loads(lines[-1])
     tail = [ln for ln in done.stderr.strip().splitlines() if ln.strip()][-1:] or [f"exit code {done.returncode}"]
     return {"error": tail[0][:300]}
-
-
-def run_one(text: str) -> dict:
-    """The ``--_one`` entry: set threads once, then measure a row or the matmul rate."""
-    import contextlib
-
-    from finetune.loading import set_cpu_threads
-
-    job = json.loads(text)
-    if job["device"] == "cpu":
-        set_cpu_threads(job["threads"])
-    # Library chatter (the Trainer prints its metrics) must not mix with the result line.
-    with contextlib.redirect_stdout(sys.stderr):
-        from finetune import bench_measure, bench_recipes
-
-        if job["kind"] == "matmul":
-            return {"tflops": bench_measure.matmul_rate(job["device"], job["precision"])}
-        point = Point(**{**job["point"], "device": job["device"]})
-        return bench_recipes.measure(BenchArgs(**job["args"]), point)
 
 
 def run_grid(args: BenchArgs, points: list[Point], on_row=None, timeout: float | None = None) -> list[dict]:

@@ -10,9 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from finetune import data, data_rows
+from finetune import data
 from finetune.config import DataArgs
-from finetune.data_format import IGNORE_INDEX
+from finetune.data import rows as data_rows
+from finetune.data.format import IGNORE_INDEX
 
 
 @pytest.fixture(scope="module")

@@ -1,21 +1,23 @@
-"""One training step's mechanics: which examples go in which step, and the loss.
+"""One training step's mechanics: which examples go in which step, the loss, and the step.
 
 The loss computes logits only where a label is real. The LM head over a 49k vocabulary is
 a large share of a small model's FLOPs, and prompt tokens (label -100) would be thrown away,
 so the head runs on the selected hidden states only (``logits_to_keep`` as a boolean mask),
-and its logits are consumed chunk by chunk and never kept (``finetune.fused``).
+and its logits are consumed chunk by chunk and never kept (``finetune.train.fused``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
+import resource
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-from finetune.fused import head_returns_hidden, lean_head, linear_cross_entropy_sum
+from finetune.train.fused import head_returns_hidden, lean_head, linear_cross_entropy_sum
 
 
 @dataclass
@@ -71,7 +73,7 @@ def plan_steps(
 
 def _epoch_batches(lengths: list[int], size: int, seed: int, group_by_length: bool) -> list[list[int]]:
     if group_by_length:
-        from finetune.collate import length_grouped_batches
+        from finetune.data.collate import length_grouped_batches
 
         return length_grouped_batches(lengths, size, seed)
     order = list(range(len(lengths)))
@@ -102,7 +104,7 @@ def loss_sum(model, batch: dict, selective: bool = True) -> tuple[torch.Tensor, 
     if selective:
         targets = labels[:, 1:][keep[:, :-1]]  # (N,)
         head = lean_head(model)
-        if head is not None:  # the head's logits are never kept (finetune/fused.py)
+        if head is not None:  # the head's logits are never kept (finetune/train/fused.py)
             with head_returns_hidden(model):
                 hidden = model(**inputs, logits_to_keep=keep).logits  # (N, H)
             return linear_cross_entropy_sum(hidden, head, targets), n_tokens
@@ -154,3 +156,59 @@ def build_scheduler(optimizer, schedule: str, warmup_ratio: float, total_steps: 
     name = {"cosine": "cosine", "linear": "linear", "constant": "constant_with_warmup"}[schedule]
     warmup = int(round(warmup_ratio * total_steps))
     return get_scheduler(name, optimizer, num_warmup_steps=warmup, num_training_steps=total_steps)
+
+
+def make_autocast(device: str, precision: str):
+    """A zero-argument autocast context factory for ``precision``, or None for fp32."""
+    if precision == "fp32":
+        return None
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    kind = "cuda" if device.startswith("cuda") else "cpu"
+    return lambda: torch.autocast(kind, dtype=dtype)
+
+
+def forward_backward(train_model, batches, autocast=None, scaler=None) -> tuple[torch.Tensor, int]:
+    """Accumulate the gradients of one optimizer step over its micro-batches.
+
+    The loss is the mean over the whole step's label tokens (so splitting a step into more
+    micro-batches leaves the gradient unchanged); under DDP the gradients are all-reduced
+    once, after the last micro-batch, and then averaged over ranks.
+
+    Returns:
+        The summed loss (a detached device tensor) and the number of real tokens.
+    """
+    n_label = max(sum(nl for _, nl, _ in batches), 1)
+    total, n_real = 0, 0
+    for i, (b, _, real) in enumerate(batches):
+        last = i == len(batches) - 1
+        sync = train_model.no_sync() if not last and hasattr(train_model, "no_sync") else contextlib.nullcontext()
+        with sync:
+            with autocast() if autocast else contextlib.nullcontext():
+                s, _ = loss_sum(train_model, b)
+            loss = s / n_label
+            (scaler.scale(loss) if scaler else loss).backward()
+        total, n_real = total + s.detach(), n_real + real
+    return total, n_real
+
+
+def optimizer_step(model, optimizer, scheduler, scaler, max_grad_norm: float) -> torch.Tensor:
+    """Clip, step the optimizer and the schedule, clear the gradients; returns the gradient norm."""
+    if scaler:
+        scaler.unscale_(optimizer)
+    params = model.parameters()
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm) if max_grad_norm > 0 else torch.zeros(())
+    if scaler:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return grad_norm
+
+
+def peak_memory_gib(device: str) -> float:
+    """The process's peak memory so far: allocated on CUDA, resident set on the CPU."""
+    if device.startswith("cuda"):
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux

@@ -1,4 +1,4 @@
-"""Setting up a training run, shared by ``train()`` and the dry run (``finetune.dryrun``).
+"""Setting up a training run, shared by ``train()`` and the dry run (``finetune.train.dryrun``).
 
 Checks first (settings, writable folders), then the process group under torchrun, then the
 base model's tokenizer and data, then the model with a fresh LoRA adapter, then batches. Each
@@ -44,7 +44,7 @@ def dist_setup(device: str) -> tuple[int, int, str]:
 
 def cpu_threads(requested: int, device: str) -> int:
     """Torch threads: on CPU the cores are shared by the processes of this node (DDP)."""
-    from finetune.loading import set_cpu_threads
+    from finetune.train.loading import set_cpu_threads
 
     if device.startswith("cuda"):
         return torch.get_num_threads()
@@ -73,8 +73,8 @@ def load_data(cfg: RunConfig, emit=None):
         ``finetune.data.PreparedData``.
     """
     from finetune import data as data_mod
-    from finetune.loading import load_tokenizer
     from finetune.models import resolve
+    from finetune.train.loading import load_tokenizer
 
     emit = emit or (lambda *a, **k: None)
     emit("status", message=f"resolving base model {cfg.model.name}")
@@ -88,23 +88,23 @@ def load_lora_model(cfg: RunConfig, resolved, device: str, lean_ops: bool = True
     """Load the base on ``device`` as training uses it and put a fresh LoRA adapter on it.
 
     Args:
-        lean_ops: route SwiGLU MLPs through ``finetune.fused.silu_mul`` (saves activation
-            memory) and, on the CPU, each LoRA layer through ``finetune.lean_lora`` (one
+        lean_ops: route SwiGLU MLPs through ``finetune.train.fused.silu_mul`` (saves activation
+            memory) and, on the CPU, each LoRA layer through ``finetune.train.lean_lora`` (one
             autograd function per layer, cheap dropout masks); the benchmark's seed recipe
             turns it off to stay the seeds' model.
 
     Returns:
         ``(model, target_module_names, packing)``.
     """
-    from finetune.collate import prepare_model_for_packing, supports_packing
-    from finetune.loading import apply_lora, load_model
+    from finetune.data.collate import prepare_model_for_packing, supports_packing
+    from finetune.train.loading import apply_lora, load_model
 
     t = cfg.train
     model = load_model(resolved, device, t.precision, t.quantization, cfg.model.trust_remote_code)
     model.config.use_cache = False
     model = apply_lora(model, resolved.architecture, cfg.lora, t.quantization, t.gradient_checkpointing)
     if lean_ops:
-        from finetune.fused import use_lean_ops
+        from finetune.train.fused import use_lean_ops
 
         use_lean_ops(model)
     targets = sorted(next(iter(model.peft_config.values())).target_modules)
@@ -120,7 +120,7 @@ def to_batch(rows, indices, pad_id: int, packing: bool, device: str):
     Returns:
         ``(tensors_on_device, n_label_tokens, n_real_tokens)``.
     """
-    from finetune.collate import collate
+    from finetune.data.collate import collate
 
     batch = collate([rows[i] for i in indices], pad_token_id=pad_id, packing=packing)
     n_label = int(batch["labels"][:, 1:].ne(-100).sum())
@@ -131,7 +131,7 @@ def to_batch(rows, indices, pad_id: int, packing: bool, device: str):
 
 def run_dir_for(cfg: RunConfig, rank: int) -> Path:
     """Check the shelf and the run folder take writes, then create the run folder (rank 0)."""
-    from finetune.saving import check_writable
+    from finetune.train.saving import check_writable
 
     home = paths.home()
     check_writable(home / "adapters")

@@ -1,4 +1,4 @@
-"""finetune.collate: packed batches keep examples apart, padded batches mask padding,
+"""finetune.data.collate: packed batches keep examples apart, padded batches mask padding,
 length grouping cuts padding, token counts add up."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import random
 import pytest
 import torch
 
-from finetune.collate import (
+from finetune.data.collate import (
     IGNORE_INDEX,
     Collator,
     batch_token_counts,

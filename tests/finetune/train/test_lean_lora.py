@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from finetune import lean_lora
-from finetune.lean_lora import keep_mask, keep_scale, keep_threshold, use_lean_lora
+from finetune.train import lean_lora
+from finetune.train.lean_lora import keep_mask, keep_scale, keep_threshold, use_lean_lora
 
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import torch
 
-from finetune.bench import BenchArgs, Point, model_flops, run_config
-from finetune.bench_measure import TokenCounter, Window, model_shape
+from finetune.bench.grid import BenchArgs, Point, model_flops, run_config
+from finetune.bench.measure import TokenCounter, Window, matmul_rate, model_shape
 
 
 def _resolve(args: BenchArgs):
@@ -53,8 +53,8 @@ def _random_base(config, resolved, device: str, precision: str, quantization: st
     """The architecture with random weights (speed does not depend on the weights)."""
     from transformers import AutoModelForCausalLM
 
-    from finetune.loading import load_model, torch_dtype
     from finetune.models import ResolvedModel
+    from finetune.train.loading import load_model, torch_dtype
 
     dtype = torch_dtype(precision) if device.startswith("cuda") else torch.float32
     if quantization == "none":
@@ -68,10 +68,10 @@ def _random_base(config, resolved, device: str, precision: str, quantization: st
 
 def _build_model(args: BenchArgs, cfg, resolved, config, device: str, lean_ops: bool):
     """``(model with a fresh LoRA adapter, packing)``, loaded as training loads it."""
-    from finetune.collate import prepare_model_for_packing, supports_packing
-    from finetune.fused import use_lean_ops
-    from finetune.loading import apply_lora
-    from finetune.run_setup import load_lora_model
+    from finetune.data.collate import prepare_model_for_packing, supports_packing
+    from finetune.train.fused import use_lean_ops
+    from finetune.train.loading import apply_lora
+    from finetune.train.setup import load_lora_model
 
     if not args.model_from_config:
         model, _, packing = load_lora_model(cfg, resolved, device, lean_ops)
@@ -96,21 +96,26 @@ def load_row_model(args: BenchArgs, point: Point, device: str):
 
 def _tunedesk(args: BenchArgs, cfg, model, packing: bool, rows, plan, pad_id: int, device: str, window: Window) -> float:
     """TuneDesk's loop over ``plan``; returns the last step's loss per label token."""
-    from finetune.run_setup import to_batch
-    from finetune.steps import build_optimizer, build_scheduler
-    from finetune.train import _autocast, _optimizer_step, forward_backward
+    from finetune.train.setup import to_batch
+    from finetune.train.steps import (
+        build_optimizer,
+        build_scheduler,
+        forward_backward,
+        make_autocast,
+        optimizer_step,
+    )
 
     t = cfg.train
     optimizer = build_optimizer(model, t.learning_rate, t.weight_decay, t.optimizer, device)
     scheduler = build_scheduler(optimizer, t.lr_schedule, t.warmup_ratio, len(plan))
-    autocast = _autocast(device, t.precision)
+    autocast = make_autocast(device, t.precision)
     model.train()
     for i, step in enumerate(plan.steps):
         if i == args.warmup_steps:
             window.start()
         batches = [to_batch(rows, m, pad_id, packing, device) for m in step]
         loss, _ = forward_backward(model, batches, autocast)
-        _optimizer_step(model, optimizer, scheduler, None, t.max_grad_norm)
+        optimizer_step(model, optimizer, scheduler, None, t.max_grad_norm)
     window.stop()
     return float(loss) / max(sum(n for _, n, _ in batches), 1)
 
@@ -166,21 +171,20 @@ def _seed(args: BenchArgs, cfg, model, rows, plan, pad_id: int, device: str, win
 
 def _response_val_loss(model, val_rows, n: int, pad_id: int, device: str, precision: str) -> float | None:
     """Mean NLL per response token on the first ``n`` held-out rows (same rows for both recipes)."""
-    from finetune.run_setup import to_batch
-    from finetune.steps import validation_loss
-    from finetune.train import _autocast
+    from finetune.train.setup import to_batch
+    from finetune.train.steps import make_autocast, validation_loss
 
     n = min(n, len(val_rows))
     if n == 0:
         return None
     batches = [to_batch(val_rows, range(i, min(i + 8, n)), pad_id, False, device)[0] for i in range(0, n, 8)]
-    return validation_loss(model, batches, _autocast(device, precision))
+    return validation_loss(model, batches, make_autocast(device, precision))
 
 
 def _plan(args: BenchArgs, cfg, rows, can_pack: bool):
     """One plan for both recipes (same rows, same order), grouped by length as ``train()``
     groups them when the architecture cannot pack."""
-    from finetune.steps import plan_steps
+    from finetune.train.steps import plan_steps
 
     t = cfg.train
     plan = plan_steps([len(r["input_ids"]) for r in rows], t.batch_size, t.grad_accum, t.epochs, t.max_steps,
@@ -204,8 +208,8 @@ def measure(args: BenchArgs, point: Point) -> dict:
         ValueError: too few steps to leave any timed after the warm-up.
     """
     from finetune import data as data_mod
-    from finetune.loading import load_tokenizer
-    from finetune.train import _peak_memory_gib
+    from finetune.train.loading import load_tokenizer
+    from finetune.train.steps import peak_memory_gib
 
     cfg = run_config(args, point)
     device = "cpu" if point.device == "cpu" else ("cuda:0" if point.device == "cuda" else point.device)
@@ -224,7 +228,7 @@ def measure(args: BenchArgs, point: Point) -> dict:
     else:
         loss = _tunedesk(args, cfg, model, packing, rows, plan, pad, device, window)
     counter.remove()
-    peak, c = _peak_memory_gib(device), window.counts
+    peak, c = peak_memory_gib(device), window.counts
     # Model FLOPs count the head where its output is used: every real token for the seed's
     # loss, label tokens only for TuneDesk (which computes no other logits).
     head = c["real"] if point.recipe == "seed" else c["logits"]
@@ -237,3 +241,22 @@ def measure(args: BenchArgs, point: Point) -> dict:
             "real_tokens_per_s": c["real"] / max(window.seconds, 1e-9), "peak_memory_gib": peak,
             "final_loss": loss, "response_val_loss": val, "model_flops": flops,
             "token_flops": model_flops(shape, c["real"], c["real"], c["pairs"])}
+
+
+def run_one(text: str) -> dict:
+    """The ``--_one`` entry, in the row's own process: set threads once, then measure a row or
+    the matmul rate."""
+    import contextlib
+    import sys
+
+    from finetune.train.loading import set_cpu_threads
+
+    job = json.loads(text)
+    if job["device"] == "cpu":
+        set_cpu_threads(job["threads"])
+    # Library chatter (the Trainer prints its metrics) must not mix with the result line.
+    with contextlib.redirect_stdout(sys.stderr):
+        if job["kind"] == "matmul":
+            return {"tflops": matmul_rate(job["device"], job["precision"])}
+        point = Point(**{**job["point"], "device": job["device"]})
+        return measure(BenchArgs(**job["args"]), point)
