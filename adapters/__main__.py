@@ -1,7 +1,7 @@
 """`python -m adapters <command>`: the adapter shelf from the command line.
 
 A table of commands, each a module in ``adapters/commands`` with ``add_arguments(parser)``
-and ``main(args) -> int``. They make the same engine calls as the Adapters tab
+and ``main(args) -> int``. The shelf commands make the same engine calls as the Adapters tab
 (:mod:`adapters.shelf_actions`) and print the same sentences; bad input exits with code 2.
 """
 
@@ -18,6 +18,8 @@ COMMANDS = {
     "delete": ("adapters.commands.delete", "delete an adapter for good (needs --yes)"),
     "import": ("adapters.commands.import_", "import a PEFT LoRA adapter (folder or .zip)"),
     "export": ("adapters.commands.export", "export an adapter as a .zip or a merged model"),
+    "export-gguf": ("adapters.commands.export_gguf",
+                    "export an adapter as GGUF (merged and/or base + LoRA) with an Ollama Modelfile"),
 }
 
 
@@ -39,8 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return importlib.import_module(args._module).main(args) or 0
-    except (ValueError, OSError) as err:
-        # Bad input gets one clear sentence, not a traceback (argparse also exits with 2).
+    except (ValueError, RuntimeError, OSError) as err:
+        # Bad input (or a missing tool) gets one clear sentence, not a traceback; argparse
+        # also exits with 2.
         print(f"error: {err}", file=sys.stderr)
         return 2
 
