@@ -11,7 +11,7 @@ Two rules every entry point shares:
 
 from __future__ import annotations
 
-QUOTE_LIMIT = 60  # characters of user input a message repeats; the rest is counted, not shown
+QUOTE_LIMIT = 120  # characters of user input a message repeats; the rest is counted, not shown
 
 
 def quote(value, limit: int = QUOTE_LIMIT) -> str:
@@ -22,15 +22,24 @@ def quote(value, limit: int = QUOTE_LIMIT) -> str:
         limit: characters kept from the start of the value.
 
     Example:
-        ``quote("x" * 5000)`` gives ``'xxxx…xx' (5,000 characters)``: the first 40 and the
-        last 20 characters.
+        ``quote("x" * 5000)`` gives ``'xxxx…xx' (5,000 characters)``: the first 80 and the
+        last 40 characters.
     """
     text = value if isinstance(value, str) else repr(value)
     if len(text) <= limit:
         return repr(value)
+    return f"{_ends(text, limit)!r} ({len(text):,} characters)"
+
+
+def cut(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """:func:`quote` without the quotation marks, for text shown as it is (a path)."""
+    return text if len(text) <= limit else f"{_ends(text, limit)} ({len(text):,} characters)"
+
+
+def _ends(text: str, limit: int) -> str:
     # The start and the end: a path's file name, a Hub id's model name are at the end.
     tail = limit // 3
-    return f"{text[:limit - tail] + '…' + text[-tail:]!r} ({len(text):,} characters)"
+    return text[:limit - tail] + "…" + text[-tail:]
 
 
 def unicode_problem(text: str) -> int | None:

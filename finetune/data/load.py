@@ -23,7 +23,7 @@ from finetune.data.checks import (  # noqa: F401  (DataError, MAX_ROW_BYTES re-e
     check_file,
     root_message,
 )
-from finetune.user_text import check_unicode, quote
+from finetune.user_text import check_unicode, cut, quote
 
 MAX_FILE_BYTES = 1 << 30  # default refusal size for one file; override with TUNEDESK_MAX_DATA_BYTES
 FORMATS = {
@@ -67,7 +67,7 @@ def load_rows(path: str | Path, max_bytes: int | None = None):
         ds = _load_hub(str(path))
     else:
         raise DataError(
-            f"dataset file {quote(str(path))} does not exist (expected a {_kinds()} file, "
+            f"dataset file {cut(str(path))} does not exist (expected a {_kinds()} file, "
             "a dataset folder, or a Hub dataset id 'org/name')"
         )
     if not ds.column_names:
