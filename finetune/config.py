@@ -222,7 +222,19 @@ def validate(cfg: RunConfig, hardware=None) -> list[str]:
             out.append("paged 8-bit AdamW needs bitsandbytes and a CUDA GPU; use adamw here")
         if t.quantization != "none" and t.precision == "fp16" and not hardware.has_cuda:
             out.append("fp16 compute for quantized layers needs a CUDA GPU")
+        out.extend(_gpu_count_problems(t.device, cfg.run.nproc_per_node, hardware))
     return out
+
+
+def _gpu_count_problems(device: str, procs, hardware) -> list[str]:
+    """Under DDP each process takes its own GPU (``cuda:LOCAL_RANK``): extra ranks would die
+    with "invalid device ordinal" after the first ones had loaded the model."""
+    gpus = sum(d.name.startswith("cuda") for d in hardware.devices)
+    on_gpu = device.startswith("cuda") or (device == "auto" and gpus > 0)
+    if on_gpu and isinstance(procs, int) and procs > gpus:
+        return [f"{procs} processes per node need {procs} GPUs; this machine has {gpus}: "
+                f"set processes per node to {gpus} or fewer"]
+    return []
 
 
 def _train_problems(t: TrainArgs) -> list[str]:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import gradio as gr
 
-from adapters.generate import stream_chat
+from adapters.serve.chat import stream_chat
+from adapters.serve.ticket import ServerBusy
 from finetune.user_text import check_unicode, replace_invalid
 from ui.engine import BASE_LABEL, Engine
+
+CHAT_CONCURRENCY = 32  # chats streaming at once; the scheduler queues what the batch cannot hold
 
 
 def build_chat_tab(engine: Engine) -> dict:
@@ -82,7 +85,7 @@ def build_chat_tab(engine: Engine) -> dict:
                 for partial in stream_chat(engine.session, messages, engine.to_adapter(choice), settings):
                     history[-1]["content"] = partial
                     yield history, ""
-            except ValueError as err:
+            except (ValueError, ServerBusy) as err:
                 history[-1:] = [] if history and history[-1]["role"] == "assistant" else history[-1:]
                 gr.Warning(str(err))
                 yield _shown(history), ""
@@ -91,9 +94,13 @@ def build_chat_tab(engine: Engine) -> dict:
         refresh.click(choices, None, adapter, api_name="chat_adapters")
         adapter.change(on_switch, adapter, [adapter, status])
         # Stable API name for scripted clients (gradio_client, the load test).
-        send.click(respond, [chatbot, message, *controls], [chatbot, message], api_name="chat")
-        message.submit(respond, [chatbot, message, *controls], [chatbot, message])
-        retry.click(retry_last, [chatbot, *controls], [chatbot, message])
+        # Many chats at once: each is a row of the scheduler's running batch (adapters/serve),
+        # which caps the batch by memory and queues the rest, so Gradio need not serialize them.
+        chat_events = {"concurrency_id": "chat", "concurrency_limit": CHAT_CONCURRENCY}
+        send.click(respond, [chatbot, message, *controls], [chatbot, message], api_name="chat",
+                   **chat_events)
+        message.submit(respond, [chatbot, message, *controls], [chatbot, message], **chat_events)
+        retry.click(retry_last, [chatbot, *controls], [chatbot, message], **chat_events)
         clear.click(lambda: ([], ""), None, [chatbot, message])
         timer = gr.Timer(1.0)
         timer.tick(lambda: engine.model_status_line(), None, status, show_progress="hidden")

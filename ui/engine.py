@@ -6,6 +6,7 @@ hardware description and the training runner.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from adapters.generate import GenerationSettings
@@ -29,7 +30,11 @@ class Engine:
         from finetune.train import runner
 
         # While a training child computes on the same cores, chat and evaluation use one thread.
+        # TUNEDESK_DTYPE (auto | float32 | bfloat16 | float16) picks the serving dtype; auto is
+        # bf16 where native. Chats decoded together equal their solo answers token for token
+        # only in float32 (bf16 rounds batched products differently now and then).
         self.session = ModelSession(base_model, device=self.hardware.default_device,
+                                    dtype=os.environ.get("TUNEDESK_DTYPE", "auto"),
                                     cores_busy=runner.any_running)
 
     @property
@@ -181,10 +186,14 @@ def estimate_text(cfg) -> str:
 
 
 def dry_run_text(cfg) -> str:
-    """Run one real training step (nothing is saved) and report its time and memory."""
-    from finetune.train.dryrun import dry_run
+    """Run one real training step (nothing is saved) and report its time and memory.
 
-    r = dry_run(cfg)
+    It runs in a child process: its memory goes back when it ends, and its peak is its own,
+    not the chat model's too.
+    """
+    from finetune.train.dryrun_process import dry_run_in_child
+
+    r = dry_run_in_child(cfg)
     minutes = r.get("projected_seconds", 0) / 60
     return (f"Dry run: one micro-batch of {r.get('tokens_per_micro_batch', 0):,} tokens took {r.get('seconds_per_step', 0):.2f} s, "
             f"peak memory {r.get('peak_memory_gib', 0):.2f} GiB. The whole run ({r.get('total_steps')} steps) "

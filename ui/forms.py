@@ -90,6 +90,14 @@ def device_offer(hw: Hardware) -> Offer:
     return Offer(["auto"] + [d.name for d in hw.devices], [] if hw.has_cuda else ["No CUDA GPU found: training runs on the CPU."])
 
 
+def default_precision(hw: Hardware, device: str) -> str:
+    """bf16 on Ampere or newer GPUs, fp16 on older ones, fp32 on the CPU (the fastest that
+    trains safely; fp32 on a GPU would be the slowest path)."""
+    from finetune.gpu import recommended_precision
+
+    return recommended_precision(hw.device(device))
+
+
 def option_offer(hw: Hardware, device: str, kind: str) -> Offer:
     """Precisions or quantizations usable on ``device``; the rest explained."""
     dev = hw.device(device)

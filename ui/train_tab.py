@@ -33,7 +33,8 @@ def build_train_tab(engine: Engine) -> dict:
                 dev_offer = forms.device_offer(hw)
                 device = gr.Dropdown(dev_offer.choices, value="auto", label="Device")
                 p0, q0 = forms.option_offer(hw, "auto", "precision"), forms.option_offer(hw, "auto", "quantization")
-                precision = gr.Dropdown(p0.choices, value="fp32", label="Precision", elem_id="train-precision")
+                precision = gr.Dropdown(p0.choices, value=forms.default_precision(hw, "auto"), label="Precision",
+                                        elem_id="train-precision")
                 quant = gr.Dropdown(q0.choices, value="none", label="Quantization", elem_id="train-quant")
                 hw_notes = gr.Markdown("\n".join(f"- {n}" for n in dev_offer.notes + p0.notes + q0.notes), elem_id="hw-notes")
                 with gr.Row():
@@ -54,7 +55,7 @@ def build_train_tab(engine: Engine) -> dict:
                         max_len = gr.Number(d.data.max_length, precision=0, label="Max length (tokens)")
                         samples = gr.Number(d.data.max_samples, precision=0, label="Max rows (0 = all)", elem_id="train-samples")
                         val = gr.Number(d.data.val_fraction, label="Validation fraction")
-                        packing = gr.Checkbox(d.data.packing, label="Pack rows (no padding; pays on GPUs with flash attention)")
+                        packing = gr.Checkbox(d.data.packing, label="Pack rows (no padding; fastest on GPUs with the flash-attn package)")
                     system = gr.Textbox(label="System prompt (optional)")
                     with gr.Row():
                         eval_every = gr.Number(d.train.eval_every, precision=0, label="Validate every N steps",
@@ -105,7 +106,7 @@ def build_train_tab(engine: Engine) -> dict:
         def on_device(dev):
             p, q = forms.option_offer(hw, dev, "precision"), forms.option_offer(hw, dev, "quantization")
             notes = "\n".join(f"- {n}" for n in dev_offer.notes + p.notes + q.notes)
-            return gr.update(choices=p.choices), gr.update(choices=q.choices), notes
+            return gr.update(choices=p.choices, value=forms.default_precision(hw, dev)), gr.update(choices=q.choices), notes
 
         def build(src, upload_file, typed, values):
             data = dataset_path(src, upload_file, typed)
