@@ -7,6 +7,7 @@ import pandas as pd
 
 import adapters.shelf_actions as actions
 from ui.engine import Engine
+from ui.gguf_view import DEFAULT_TYPES, GGUF_TYPES, gguf_markdown
 from ui.shelf_view import COLUMNS, details_markdown, shelf_rows
 
 
@@ -27,6 +28,11 @@ def build_adapters_tab(engine: Engine) -> dict:
         with gr.Row():
             confirm = gr.Checkbox(label="Yes, delete this adapter for good", elem_id="shelf-confirm")
             delete = gr.Button("Delete", variant="stop", elem_id="shelf-delete")
+        with gr.Accordion("Export GGUF (llama.cpp, Ollama, LM Studio)", open=False):
+            gguf_types = gr.CheckboxGroup(GGUF_TYPES, value=DEFAULT_TYPES, label="Merged model types")
+            gguf_lora = gr.Checkbox(label="Also base model + LoRA adapter (unmerged)")
+            gguf_btn = gr.Button("Export GGUF", elem_id="shelf-gguf")
+            gguf_result = gr.Markdown(elem_id="shelf-gguf-result")
         with gr.Accordion("Import a PEFT adapter (folder zipped, or .zip)", open=False):
             upload = gr.File(label="Adapter .zip", file_types=[".zip"])
             import_name = gr.Textbox(label="Name on the shelf (optional)")
@@ -80,6 +86,18 @@ def build_adapters_tab(engine: Engine) -> dict:
                 return f"⚠️ {err}", gr.update(visible=False)
             return said, gr.update(visible=False)
 
+        def on_gguf(name, types, lora, progress=gr.Progress()):
+            from adapters.export.gguf import export_gguf
+
+            if not name:
+                return "Pick an adapter first."
+            try:
+                result = export_gguf(name, tuple(types or ()), lora=bool(lora), overwrite=True,
+                                     on_progress=lambda f, m: progress(f, desc=m[:90]))
+            except (ValueError, RuntimeError, OSError) as err:
+                return f"⚠️ {err}"
+            return gguf_markdown(result)
+
         def on_zip(name):
             try:
                 said, out = actions.export_zip(name)
@@ -105,5 +123,6 @@ def build_adapters_tab(engine: Engine) -> dict:
         delete.click(on_delete, [pick, confirm], [message, *view, confirm], api_name="delete_adapter")
         export_btn.click(on_export, pick, [message, download])
         zip_btn.click(on_zip, pick, [message, download])
+        gguf_btn.click(on_gguf, [pick, gguf_types, gguf_lora], gguf_result)
         do_import.click(on_import, [upload, import_name], [message, *view], api_name="import_adapter")
     return {"tab": tab, "pick": pick}

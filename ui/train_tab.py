@@ -1,20 +1,21 @@
-"""Train tab: choose model, data and settings; start, watch, stop; re-attach after reload."""
+"""Train tab: choose model, data and settings; start, watch, stop; re-attach after reload.
+
+Layout and wiring only; what each control does is in ui/train_handlers.py (no gradio).
+"""
 
 from __future__ import annotations
 
 import gradio as gr
-import pandas as pd
 
-from finetune.train import runner
-from finetune.train.preflight import preflight
 from ui import forms
-from ui.engine import Engine, dry_run_text, estimate_text, preview, store_upload
-from ui.train_view import curve_frame, latest_run_id, run_view
-
-DATA_SOURCES = ["Demo data (assets)", "Upload a file", "Path on this machine"]
+from ui import train_handlers as handlers
+from ui.engine import Engine, dry_run_text, estimate_text
+from ui.train_handlers import DATA_SOURCES
+from ui.train_view import curve_frame, run_view
 
 
 def build_train_tab(engine: Engine) -> dict:
+    """The Train tab's components and events; returns what the app wires across tabs."""
     hw = engine.hardware
     d = forms.ui_defaults()
     d.model.name = engine.base_model  # train on the model the app serves, unless the user changes it
@@ -82,71 +83,31 @@ def build_train_tab(engine: Engine) -> dict:
         log = gr.Textbox(label="Log tail", lines=6, max_lines=12, interactive=False)
         timer = gr.Timer(2.0)
 
-        def dataset_path(src, upload_file, typed) -> str:
-            if src == DATA_SOURCES[0]:
-                return forms.DEMO_DATA
-            if src == DATA_SOURCES[1]:
-                if not upload_file:
-                    raise ValueError("choose a file to upload first")
-                return store_upload(upload_file)
-            if not (typed or "").strip():
-                raise ValueError("type a dataset path first")
-            return typed.strip()
-
+        # Thin wrappers: the work is in ui/train_handlers.py; these only turn it into updates.
         def on_source(src):
             return gr.update(visible=src == DATA_SOURCES[1]), gr.update(visible=src == DATA_SOURCES[2])
 
         def on_data(src, upload_file, typed):
-            try:
-                values, cols, info = preview(dataset_path(src, upload_file, typed))
-            except (ValueError, OSError) as err:
-                return f"⚠️ {err}", gr.update(value=None)
-            return info, gr.update(value=pd.DataFrame(values, columns=cols))
+            info, frame = handlers.data_preview(src, upload_file, typed)
+            return info, gr.update(value=frame)
 
         def on_device(dev):
-            p, q = forms.option_offer(hw, dev, "precision"), forms.option_offer(hw, dev, "quantization")
-            notes = "\n".join(f"- {n}" for n in dev_offer.notes + p.notes + q.notes)
-            return gr.update(choices=p.choices, value=forms.default_precision(hw, dev)), gr.update(choices=q.choices), notes
-
-        def build(src, upload_file, typed, values):
-            data = dataset_path(src, upload_file, typed)
-            cfg, problems = forms.to_config(data, list(values))
-            # Check and Start run the same checks: settings, a readable dataset with known
-            # columns, a base model that resolves. Start refuses before any run starts.
-            return cfg, problems + preflight(cfg, hw)
+            p_choices, p_default, q_choices, notes = handlers.device_options(hw, dev_offer.notes, dev)
+            return gr.update(choices=p_choices, value=p_default), gr.update(choices=q_choices), notes
 
         def checked(fn):
             def handler(src, upload_file, typed, *values):
-                try:
-                    cfg, problems = build(src, upload_file, typed, values)
-                    if problems:
-                        return "**These settings cannot run:**\n" + "\n".join(f"- {p}" for p in problems)
-                    return fn(cfg)
-                except (ValueError, OSError, RuntimeError) as err:
-                    return f"⚠️ {err}"
+                return handlers.checked_text(hw, fn, src, upload_file, typed, values)
             return handler
 
         def on_start(src, upload_file, typed, *values):
-            try:
-                runner.check_can_start()  # a run still going or a read-only home, said first
-                cfg, problems = build(src, upload_file, typed, values)
-                if problems:
-                    return "**Not started — fix these first:**\n" + "\n".join(f"- {p}" for p in problems), None
-                info = runner.start(cfg)
-            except (ValueError, RuntimeError, OSError) as err:
-                return f"⚠️ Not started: {err}", None
-            return f"Started run `{info.run_id}`.", info.run_id
+            return handlers.start_run(hw, src, upload_file, typed, values)
 
         def on_stop(current):
-            current = current or latest_run_id()
-            if not current:
-                return "No run to stop."
-            status = runner.stop(current)
-            return f"Asked run `{current}` to stop ({status.get('state')}); it saves the adapter at the current step."
+            return handlers.stop_run(current)
 
         def poll(current, drawn):
-            current = current or latest_run_id()  # re-attach after a reload or an app restart
-            view = run_view(current)
+            current, view = handlers.poll_run(current)
             key = (current, len(view["curve"]))
             frame = gr.skip() if key == drawn else curve_frame(view["curve"])
             return (current, key, view["progress_html"], frame, view["probes"] or None, view["result"],

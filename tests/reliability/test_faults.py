@@ -28,8 +28,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import tiny_run_config
-from conftest import wait_until as _wait
+from run_helpers import tiny_run_config
+from run_helpers import wait_until as _wait
 from tally import FAULTS, write_all
 from ui_handlers import handlers
 

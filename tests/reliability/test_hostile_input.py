@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import tiny_run_config
+from run_helpers import tiny_run_config
 from tally import HOSTILE, write_all
 from ui_handlers import handlers, last
 
