@@ -18,7 +18,7 @@ TRAIN_FIELDS = [
     ("lora", "r"), ("lora", "alpha"), ("lora", "dropout"), ("lora", "include_mlp"),
     ("train", "learning_rate"), ("train", "lr_schedule"), ("train", "epochs"), ("train", "max_steps"),
     ("data", "max_length"), ("data", "max_samples"), ("data", "val_fraction"), ("data", "packing"),
-    ("data", "system_prompt"),
+    ("data", "last_turn_only"), ("data", "system_prompt"),
     ("train", "eval_every"), ("train", "probe_every"), ("train", "save_every"), ("train", "seed"),
     ("run", "adapter_name"),
 ]

@@ -57,6 +57,8 @@ def build_train_tab(engine: Engine) -> dict:
                         samples = gr.Number(d.data.max_samples, precision=0, label="Max rows (0 = all)", elem_id="train-samples")
                         val = gr.Number(d.data.val_fraction, label="Validation fraction")
                         packing = gr.Checkbox(d.data.packing, label="Pack rows (no padding; fastest on GPUs with the flash-attn package)")
+                    last_turn = gr.Checkbox(d.data.last_turn_only,
+                                            label="Conversations: train the last answer only (default: every answer)")
                     system = gr.Textbox(label="System prompt (optional)")
                     with gr.Row():
                         eval_every = gr.Number(d.train.eval_every, precision=0, label="Validate every N steps",
@@ -66,7 +68,7 @@ def build_train_tab(engine: Engine) -> dict:
                         seed = gr.Number(d.train.seed, precision=0, label="Seed")
                 name = gr.Textbox(label="Adapter name (optional)", elem_id="train-name")
         settings = [model, device, precision, quant, batch, accum, r, alpha, dropout, mlp, lr, sched, epochs,
-                    steps, max_len, samples, val, packing, system, eval_every, probe_every, save_every, seed, name]
+                    steps, max_len, samples, val, packing, last_turn, system, eval_every, probe_every, save_every, seed, name]
         with gr.Row():
             check = gr.Button("Check settings & estimate", elem_id="train-check")
             dry = gr.Button("Dry run (one step)", elem_id="train-dry")
