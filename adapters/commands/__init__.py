@@ -1,0 +1,1 @@
+"""One module per ``python -m adapters`` command: ``add_arguments(parser)``, ``main(args)``."""

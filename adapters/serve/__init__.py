@@ -1,0 +1,1 @@
+"""Serving the model to many clients: continuous batching and the HTTP API."""
