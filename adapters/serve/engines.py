@@ -50,6 +50,8 @@ class Engines:
         self.llama_error: str | None = None  # why llama.cpp does not serve, when it does not
         self.rates: dict[str, float] = {}  # measured tokens/s per engine (auto)
         self._live: list[Ticket] = []
+        self._preparing = False
+        self._measuring = threading.Lock()
 
     # -- building -------------------------------------------------------------------------
 
@@ -76,14 +78,19 @@ class Engines:
     def prepare(self, wait: bool = True) -> None:
         """Build the engines and, for ``auto``, measure them (in a thread unless ``wait``)."""
         if not wait:
+            with self._lock:
+                if self._preparing:
+                    return
+                self._preparing = True
             threading.Thread(target=self.prepare, daemon=True, name="tunedesk-engines").start()
             return
         self.session.load()
         self.pytorch()
         if self.choice != "pytorch":
             self.llama()
-        if self.choice == "auto" and not self.rates:
-            self.rates = measure(self._engines)
+        with self._measuring:
+            if self.choice == "auto" and not self.rates:
+                self.rates = measure(self._engines)
 
     # -- answering ------------------------------------------------------------------------
 
@@ -107,7 +114,9 @@ class Engines:
             return self.pytorch()
         if self.choice == "llama.cpp":
             return self.llama() or self.pytorch()
-        self.prepare()
+        if not self.rates:  # not measured yet: PyTorch answers meanwhile, nobody waits
+            self.prepare(wait=False)
+            return self.pytorch()
         with self._lock:
             busy = sum(not t.done for t in self._live)
         single = max(("pytorch", "llama.cpp"), key=lambda n: self.rates.get(n, 0.0))
