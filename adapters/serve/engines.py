@@ -89,8 +89,8 @@ class Engines:
         if self.choice != "pytorch":
             self.llama()
         with self._measuring:
-            if self.choice == "auto" and not self.rates:
-                self.rates = measure(self._engines)
+            if self.choice == "auto" and not self.rates:  # one engine: nothing to choose
+                self.rates = measure(self._engines) if len(self._engines) > 1 else {"pytorch": 0.0}
 
     # -- answering ------------------------------------------------------------------------
 
@@ -126,9 +126,11 @@ class Engines:
 
     def describe(self) -> str:
         """One line for the page: which engine answers and why."""
-        if self.choice != "auto" or not self.rates:
-            engine = self._engines.get(self.choice) if self.choice != "auto" else None
+        if self.choice != "auto" or len(self.rates) < 2:
+            engine = self._engines.get("pytorch" if self.choice == "auto" else self.choice)
             text = f"engine: {label(engine) if engine else self.choice}"
+            if self.choice == "auto" and not self.rates:
+                text += " (auto: measuring the engines)"
         else:
             single = max(("pytorch", "llama.cpp"), key=lambda n: self.rates.get(n, 0.0))
             rates = ", ".join(f"{k} {v:.0f}" for k, v in self.rates.items())
