@@ -42,7 +42,8 @@ def make_adapters(shelf: Path, resolved: models.ResolvedModel, names=("bench-a",
         config = LoraConfig(r=16, lora_alpha=32, target_modules=TARGETS, init_lora_weights=False)
         model = get_peft_model(AutoModelForCausalLM.from_pretrained(resolved.path), config)
         model.save_pretrained(shelf / name)
-        manifest = {"format": "tunedesk-adapter/1", "name": name, "adapter_hash": file_hash(shelf / name / WEIGHTS),
+        manifest = {"format": "tunedesk-adapter/1", "name": name,
+                    "adapter_hash": file_hash(shelf / name / WEIGHTS),
                     "base_model": {"name": resolved.name, "architecture": resolved.architecture,
                                    "weight_hash": resolved.weight_hash}}
         (shelf / name / "manifest.json").write_text(json.dumps(manifest))
@@ -212,7 +213,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--llama", default="q8_0",
                         help="GGUF type of the llama.cpp run beside PyTorch (none: skip it)")
     parser.add_argument("--write", action="store_true", help=f"append the section to {DOC}")
+    parser.add_argument("--clients", default="",
+                        help="e.g. 1,4,16: concurrent clients through the batching scheduler "
+                             "instead of the single-answer measures")
+    parser.add_argument("--adapters", type=int, default=3,
+                        help="with --clients: adapters the clients use beside the base")
+    parser.add_argument("--tokens", type=int, default=64, help="with --clients: tokens per answer")
     args = parser.parse_args(argv)
+    if args.clients:
+        return run_clients_bench(args, argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     resolved = models.resolve(args.model)
     load_start = os.getloadavg()
@@ -234,6 +243,41 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         write_section(text)
     return 0
+
+
+def run_clients_bench(args, argv: list[str]) -> int:
+    """``--clients``: aggregate tokens/s, TTFT and full-answer times per client count."""
+    from adapters.serve.bench_clients import clients_section, measure_scheduler
+
+    counts = [int(c) for c in args.clients.split(",") if c.strip()]
+    names = tuple(f"bench-{chr(ord('a') + i)}" for i in range(args.adapters))
+    resolved = models.resolve(args.model)
+    load_start = os.getloadavg()
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="tunedesk-bench-") as tmp:
+        shelf = Path(tmp) / "adapters"
+        make_adapters(shelf, resolved, names)
+        for dtype in args.dtypes.split(","):
+            got, rows = measure_scheduler(resolved.path, shelf, dtype, counts, [None, *names],
+                                          args.tokens, log=lambda m: print(m, file=sys.stderr))
+            results[got] = rows
+    load = (load_start, os.getloadavg())
+    setup = [f"- command: `{' '.join(['python -m adapters.bench', *argv])}`",
+             f"- machine: {cpu_model()}, {physical_cores()} physical cores; native bf16: "
+             f"{_native_bf16()}; load average {load[0][0]:.1f} at start, {load[1][0]:.1f} at end",
+             f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}; model {models.DEFAULT_MODEL}; "
+             "adapters: random LoRA r=16 on q,k,v,o,gate,up,down"]
+    text = clients_section("## Many clients at once: continuous batching (issue 23)", setup,
+                           results, [None, *names])
+    print(text)
+    if args.write:
+        write_section(text)
+    return 0
+
+
+def _native_bf16() -> str:
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    return "yes (avx512_bf16)" if "avx512_bf16" in flags else "no"
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ from contextlib import contextmanager
 
 import torch
 
+from adapters.layers_off import adapters_off
+
 
 def _lora_layers(model, adapter: str) -> list:
     from peft.tuners.lora.layer import Linear as LoraLinear
@@ -79,7 +81,7 @@ class MergedWeights:
                 param = layer.get_base_layer().weight
                 swapped.append((param, param.data))
                 param.data = weight
-            with model.disable_adapter():
+            with adapters_off(model):
                 yield
         finally:
             for param, original in swapped:

@@ -13,15 +13,16 @@ COMMANDS = {
     "bench": ("finetune.commands.bench", "measure training throughput over a grid of settings"),
     "runs": ("finetune.commands.runs", "list supervised training runs and their status"),
     "resolve-model": ("finetune.commands.resolve_model", "resolve (and cache) a base model; print where it is"),
+    "gpu-check": ("finetune.commands.gpu_check", "smoke-test every CUDA training path on one GPU (a few minutes)"),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if __name__ == "__main__" and argv[:1] in (["train"], ["bench"]):
-        from finetune.allocator import reexec_with_tcmalloc
+        from finetune.train.allocator import reexec_with_tcmalloc
 
-        reexec_with_tcmalloc(argv)  # training memory: see finetune/allocator.py
+        reexec_with_tcmalloc(argv)  # training memory: see finetune/train/allocator.py
     parser = argparse.ArgumentParser(prog="python -m finetune", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     chosen = next((a for a in argv if not a.startswith("-")), None)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from adapters.generate import compare
+from adapters.serve.chat import compare
+from adapters.serve.ticket import ServerBusy
 from ui.engine import Engine
 from ui.feedback import feedback_count, feedback_path, save_feedback
 
@@ -50,7 +51,7 @@ def build_compare_tab(engine: Engine) -> dict:
             try:
                 settings = engine.settings(sys_prompt, n, 0.0, 0.9, penalty, 0)
                 answers = compare(engine.session, [{"role": "user", "content": text}], adapters, settings)
-            except ValueError as err:
+            except (ValueError, ServerBusy) as err:
                 gr.Warning(str(err))
                 return [*hidden, "", gr.update(), [], ""]
             updates = []
@@ -63,7 +64,7 @@ def build_compare_tab(engine: Engine) -> dict:
                     updates.append(gr.update(value="", visible=False))
             shown = [{"adapter": x.adapter, "adapter_hash": x.adapter_hash, "text": x.text} for x in answers]
             secs = answers[0].seconds if answers else 0
-            info = f"{len(answers)} answers from one batched generate call in {secs:.1f} s (greedy)."
+            info = f"{len(answers)} answers decoded together in one batch in {secs:.1f} s (greedy)."
             return [*updates, info, gr.update(choices=[x.adapter for x in answers], value=None), shown, text]
 
         def on_save(text, shown, picked, corrected):
@@ -74,8 +75,8 @@ def build_compare_tab(engine: Engine) -> dict:
             return f"Saved. {feedback_count()} feedback rows in `{feedback_path()}` — train on it from the Train tab (Path)."
 
         tab.select(choices, None, [first, second])
-        refresh.click(choices, None, [first, second])
+        refresh.click(choices, None, [first, second], api_name="compare_adapters")
         go.click(run, [first, second, prompt, system, max_new, rep],
-                 [*panes, timing, choice, answers_state, prompt_state])
+                 [*panes, timing, choice, answers_state, prompt_state], api_name="compare")
         save.click(on_save, [prompt_state, answers_state, choice, correction], saved)
     return {"tab": tab, "adapter": first}

@@ -6,6 +6,7 @@ hardware description and the training runner.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from adapters.generate import GenerationSettings
@@ -28,10 +29,14 @@ class Engine:
         self.home = paths.home()
         self.base_model = DEFAULT_MODEL if is_default(base_model) else base_model
         self.hardware = detect()
-        from finetune import runner
+        from finetune.train import runner
 
         # While a training child computes on the same cores, chat and evaluation use one thread.
+        # TUNEDESK_DTYPE (auto | float32 | bfloat16 | float16) picks the serving dtype; auto is
+        # bf16 where native. Chats decoded together equal their solo answers token for token
+        # only in float32 (bf16 rounds batched products differently now and then).
         self.session = ModelSession(base_model, device=self.hardware.default_device,
+                                    dtype=os.environ.get("TUNEDESK_DTYPE", "auto"),
                                     cores_busy=runner.any_running)
         # Who answers Chat and the API: PyTorch or llama.cpp, measured on this machine (auto).
         self.serving = Engines(self.session, serving)
@@ -131,17 +136,24 @@ def store_upload(temp_path: str) -> str:
         ValueError: wrong type, too big, or unreadable (the loader's message names why).
         OSError: the home folder cannot take the copy (read-only, full); nothing is left behind.
     """
-    from finetune.data_load import load_rows
+    from finetune.config import DataArgs
     from finetune.hashing import file_hash
+    from finetune.train.preflight import dataset_problems
 
     src = Path(temp_path)
     if src.suffix.lower() not in UPLOAD_TYPES:
         raise ValueError(f"{src.name}: upload a {', '.join(UPLOAD_TYPES)} file")
     if src.stat().st_size > MAX_UPLOAD_BYTES:
         raise ValueError(f"{src.name} is {src.stat().st_size / 2**20:.0f} MiB; the upload limit is 200 MiB")
-    load_rows(src)  # raises a clear ValueError for binary, empty, malformed files
     stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in src.stem)[:40] or "upload"
-    dest = paths.subdir("datasets") / "uploads" / f"{stem}-{file_hash(src)[:10]}{src.suffix.lower()}"
+    name = f"{stem}-{file_hash(src)[:10]}{src.suffix.lower()}"
+    # The checks a run makes (readable, known columns, no broken field), before a copy is
+    # kept: a refused upload leaves nothing under datasets/uploads (nor an older copy of it).
+    problems = dataset_problems(DataArgs(path=str(src)))
+    if problems:
+        (paths.home(create=False) / "datasets" / "uploads" / name).unlink(missing_ok=True)
+        raise ValueError(problems[0])
+    dest = paths.subdir("datasets") / "uploads" / name
     if not dest.exists():
         try:
             _copy_whole(src, dest)
@@ -172,8 +184,8 @@ def _copy_whole(src: Path, dest: Path) -> None:
 def preview(path: str, rows: int = 5) -> tuple[list[list[str]], list[str], str]:
     """First rows, their columns, and the detected column mapping, for the Train tab."""
     from finetune.config import DataArgs
-    from finetune.data_load import load_rows
-    from finetune.data_rows import detect_mapping
+    from finetune.data.load import load_rows
+    from finetune.data.rows import detect_mapping
 
     table = load_rows(path)
     mapping = detect_mapping(table.column_names, DataArgs(path=path))
@@ -185,8 +197,8 @@ def preview(path: str, rows: int = 5) -> tuple[list[list[str]], list[str], str]:
 
 def estimate_text(cfg) -> str:
     """Memory estimate for the Train tab (reads the model config only; loads no weights)."""
-    from finetune.dryrun import estimate_memory
     from finetune.models import resolve
+    from finetune.train.dryrun import estimate_memory
 
     est = estimate_memory(cfg, resolve(cfg.model.name))
     fits = "fits" if est["fits"] else "**will not fit**"
@@ -198,10 +210,14 @@ def estimate_text(cfg) -> str:
 
 
 def dry_run_text(cfg) -> str:
-    """Run one real training step (nothing is saved) and report its time and memory."""
-    from finetune.dryrun import dry_run
+    """Run one real training step (nothing is saved) and report its time and memory.
 
-    r = dry_run(cfg)
+    It runs in a child process: its memory goes back when it ends, and its peak is its own,
+    not the chat model's too.
+    """
+    from finetune.train.dryrun_process import dry_run_in_child
+
+    r = dry_run_in_child(cfg)
     minutes = r.get("projected_seconds", 0) / 60
     return (f"Dry run: one micro-batch of {r.get('tokens_per_micro_batch', 0):,} tokens took {r.get('seconds_per_step', 0):.2f} s, "
             f"peak memory {r.get('peak_memory_gib', 0):.2f} GiB. The whole run ({r.get('total_steps')} steps) "

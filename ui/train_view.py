@@ -10,8 +10,8 @@ import html
 
 import pandas as pd
 
-from finetune import runner
 from finetune.events import read_events
+from finetune.train import runner
 
 CURVE_SERIES = ("train", "validation")
 

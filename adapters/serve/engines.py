@@ -150,12 +150,12 @@ def label(engine) -> str:
 
 def _torch_engine(session: ModelSession, max_queue: int):
     try:
-        from adapters.serve.scheduler import Scheduler
+        from adapters.serve.scheduler import shared_scheduler
     except ImportError:  # continuous batching not installed: one answer at a time
         from adapters.serve.serial import SerialEngine
 
         return SerialEngine(session, max_queue=max_queue)
-    return Scheduler(session, max_queue=max_queue)
+    return shared_scheduler(session)  # the one batch Chat and Compare also feed
 
 
 def make_llama_engine(session: ModelSession, max_queue: int = 64, outtype: str = "q8_0"):

@@ -55,7 +55,7 @@ def add_arguments(p) -> None:
 
 def bench_args(args):
     """``BenchArgs`` from the flags; raises ValueError naming every inconsistent one."""
-    from finetune.bench import BenchArgs
+    from finetune.bench.grid import BenchArgs
 
     steps = args.max_steps if args.max_steps is not None else (0 if args.epochs is not None else 20)
     b = BenchArgs(model=args.model, data=args.data, max_length=args.max_length, max_samples=args.max_samples,
@@ -78,7 +78,7 @@ def bench_args(args):
 
 
 def _grid(args):
-    from finetune.bench import Grid, parse_list
+    from finetune.bench.grid import Grid, parse_list
 
     return Grid(**{name: parse_list(getattr(args, flag[2:].replace("-", "_")), kind)
                    for flag, name, kind, _, _ in GRID_FLAGS})
@@ -100,8 +100,8 @@ def command_line(b, grid) -> str:
 
 
 def _max_batches(b, points) -> int:
-    from finetune.bench import run_config
-    from finetune.bench_maxbatch import find_max_batch
+    from finetune.bench.grid import run_config
+    from finetune.bench.maxbatch import find_max_batch
 
     found = 0
     for p in {(p.device, p.precision, p.quantization, p.recipe): p for p in points}.values():
@@ -109,7 +109,7 @@ def _max_batches(b, points) -> int:
         try:
             model = packing = None
             if b.model_from_config and p.device.startswith("cuda"):
-                from finetune.bench_recipes import load_row_model
+                from finetune.bench.recipes import load_row_model
 
                 model, packing = load_row_model(b, p, "cuda:0" if p.device == "cuda" else p.device)
             n = find_max_batch(run_config(b, p), p.recipe, model, packing)
@@ -130,10 +130,14 @@ def _print_row(i: int, point, result: dict) -> None:
 
 
 def main(args) -> int:
-    from finetune import bench, bench_report, paths
+    from finetune import paths
+    from finetune.bench import grid as bench
+    from finetune.bench import report as bench_report
 
     if args._one:  # internal: one row in this fresh process; the result is the last stdout line
-        print(json.dumps(bench.run_one(args._one)))
+        from finetune.bench.recipes import run_one
+
+        print(json.dumps(run_one(args._one)))
         return 0
     b, grid = bench_args(args), _grid(args)
     points, skipped = bench.expand_grid(b, grid)

@@ -99,6 +99,9 @@ def format_stats(s: dict) -> str:
         f"tokens       p50 {t['p50']}  p90 {t['p90']}  p99 {t['p99']}  max {t['max']}  "
         f"({t['total']} total, {t['label_total']} trained on)",
     ]
+    if s.get("rows_with_control_tokens"):
+        lines.append(f"control      {s['rows_with_control_tokens']} rows hold control-token strings "
+                     "(such as <|im_start|>); they are trained on as plain text")
     for example in s["skipped_examples"]:
         lines.append(f"  skipped    {example}")
     if s["intents"]:

@@ -8,7 +8,7 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    from finetune import runner
+    from finetune.train import runner
 
     if args.stop:
         print(runner.stop(args.stop))

@@ -182,7 +182,7 @@ def test_trust_remote_code_is_off_unless_the_run_config_turns_it_on():
 def test_training_loaders_never_run_model_code_by_default(tiny_llama_dir, tmp_path):
     from finetune import models
     from finetune.config import ModelArgs
-    from finetune.loading import load_model, load_tokenizer
+    from finetune.train.loading import load_model, load_tokenizer
 
     trust = ModelArgs().trust_remote_code
     # A known architecture with an auto_map: loaded with transformers' own class, code ignored.
@@ -202,7 +202,7 @@ SESSION_THEN_OPT_IN = """
 import json, sys
 from adapters.session import ModelSession
 from finetune import models
-from finetune.loading import load_model
+from finetune.train.loading import load_model
 
 folder, marker = sys.argv[1], sys.argv[2]
 try:

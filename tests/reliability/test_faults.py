@@ -3,8 +3,8 @@ two app processes starting training at once. Each ends in a truthful status and 
 message; nothing on the shelf is partial and nothing saved before is lost.
 
 Covered elsewhere, not repeated here: SIGKILL before the first checkpoint, right after a
-checkpoint and after the save, plus an app restart re-attaching (tests/finetune/test_runner.py);
-a full disk before training (tests/finetune/test_train_faults.py); two tabs pressing Start in one
+checkpoint and after the save, plus an app restart re-attaching (tests/finetune/train/test_runner.py);
+a full disk before training (tests/finetune/train/test_train_faults.py); two tabs pressing Start in one
 app (test_runner.py, tests/ui/test_browser.py).
 
 The exact kill points inside the atomic adapter save come from a test-only hook
@@ -28,18 +28,19 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import tiny_run_config
-from conftest import wait_until as _wait
+from run_helpers import tiny_run_config
+from run_helpers import wait_until as _wait
 from tally import FAULTS, write_all
 from ui_handlers import handlers
 
 from adapters.generate import GenerationSettings, compare
 from adapters.session import ModelSession
 from adapters.store import Shelf, file_hash
-from finetune import models, runner
-from finetune.data_load import load_rows
+from finetune import models
+from finetune.data.load import load_rows
 from finetune.events import read_events
-from finetune.saving import latest_checkpoint
+from finetune.train import runner
+from finetune.train.saving import latest_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 HOOKS = Path(__file__).resolve().parent / "hooks"
@@ -226,15 +227,14 @@ def test_corrupt_weights_or_manifest_are_listed_broken_and_the_rest_keep_working
     session = ModelSession(str(tiny_llama_dir), dtype="float32")
     base = compare(session, MSGS, [None], SHORT)[0].text
     tuned = compare(session, MSGS, ["good"], SHORT)[0].text
-    for name in ("truncated", "zeroed", "bad-json", "bomb"):
-        with pytest.raises(ValueError, match=f"adapter '{name}' is unusable"):
+    for name in ("truncated", "zeroed", "bad-json", "bomb"):  # refused with the shelf's reason
+        with pytest.raises(ValueError, match=re.escape(f"adapter '{name}' is broken: {reasons[name]}")):
             session.load_adapter(name)
     assert session.loaded_adapters == ["good"]
 
-    # Corrupted while loaded: the next use notices (manifest touched), refuses, and drops it.
+    # Corrupted while loaded: the next use runs the shelf's check, refuses, and drops it.
     (shelf / "good" / "adapter_model.safetensors").write_bytes(b"\x00" * 64)
-    os.utime(shelf / "good" / "manifest.json", ns=(time.time_ns(), time.time_ns() + 10**9))
-    with pytest.raises(ValueError, match="adapter 'good' is unusable"):
+    with pytest.raises(ValueError, match="adapter 'good' is broken: adapter_model.safetensors"):
         compare(session, MSGS, ["good"], SHORT)
     assert "good" not in session.loaded_adapters
     FAULTS.add("corrupt adapter files", "corrupted while loaded")
@@ -389,7 +389,7 @@ def test_two_app_processes_starting_at_once_get_one_run_and_one_clear_refusal(
     go = time.time() + 8  # both processes import, then start at this moment
     code = textwrap.dedent(f"""
         import json, time
-        from finetune import runner
+        from finetune.train import runner
         from finetune.config import RunConfig
         cfg = RunConfig.from_dict({_cfg(tiny_llama_dir, max_steps=400).to_dict()!r})
         time.sleep(max(0, {go} - time.time()))

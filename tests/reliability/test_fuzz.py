@@ -4,7 +4,7 @@ files and the Train form) and the generation settings.
 The property is always the same: an input is used or refused with one ``ValueError`` that
 says why; no other exception, no crash (a segfault in a parser would end this process, so
 finishing is part of the proof). Counts per outcome land in test-artifacts/fuzz_counts.json
-(see tally.py). tests/finetune/test_data_bad_input.py fuzzes dataset rows and CSV bytes too.
+(see tally.py). tests/finetune/data/test_data_bad_input.py fuzzes dataset rows and CSV bytes too.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tally import FUZZ, write_all
 
 from adapters.generate import GenerationSettings
 from finetune.config import RunConfig, validate
-from finetune.data_load import load_rows
+from finetune.data.load import load_rows
 from finetune.hardware import detect
 
 FUZZ_SETTINGS = settings(max_examples=300, deadline=None, derandomize=True,

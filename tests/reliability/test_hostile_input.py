@@ -3,7 +3,7 @@ nothing crashes, nothing is read or written outside ``$TUNEDESK_HOME`` (fuzzing:
 
 Covered elsewhere, not repeated here: hostile adapter zips (tests/adapters/test_export.py), bad
 names and symlinked adapter folders on the shelf (tests/adapters/test_store.py), bad rows and a
-100 MB row (tests/finetune/test_data_bad_input.py, which also fuzzes rows and CSV bytes).
+100 MB row (tests/finetune/data/test_data_bad_input.py, which also fuzzes rows and CSV bytes).
 Counts of what was tried land in test-artifacts/hostile_inputs.json (see tally.py).
 """
 
@@ -14,13 +14,14 @@ import gzip
 import json
 import math
 import os
+import re
 import shutil
 import warnings
 import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import tiny_run_config
+from run_helpers import tiny_run_config
 from tally import HOSTILE, write_all
 from ui_handlers import handlers, last
 
@@ -35,7 +36,7 @@ from adapters.session import ModelSession
 from adapters.store import PICKLE_REASON, Shelf, file_hash
 from finetune import models
 from finetune.config import validate
-from finetune.data_load import load_rows
+from finetune.data.load import load_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 MSGS = [{"role": "user", "content": "Where is my order?"}]
@@ -254,7 +255,7 @@ def test_hostile_names_are_refused_at_every_entry_point(
         home, tmp_path, random_lora_dir, tiny_llama_dir, session):
     from adapters.export import export_merged, export_zip, import_adapter
     from eval.run import evaluate
-    from finetune import runner
+    from finetune.train import runner
 
     shelve(random_lora_dir, tiny_llama_dir, "good")
     before, outside = _files(home), _files(tmp_path) - {f"home/{p}" for p in _files(home)}
@@ -339,8 +340,8 @@ def test_pickle_weights_never_run(home, tmp_path, random_lora_dir, tiny_llama_di
     shutil.copytree(evil, home / "adapters" / "evil")
 
     assert Shelf().get("evil").reason == PICKLE_REASON
-    with pytest.raises(ValueError, match="only pickle weights"):
-        session.load_adapter("evil")
+    with pytest.raises(ValueError, match=re.escape(f"adapter 'evil' is broken: {PICKLE_REASON}")):
+        session.load_adapter("evil")  # the shelf's own reason
     with pytest.raises(ValueError, match="pickle weights"):
         import_adapter(evil, name="evil-import")
     with pytest.raises(ValueError, match="could not be read safely"):

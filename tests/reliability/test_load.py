@@ -38,13 +38,17 @@ CONCURRENT_CHATS = 24  # the issue asks for at least 16
 MAX_NEW_TOKENS = 24
 TRAIN_STEPS = 600  # ~20 s of training loop on 2 cores: longer than the chat burst
 QUEUE_MAX = 64  # ui/app.py: demo.queue(max_size=64)
+CHAT_RUNNING = 32  # ui/chat_tab.py: CHAT_CONCURRENCY chats stream at once (one batch), beside the queue
 HWM_GROWTH_LIMIT_MIB = 300  # peak RSS growth allowed under load (the model is loaded before)
 
 
 @pytest.fixture(scope="module")
 def local_app(varied_dir, tmp_path_factory):
-    """The app with default flags on the varied tiny llama (greedy answers are varied text)."""
-    with start_app(varied_dir, tmp_path_factory.mktemp("load-home")) as app:
+    """The app on the varied tiny llama (greedy answers are varied text), serving float32."""
+    # float32: chats decoded together equal their answers alone token for token (in bf16 a
+    # batched product rounds differently now and then, docs/benchmarks.md)
+    with start_app(varied_dir, tmp_path_factory.mktemp("load-home"),
+                   env={"TUNEDESK_DTYPE": "float32"}) as app:
         yield app
 
 
@@ -126,7 +130,7 @@ def _overfill_queue(url: str) -> dict:
             return r.status_code, r.text
 
         with ThreadPoolExecutor(8) as pool:
-            replies = list(pool.map(post, range(QUEUE_MAX + 30)))
+            replies = list(pool.map(post, range(QUEUE_MAX + CHAT_RUNNING + 30)))
         still_busy = not long_chats[-1].done()
         for job in long_chats:
             job.result(timeout=180)
@@ -185,7 +189,7 @@ def test_many_chats_while_training_then_an_overfull_queue(local_app, varied_dir,
     assert overflow["long_chats_busy"], "the queue drained before it could be over-filled"
     assert overflow["refused"] >= 1 and overflow["refusal_codes"] == [503], overflow
     assert "Queue is full" in overflow["refusal_message"], overflow
-    assert overflow["accepted"] <= QUEUE_MAX, overflow
+    assert overflow["accepted"] <= QUEUE_MAX + CHAT_RUNNING, overflow
     assert _ask(client, PROMPTS[0]) == alone[PROMPTS[0]]  # still serving, same answer
     hwm_end = local_app.memory_kib("VmHWM")
     assert (hwm_end - hwm_warm) / 1024 < HWM_GROWTH_LIMIT_MIB, (hwm_warm, hwm_after_chats, hwm_end)

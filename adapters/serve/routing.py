@@ -1,0 +1,65 @@
+"""One forward pass of the running batch, each row through its own adapter.
+
+The same four routes as ``ModelSession.generate`` (one adapter for every row -> merged
+weights; only the base -> adapter layers off; a mix -> row-masked stacked LoRA updates;
+other LoRA kinds -> PEFT's ``adapter_names``), chosen per decode step. What a route costs to
+set up is kept between steps: the merged weights live in the session, and a
+:class:`~adapters.row_routing.RowRouter` is kept per adapter set, so a step only swaps row
+masks when rows joined or left.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import torch
+
+from adapters.layers_off import adapters_off
+from adapters.merged import can_merge
+from adapters.row_routing import RowRouter, can_mask
+from adapters.session import BASE, ModelSession
+
+
+class StepRouter:
+    """Routes and runs forward passes for one session; use inside the session lock."""
+
+    def __init__(self, session: ModelSession):
+        self.session = session
+        self._routes: dict = {}  # (model id, adapters, uniform) -> None (merged) | RowRouter | False
+
+    def forward(self, pefts: list[str | None], inputs: dict):
+        """The model on ``inputs``; row ``i`` uses PEFT adapter ``pefts[i]`` (None: base)."""
+        model, device = self.session._model, self.session.device
+        inputs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+        route, extra = self._route(model, pefts)
+        with torch.inference_mode(), route:
+            try:
+                return model(**inputs, logits_to_keep=1, **extra)
+            except BaseException:
+                if extra:  # PEFT leaves its adapter_names hooks behind after an exception
+                    from adapters.routing import drop_adapter_name_hooks as _drop_adapter_name_hooks
+
+                    _drop_adapter_name_hooks(model)
+                raise
+
+    def _route(self, model, pefts: list[str | None]):
+        """The context that routes each row, and extra forward arguments."""
+        names = sorted(set(p for p in pefts if p))
+        if not names:
+            return adapters_off(model), {}
+        uniform = len(names) == 1 and None not in pefts
+        # PEFT names are unique per load, so a reloaded adapter never meets a stale router
+        key = (id(model), tuple(names), uniform)
+        if key not in self._routes:
+            if len(self._routes) >= 8:
+                self._routes.clear()
+            if uniform and can_merge(model, names[0]):
+                self._routes[key] = None
+            else:
+                self._routes[key] = RowRouter(model, names) if can_mask(model, names) else False
+        router = self._routes[key]
+        if router is None:
+            return self.session._merged.use(model, names[0]), {}
+        if router:
+            return router.routed(pefts), {}
+        return nullcontext(), {"adapter_names": [p or BASE for p in pefts]}

@@ -1,0 +1,221 @@
+"""Before a long run: will it fit (``estimate_memory``) and how long will it take (``dry_run``).
+
+``estimate_memory`` is arithmetic over the model's config (built on the meta device, so no
+weights are read), per training process:
+
+* weights: quantized linear layers at 1 byte (8-bit) or ~0.53 byte (4-bit NF4 with double
+  quantization) per parameter, everything else at 4 bytes (fp32 on the CPU, and after k-bit
+  preparation) or 2 bytes (fp16/bf16 on CUDA);
+* LoRA: ``r * (in + out)`` parameters per target layer, 16 bytes each (fp32 weight, gradient
+  and AdamW's two moments);
+* activations: ``ACT_VALUES * batch * max_length * hidden * layers`` values kept for the
+  backward pass, 4 bytes each in fp32 and 2 under autocast. Korthikanti et al. (2022) count
+  about 17 values per hidden unit for a GPT layer. 16 is measured for SmolLM2-135M with the
+  lean SwiGLU (``finetune.train.fused``), r=16 on every linear layer, no LoRA dropout, batch 8 x 128
+  (13.6 kept by autograd, plus what is in flight); LoRA dropout keeps a dropped-out copy of
+  every adapted input (``DROPOUT_VALUES`` more), and packed rows get a dense block mask and
+  attention over long rows (48 was measured for 8 packed rows of 1548 tokens). With gradient
+  checkpointing only each layer's input is kept, plus one layer being recomputed;
+* logits: the loss runs the LM head on label tokens only (``finetune.train.steps.loss_sum``) and,
+  in fp32 on one process, in chunks of ``CE_CHUNK_ROWS`` whose logits are never kept
+  (``finetune.train.fused``); otherwise ``LOGIT_COPIES * label_tokens * vocab`` fp32 values
+  (logits, softmax, their gradient);
+* a fixed runtime overhead (Python and torch libraries on the CPU, the CUDA context).
+
+``dry_run`` loads the model exactly as ``train()`` does and times one optimizer step on the
+longest training rows (a worst case), measuring the process's real peak memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+
+from finetune.train.fused import CE_CHUNK_ROWS
+
+ACT_VALUES = 16  # activation values kept per token, layer and hidden unit (see above)
+DROPOUT_VALUES = 10  # more of them with LoRA dropout > 0
+PACKED_ACT_VALUES = 48
+LOGIT_COPIES = 3
+RUNTIME_GIB = {"cpu": 0.6, "cuda": 0.5}  # torch and friends in RSS; the CUDA context
+QUANT_BYTES = {"none": None, "8bit": 1.0, "4bit": 0.53}
+GIB = 2**30
+
+
+def label_share(rows) -> float:
+    """Share of tokens that carry a label (the response part) in tokenized ``rows``."""
+    total = labelled = 0
+    for r in rows:
+        total += len(r["labels"])
+        labelled += sum(1 for x in r["labels"] if x != -100)
+    return labelled / total if total else 1.0
+
+
+def _model_counts(resolved, cfg) -> dict:
+    """Parameter counts of the base and of its LoRA adapter, from the config alone."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from finetune.train.loading import resolve_targets
+
+    trust = cfg.model.trust_remote_code
+    config = AutoConfig.from_pretrained(resolved.path, trust_remote_code=trust)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, trust_remote_code=trust)
+    targets = set(resolve_targets(model, resolved.architecture, cfg.lora))
+    quantizable = lora = 0
+    for name, module in model.named_modules():
+        weight, leaf = getattr(module, "weight", None), name.rsplit(".", 1)[-1]
+        if not isinstance(weight, torch.Tensor) or weight.dim() != 2 or isinstance(module, torch.nn.Embedding):
+            continue
+        lora += cfg.lora.r * sum(weight.shape) if leaf in targets else 0
+        quantizable += weight.numel() if leaf != "lm_head" else 0  # bitsandbytes keeps the head
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return {"params": sum(p.numel() for p in model.parameters()), "quantizable": quantizable, "lora": lora,
+            "hidden": text.hidden_size, "layers": text.num_hidden_layers, "vocab": text.vocab_size}
+
+
+def estimate_memory(cfg, resolved, label_share: float = 1.0) -> dict:
+    """Memory one training process needs, by part, and whether it fits the chosen device.
+
+    Args:
+        cfg: the run configuration (batch size, max length, precision, quantization, LoRA).
+        resolved: the base model (``finetune.models.ResolvedModel``).
+        label_share: share of tokens that are labels; 1.0 (every token) is the worst case.
+
+    Returns:
+        GiB per part (weights, lora_and_optimizer, activations, logits, runtime), total_gib,
+        device, device_gib, fits, and ``warning`` (a sentence, empty when it fits).
+    """
+    from finetune.hardware import detect
+
+    t = cfg.train
+    dev = detect().device(t.device)
+    on_cuda = dev.name.startswith("cuda")
+    c = _model_counts(resolved, cfg)
+    wide = 2 if on_cuda and t.precision != "fp32" and t.quantization == "none" else 4
+    if QUANT_BYTES[t.quantization] is None:
+        weights = c["params"] * wide
+    else:
+        weights = c["quantizable"] * QUANT_BYTES[t.quantization] + (c["params"] - c["quantizable"]) * 4
+    tokens = t.batch_size * cfg.data.max_length
+    act_bytes = 4 if t.precision == "fp32" else 2
+    per_layer = (PACKED_ACT_VALUES if cfg.data.packing else ACT_VALUES) + (DROPOUT_VALUES if cfg.lora.dropout > 0 else 0)
+    kept = c["layers"] + per_layer if t.gradient_checkpointing else c["layers"] * per_layer
+    lean_head = t.precision == "fp32" and cfg.run.nproc_per_node == 1
+    logit_values = 2 * CE_CHUNK_ROWS * c["vocab"] if lean_head else LOGIT_COPIES * tokens * label_share * c["vocab"]
+    parts = {
+        "weights_gib": weights / GIB,
+        "lora_and_optimizer_gib": c["lora"] * 16 / GIB,
+        "activations_gib": tokens * c["hidden"] * kept * act_bytes / GIB,
+        "logits_gib": logit_values * 4 / GIB,
+        "runtime_gib": RUNTIME_GIB["cuda" if on_cuda else "cpu"],
+    }
+    # CPU processes of one DDP node share the machine's memory; GPUs each have their own.
+    procs = 1 if on_cuda else cfg.run.nproc_per_node
+    total = sum(parts.values()) * procs
+    free = available_gib(dev)
+    fits = total <= free
+    warning = "" if fits else (
+        f"these settings need about {total:.1f} GiB but {dev.label} has {free:.1f} GiB free: "
+        "lower the batch size or max length, turn on gradient checkpointing, or use 4-bit quantization")
+    return {**parts, "total_gib": total, "processes": procs, "lora_params": c["lora"], "base_params": c["params"],
+            "device": dev.name, "device_gib": dev.memory_gib, "free_gib": free, "fits": fits, "warning": warning}
+
+
+def available_gib(dev) -> float:
+    """What a new training process can use on ``dev``: free GPU memory (another run, the chat
+    model or another user may hold some), not the card's total; all memory for the CPU."""
+    from finetune.gpu import free_memory_gib
+
+    free = free_memory_gib(dev.name)
+    if free is None:
+        return dev.memory_gib
+    import torch
+
+    # Blocks this process's allocator caches but does not use are free for the new run too.
+    cached = torch.cuda.memory_reserved(dev.name) - torch.cuda.memory_allocated(dev.name)
+    return min(dev.memory_gib, free + cached / GIB)
+
+
+def _rss_bytes(field: str = "VmRSS") -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def _reset_peak(device: str) -> int:
+    """Start a fresh peak-memory window; returns current use in bytes."""
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats(device)
+        return torch.cuda.memory_allocated(device)
+    # "5" resets the peak-RSS counter VmHWM (Linux 4.0+); where it cannot, the peak is the
+    # process's lifetime peak: still an upper bound.
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+    return _rss_bytes()
+
+
+def _peak(device: str) -> int:
+    import torch
+
+    if device.startswith("cuda"):
+        return torch.cuda.max_memory_allocated(device)
+    return _rss_bytes("VmHWM")
+
+
+def dry_run(cfg) -> dict:
+    """Load the model as ``train()`` does and time one optimizer step on the longest rows.
+
+    Nothing is written: no run folder, no checkpoint, no adapter.
+
+    Returns:
+        seconds_per_step, peak_memory_gib (process peak: RSS on CPU, allocated on CUDA),
+        memory_added_gib (peak minus use before loading), tokens and label tokens per
+        micro-batch, total_steps and projected_seconds (total_steps * seconds_per_step).
+
+    Raises:
+        ConfigError: the settings cannot run here.
+    """
+    import torch
+
+    from finetune.train.setup import check_config, cpu_threads, load_data, load_lora_model, to_batch
+    from finetune.train.steps import build_optimizer, forward_backward, make_autocast, plan_steps
+
+    t = cfg.train
+    device = check_config(cfg).device(t.device).name
+    cpu_threads(t.cpu_threads, device)
+    torch.manual_seed(t.seed)
+    before = _reset_peak(device)
+    resolved, tokenizer, prepared = load_data(cfg)
+    model, _, packing = load_lora_model(cfg, resolved, device)
+    optimizer = build_optimizer(model, t.learning_rate, t.weight_decay, t.optimizer, device)
+    rows = list(prepared.train)
+    lengths = [len(r["input_ids"]) for r in rows]
+    longest = sorted(range(len(rows)), key=lambda i: -lengths[i])[: t.batch_size]
+    batch = to_batch(rows, longest, tokenizer.pad_token_id, packing, device)
+    model.train()
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    t0 = time.perf_counter()
+    loss, n_real = forward_backward(model, [batch], make_autocast(device, t.precision))
+    sync()
+    t1 = time.perf_counter()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    sync()
+    micro_s, opt_s = t1 - t0, time.perf_counter() - t1
+    peak = _peak(device)
+    # Every micro-batch of a step is timed as the worst one; the optimizer runs once per step.
+    per_step = micro_s * t.grad_accum + opt_s
+    total = len(plan_steps(lengths, t.batch_size, t.grad_accum, t.epochs, t.max_steps, t.seed))
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return {"device": device, "trainable_params": trainable, "rows_per_micro_batch": len(longest), "tokens_per_micro_batch": n_real,
+            "label_tokens": batch[1], "loss": float(loss) / max(batch[1], 1),
+            "forward_backward_seconds": micro_s, "optimizer_seconds": opt_s, "seconds_per_step": per_step,
+            "total_steps": total, "projected_seconds": total * per_step,
+            "peak_memory_gib": peak / GIB, "memory_added_gib": max(peak - before, 0) / GIB,
+            "estimate": estimate_memory(cfg, resolved, label_share(prepared.train))}

@@ -1,0 +1,329 @@
+"""`train(config, on_event=None, stop=None)`: the one training entry point.
+
+The CLI, the supervised child process, the UI and the tests all call this. It runs
+``_setup`` -> ``_loop`` -> ``_finish``, reporting progress through ``on_event(dict)``. The loop is a plain
+PyTorch loop rather than the HF Trainer: it lets the LM head run only on label positions,
+packs rows without padding, checks ``stop`` between steps, and syncs with the host only
+when it reports (docs/benchmarks.md has the measurements that justify it).
+
+Setup's pieces live in :mod:`finetune.train.setup` and one step's mechanics in
+:mod:`finetune.train.steps`; both are shared with ``finetune.train.dryrun``, which times one
+step with exactly the model and batches training uses.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from finetune.config import RunConfig
+from finetune.gpu import is_oom, make_scaler, release_memory
+from finetune.train import allocator, oom
+from finetune.train.setup import (
+    ConfigError,
+    check_config,
+    cpu_threads,
+    dist_setup,
+    load_data,
+    load_lora_model,
+    run_dir_for,
+    to_batch,
+)
+from finetune.train.steps import (
+    build_optimizer,
+    build_scheduler,
+    forward_backward,
+    make_autocast,
+    optimizer_step,
+    peak_memory_gib,
+    plan_steps,
+    validation_loss,
+)
+
+__all__ = ["ConfigError", "TrainResult", "train"]
+
+
+@dataclass
+class TrainResult:
+    adapter_dir: Path | None
+    status: str  # "done" or "stopped"
+    steps: int
+    metrics: dict = field(default_factory=dict)
+
+
+@dataclass
+class _Run:
+    """What setup builds for the loop and the finish: the model, its data and its optimizer."""
+
+    cfg: RunConfig
+    emit: object  # emit(kind, **data): an event on rank 0
+    rank: int
+    world: int
+    device: str
+    run_dir: Path
+    t0: float  # when train() was called
+    resolved: object  # finetune.models.ResolvedModel
+    tokenizer: object
+    prepared: object  # finetune.data.PreparedData
+    model: object  # the PEFT model (what is saved)
+    train_model: object  # the model, or its DDP wrapper (what is stepped)
+    targets: list
+    packing: bool
+    optimizer: object
+    scheduler: object
+    scaler: object  # a GradScaler for fp16 on CUDA, else None
+    autocast: object  # a context factory, or None for fp32
+    plan: object  # finetune.train.steps.StepPlan
+    batch: object  # batch(indices) -> the micro-batches of those training rows
+    val_batches: list
+    start_step: int
+    metrics: dict = field(default_factory=dict)
+
+
+@dataclass
+class _Progress:
+    """Where the loop ended: the finish saves and reports from this."""
+
+    step: int
+    status: str  # "done" or "stopped"
+    split: int  # >1 after a CUDA out-of-memory: micro-batches were split
+    oom_events: list  # {"step", "micro_batch"} per split
+    tokens_seen: int
+    train_seconds: float
+
+
+def _emit(on_event, rank: int, kind: str, **data) -> None:
+    if on_event is not None and rank == 0:
+        on_event({"type": kind, "time": time.time(), **data})
+
+
+def _should_stop(stop, world: int = 1, device: str = "cpu") -> bool:
+    """Whether to stop now; under DDP any rank asking stops all (they must run the same steps)."""
+    asked = stop is not None and (stop.is_set() if hasattr(stop, "is_set") else bool(stop()))
+    if world == 1:
+        return asked
+    import torch.distributed as dist
+
+    flag = torch.tensor([int(asked)], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
+def _warn_if_too_big(cfg: RunConfig, resolved, prepared, emit) -> None:
+    """A "warning" event when the memory estimate exceeds the device (training still starts)."""
+    from finetune.train.dryrun import estimate_memory, label_share
+
+    try:
+        est = estimate_memory(cfg, resolved, label_share=label_share(prepared.train))
+    except (ValueError, OSError, RuntimeError, AttributeError) as err:  # unusual configs: no estimate
+        emit("status", message=f"memory estimate unavailable: {err}")
+        return
+    if not est["fits"]:
+        emit("warning", message=est["warning"], estimate=est)
+
+
+def _after_oom(optimizer, split: int, step: int, batch_size: int, oom_events: list, emit, device: str) -> int:
+    """Drop the partial step's gradients and split its micro-batches in two (raises at 64)."""
+    optimizer.zero_grad(set_to_none=True)
+    release_memory(device)
+    if split >= 64:
+        raise torch.OutOfMemoryError(f"out of memory even with micro-batches of 1 (batch size {batch_size})")
+    split *= 2
+    micro = max(1, batch_size // split)
+    oom_events.append({"step": step, "micro_batch": micro})
+    emit("status", message=f"CUDA out of memory: micro-batch now {micro}, accumulation x{split}")
+    return split
+
+
+def train(cfg: RunConfig, on_event=None, stop=None) -> TrainResult:
+    """Fine-tune a LoRA adapter and save it on the shelf.
+
+    Args:
+        cfg: the full run configuration (validated here first; nothing loads if it is bad).
+        on_event: called with a dict per event: status, warning, start, progress, eval, probe,
+            checkpoint, saved, done.
+        stop: a ``threading.Event`` or a callable returning True to finish the current step,
+            save the adapter and return.
+
+    Returns:
+        Where the adapter was saved, whether the run finished or was stopped, and metrics.
+
+    Raises:
+        ConfigError: every problem with the settings, before anything is loaded.
+        OSError: the home folder cannot take writes (named in the message).
+    """
+    run = _setup(cfg, on_event)
+    progress = _loop(run, stop)
+    return _finish(run, progress)
+
+
+def _setup(cfg: RunConfig, on_event) -> _Run:
+    """Check the config, then load data, model + LoRA, optimizer and batches; resume if asked."""
+    from finetune.train.saving import latest_checkpoint, load_checkpoint
+
+    hw = check_config(cfg)
+    t0 = time.time()
+    t = cfg.train
+    rank, world, device = dist_setup(hw.device(t.device).name)
+    emit = functools.partial(_emit, on_event, rank)
+    run_dir = run_dir_for(cfg, rank)
+    threads = cpu_threads(t.cpu_threads, device)
+    torch.manual_seed(t.seed)
+
+    resolved, tokenizer, prepared = load_data(cfg, emit)
+    train_rows, val_rows = list(prepared.train), list(prepared.val)
+    _warn_if_too_big(cfg, resolved, prepared, emit)
+    emit("status", message=f"loading {resolved.name} on {device} ({t.precision}, quantization {t.quantization})")
+    model, targets, packing = load_lora_model(cfg, resolved, device)
+    optimizer = build_optimizer(model, t.learning_rate, t.weight_decay, t.optimizer, device)
+    plan = plan_steps([len(r["input_ids"]) for r in train_rows], t.batch_size, t.grad_accum, t.epochs,
+                      t.max_steps, t.seed, group_by_length=not packing, world_size=world, rank=rank)
+    scheduler = build_scheduler(optimizer, t.lr_schedule, t.warmup_ratio, len(plan))
+    scaler = make_scaler(device, t.precision)
+    start_step = 0
+    if cfg.run.resume and (ckpt := latest_checkpoint(run_dir)) is not None:
+        start_step = load_checkpoint(ckpt, model, optimizer, scheduler, scaler)
+        emit("status", message=f"resumed from {ckpt.name} (step {start_step})")
+    train_model = model
+    if world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        # No buffer broadcast: it is a collective inside every forward, so a rank that ran out
+        # of memory before its forward would leave the others waiting there (finetune/train/oom.py).
+        # The model's buffers (rotary tables) are the same on every rank anyway.
+        train_model = DistributedDataParallel(model, device_ids=[int(device.split(":")[1])] if device.startswith("cuda") else None,
+                                              broadcast_buffers=False)
+    batch = functools.partial(to_batch, train_rows, pad_id=tokenizer.pad_token_id, packing=packing, device=device)
+    val_batches = [to_batch(val_rows, range(i, min(i + t.batch_size, len(val_rows))), tokenizer.pad_token_id, packing, device)[0]
+                   for i in range(0, len(val_rows), t.batch_size)]
+    run = _Run(cfg, emit, rank, world, device, run_dir, t0, resolved, tokenizer, prepared, model, train_model,
+               targets, packing, optimizer, scheduler, scaler, make_autocast(device, t.precision), plan, batch,
+               val_batches, start_step)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    emit("start", total_steps=len(plan), start_step=start_step, train_rows=len(train_rows),
+         val_rows=len(val_rows), device=device, threads=threads, malloc=allocator.in_use(),
+         packing=packing, targets=targets,
+         trainable_params=trainable, run_dir=str(run_dir), data_stats=prepared.stats)
+    if val_batches and start_step == 0:
+        base_loss = validation_loss(model, val_batches, run.autocast)
+        run.metrics.update(base_val_loss=base_loss, base_val_perplexity=math.exp(base_loss))
+        emit("eval", step=0, val_loss=base_loss, val_perplexity=math.exp(base_loss))
+    return run
+
+
+def _loop(run: _Run, stop) -> _Progress:
+    """Optimizer steps until the plan ends or ``stop`` asks; OOM on CUDA splits the step."""
+    t, emit, metrics, total = run.cfg.train, run.emit, run.metrics, len(run.plan)
+    model, optimizer, scheduler, scaler, plan = run.model, run.optimizer, run.scheduler, run.scaler, run.plan
+    world, device, start_step = run.world, run.device, run.start_step
+    model.train()
+    split = 1  # >1 after a CUDA out-of-memory: micro-batches are split, accumulation grows
+    oom_events = []
+    loop_t0, tokens_seen, loss_acc, loss_tokens = time.time(), 0, torch.zeros((), device=device), 0
+    step, status = start_step, "done"
+    while step < total:
+        if _should_stop(stop, world, device):
+            status = "stopped"
+            break
+        micro = [m[j::split] for m in plan.steps[step] for j in range(split) if m[j::split]]
+        batches = [run.batch(m) for m in micro]
+        try:
+            s, n_real = forward_backward(run.train_model, batches, run.autocast, scaler, sync=world == 1)
+            failed = False
+        except RuntimeError as err:  # torch.OutOfMemoryError, or cuBLAS failing to allocate
+            if not is_oom(err):
+                raise
+            failed = True
+        if world > 1:  # every rank retries the step together, or none does (finetune/train/oom.py)
+            failed = oom.any_rank(failed, device)
+            if not failed:
+                oom.average_gradients(model, world)
+        if failed:
+            # Outside the except block, so the failed step's activations are already freed.
+            # A retried step must not count twice: totals are added only after success.
+            split = _after_oom(optimizer, split, step, t.batch_size, oom_events, emit, device)
+            continue
+        loss_acc += s
+        loss_tokens += sum(nl for _, nl, _ in batches)
+        tokens_seen += n_real
+        grad_norm = oom.optimizer_step_with_retry(
+            lambda: optimizer_step(model, optimizer, scheduler, scaler, t.max_grad_norm), device)
+        step += 1
+        if step % t.log_every == 0 or step == total:
+            elapsed = time.time() - loop_t0
+            log = dict(step=step, total_steps=total, epoch=step / plan.steps_per_epoch,
+                       loss=float(loss_acc) / max(loss_tokens, 1), lr=scheduler.get_last_lr()[0],
+                       grad_norm=float(grad_norm), tokens_per_second=tokens_seen * world / max(elapsed, 1e-9),
+                       elapsed=time.time() - run.t0, eta=elapsed / (step - start_step) * (total - step),
+                       peak_memory_gib=peak_memory_gib(device))
+            emit("progress", **log)
+            metrics["train_loss"] = log["loss"]
+            loss_acc.zero_()
+            loss_tokens = 0
+        if step < total:
+            _between_steps(run, step)
+    return _Progress(step, status, split, oom_events, tokens_seen, train_seconds=time.time() - loop_t0)
+
+
+def _between_steps(run: _Run, step: int) -> None:
+    """The periodic extras of a step that is not the last: validation, probe answers, checkpoint."""
+    from finetune.train.probes import answer_probes
+    from finetune.train.saving import save_checkpoint
+
+    t, emit = run.cfg.train, run.emit
+    if run.val_batches and t.eval_every and step % t.eval_every == 0:
+        vl = oom.skip_on_oom(lambda: validation_loss(run.model, run.val_batches, run.autocast), "validation",
+                             run.device, emit)
+        if vl is not None:
+            emit("eval", step=step, val_loss=vl, val_perplexity=math.exp(vl))
+    if run.rank == 0 and t.probe_every and step % t.probe_every == 0:
+        answers = oom.skip_on_oom(lambda: answer_probes(run.model, run.tokenizer, run.cfg.data.system_prompt),
+                                  "probes", run.device, emit)
+        if answers is not None:
+            emit("probe", step=step, answers=answers)
+    if run.rank == 0 and t.save_every and step % t.save_every == 0:
+        save_checkpoint(run.run_dir, step, run.model, run.optimizer, run.scheduler, scaler=run.scaler)
+        emit("checkpoint", step=step)
+
+
+def _finish(run: _Run, progress: _Progress) -> TrainResult:
+    """Final validation and probes, then rank 0 saves the adapter with its manifest."""
+    from finetune.train.probes import answer_probes
+    from finetune.train.saving import adapter_name_for, build_manifest, save_adapter
+
+    cfg, emit, metrics, t, dc = run.cfg, run.emit, run.metrics, run.cfg.train, run.cfg.data
+    model, tokenizer, val_batches, autocast = run.model, run.tokenizer, run.val_batches, run.autocast
+    rank, world, device, t0 = run.rank, run.world, run.device, run.t0
+    step, status, split, train_seconds = progress.step, progress.status, progress.split, progress.train_seconds
+    vl = oom.skip_on_oom(lambda: validation_loss(model, val_batches, autocast), "validation", device, emit) \
+        if val_batches else None
+    if vl is not None:
+        metrics.update(val_loss=vl, val_perplexity=math.exp(vl))
+        emit("eval", step=step, val_loss=vl, val_perplexity=math.exp(vl))
+    adapter_dir = None
+    if rank == 0:
+        probes = oom.skip_on_oom(lambda: answer_probes(model, tokenizer, dc.system_prompt), "probes", device, emit) or []
+        emit("probe", step=step, answers=probes)
+        name = adapter_name_for(cfg.run.adapter_name, dc.path)
+        manifest = build_manifest(
+            cfg, run.resolved, tokenizer, run.prepared, status=status, steps=step, total_steps=len(run.plan),
+            targets=run.targets,
+            training={"device": device, "packing": run.packing, "world_size": world, "oom_retries": progress.oom_events,
+                      "effective_micro_batch": max(1, t.batch_size // split)},
+            metrics=metrics, probes=probes, run_dir=run.run_dir,
+            timings={"train_seconds": train_seconds, "total_seconds": time.time() - t0,
+                     "tokens_per_second": progress.tokens_seen * world / max(train_seconds, 1e-9)})
+        adapter_dir = save_adapter(model, tokenizer, name, manifest)
+        emit("saved", adapter=adapter_dir.name, path=str(adapter_dir), status=status)
+    emit("done", status=status, step=step, metrics=metrics, adapter=adapter_dir.name if adapter_dir else None)
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.barrier()  # the other ranks wait while rank 0 writes the adapter
+        dist.destroy_process_group()
+    return TrainResult(adapter_dir=adapter_dir, status=status, steps=step, metrics=metrics)

@@ -1,0 +1,183 @@
+"""Writing results: the adapter folder on the shelf (atomic) and training checkpoints.
+
+An adapter folder is a standard PEFT adapter plus ``manifest.json`` and a model card. It is
+written into a hidden temp folder and renamed into place, so a crash or SIGKILL never leaves
+a half adapter on the shelf.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+
+import torch
+
+from finetune import paths
+from finetune.hashing import file_hash, text_hash  # noqa: F401  (text_hash re-exported)
+from finetune.paths import check_writable  # noqa: F401  (re-exported)
+
+MANIFEST_FORMAT = "tunedesk-adapter/1"
+
+
+def versions() -> dict:
+    import peft
+    import transformers
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__}
+
+
+def unique_adapter_name(base: str) -> str:
+    """``base``, or ``base-2``, ``base-3``... when the name is taken on the shelf."""
+    shelf = paths.subdir("adapters")
+    name, i = base, 2
+    while (shelf / name).exists():
+        name, i = f"{base}-{i}", i + 1
+    return name
+
+
+def adapter_name_for(requested: str, data_path: str) -> str:
+    """The requested name, or ``<dataset>-<date>``; made unique when the shelf has it."""
+    name = requested or unique_adapter_name(f"{Path(data_path).stem}-{time.strftime('%Y%m%d-%H%M')}")
+    return unique_adapter_name(name) if (paths.subdir("adapters") / name).exists() else name
+
+
+def build_manifest(cfg, resolved, tokenizer, prepared, *, status: str, steps: int, total_steps: int,
+                   targets: list[str], training: dict, metrics: dict, probes: list, timings: dict,
+                   run_dir: Path) -> dict:
+    """Everything needed to reproduce and judge the adapter (``manifest.json``).
+
+    Args:
+        training: run facts beyond ``cfg.train`` (device, packing, world_size, oom_retries...).
+    """
+    lc, dc = cfg.lora, cfg.data
+    mapping = prepared.mapping
+    return {
+        "created": now(), "status": status, "steps": steps, "total_steps": total_steps,
+        "base_model": resolved.to_dict(),
+        "tokenizer_hash": _folder_tokenizer_hash(resolved.path),
+        "chat_template_hash": text_hash(getattr(tokenizer, "chat_template", None)),
+        "lora": {"r": lc.r, "alpha": lc.alpha, "dropout": lc.dropout, "target_modules": targets},
+        "training": {**asdict(cfg.train), **training},
+        "data": {"path": dc.path, "fingerprint": prepared.fingerprint, "train_rows": len(prepared.train),
+                 "val_rows": len(prepared.val), "max_length": dc.max_length, "system_prompt": dc.system_prompt,
+                 # The full split settings, so evaluation can rebuild exactly the held-out rows.
+                 "seed": dc.seed, "val_fraction": dc.val_fraction, "max_samples": dc.max_samples,
+                 "truncation": dc.truncation, "prompt_column": dc.prompt_column,
+                 "response_column": dc.response_column, "messages_column": dc.messages_column,
+                 "mapping": asdict(mapping) if is_dataclass(mapping) else dict(mapping or {})},
+        "metrics": metrics, "probes": probes, "timings": timings,
+        "versions": versions(), "run_dir": str(run_dir),
+    }
+
+
+def _folder_tokenizer_hash(folder: Path) -> str:
+    f = Path(folder) / "tokenizer.json"
+    return file_hash(f) if f.is_file() else ""
+
+
+def save_adapter(model, tokenizer, name: str, manifest: dict) -> Path:
+    """Publish the trained adapter at ``$TUNEDESK_HOME/adapters/<name>`` atomically."""
+    paths.safe_name(name, "adapter name")
+    target = paths.subdir("adapters") / name
+    with paths.atomic_dir(target) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        # PEFT records the base by local path; keep the canonical id there for other tools.
+        manifest = {**manifest, "format": MANIFEST_FORMAT, "name": name,
+                    "adapter_hash": file_hash(tmp / "adapter_model.safetensors"),
+                    "adapter_bytes": (tmp / "adapter_model.safetensors").stat().st_size}
+        _fix_base_name(tmp / "adapter_config.json", manifest["base_model"]["name"])
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
+        (tmp / "README.md").write_text(model_card(manifest))
+    return target
+
+
+def _fix_base_name(config_path: Path, base_name: str) -> None:
+    config = json.loads(config_path.read_text())
+    config["base_model_name_or_path"] = base_name
+    config_path.write_text(json.dumps(config, indent=2))
+
+
+def model_card(m: dict) -> str:
+    t, d, met = m.get("training", {}), m.get("data", {}), m.get("metrics", {})
+    lora = m.get("lora", {})
+    lines = [
+        f"# {m['name']}",
+        "",
+        f"LoRA adapter for `{m['base_model']['name']}` trained with TuneDesk on {m.get('created', '?')}.",
+        "",
+        f"- Data: `{d.get('path')}` ({d.get('train_rows')} training rows, fingerprint `{d.get('fingerprint')}`)",
+        f"- LoRA: r={lora.get('r')}, alpha={lora.get('alpha')}, dropout={lora.get('dropout')}, "
+        f"targets {', '.join(lora.get('target_modules', []))}",
+        f"- Training: {t.get('device')} {t.get('precision')} quantization={t.get('quantization')}, "
+        f"batch {t.get('batch_size')} x accumulation {t.get('grad_accum')}, lr {t.get('learning_rate')}, "
+        f"{m.get('steps')} steps",
+        f"- Validation perplexity: {met.get('val_perplexity')} (base model: {met.get('base_val_perplexity')})",
+        "",
+        "Load with `PeftModel.from_pretrained(base_model, this_folder)`.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# --- checkpoints -------------------------------------------------------------------------
+
+def save_checkpoint(run_dir: Path, step: int, model, optimizer, scheduler, keep: int = 2, scaler=None) -> Path:
+    """Adapter weights + optimizer + scheduler + RNG (and fp16 scaler) state at ``step``,
+    atomically; keeps the last ``keep``."""
+    ckpt_root = run_dir / "checkpoints"
+    target = ckpt_root / f"step-{step:07d}"
+    if target.exists():
+        return target
+    state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step,
+             "rng": torch.get_rng_state(), "scaler": scaler.state_dict() if scaler is not None else None,
+             # The current GPU's generator draws the LoRA dropout masks on CUDA.
+             "cuda_rng": torch.cuda.get_rng_state() if torch.cuda.is_initialized() else None}
+    with paths.atomic_dir(target) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        torch.save(state, tmp / "trainer_state.pt")
+    for old in sorted(p for p in ckpt_root.iterdir() if p.name.startswith("step-"))[:-keep]:
+        # Hidden first (one rename): a kill mid-delete leaves no half checkpoint in view.
+        trash = old.with_name(f".trash-{old.name}")
+        os.replace(old, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+    return target
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    root = run_dir / "checkpoints"
+    if not root.is_dir():
+        return None
+    done = sorted(p for p in root.iterdir() if p.name.startswith("step-") and (p / "trainer_state.pt").is_file())
+    return done[-1] if done else None
+
+
+def load_checkpoint(ckpt: Path, model, optimizer, scheduler, scaler=None) -> int:
+    """Restore a checkpoint into live objects; returns the step it was taken at.
+
+    Tensors load onto the CPU first: saved from ``cuda:0``, they would otherwise all land on
+    GPU 0 in every DDP rank; ``optimizer.load_state_dict`` then moves each onto its parameter's
+    device.
+    """
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    weights = load_file(ckpt / "adapter_model.safetensors")
+    set_peft_model_state_dict(model, weights)
+    # Our own file, never user input, hence weights_only=False (it holds the RNG states).
+    state = torch.load(ckpt / "trainer_state.pt", map_location="cpu", weights_only=False)
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    torch.set_rng_state(state["rng"])
+    if state.get("cuda_rng") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda_rng"])
+    if scaler is not None and state.get("scaler"):
+        scaler.load_state_dict(state["scaler"])
+    return int(state["step"])
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S")

@@ -1,0 +1,69 @@
+"""The memory estimate and the dry run on the tiny llama model."""
+
+import dataclasses
+import json
+
+import pytest
+
+from finetune import hardware
+from finetune.__main__ import main
+from finetune.config import RunConfig
+from finetune.models import resolve
+from finetune.train.dryrun import estimate_memory
+
+
+def _cfg(model_dir, **train_overrides) -> RunConfig:
+    cfg = RunConfig()
+    cfg.model.name = str(model_dir)
+    cfg.data.max_length = 96
+    cfg.lora.r = 4
+    for k, v in train_overrides.items():
+        setattr(cfg.train, k, v)
+    return cfg
+
+
+def test_dry_run_cli_times_one_step_and_writes_nothing(tiny_llama_dir, home, capsys):
+    code = main(["train", "--dry-run", "--model", str(tiny_llama_dir), "--data", "assets/demo_support.jsonl",
+                 "--max-samples", "48", "--max-length", "96", "--batch-size", "4", "--lora-r", "4",
+                 "--grad-accum", "2", "--max-steps", "10"])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["seconds_per_step"] > report["forward_backward_seconds"] > 0
+    assert report["peak_memory_gib"] > 0 and report["memory_added_gib"] > 0
+    assert report["rows_per_micro_batch"] == 4 and 0 < report["label_tokens"] < report["tokens_per_micro_batch"] <= 4 * 96
+    assert report["total_steps"] == 10
+    assert report["projected_seconds"] == pytest.approx(10 * report["seconds_per_step"])
+    assert report["estimate"]["fits"] is True and report["estimate"]["total_gib"] > 0
+    assert report["estimate"]["lora_params"] == report["trainable_params"]  # the arithmetic matches PEFT
+    for sub in ("adapters", "runs"):  # nothing written (the home may not even exist)
+        assert not (home / sub).exists() or not list((home / sub).iterdir())
+
+
+def test_estimate_grows_with_batch_and_length_and_shrinks_when_quantized(tiny_llama_dir, home):
+    resolved = resolve(str(tiny_llama_dir))
+
+    def total(**overrides):
+        cfg = _cfg(tiny_llama_dir, **{k: v for k, v in overrides.items() if k != "max_length"})
+        cfg.data.max_length = overrides.get("max_length", 96)
+        return estimate_memory(cfg, resolved)
+
+    base = total()
+    assert total(batch_size=16)["activations_gib"] == pytest.approx(2 * total(batch_size=8)["activations_gib"])
+    assert total(batch_size=16)["total_gib"] > base["total_gib"]
+    assert total(max_length=192)["total_gib"] > base["total_gib"]
+    assert total(gradient_checkpointing=True)["activations_gib"] < base["activations_gib"]
+    q8, q4 = total(quantization="8bit"), total(quantization="4bit")
+    assert q4["weights_gib"] < q8["weights_gib"] < base["weights_gib"]
+    assert q4["total_gib"] < q8["total_gib"] < base["total_gib"]
+    # r * (in + out) for q, o (64->64), k, v (64->32), gate, up, down (64<->128), two layers
+    assert base["lora_params"] == 4 * 2 * (2 * (64 + 64) + 2 * (64 + 32) + 3 * (64 + 128))
+    assert base["fits"] and base["warning"] == ""
+
+
+def test_estimate_says_when_it_will_not_fit(tiny_llama_dir, home, monkeypatch):
+    hw = hardware.detect()
+    small = dataclasses.replace(hw, devices=[dataclasses.replace(d, memory_gib=0.001) for d in hw.devices])
+    monkeypatch.setattr(hardware, "detect", lambda: small)
+    est = estimate_memory(_cfg(tiny_llama_dir), resolve(str(tiny_llama_dir)))
+    assert est["fits"] is False and "0.0 GiB" in est["warning"] and "gradient checkpointing" in est["warning"]
+
