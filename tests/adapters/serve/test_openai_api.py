@@ -111,7 +111,9 @@ def test_errors_come_in_openais_shape_with_the_right_status(url):
 
 
 def test_a_full_queue_answers_503_busy(session):
-    with serving(api_app(Engines(session, "pytorch", max_queue=0))) as url, \
+    engines = Engines(session, "pytorch")
+    engines.pytorch().max_queue = 0  # the shared scheduler's bound: nobody may wait
+    with serving(api_app(engines)) as url, \
             pytest.raises(openai.InternalServerError) as err:
         client(url).chat.completions.create(model="a", messages=MSGS, max_tokens=4)
     assert err.value.status_code == 503 and err.value.body["code"] == "server_busy"
