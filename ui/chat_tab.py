@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gradio as gr
 
-from adapters.serve.chat import stream_chat
 from adapters.serve.ticket import ServerBusy
 from finetune.user_text import check_unicode, replace_invalid
 from ui.engine import BASE_LABEL, Engine
@@ -82,7 +81,7 @@ def build_chat_tab(engine: Engine) -> dict:
                 settings = engine.settings(*settings_values)
                 messages = [{"role": m["role"], "content": _text(m["content"])} for m in history]
                 history.append({"role": "assistant", "content": ""})
-                for partial in stream_chat(engine.session, messages, engine.to_adapter(choice), settings):
+                for partial in engine.stream_answer(messages, engine.to_adapter(choice), settings):
                     history[-1]["content"] = partial
                     yield history, ""
             except (ValueError, ServerBusy) as err:
