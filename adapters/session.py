@@ -34,6 +34,7 @@ from adapters.adapter_folder import (  # noqa: F401  (re-exported)
 )
 from adapters.devices import DTYPES, physical_cores, pick_dtype  # noqa: F401  (re-exported)
 from adapters.loading import inject_adapter, load_base
+from adapters.manifest import BrokenAdapterError, read_valid_manifest
 from adapters.merged import MergedWeights
 from adapters.routing import BASE, drop_adapter_name_hooks, is_peft, route, set_adapter
 from adapters.threads import serving_threads, set_call_threads
@@ -218,6 +219,7 @@ class ModelSession:
         self.load()
         folder = self.adapter_folder(name)
         loaded = self._adapters.get(name)
+        self._check_shelf(name, folder)  # on every use: the copy in memory may be stale
         if loaded is not None:
             if _stamp(folder) == loaded.stamp:
                 self._adapters.move_to_end(name)
@@ -237,6 +239,21 @@ class ModelSession:
             self.unload_adapter(old)
         self._after_change()
         return loaded
+
+    def _check_shelf(self, name: str, folder: Path) -> None:
+        """The shelf's own check (files, JSON, weights' size and hash; cached, so cheap).
+
+        Raises:
+            BrokenAdapterError: with the reason the shelf lists; a copy of the adapter in
+                memory is dropped first, so nothing keeps answering from it.
+        """
+        if not folder.is_dir():
+            return  # read_adapter_folder says "no adapter named ..." in its own words
+        try:
+            read_valid_manifest(folder, self._adapters_dir.parent)
+        except BrokenAdapterError as err:
+            self.unload_adapter(name)
+            raise BrokenAdapterError(f"adapter {name!r} is broken: {err}") from None
 
     def _after_change(self) -> None:
         self._snapshot = tuple(self._adapters)

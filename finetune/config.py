@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from finetune.hardware import PRECISIONS, QUANTIZATIONS
+from finetune.user_text import quote
 
 
 @dataclass
@@ -46,6 +47,9 @@ class DataArgs:
     system_prompt: str | None = None  # optional system message put before every prompt
     max_length: int = 256  # tokens per example (prompt + response + end-of-turn)
     truncation: str = "truncate_response"  # "truncate_response" or "drop" over-long rows
+    # Conversations train every assistant turn; True labels only the final answer (the earlier
+    # turns are context). Over-long conversations lose their oldest exchanges either way.
+    last_turn_only: bool = False
     val_fraction: float = 0.05  # share of rows held out for validation
     max_samples: int | None = None  # use at most this many rows (after shuffling)
     # Padding-free packed rows. Off by default: on CPU, transformers masks packed rows with a
@@ -179,6 +183,7 @@ _TYPED = [
     ("data", "path", _TEXT), ("data", "prompt_column", _OPTIONAL_TEXT),
     ("data", "response_column", _OPTIONAL_TEXT), ("data", "messages_column", _OPTIONAL_TEXT),
     ("data", "system_prompt", _OPTIONAL_TEXT), ("data", "packing", _FLAG),
+    ("data", "last_turn_only", _FLAG),
     ("train", "device", _TEXT), ("train", "gradient_checkpointing", _FLAG),
     ("run", "adapter_name", _TEXT), ("run", "run_dir", _TEXT), ("run", "resume", _FLAG), ("run", "rdzv_endpoint", _TEXT),
 ]
@@ -190,7 +195,7 @@ def _type_problems(cfg: RunConfig) -> list[str]:
         value = getattr(getattr(cfg, section), name)
         if not isinstance(value, types):
             kind = "true or false" if types is _FLAG else "text"
-            out.append(f"{section} setting {name} must be {kind} (got {value!r})")
+            out.append(f"{section} setting {name} must be {kind} (got {quote(value)})")
     return out
 
 

@@ -88,9 +88,10 @@ def build_evaluate_tab(engine: Engine) -> dict:
             return pd.DataFrame(rows, columns=cols) if rows else None
 
         tab.select(choices, None, adapters)
-        refresh.click(choices, None, adapters)
+        refresh.click(choices, None, adapters, api_name="evaluate_adapters")
         upload.change(on_upload, upload, data)
         run.click(on_run, [adapters, data, samples, max_new, batch, golden],
-                  [status, metrics, which, per_sample, golden_table, files, report_state])
+                  [status, metrics, which, per_sample, golden_table, files, report_state],
+                  api_name="evaluate")
         which.change(_samples, [report_state, which], per_sample)
     return {"tab": tab}

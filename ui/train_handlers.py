@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from finetune.config import validate
 from finetune.train import runner
+from finetune.train.preflight import preflight
 from ui import forms
 from ui.engine import preview, store_upload
 from ui.train_view import latest_run_id, run_view
@@ -55,7 +55,9 @@ def build_config(hw, src: str, upload_file, typed: str | None, values) -> tuple:
     """The ``RunConfig`` the form describes, and every problem with it (empty: it can run)."""
     data = dataset_path(src, upload_file, typed)
     cfg, problems = forms.to_config(data, list(values))
-    return cfg, problems + validate(cfg, hw)
+    # Check and Start run the same checks: settings, a readable dataset with known columns,
+    # a base model that resolves. Start refuses before any run starts.
+    return cfg, problems + preflight(cfg, hw)
 
 
 def checked_text(hw, fn, src: str, upload_file, typed: str | None, values) -> str:
@@ -72,6 +74,7 @@ def checked_text(hw, fn, src: str, upload_file, typed: str | None, values) -> st
 def start_run(hw, src: str, upload_file, typed: str | None, values) -> tuple[str, str | None]:
     """Start a supervised training run; the message and the new run's id (None: not started)."""
     try:
+        runner.check_can_start()  # a run still going or a read-only home, said first
         cfg, problems = build_config(hw, src, upload_file, typed, values)
         if problems:
             return "**Not started — fix these first:**\n" + "\n".join(f"- {p}" for p in problems), None

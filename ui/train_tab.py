@@ -57,6 +57,8 @@ def build_train_tab(engine: Engine) -> dict:
                         samples = gr.Number(d.data.max_samples, precision=0, label="Max rows (0 = all)", elem_id="train-samples")
                         val = gr.Number(d.data.val_fraction, label="Validation fraction")
                         packing = gr.Checkbox(d.data.packing, label="Pack rows (no padding; fastest on GPUs with the flash-attn package)")
+                    last_turn = gr.Checkbox(d.data.last_turn_only,
+                                            label="Conversations: train the last answer only (default: every answer)")
                     system = gr.Textbox(label="System prompt (optional)")
                     with gr.Row():
                         eval_every = gr.Number(d.train.eval_every, precision=0, label="Validate every N steps",
@@ -66,7 +68,7 @@ def build_train_tab(engine: Engine) -> dict:
                         seed = gr.Number(d.train.seed, precision=0, label="Seed")
                 name = gr.Textbox(label="Adapter name (optional)", elem_id="train-name")
         settings = [model, device, precision, quant, batch, accum, r, alpha, dropout, mlp, lr, sched, epochs,
-                    steps, max_len, samples, val, packing, system, eval_every, probe_every, save_every, seed, name]
+                    steps, max_len, samples, val, packing, last_turn, system, eval_every, probe_every, save_every, seed, name]
         with gr.Row():
             check = gr.Button("Check settings & estimate", elem_id="train-check")
             dry = gr.Button("Dry run (one step)", elem_id="train-dry")
@@ -114,10 +116,10 @@ def build_train_tab(engine: Engine) -> dict:
                     gr.update(visible=bool(view["adapter"]) and not view["active"]), view["log"])
 
         source.change(on_source, source, [upload, path])
-        for trigger in (source.change, upload.change, path.submit):
-            trigger(on_data, [source, upload, path], [data_info, data_preview])
+        for trigger, api in ((source.change, None), (upload.change, None), (path.submit, "preview_data")):
+            trigger(on_data, [source, upload, path], [data_info, data_preview], api_name=api)
         device.change(on_device, device, [precision, quant, hw_notes])
-        check.click(checked(estimate_text), [source, upload, path, *settings], message)
+        check.click(checked(estimate_text), [source, upload, path, *settings], message, api_name="check_settings")
         dry.click(checked(dry_run_text), [source, upload, path, *settings], message, concurrency_id="heavy")
         start.click(on_start, [source, upload, path, *settings], [message, run_id],
                     concurrency_id="train-start", api_name="start_training")

@@ -55,6 +55,8 @@ def add_arguments(p) -> None:
     p.add_argument("--fp16", action="store_true", help="alias for --precision fp16")
     p.add_argument("--bf16", action="store_true", help="alias for --precision bf16")
     p.add_argument("--no-packing", action="store_true", help="pad batches instead of packing rows")
+    p.add_argument("--last-turn-only", action="store_true",
+                   help="in conversations, train only the final assistant answer")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --run-dir")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="run Python code shipped with this model (its auto_map); off unless given")
@@ -79,6 +81,8 @@ def build_config(args):
         cfg.train.precision = "bf16" if args.bf16 else "fp16"
     if args.no_packing:
         cfg.data.packing = False
+    if args.last_turn_only:
+        cfg.data.last_turn_only = True
     if args.resume:
         cfg.run.resume = True
     if args.trust_remote_code:

@@ -87,7 +87,8 @@ def save_adapter(model, tokenizer, name: str, manifest: dict) -> Path:
         model.save_pretrained(tmp, safe_serialization=True)
         # PEFT records the base by local path; keep the canonical id there for other tools.
         manifest = {**manifest, "format": MANIFEST_FORMAT, "name": name,
-                    "adapter_hash": file_hash(tmp / "adapter_model.safetensors")}
+                    "adapter_hash": file_hash(tmp / "adapter_model.safetensors"),
+                    "adapter_bytes": (tmp / "adapter_model.safetensors").stat().st_size}
         _fix_base_name(tmp / "adapter_config.json", manifest["base_model"]["name"])
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
         (tmp / "README.md").write_text(model_card(manifest))
