@@ -1,4 +1,4 @@
-"""TuneDesk: `python app.py [--host H] [--port P] [--auth user:pass] [--home DIR]`.
+"""TuneDesk: `python app.py [--host H] [--port P] [--auth user:pass] [--home DIR] [--engine E]`.
 
 Listens on 127.0.0.1 by default and refuses any other address (or a share link) without
 authentication. Settings can also come from TUNEDESK_HOST / TUNEDESK_PORT / TUNEDESK_AUTH /
@@ -22,6 +22,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--home", default=os.environ.get("TUNEDESK_HOME"), help="data folder (default ./outputs)")
     p.add_argument("--model", default=os.environ.get("TUNEDESK_MODEL", "default"), help="base model for chat")
     p.add_argument("--share", action="store_true", help="Gradio share link (needs --auth)")
+    p.add_argument("--engine", default=os.environ.get("TUNEDESK_ENGINE", "auto"),
+                   choices=["auto", "pytorch", "llama.cpp"], help="who answers Chat and the API")
+    p.add_argument("--api-key", default=os.environ.get("TUNEDESK_API_KEY"),
+                   help="bearer key of the /v1 API (default with --auth: the --auth password)")
     return p.parse_args(argv)
 
 
@@ -43,6 +47,12 @@ def check_access(host: str, auth: str | None, share: bool) -> tuple[str, str] | 
     return creds
 
 
+def api_key(given: str | None, creds: tuple[str, str] | None) -> str | None:
+    """The /v1 API's bearer key: ``--api-key`` / TUNEDESK_API_KEY, else with ``--auth`` its
+    password (the API asks for a key whenever the pages ask for a login), else none."""
+    return given or (creds[1] if creds else None)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     creds = check_access(args.host, args.auth, args.share)
@@ -50,8 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["TUNEDESK_HOME"] = args.home
     from ui.app import build_app, launch
 
-    demo = build_app(base_model=args.model)
-    launch(demo, host=args.host, port=args.port, auth=creds, share=args.share)
+    demo = build_app(base_model=args.model, serving=args.engine)
+    launch(demo, host=args.host, port=args.port, auth=creds, share=args.share,
+           api_key=api_key(args.api_key, creds))
     return 0
 
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from adapters.manifest import CONFIG, MANIFEST, PICKLE_WEIGHTS, WEIGHTS  # one home for the names
 from finetune import models, paths
-
-MANIFEST, CONFIG = "manifest.json", "adapter_config.json"
-WEIGHTS, PICKLE_WEIGHTS = "adapter_model.safetensors", "adapter_model.bin"
 
 
 class AdapterMismatchError(ValueError):

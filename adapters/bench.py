@@ -42,7 +42,8 @@ def make_adapters(shelf: Path, resolved: models.ResolvedModel, names=("bench-a",
         config = LoraConfig(r=16, lora_alpha=32, target_modules=TARGETS, init_lora_weights=False)
         model = get_peft_model(AutoModelForCausalLM.from_pretrained(resolved.path), config)
         model.save_pretrained(shelf / name)
-        manifest = {"name": name, "adapter_hash": file_hash(shelf / name / WEIGHTS),
+        manifest = {"format": "tunedesk-adapter/1", "name": name,
+                    "adapter_hash": file_hash(shelf / name / WEIGHTS),
                     "base_model": {"name": resolved.name, "architecture": resolved.architecture,
                                    "weight_hash": resolved.weight_hash}}
         (shelf / name / "manifest.json").write_text(json.dumps(manifest))
@@ -209,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="default", help="base model name or folder")
     parser.add_argument("--dtypes", default="auto,float32",
                         help="comma-separated weight dtypes to measure (auto: bf16 where native)")
+    parser.add_argument("--llama", default="q8_0",
+                        help="GGUF type of the llama.cpp run beside PyTorch (none: skip it)")
     parser.add_argument("--write", action="store_true", help=f"append the section to {DOC}")
     parser.add_argument("--clients", default="",
                         help="e.g. 1,4,16: concurrent clients through the batching scheduler "
@@ -229,7 +232,16 @@ def main(argv: list[str] | None = None) -> int:
         shelf = Path(tmp) / "adapters"
         make_adapters(shelf, resolved)
         results = [measure(d, shelf, resolved) for d in args.dtypes.split(",")]
+        llama = None
+        if args.llama != "none":  # same model, adapters and prompt (adapters/serve/bench_llama.py)
+            from adapters.serve.bench_llama import measure_llama
+
+            llama = measure_llama(resolved, Path(tmp), MSGS, args.llama)
     text = render(results, argv, (load_start, os.getloadavg()))
+    if llama:
+        from adapters.serve.bench_llama import render_llama
+
+        text += "\n" + render_llama(results, llama)
     print(text)
     if args.write:
         write_section(text)

@@ -44,6 +44,7 @@ def pick_dtype(dtype: str, device: str) -> str:
     if device == "cpu":
         flags = _cpuinfo()
         return "bfloat16" if "avx512_bf16" in flags or "amx_bf16" in flags else "float32"
-    import torch
+    from finetune.gpu import cuda_bf16_native
 
-    return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
+    # Native bf16 only (compute 8.0+): a T4 or V100 would emulate it, slower than fp32.
+    return "bfloat16" if cuda_bf16_native(device) else "float32"

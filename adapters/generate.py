@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from adapters.session import ModelSession, is_base
-from finetune.templates import end_of_turn_ids, has_chat_template, render_prompt
+from finetune.templates import encode_chats, end_of_turn_ids
 
 MAX_NEW_TOKENS = 2048
 MAX_BATCH_ROWS = 64  # rows in one generate call (compare panes, batch prompts); memory grows with it
@@ -159,15 +159,18 @@ def compare(session: ModelSession, messages: list[dict], adapters: list[str | No
 
 
 def encode(session: ModelSession, conversations: list[list[dict]]) -> dict:
-    """Render and tokenize conversations into a left-padded batch of tensors."""
+    """Render and tokenize conversations into a left-padded batch of tensors.
+
+    :func:`finetune.templates.encode_chat` does the tokenizing: text a user typed stays text,
+    even ``<|im_start|>system``; only the template's markers are control tokens.
+    """
     tokenizer = session.tokenizer
-    texts = [render_prompt(tokenizer, m) for m in conversations]
-    # A chat template writes its own special tokens; the fallback relies on the tokenizer's.
-    # The lock: a fast tokenizer sets its padding state per call ("Already borrowed" if two
-    # threads encode at once).
+    # The lock: a fast tokenizer sets its truncation/padding state per call ("Already
+    # borrowed" if two threads encode at once).
     with _ENCODE_LOCK:
-        return tokenizer(texts, return_tensors="pt", padding=True,
-                         add_special_tokens=not has_chat_template(tokenizer))
+        rows = encode_chats(tokenizer, conversations, add_generation_prompt=True)
+        return tokenizer.pad({"input_ids": rows}, padding=True, return_tensors="pt",
+                             return_attention_mask=True)
 
 
 def _check_rows(session: ModelSession, adapters: list[str | None]) -> None:

@@ -3,10 +3,14 @@
 The base loads lazily (or in the background via ``load(wait=False)``) and is never reloaded:
 adapters are injected into it with PEFT and unloaded least-recently-used first. Generation
 goes through :meth:`ModelSession.generate`, which names the adapter of every batch row
-(``adapter_names``, ``"__base__"`` for the base), so a request never depends on which
-adapter some other request "switched" to. One ``RLock`` guards every load, unload and
-generate call: PEFT's ``adapter_names`` works by hooks registered on the shared model, so two
-generate calls must not overlap, and nobody may see a half-loaded or half-deleted adapter.
+(``"__base__"`` or None for the base), so a request never depends on which adapter some
+other request "switched" to. One ``RLock`` guards every load, unload and generate call: the
+routing patches layers of the shared model for the call, so two calls must not overlap, and
+nobody may see a half-loaded or half-deleted adapter.
+
+This module holds the state (model, adapters, lock); how a call is routed to its adapters is
+``routing.py``, how many threads it runs on is ``threads.py``, and loading the base and
+injecting an adapter's weights is ``loading.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,19 +33,13 @@ from adapters.adapter_folder import (  # noqa: F401  (re-exported)
     read_adapter_folder,
 )
 from adapters.devices import DTYPES, physical_cores, pick_dtype  # noqa: F401  (re-exported)
-from adapters.merged import MergedWeights, can_merge
-from adapters.row_routing import can_mask, masked_rows
+from adapters.loading import inject_adapter, load_base
+from adapters.manifest import BrokenAdapterError, read_valid_manifest
+from adapters.merged import MergedWeights
+from adapters.routing import BASE, drop_adapter_name_hooks, is_peft, route, set_adapter
+from adapters.threads import serving_threads, set_call_threads
 from finetune import models, paths
 from finetune.hashing import file_hash
-
-# Threads: OpenMP's default lets idle threads spin briefly between operations, which decode
-# (hundreds of small matrix-vector products per token) needs: passive waiting was measured at
-# 19.8 tokens/s against 34.6 (2 cores, docs/benchmarks.md). While a training process shares
-# the cores, spinning threads would starve it and be starved in turn (decode fell to ~2
-# tokens/s), so then a call runs on one thread, which has no team to wait for (26 tokens/s
-# alone). ``cores_busy`` tells the session when that is; the training child waits passively.
-
-BASE = "__base__"  # PEFT's name for "no adapter" in adapter_names
 
 
 @dataclass
@@ -121,25 +119,11 @@ class ModelSession:
             self.load()
 
     def _load_base(self) -> None:
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         self._state, self._error, start = "loading", None, time.perf_counter()
         try:
             if self.device == "cpu":
-                self.threads = min(torch.get_num_threads(), physical_cores())
-                torch.set_num_threads(self.threads)
-            resolved = models.resolve(self.base_name)
-            # trust_remote_code=False, not left unset: unset, transformers asks on stdin (and
-            # runs the model's own code on "y"); serving never runs code shipped with a model.
-            tokenizer = AutoTokenizer.from_pretrained(resolved.path, trust_remote_code=False)
-            tokenizer.padding_side = "left"  # batched generation appends to the right end
-            if tokenizer.pad_token is None:
-                tokenizer.pad_token = tokenizer.eos_token
-            model = AutoModelForCausalLM.from_pretrained(
-                resolved.path, dtype=getattr(torch, self.dtype), attn_implementation="sdpa",
-                trust_remote_code=False)
-            model.to(self.device).eval()
+                self.threads = serving_threads()
+            model, tokenizer, resolved = load_base(self.base_name, self.device, self.dtype)
         except Exception as err:
             self._state, self._error = "error", f"{type(err).__name__}: {err}"
             raise
@@ -167,7 +151,7 @@ class ModelSession:
     def base_model(self):
         """The underlying transformers model; the same object for the session's lifetime."""
         model = self.model
-        return model.get_base_model() if _is_peft(model) else model
+        return model.get_base_model() if is_peft(model) else model
 
     @property
     def lock(self) -> threading.RLock:
@@ -235,6 +219,7 @@ class ModelSession:
         self.load()
         folder = self.adapter_folder(name)
         loaded = self._adapters.get(name)
+        self._check_shelf(name, folder)  # on every use: the copy in memory may be stale
         if loaded is not None:
             if _stamp(folder) == loaded.stamp:
                 self._adapters.move_to_end(name)
@@ -245,7 +230,7 @@ class ModelSession:
         check_base(name, manifest, self._resolved)
         self._counter += 1
         peft_name = f"tunedesk_{self._counter}"
-        self._inject(name, peft_name, folder)
+        self._model = inject_adapter(self._model, name, peft_name, folder, self.device)
         digest = str(manifest.get("adapter_hash") or file_hash(folder / WEIGHTS))
         loaded = LoadedAdapter(name, peft_name, folder, digest, manifest, _stamp(folder))
         self._adapters[name] = loaded
@@ -255,34 +240,20 @@ class ModelSession:
         self._after_change()
         return loaded
 
-    def _inject(self, name: str, peft_name: str, folder: Path) -> None:
-        """Add the adapter's LoRA layers and weights; on failure leave the model as it was."""
-        from peft import PeftConfig, PeftModel
+    def _check_shelf(self, name: str, folder: Path) -> None:
+        """The shelf's own check (files, JSON, weights' size and hash; cached, so cheap).
 
-        model, wrapped = self._model, None
+        Raises:
+            BrokenAdapterError: with the reason the shelf lists; a copy of the adapter in
+                memory is dropped first, so nothing keeps answering from it.
+        """
+        if not folder.is_dir():
+            return  # read_adapter_folder says "no adapter named ..." in its own words
         try:
-            if not _is_peft(model):
-                # PeftModel.from_pretrained in two steps, so a failure can be rolled back: the
-                # constructor injects LoRA layers into the shared base model in place.
-                config = PeftConfig.from_pretrained(str(folder))
-                config.inference_mode = True
-                model = wrapped = PeftModel(model, config, adapter_name=peft_name,
-                                            low_cpu_mem_usage=True)
-            # low_cpu_mem_usage: LoRA weights start on the meta device, no throwaway init; so a
-            # tensor missing from the file must be an error, or it would stay on "meta".
-            result = model.load_adapter(str(folder), adapter_name=peft_name, is_trainable=False,
-                                        low_cpu_mem_usage=True, torch_device=self.device)
-            if result.missing_keys:
-                raise ValueError(f"{WEIGHTS} lacks {len(result.missing_keys)} LoRA tensors, "
-                                 f"e.g. {result.missing_keys[0]}")
-        except Exception as err:
-            if wrapped is not None:
-                wrapped.unload()  # strips the injected layers; the base is as it was
-            elif _is_peft(model) and peft_name in model.peft_config:
-                model.delete_adapter(peft_name)
-            raise ValueError(f"adapter {name!r} could not be loaded: {type(err).__name__}: "
-                             f"{str(err)[:300]} (folder {folder})") from err
-        self._model = model  # load_adapter(is_trainable=False) already put it in eval mode
+            read_valid_manifest(folder, self._adapters_dir.parent)
+        except BrokenAdapterError as err:
+            self.unload_adapter(name)
+            raise BrokenAdapterError(f"adapter {name!r} is broken: {err}") from None
 
     def _after_change(self) -> None:
         self._snapshot = tuple(self._adapters)
@@ -313,23 +284,13 @@ class ModelSession:
             self._set_threads(torch)
             if seed is not None:
                 torch.manual_seed(seed)
-            uniform = len(set(names)) == 1
-            rows = [self._adapters[n].peft_name if n else None for n in names]
-            if uniform and rows[0] and can_merge(model, rows[0]):
-                route = self._merged.use(model, rows[0])  # chat, evaluation: one adapter
-            elif uniform:  # the base (or an adapter that cannot merge): set for this call only
-                route = self._set(model, names[0])
-            elif can_mask(model, [r for r in rows if r]):  # compare: rows masked (row_routing.py)
-                route = masked_rows(model, rows)
-            else:  # LoRA variants, non-Linear layers: PEFT routes each row itself
-                route = nullcontext()
-                kwargs["adapter_names"] = [r or BASE for r in rows]
+            context, extra = route(model, [self._adapters[n].peft_name if n else None for n in names], self._merged)
             inputs = {k: v.to(self.device) for k, v in inputs.items()}
-            with torch.inference_mode(), route:
+            with torch.inference_mode(), context:
                 try:
-                    return model.generate(**inputs, **kwargs)
+                    return model.generate(**inputs, **kwargs, **extra)
                 except BaseException:
-                    _drop_adapter_name_hooks(model)
+                    drop_adapter_name_hooks(model)
                     raise
 
     @contextmanager
@@ -345,34 +306,13 @@ class ModelSession:
             self._set_threads(torch)
             if not is_base(adapter):
                 self._ensure_adapter(adapter, keep={adapter})
-            with self._set(self._model, None if is_base(adapter) else adapter):
+            peft_name = None if is_base(adapter) else self._adapters[adapter].peft_name
+            with set_adapter(self._model, peft_name):
                 yield self._model
 
     def _set_threads(self, torch) -> None:
-        """Threads for this call (the setting is per calling thread for OpenMP)."""
-        if not self.threads:
-            return
-        busy = False
-        if self._cores_busy is not None:
-            with suppress(Exception):
-                busy = bool(self._cores_busy())
-        torch.set_num_threads(1 if busy else self.threads)
-
-    @contextmanager
-    def _set(self, model, name: str | None):
-        """Inside the lock: PEFT's active adapter is ``name`` (None: adapter layers off)."""
-        if not _is_peft(model):
-            yield
-        elif name is None:
-            with model.disable_adapter():
-                yield
-        else:
-            model.set_adapter(self._adapters[name].peft_name, inference_mode=True)
-            yield
-
-
-def _is_peft(model) -> bool:
-    return hasattr(model, "peft_config") and hasattr(model, "get_base_model")
+        """This call's threads (threads.py); the serving scheduler asks it between steps too."""
+        set_call_threads(torch, self.threads, self._cores_busy)
 
 
 def _stamp(folder: Path) -> int:
@@ -380,13 +320,3 @@ def _stamp(folder: Path) -> int:
         return (folder / MANIFEST).stat().st_mtime_ns
     except OSError:
         return -1
-
-
-def _drop_adapter_name_hooks(model) -> None:
-    # PEFT removes its adapter_names hooks only when generate returns normally; after an
-    # exception they would stay and steer the next call.
-    for module in model.modules():
-        for key, hook in list(module._forward_pre_hooks.items()):
-            if "adapter_names" in getattr(hook, "keywords", {}):
-                del module._forward_pre_hooks[key]
-                module._forward_pre_hooks_with_kwargs.pop(key, None)

@@ -21,6 +21,8 @@ from finetune.config import DataArgs, RunConfig
 from finetune.data import detect_mapping, load_rows, prepare
 from finetune.data.format import IGNORE_INDEX, ChatFormat
 from finetune.data.rows import normalize
+from finetune.templates import encode_chats
+from finetune.user_text import check_unicode
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -194,6 +196,7 @@ def load_golden(path: str | Path) -> list[dict]:
             row = json.loads(line)
             if not isinstance(row.get("prompt"), str):
                 raise ValueError(f"{p.name} line {n}: needs a text 'prompt'")
+            check_unicode(row["prompt"], f"{p.name} line {n}: the prompt")
             golden.append({"id": str(row.get("id", n)), "prompt": row["prompt"],
                            "must_contain": list(row.get("must_contain", [])),
                            "must_not_contain": list(row.get("must_not_contain", []))})
@@ -203,10 +206,5 @@ def load_golden(path: str | Path) -> list[dict]:
 def golden_prompt_ids(tokenizer, golden: list[dict], system_prompt: str | None) -> list[list[int]]:
     """Token ids of each golden prompt, rendered exactly as training renders a prompt."""
     fmt = ChatFormat(tokenizer, system_prompt)
-    texts = [fmt.prompt_text(g["prompt"]) for g in golden]
-    if not texts:
-        return []
-    ids = tokenizer(texts, add_special_tokens=not fmt.has_template)["input_ids"]
-    eos = tokenizer.eos_token_id
-    # As in ChatFormat: a tokenizer that appends eos must not end the prompt with it.
-    return [i[:-1] if not fmt.has_template and i and i[-1] == eos else list(i) for i in ids]
+    # encode_chat: a golden prompt's text stays text, whatever it holds (as in training).
+    return encode_chats(tokenizer, [fmt.messages(g["prompt"]) for g in golden])

@@ -69,6 +69,7 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
     progress = on_progress or (lambda fraction, message: None)
     settings = settings or GenerationSettings(max_new_tokens=EVAL_MAX_NEW_TOKENS, seed=seed)
     _check_args(session, adapters, max_samples, batch_size, settings)
+    golden_rows = load_golden(golden) if golden else []  # a bad file is refused before loading
     clock = {"start": time.perf_counter()}
     progress(0.0, "loading the model and adapters")
     session.load()
@@ -76,7 +77,6 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
     progress(0.02, "choosing and tokenizing rows")
     rows = select_rows(session.tokenizer, manifests, data, max_samples, use_validation_split,
                        settings.system_prompt or None)
-    golden_rows = load_golden(golden) if golden else []
     clock["rows"] = time.perf_counter()
     answers, golden_answers, nll = _run_models(session, rows, golden_rows, adapters, settings,
                                                batch_size, progress, clock)

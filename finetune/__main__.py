@@ -13,6 +13,7 @@ COMMANDS = {
     "bench": ("finetune.commands.bench", "measure training throughput over a grid of settings"),
     "runs": ("finetune.commands.runs", "list supervised training runs and their status"),
     "resolve-model": ("finetune.commands.resolve_model", "resolve (and cache) a base model; print where it is"),
+    "gpu-check": ("finetune.commands.gpu_check", "smoke-test every CUDA training path on one GPU (a few minutes)"),
 }
 
 

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from finetune.hardware import PRECISIONS, QUANTIZATIONS
+from finetune.user_text import quote
 
 
 @dataclass
@@ -46,6 +47,9 @@ class DataArgs:
     system_prompt: str | None = None  # optional system message put before every prompt
     max_length: int = 256  # tokens per example (prompt + response + end-of-turn)
     truncation: str = "truncate_response"  # "truncate_response" or "drop" over-long rows
+    # Conversations train every assistant turn; True labels only the final answer (the earlier
+    # turns are context). Over-long conversations lose their oldest exchanges either way.
+    last_turn_only: bool = False
     val_fraction: float = 0.05  # share of rows held out for validation
     max_samples: int | None = None  # use at most this many rows (after shuffling)
     # Padding-free packed rows. Off by default: on CPU, transformers masks packed rows with a
@@ -92,6 +96,9 @@ class RunArgs:
     run_dir: str = ""  # run folder (empty = $TUNEDESK_HOME/runs/<run_id>)
     resume: bool = False  # continue from the last checkpoint in run_dir
     nproc_per_node: int = 1  # >1 runs under torchrun (DDP)
+    nnodes: int = 1  # machines in one DDP run; >1 needs rdzv_endpoint and node_rank
+    node_rank: int = 0  # this machine's place, 0 .. nnodes-1 (node 0 hosts the rendezvous)
+    rdzv_endpoint: str = ""  # host:port of node 0, reachable from every node
 
 
 @dataclass
@@ -176,8 +183,9 @@ _TYPED = [
     ("data", "path", _TEXT), ("data", "prompt_column", _OPTIONAL_TEXT),
     ("data", "response_column", _OPTIONAL_TEXT), ("data", "messages_column", _OPTIONAL_TEXT),
     ("data", "system_prompt", _OPTIONAL_TEXT), ("data", "packing", _FLAG),
+    ("data", "last_turn_only", _FLAG),
     ("train", "device", _TEXT), ("train", "gradient_checkpointing", _FLAG),
-    ("run", "adapter_name", _TEXT), ("run", "run_dir", _TEXT), ("run", "resume", _FLAG),
+    ("run", "adapter_name", _TEXT), ("run", "run_dir", _TEXT), ("run", "resume", _FLAG), ("run", "rdzv_endpoint", _TEXT),
 ]
 
 
@@ -187,7 +195,7 @@ def _type_problems(cfg: RunConfig) -> list[str]:
         value = getattr(getattr(cfg, section), name)
         if not isinstance(value, types):
             kind = "true or false" if types is _FLAG else "text"
-            out.append(f"{section} setting {name} must be {kind} (got {value!r})")
+            out.append(f"{section} setting {name} must be {kind} (got {quote(value)})")
     return out
 
 
@@ -213,6 +221,7 @@ def validate(cfg: RunConfig, hardware=None) -> list[str]:
         except ValueError as err:
             out.append(str(err))
     _range(out, "processes per node", cfg.run.nproc_per_node, 1, 64, whole=True)
+    out += _node_problems(cfg.run)
     t = cfg.train
     known = t.precision in PRECISIONS and t.quantization in QUANTIZATIONS
     if hardware is not None and known and isinstance(t.device, str):
@@ -221,7 +230,33 @@ def validate(cfg: RunConfig, hardware=None) -> list[str]:
             out.append("paged 8-bit AdamW needs bitsandbytes and a CUDA GPU; use adamw here")
         if t.quantization != "none" and t.precision == "fp16" and not hardware.has_cuda:
             out.append("fp16 compute for quantized layers needs a CUDA GPU")
+        out.extend(_gpu_count_problems(t.device, cfg.run.nproc_per_node, hardware))
     return out
+
+
+def _node_problems(r: RunArgs) -> list[str]:
+    out: list[str] = []
+    _range(out, "nodes", r.nnodes, 1, 1024, whole=True)
+    if out:
+        return out
+    _range(out, "node rank", r.node_rank, 0, r.nnodes - 1, whole=True)
+    if r.nnodes > 1 and isinstance(r.rdzv_endpoint, str):
+        host, _, port = r.rdzv_endpoint.strip().rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            out.append(f"with {r.nnodes} nodes the rendezvous endpoint must be host:port of node 0 "
+                       f"(got {r.rdzv_endpoint!r})")
+    return out
+
+
+def _gpu_count_problems(device: str, procs, hardware) -> list[str]:
+    """Under DDP each process takes its own GPU (``cuda:LOCAL_RANK``): extra ranks would die
+    with "invalid device ordinal" after the first ones had loaded the model."""
+    gpus = sum(d.name.startswith("cuda") for d in hardware.devices)
+    on_gpu = device.startswith("cuda") or (device == "auto" and gpus > 0)
+    if on_gpu and isinstance(procs, int) and procs > gpus:
+        return [f"{procs} processes per node need {procs} GPUs; this machine has {gpus}: "
+                f"set processes per node to {gpus} or fewer"]
+    return []
 
 
 def _train_problems(t: TrainArgs) -> list[str]:

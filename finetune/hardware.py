@@ -11,6 +11,8 @@ import importlib.util
 import os
 from dataclasses import dataclass, field
 
+from finetune.user_text import quote
+
 PRECISIONS = ("fp32", "fp16", "bf16")
 QUANTIZATIONS = ("none", "8bit", "4bit")
 
@@ -62,8 +64,8 @@ class Hardware:
                 return d
         have = ", ".join(d.name for d in self.devices)
         if name.startswith("cuda") and not self.has_cuda:
-            raise ValueError(f"device {name!r} needs a CUDA GPU; this machine has none ({have})")
-        raise ValueError(f"no device {name!r} on this machine; available: {have}")
+            raise ValueError(f"device {quote(name)} needs a CUDA GPU; this machine has none ({have})")
+        raise ValueError(f"no device {quote(name)} on this machine; available: {have}")
 
     def problems(self, device: str, precision: str, quantization: str) -> list[str]:
         """Every reason the combination cannot run here (empty when it can)."""

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from finetune import paths
+from finetune.user_text import check_unicode, quote
 
 DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 _DEFAULT_ALIASES = {"default", "smollm2-135m-instruct", DEFAULT_MODEL.lower()}
@@ -65,16 +66,18 @@ def resolve(name: str = DEFAULT_MODEL, allow_hub: bool | None = None) -> Resolve
     Raises:
         ModelNotFoundError: one paragraph naming every place tried and what to install.
     """
-    name = (name or DEFAULT_MODEL).strip()
+    name = check_unicode((name or DEFAULT_MODEL).strip(), "the base model name")
+    if len(name) > 4096:  # stat() would fail with an error repeating all of it
+        raise ModelNotFoundError(f"the base model name {quote(name)} is longer than any path or Hub id")
     canonical = DEFAULT_MODEL if is_default(name) else name
     tried = []
     local = Path(name).expanduser()
-    if local.is_dir():
+    if _is_dir(local):
         if (local / "config.json").is_file():
             return _describe(canonical, local.resolve(), "local")
-        tried.append(f"local folder {local} (no config.json in it)")
+        tried.append(f"local folder {quote(str(local))} (no config.json in it)")
     else:
-        tried.append(f"local folder {local} (does not exist)")
+        tried.append(f"local folder {quote(str(local))} (does not exist)")
     try:
         cached = cache_dir_for(canonical)
     except ValueError:
@@ -91,7 +94,7 @@ def resolve(name: str = DEFAULT_MODEL, allow_hub: bool | None = None) -> Resolve
             tried.append(f"Hugging Face Hub id {canonical} ({type(err).__name__}: {str(err)[:120]})")
     else:
         tried.append("Hugging Face Hub (offline: HF_HUB_OFFLINE is set)" if "/" in canonical
-                     else f"Hugging Face Hub ({name!r} is not an 'org/name' id)")
+                     else f"Hugging Face Hub ({quote(name)} is not an 'org/name' id)")
     if canonical == DEFAULT_MODEL:
         gguf = _gguf_path()
         if gguf is not None:
@@ -103,7 +106,14 @@ def resolve(name: str = DEFAULT_MODEL, allow_hub: bool | None = None) -> Resolve
         if canonical == DEFAULT_MODEL
         else "give a folder holding config.json and weights, or a Hub id while online"
     )
-    raise ModelNotFoundError(f"Could not load base model {name!r}. Tried: " + "; ".join(tried) + f". To fix: {hint}.")
+    raise ModelNotFoundError(f"Could not load base model {quote(name)}. Tried: " + "; ".join(tried) + f". To fix: {hint}.")
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # a part longer than the file system allows: no such folder
+        return False
 
 
 def _describe(name: str, folder: Path, source: str) -> ResolvedModel:

@@ -13,6 +13,8 @@ import tempfile
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from finetune.user_text import quote
+
 SUBFOLDERS = ("models", "runs", "adapters", "evals", "datasets", "feedback", "exports")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -44,7 +46,7 @@ def safe_name(name: str, what: str = "name") -> str:
     """
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or ".." in name:
         raise ValueError(
-            f"invalid {what} {name!r}: use 1-64 letters, digits, '.', '_' or '-', "
+            f"invalid {what} {quote(name)}: use 1-64 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit (no '/', '\\' or '..')"
         )
     return name

@@ -34,3 +34,11 @@ def test_env_vars_configure_the_server(monkeypatch):
     args = app.parse_args([])
     assert (args.host, args.port) == ("0.0.0.0", 8080)
     assert app.check_access(args.host, args.auth, share=False) == ("a", "b")
+
+
+def test_the_api_asks_for_a_key_whenever_the_pages_ask_for_a_login(monkeypatch):
+    monkeypatch.delenv("TUNEDESK_API_KEY", raising=False)
+    assert app.api_key(app.parse_args([]).api_key, None) is None
+    assert app.api_key(None, ("ana", "s3cret")) == "s3cret"
+    args = app.parse_args(["--api-key", "k-123", "--auth", "ana:s3cret"])
+    assert app.api_key(args.api_key, app.check_access(args.host, args.auth, False)) == "k-123"

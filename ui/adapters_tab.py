@@ -5,8 +5,9 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
-from adapters.export import export_merged, export_zip, import_adapter
+import adapters.shelf_actions as actions
 from ui.engine import Engine
+from ui.gguf_view import DEFAULT_TYPES, GGUF_TYPES, gguf_markdown
 from ui.shelf_view import COLUMNS, details_markdown, shelf_rows
 
 
@@ -27,6 +28,11 @@ def build_adapters_tab(engine: Engine) -> dict:
         with gr.Row():
             confirm = gr.Checkbox(label="Yes, delete this adapter for good", elem_id="shelf-confirm")
             delete = gr.Button("Delete", variant="stop", elem_id="shelf-delete")
+        with gr.Accordion("Export GGUF (llama.cpp, Ollama, LM Studio)", open=False):
+            gguf_types = gr.CheckboxGroup(GGUF_TYPES, value=DEFAULT_TYPES, label="Merged model types")
+            gguf_lora = gr.Checkbox(label="Also base model + LoRA adapter (unmerged)")
+            gguf_btn = gr.Button("Export GGUF", elem_id="shelf-gguf")
+            gguf_result = gr.Markdown(elem_id="shelf-gguf-result")
         with gr.Accordion("Import a PEFT adapter (folder zipped, or .zip)", open=False):
             upload = gr.File(label="Adapter .zip", file_types=[".zip"])
             import_name = gr.Textbox(label="Name on the shelf (optional)")
@@ -58,59 +64,65 @@ def build_adapters_tab(engine: Engine) -> dict:
                 return f"⚠️ {err}"
             return f"**{name}** is active in Chat (hash `{getattr(loaded, 'adapter_hash', '')}`); the base model was not reloaded."
 
+        # The sentences come from adapters.shelf_actions, shared with `python -m adapters`.
         def on_rename(name, new):
             try:
-                engine.shelf().rename(name, (new or "").strip())
+                said = actions.rename(name, new, session=engine.session)
             except (ValueError, OSError) as err:
                 return (f"⚠️ {err}", *refresh_all(name))
-            if engine.active_adapter == name:
-                engine.activate(None)
-            return (f"Renamed **{name}** to **{new.strip()}**.", *refresh_all(new.strip()))
+            return (said, *refresh_all(new.strip()))
 
         def on_delete(name, sure):
-            if not sure:
-                return ("Tick the confirmation box first.", *refresh_all(name), False)
             try:
-                if engine.active_adapter == name:
-                    engine.activate(None)
-                if name in engine.session.loaded_adapters:
-                    engine.session.unload_adapter(name)
-                engine.shelf().delete(name)
+                said = actions.delete(name, bool(sure), session=engine.session)
             except (ValueError, OSError) as err:
-                return (f"⚠️ {err}", *refresh_all(name), False)
-            return (f"Deleted **{name}**.", *refresh_all(), False)
+                return (f"⚠️ {err}" if sure else str(err), *refresh_all(name), False)
+            return (said, *refresh_all(), False)
 
         def on_export(name):
             try:
-                out = export_merged(name, overwrite=True)
+                said, _ = actions.export_merged(name, overwrite=True)
             except (ValueError, OSError) as err:
                 return f"⚠️ {err}", gr.update(visible=False)
-            return f"Merged model written to `{out}` (safetensors + tokenizer).", gr.update(visible=False)
+            return said, gr.update(visible=False)
+
+        def on_gguf(name, types, lora, progress=gr.Progress()):
+            from adapters.export.gguf import export_gguf
+
+            if not name:
+                return "Pick an adapter first."
+            try:
+                result = export_gguf(name, tuple(types or ()), lora=bool(lora), overwrite=True,
+                                     on_progress=lambda f, m: progress(f, desc=m[:90]))
+            except (ValueError, RuntimeError, OSError) as err:
+                return f"⚠️ {err}"
+            return gguf_markdown(result)
 
         def on_zip(name):
             try:
-                out = export_zip(name)
+                said, out = actions.export_zip(name)
             except (ValueError, OSError) as err:
                 return f"⚠️ {err}", gr.update(visible=False)
-            return f"Zipped to `{out}`.", gr.update(value=str(out), visible=True)
+            return said, gr.update(value=str(out), visible=True)
 
         def on_import(file, name):
             if not file:
                 return ("Choose a .zip first.", *refresh_all())
             try:
-                entry = import_adapter(file, name=(name or "").strip() or None)
+                said, entry = actions.import_adapter(file, name)
             except (ValueError, OSError) as err:
-                return (f"⚠️ Import refused: {err}", *refresh_all())
-            return (f"Imported **{entry.name}**.", *refresh_all(entry.name))
+                return (f"⚠️ {err}", *refresh_all())
+            return (said, *refresh_all(entry.name))
 
         view = [table, pick, details]
         tab.select(refresh_all, pick, view)
-        refresh.click(refresh_all, pick, view)
+        refresh.click(refresh_all, pick, view, api_name="list_adapters")
         pick.change(_details, pick, details)
-        activate.click(on_activate, pick, message)
-        rename.click(on_rename, [pick, new_name], [message, *view])
-        delete.click(on_delete, [pick, confirm], [message, *view, confirm])
+        activate.click(on_activate, pick, message, api_name="activate_adapter")
+        rename.click(on_rename, [pick, new_name], [message, *view], api_name="rename_adapter")
+        delete.click(on_delete, [pick, confirm], [message, *view, confirm], api_name="delete_adapter")
         export_btn.click(on_export, pick, [message, download])
         zip_btn.click(on_zip, pick, [message, download])
-        do_import.click(on_import, [upload, import_name], [message, *view])
+        gguf_btn.click(on_gguf, [pick, gguf_types, gguf_lora], gguf_result)
+        do_import.click(on_import, [upload, import_name], [message, *view], api_name="import_adapter")
     return {"tab": tab, "pick": pick}

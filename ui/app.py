@@ -12,11 +12,13 @@ from ui.evaluate_tab import build_evaluate_tab
 from ui.train_tab import build_train_tab
 
 MAX_UPLOAD = "200mb"
+QUEUE_SIZE = 64  # waiting events in Gradio's queue; the serving engines take the same bound
 
 
-def build_app(base_model: str = "default", engine: Engine | None = None) -> gr.Blocks:
-    """Build the UI over an :class:`Engine` (created here when not given)."""
-    engine = engine or Engine(base_model)
+def build_app(base_model: str = "default", engine: Engine | None = None, serving: str = "auto") -> gr.Blocks:
+    """Build the UI over an :class:`Engine` (created here when not given; ``serving``: who
+    answers Chat and the API, ``auto``, ``pytorch`` or ``llama.cpp``)."""
+    engine = engine or Engine(base_model, serving)
     with gr.Blocks(title="TuneDesk") as demo:
         gr.Markdown("# TuneDesk\nFine-tune a small LLM into a customer-support chatbot: "
                     "train → evaluate → keep adapters → chat → compare.")
@@ -30,6 +32,7 @@ def build_app(base_model: str = "default", engine: Engine | None = None) -> gr.B
             lambda rid: _open_compare(engine, rid), train["run_id"], [tabs, compare["adapter"]])
         # Start loading the base model as soon as a page opens; Chat's status line shows progress.
         demo.load(lambda: engine.session.load(wait=False))
+        demo.load(lambda: engine.serving.prepare(wait=False))  # llama.cpp GGUF, engine timing
         for fn, inputs, outputs in train["on_load"]:
             demo.load(fn, inputs, outputs, show_progress="hidden")
     demo.engine = engine
@@ -45,10 +48,18 @@ def _open_compare(engine: Engine, run_id: str | None):
 
 
 def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, auth=None, share: bool = False,
-           prevent_thread_lock: bool = False):
+           prevent_thread_lock: bool = False, api_key: str | None = None):
+    """Serve the pages and, beside them in the same server, the OpenAI-compatible API
+    (``/v1/...``, bearer ``api_key`` when given; see adapters/serve/openai_api.py)."""
+    from adapters.serve.openai_api import OpenAIServer
+
     # One heavy event at a time per handler (Gradio's default concurrency limit of 1); chat
     # stays usable during training because training runs in its own child process.
-    demo.queue(max_size=64, default_concurrency_limit=1)
+    demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=1)
+    # The API's routes go first into the app Gradio builds (FastAPI's `routes`), so no Gradio
+    # route can shadow them; Gradio's login does not cover them, the bearer key does.
+    routes = OpenAIServer(demo.engine.serving, api_key).router().routes
     return demo.launch(server_name=host, server_port=port, auth=auth, share=share,
                        max_file_size=MAX_UPLOAD, prevent_thread_lock=prevent_thread_lock,
-                       show_error=True, allowed_paths=[str(demo.engine.home / "exports")])
+                       show_error=True, allowed_paths=[str(demo.engine.home / "exports")],
+                       app_kwargs={"routes": routes})

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from adapters.serve.chat import stream_chat
 from adapters.serve.ticket import ServerBusy
+from finetune.user_text import check_unicode, replace_invalid
 from ui.engine import BASE_LABEL, Engine
 
 CHAT_CONCURRENCY = 32  # chats streaming at once; the scheduler queues what the batch cannot hold
@@ -58,6 +58,12 @@ def build_chat_tab(engine: Engine) -> dict:
             if not text or not text.strip():
                 yield history, ""
                 return
+            try:
+                check_unicode(text)
+            except ValueError as err:  # nothing is sent; the box keeps the text, marked (U+FFFD)
+                gr.Warning(str(err))
+                yield _shown(history), replace_invalid(text)
+                return
             history.append({"role": "user", "content": text})
             yield from _stream(history, choice, settings_values)
 
@@ -75,16 +81,16 @@ def build_chat_tab(engine: Engine) -> dict:
                 settings = engine.settings(*settings_values)
                 messages = [{"role": m["role"], "content": _text(m["content"])} for m in history]
                 history.append({"role": "assistant", "content": ""})
-                for partial in stream_chat(engine.session, messages, engine.to_adapter(choice), settings):
+                for partial in engine.stream_answer(messages, engine.to_adapter(choice), settings):
                     history[-1]["content"] = partial
                     yield history, ""
             except (ValueError, ServerBusy) as err:
                 history[-1:] = [] if history and history[-1]["role"] == "assistant" else history[-1:]
                 gr.Warning(str(err))
-                yield history, ""
+                yield _shown(history), ""
 
         tab.select(choices, None, adapter)
-        refresh.click(choices, None, adapter)
+        refresh.click(choices, None, adapter, api_name="chat_adapters")
         adapter.change(on_switch, adapter, [adapter, status])
         # Stable API name for scripted clients (gradio_client, the load test).
         # Many chats at once: each is a row of the scheduler's running batch (adapters/serve),
@@ -98,6 +104,12 @@ def build_chat_tab(engine: Engine) -> dict:
         timer = gr.Timer(1.0)
         timer.tick(lambda: engine.model_status_line(), None, status, show_progress="hidden")
     return {"tab": tab, "adapter": adapter, "status": status}
+
+
+def _shown(history: list[dict]) -> list[dict]:
+    """History safe to send back: a client may have sent text that is not valid Unicode,
+    which the browser's event stream cannot carry."""
+    return [{**m, "content": replace_invalid(_text(m["content"]))} for m in history]
 
 
 def _text(content) -> str:

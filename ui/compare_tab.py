@@ -75,8 +75,8 @@ def build_compare_tab(engine: Engine) -> dict:
             return f"Saved. {feedback_count()} feedback rows in `{feedback_path()}` — train on it from the Train tab (Path)."
 
         tab.select(choices, None, [first, second])
-        refresh.click(choices, None, [first, second])
+        refresh.click(choices, None, [first, second], api_name="compare_adapters")
         go.click(run, [first, second, prompt, system, max_new, rep],
-                 [*panes, timing, choice, answers_state, prompt_state])
+                 [*panes, timing, choice, answers_state, prompt_state], api_name="compare")
         save.click(on_save, [prompt_state, answers_state, choice, correction], saved)
     return {"tab": tab, "adapter": first}

@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 
 from adapters.generate import GenerationSettings
+from adapters.serve.engines import Engines
+from adapters.serve.ticket import ServerBusy
 from adapters.session import ModelSession
 from adapters.store import Shelf
 from finetune import paths
@@ -21,7 +23,7 @@ BASE_LABEL = "base model (no adapter)"
 class Engine:
     """Shared state behind the tabs."""
 
-    def __init__(self, base_model: str = "default"):
+    def __init__(self, base_model: str = "default", serving: str = "auto"):
         from finetune.models import DEFAULT_MODEL, is_default
 
         self.home = paths.home()
@@ -36,6 +38,8 @@ class Engine:
         self.session = ModelSession(base_model, device=self.hardware.default_device,
                                     dtype=os.environ.get("TUNEDESK_DTYPE", "auto"),
                                     cores_busy=runner.any_running)
+        # Who answers Chat and the API: PyTorch or llama.cpp, measured on this machine (auto).
+        self.serving = Engines(self.session, serving)
 
     @property
     def active_adapter(self) -> str | None:
@@ -69,7 +73,27 @@ class Engine:
         else:
             text = f"**Model:** {model} — {state}…"
         active = self.active_adapter or "none (base model)"
-        return text + f"  \n**Active adapter:** {active}"
+        return text + f"  \n**Active adapter:** {active}  \n**Answers from:** {self.serving.describe()}"
+
+    def stream_answer(self, messages: list[dict], adapter: str | None, settings: GenerationSettings):
+        """Chat's answer from the serving engine; yields the text so far.
+
+        Raises:
+            ValueError: bad settings or messages, an unusable adapter, or a full queue.
+        """
+        try:
+            ticket = self.serving.submit(messages, adapter, settings)
+        except ServerBusy as err:
+            raise ValueError(str(err)) from None
+        text = ""
+        try:
+            for delta in ticket:
+                text += delta
+                yield text
+        finally:
+            ticket.cancel()  # the page went away mid-answer: stop decoding
+        if not text:
+            yield text  # an empty answer is still one value for the chat to show
 
     def settings(self, system_prompt: str, max_new_tokens, temperature, top_p, repetition_penalty, seed) -> GenerationSettings:
         """Generation settings from form values, checked.
@@ -112,17 +136,24 @@ def store_upload(temp_path: str) -> str:
         ValueError: wrong type, too big, or unreadable (the loader's message names why).
         OSError: the home folder cannot take the copy (read-only, full); nothing is left behind.
     """
-    from finetune.data.load import load_rows
+    from finetune.config import DataArgs
     from finetune.hashing import file_hash
+    from finetune.train.preflight import dataset_problems
 
     src = Path(temp_path)
     if src.suffix.lower() not in UPLOAD_TYPES:
         raise ValueError(f"{src.name}: upload a {', '.join(UPLOAD_TYPES)} file")
     if src.stat().st_size > MAX_UPLOAD_BYTES:
         raise ValueError(f"{src.name} is {src.stat().st_size / 2**20:.0f} MiB; the upload limit is 200 MiB")
-    load_rows(src)  # raises a clear ValueError for binary, empty, malformed files
     stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in src.stem)[:40] or "upload"
-    dest = paths.subdir("datasets") / "uploads" / f"{stem}-{file_hash(src)[:10]}{src.suffix.lower()}"
+    name = f"{stem}-{file_hash(src)[:10]}{src.suffix.lower()}"
+    # The checks a run makes (readable, known columns, no broken field), before a copy is
+    # kept: a refused upload leaves nothing under datasets/uploads (nor an older copy of it).
+    problems = dataset_problems(DataArgs(path=str(src)))
+    if problems:
+        (paths.home(create=False) / "datasets" / "uploads" / name).unlink(missing_ok=True)
+        raise ValueError(problems[0])
+    dest = paths.subdir("datasets") / "uploads" / name
     if not dest.exists():
         try:
             _copy_whole(src, dest)
@@ -179,10 +210,14 @@ def estimate_text(cfg) -> str:
 
 
 def dry_run_text(cfg) -> str:
-    """Run one real training step (nothing is saved) and report its time and memory."""
-    from finetune.train.dryrun import dry_run
+    """Run one real training step (nothing is saved) and report its time and memory.
 
-    r = dry_run(cfg)
+    It runs in a child process: its memory goes back when it ends, and its peak is its own,
+    not the chat model's too.
+    """
+    from finetune.train.dryrun_process import dry_run_in_child
+
+    r = dry_run_in_child(cfg)
     minutes = r.get("projected_seconds", 0) / 60
     return (f"Dry run: one micro-batch of {r.get('tokens_per_micro_batch', 0):,} tokens took {r.get('seconds_per_step', 0):.2f} s, "
             f"peak memory {r.get('peak_memory_gib', 0):.2f} GiB. The whole run ({r.get('total_steps')} steps) "

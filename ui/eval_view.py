@@ -1,6 +1,8 @@
-"""Tables for the Evaluate tab from an EvalReport. No gradio here."""
+"""Tables and text for the Evaluate tab from an EvalReport. No gradio here."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 METRIC_COLUMNS = ["model", "BLEU", "ROUGE-L", "perplexity", "golden passed",
                   "Δ BLEU [95% CI]", "Δ ROUGE-L [95% CI]", "Δ perplexity [95% CI]"]
@@ -37,3 +39,16 @@ def golden_rows(report) -> tuple[list[str], list[list]]:
     rows = [[r["id"], r["prompt"], *["✓" if r["checks"][m]["passed"] else "✗" for m in report.models]]
             for r in report.golden.get("results", [])]
     return cols, rows
+
+
+def run_summary(report) -> str:
+    """One line: rows scored, how they were chosen, how fast, where the report was saved."""
+    t = report.timings
+    return (f"Scored {report.data.get('rows')} rows ({report.data.get('selection')}) in "
+            f"{t.get('total_seconds')} s — {t.get('rows_per_second')} rows/s. Saved to `{report.folder}`.")
+
+
+def report_files(report) -> list[str]:
+    """The report's saved files that exist, for download."""
+    folder = Path(report.folder)
+    return [str(folder / f) for f in ("report.json", "samples.csv", "summary.md") if (folder / f).exists()]

@@ -1,8 +1,9 @@
-"""Evaluate tab: base and chosen adapters scored on the same rows (BLEU, ROUGE-L, perplexity)."""
+"""Evaluate tab: base and chosen adapters scored on the same rows (BLEU, ROUGE-L, perplexity).
+
+Layout and wiring; the tables and text come from ui/eval_view.py (no gradio).
+"""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import gradio as gr
 import pandas as pd
@@ -11,7 +12,14 @@ from adapters.generate import GenerationSettings
 from eval.run import evaluate
 from ui import forms
 from ui.engine import Engine, store_upload
-from ui.eval_view import METRIC_COLUMNS, golden_rows, metric_rows, sample_rows
+from ui.eval_view import (
+    METRIC_COLUMNS,
+    golden_rows,
+    metric_rows,
+    report_files,
+    run_summary,
+    sample_rows,
+)
 
 
 def build_evaluate_tab(engine: Engine) -> dict:
@@ -64,15 +72,10 @@ def build_evaluate_tab(engine: Engine) -> dict:
                                   on_progress=lambda f, msg: progress(f, desc=msg))
             except (ValueError, OSError) as err:
                 return (f"⚠️ {err}", *empty)
-            folder = Path(report.folder)
-            out = [str(folder / f) for f in ("report.json", "samples.csv", "summary.md") if (folder / f).exists()]
-            t = report.timings
-            text = (f"Scored {report.data.get('rows')} rows ({report.data.get('selection')}) in "
-                    f"{t.get('total_seconds')} s — {t.get('rows_per_second')} rows/s. Saved to `{folder}`.")
             first = report.adapters[0]
-            return (text, pd.DataFrame(metric_rows(report), columns=METRIC_COLUMNS),
+            return (run_summary(report), pd.DataFrame(metric_rows(report), columns=METRIC_COLUMNS),
                     gr.update(choices=report.adapters, value=first), _samples(report, first),
-                    _golden(report), out, report)
+                    _golden(report), report_files(report), report)
 
         def _samples(report, adapter):
             if report is None or not adapter:
@@ -85,9 +88,10 @@ def build_evaluate_tab(engine: Engine) -> dict:
             return pd.DataFrame(rows, columns=cols) if rows else None
 
         tab.select(choices, None, adapters)
-        refresh.click(choices, None, adapters)
+        refresh.click(choices, None, adapters, api_name="evaluate_adapters")
         upload.change(on_upload, upload, data)
         run.click(on_run, [adapters, data, samples, max_new, batch, golden],
-                  [status, metrics, which, per_sample, golden_table, files, report_state])
+                  [status, metrics, which, per_sample, golden_table, files, report_state],
+                  api_name="evaluate")
         which.change(_samples, [report_state, which], per_sample)
     return {"tab": tab}

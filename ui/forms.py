@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from finetune.config import RunConfig
 from finetune.hardware import PRECISIONS, QUANTIZATIONS, Hardware
+from finetune.user_text import quote
 
 DEMO_DATA = "assets/demo_support.jsonl"
 
@@ -17,7 +18,7 @@ TRAIN_FIELDS = [
     ("lora", "r"), ("lora", "alpha"), ("lora", "dropout"), ("lora", "include_mlp"),
     ("train", "learning_rate"), ("train", "lr_schedule"), ("train", "epochs"), ("train", "max_steps"),
     ("data", "max_length"), ("data", "max_samples"), ("data", "val_fraction"), ("data", "packing"),
-    ("data", "system_prompt"),
+    ("data", "last_turn_only"), ("data", "system_prompt"),
     ("train", "eval_every"), ("train", "probe_every"), ("train", "save_every"), ("train", "seed"),
     ("run", "adapter_name"),
 ]
@@ -55,7 +56,7 @@ def to_config(data_path: str, values: list) -> tuple[RunConfig, list[str]]:
             value = _convert(field, value)
         except (TypeError, ValueError, OverflowError):
             kind = "text" if field in _TEXTS else "a number"
-            problems.append(f"{field.replace('_', ' ')} must be {kind} (got {value!r})")
+            problems.append(f"{field.replace('_', ' ')} must be {kind} (got {quote(value)})")
             continue
         setattr(getattr(cfg, section), field, value)
     return cfg, problems
@@ -87,6 +88,14 @@ class Offer:
 
 def device_offer(hw: Hardware) -> Offer:
     return Offer(["auto"] + [d.name for d in hw.devices], [] if hw.has_cuda else ["No CUDA GPU found: training runs on the CPU."])
+
+
+def default_precision(hw: Hardware, device: str) -> str:
+    """bf16 on Ampere or newer GPUs, fp16 on older ones, fp32 on the CPU (the fastest that
+    trains safely; fp32 on a GPU would be the slowest path)."""
+    from finetune.gpu import recommended_precision
+
+    return recommended_precision(hw.device(device))
 
 
 def option_offer(hw: Hardware, device: str, kind: str) -> Offer:

@@ -1,20 +1,21 @@
-"""Train tab: choose model, data and settings; start, watch, stop; re-attach after reload."""
+"""Train tab: choose model, data and settings; start, watch, stop; re-attach after reload.
+
+Layout and wiring only; what each control does is in ui/train_handlers.py (no gradio).
+"""
 
 from __future__ import annotations
 
 import gradio as gr
-import pandas as pd
 
-from finetune.config import validate
-from finetune.train import runner
 from ui import forms
-from ui.engine import Engine, dry_run_text, estimate_text, preview, store_upload
-from ui.train_view import curve_frame, latest_run_id, run_view
-
-DATA_SOURCES = ["Demo data (assets)", "Upload a file", "Path on this machine"]
+from ui import train_handlers as handlers
+from ui.engine import Engine, dry_run_text, estimate_text
+from ui.train_handlers import DATA_SOURCES
+from ui.train_view import curve_frame, run_view
 
 
 def build_train_tab(engine: Engine) -> dict:
+    """The Train tab's components and events; returns what the app wires across tabs."""
     hw = engine.hardware
     d = forms.ui_defaults()
     d.model.name = engine.base_model  # train on the model the app serves, unless the user changes it
@@ -33,7 +34,8 @@ def build_train_tab(engine: Engine) -> dict:
                 dev_offer = forms.device_offer(hw)
                 device = gr.Dropdown(dev_offer.choices, value="auto", label="Device")
                 p0, q0 = forms.option_offer(hw, "auto", "precision"), forms.option_offer(hw, "auto", "quantization")
-                precision = gr.Dropdown(p0.choices, value="fp32", label="Precision", elem_id="train-precision")
+                precision = gr.Dropdown(p0.choices, value=forms.default_precision(hw, "auto"), label="Precision",
+                                        elem_id="train-precision")
                 quant = gr.Dropdown(q0.choices, value="none", label="Quantization", elem_id="train-quant")
                 hw_notes = gr.Markdown("\n".join(f"- {n}" for n in dev_offer.notes + p0.notes + q0.notes), elem_id="hw-notes")
                 with gr.Row():
@@ -54,7 +56,9 @@ def build_train_tab(engine: Engine) -> dict:
                         max_len = gr.Number(d.data.max_length, precision=0, label="Max length (tokens)")
                         samples = gr.Number(d.data.max_samples, precision=0, label="Max rows (0 = all)", elem_id="train-samples")
                         val = gr.Number(d.data.val_fraction, label="Validation fraction")
-                        packing = gr.Checkbox(d.data.packing, label="Pack rows (no padding; pays on GPUs with flash attention)")
+                        packing = gr.Checkbox(d.data.packing, label="Pack rows (no padding; fastest on GPUs with the flash-attn package)")
+                    last_turn = gr.Checkbox(d.data.last_turn_only,
+                                            label="Conversations: train the last answer only (default: every answer)")
                     system = gr.Textbox(label="System prompt (optional)")
                     with gr.Row():
                         eval_every = gr.Number(d.train.eval_every, precision=0, label="Validate every N steps",
@@ -64,7 +68,7 @@ def build_train_tab(engine: Engine) -> dict:
                         seed = gr.Number(d.train.seed, precision=0, label="Seed")
                 name = gr.Textbox(label="Adapter name (optional)", elem_id="train-name")
         settings = [model, device, precision, quant, batch, accum, r, alpha, dropout, mlp, lr, sched, epochs,
-                    steps, max_len, samples, val, packing, system, eval_every, probe_every, save_every, seed, name]
+                    steps, max_len, samples, val, packing, last_turn, system, eval_every, probe_every, save_every, seed, name]
         with gr.Row():
             check = gr.Button("Check settings & estimate", elem_id="train-check")
             dry = gr.Button("Dry run (one step)", elem_id="train-dry")
@@ -81,78 +85,41 @@ def build_train_tab(engine: Engine) -> dict:
         log = gr.Textbox(label="Log tail", lines=6, max_lines=12, interactive=False)
         timer = gr.Timer(2.0)
 
-        def dataset_path(src, upload_file, typed) -> str:
-            if src == DATA_SOURCES[0]:
-                return forms.DEMO_DATA
-            if src == DATA_SOURCES[1]:
-                if not upload_file:
-                    raise ValueError("choose a file to upload first")
-                return store_upload(upload_file)
-            if not (typed or "").strip():
-                raise ValueError("type a dataset path first")
-            return typed.strip()
-
+        # Thin wrappers: the work is in ui/train_handlers.py; these only turn it into updates.
         def on_source(src):
             return gr.update(visible=src == DATA_SOURCES[1]), gr.update(visible=src == DATA_SOURCES[2])
 
         def on_data(src, upload_file, typed):
-            try:
-                values, cols, info = preview(dataset_path(src, upload_file, typed))
-            except (ValueError, OSError) as err:
-                return f"⚠️ {err}", gr.update(value=None)
-            return info, gr.update(value=pd.DataFrame(values, columns=cols))
+            info, frame = handlers.data_preview(src, upload_file, typed)
+            return info, gr.update(value=frame)
 
         def on_device(dev):
-            p, q = forms.option_offer(hw, dev, "precision"), forms.option_offer(hw, dev, "quantization")
-            notes = "\n".join(f"- {n}" for n in dev_offer.notes + p.notes + q.notes)
-            return gr.update(choices=p.choices), gr.update(choices=q.choices), notes
-
-        def build(src, upload_file, typed, values):
-            data = dataset_path(src, upload_file, typed)
-            cfg, problems = forms.to_config(data, list(values))
-            return cfg, problems + validate(cfg, hw)
+            p_choices, p_default, q_choices, notes = handlers.device_options(hw, dev_offer.notes, dev)
+            return gr.update(choices=p_choices, value=p_default), gr.update(choices=q_choices), notes
 
         def checked(fn):
             def handler(src, upload_file, typed, *values):
-                try:
-                    cfg, problems = build(src, upload_file, typed, values)
-                    if problems:
-                        return "**These settings cannot run:**\n" + "\n".join(f"- {p}" for p in problems)
-                    return fn(cfg)
-                except (ValueError, OSError, RuntimeError) as err:
-                    return f"⚠️ {err}"
+                return handlers.checked_text(hw, fn, src, upload_file, typed, values)
             return handler
 
         def on_start(src, upload_file, typed, *values):
-            try:
-                cfg, problems = build(src, upload_file, typed, values)
-                if problems:
-                    return "**Not started — fix these first:**\n" + "\n".join(f"- {p}" for p in problems), None
-                info = runner.start(cfg)
-            except (ValueError, RuntimeError, OSError) as err:
-                return f"⚠️ Not started: {err}", None
-            return f"Started run `{info.run_id}`.", info.run_id
+            return handlers.start_run(hw, src, upload_file, typed, values)
 
         def on_stop(current):
-            current = current or latest_run_id()
-            if not current:
-                return "No run to stop."
-            status = runner.stop(current)
-            return f"Asked run `{current}` to stop ({status.get('state')}); it saves the adapter at the current step."
+            return handlers.stop_run(current)
 
         def poll(current, drawn):
-            current = current or latest_run_id()  # re-attach after a reload or an app restart
-            view = run_view(current)
+            current, view = handlers.poll_run(current)
             key = (current, len(view["curve"]))
             frame = gr.skip() if key == drawn else curve_frame(view["curve"])
             return (current, key, view["progress_html"], frame, view["probes"] or None, view["result"],
                     gr.update(visible=bool(view["adapter"]) and not view["active"]), view["log"])
 
         source.change(on_source, source, [upload, path])
-        for trigger in (source.change, upload.change, path.submit):
-            trigger(on_data, [source, upload, path], [data_info, data_preview])
+        for trigger, api in ((source.change, None), (upload.change, None), (path.submit, "preview_data")):
+            trigger(on_data, [source, upload, path], [data_info, data_preview], api_name=api)
         device.change(on_device, device, [precision, quant, hw_notes])
-        check.click(checked(estimate_text), [source, upload, path, *settings], message)
+        check.click(checked(estimate_text), [source, upload, path, *settings], message, api_name="check_settings")
         dry.click(checked(dry_run_text), [source, upload, path, *settings], message, concurrency_id="heavy")
         start.click(on_start, [source, upload, path, *settings], [message, run_id],
                     concurrency_id="train-start", api_name="start_training")

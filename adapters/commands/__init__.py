@@ -1,1 +1,1 @@
-"""The subcommands of `python -m adapters` (see adapters/__main__.py)."""
+"""One module per ``python -m adapters`` command: ``add_arguments(parser)``, ``main(args)``."""

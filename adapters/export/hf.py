@@ -256,6 +256,7 @@ def _finish_import(folder: Path, name: str) -> None:
         if old.get("format") == FORMAT and isinstance(base, dict) and base.get("name"):
             manifest = {**old, "name": name, "imported": True}
     manifest["adapter_hash"] = file_hash(folder / WEIGHTS)
+    manifest["adapter_bytes"] = (folder / WEIGHTS).stat().st_size  # checked by adapters/integrity.py
     write_json_atomic(folder / MANIFEST, manifest)
     if not (folder / "README.md").exists():
         (folder / "README.md").write_text(_model_card(manifest))

@@ -37,7 +37,7 @@ class StepRouter:
                 return model(**inputs, logits_to_keep=1, **extra)
             except BaseException:
                 if extra:  # PEFT leaves its adapter_names hooks behind after an exception
-                    from adapters.session import _drop_adapter_name_hooks
+                    from adapters.routing import drop_adapter_name_hooks as _drop_adapter_name_hooks
 
                     _drop_adapter_name_hooks(model)
                 raise

@@ -76,7 +76,8 @@ def _try_step(model, optimizer, batch: dict, selective: bool, autocast) -> bool:
     return ok
 
 
-def find_max_batch(cfg, recipe: str = "tunedesk", model=None, packing: bool | None = None) -> int:
+def find_max_batch(cfg, recipe: str = "tunedesk", model=None, packing: bool | None = None,
+                   limit: int = MAX_BATCH) -> int:
     """Largest micro-batch at ``cfg.data.max_length`` that runs one training step on the GPU.
 
     Args:
@@ -85,6 +86,7 @@ def find_max_batch(cfg, recipe: str = "tunedesk", model=None, packing: bool | No
             logits on every position).
         model, packing: an already built LoRA model (e.g. random weights from a config);
             loaded as training loads it when None.
+        limit: the largest batch tried (a quick check need not search to 4096).
 
     Raises:
         ValueError: the device is not a CUDA GPU, or the settings cannot run here.
@@ -120,4 +122,4 @@ def find_max_batch(cfg, recipe: str = "tunedesk", model=None, packing: bool | No
         torch.cuda.empty_cache()
         return ok
 
-    return search_max_batch(fits)
+    return search_max_batch(fits, limit)

@@ -96,6 +96,7 @@ def load_row_model(args: BenchArgs, point: Point, device: str):
 
 def _tunedesk(args: BenchArgs, cfg, model, packing: bool, rows, plan, pad_id: int, device: str, window: Window) -> float:
     """TuneDesk's loop over ``plan``; returns the last step's loss per label token."""
+    from finetune.gpu import make_scaler
     from finetune.train.setup import to_batch
     from finetune.train.steps import (
         build_optimizer,
@@ -109,13 +110,14 @@ def _tunedesk(args: BenchArgs, cfg, model, packing: bool, rows, plan, pad_id: in
     optimizer = build_optimizer(model, t.learning_rate, t.weight_decay, t.optimizer, device)
     scheduler = build_scheduler(optimizer, t.lr_schedule, t.warmup_ratio, len(plan))
     autocast = make_autocast(device, t.precision)
+    scaler = make_scaler(device, t.precision)  # as train() does: fp16 gradients underflow without one
     model.train()
     for i, step in enumerate(plan.steps):
         if i == args.warmup_steps:
             window.start()
         batches = [to_batch(rows, m, pad_id, packing, device) for m in step]
-        loss, _ = forward_backward(model, batches, autocast)
-        optimizer_step(model, optimizer, scheduler, None, t.max_grad_norm)
+        loss, _ = forward_backward(model, batches, autocast, scaler)
+        optimizer_step(model, optimizer, scheduler, scaler, t.max_grad_norm)
     window.stop()
     return float(loss) / max(sum(n for _, n, _ in batches), 1)
 

@@ -34,6 +34,11 @@ def add_arguments(p) -> None:
         help="what to do with rows longer than --max-length",
     )
     p.add_argument(
+        "--last-turn-only",
+        action="store_true",
+        help="in conversations, train only the final assistant answer",
+    )
+    p.add_argument(
         "--out", default=None, help="output folder (default: home/datasets/<fingerprint>)"
     )
     p.add_argument("--json", action="store_true", help="print the stats as JSON")
@@ -49,6 +54,7 @@ def data_args(args) -> DataArgs:
         system_prompt=args.system_prompt,
         max_length=args.max_length,
         truncation=args.truncation,
+        last_turn_only=args.last_turn_only,
         val_fraction=args.val_fraction,
         max_samples=args.max_samples,
         seed=args.seed,
@@ -96,9 +102,15 @@ def format_stats(s: dict) -> str:
             if s["dropped_template_error"]
             else ""
         ),
+        f"turns        {s.get('conversations', 0)} conversations, "
+        f"{s.get('assistant_turns_trained', 0)} assistant turns trained, "
+        f"{s.get('conversations_shortened', 0)} shortened (oldest turns dropped to fit)",
         f"tokens       p50 {t['p50']}  p90 {t['p90']}  p99 {t['p99']}  max {t['max']}  "
         f"({t['total']} total, {t['label_total']} trained on)",
     ]
+    if s.get("rows_with_control_tokens"):
+        lines.append(f"control      {s['rows_with_control_tokens']} rows hold control-token strings "
+                     "(such as <|im_start|>); they are trained on as plain text")
     for example in s["skipped_examples"]:
         lines.append(f"  skipped    {example}")
     if s["intents"]:

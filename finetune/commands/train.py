@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 # (flag, aliases, section, field, type, help)
 FLAGS = [
@@ -39,6 +40,9 @@ FLAGS = [
     ("--name", ["--adapter-name"], "run", "adapter_name", str, "adapter name on the shelf"),
     ("--run-dir", [], "run", "run_dir", str, "run folder (events, checkpoints)"),
     ("--nproc-per-node", ["--nproc_per_node"], "run", "nproc_per_node", int, "processes (DDP via torchrun)"),
+    ("--nnodes", [], "run", "nnodes", int, "machines in the run (each runs this same command)"),
+    ("--node-rank", ["--node_rank"], "run", "node_rank", int, "this machine's rank, 0 .. nnodes-1"),
+    ("--rdzv-endpoint", ["--rdzv_endpoint"], "run", "rdzv_endpoint", str, "host:port of node 0"),
 ]
 
 
@@ -51,6 +55,8 @@ def add_arguments(p) -> None:
     p.add_argument("--fp16", action="store_true", help="alias for --precision fp16")
     p.add_argument("--bf16", action="store_true", help="alias for --precision bf16")
     p.add_argument("--no-packing", action="store_true", help="pad batches instead of packing rows")
+    p.add_argument("--last-turn-only", action="store_true",
+                   help="in conversations, train only the final assistant answer")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --run-dir")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="run Python code shipped with this model (its auto_map); off unless given")
@@ -75,6 +81,8 @@ def build_config(args):
         cfg.train.precision = "bf16" if args.bf16 else "fp16"
     if args.no_packing:
         cfg.data.packing = False
+    if args.last_turn_only:
+        cfg.data.last_turn_only = True
     if args.resume:
         cfg.run.resume = True
     if args.trust_remote_code:
@@ -82,11 +90,23 @@ def build_config(args):
     return cfg
 
 
-def _relaunch_under_torchrun(n: int) -> int:
+def torchrun_args(run) -> list[str]:
+    """torchrun's flags for ``RunArgs``: one machine standalone, or static rendezvous at node 0.
+
+    Static rendezvous (``--node-rank`` plus node 0's address) keeps each machine's rank the
+    one it was given, so node 0, which hosts the rendezvous, is also rank 0 and saves.
+    """
+    if run.nnodes == 1:
+        return ["--standalone", f"--nproc-per-node={run.nproc_per_node}"]
+    host, _, port = run.rdzv_endpoint.strip().rpartition(":")
+    return [f"--nnodes={run.nnodes}", f"--node-rank={run.node_rank}", f"--master-addr={host}",
+            f"--master-port={port}", f"--nproc-per-node={run.nproc_per_node}"]
+
+
+def _relaunch_under_torchrun(run) -> int:
     import subprocess
 
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
-           "-m", "finetune", *sys.argv[1:]]
+    cmd = [sys.executable, "-m", "torch.distributed.run", *torchrun_args(run), "-m", "finetune", *sys.argv[1:]]
     # The supervising runner stops a run with a stop file plus SIGTERM to this process, and
     # Ctrl-C reaches the workers directly: they stop and save. Dying here instead would
     # report the run as killed while the workers are still writing the adapter.
@@ -126,8 +146,12 @@ def main(args) -> int:
     cfg = build_config(args)
     if args.dry_run:
         return _dry_run(cfg)
-    if cfg.run.nproc_per_node > 1 and "WORLD_SIZE" not in os.environ:
-        return _relaunch_under_torchrun(cfg.run.nproc_per_node)
+    if (cfg.run.nproc_per_node > 1 or cfg.run.nnodes > 1) and "WORLD_SIZE" not in os.environ:
+        from finetune.config import validate
+
+        if problems := [p for p in validate(cfg) if "node" in p]:  # before torchrun waits for peers
+            return _print_problems(SimpleNamespace(problems=problems))
+        return _relaunch_under_torchrun(cfg.run)
     from finetune.console import ConsoleProgress
     from finetune.events import EventLog
     from finetune.train import ConfigError, train

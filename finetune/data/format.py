@@ -18,12 +18,16 @@ from __future__ import annotations
 
 import json
 
-from finetune.templates import render_prompt
+from finetune.templates import control_strings, encode_chats, render_prompt
 
 IGNORE_INDEX = -100  # label value the cross-entropy loss skips
 FALLBACK_TEMPLATE = "{system}\n\n### Instruction:\n{prompt}\n\n### Response:\n{response}<eos>"
-# Per-row outcome of encoding; all but the first two drop the row.
-STATUSES = ("ok", "truncated", "too_long", "prompt_too_long", "template_error")
+# Per-row outcome of encoding; the KEPT ones keep the row.
+# "oldest_turns_dropped": a conversation that fits once its first exchanges are cut (kept).
+STATUSES = (
+    "ok", "truncated", "oldest_turns_dropped", "too_long", "prompt_too_long", "template_error"
+)
+KEPT = ("ok", "truncated", "oldest_turns_dropped")
 
 
 class ChatFormat:
@@ -85,70 +89,111 @@ class ChatFormat:
         """
         return render_prompt(self.tokenizer, self.messages(prompt, history))
 
-    def encode_batch(self, rows: dict, max_length: int, truncation: str) -> dict:
+    def encode_batch(
+        self, rows: dict, max_length: int, truncation: str, last_turn_only: bool = False
+    ) -> dict:
         """Tokenize a batch of normalized rows (``prompt``, ``response``, ``history`` lists).
+
+        Message text is tokenized as text by :func:`finetune.templates.encode_chat`: a row
+        holding ``<|im_end|>`` teaches those characters, never an early end of turn.
 
         Returns:
             Lists ``input_ids``, ``labels``, ``length`` and ``status`` (one of
             :data:`STATUSES`); dropped rows have empty ``input_ids``.
         """
         cols = (rows["prompt"], rows["response"], rows["history"])
-        texts = [self._render(p, r, h) for p, r, h in zip(*cols, strict=True)]
-        good = [i for i, t in enumerate(texts) if t is not None]
-        encoded = iter(
-            self._tokenize([texts[i] for i in good], [rows["response"][i] for i in good])
-        )
+        # Rows with earlier turns: every assistant turn labelled (finetune.data.conversations);
+        # None there (turns not separable, e.g. no template) falls back to the last turn alone.
+        multi = {
+            i: self._encode_conversation(p, r, h, max_length, truncation, last_turn_only)
+            for i, (p, r, h) in enumerate(zip(*cols, strict=True))
+            if h
+        }
+        multi = {i: enc for i, enc in multi.items() if enc is not None}
+        convs = [None if i in multi else self._conversation(*row)
+                 for i, row in enumerate(zip(*cols, strict=True))]
+        encoded = self._encode_rows(convs)
         out = {"input_ids": [], "labels": [], "length": [], "status": []}
-        for text in texts:
-            if text is None:
+        for i, pair in enumerate(encoded):
+            if i in multi:
+                ids, labels, status = multi[i].input_ids, multi[i].labels, multi[i].status
+            elif pair is None:
                 ids, labels, status = [], [], "template_error"
             else:
-                ids, labels, status = fit(
-                    *next(encoded), self.end_of_turn_id, max_length, truncation
-                )
+                ids, labels, status = fit(*pair, self.end_of_turn_id, max_length, truncation)
             out["input_ids"].append(ids)
             out["labels"].append(labels)
             out["length"].append(len(ids))
             out["status"].append(status)
         return out
 
-    def _render(self, prompt: str, response: str, history: str) -> tuple[str, str] | None:
-        """(prompt text, full conversation text), or None when the template rejects the row.
+    def count_control_rows(self, rows: dict) -> int:
+        """Rows whose prompt, response or history holds a control-token string (kept as text)."""
+        cols = (rows["prompt"], rows["response"], rows["history"])
+        return sum(1 for texts in zip(*cols, strict=True)
+                   if any(control_strings(self.tokenizer, t or "") for t in texts))
+
+    def _encode_conversation(self, prompt, response, history, max_length, truncation, last_only):
+        """A multi-turn row as one example, or None to encode its last turn the single-turn way."""
+        from finetune.data.conversations import encode
+
+        try:
+            msgs = self.messages(prompt, history)
+        except (ValueError, TypeError, KeyError):
+            return None
+        msgs = msgs + [{"role": "assistant", "content": response}]
+        return encode(self, msgs, max_length, truncation, last_only)
+
+    def _conversation(self, prompt: str, response: str, history: str) -> tuple | None:
+        """(prompt messages, whole conversation, response), or None for unreadable history."""
+        try:
+            msgs = self.messages(prompt, history)
+        except (ValueError, TypeError, KeyError):
+            return None
+        return msgs, msgs + [{"role": "assistant", "content": response}], response
+
+    def _encode_rows(self, convs: list[tuple | None]) -> list[tuple | None]:
+        """(prompt ids, reply ids) per row; None where the template rejects the row.
 
         Templates raise on shapes they do not accept (Mistral: roles must alternate); such a
-        row is dropped and counted rather than ending the whole run.
+        row is dropped and counted rather than ending the whole run. The batch is encoded in
+        one go, and row by row only when some row fails.
         """
+        good = [i for i, c in enumerate(convs) if c is not None]
+        out: list[tuple | None] = [None] * len(convs)
         try:
-            full = self._full_text(prompt, response, history) if self.has_template else ""
-            return self.prompt_text(prompt, history), full
-        except Exception:  # jinja2 TemplateError, or ValueError from render_prompt
-            return None
+            pairs = self._tokenize([convs[i] for i in good])
+        except Exception:  # jinja2 TemplateError, ValueError from encode_chat
+            pairs = []
+            for i in list(good):
+                try:
+                    pairs += self._tokenize([convs[i]])
+                except Exception:
+                    good.remove(i)
+        for i, pair in zip(good, pairs, strict=True):
+            out[i] = pair
+        return out
 
-    def _tokenize(self, texts: list[tuple[str, str]], responses: list[str]) -> list[tuple]:
-        """(prompt ids, reply ids) per rendered row."""
-        if not texts:
+    def _tokenize(self, convs: list[tuple]) -> list[tuple]:
+        """(prompt ids, reply ids) per conversation."""
+        if not convs:
             return []
         tok = self.tokenizer
-        # The fallback prompt may get a BOS from the tokenizer; template text already has its own.
-        p_ids = tok([t[0] for t in texts], add_special_tokens=not self.has_template)["input_ids"]
+        p_ids = encode_chats(tok, [c[0] for c in convs], add_generation_prompt=True)
         if self.has_template:
-            f_ids = tok([t[1] for t in texts], add_special_tokens=False)["input_ids"]
+            f_ids = encode_chats(tok, [c[1] for c in convs], add_generation_prompt=False)
             replies = [self._reply_span(p, f) for p, f in zip(p_ids, f_ids, strict=True)]
         else:
-            p_ids = [_strip_eos(p, tok.eos_token_id) for p in p_ids]
-            replies = [None] * len(texts)
+            replies = [None] * len(convs)
         missing = [i for i, r in enumerate(replies) if r is None]
         if missing:
             # Prompt not a token prefix of the conversation (merges across the boundary, or a
             # template that rewrites earlier turns): tokenize the reply alone and concatenate.
-            alone = tok([responses[i] for i in missing], add_special_tokens=False)["input_ids"]
+            alone = tok([convs[i][2] for i in missing], add_special_tokens=False,
+                        split_special_tokens=True)["input_ids"]
             for i, ids in zip(missing, alone, strict=True):
                 replies[i] = ids
         return list(zip(p_ids, replies, strict=True))
-
-    def _full_text(self, prompt: str, response: str, history: str) -> str:
-        msgs = self.messages(prompt, history) + [{"role": "assistant", "content": response}]
-        return self.tokenizer.apply_chat_template(msgs, tokenize=False)
 
     def _reply_span(self, p_ids: list[int], f_ids: list[int]) -> list[int] | None:
         """Reply tokens between the prompt and the last end-of-turn token, or None."""
@@ -203,7 +248,3 @@ def fit(
     labels = [IGNORE_INDEX] * n_prompt + list(reply_ids) + [eot]
     return ids, labels, status
 
-
-def _strip_eos(ids: list[int], eos: int) -> list[int]:
-    # Some tokenizers append eos to every text; in the prompt it would teach "stop here".
-    return ids[:-1] if ids and ids[-1] == eos else ids

@@ -23,6 +23,7 @@ from finetune.data.checks import (  # noqa: F401  (DataError, MAX_ROW_BYTES re-e
     check_file,
     root_message,
 )
+from finetune.user_text import check_unicode, cut, quote
 
 MAX_FILE_BYTES = 1 << 30  # default refusal size for one file; override with TUNEDESK_MAX_DATA_BYTES
 FORMATS = {
@@ -57,7 +58,7 @@ def load_rows(path: str | Path, max_bytes: int | None = None):
         if not limit.isdigit():
             raise DataError(f"TUNEDESK_MAX_DATA_BYTES must be a number of bytes (got {limit!r})")
         max_bytes = int(limit)
-    p = Path(str(path)).expanduser()
+    p = _checked_path(str(path))
     if p.is_dir():
         ds = _load_folder(p, max_bytes)
     elif p.is_file():
@@ -66,7 +67,7 @@ def load_rows(path: str | Path, max_bytes: int | None = None):
         ds = _load_hub(str(path))
     else:
         raise DataError(
-            f"dataset file {path} does not exist (expected a {_kinds()} file, "
+            f"dataset file {cut(str(path))} does not exist (expected a {_kinds()} file, "
             "a dataset folder, or a Hub dataset id 'org/name')"
         )
     if not ds.column_names:
@@ -158,7 +159,7 @@ def _load_hub(name: str):
         try:
             return load_dataset(name, split="train")
         except Exception as err:
-            raise DataError(f"could not load Hub dataset {name!r}: {root_message(err)}") from err
+            raise DataError(f"could not load Hub dataset {quote(name)}: {root_message(err)}") from err
 
 
 def _parse(files: list[str], first: Path, kind: str):
@@ -218,3 +219,15 @@ def quiet():
         datasets.logging.set_verbosity(level)
         if bars_on:
             datasets.enable_progress_bars()
+
+
+def _checked_path(path: str) -> Path:
+    """A typed path, refused when it is not valid Unicode or too long for the file system
+    (``stat`` would raise an error repeating all of it)."""
+    check_unicode(path, "the dataset path")
+    p = Path(path).expanduser()
+    try:
+        p.exists()
+    except OSError as err:
+        raise DataError(f"the dataset path {quote(path)} cannot be used: {err.strerror}") from None
+    return p

@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from finetune.data.collate import supports_packing
-from finetune.data.format import ChatFormat
+from finetune.data.conversations import conversation_stats
+from finetune.data.format import KEPT, ChatFormat
 from finetune.data.load import DataError, content_hash, load_rows, quiet
 from finetune.data.rows import ColumnMapping, detect_mapping, normalize
 
@@ -95,6 +96,8 @@ def prepare(args, tokenizer, max_bytes: int | None = None) -> PreparedData:
     stats = _stats(
         args, fp, mapping, fmt, ds.num_rows, skipped, examples, table.num_rows, parts, counts
     )
+    # Typed "<|im_start|>" and the like are trained on as text (encode_chat); say how often.
+    stats["rows_with_control_tokens"] = fmt.count_control_rows(rows)
     return PreparedData(
         train=parts["train"].select_columns(list(TOKEN_COLUMNS)),
         val=parts["val"].select_columns(list(TOKEN_COLUMNS)),
@@ -127,7 +130,7 @@ def fingerprint(
     """sha256 (16 hex chars) over everything that changes the tokens or the rows chosen.
 
     Content hash of the raw file(s), the column mapping, the chat template, the tokenizer,
-    max_length, truncation, system prompt, and the split settings (seed, val_fraction,
+    max_length, truncation, system prompt, last-turn-only, and the split settings (seed, val_fraction,
     max_samples): two prepared folders with the same fingerprint hold the same examples.
     File name, location and collation settings (packing) do not count.
     """
@@ -143,6 +146,8 @@ def fingerprint(
         "val_fraction": args.val_fraction,
         "max_samples": args.max_samples,
     }
+    if getattr(args, "last_turn_only", False):  # absent from older fingerprints' keys
+        keyed["last_turn_only"] = True
     return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -206,7 +211,9 @@ def _tokenize(raw, fmt: ChatFormat, args, new_fingerprint: str, counts: Counter)
             features=Features({c: f for c, f in features.items() if c != "status"}),
         )
     enc = raw.map(
-        lambda batch: fmt.encode_batch(batch, args.max_length, args.truncation),
+        lambda batch: fmt.encode_batch(
+            batch, args.max_length, args.truncation, getattr(args, "last_turn_only", False)
+        ),
         batched=True,
         batch_size=512,
         keep_in_memory=True,
@@ -216,7 +223,7 @@ def _tokenize(raw, fmt: ChatFormat, args, new_fingerprint: str, counts: Counter)
     )
     status = enc["status"][:]
     counts.update(status)
-    keep = [i for i, s in enumerate(status) if s in ("ok", "truncated")]
+    keep = [i for i, s in enumerate(status) if s in KEPT]
     return enc.select(keep).remove_columns("status")
 
 
@@ -261,6 +268,7 @@ def _stats(args, fp, mapping, fmt, n_loaded, skipped, examples, n_usable, parts,
         "rows_train": parts["train"].num_rows,
         "rows_val": parts["val"].num_rows,
         "truncated": counts["truncated"],
+        **conversation_stats(parts, counts),
         "dropped_too_long": counts["too_long"],
         "dropped_prompt_too_long": counts["prompt_too_long"],
         "dropped_template_error": counts["template_error"],

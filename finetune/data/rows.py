@@ -10,6 +10,9 @@ Bad rows (missing, empty or non-text prompt/response, malformed ``messages``) ar
 counted by reason: one bad line in a 20 000-row export should not block training, and the
 counts show up in the stats. If every row is bad, that is an error naming the first ones.
 A field over :data:`MAX_FIELD_CHARS` is always an error: it is a broken export, not a row.
+Message lists are checked per message instead (``finetune.conversations.parse_messages``): a
+conversation with an oversized message, no assistant turn or roles out of order is skipped
+and counted like any bad row.
 """
 
 from __future__ import annotations
@@ -18,21 +21,14 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
+from finetune.data.conversations import BadConversation, parse_messages
 from finetune.data.load import DataError
+from finetune.user_text import quote
 
 MAX_FIELD_CHARS = 4_000_000  # one prompt or response; real support replies are a few KB
 PROMPT_NAMES = ("instruction", "prompt", "question", "query", "input", "user")
 RESPONSE_NAMES = ("response", "completion", "output", "answer", "reply", "assistant")
 MESSAGES_NAMES = ("messages", "conversations", "conversation", "chat")
-_ROLES = {
-    "system": "system",
-    "user": "user",
-    "human": "user",
-    "assistant": "assistant",
-    "gpt": "assistant",
-    "bot": "assistant",
-    "model": "assistant",
-}
 
 
 @dataclass
@@ -71,7 +67,7 @@ def detect_mapping(column_names: list[str], args) -> ColumnMapping:
         name = getattr(args, field, None)
         if name and name not in column_names:
             raise DataError(
-                f"{field.replace('_', ' ')} {name!r} is not in the data (columns: {found})"
+                f"{field.replace('_', ' ')} {quote(name)} is not in the data (columns: {found})"
             )
     intent = by_lower.get("intent")
     if args.messages_column:
@@ -122,7 +118,7 @@ def normalize(ds, mapping: ColumnMapping, source: str) -> tuple[dict, Counter, l
         for values in zip(*(batch[c] for c in cols), strict=True):
             index += 1
             row = dict(zip(cols, values, strict=True))
-            _check_size(row, index, source)
+            _check_size(row, index, source, mapping.messages)
             try:
                 prompt, response, history = _extract(row, mapping)
             except _BadRow as bad:
@@ -153,8 +149,10 @@ def _first(by_lower: dict, names: tuple, exclude: str | None = None) -> str | No
     return next((by_lower[n] for n in names if n in by_lower and by_lower[n] != exclude), None)
 
 
-def _check_size(row: dict, index: int, source: str) -> None:
+def _check_size(row: dict, index: int, source: str, skip: str | None = None) -> None:
     for col, value in row.items():
+        if col == skip:  # a messages list: each message is checked (and a bad row skipped)
+            continue
         size = (
             len(value)
             if isinstance(value, str)
@@ -191,24 +189,9 @@ def _extract(row: dict, m: ColumnMapping) -> tuple[str, str, str]:
 
 def _from_messages(value, col: str) -> tuple[str, str, str]:
     """Last assistant turn is the reply, the user turn before it the prompt, the rest history."""
-    if not isinstance(value, list) or not value:
-        raise _BadRow(
-            "bad_messages", f"{col} is not a non-empty list of {{role, content}} messages"
-        )
-    turns = []
-    for i, msg in enumerate(value):
-        if not isinstance(msg, dict):
-            raise _BadRow("bad_messages", f"{col}[{i}] is not a {{role, content}} dict")
-        role = _ROLES.get(str(msg.get("role", msg.get("from", ""))).lower())
-        if role is None:
-            raise _BadRow("bad_messages", f"{col}[{i}] has an unknown role")
-        turns.append(
-            {
-                "role": role,
-                "content": _text(msg.get("content", msg.get("value")), f"{col}[{i}].content"),
-            }
-        )
-    if len(turns) < 2 or turns[-1]["role"] != "assistant" or turns[-2]["role"] != "user":
-        raise _BadRow("bad_messages", f"{col} must end with a user message and an assistant reply")
+    try:
+        turns = parse_messages(value, col)
+    except BadConversation as bad:
+        raise _BadRow(bad.reason, bad.detail) from None
     history = json.dumps(turns[:-2], ensure_ascii=False) if len(turns) > 2 else ""
     return turns[-2]["content"], turns[-1]["content"], history

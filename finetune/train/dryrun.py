@@ -115,12 +115,28 @@ def estimate_memory(cfg, resolved, label_share: float = 1.0) -> dict:
     # CPU processes of one DDP node share the machine's memory; GPUs each have their own.
     procs = 1 if on_cuda else cfg.run.nproc_per_node
     total = sum(parts.values()) * procs
-    fits = total <= dev.memory_gib
+    free = available_gib(dev)
+    fits = total <= free
     warning = "" if fits else (
-        f"these settings need about {total:.1f} GiB but {dev.label} has {dev.memory_gib:.1f} GiB: "
+        f"these settings need about {total:.1f} GiB but {dev.label} has {free:.1f} GiB free: "
         "lower the batch size or max length, turn on gradient checkpointing, or use 4-bit quantization")
     return {**parts, "total_gib": total, "processes": procs, "lora_params": c["lora"], "base_params": c["params"],
-            "device": dev.name, "device_gib": dev.memory_gib, "fits": fits, "warning": warning}
+            "device": dev.name, "device_gib": dev.memory_gib, "free_gib": free, "fits": fits, "warning": warning}
+
+
+def available_gib(dev) -> float:
+    """What a new training process can use on ``dev``: free GPU memory (another run, the chat
+    model or another user may hold some), not the card's total; all memory for the CPU."""
+    from finetune.gpu import free_memory_gib
+
+    free = free_memory_gib(dev.name)
+    if free is None:
+        return dev.memory_gib
+    import torch
+
+    # Blocks this process's allocator caches but does not use are free for the new run too.
+    cached = torch.cuda.memory_reserved(dev.name) - torch.cuda.memory_allocated(dev.name)
+    return min(dev.memory_gib, free + cached / GIB)
 
 
 def _rss_bytes(field: str = "VmRSS") -> int:

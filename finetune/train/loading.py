@@ -62,6 +62,10 @@ def load_model(
     on_cuda = device.startswith("cuda")
     dtype = torch_dtype(precision) if on_cuda else torch.float32
     kwargs = {"dtype": dtype, "trust_remote_code": trust_remote_code}
+    from finetune.gpu import attention_implementation
+
+    if attn := attention_implementation(device, precision):
+        kwargs["attn_implementation"] = attn
     if quantization != "none":
         kwargs["quantization_config"] = _bnb_config(quantization, precision, on_cuda)
         kwargs["device_map"] = {"": device}
@@ -119,7 +123,9 @@ def apply_lora(model, architecture: str, lora: LoraArgs, quantization: str = "no
 
     targets = resolve_targets(model, architecture, lora)
     if quantization != "none":
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=gradient_checkpointing)
+        # use_reentrant=False as below: otherwise torch picks reentrant checkpointing here only.
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=gradient_checkpointing,
+                                                gradient_checkpointing_kwargs={"use_reentrant": False})
     elif gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()

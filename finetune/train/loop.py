@@ -22,7 +22,8 @@ from pathlib import Path
 import torch
 
 from finetune.config import RunConfig
-from finetune.train import allocator
+from finetune.gpu import is_oom, make_scaler, release_memory
+from finetune.train import allocator, oom
 from finetune.train.setup import (
     ConfigError,
     check_config,
@@ -126,10 +127,10 @@ def _warn_if_too_big(cfg: RunConfig, resolved, prepared, emit) -> None:
         emit("warning", message=est["warning"], estimate=est)
 
 
-def _after_oom(optimizer, split: int, step: int, batch_size: int, oom_events: list, emit) -> int:
+def _after_oom(optimizer, split: int, step: int, batch_size: int, oom_events: list, emit, device: str) -> int:
     """Drop the partial step's gradients and split its micro-batches in two (raises at 64)."""
     optimizer.zero_grad(set_to_none=True)
-    torch.cuda.empty_cache()
+    release_memory(device)
     if split >= 64:
         raise torch.OutOfMemoryError(f"out of memory even with micro-batches of 1 (batch size {batch_size})")
     split *= 2
@@ -183,19 +184,23 @@ def _setup(cfg: RunConfig, on_event) -> _Run:
     plan = plan_steps([len(r["input_ids"]) for r in train_rows], t.batch_size, t.grad_accum, t.epochs,
                       t.max_steps, t.seed, group_by_length=not packing, world_size=world, rank=rank)
     scheduler = build_scheduler(optimizer, t.lr_schedule, t.warmup_ratio, len(plan))
+    scaler = make_scaler(device, t.precision)
     start_step = 0
     if cfg.run.resume and (ckpt := latest_checkpoint(run_dir)) is not None:
-        start_step = load_checkpoint(ckpt, model, optimizer, scheduler)
+        start_step = load_checkpoint(ckpt, model, optimizer, scheduler, scaler)
         emit("status", message=f"resumed from {ckpt.name} (step {start_step})")
     train_model = model
     if world > 1:
         from torch.nn.parallel import DistributedDataParallel
 
-        train_model = DistributedDataParallel(model, device_ids=[int(device.split(":")[1])] if device.startswith("cuda") else None)
+        # No buffer broadcast: it is a collective inside every forward, so a rank that ran out
+        # of memory before its forward would leave the others waiting there (finetune/train/oom.py).
+        # The model's buffers (rotary tables) are the same on every rank anyway.
+        train_model = DistributedDataParallel(model, device_ids=[int(device.split(":")[1])] if device.startswith("cuda") else None,
+                                              broadcast_buffers=False)
     batch = functools.partial(to_batch, train_rows, pad_id=tokenizer.pad_token_id, packing=packing, device=device)
     val_batches = [to_batch(val_rows, range(i, min(i + t.batch_size, len(val_rows))), tokenizer.pad_token_id, packing, device)[0]
                    for i in range(0, len(val_rows), t.batch_size)]
-    scaler = torch.amp.GradScaler("cuda") if t.precision == "fp16" and device.startswith("cuda") else None
     run = _Run(cfg, emit, rank, world, device, run_dir, t0, resolved, tokenizer, prepared, model, train_model,
                targets, packing, optimizer, scheduler, scaler, make_autocast(device, t.precision), plan, batch,
                val_batches, start_step)
@@ -228,15 +233,26 @@ def _loop(run: _Run, stop) -> _Progress:
         micro = [m[j::split] for m in plan.steps[step] for j in range(split) if m[j::split]]
         batches = [run.batch(m) for m in micro]
         try:
-            s, n_real = forward_backward(run.train_model, batches, run.autocast, scaler)
-        except torch.OutOfMemoryError:
+            s, n_real = forward_backward(run.train_model, batches, run.autocast, scaler, sync=world == 1)
+            failed = False
+        except RuntimeError as err:  # torch.OutOfMemoryError, or cuBLAS failing to allocate
+            if not is_oom(err):
+                raise
+            failed = True
+        if world > 1:  # every rank retries the step together, or none does (finetune/train/oom.py)
+            failed = oom.any_rank(failed, device)
+            if not failed:
+                oom.average_gradients(model, world)
+        if failed:
+            # Outside the except block, so the failed step's activations are already freed.
             # A retried step must not count twice: totals are added only after success.
-            split = _after_oom(optimizer, split, step, t.batch_size, oom_events, emit)
+            split = _after_oom(optimizer, split, step, t.batch_size, oom_events, emit, device)
             continue
         loss_acc += s
         loss_tokens += sum(nl for _, nl, _ in batches)
         tokens_seen += n_real
-        grad_norm = optimizer_step(model, optimizer, scheduler, scaler, t.max_grad_norm)
+        grad_norm = oom.optimizer_step_with_retry(
+            lambda: optimizer_step(model, optimizer, scheduler, scaler, t.max_grad_norm), device)
         step += 1
         if step % t.log_every == 0 or step == total:
             elapsed = time.time() - loop_t0
@@ -261,12 +277,17 @@ def _between_steps(run: _Run, step: int) -> None:
 
     t, emit = run.cfg.train, run.emit
     if run.val_batches and t.eval_every and step % t.eval_every == 0:
-        vl = validation_loss(run.model, run.val_batches, run.autocast)
-        emit("eval", step=step, val_loss=vl, val_perplexity=math.exp(vl))
+        vl = oom.skip_on_oom(lambda: validation_loss(run.model, run.val_batches, run.autocast), "validation",
+                             run.device, emit)
+        if vl is not None:
+            emit("eval", step=step, val_loss=vl, val_perplexity=math.exp(vl))
     if run.rank == 0 and t.probe_every and step % t.probe_every == 0:
-        emit("probe", step=step, answers=answer_probes(run.model, run.tokenizer, run.cfg.data.system_prompt))
+        answers = oom.skip_on_oom(lambda: answer_probes(run.model, run.tokenizer, run.cfg.data.system_prompt),
+                                  "probes", run.device, emit)
+        if answers is not None:
+            emit("probe", step=step, answers=answers)
     if run.rank == 0 and t.save_every and step % t.save_every == 0:
-        save_checkpoint(run.run_dir, step, run.model, run.optimizer, run.scheduler)
+        save_checkpoint(run.run_dir, step, run.model, run.optimizer, run.scheduler, scaler=run.scaler)
         emit("checkpoint", step=step)
 
 
@@ -279,13 +300,14 @@ def _finish(run: _Run, progress: _Progress) -> TrainResult:
     model, tokenizer, val_batches, autocast = run.model, run.tokenizer, run.val_batches, run.autocast
     rank, world, device, t0 = run.rank, run.world, run.device, run.t0
     step, status, split, train_seconds = progress.step, progress.status, progress.split, progress.train_seconds
-    if val_batches:
-        vl = validation_loss(model, val_batches, autocast)
+    vl = oom.skip_on_oom(lambda: validation_loss(model, val_batches, autocast), "validation", device, emit) \
+        if val_batches else None
+    if vl is not None:
         metrics.update(val_loss=vl, val_perplexity=math.exp(vl))
         emit("eval", step=step, val_loss=vl, val_perplexity=math.exp(vl))
     adapter_dir = None
     if rank == 0:
-        probes = answer_probes(model, tokenizer, dc.system_prompt)
+        probes = oom.skip_on_oom(lambda: answer_probes(model, tokenizer, dc.system_prompt), "probes", device, emit) or []
         emit("probe", step=step, answers=probes)
         name = adapter_name_for(cfg.run.adapter_name, dc.path)
         manifest = build_manifest(

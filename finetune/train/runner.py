@@ -81,9 +81,7 @@ def start(cfg: RunConfig, run_id: str | None = None) -> RunInfo:
     # browser tabs pressing Start together get one run and one clear refusal. The launch is
     # inside it too, so no one sees a registered run without its pid.
     with FileLock(str(paths.subdir("runs") / ".start.lock")):
-        active = [r for r in list_runs() if r.state in ACTIVE]
-        if active:
-            raise RuntimeError(f"run {active[0].run_id} is still {active[0].state}; stop it or wait for it to finish")
+        _refuse_if_active()
         run_id = paths.safe_name(run_id or time.strftime("run-%Y%m%d-%H%M%S"), "run id")
         run_dir = paths.subdir("runs") / run_id
         run_dir.mkdir(parents=True, exist_ok=False)
@@ -196,6 +194,23 @@ def stop(run_id: str) -> dict:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, 15)
     return read_status(run_dir) or status
+
+
+def check_can_start() -> None:
+    """Raise what :func:`start` would say about the home or a run still going, at once.
+
+    A front end asks this before its slower checks (reading the dataset, resolving the base
+    model), so a busy or read-only home is reported first and quickly. ``start`` checks again
+    under its lock.
+    """
+    paths.check_writable(paths.subdir("runs"))
+    _refuse_if_active()
+
+
+def _refuse_if_active() -> None:
+    active = [r for r in list_runs() if r.state in ACTIVE]
+    if active:
+        raise RuntimeError(f"run {active[0].run_id} is still {active[0].state}; stop it or wait for it to finish")
 
 
 def list_runs() -> list[RunInfo]:

@@ -87,7 +87,8 @@ def save_adapter(model, tokenizer, name: str, manifest: dict) -> Path:
         model.save_pretrained(tmp, safe_serialization=True)
         # PEFT records the base by local path; keep the canonical id there for other tools.
         manifest = {**manifest, "format": MANIFEST_FORMAT, "name": name,
-                    "adapter_hash": file_hash(tmp / "adapter_model.safetensors")}
+                    "adapter_hash": file_hash(tmp / "adapter_model.safetensors"),
+                    "adapter_bytes": (tmp / "adapter_model.safetensors").stat().st_size}
         _fix_base_name(tmp / "adapter_config.json", manifest["base_model"]["name"])
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
         (tmp / "README.md").write_text(model_card(manifest))
@@ -124,16 +125,20 @@ def model_card(m: dict) -> str:
 
 # --- checkpoints -------------------------------------------------------------------------
 
-def save_checkpoint(run_dir: Path, step: int, model, optimizer, scheduler, keep: int = 2) -> Path:
-    """Adapter weights + optimizer + scheduler at ``step``, atomically; keeps the last ``keep``."""
+def save_checkpoint(run_dir: Path, step: int, model, optimizer, scheduler, keep: int = 2, scaler=None) -> Path:
+    """Adapter weights + optimizer + scheduler + RNG (and fp16 scaler) state at ``step``,
+    atomically; keeps the last ``keep``."""
     ckpt_root = run_dir / "checkpoints"
     target = ckpt_root / f"step-{step:07d}"
     if target.exists():
         return target
+    state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step,
+             "rng": torch.get_rng_state(), "scaler": scaler.state_dict() if scaler is not None else None,
+             # The current GPU's generator draws the LoRA dropout masks on CUDA.
+             "cuda_rng": torch.cuda.get_rng_state() if torch.cuda.is_initialized() else None}
     with paths.atomic_dir(target) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
-        torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                    "step": step, "rng": torch.get_rng_state()}, tmp / "trainer_state.pt")
+        torch.save(state, tmp / "trainer_state.pt")
     for old in sorted(p for p in ckpt_root.iterdir() if p.name.startswith("step-"))[:-keep]:
         # Hidden first (one rename): a kill mid-delete leaves no half checkpoint in view.
         trash = old.with_name(f".trash-{old.name}")
@@ -150,17 +155,27 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return done[-1] if done else None
 
 
-def load_checkpoint(ckpt: Path, model, optimizer, scheduler) -> int:
-    """Restore a checkpoint into live objects; returns the step it was taken at."""
+def load_checkpoint(ckpt: Path, model, optimizer, scheduler, scaler=None) -> int:
+    """Restore a checkpoint into live objects; returns the step it was taken at.
+
+    Tensors load onto the CPU first: saved from ``cuda:0``, they would otherwise all land on
+    GPU 0 in every DDP rank; ``optimizer.load_state_dict`` then moves each onto its parameter's
+    device.
+    """
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
 
     weights = load_file(ckpt / "adapter_model.safetensors")
     set_peft_model_state_dict(model, weights)
-    state = torch.load(ckpt / "trainer_state.pt", weights_only=False)  # our own file, never user input
+    # Our own file, never user input, hence weights_only=False (it holds the RNG states).
+    state = torch.load(ckpt / "trainer_state.pt", map_location="cpu", weights_only=False)
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     torch.set_rng_state(state["rng"])
+    if state.get("cuda_rng") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda_rng"])
+    if scaler is not None and state.get("scaler"):
+        scaler.load_state_dict(state["scaler"])
     return int(state["step"])
 
 

@@ -28,15 +28,18 @@ class ConfigError(ValueError):
 
 def dist_setup(device: str) -> tuple[int, int, str]:
     """(rank, world_size, device) — DDP when launched under torchrun."""
+    from finetune.gpu import use_device
+
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
+        use_device(device)  # cuda:N with N > 0: libraries that use "the current GPU" follow
         return 0, 1, device
     import torch.distributed as dist
 
     rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     if device.startswith("cuda"):
         device = f"cuda:{local}"
-        torch.cuda.set_device(local)
+        use_device(device)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
     return rank, world, device

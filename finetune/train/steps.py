@@ -167,12 +167,13 @@ def make_autocast(device: str, precision: str):
     return lambda: torch.autocast(kind, dtype=dtype)
 
 
-def forward_backward(train_model, batches, autocast=None, scaler=None) -> tuple[torch.Tensor, int]:
+def forward_backward(train_model, batches, autocast=None, scaler=None, sync: bool = True) -> tuple[torch.Tensor, int]:
     """Accumulate the gradients of one optimizer step over its micro-batches.
 
     The loss is the mean over the whole step's label tokens (so splitting a step into more
     micro-batches leaves the gradient unchanged); under DDP the gradients are all-reduced
-    once, after the last micro-batch, and then averaged over ranks.
+    once, after the last micro-batch, and then averaged over ranks; with ``sync=False`` not at
+    all (the caller averages them, see ``finetune.train.oom``).
 
     Returns:
         The summed loss (a detached device tensor) and the number of real tokens.
@@ -180,9 +181,9 @@ def forward_backward(train_model, batches, autocast=None, scaler=None) -> tuple[
     n_label = max(sum(nl for _, nl, _ in batches), 1)
     total, n_real = 0, 0
     for i, (b, _, real) in enumerate(batches):
-        last = i == len(batches) - 1
-        sync = train_model.no_sync() if not last and hasattr(train_model, "no_sync") else contextlib.nullcontext()
-        with sync:
+        last = i == len(batches) - 1 and sync
+        local = train_model.no_sync() if not last and hasattr(train_model, "no_sync") else contextlib.nullcontext()
+        with local:
             with autocast() if autocast else contextlib.nullcontext():
                 s, _ = loss_sum(train_model, b)
             loss = s / n_label

@@ -35,7 +35,7 @@ def session(home, varied_dir):
                 if "lora_" in pname:
                     param.normal_(0, 0.3)
         model.save_pretrained(home / "adapters" / name)
-        manifest = {"name": name, "base_model": {"name": str(varied_dir), "weight_hash": weight_hash}}
+        manifest = {"format": "tunedesk-adapter/1", "name": name, "base_model": {"name": str(varied_dir), "weight_hash": weight_hash}}
         (home / "adapters" / name / "manifest.json").write_text(json.dumps(manifest))
     return ModelSession(str(varied_dir), dtype="float32")
 
@@ -167,10 +167,10 @@ def test_real_model_streams_a_reply_that_ends(default_model_dir, home):
 
 
 def test_masked_rows_give_the_panes_peft_adapter_names_gives(session, monkeypatch):
-    import adapters.session as session_mod
+    import adapters.routing as routing_mod
 
     masked = compare(session, MSGS, [None, "a", "b"], GREEDY)
-    monkeypatch.setattr(session_mod, "can_mask", lambda *a: False)  # PEFT's own per-row routing
+    monkeypatch.setattr(routing_mod, "can_mask", lambda *a: False)  # PEFT's own per-row routing
     routed = compare(session, MSGS, [None, "a", "b"], GREEDY)
     assert [(p.adapter, p.text, p.tokens) for p in masked] == [(p.adapter, p.text, p.tokens) for p in routed]
 
@@ -189,7 +189,7 @@ def test_compare_leaves_no_hooks_and_the_active_adapter_as_it_was(session):
 def test_one_adapter_answers_from_merged_weights_and_the_base_is_untouched(session, varied_dir):
     """Chat with one adapter runs on W + s*B@A copies (adapters/merged.py): the same answer as
     the unmerged LoRA layers, and the base weights are the same tensors, unchanged, after."""
-    import adapters.session as session_mod
+    import adapters.routing as routing_mod
 
     session.load_adapter("a")
     weights = {n: p.detach().clone() for n, p in session.model.named_parameters()}
@@ -197,12 +197,12 @@ def test_one_adapter_answers_from_merged_weights_and_the_base_is_untouched(sessi
     assert session._merged._sets  # the merged path ran
     for name, param in session.model.named_parameters():
         assert torch.equal(param, weights[name]), name
-    original = session_mod.can_merge
+    original = routing_mod.can_merge
     try:
-        session_mod.can_merge = lambda *a: False  # PEFT's unmerged LoRA layers
+        routing_mod.can_merge = lambda *a: False  # PEFT's unmerged LoRA layers
         unmerged = compare(session, MSGS, ["a"], GREEDY)[0]
     finally:
-        session_mod.can_merge = original
+        routing_mod.can_merge = original
     assert (merged.text, merged.tokens) == (unmerged.text, unmerged.tokens)
     base = compare(session, MSGS, [None], GREEDY)[0]
     assert base.text == compare(session, MSGS, [None, "a"], GREEDY)[0].text

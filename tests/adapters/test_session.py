@@ -12,6 +12,7 @@ import torch
 from adapters.generate import GenerationSettings, compare
 from adapters.session import AdapterMismatchError, ModelSession, physical_cores, pick_dtype
 from finetune import models
+from finetune.hashing import file_hash
 
 MSGS = [{"role": "user", "content": "Where is my order?"}]
 GREEDY = GenerationSettings(max_new_tokens=12)
@@ -33,7 +34,8 @@ def make_adapter(home, base_dir, name, seed, weight_hash=None, base_name=None):
     folder = home / "adapters" / name
     model.save_pretrained(folder)
     weight_hash = weight_hash or models.resolve(str(base_dir)).weight_hash
-    manifest = {"name": name, "adapter_hash": f"{seed:016x}",
+    manifest = {"format": "tunedesk-adapter/1", "name": name,
+                "adapter_hash": file_hash(folder / "adapter_model.safetensors"),
                 "base_model": {"name": base_name or str(base_dir), "weight_hash": weight_hash,
                                "architecture": "llama"}}
     (folder / "manifest.json").write_text(json.dumps(manifest))
@@ -151,7 +153,7 @@ def test_retrained_adapter_is_reloaded(home, session, varied_dir):
     old = answer(session, "a")
     shutil.rmtree(home / "adapters" / "a")
     make_adapter(home, varied_dir, "a", 42)
-    assert session.adapter_hash("a") == f"{42:016x}"
+    assert session.adapter_hash("a") == file_hash(home / "adapters" / "a" / "adapter_model.safetensors")
     assert answer(session, "a") != old
 
 
@@ -187,6 +189,9 @@ def test_weights_missing_tensors_are_refused(home, session):
     shutil.copytree(home / "adapters" / "b", partial)
     tensors = load_file(partial / "adapter_model.safetensors")
     save_file(dict(list(tensors.items())[:2]), partial / "adapter_model.safetensors")
+    manifest = json.loads((partial / "manifest.json").read_text())  # a whole file, just short
+    manifest["adapter_hash"] = file_hash(partial / "adapter_model.safetensors")
+    (partial / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="'partial'.*lacks"):
         session.load_adapter("partial")
     assert session.loaded_adapters == ["a"] and len(session.model.peft_config) == 1

@@ -2,7 +2,7 @@
 
 ``start_app`` runs ``python app.py ...`` in its own home folder and writes the app's
 stdout/stderr to ``<home>/app.log``, so tests can read (and grep) everything the app wrote.
-Not a conftest.py: tests elsewhere import the top-level ``conftest`` by name.
+Not a conftest.py: tests import helpers by module name (see tests/run_helpers.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Tests call ``FUZZ.add(test, outcome)`` once per hypothesis example (and ``FAULTS
 ``HOSTILE`` once per fault injected or bad input tried); each test module calls ``write_all()``
 at teardown. The totals land in ``test-artifacts/fuzz_counts.json``, ``faults.json`` and
 ``hostile_inputs.json``, merged with what other modules wrote, so a partial run keeps the
-other numbers. Not a conftest.py: tests elsewhere import the top-level ``conftest`` by name.
+other numbers. Not a conftest.py: tests import helpers by module name (see tests/run_helpers.py).
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 
@@ -22,6 +23,6 @@ def put_adapter(base_dir: Path, name: str, *, dora: bool = False, seed: int = 0,
         for pname, param in peft.named_parameters():
             if "lora_B" in pname:
                 param.normal_(0, scale)
-    src = base_dir.parent / f"peft-{name}"
-    peft.save_pretrained(src)
-    return import_adapter(src, name)
+    with tempfile.TemporaryDirectory() as scratch:  # never beside base_dir (a shared model cache)
+        peft.save_pretrained(scratch)
+        return import_adapter(Path(scratch), name)

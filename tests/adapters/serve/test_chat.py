@@ -36,7 +36,8 @@ def session(home, varied_dir):
                 if "lora_" in pname:
                     param.normal_(0, 0.3)
         model.save_pretrained(home / "adapters" / name)
-        manifest = {"name": name, "base_model": {"name": str(varied_dir), "weight_hash": weight_hash}}
+        manifest = {"format": "tunedesk-adapter/1", "name": name,
+                    "base_model": {"name": str(varied_dir), "weight_hash": weight_hash}}
         (home / "adapters" / name / "manifest.json").write_text(json.dumps(manifest))
     session = ModelSession(str(varied_dir), dtype="float32")
     yield session

@@ -38,7 +38,8 @@ def save_adapters(shelf, base_dir, names, targets=("q_proj", "v_proj", "o_proj")
                 if "lora_" in pname:
                     param.normal_(0, 0.3)
         model.save_pretrained(shelf / name)
-        manifest = {"name": name, "base_model": {"name": str(base_dir), "weight_hash": weight_hash}}
+        manifest = {"format": "tunedesk-adapter/1", "name": name,
+                    "base_model": {"name": str(base_dir), "weight_hash": weight_hash}}
         (shelf / name / "manifest.json").write_text(json.dumps(manifest))
 
 

@@ -153,7 +153,7 @@ def test_system_prompt_is_in_the_input_not_the_labels(support_file, llama_tok):
     assert "Acme" not in labels_text(llama_tok, row)
 
 
-def test_messages_rows_train_on_the_last_reply_only(tmp_path, llama_tok):
+def test_messages_rows_train_every_reply_or_the_last_only(tmp_path, llama_tok):
     convo = [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "hi"},
@@ -169,9 +169,14 @@ def test_messages_rows_train_on_the_last_reply_only(tmp_path, llama_tok):
             ]
         }
     ]
-    prepared = data.prepare(
-        DataArgs(path=str(write(tmp_path / "m.jsonl", rows)), val_fraction=0), llama_tok
-    )
+    path = str(write(tmp_path / "m.jsonl", rows))
+    every = data.prepare(DataArgs(path=path, val_fraction=0), llama_tok)
+    decoded = {labels_text(llama_tok, r) for r in every.train}
+    assert decoded == {
+        "Hello!<|im_end|>I can help you get a refund.<|im_end|>",
+        "Use the link.<|im_end|>",
+    }
+    prepared = data.prepare(DataArgs(path=path, val_fraction=0, last_turn_only=True), llama_tok)
     decoded = {labels_text(llama_tok, r) for r in prepared.train}
     assert decoded == {"I can help you get a refund.<|im_end|>", "Use the link.<|im_end|>"}
     long = next(r for r in prepared.train if len(r["input_ids"]) > 30)

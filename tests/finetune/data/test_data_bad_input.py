@@ -115,7 +115,8 @@ def test_malformed_messages_are_skipped(tmp_path, tok):
         {"messages": [{"role": "alien", "content": "x"}]},
     ]
     stats = data.prepare(DataArgs(path=str(jsonl(tmp_path / "m.jsonl", rows))), tok).stats
-    assert stats["skip_reasons"] == {"bad_messages": 3} and stats["rows_usable"] == 3
+    assert stats["skip_reasons"] == {"bad_messages": 2, "no_assistant_turn": 1}
+    assert stats["rows_usable"] == 3
 
 
 @pytest.mark.parametrize(

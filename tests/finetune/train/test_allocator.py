@@ -23,7 +23,7 @@ def test_env_gets_tcmalloc_once_and_can_be_turned_off(monkeypatch):
 def test_a_supervised_training_run_allocates_with_tcmalloc(tiny_llama_dir, home):
     """The runner starts ``python -m finetune train``, which re-executes itself (same pid)
     with tcmalloc preloaded and says so in its start event."""
-    from conftest import tiny_run_config
+    from run_helpers import tiny_run_config
 
     from finetune.events import read_events
     from finetune.train import runner

@@ -15,8 +15,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import tiny_run_config
-from conftest import wait_until as _wait
+from run_helpers import tiny_run_config
+from run_helpers import wait_until as _wait
 
 from finetune.events import read_events
 from finetune.train import runner

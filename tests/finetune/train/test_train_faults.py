@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 import torch
-from conftest import tiny_run_config
+from run_helpers import tiny_run_config
 
 import finetune.train.loop as loop_mod
 from finetune import hardware

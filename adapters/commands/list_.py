@@ -1,0 +1,27 @@
+"""`python -m adapters list`: the shelf as a table, or as JSON lines with ``--json``."""
+
+from __future__ import annotations
+
+import json
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--json", action="store_true", help="one JSON object per adapter")
+
+
+def main(args) -> int:
+    from adapters.shelf_actions import names
+
+    entries = names()
+    if args.json:
+        for e in entries:
+            print(json.dumps({k: v for k, v in e.to_dict().items() if k != "manifest"}, default=str))
+        return 0
+    if not entries:
+        print("The shelf is empty: train an adapter or import one.")
+        return 0
+    print(f"{'name':32} {'status':7} {'base model':36} {'created':19} {'MB':>6}  problem")
+    for e in entries:
+        print(f"{e.name:32} {e.status:7} {e.base_model[-36:]:36} {e.created[:19]:19} "
+              f"{e.size_bytes / 2**20:6.1f}  {e.reason}")
+    return 0

@@ -1,0 +1,1 @@
+"""``python -m finetune gpu-check``: the suite (``suite``) and its rows (``rows``)."""

@@ -1,0 +1,79 @@
+"""Running out of GPU memory during training, without losing the run.
+
+* A failed step is retried with its micro-batches split in two (``train._after_oom``). Under
+  DDP the ranks first agree (:func:`any_rank`): one rank splitting alone would run a different
+  number of micro-batches and all-reduces than the others, and they would hang or mix
+  gradients of different steps. So DDP's own per-backward all-reduce is off (``no_sync`` on
+  every micro-batch) and :func:`average_gradients` runs once every rank has succeeded.
+* Validation and probe answers that run out of memory are skipped with a warning
+  (:func:`skip_on_oom`): they do not change the adapter.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from finetune.gpu import is_oom, release_memory
+
+
+def any_rank(flag: bool, device: str) -> bool:
+    """True on every rank when ``flag`` is True on any (one small all-reduce)."""
+    import torch.distributed as dist
+
+    t = torch.tensor([int(flag)], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
+def average_gradients(model, world: int) -> None:
+    """All-reduce the trainable parameters' gradients in one flat buffer and average them.
+
+    LoRA gradients are a few MB, so one buffer costs less than DDP's bucketed overlap saves.
+    A parameter without a gradient counts as zeros, so every rank reduces the same sizes.
+    """
+    import torch.distributed as dist
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    grads = [p.grad for p in params]
+    flat = torch._utils._flatten_dense_tensors(grads)
+    dist.all_reduce(flat)
+    flat /= world
+    for g, reduced in zip(grads, torch._utils._unflatten_dense_tensors(flat, grads), strict=True):
+        g.copy_(reduced)
+
+
+def skip_on_oom(fn, what: str, device: str, emit):
+    """``fn()``, or None with a "warning" event when it runs out of GPU memory."""
+    try:
+        return fn()
+    except RuntimeError as err:  # torch.OutOfMemoryError is one
+        if not is_oom(err):
+            raise
+    release_memory(device)  # outside the except block: the failed call's frames are gone
+    emit("warning", message=f"{what} ran out of GPU memory and was skipped; training goes on")
+    return None
+
+
+def optimizer_step_with_retry(step_fn, device: str):
+    """``step_fn()``; after an out-of-memory error, release cached memory and try once more.
+
+    The optimizer's temporaries are what is new in a step; freeing the allocator's cache
+    usually makes room. (A retried fused AdamW step counts one extra step in its bias
+    correction: a negligible change next to a lost run.)
+    """
+    try:
+        return step_fn()
+    except RuntimeError as err:
+        if not is_oom(err):
+            raise
+    release_memory(device)
+    try:
+        return step_fn()
+    except RuntimeError as err:
+        if not is_oom(err):
+            raise
+    raise torch.OutOfMemoryError("out of GPU memory in the optimizer step even after freeing the cache: "
+                                 "lower the batch size or max length, or use 4-bit quantization")

@@ -1,0 +1,70 @@
+"""Helpers for the serving tests: seeded adapters on a shelf, the API in a real HTTP server
+(uvicorn in a thread) on a free port."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+
+ADAPTERS = ("a", "b", "c")
+
+
+def put_adapters(home, model_dir, names=ADAPTERS, targets=("q_proj", "v_proj", "o_proj")) -> None:
+    """Seeded random LoRA adapters (large enough to change answers) with manifests."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from finetune import models
+
+    weight_hash = models.resolve(str(model_dir)).weight_hash
+    for seed, name in enumerate(names, start=1):
+        torch.manual_seed(seed)
+        config = LoraConfig(r=4, lora_alpha=8, target_modules=list(targets), init_lora_weights=False)
+        model = get_peft_model(AutoModelForCausalLM.from_pretrained(model_dir), config)
+        with torch.no_grad():
+            for pname, param in model.named_parameters():
+                if "lora_" in pname:
+                    param.normal_(0, 0.3)
+        model.save_pretrained(home / "adapters" / name)
+        manifest = {"format": "tunedesk-adapter/1", "name": name,
+                    "base_model": {"name": str(model_dir), "weight_hash": weight_hash}}
+        (home / "adapters" / name / "manifest.json").write_text(json.dumps(manifest))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serving(app):
+    """Run a FastAPI app on 127.0.0.1:<free port>; yields its base URL."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not server.started and time.time() < deadline:
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def api_app(engines, api_key=None):
+    from fastapi import FastAPI
+
+    from adapters.serve.openai_api import OpenAIServer
+
+    app = FastAPI()
+    app.include_router(OpenAIServer(engines, api_key).router())
+    return app

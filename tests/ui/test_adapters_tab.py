@@ -1,0 +1,24 @@
+"""The Adapters tab's "Export GGUF" button, called as the click would call it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
+from ui_handlers import handlers  # noqa: E402
+
+
+def test_export_gguf_answers_in_a_sentence(home, tiny_llama_dir, random_lora_dir):
+    from adapters.export import import_adapter
+
+    on_gguf = handlers(tiny_llama_dir)["on_gguf"]
+    assert on_gguf(None, ["q8_0"], False) == "Pick an adapter first."
+    assert on_gguf("nope", ["q8_0"], False).startswith("⚠️ no adapter named 'nope'")
+    import_adapter(random_lora_dir, name="tuned")
+    assert "nothing to export" in on_gguf("tuned", [], False)
+    # The tiny test tokenizer is one llama.cpp's converter does not know: its own reason shows,
+    # after the merge ran (and reported progress), and nothing is left in exports/.
+    message = on_gguf("tuned", ["q8_0"], False)
+    assert message.startswith("⚠️ convert_hf_to_gguf.py failed") and "pre-tokenizer" in message
+    assert "\n" not in message and list((home / "exports").iterdir()) == []
