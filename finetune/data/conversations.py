@@ -13,14 +13,15 @@ Turn spans are found by encoding the prompt before each assistant turn
 of the whole conversation; the turn then runs to the last end-of-turn token before the next
 prompt. A conversation longer than ``max_length`` loses its oldest exchanges (user question
 plus answer) first, keeping the system message; if the last exchange alone is too long, the
-single-turn policy (``finetune.data.format.fit``) applies.
+single-turn policy (``finetune.data.labels.fit``) applies.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-IGNORE_INDEX = -100
+from finetune.data.labels import IGNORE_INDEX, fit
+
 MAX_MESSAGE_CHARS = 1_000_000  # one message; support messages are a few KB, a MB is an export error
 # ``role``/``from`` values accepted (OpenAI chat, ShareGPT and a few common spellings).
 ROLES = {
@@ -216,8 +217,6 @@ def _spans(fmt, messages: list[dict], last_turn_only: bool):
 
 def _fit_last(fmt, ids, labels, max_length, truncation, drop) -> Encoded:
     """The last exchange alone is over max_length: cut its answer or drop it (single-turn rule)."""
-    from finetune.data.format import fit
-
     first = next(i for i, t in enumerate(labels) if t != IGNORE_INDEX)  # only one exchange left
     prompt, reply = ids[:first], ids[first:-1]  # reply without its end-of-turn token
     new_ids, new_labels, status = fit(prompt, reply, fmt.end_of_turn_id, max_length, truncation)

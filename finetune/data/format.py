@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 
+from finetune.data.labels import IGNORE_INDEX, fit  # noqa: F401  (re-exported)
 from finetune.templates import control_strings, encode_chats, render_prompt
 
-IGNORE_INDEX = -100  # label value the cross-entropy loss skips
 FALLBACK_TEMPLATE = "{system}\n\n### Instruction:\n{prompt}\n\n### Response:\n{response}<eos>"
 # Per-row outcome of encoding; the KEPT ones keep the row.
 # "oldest_turns_dropped": a conversation that fits once its first exchanges are cut (kept).
@@ -224,27 +224,4 @@ class ChatFormat:
         found = [t for t in tail if t in special]
         # A template that closes turns with plain text still needs a stop token: use eos.
         return found[-1] if found else tok.eos_token_id
-
-
-def fit(
-    prompt_ids: list[int], reply_ids: list[int], eot: int, max_length: int, truncation: str
-) -> tuple[list[int], list[int], str]:
-    """Join prompt, reply and end-of-turn into ``(input_ids, labels, status)`` within max_length.
-
-    A prompt with no room for one reply token and the end-of-turn token is dropped under
-    either policy; ``truncate_response`` cuts the reply (keeping the end-of-turn token last),
-    ``drop`` drops the row.
-    """
-    n_prompt = len(prompt_ids)
-    if n_prompt + 2 > max_length:
-        return [], [], "prompt_too_long"
-    status = "ok"
-    if n_prompt + len(reply_ids) + 1 > max_length:
-        if truncation == "drop":
-            return [], [], "too_long"
-        reply_ids = reply_ids[: max_length - n_prompt - 1]
-        status = "truncated"
-    ids = list(prompt_ids) + list(reply_ids) + [eot]
-    labels = [IGNORE_INDEX] * n_prompt + list(reply_ids) + [eot]
-    return ids, labels, status
 

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
-from ui_handlers import handlers  # noqa: E402
+from ui_handlers import handlers
 
 
 def test_export_gguf_answers_in_a_sentence(home, tiny_llama_dir, random_lora_dir):

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 import urllib.request
-from pathlib import Path
 
 import openai
 import pytest
+from serve_helpers import ADAPTERS, free_port, put_adapters
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "adapters" / "serve"))
-from serve_helpers import ADAPTERS, free_port, put_adapters  # noqa: E402
-
-from adapters.generate import GenerationSettings, compare  # noqa: E402
+from adapters.generate import GenerationSettings, compare
 
 
 @pytest.fixture

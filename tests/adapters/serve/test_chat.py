@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from conftest import wait_until
+from run_helpers import wait_until
 
 from adapters.generate import GenerationSettings
 from adapters.generate import compare as direct_compare

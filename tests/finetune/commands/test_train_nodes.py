@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import tiny_run_config
+from run_helpers import tiny_run_config
 
 from finetune.commands.train import torchrun_args
 from finetune.config import RunArgs, validate

@@ -15,7 +15,7 @@ RANK_SCRIPT = """
 import json, os, sys
 import torch
 sys.path.insert(0, {tests!r})
-from conftest import tiny_run_config
+from run_helpers import tiny_run_config
 import finetune.train.loop as loop
 from finetune.train import train
 

@@ -5,7 +5,7 @@ import logging
 
 import pytest
 import torch
-from conftest import tiny_run_config
+from run_helpers import tiny_run_config
 
 import finetune  # noqa: F401  (installs the bitsandbytes log filter)
 import finetune.train.loop as loop_mod
