@@ -32,7 +32,7 @@ from adapters.adapter_folder import (  # noqa: F401  (re-exported)
     check_base,
     read_adapter_folder,
 )
-from adapters.devices import DTYPES, physical_cores, pick_dtype  # noqa: F401  (re-exported)
+from adapters.devices import DTYPES, dtype_reason, physical_cores, pick_dtype  # noqa: F401  (re-exported)
 from adapters.loading import inject_adapter, load_base
 from adapters.manifest import BrokenAdapterError, read_valid_manifest
 from adapters.merged import MergedWeights
@@ -65,7 +65,8 @@ class ModelSession:
     Args:
         base_name: a name or folder for :func:`finetune.models.resolve` (``default``: SmolLM2).
         device: ``cpu`` or ``cuda[:i]``.
-        dtype: weight dtype; ``auto`` picks bf16 where it is native (see :func:`pick_dtype`).
+        dtype: weight dtype; ``auto``: on a CPU the faster of fp32/bf16 by a short measurement,
+                on a GPU bf16 where native (see :func:`pick_dtype`).
         max_loaded_adapters: adapters kept in memory; the least recently used goes first.
         adapters_dir: the shelf folder; default ``$TUNEDESK_HOME/adapters`` at load time.
     """
@@ -79,6 +80,7 @@ class ModelSession:
             raise ValueError(f"max_loaded_adapters must be at least 1, got {max_loaded_adapters}")
         self.base_name, self.device = base_name, device
         self.dtype = pick_dtype(dtype, device)
+        self.dtype_reason = dtype_reason(dtype, device, self.dtype)
         self.max_loaded_adapters = max_loaded_adapters
         self._adapters_dir = Path(adapters_dir) if adapters_dir else None
         self._lock = threading.RLock()
@@ -97,7 +99,7 @@ class ModelSession:
     def status(self) -> dict:
         """What the UI shows; never waits for the lock, so it answers while loading."""
         return {"state": self._state, "base": self.base_name, "device": self.device,
-                "dtype": self.dtype,
+                "dtype": self.dtype, "dtype_reason": self.dtype_reason,
                 "model": self._resolved.name if self._resolved else None,
                 "adapters": list(self._snapshot), "active": self._active,
                 "load_seconds": self._load_seconds, "error": self._error, "threads": self.threads}

@@ -67,7 +67,7 @@ class Engine:
         model = s.get("model") or s.get("base")
         state = s["state"]
         if state == "ready":
-            text = f"**Model:** {model} — ready on {s['device']} ({s['dtype']}, loaded in {s['load_seconds']:.1f} s)"
+            text = f"**Model:** {model} — ready on {s['device']} ({s['dtype']}, {s.get('dtype_reason', '')}; loaded in {s['load_seconds']:.1f} s)"
         elif state == "error":
             text = f"**Model:** could not load {model}: {s['error']}"
         else:
