@@ -33,8 +33,9 @@ class Engine:
 
         # While a training child computes on the same cores, chat and evaluation use one thread.
         # TUNEDESK_DTYPE (auto | float32 | bfloat16 | float16) picks the serving dtype; auto is
-        # the faster of fp32 and bf16 by a short measurement (adapters/devices.py). Chats decoded together equal their solo answers token for token
-        # only in float32 (bf16 rounds batched products differently now and then).
+        # the faster of fp32 and bf16 by a short measurement (adapters/devices.py). Chats decoded
+        # together equal their solo answers token for token only in float32 (bf16 rounds batched
+        # products differently now and then).
         self.session = ModelSession(base_model, device=self.hardware.default_device,
                                     dtype=os.environ.get("TUNEDESK_DTYPE", "auto"),
                                     cores_busy=runner.any_running)
