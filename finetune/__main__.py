@@ -10,6 +10,8 @@ import sys
 COMMANDS = {
     "train": ("finetune.commands.train", "fine-tune a LoRA adapter"),
     "prepare-data": ("finetune.commands.prepare_data", "load, map, split and tokenize a dataset; print stats"),
+    "import-transcripts": ("finetune.commands.import_transcripts",
+                           "helpdesk export -> redacted conversations, split by conversation"),
     "bench": ("finetune.commands.bench", "measure training throughput over a grid of settings"),
     "runs": ("finetune.commands.runs", "list supervised training runs and their status"),
     "resolve-model": ("finetune.commands.resolve_model", "resolve (and cache) a base model; print where it is"),

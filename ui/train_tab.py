@@ -9,6 +9,7 @@ import gradio as gr
 
 from ui import forms
 from ui import train_handlers as handlers
+from ui import transcripts_view as transcripts
 from ui.engine import Engine, dry_run_text, estimate_text
 from ui.train_handlers import DATA_SOURCES
 from ui.train_view import curve_frame, run_view
@@ -30,6 +31,7 @@ def build_train_tab(engine: Engine) -> dict:
                 path = gr.Textbox(label="Dataset path", visible=False, elem_id="train-path")
                 data_info = gr.Markdown()
                 data_preview = gr.Dataframe(label="First rows", interactive=False, wrap=True, max_height=220)
+                imported = _helpdesk_import(source, path)
             with gr.Column(scale=1):
                 dev_offer = forms.device_offer(hw)
                 device = gr.Dropdown(dev_offer.choices, value="auto", label="Device")
@@ -118,6 +120,7 @@ def build_train_tab(engine: Engine) -> dict:
         source.change(on_source, source, [upload, path])
         for trigger, api in ((source.change, None), (upload.change, None), (path.submit, "preview_data")):
             trigger(on_data, [source, upload, path], [data_info, data_preview], api_name=api)
+        imported.then(on_data, [source, upload, path], [data_info, data_preview])  # the new dataset's rows
         device.change(on_device, device, [precision, quant, hw_notes])
         check.click(checked(estimate_text), [source, upload, path, *settings], message, api_name="check_settings")
         dry.click(checked(dry_run_text), [source, upload, path, *settings], message, concurrency_id="heavy")
@@ -131,6 +134,31 @@ def build_train_tab(engine: Engine) -> dict:
         # The Train tab is the first one shown: fill it when the page opens too.
         on_load = [(poll, [run_id, gr.State(None)], outputs), (on_data, [source, upload, path], [data_info, data_preview])]
     return {"tab": tab, "to_compare": to_compare, "run_id": run_id, "on_load": on_load}
+
+
+def _helpdesk_import(source, path):
+    """A helpdesk export -> redacted conversations; on success the dataset becomes its train.jsonl."""
+    with gr.Accordion("Import a helpdesk export (tickets → redacted conversations)", open=False):
+        export = gr.File(label="Helpdesk export: one row per message (.csv .tsv .jsonl .json)",
+                         file_types=list(transcripts.EXPORT_TYPES))
+        export_path = gr.Textbox(label="…or its path on this machine", elem_id="import-path")
+        with gr.Row():
+            columns = gr.Textbox(label="Column map (optional)", placeholder="ticket=case_no,role=sender,text=body")
+            roles = gr.Textbox(label="Role map (optional)", placeholder="Member=user,Rep=assistant")
+            held_out = gr.Number(0.1, label="Held out for evaluation", minimum=0, maximum=0.9)
+        run = gr.Button("Import and preview", elem_id="import-run")
+        report = gr.Markdown(elem_id="import-report")
+        shown = gr.Dataframe(headers=transcripts.PREVIEW_HEADERS, label="First redacted conversations",
+                             interactive=False, wrap=True, max_height=300)
+
+    def on_import_export(upload_file, typed, column_map, role_map, fraction):
+        text, rows, train_file = transcripts.import_export(upload_file, typed, column_map, role_map, fraction)
+        if train_file is None:
+            return text, gr.update(value=None), gr.skip(), gr.skip()
+        return text, gr.update(value=rows), DATA_SOURCES[2], train_file
+
+    return run.click(on_import_export, [export, export_path, columns, roles, held_out], [report, shown, source, path],
+              api_name="import_transcripts")
 
 
 def forms_types():

@@ -24,6 +24,27 @@ class DataError(ValueError):
 
 
 def check_file(p: Path, max_bytes: int) -> None:
+    _check_size(p, max_bytes)
+    if p.suffix.lower() == ".parquet":
+        _check_parquet(p, max_bytes)
+        return
+    _check_text(p, check_lines=p.suffix.lower() != ".json")
+    if p.suffix.lower() in (".jsonl", ".ndjson", ".json"):
+        _check_json(p)
+
+
+def check_text_file(p: Path, max_bytes: int) -> None:
+    """Size, binary and encoding guards without the per-line limit.
+
+    For files TuneDesk parses itself line by line (helpdesk exports,
+    ``finetune.data.helpdesk``): there one oversized message skips its conversation, with a
+    sentence, instead of refusing the whole file.
+    """
+    _check_size(p, max_bytes)
+    _check_text(p, check_lines=False)
+
+
+def _check_size(p: Path, max_bytes: int) -> None:
     size = p.stat().st_size
     if size == 0:
         raise DataError(f"{p.name}: the file is empty; expected rows of data")
@@ -32,12 +53,6 @@ def check_file(p: Path, max_bytes: int) -> None:
             f"{p.name}: {size / 1e6:.0f} MB is over the {max_bytes / 1e6:.0f} MB limit "
             "for one dataset file (set TUNEDESK_MAX_DATA_BYTES to raise it)"
         )
-    if p.suffix.lower() == ".parquet":
-        _check_parquet(p, max_bytes)
-        return
-    _check_text(p, check_lines=p.suffix.lower() != ".json")
-    if p.suffix.lower() in (".jsonl", ".ndjson", ".json"):
-        _check_json(p)
 
 
 def _check_parquet(p: Path, max_bytes: int) -> None:

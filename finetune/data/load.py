@@ -54,11 +54,8 @@ def load_rows(path: str | Path, max_bytes: int | None = None):
             unsupported format, or the parser rejected it (its reason is quoted).
     """
     if max_bytes is None:
-        limit = os.environ.get("TUNEDESK_MAX_DATA_BYTES", str(MAX_FILE_BYTES))
-        if not limit.isdigit():
-            raise DataError(f"TUNEDESK_MAX_DATA_BYTES must be a number of bytes (got {limit!r})")
-        max_bytes = int(limit)
-    p = _checked_path(str(path))
+        max_bytes = max_data_bytes()
+    p = checked_path(str(path))
     if p.is_dir():
         ds = _load_folder(p, max_bytes)
     elif p.is_file():
@@ -75,6 +72,14 @@ def load_rows(path: str | Path, max_bytes: int | None = None):
     if ds.num_rows == 0:
         raise DataError(f"{p.name}: has no rows (only a header, blank lines or empty records)")
     return ds
+
+
+def max_data_bytes() -> int:
+    """The size limit for one data file: ``TUNEDESK_MAX_DATA_BYTES`` or ``MAX_FILE_BYTES``."""
+    limit = os.environ.get("TUNEDESK_MAX_DATA_BYTES", str(MAX_FILE_BYTES))
+    if not limit.isdigit():
+        raise DataError(f"TUNEDESK_MAX_DATA_BYTES must be a number of bytes (got {limit!r})")
+    return int(limit)
 
 
 def content_hash(path: str | Path, ds=None) -> str:
@@ -221,7 +226,7 @@ def quiet():
             datasets.enable_progress_bars()
 
 
-def _checked_path(path: str) -> Path:
+def checked_path(path: str) -> Path:
     """A typed path, refused when it is not valid Unicode or too long for the file system
     (``stat`` would raise an error repeating all of it)."""
     check_unicode(path, "the dataset path")

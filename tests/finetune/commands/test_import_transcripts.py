@@ -1,0 +1,67 @@
+"""python -m finetune import-transcripts: files written, stats printed; bad input is exit 2 and
+one sentence, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from finetune.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[3]
+DEMO = ROOT / "assets" / "demo_helpdesk_export.csv"
+
+
+def test_import_writes_train_eval_and_stats(tmp_path, capsys):
+    assert main(["import-transcripts", str(DEMO), "--out", str(tmp_path), "--eval-fraction", "0.2", "--seed", "3"]) == 0
+    report = capsys.readouterr().out
+    assert "9 conversations" in report and "1 no agent reply" in report and "redacted" in report
+    train = [json.loads(x) for x in (tmp_path / "train.jsonl").read_text().splitlines()]
+    held = [json.loads(x) for x in (tmp_path / "eval.jsonl").read_text().splitlines()]
+    assert (len(train), len(held)) == (7, 2)
+    assert {c["conversation_id"] for c in train}.isdisjoint(c["conversation_id"] for c in held)
+    assert all(set(c) == {"conversation_id", "messages"} for c in train + held)
+    stats = json.loads((tmp_path / "import_stats.json").read_text())
+    assert stats["conversations_train"] == 7 and stats["seed"] == 3
+
+
+def test_json_output_and_named_columns(tmp_path, capsys):
+    export = tmp_path / "own.tsv"
+    export.write_text("case\twho\tmsg\n1\tMember\thello\n1\tRep\thi there\n")
+    argv = ["import-transcripts", str(export), "--out", str(tmp_path / "o"), "--json", "--eval-fraction", "0",
+            "--column-map", "ticket=case,role=who,text=msg", "--role-map", "Member=user,Rep=assistant"]
+    assert main(argv) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["conversations"] == 1 and stats["eval_file"] is None
+    assert not (tmp_path / "o" / "eval.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "content", "match"),
+    [
+        ([], "id,who,words\n1,customer,hi\n", "no column for the ticket / role / text"),
+        ([], "ticket_id,role,text\n1,customer,hi\n", "none of the 1 tickets gives a conversation"),
+        (["--column-map", "text"], None, "column map: 'text' is not NAME=VALUE"),
+        (["--role-map", "x=boss"], None, "roles must be user, assistant or drop"),
+        (["--eval-fraction", "1.5"], None, "eval fraction must be at least 0 and below 1"),
+    ],
+)
+def test_bad_input_is_exit_2_and_a_sentence(tmp_path, capsys, extra, content, match):
+    export = DEMO
+    if content is not None:
+        export = tmp_path / "x.csv"
+        export.write_text(content)
+    assert main(["import-transcripts", str(export), "--out", str(tmp_path / "o"), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and match in err and "Traceback" not in err
+
+
+def test_a_missing_file_from_a_real_process_is_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "finetune", "import-transcripts", str(tmp_path / "nope.csv"),
+                           "--out", str(tmp_path / "o")], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "does not exist" in proc.stderr
