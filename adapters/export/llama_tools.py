@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -64,6 +65,50 @@ def bindings():
             f"llama.cpp's Python bindings are not installed ({err}); run `make setup` "
             f"(builds llama-cpp-python=={LLAMA_CPP_PYTHON}, about 7 minutes on 2 cores)") from None
     return llama_cpp
+
+
+_DEFAULT_PARAMS_LOCK = threading.Lock()
+
+
+def amx_cpu() -> bool:
+    """Whether this CPU has AMX (Intel Sapphire Rapids and later): llama.cpp then repacks
+    quantized weights for its AMX kernels unless told not to."""
+    try:
+        return "amx_int8" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+
+
+def open_model(path: Path, **kwargs):
+    """``llama_cpp.Llama(path, **kwargs)``, safe on CPUs with AMX.
+
+    llama.cpp's AMX matmul crashes the process (segmentation fault) decoding Q8_0 weights:
+    seen here on an Intel Xeon with ``amx_int8`` on every Q8_0 SmolLM2 file, the same bug as
+    llama.cpp issue #20824. On such CPUs the model is loaded without llama.cpp's extra buffer
+    types (``use_extra_bufts = False``, which the bindings do not expose as an argument): the
+    weights stay in plain CPU buffers and the AVX-512 kernels compute, as on every other CPU.
+    ``TUNEDESK_LLAMA_AMX=1`` keeps AMX on.
+
+    Raises:
+        LlamaToolsError: no bindings.
+    """
+    llama_cpp = bindings()
+    if not amx_cpu() or os.environ.get("TUNEDESK_LLAMA_AMX") == "1":
+        return llama_cpp.Llama(str(path), **kwargs)
+    lib = llama_cpp.llama_cpp  # Llama() asks this module for its default parameters
+    with _DEFAULT_PARAMS_LOCK:
+        original = lib.llama_model_default_params
+
+        def without_extra_buffers():
+            params = original()
+            params.use_extra_bufts = False
+            return params
+
+        lib.llama_model_default_params = without_extra_buffers
+        try:
+            return llama_cpp.Llama(str(path), **kwargs)
+        finally:
+            lib.llama_model_default_params = original
 
 
 def run_converter(script: str, args: list[str], on_progress: Progress | None = None) -> None:

@@ -127,9 +127,8 @@ def _torch_greedy(model, ids: list[int], max_new: int, stops: set[int]) -> tuple
 
 
 def _load(model_file: Path, lora: Path | None):
-    llama_cpp = llama_tools.bindings()
     kwargs = {"lora_path": str(lora)} if lora else {}
-    return llama_cpp.Llama(str(model_file), n_ctx=1024, n_threads=2, verbose=False, **kwargs)
+    return llama_tools.open_model(model_file, n_ctx=1024, n_threads=2, verbose=False, **kwargs)
 
 
 def _llama_greedy(llm, ids: list[int], max_new: int) -> tuple[list[int], bool]:

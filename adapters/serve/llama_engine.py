@@ -55,14 +55,14 @@ class LlamaEngine(OneAtATime):
     def __init__(self, base_gguf: Path, lora_gguf: Callable[[str], Path], *, n_ctx: int | None = None,
                  threads: int | None = None, max_queue: int = 64, label: str | None = None,
                  cores_busy: Callable[[], bool] | None = None):
-        from llama_cpp import Llama
+        from adapters.export.llama_tools import open_model
 
         self.threads = threads or physical_cores()
-        self.llm = Llama(str(base_gguf), n_ctx=n_ctx or 0, n_threads=self.threads,
-                         n_threads_batch=self.threads, verbose=False)
+        self.llm = open_model(base_gguf, n_ctx=n_ctx or 0, n_threads=self.threads,
+                              n_threads_batch=self.threads, verbose=False)
         if not n_ctx and self.llm.n_ctx() > 8192:  # n_ctx=0 took the training context
-            self.llm = Llama(str(base_gguf), n_ctx=8192, n_threads=self.threads,
-                             n_threads_batch=self.threads, verbose=False)
+            self.llm = open_model(base_gguf, n_ctx=8192, n_threads=self.threads,
+                                  n_threads_batch=self.threads, verbose=False)
         self.base_gguf, self._lora_gguf, self._cores_busy = Path(base_gguf), lora_gguf, cores_busy
         self.label = label or f"llama.cpp {Path(base_gguf).stem}"
         self._loras: OrderedDict[Path, object] = OrderedDict()  # file -> llama_adapter_lora_p

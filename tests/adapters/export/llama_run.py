@@ -17,9 +17,11 @@ def llama_or_skip():
 
 def load(path, lora=None, n_ctx=512):
     """A llama.cpp model (and optional LoRA GGUF applied on top, unmerged)."""
-    llama_cpp = llama_or_skip()
+    from adapters.export.llama_tools import open_model
+
+    llama_or_skip()
     kwargs = {"lora_path": str(lora)} if lora else {}
-    return llama_cpp.Llama(str(path), n_ctx=n_ctx, n_threads=2, verbose=False, **kwargs)
+    return open_model(path, n_ctx=n_ctx, n_threads=2, verbose=False, **kwargs)
 
 
 def last_logits(llm, ids: list[int]) -> np.ndarray:

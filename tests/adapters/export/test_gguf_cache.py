@@ -118,3 +118,24 @@ def test_unknown_architecture_gets_the_converters_sentence(home, tiny_real_tok, 
         ensure_base_gguf(str(folder), "f16")
     assert [p.name for p in (home / "exports" / "gguf" / "base").rglob("*") if p.is_file()
             and not p.name.startswith(".lock")] == []
+
+
+def test_q8_0_decodes_through_open_model_and_amx_repacking_is_off_where_it_crashes(home, tiny_real_tok,
+                                                                                   monkeypatch):
+    # llama.cpp's AMX matmul segfaults decoding Q8_0 (seen on the real SmolLM2 here, an Intel
+    # Xeon with amx_int8): open_model loads without the extra buffer types on such CPUs.
+    from adapters.export import llama_tools
+
+    llama_or_skip()
+    q8 = ensure_base_gguf(str(tiny_real_tok("llama")), "q8_0")
+    llm = llama_tools.open_model(q8, n_ctx=64, n_threads=2, verbose=False)
+    assert llm.model_params.use_extra_bufts is (not llama_tools.amx_cpu())
+    first = last_logits(llm, [1, 2, 3, 4])
+    assert np.isfinite(first).all()
+    monkeypatch.setattr(llama_tools, "amx_cpu", lambda: True)  # what an AMX CPU gets, anywhere
+    plain = llama_tools.open_model(q8, n_ctx=64, n_threads=2, verbose=False)
+    assert plain.model_params.use_extra_bufts is False
+    np.testing.assert_allclose(last_logits(plain, [1, 2, 3, 4]), first, rtol=1e-3, atol=1e-3)
+    import llama_cpp
+
+    assert llama_cpp.llama_cpp.llama_model_default_params().use_extra_bufts  # restored after

@@ -11,6 +11,7 @@ from llama_run import llama_or_skip
 from shelf_helpers import put_adapter
 
 from adapters.export.gguf import export_gguf
+from adapters.export.llama_tools import open_model
 from adapters.export.verify import verify_export
 
 GOLDEN = Path(__file__).resolve().parents[3] / "assets" / "golden.jsonl"
@@ -53,7 +54,7 @@ def test_real_model_export_agrees_with_pytorch_in_llama_cpp(home, default_model_
     # The file's own metadata marks the end-of-turn token as end-of-generation.
     import llama_cpp
 
-    llm = llama_cpp.Llama(str(result.folder / "support-f16.gguf"), n_ctx=64, verbose=False)
+    llm = open_model(result.folder / "support-f16.gguf", n_ctx=64, verbose=False)
     eot = tok.convert_tokens_to_ids("<|im_end|>")
     assert llama_cpp.llama_vocab_is_eog(llama_cpp.llama_model_get_vocab(llm.model), eot)
     for name in ("support-f16.gguf", "base-f16.gguf + support-lora-f16.gguf"):
