@@ -133,7 +133,7 @@ def test_refused_fsdp_combinations_say_why(tiny_llama_dir):
     cfg = _fsdp_cfg(tiny_llama_dir)
     cfg.train.quantization, cfg.train.precision, cfg.train.optimizer = "4bit", "fp16", "paged_adamw_8bit"
     problems = " | ".join(validate(cfg))
-    assert "does not work with 4bit quantization" in problems and "not fp16" in problems
+    assert "not offered with 4bit quantization" in problems and "not fp16" in problems
     assert "needs the adamw optimizer" in problems
     assert validate(_fsdp_cfg(tiny_llama_dir, sharding="zero3")) == ["sharding must be ddp or fsdp (got 'zero3')"]
 
