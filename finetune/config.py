@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from finetune.hardware import PRECISIONS, QUANTIZATIONS
+from finetune.launch import launch_problems
 from finetune.user_text import quote
 
 
@@ -95,10 +96,14 @@ class RunArgs:
     adapter_name: str = ""  # name on the adapter shelf (empty = derived from time)
     run_dir: str = ""  # run folder (empty = $TUNEDESK_HOME/runs/<run_id>)
     resume: bool = False  # continue from the last checkpoint in run_dir
-    nproc_per_node: int = 1  # >1 runs under torchrun (DDP)
-    nnodes: int = 1  # machines in one DDP run; >1 needs rdzv_endpoint and node_rank
+    nproc_per_node: int = 1  # >1 runs under torchrun (DDP or FSDP)
+    nnodes: int = 1  # machines in one run; >1 needs rdzv_endpoint and node_rank
     node_rank: int = 0  # this machine's place, 0 .. nnodes-1 (node 0 hosts the rendezvous)
     rdzv_endpoint: str = ""  # host:port of node 0, reachable from every node
+    # ddp: every process holds the whole model; fsdp: torch's FSDP2 shards the base and the
+    # LoRA weights across processes, for bases that do not fit one GPU (finetune/launch.py says
+    # what it does not combine with).
+    sharding: str = "ddp"
 
 
 @dataclass
@@ -220,9 +225,8 @@ def validate(cfg: RunConfig, hardware=None) -> list[str]:
             safe_name(cfg.run.adapter_name, "adapter name")
         except ValueError as err:
             out.append(str(err))
-    _range(out, "processes per node", cfg.run.nproc_per_node, 1, 64, whole=True)
-    out += _node_problems(cfg.run)
     t = cfg.train
+    out += launch_problems(cfg.run, t, hardware)
     known = t.precision in PRECISIONS and t.quantization in QUANTIZATIONS
     if hardware is not None and known and isinstance(t.device, str):
         out.extend(hardware.problems(t.device, t.precision, t.quantization))
@@ -230,33 +234,7 @@ def validate(cfg: RunConfig, hardware=None) -> list[str]:
             out.append("paged 8-bit AdamW needs bitsandbytes and a CUDA GPU; use adamw here")
         if t.quantization != "none" and t.precision == "fp16" and not hardware.has_cuda:
             out.append("fp16 compute for quantized layers needs a CUDA GPU")
-        out.extend(_gpu_count_problems(t.device, cfg.run.nproc_per_node, hardware))
     return out
-
-
-def _node_problems(r: RunArgs) -> list[str]:
-    out: list[str] = []
-    _range(out, "nodes", r.nnodes, 1, 1024, whole=True)
-    if out:
-        return out
-    _range(out, "node rank", r.node_rank, 0, r.nnodes - 1, whole=True)
-    if r.nnodes > 1 and isinstance(r.rdzv_endpoint, str):
-        host, _, port = r.rdzv_endpoint.strip().rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            out.append(f"with {r.nnodes} nodes the rendezvous endpoint must be host:port of node 0 "
-                       f"(got {r.rdzv_endpoint!r})")
-    return out
-
-
-def _gpu_count_problems(device: str, procs, hardware) -> list[str]:
-    """Under DDP each process takes its own GPU (``cuda:LOCAL_RANK``): extra ranks would die
-    with "invalid device ordinal" after the first ones had loaded the model."""
-    gpus = sum(d.name.startswith("cuda") for d in hardware.devices)
-    on_gpu = device.startswith("cuda") or (device == "auto" and gpus > 0)
-    if on_gpu and isinstance(procs, int) and procs > gpus:
-        return [f"{procs} processes per node need {procs} GPUs; this machine has {gpus}: "
-                f"set processes per node to {gpus} or fewer"]
-    return []
 
 
 def _train_problems(t: TrainArgs) -> list[str]:

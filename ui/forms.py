@@ -21,11 +21,17 @@ TRAIN_FIELDS = [
     ("data", "last_turn_only"), ("data", "system_prompt"),
     ("train", "eval_every"), ("train", "probe_every"), ("train", "save_every"), ("train", "seed"),
     ("run", "adapter_name"),
+    # Several processes or machines (torchrun); checked by finetune.launch like the CLI's flags.
+    ("run", "nproc_per_node"), ("run", "nnodes"), ("run", "node_rank"), ("run", "rdzv_endpoint"),
+    ("run", "sharding"),
 ]
 _INTS = {"batch_size", "grad_accum", "r", "alpha", "max_steps", "max_length", "max_samples",
-         "eval_every", "probe_every", "save_every", "seed"}
+         "eval_every", "probe_every", "save_every", "seed", "nproc_per_node", "nnodes", "node_rank"}
 _FLOATS = {"dropout", "learning_rate", "epochs", "val_fraction"}
-_TEXTS = {"system_prompt", "adapter_name"}
+_TEXTS = {"system_prompt", "adapter_name", "rdzv_endpoint"}
+# The Train tab's sharding choices: (label, RunArgs.sharding).
+SHARDING_CHOICES = [("DDP: each process holds the whole model", "ddp"),
+                    ("FSDP: the model is split across processes (FSDP2)", "fsdp")]
 
 
 def ui_defaults() -> RunConfig:

@@ -68,9 +68,22 @@ def build_train_tab(engine: Engine) -> dict:
                         probe_every = gr.Number(d.train.probe_every, precision=0, label="Probe answers every N steps")
                         save_every = gr.Number(d.train.save_every, precision=0, label="Checkpoint every N steps")
                         seed = gr.Number(d.train.seed, precision=0, label="Seed")
+                    gr.Markdown("Several processes or machines (torchrun). On several machines, start the same "
+                                "settings on each with its own node rank; node 0 hosts the rendezvous endpoint.")
+                    with gr.Row():
+                        nproc = gr.Number(d.run.nproc_per_node, precision=0, label="Processes per node",
+                                          elem_id="train-nproc")
+                        nnodes = gr.Number(d.run.nnodes, precision=0, label="Nodes", elem_id="train-nnodes")
+                        node_rank = gr.Number(d.run.node_rank, precision=0, label="This node's rank",
+                                              elem_id="train-node-rank")
+                        rdzv = gr.Textbox(d.run.rdzv_endpoint, label="Rendezvous endpoint (host:port of node 0)",
+                                          elem_id="train-rdzv")
+                        sharding = gr.Dropdown(forms.SHARDING_CHOICES, value=d.run.sharding, label="Sharding",
+                                               elem_id="train-sharding")
                 name = gr.Textbox(label="Adapter name (optional)", elem_id="train-name")
         settings = [model, device, precision, quant, batch, accum, r, alpha, dropout, mlp, lr, sched, epochs,
-                    steps, max_len, samples, val, packing, last_turn, system, eval_every, probe_every, save_every, seed, name]
+                    steps, max_len, samples, val, packing, last_turn, system, eval_every, probe_every, save_every, seed, name,
+                    nproc, nnodes, node_rank, rdzv, sharding]
         with gr.Row():
             check = gr.Button("Check settings & estimate", elem_id="train-check")
             dry = gr.Button("Dry run (one step)", elem_id="train-dry")

@@ -39,10 +39,11 @@ FLAGS = [
     ("--lora-dropout", ["--lora_dropout"], "lora", "dropout", float, "LoRA dropout"),
     ("--name", ["--adapter-name"], "run", "adapter_name", str, "adapter name on the shelf"),
     ("--run-dir", [], "run", "run_dir", str, "run folder (events, checkpoints)"),
-    ("--nproc-per-node", ["--nproc_per_node"], "run", "nproc_per_node", int, "processes (DDP via torchrun)"),
+    ("--nproc-per-node", ["--nproc_per_node"], "run", "nproc_per_node", int, "processes per machine (torchrun)"),
     ("--nnodes", [], "run", "nnodes", int, "machines in the run (each runs this same command)"),
     ("--node-rank", ["--node_rank"], "run", "node_rank", int, "this machine's rank, 0 .. nnodes-1"),
     ("--rdzv-endpoint", ["--rdzv_endpoint"], "run", "rdzv_endpoint", str, "host:port of node 0"),
+    ("--sharding", [], "run", "sharding", str, "ddp (whole model per process) or fsdp (FSDP2 shards it)"),
 ]
 
 
@@ -147,9 +148,9 @@ def main(args) -> int:
     if args.dry_run:
         return _dry_run(cfg)
     if (cfg.run.nproc_per_node > 1 or cfg.run.nnodes > 1) and "WORLD_SIZE" not in os.environ:
-        from finetune.config import validate
+        from finetune.launch import launch_problems
 
-        if problems := [p for p in validate(cfg) if "node" in p]:  # before torchrun waits for peers
+        if problems := launch_problems(cfg.run, cfg.train):  # before torchrun waits for peers
             return _print_problems(SimpleNamespace(problems=problems))
         return _relaunch_under_torchrun(cfg.run)
     from finetune.console import ConsoleProgress

@@ -32,6 +32,7 @@ import contextlib
 import time
 from pathlib import Path
 
+from finetune.config import RunConfig
 from finetune.train.fused import CE_CHUNK_ROWS
 
 ACT_VALUES = 16  # activation values kept per token, layer and hidden unit (see above)
@@ -104,10 +105,15 @@ def estimate_memory(cfg, resolved, label_share: float = 1.0) -> dict:
     per_layer = (PACKED_ACT_VALUES if cfg.data.packing else ACT_VALUES) + (DROPOUT_VALUES if cfg.lora.dropout > 0 else 0)
     kept = c["layers"] + per_layer if t.gradient_checkpointing else c["layers"] * per_layer
     lean_head = t.precision == "fp32" and cfg.run.nproc_per_node == 1
+    # FSDP keeps 1/world of the weights and AdamW state per process, plus the one layer being
+    # all-gathered (and the next, prefetched): counted here as two layers' share of the weights.
+    world = cfg.run.nproc_per_node * cfg.run.nnodes
+    if cfg.run.sharding == "fsdp" and world > 1:
+        weights = weights / world + weights * 2 / max(c["layers"], 1)
     logit_values = 2 * CE_CHUNK_ROWS * c["vocab"] if lean_head else LOGIT_COPIES * tokens * label_share * c["vocab"]
     parts = {
         "weights_gib": weights / GIB,
-        "lora_and_optimizer_gib": c["lora"] * 16 / GIB,
+        "lora_and_optimizer_gib": c["lora"] * 16 / (world if cfg.run.sharding == "fsdp" else 1) / GIB,
         "activations_gib": tokens * c["hidden"] * kept * act_bytes / GIB,
         "logits_gib": logit_values * 4 / GIB,
         "runtime_gib": RUNTIME_GIB["cuda" if on_cuda else "cpu"],
@@ -219,3 +225,14 @@ def dry_run(cfg) -> dict:
             "total_steps": total, "projected_seconds": total * per_step,
             "peak_memory_gib": peak / GIB, "memory_added_gib": max(peak - before, 0) / GIB,
             "estimate": estimate_memory(cfg, resolved, label_share(prepared.train))}
+
+
+def warn_if_too_big(cfg: RunConfig, resolved, prepared, emit) -> None:
+    """A "warning" event when the memory estimate exceeds the device (training still starts)."""
+    try:
+        est = estimate_memory(cfg, resolved, label_share=label_share(prepared.train))
+    except (ValueError, OSError, RuntimeError, AttributeError) as err:  # unusual configs: no estimate
+        emit("status", message=f"memory estimate unavailable: {err}")
+        return
+    if not est["fits"]:
+        emit("warning", message=est["warning"], estimate=est)

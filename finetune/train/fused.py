@@ -134,8 +134,10 @@ class _Passthrough(torch.nn.Module):
 
 def lean_head(model):
     """The frozen LM-head weight if ``model``'s loss can use ``linear_cross_entropy_sum``, else
-    None (trainable or biased head, logit soft-capping, DDP-wrapped, or under autocast)."""
-    if hasattr(model, "module") or torch.is_autocast_enabled(_device_type(model)):
+    None (trainable or biased head, logit soft-capping, DDP-wrapped, FSDP-sharded, or under
+    autocast). Under FSDP the head's weight is a shard outside the model's forward, so the
+    head must run inside it."""
+    if hasattr(model, "module") or torch.is_autocast_enabled(_device_type(model)) or _sharded(model):
         return None
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
@@ -158,6 +160,12 @@ def head_returns_hidden(model):
         yield
     finally:
         setattr(base, name, head)
+
+
+def _sharded(model) -> bool:
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
 
 
 def _name_of(parent, child) -> str | None:

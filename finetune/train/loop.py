@@ -22,8 +22,9 @@ from pathlib import Path
 import torch
 
 from finetune.config import RunConfig
-from finetune.gpu import is_oom, make_scaler, release_memory
-from finetune.train import allocator, oom
+from finetune.gpu import is_oom, make_scaler
+from finetune.train import allocator, oom, parallel
+from finetune.train.dryrun import warn_if_too_big
 from finetune.train.setup import (
     ConfigError,
     check_config,
@@ -71,7 +72,7 @@ class _Run:
     tokenizer: object
     prepared: object  # finetune.data.PreparedData
     model: object  # the PEFT model (what is saved)
-    train_model: object  # the model, or its DDP wrapper (what is stepped)
+    train_model: object  # the model (sharded in place under FSDP), or its DDP wrapper (what is stepped)
     targets: list
     packing: bool
     optimizer: object
@@ -82,6 +83,7 @@ class _Run:
     batch: object  # batch(indices) -> the micro-batches of those training rows
     val_batches: list
     start_step: int
+    sharded: bool = False  # FSDP: every rank runs the model together, no OOM split (parallel.py)
     metrics: dict = field(default_factory=dict)
 
 
@@ -114,32 +116,6 @@ def _should_stop(stop, world: int = 1, device: str = "cpu") -> bool:
     return bool(flag.item())
 
 
-def _warn_if_too_big(cfg: RunConfig, resolved, prepared, emit) -> None:
-    """A "warning" event when the memory estimate exceeds the device (training still starts)."""
-    from finetune.train.dryrun import estimate_memory, label_share
-
-    try:
-        est = estimate_memory(cfg, resolved, label_share=label_share(prepared.train))
-    except (ValueError, OSError, RuntimeError, AttributeError) as err:  # unusual configs: no estimate
-        emit("status", message=f"memory estimate unavailable: {err}")
-        return
-    if not est["fits"]:
-        emit("warning", message=est["warning"], estimate=est)
-
-
-def _after_oom(optimizer, split: int, step: int, batch_size: int, oom_events: list, emit, device: str) -> int:
-    """Drop the partial step's gradients and split its micro-batches in two (raises at 64)."""
-    optimizer.zero_grad(set_to_none=True)
-    release_memory(device)
-    if split >= 64:
-        raise torch.OutOfMemoryError(f"out of memory even with micro-batches of 1 (batch size {batch_size})")
-    split *= 2
-    micro = max(1, batch_size // split)
-    oom_events.append({"step": step, "micro_batch": micro})
-    emit("status", message=f"CUDA out of memory: micro-batch now {micro}, accumulation x{split}")
-    return split
-
-
 def train(cfg: RunConfig, on_event=None, stop=None) -> TrainResult:
     """Fine-tune a LoRA adapter and save it on the shelf.
 
@@ -164,7 +140,7 @@ def train(cfg: RunConfig, on_event=None, stop=None) -> TrainResult:
 
 def _setup(cfg: RunConfig, on_event) -> _Run:
     """Check the config, then load data, model + LoRA, optimizer and batches; resume if asked."""
-    from finetune.train.saving import latest_checkpoint, load_checkpoint
+    from finetune.train.saving import latest_checkpoint, load_checkpoint, load_sharded_checkpoint
 
     hw = check_config(cfg)
     t0 = time.time()
@@ -177,33 +153,30 @@ def _setup(cfg: RunConfig, on_event) -> _Run:
 
     resolved, tokenizer, prepared = load_data(cfg, emit)
     train_rows, val_rows = list(prepared.train), list(prepared.val)
-    _warn_if_too_big(cfg, resolved, prepared, emit)
+    warn_if_too_big(cfg, resolved, prepared, emit)
     emit("status", message=f"loading {resolved.name} on {device} ({t.precision}, quantization {t.quantization})")
     model, targets, packing = load_lora_model(cfg, resolved, device)
+    sharded = world > 1 and cfg.run.sharding == "fsdp"
+    train_model = parallel.wrap(model, world, device, cfg.run.sharding, t.precision)  # before the optimizer
     optimizer = build_optimizer(model, t.learning_rate, t.weight_decay, t.optimizer, device)
     plan = plan_steps([len(r["input_ids"]) for r in train_rows], t.batch_size, t.grad_accum, t.epochs,
                       t.max_steps, t.seed, group_by_length=not packing, world_size=world, rank=rank)
     scheduler = build_scheduler(optimizer, t.lr_schedule, t.warmup_ratio, len(plan))
     scaler = make_scaler(device, t.precision)
     start_step = 0
-    if cfg.run.resume and (ckpt := latest_checkpoint(run_dir)) is not None:
+    if cfg.run.resume and sharded:
+        start_step, name = load_sharded_checkpoint(run_dir, model, optimizer, scheduler, rank)
+        if name:
+            emit("status", message=f"resumed from {name} (step {start_step})")
+    elif cfg.run.resume and (ckpt := latest_checkpoint(run_dir)) is not None:
         start_step = load_checkpoint(ckpt, model, optimizer, scheduler, scaler)
         emit("status", message=f"resumed from {ckpt.name} (step {start_step})")
-    train_model = model
-    if world > 1:
-        from torch.nn.parallel import DistributedDataParallel
-
-        # No buffer broadcast: it is a collective inside every forward, so a rank that ran out
-        # of memory before its forward would leave the others waiting there (finetune/train/oom.py).
-        # The model's buffers (rotary tables) are the same on every rank anyway.
-        train_model = DistributedDataParallel(model, device_ids=[int(device.split(":")[1])] if device.startswith("cuda") else None,
-                                              broadcast_buffers=False)
     batch = functools.partial(to_batch, train_rows, pad_id=tokenizer.pad_token_id, packing=packing, device=device)
     val_batches = [to_batch(val_rows, range(i, min(i + t.batch_size, len(val_rows))), tokenizer.pad_token_id, packing, device)[0]
                    for i in range(0, len(val_rows), t.batch_size)]
     run = _Run(cfg, emit, rank, world, device, run_dir, t0, resolved, tokenizer, prepared, model, train_model,
                targets, packing, optimizer, scheduler, scaler, make_autocast(device, t.precision), plan, batch,
-               val_batches, start_step)
+               val_batches, start_step, sharded)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     emit("start", total_steps=len(plan), start_step=start_step, train_rows=len(train_rows),
          val_rows=len(val_rows), device=device, threads=threads, malloc=allocator.in_use(),
@@ -233,26 +206,28 @@ def _loop(run: _Run, stop) -> _Progress:
         micro = [m[j::split] for m in plan.steps[step] for j in range(split) if m[j::split]]
         batches = [run.batch(m) for m in micro]
         try:
-            s, n_real = forward_backward(run.train_model, batches, run.autocast, scaler, sync=world == 1)
+            s, n_real = forward_backward(run.train_model, batches, run.autocast, scaler, sync=world == 1 or run.sharded)
             failed = False
         except RuntimeError as err:  # torch.OutOfMemoryError, or cuBLAS failing to allocate
             if not is_oom(err):
                 raise
+            if run.sharded:
+                raise oom.fsdp_oom(t.batch_size) from err
             failed = True
-        if world > 1:  # every rank retries the step together, or none does (finetune/train/oom.py)
+        if world > 1 and not run.sharded:  # every rank retries the step together, or none does (oom.py)
             failed = oom.any_rank(failed, device)
             if not failed:
                 oom.average_gradients(model, world)
         if failed:
             # Outside the except block, so the failed step's activations are already freed.
             # A retried step must not count twice: totals are added only after success.
-            split = _after_oom(optimizer, split, step, t.batch_size, oom_events, emit, device)
+            split = oom.after_oom(optimizer, split, step, t.batch_size, oom_events, emit, device)
             continue
         loss_acc += s
         loss_tokens += sum(nl for _, nl, _ in batches)
         tokens_seen += n_real
         grad_norm = oom.optimizer_step_with_retry(
-            lambda: optimizer_step(model, optimizer, scheduler, scaler, t.max_grad_norm), device)
+            lambda: optimizer_step(model, optimizer, scheduler, scaler, t.max_grad_norm), device, not run.sharded)
         step += 1
         if step % t.log_every == 0 or step == total:
             elapsed = time.time() - loop_t0
@@ -272,53 +247,72 @@ def _loop(run: _Run, stop) -> _Progress:
 
 def _between_steps(run: _Run, step: int) -> None:
     """The periodic extras of a step that is not the last: validation, probe answers, checkpoint."""
-    from finetune.train.probes import answer_probes
-    from finetune.train.saving import save_checkpoint
-
     t, emit = run.cfg.train, run.emit
     if run.val_batches and t.eval_every and step % t.eval_every == 0:
-        vl = oom.skip_on_oom(lambda: validation_loss(run.model, run.val_batches, run.autocast), "validation",
-                             run.device, emit)
+        vl = _validation(run)
         if vl is not None:
             emit("eval", step=step, val_loss=vl, val_perplexity=math.exp(vl))
-    if run.rank == 0 and t.probe_every and step % t.probe_every == 0:
-        answers = oom.skip_on_oom(lambda: answer_probes(run.model, run.tokenizer, run.cfg.data.system_prompt),
-                                  "probes", run.device, emit)
-        if answers is not None:
-            emit("probe", step=step, answers=answers)
-    if run.rank == 0 and t.save_every and step % t.save_every == 0:
-        save_checkpoint(run.run_dir, step, run.model, run.optimizer, run.scheduler, scaler=run.scaler)
-        emit("checkpoint", step=step)
+    if t.probe_every and step % t.probe_every == 0 and (answers := _probes(run)) is not None:
+        emit("probe", step=step, answers=answers)
+    if t.save_every and step % t.save_every == 0:
+        _checkpoint(run, step)
+
+
+def _validation(run: _Run) -> float | None:
+    """Mean validation loss on every rank, or None when it ran out of memory (not under FSDP)."""
+    return oom.skip_on_oom(lambda: validation_loss(run.model, run.val_batches, run.autocast), "validation",
+                           run.device, run.emit, recover=not run.sharded)
+
+
+def _probes(run: _Run) -> list | None:
+    """Probe answers on rank 0 (on every rank under FSDP, where generating is collective)."""
+    from finetune.train.probes import answer_probes
+
+    if run.rank != 0 and not run.sharded:
+        return None
+    return oom.skip_on_oom(lambda: answer_probes(run.model, run.tokenizer, run.cfg.data.system_prompt,
+                                                 synced=run.sharded),
+                           "probes", run.device, run.emit, recover=not run.sharded)
+
+
+def _checkpoint(run: _Run, step: int) -> None:
+    """Rank 0 writes a checkpoint; under FSDP every rank first helps gather the whole state."""
+    from finetune.train.saving import save_checkpoint
+
+    sharded = (parallel.full_trainable_state(run.model), parallel.full_optimizer_state(run.model, run.optimizer)) \
+        if run.sharded else None
+    if run.rank == 0:
+        save_checkpoint(run.run_dir, step, run.model, run.optimizer, run.scheduler, scaler=run.scaler, sharded=sharded)
+        run.emit("checkpoint", step=step)
 
 
 def _finish(run: _Run, progress: _Progress) -> TrainResult:
     """Final validation and probes, then rank 0 saves the adapter with its manifest."""
-    from finetune.train.probes import answer_probes
     from finetune.train.saving import adapter_name_for, build_manifest, save_adapter
 
     cfg, emit, metrics, t, dc = run.cfg, run.emit, run.metrics, run.cfg.train, run.cfg.data
-    model, tokenizer, val_batches, autocast = run.model, run.tokenizer, run.val_batches, run.autocast
+    model, tokenizer, val_batches = run.model, run.tokenizer, run.val_batches
     rank, world, device, t0 = run.rank, run.world, run.device, run.t0
     step, status, split, train_seconds = progress.step, progress.status, progress.split, progress.train_seconds
-    vl = oom.skip_on_oom(lambda: validation_loss(model, val_batches, autocast), "validation", device, emit) \
-        if val_batches else None
+    vl = _validation(run) if val_batches else None
     if vl is not None:
         metrics.update(val_loss=vl, val_perplexity=math.exp(vl))
         emit("eval", step=step, val_loss=vl, val_perplexity=math.exp(vl))
-    adapter_dir = None
+    adapter_dir, probes = None, _probes(run) or []
+    weights = parallel.full_trainable_state(model) if run.sharded else None  # every rank takes part
     if rank == 0:
-        probes = oom.skip_on_oom(lambda: answer_probes(model, tokenizer, dc.system_prompt), "probes", device, emit) or []
         emit("probe", step=step, answers=probes)
         name = adapter_name_for(cfg.run.adapter_name, dc.path)
         manifest = build_manifest(
             cfg, run.resolved, tokenizer, run.prepared, status=status, steps=step, total_steps=len(run.plan),
             targets=run.targets,
-            training={"device": device, "packing": run.packing, "world_size": world, "oom_retries": progress.oom_events,
+            training={"device": device, "packing": run.packing, "world_size": world, "sharding": cfg.run.sharding,
+                      "oom_retries": progress.oom_events,
                       "effective_micro_batch": max(1, t.batch_size // split)},
             metrics=metrics, probes=probes, run_dir=run.run_dir,
             timings={"train_seconds": train_seconds, "total_seconds": time.time() - t0,
                      "tokens_per_second": progress.tokens_seen * world / max(train_seconds, 1e-9)})
-        adapter_dir = save_adapter(model, tokenizer, name, manifest)
+        adapter_dir = save_adapter(model, tokenizer, name, manifest, state_dict=weights)
         emit("saved", adapter=adapter_dir.name, path=str(adapter_dir), status=status)
     emit("done", status=status, step=step, metrics=metrics, adapter=adapter_dir.name if adapter_dir else None)
     if world > 1:

@@ -3,9 +3,8 @@ watches the model learn (the answers go out as events)."""
 
 from __future__ import annotations
 
-import torch
-
 from finetune.templates import end_of_turn_ids, render_prompt
+from finetune.train.steps import no_grad
 
 PROBE_PROMPTS = [
     "hi, where is my order {{Order Number}}? it hasnt arrived",
@@ -14,9 +13,14 @@ PROBE_PROMPTS = [
 ]
 
 
-@torch.inference_mode()
-def answer_probes(model, tokenizer, system_prompt: str | None = None, max_new_tokens: int = 48) -> list[dict]:
-    """Greedy answers to :data:`PROBE_PROMPTS` in one left-padded batch."""
+def answer_probes(model, tokenizer, system_prompt: str | None = None, max_new_tokens: int = 48,
+                  synced: bool = False) -> list[dict]:
+    """Greedy answers to :data:`PROBE_PROMPTS` in one left-padded batch.
+
+    Args:
+        synced: every rank of an FSDP run calls this together, and each keeps decoding until
+            all are done (a forward is a collective there; one rank stopping early would hang).
+    """
     was_training = model.training
     model.eval()
     texts = []
@@ -31,8 +35,10 @@ def answer_probes(model, tokenizer, system_prompt: str | None = None, max_new_to
         tokenizer.padding_side = side
     device = next(model.parameters()).device
     enc = {k: v.to(device) for k, v in enc.items()}
-    out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
-                         eos_token_id=end_of_turn_ids(tokenizer), pad_token_id=tokenizer.pad_token_id)
+    with no_grad(model):
+        out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
+                             eos_token_id=end_of_turn_ids(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                             synced_gpus=synced)
     model.train(was_training)
     new = out[:, enc["input_ids"].shape[1]:]
     return [{"prompt": p, "answer": tokenizer.decode(row, skip_special_tokens=True).strip()}

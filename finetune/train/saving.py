@@ -79,12 +79,17 @@ def _folder_tokenizer_hash(folder: Path) -> str:
     return file_hash(f) if f.is_file() else ""
 
 
-def save_adapter(model, tokenizer, name: str, manifest: dict) -> Path:
-    """Publish the trained adapter at ``$TUNEDESK_HOME/adapters/<name>`` atomically."""
+def save_adapter(model, tokenizer, name: str, manifest: dict, state_dict: dict | None = None) -> Path:
+    """Publish the trained adapter at ``$TUNEDESK_HOME/adapters/<name>`` atomically.
+
+    Args:
+        state_dict: the weights to write when the model's own are sharded (FSDP: the gathered
+            ``finetune.train.parallel.full_trainable_state``); the folder is the same either way.
+    """
     paths.safe_name(name, "adapter name")
     target = paths.subdir("adapters") / name
     with paths.atomic_dir(target) as tmp:
-        model.save_pretrained(tmp, safe_serialization=True)
+        model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
         # PEFT records the base by local path; keep the canonical id there for other tools.
         manifest = {**manifest, "format": MANIFEST_FORMAT, "name": name,
                     "adapter_hash": file_hash(tmp / "adapter_model.safetensors"),
@@ -125,19 +130,26 @@ def model_card(m: dict) -> str:
 
 # --- checkpoints -------------------------------------------------------------------------
 
-def save_checkpoint(run_dir: Path, step: int, model, optimizer, scheduler, keep: int = 2, scaler=None) -> Path:
+def save_checkpoint(run_dir: Path, step: int, model, optimizer, scheduler, keep: int = 2, scaler=None,
+                    sharded: tuple[dict, dict] | None = None) -> Path:
     """Adapter weights + optimizer + scheduler + RNG (and fp16 scaler) state at ``step``,
-    atomically; keeps the last ``keep``."""
+    atomically; keeps the last ``keep``.
+
+    Args:
+        sharded: under FSDP, the gathered (model, optimizer) states keyed by parameter name
+            (``finetune.train.parallel``); they are kept whole in the checkpoint for resuming.
+    """
     ckpt_root = run_dir / "checkpoints"
     target = ckpt_root / f"step-{step:07d}"
     if target.exists():
         return target
-    state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step,
-             "rng": torch.get_rng_state(), "scaler": scaler.state_dict() if scaler is not None else None,
+    state = {"optimizer": sharded[1] if sharded else optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+             "step": step, "rng": torch.get_rng_state(), "scaler": scaler.state_dict() if scaler is not None else None,
              # The current GPU's generator draws the LoRA dropout masks on CUDA.
-             "cuda_rng": torch.cuda.get_rng_state() if torch.cuda.is_initialized() else None}
+             "cuda_rng": torch.cuda.get_rng_state() if torch.cuda.is_initialized() else None,
+             "sharding": "fsdp" if sharded else "ddp", "model": sharded[0] if sharded else None}
     with paths.atomic_dir(target) as tmp:
-        model.save_pretrained(tmp, safe_serialization=True)
+        model.save_pretrained(tmp, safe_serialization=True, state_dict=sharded[0] if sharded else None)
         torch.save(state, tmp / "trainer_state.pt")
     for old in sorted(p for p in ckpt_root.iterdir() if p.name.startswith("step-"))[:-keep]:
         # Hidden first (one rename): a kill mid-delete leaves no half checkpoint in view.
@@ -165,18 +177,47 @@ def load_checkpoint(ckpt: Path, model, optimizer, scheduler, scaler=None) -> int
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
 
-    weights = load_file(ckpt / "adapter_model.safetensors")
-    set_peft_model_state_dict(model, weights)
     # Our own file, never user input, hence weights_only=False (it holds the RNG states).
     state = torch.load(ckpt / "trainer_state.pt", map_location="cpu", weights_only=False)
+    if state.get("sharding") == "fsdp":
+        raise ValueError(f"checkpoint {ckpt.name} was written by an fsdp run: resume it with sharding fsdp")
+    weights = load_file(ckpt / "adapter_model.safetensors")
+    set_peft_model_state_dict(model, weights)
     optimizer.load_state_dict(state["optimizer"])
+    _restore_small_state(state, scheduler, scaler)
+    return int(state["step"])
+
+
+def load_sharded_checkpoint(run_dir: Path, model, optimizer, scheduler, rank: int) -> tuple[int, str]:
+    """FSDP's resume: rank 0 reads the latest checkpoint and every rank takes its shards of the
+    LoRA weights and optimizer state (works when only node 0 sees the run folder).
+
+    Returns:
+        The step it was taken at and its name; ``(0, "")`` when there is none.
+    """
+    from finetune.train import parallel
+
+    ckpt = parallel.broadcast_object(latest_checkpoint(run_dir), rank)
+    if ckpt is None:
+        return 0, ""
+    state = torch.load(ckpt / "trainer_state.pt", map_location="cpu", weights_only=False) if rank == 0 else {}
+    if rank == 0 and state.get("sharding") != "fsdp":
+        state = {"bad": True}
+    if parallel.broadcast_object(state.get("bad", False), rank):
+        raise ValueError(f"checkpoint {ckpt.name} was written by a ddp run: resume it with sharding ddp")
+    parallel.load_full_state(model, optimizer, state.pop("model", {}), state.pop("optimizer", {}))
+    state = parallel.broadcast_object(state, rank)  # what is left is small: scheduler, RNG, step
+    _restore_small_state(state, scheduler, None)
+    return int(state["step"]), ckpt.name
+
+
+def _restore_small_state(state: dict, scheduler, scaler) -> None:
     scheduler.load_state_dict(state["scheduler"])
     torch.set_rng_state(state["rng"])
     if state.get("cuda_rng") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state(state["cuda_rng"])
     if scaler is not None and state.get("scaler"):
         scaler.load_state_dict(state["scaler"])
-    return int(state["step"])
 
 
 def now() -> str:

@@ -115,17 +115,26 @@ def loss_sum(model, batch: dict, selective: bool = True) -> tuple[torch.Tensor, 
     return F.cross_entropy(logits.float(), targets, reduction="sum"), n_tokens
 
 
-@torch.inference_mode()
+def no_grad(model):
+    """``torch.inference_mode()``, or ``torch.no_grad()`` for an FSDP model: FSDP2 all-gathers
+    into the same unsharded parameters every time, and ones first made in inference mode could
+    not be written by the next training step's all-gather."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return torch.no_grad() if isinstance(model, FSDPModule) else torch.inference_mode()
+
+
 def validation_loss(model, batches: list[dict], autocast=None) -> float:
     """Mean NLL per label token over all validation batches (independent of batching)."""
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
-    for batch in batches:
-        with autocast() if autocast else _null():
-            s, n = loss_sum(model, batch)
-        total += float(s)
-        count += int(n)
+    with no_grad(model):
+        for batch in batches:
+            with autocast() if autocast else _null():
+                s, n = loss_sum(model, batch)
+            total += float(s)
+            count += int(n)
     model.train(was_training)
     return total / max(count, 1)
 
@@ -173,7 +182,9 @@ def forward_backward(train_model, batches, autocast=None, scaler=None, sync: boo
     The loss is the mean over the whole step's label tokens (so splitting a step into more
     micro-batches leaves the gradient unchanged); under DDP the gradients are all-reduced
     once, after the last micro-batch, and then averaged over ranks; with ``sync=False`` not at
-    all (the caller averages them, see ``finetune.train.oom``).
+    all (the caller averages them, see ``finetune.train.oom``). Under FSDP they are
+    reduce-scattered after the last micro-batch (``set_requires_gradient_sync``, FSDP2's
+    ``no_sync``: the earlier ones accumulate unsharded gradients locally).
 
     Returns:
         The summed loss (a detached device tensor) and the number of real tokens.
@@ -182,8 +193,7 @@ def forward_backward(train_model, batches, autocast=None, scaler=None, sync: boo
     total, n_real = 0, 0
     for i, (b, _, real) in enumerate(batches):
         last = i == len(batches) - 1 and sync
-        local = train_model.no_sync() if not last and hasattr(train_model, "no_sync") else contextlib.nullcontext()
-        with local:
+        with _gradient_sync(train_model, last):
             with autocast() if autocast else contextlib.nullcontext():
                 s, _ = loss_sum(train_model, b)
             loss = s / n_label
@@ -192,12 +202,22 @@ def forward_backward(train_model, batches, autocast=None, scaler=None, sync: boo
     return total, n_real
 
 
+def _gradient_sync(train_model, on: bool):
+    """A context in which backward does (``on``) or does not all-reduce the gradients."""
+    if hasattr(train_model, "set_requires_gradient_sync"):  # FSDP2: a flag, not a context
+        train_model.set_requires_gradient_sync(on)
+        return contextlib.nullcontext()
+    return train_model.no_sync() if not on and hasattr(train_model, "no_sync") else contextlib.nullcontext()
+
+
 def optimizer_step(model, optimizer, scheduler, scaler, max_grad_norm: float) -> torch.Tensor:
     """Clip, step the optimizer and the schedule, clear the gradients; returns the gradient norm."""
     if scaler:
         scaler.unscale_(optimizer)
     params = model.parameters()
     grad_norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm) if max_grad_norm > 0 else torch.zeros(())
+    if hasattr(grad_norm, "full_tensor"):  # FSDP: the norm over every rank's shards, as a DTensor
+        grad_norm = grad_norm.full_tensor()
     if scaler:
         scaler.step(optimizer)
         scaler.update()
