@@ -24,6 +24,12 @@ class Engine:
     """Shared state behind the tabs."""
 
     def __init__(self, base_model: str = "default", serving: str = "auto"):
+        # transformers is imported whole here, before any worker thread: the model load that
+        # opening a page starts imports it in a thread, and a dataset load racing it (datasets
+        # looks transformers up in sys.modules while it is half-imported) failed with "module
+        # 'transformers' has no attribute 'PreTrainedTokenizerBase'".
+        import transformers  # noqa: F401
+
         from finetune.models import DEFAULT_MODEL, is_default
 
         self.home = paths.home()

@@ -121,7 +121,12 @@ def _check_json_array(p: Path, data: bytes) -> None:
         return  # not valid JSON: the parser says where
     kinds = {type(item) for item in items}
     if not (kinds <= {dict} or kinds <= {str}):
-        bad = next(i for i, item in enumerate(items, 1) if not isinstance(item, (dict, str)))
+        bad = next((i for i, item in enumerate(items, 1) if not isinstance(item, (dict, str))), None)
+        if bad is None:  # objects and strings mixed: which kind the array is meant to hold is unclear
+            first_str = next(i for i, item in enumerate(items, 1) if isinstance(item, str))
+            first_obj = next(i for i, item in enumerate(items, 1) if isinstance(item, dict))
+            raise DataError(f"{p.name}: the top-level array mixes objects (item {first_obj}) and "
+                            f"strings (item {first_str}); expected all objects or all strings")
         shown = "null" if items[bad - 1] is None else type(items[bad - 1]).__name__
         raise DataError(f"{p.name}: item {bad} of the top-level array is {shown}; "
                         "expected an array of objects, one per row")

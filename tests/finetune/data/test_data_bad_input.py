@@ -51,6 +51,7 @@ def test_empty_file(tmp_path, name):
         ("blank.jsonl", "\n\n\n", "has no rows"),
         ("broken.jsonl", '{"prompt": "a", "completion": "b"}\n{"prompt": oops}\n', "in row 1"),
         ("scalar.json", "5", "could not read it as JSON"),
+        ("mixed.jsonl", '["", {}]', "mixes objects (item 2) and strings (item 1)"),
     ],
 )
 def test_text_that_holds_no_rows(tmp_path, name, text, match):

@@ -77,7 +77,11 @@ def test_lean_layers_match_peft_loss_and_every_gradient(tiny_llama_dir, monkeypa
     assert lean_grads.keys() == ref_grads.keys() and len(ref_grads) == 2 * 2 * len(TARGETS)  # A and B
     for name, grad in ref_grads.items():
         assert grad.abs().sum() > 0, name
-        torch.testing.assert_close(lean_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+        # Float sums in another order (the lean layer's fused products): errors scale with the
+        # gradient's size, so the absolute tolerance does too (a fixed 1e-6 failed on one CPU).
+        atol = 1e-5 * grad.abs().max().item()
+        torch.testing.assert_close(lean_grads[name], grad, rtol=1e-4, atol=atol,
+                                   msg=lambda m, name=name: f"{name}: {m}")
 
 
 def test_lean_dropout_masks_differ_per_layer_and_keep_the_rate(tiny_llama_dir, monkeypatch):
