@@ -222,6 +222,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", type=int, default=16,
                         help="with --clients: answers of the largest count checked against the "
                              "same request alone")
+    parser.add_argument("--via", choices=["api", "scheduler"], default="api",
+                        help="with --clients: through the OpenAI-compatible API with the openai "
+                             "client (default), or straight into the batching scheduler")
+    parser.add_argument("--engines", default="pytorch,llama.cpp",
+                        help="with --clients --via api: serving engines to measure, each behind "
+                             "its own server (pytorch: the batching scheduler, per --dtypes)")
     args = parser.parse_args(argv)
     if args.clients:
         return run_clients_bench(args, argv)
@@ -257,18 +263,26 @@ def run_clients_bench(args, argv: list[str]) -> int:
     resolved = models.resolve(args.model)
     load_start = os.getloadavg()
     results = {}
+    log = lambda m: print(m, file=sys.stderr)  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="tunedesk-bench-") as tmp:
         shelf = Path(tmp) / "adapters"
         make_adapters(shelf, resolved, names)
-        for dtype in args.dtypes.split(","):
-            got, rows = measure_scheduler(resolved.path, shelf, dtype, counts, [None, *names],
-                                          args.tokens, log=lambda m: print(m, file=sys.stderr),
-                                          check=args.check)
+        os.environ["TUNEDESK_HOME"] = tmp  # the API lists and the GGUF cache read this shelf
+        for engine, dtype in _runs(args):
+            if args.via == "scheduler":
+                got, rows = measure_scheduler(resolved.path, shelf, dtype, counts, [None, *names],
+                                              args.tokens, log=log, check=args.check)
+            else:
+                from adapters.serve.bench_api import measure_api
+
+                got, rows = measure_api(resolved.path, shelf, engine, dtype, counts, [None, *names],
+                                        args.tokens, log=log, check=args.check)
             results[got] = rows
     load = (load_start, os.getloadavg())
     setup = [f"- command: `{' '.join(['python -m adapters.bench', *argv])}`",
              f"- machine: {cpu_model()}, {physical_cores()} physical cores; native bf16: "
-             f"{_native_bf16()}; load average {load[0][0]:.1f} at start, {load[1][0]:.1f} at end",
+             f"{_native_bf16()}; via {'the API, openai client' if args.via == 'api' else 'the scheduler'}"
+             f"; load average {load[0][0]:.1f} at start, {load[1][0]:.1f} at end",
              f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}; model {models.DEFAULT_MODEL}; "
              "adapters: random LoRA r=16 on q,k,v,o,gate,up,down"]
     text = clients_section("## Many clients at once: continuous batching (issue 23)", setup,
@@ -277,6 +291,17 @@ def run_clients_bench(args, argv: list[str]) -> int:
     if args.write:
         write_section(text)
     return 0
+
+
+def _runs(args) -> list[tuple[str, str]]:
+    """(engine, dtype) pairs to measure: PyTorch once per dtype, llama.cpp (its GGUF type) once."""
+    if args.via == "scheduler":
+        return [("pytorch", d) for d in args.dtypes.split(",")]
+    runs = []
+    for engine in args.engines.split(","):
+        dtypes = args.dtypes.split(",") if engine != "llama.cpp" else ["float32"]
+        runs += [(engine, d) for d in dtypes]
+    return runs
 
 
 def _native_bf16() -> str:

@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
-import threading
-import time
+
+from adapters.serve.local_server import free_port, serving  # noqa: F401 (the tests' import point)
 
 ADAPTERS = ("a", "b", "c")
 
@@ -33,31 +31,6 @@ def put_adapters(home, model_dir, names=ADAPTERS, targets=("q_proj", "v_proj", "
         manifest = {"format": "tunedesk-adapter/1", "name": name,
                     "base_model": {"name": str(model_dir), "weight_hash": weight_hash}}
         (home / "adapters" / name / "manifest.json").write_text(json.dumps(manifest))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def serving(app):
-    """Run a FastAPI app on 127.0.0.1:<free port>; yields its base URL."""
-    import uvicorn
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not server.started and time.time() < deadline:
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 def api_app(engines, api_key=None):

@@ -123,7 +123,7 @@ def render_clients(results: dict[str, list[dict]], adapters: list) -> list[str]:
     names = ", ".join("base" if a is None else a for a in adapters)
     lines = [f"Clients send at once, round-robin over {names}; each answer exactly "
              f"{next(iter(results.values()))[0]['tokens']} tokens, greedy.", "",
-             "| dtype | clients | aggregate tok/s | x single | TTFT p50 / p95 | full answer "
+             "| engine | clients | aggregate tok/s | x single | TTFT p50 / p95 | full answer "
              "p50 / p95 | p95 / solo | errors |", "|---|---|---|---|---|---|---|---|"]
     for dtype, rows in results.items():
         for r in rows:
@@ -143,6 +143,14 @@ def render_clients(results: dict[str, list[dict]], adapters: list) -> list[str]:
                          "checked answers identical to the same request answered alone"
                          + (f"; the others part at character {last['partings']}"
                             if last["partings"] else ""))
+    single = {name: rows[0]["aggregate_tps"] for name, rows in results.items() if name.startswith("llama.cpp")}
+    for base_name, base_tps in single.items():
+        for name, rows in results.items():
+            if name != base_name:
+                top = rows[-1]
+                lines.append(f"- {name} at {top['clients']} clients: {top['aggregate_tps']:.1f} tok/s = "
+                             f"{top['aggregate_tps'] / base_tps:.2f}x {base_name}'s single stream "
+                             f"({base_tps:.1f} tok/s, same run)")
     lines.append("")
     lines.append("Goals at 16 clients: aggregate >= 8x single, TTFT p95 <= 1 s, "
                  "full answer p95 <= 2x a solo answer.")

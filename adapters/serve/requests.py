@@ -104,8 +104,11 @@ def _settings(body: dict, problems: list) -> GenerationSettings:
     settings = GenerationSettings(
         max_new_tokens=DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens,
         temperature=_or(body.get("temperature"), 1.0), top_p=_or(body.get("top_p"), 1.0),
-        top_k=0, seed=_or(body.get("seed"), 0))
-    names = {"max_new_tokens": "max_tokens", "temperature": "temperature", "top_p": "top_p", "seed": "seed"}
+        top_k=0, seed=_or(body.get("seed"), 0),
+        # vLLM's extension: never end before this many tokens (benchmarks ask equal lengths)
+        min_new_tokens=_or(body.get("min_tokens"), 0))
+    names = {"max_new_tokens": "max_tokens", "min_new_tokens": "min_tokens", "temperature": "temperature",
+             "top_p": "top_p", "seed": "seed"}
     for message in settings.validate():
         key = message.split()[0]
         param = names.get(key, key)

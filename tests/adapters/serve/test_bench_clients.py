@@ -17,4 +17,20 @@ def test_bench_clients_measures_each_count_and_checks_answers_alone(home, varied
     assert rows[1]["identical"] == 4 and rows[1]["partings"] == []
     assert all(len(t) > 0 for t in rows[1]["texts"])
     table = "\n".join(render_clients({"float32": rows}, [None]))
-    assert "| float32 | 4 |" in table and "4/4 checked answers identical" in table
+    assert "| float32 | 4 |" in table and "| engine |" in table and "4/4 checked answers identical" in table
+
+
+def test_the_api_driver_streams_through_the_openai_client_and_labels_the_engine(home, varied_dir):
+    from serve_helpers import put_adapters
+
+    from adapters.serve.bench_api import measure_api
+
+    put_adapters(home, varied_dir, names=("a",))
+    answered, rows = measure_api(varied_dir, home / "adapters", "pytorch", "float32", [3], [None, "a"],
+                                 tokens=5, check=3)
+    assert answered.startswith("pytorch float32")
+    assert [r["clients"] for r in rows] == [1, 3] and all(r["errors"] == [] for r in rows)
+    assert rows[1]["identical"] == 3 and all(t for t in rows[1]["texts"])
+    assert rows[1]["aggregate_tps"] == 3 * 5 / rows[1]["wall_s"]
+    table = "\n".join(render_clients({answered: rows, "llama.cpp q8_0": rows}, [None, "a"]))
+    assert f"- {answered} at 3 clients:" in table and "x llama.cpp q8_0's single stream" in table

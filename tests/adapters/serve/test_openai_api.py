@@ -102,6 +102,9 @@ def test_errors_come_in_openais_shape_with_the_right_status(url):
     assert err.value.body["param"] == "max_tokens"
     with pytest.raises(openai.BadRequestError, match="messages"):
         api.chat.completions.create(model="a", messages=[])
+    with pytest.raises(openai.BadRequestError) as err:  # vLLM's min_tokens is checked too
+        api.chat.completions.create(model="a", messages=MSGS, max_tokens=4, extra_body={"min_tokens": 9})
+    assert err.value.body["param"] == "min_tokens" and "min_tokens must be" in err.value.body["message"]
     with pytest.raises(openai.BadRequestError, match="n=1"):
         api.chat.completions.create(model="a", messages=MSGS, n=2)
     out = subprocess.run(["curl", "-s", "-w", "\n%{http_code}", f"{url}/v1/chat/completions", "-d", "{not json"],
