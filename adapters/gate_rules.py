@@ -141,16 +141,16 @@ def weights_hash(folder: Path, manifest: dict) -> str:
 
 def gate_status(folder: Path, manifest: dict) -> GateStatus:
     """What the recorded verdict says now (``not evaluated`` once anything changed since)."""
+    try:
+        rules = read_rules(folder)
+    except GateRulesError as err:
+        return GateStatus(NOT_EVALUATED, [str(err)])
     record = manifest.get("gate") if isinstance(manifest, dict) else None
     if not isinstance(record, dict) or record.get("state") not in (PASSED, FAILED):
         return GateStatus(NOT_EVALUATED, ["no evaluation has checked its release gate yet"])
     eval_id, date = str(record.get("eval_id", "")), str(record.get("date", ""))
     if record.get("adapter_hash") != weights_hash(folder, manifest):
         return GateStatus(NOT_EVALUATED, [f"its weights changed after evaluation {eval_id}"])
-    try:
-        rules = read_rules(folder)
-    except GateRulesError as err:
-        return GateStatus(NOT_EVALUATED, [str(err)])
     if record.get("rules_hash") != rules_hash(rules):
         return GateStatus(NOT_EVALUATED, [f"its gate.json changed after evaluation {eval_id}"])
     reasons = [str(r) for r in record.get("reasons") or []]
@@ -171,6 +171,11 @@ def warning_for(entry) -> str:
         return ""
     return (f"adapter {entry.name!r} has not passed its release gate ({status.state}"
             + (f": {'; '.join(status.reasons)}" if status.reasons else "") + ")")
+
+
+def shelf_warnings(shelf) -> list[str]:
+    """One warning per whole adapter on ``shelf`` that has not passed its release gate."""
+    return [w for w in (warning_for(e) for e in shelf.list() if e.ok) if w]
 
 
 def record(shelf, name: str, verdict: dict, report: dict) -> dict:
