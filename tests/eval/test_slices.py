@@ -124,7 +124,8 @@ def test_csv_has_one_line_per_slice_and_adapter(sliced, tmp_path):
 
     out, _ = sliced
     write_csv(out, ["tuned"], tmp_path / "slices.csv")
-    rows = list(csv.DictReader(open(tmp_path / "slices.csv")))
+    with open(tmp_path / "slices.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
     assert [r["slice"] for r in rows] == [s["slice"] for s in out["slices"]]
     tiny = next(r for r in rows if r["slice"] == "tiny")
     assert tiny["low_bleu"] == "" and "too few" in tiny["note"]
