@@ -20,6 +20,7 @@ COMMANDS = {
     "export": ("adapters.commands.export", "export an adapter as a .zip or a merged model"),
     "export-gguf": ("adapters.commands.export_gguf",
                     "export an adapter as GGUF (merged and/or base + LoRA) with an Ollama Modelfile"),
+    "gate": ("adapters.commands.gate", "show or edit an adapter's release gate rules and whether it passed"),
     "serve": ("adapters.commands.serve", "serve the base model and the shelf's adapters over an OpenAI-compatible API"),
 }
 

@@ -1,11 +1,14 @@
 """`python -m eval`: score adapters against their base model on the same rows.
 
     python -m eval --adapter NAME [--adapter NAME2] --data FILE --max-samples N
+        [--slice-by intent [--rows-per-slice K]]
 
 Prints BLEU, ROUGE-L, perplexity and golden passes for the base and each adapter, with the
-deltas vs base and their 95 % CIs, and where the report was saved. Bad input (an unknown
-adapter, a missing data file, adapters of different base models) is one ``error:`` line
-and exit status 2.
+deltas vs base and their 95 % CIs, the same per slice with the slices where an adapter is
+worse flagged, each adapter's release gate verdict, and where the report was saved. Bad
+input (an unknown adapter, a missing data file, adapters of different base models, a slice
+column the data does not have, a corrupt gate.json) is one ``error:`` line and exit status 2,
+or, for gate.json, one line saying the gate was not evaluated.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--golden", default="assets/golden.jsonl", help="golden prompts JSONL")
     p.add_argument("--first-rows", action="store_true",
                    help="score the first rows of the file, not the adapters' held-out rows")
+    p.add_argument("--slice-by", metavar="COLUMN",
+                   help="score every slice of this data column too (e.g. intent, category)")
+    p.add_argument("--rows-per-slice", type=int, metavar="K",
+                   help="with --slice-by: at most K rows of each slice (a few of every intent)")
     p.add_argument("--seed", type=int, default=0, help="generation and bootstrap seed")
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
     p.add_argument("--threads", type=int, default=0,
@@ -67,12 +74,19 @@ def _check_data(data: str) -> None:
 def run(args) -> int:
     from adapters.generate import GenerationSettings
     from adapters.session import ModelSession
+    from eval.gate import gate_lines
     from eval.report import metrics_table
     from eval.run import EVAL_MAX_NEW_TOKENS, evaluate
 
     if not args.adapter and not args.base:
         raise ValueError("name at least one --adapter (or --base to score the base model alone)")
+    if args.rows_per_slice is not None and not args.slice_by:
+        raise ValueError("--rows-per-slice needs --slice-by COLUMN")
     _check_data(args.data)
+    if args.slice_by:
+        from eval.rows import check_slice_column
+
+        check_slice_column(args.data, args.slice_by)  # before the model loads
     base = args.base or base_model_of(args.adapter)
     settings = GenerationSettings(max_new_tokens=args.max_new_tokens or EVAL_MAX_NEW_TOKENS,
                                   seed=args.seed)
@@ -89,7 +103,8 @@ def run(args) -> int:
                           batch_size=args.batch_size, settings=settings,
                           use_validation_split=not args.first_rows, seed=args.seed,
                           golden=None if args.no_golden else args.golden,
-                          on_progress=bar.update if bar else None)
+                          on_progress=bar.update if bar else None, slice_by=args.slice_by,
+                          rows_per_slice=args.rows_per_slice)
     finally:
         if bar:
             bar.close()
@@ -97,8 +112,25 @@ def run(args) -> int:
     print(metrics_table(report))
     print(f"{report.timings['rows_per_second']} rows/s ({report.timings['total_seconds']} s); "
           f"deltas are adapter - base with paired-bootstrap 95% CIs")
+    for adapter in report.adapters if report.slices else []:
+        print(slice_summary(report.slices, adapter))
+    for line in gate_lines(report):
+        print(line)
     print(f"report: {report.folder}")
     return 0
+
+
+def slice_summary(slices: dict, adapter: str) -> str:
+    """The slice table, narrow enough for a terminal: deltas with CIs, golden, worse, note."""
+    from eval.slices import flagged, table
+
+    cols, rows = table(slices, adapter)
+    keep = [0, 1, 4, 7, 10, 11, 12, 13]
+    lines = [f"{adapter} by {slices['column']}: {len(rows)} slices, "
+             f"{len(flagged(slices, adapter))} worse than base beyond the 95% CI",
+             "| " + " | ".join(cols[k] for k in keep) + " |", "|" + "---|" * len(keep)]
+    lines += ["| " + " | ".join(str(r[k]) for k in keep) + " |" for r in rows]
+    return "\n".join(lines)
 
 
 class _Bar:

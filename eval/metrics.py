@@ -9,6 +9,7 @@ Scales: BLEU is 0-100 (sacrebleu's convention), ROUGE-L F1 is 0-1.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from functools import cache
 
@@ -212,3 +213,26 @@ def _bleu_row_stats(predictions: list[str], references: list[str]) -> np.ndarray
 def _bleu_from_stats(stats: np.ndarray) -> float:
     """Corpus BLEU of the rows whose statistics are given."""
     return _CORPUS_BLEU._compute_score_from_stats(stats.sum(axis=0).tolist()).score
+
+
+def perplexity_delta_ci(base: dict, tuned: dict, n_resamples: int = 1000,
+                        confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+    """Paired bootstrap CI of ``perplexity(tuned) - perplexity(base)`` over rows.
+
+    Resamples rows (not tokens) and recomputes exp(sum NLL / sum tokens) of each resample,
+    drawing the same index matrix as ``eval.metrics``' bootstraps for equal seeds.
+
+    Args:
+        base: ``{"nll": (N,) summed NLL per row, "tokens": (N,) scored tokens per row}``.
+        tuned: the same for the tuned model, same rows.
+    """
+    nll_a, nll_b = np.asarray(base["nll"], float), np.asarray(tuned["nll"], float)
+    tokens = np.asarray(base["tokens"], float)
+    n = len(tokens)
+    idx = np.random.default_rng(seed).integers(0, n, size=(n_resamples, n))  # (R, N)
+    counts = tokens[idx].sum(axis=1)
+    deltas = np.exp(nll_b[idx].sum(axis=1) / counts) - np.exp(nll_a[idx].sum(axis=1) / counts)
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(deltas, [tail, 1.0 - tail])
+    full = math.exp(nll_b.sum() / tokens.sum()) - math.exp(nll_a.sum() / tokens.sum())
+    return float(full), float(low), float(high)

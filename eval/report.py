@@ -3,8 +3,10 @@
 Deltas are always adapter minus base on the same rows: positive is better for BLEU and
 ROUGE-L, negative is better for perplexity. Every CI is a paired bootstrap (1000 resamples,
 95 %) over rows, with the same seed, hence the same resamples, for all three metrics.
-Saved to ``$TUNEDESK_HOME/evals/<eval_id>/`` (report.json, samples.csv, summary.md) in one
-atomic folder write.
+With a slice column, the same is done per slice (:mod:`eval.slices`) and saved as slices.csv;
+each adapter's release gate verdict (:mod:`eval.gate`) goes into report.json and summary.md.
+Saved to ``$TUNEDESK_HOME/evals/<eval_id>/`` (report.json, samples.csv, summary.md, slices.csv)
+in one atomic folder write.
 """
 
 from __future__ import annotations
@@ -24,9 +26,13 @@ from eval.metrics import (
     bootstrap_delta_ci,
     corpus_bleu,
     golden_check,
+    perplexity_delta_ci,
     rouge_l_scores,
     sentence_bleu_scores,
 )
+from eval.slices import markdown as slices_markdown
+from eval.slices import slice_scores
+from eval.slices import write_csv as write_slices_csv
 from finetune import paths
 
 N_RESAMPLES, CONFIDENCE = 1000, 0.95
@@ -49,6 +55,8 @@ class EvalReport:
     settings: dict = field(default_factory=dict)
     hashes: dict = field(default_factory=dict)  # base weights and adapter hashes
     timings: dict = field(default_factory=dict)  # seconds per phase, rows_per_second
+    slices: dict = field(default_factory=dict)  # per-slice scores (eval.slices); {} unsliced
+    gate: dict = field(default_factory=dict)  # adapter -> release gate verdict (eval.gate)
     folder: str = ""  # where it was saved; "" when not saved
 
     @property
@@ -88,10 +96,16 @@ def build_report(rows, answers: dict, nll: dict, golden: list[dict], golden_answ
     samples = _samples(rows, texts, per_row, nll, models)
     worse = {a: [s["index"] for s in sorted(samples, key=lambda s: s["delta"][a]["rouge_l"])
                  if s["delta"][a]["rouge_l"] < 0] for a in models[1:]}
+    slices = {}
+    if getattr(rows, "slices", None) is not None:
+        slices = slice_scores(rows.slice_by, rows.slices, texts, refs, per_row, nll, golden_part,
+                              [g.get("fields", {}) for g in golden], N_RESAMPLES, CONFIDENCE, seed)
+        for s, label in zip(samples, rows.slices, strict=True):
+            s["slice"] = label
     return EvalReport(eval_id=f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}",
                       created=time.strftime("%Y-%m-%dT%H:%M:%S"), models=models,
                       metrics=metrics, deltas=deltas, samples=samples, worse=worse,
-                      golden=golden_part)
+                      golden=golden_part, slices=slices)
 
 
 def _headline(model, texts, refs, per_row, nll, answers, golden_part) -> dict:
@@ -111,29 +125,6 @@ def _deltas(base_texts, texts, refs, base_rows, rows, base_nll, nll, seed) -> di
              "rouge_l": bootstrap_delta_ci(base_rows["rouge_l"], rows["rouge_l"], **opts),
              "perplexity": perplexity_delta_ci(base_nll, nll, **opts)}
     return {k: {"delta": d, "low": lo, "high": hi} for k, (d, lo, hi) in found.items()}
-
-
-def perplexity_delta_ci(base: dict, tuned: dict, n_resamples: int = N_RESAMPLES,
-                        confidence: float = CONFIDENCE, seed: int = 0) -> tuple[float, float, float]:
-    """Paired bootstrap CI of ``perplexity(tuned) - perplexity(base)`` over rows.
-
-    Resamples rows (not tokens) and recomputes exp(sum NLL / sum tokens) of each resample,
-    drawing the same index matrix as ``eval.metrics``' bootstraps for equal seeds.
-
-    Args:
-        base: ``{"nll": (N,) summed NLL per row, "tokens": (N,) scored tokens per row}``.
-        tuned: the same for the tuned model, same rows.
-    """
-    nll_a, nll_b = np.asarray(base["nll"], float), np.asarray(tuned["nll"], float)
-    tokens = np.asarray(base["tokens"], float)
-    n = len(tokens)
-    idx = np.random.default_rng(seed).integers(0, n, size=(n_resamples, n))  # (R, N)
-    counts = tokens[idx].sum(axis=1)
-    deltas = np.exp(nll_b[idx].sum(axis=1) / counts) - np.exp(nll_a[idx].sum(axis=1) / counts)
-    tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(deltas, [tail, 1.0 - tail])
-    full = math.exp(nll_b.sum() / tokens.sum()) - math.exp(nll_a.sum() / tokens.sum())
-    return float(full), float(low), float(high)
 
 
 def _samples(rows, texts, per_row, nll, models) -> list[dict]:
@@ -167,6 +158,8 @@ def save_report(report: EvalReport) -> Path:
         (tmp / "report.json").write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
         _write_csv(report, tmp / "samples.csv")
         (tmp / "summary.md").write_text(summary_markdown(report))
+        if report.slices:
+            write_slices_csv(report.slices, report.adapters, tmp / "slices.csv", csv_safe)
     return target
 
 
@@ -176,6 +169,8 @@ def _write_csv(report: EvalReport, path: Path) -> None:
         header += [f"answer_{m}", f"bleu_{m}", f"rouge_l_{m}"]
     for a in report.adapters:
         header += [f"delta_bleu_{a}", f"delta_rouge_l_{a}"]
+    if report.slices:
+        header.append(f"slice_{report.slices['column']}")
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(header)
@@ -185,6 +180,8 @@ def _write_csv(report: EvalReport, path: Path) -> None:
                 row += [s["answers"][m], round(s["bleu"][m], 4), round(s["rouge_l"][m], 4)]
             for a in report.adapters:
                 row += [round(s["delta"][a]["bleu"], 4), round(s["delta"][a]["rouge_l"], 4)]
+            if report.slices:
+                row.append(s.get("slice") or "")
             writer.writerow([csv_safe(cell) for cell in row])
 
 
@@ -250,6 +247,12 @@ def summary_markdown(report: EvalReport, worst: int = 5) -> str:
            metrics_table(report), "",
            "Deltas are adapter − base on the same rows (higher is better for BLEU and ROUGE-L, "
            "lower for perplexity); a CI that excludes 0 is a difference the data supports.", ""]
+    for a, verdict in report.gate.items():
+        out += [f"- Release gate of {a}: **{verdict['state']}**"
+                + "".join(f"\n  - {r}" for r in verdict.get("reasons", []))]
+    out.append("")
+    if report.slices:
+        out += [slices_markdown(report.slices, report.adapters), ""]
     for a in report.adapters:
         out += [f"## Where {a} got worse (ROUGE-L), {len(report.worse[a])} of "
                 f"{len(report.samples)} rows", ""]

@@ -9,6 +9,11 @@ rows of the file are scored instead and ``EvalRows.note`` says why.
 
 Rows are tokenized once, by the same code training uses: ``examples`` (input_ids, labels)
 feed perplexity, and the prompt part of the same ids is what generation continues.
+
+A slice column (``slice_by``: ``intent``, ``category``, any column of the file) travels with
+the rows as ``EvalRows.slices``, one label per row, so the report can score each slice;
+``rows_per_slice`` keeps at most that many rows of each label (a few rows of every intent
+instead of the first rows of the file).
 """
 
 from __future__ import annotations
@@ -39,10 +44,27 @@ class EvalRows:
     system_prompt: str | None
     held_out: bool  # True: rows none of the adapters trained on
     note: str  # how the rows were chosen, in words
+    slice_by: str | None = None  # the column the rows are sliced by
+    slices: list[str | None] | None = None  # that column's value per row (None: empty)
+
+
+def check_slice_column(data: str, column: str | None) -> None:
+    """Refuse, in one sentence, a slice column the data file does not have.
+
+    Raises:
+        ValueError: the column is not in the file (the message lists the columns there).
+    """
+    if not column:
+        return
+    columns = load_rows(data).column_names
+    if column not in columns:
+        raise ValueError(f"slice column {column!r} is not in {Path(str(data)).name} "
+                         f"(its columns: {', '.join(columns)})")
 
 
 def select_rows(tokenizer, manifests: dict[str, dict], data: str, max_samples: int,
-                use_validation_split: bool = True, system_prompt: str | None = None) -> EvalRows:
+                use_validation_split: bool = True, system_prompt: str | None = None,
+                slice_by: str | None = None, rows_per_slice: int | None = None) -> EvalRows:
     """Choose and tokenize the rows to score.
 
     Args:
@@ -52,19 +74,49 @@ def select_rows(tokenizer, manifests: dict[str, dict], data: str, max_samples: i
         max_samples: at most this many rows.
         use_validation_split: prefer the adapters' held-out rows when their split is known.
         system_prompt: system message when no adapter recorded one.
+        slice_by: a column of the file whose value each row keeps (``EvalRows.slices``).
+        rows_per_slice: at most this many rows per value of ``slice_by``.
 
     Raises:
         finetune.data.DataError: the file cannot be read or has no usable row.
+        ValueError: ``slice_by`` is not a column of the file.
     """
+    check_slice_column(data, slice_by)
+    quota = _Quota(rows_per_slice if slice_by else None, max_samples)
     reason = "held-out rows not requested"
     if use_validation_split and manifests:
         splits, reason = _training_splits(tokenizer, manifests, data)
         if splits:
-            return _held_out(tokenizer, splits, max_samples)
+            return _held_out(tokenizer, splits, quota, slice_by)
     first = next(iter(manifests.values()), {}).get("data") or {}
     system = first.get("system_prompt") or system_prompt or None
     max_length = first.get("max_length") or DataArgs.max_length
-    return _first_rows(tokenizer, data, max_samples, system, max_length, reason)
+    return _first_rows(tokenizer, data, quota, system, max_length, reason, slice_by)
+
+
+class _Quota:
+    """Which rows to keep: the first ``total``, at most ``per_slice`` of each label."""
+
+    def __init__(self, per_slice: int | None, total: int):
+        self.per_slice, self.total, self.counts, self.kept = per_slice, total, {}, 0
+
+    def take(self, label) -> bool:
+        """Keep a row with ``label``? (counts it when kept)"""
+        if self.kept >= self.total:
+            return False
+        if self.per_slice is not None:
+            if self.counts.get(label, 0) >= self.per_slice:
+                return False
+            self.counts[label] = self.counts.get(label, 0) + 1
+        self.kept += 1
+        return True
+
+    @property
+    def full(self) -> bool:
+        return self.kept >= self.total
+
+    def note(self) -> str:
+        return f", at most {self.per_slice} per slice" if self.per_slice is not None else ""
 
 
 def _training_splits(tokenizer, manifests: dict[str, dict], data: str) -> tuple[list, str]:
@@ -110,58 +162,99 @@ def _candidate_args(manifest: dict, data: str) -> list[DataArgs]:
     return [args]
 
 
-def _held_out(tokenizer, splits: list, max_samples: int) -> EvalRows:
+def _held_out(tokenizer, splits: list, quota: _Quota, slice_by: str | None) -> EvalRows:
     """Rows no adapter trained on: the first adapter's validation rows, then unused rows."""
     args, prepared = splits[0]
     trained = set()
     for _, other in splits:
         trained.update(_keys(other.rows_raw["train"]))
+    labels_of = _labels_by_key(args.path, prepared.mapping, slice_by)
     raw, tokenized = prepared.rows_raw["val"], prepared.val
-    pick = [i for i, k in enumerate(_keys(raw)) if k not in trained][:max_samples]
+    pick, labels = _pick(raw, trained, labels_of, quota)
     extra = ""
-    if len(pick) < max_samples and args.max_samples is not None:
+    if not quota.full and args.max_samples is not None:
         # Training kept only the first max_samples rows of its shuffle: the ones after them
         # are unseen too. The same seed gives the same shuffle; only the rows needed are
-        # tokenized.
-        wider = replace(args, max_samples=args.max_samples + max_samples, val_fraction=0.0)
+        # tokenized (all of them when a slice quota has to look further).
+        more = None if quota.per_slice is not None else args.max_samples + quota.total
+        wider = replace(args, max_samples=more, val_fraction=0.0)
         full = prepare(wider, tokenizer)
         raw, tokenized = full.rows_raw["train"], full.train
-        pick = [i for i, k in enumerate(_keys(raw)) if k not in trained][:max_samples]
+        quota = _Quota(quota.per_slice, quota.total)
+        pick, labels = _pick(raw, trained, labels_of, quota)
         extra = f" plus rows beyond its max_samples={args.max_samples}"
     if not pick:
         raise ValueError("every row of the dataset was used for training; no held-out row is left")
     note = (f"held-out rows: the validation split (seed {args.seed}, val_fraction "
-            f"{args.val_fraction}){extra}, minus any row an evaluated adapter trained on")
+            f"{args.val_fraction}){extra}, minus any row an evaluated adapter trained on"
+            f"{quota.note()}")
     raw_rows = raw.select(pick).to_dict()
     examples = tokenized.select(pick).select_columns(["input_ids", "labels"]).to_dict()
     examples = [dict(input_ids=i, labels=lab) for i, lab in
                 zip(examples["input_ids"], examples["labels"], strict=True)]
-    return _make_rows(raw_rows, examples, args.system_prompt, True, note)
+    rows = _make_rows(raw_rows, examples, args.system_prompt, True, note)
+    return replace(rows, slice_by=slice_by, slices=labels if slice_by else None)
 
 
-def _first_rows(tokenizer, data: str, max_samples: int, system_prompt: str | None,
-                max_length: int, reason: str) -> EvalRows:
-    """The first ``max_samples`` usable rows of the file, in file order."""
+def _pick(raw, trained: set, labels_of: dict, quota: _Quota) -> tuple[list[int], list]:
+    """Indices of untrained rows the quota keeps, and their slice labels."""
+    pick, labels = [], []
+    for i, key in enumerate(_keys(raw)):
+        if key in trained:
+            continue
+        label = labels_of.get(key)
+        if quota.take(label):
+            pick.append(i)
+            labels.append(label)
+        if quota.full:
+            break
+    return pick, labels
+
+
+def _labels_by_key(data: str, mapping, slice_by: str | None) -> dict:
+    """(prompt, response, history) -> the row's ``slice_by`` value, from the file itself.
+
+    The prepared split keeps only the normalized columns; the label is found again by the
+    row's content (rows with equal content and different labels keep the first label).
+    """
+    if not slice_by:
+        return {}
+    rows, _, _ = normalize(load_rows(data), mapping, Path(str(data)).name, extra=slice_by)
+    found = {}
+    for key in zip(rows["prompt"], rows["response"], rows["history"], rows["extra"], strict=True):
+        found.setdefault(key[:3], key[3])
+    return found
+
+
+def _first_rows(tokenizer, data: str, quota: _Quota, system_prompt: str | None,
+                max_length: int, reason: str, slice_by: str | None) -> EvalRows:
+    """The first usable rows of the file (at most the quota's per slice), in file order."""
     ds = load_rows(data)
     mapping = detect_mapping(ds.column_names, DataArgs(path=str(data)))
-    rows, _, _ = normalize(ds, mapping, Path(str(data)).name)
+    rows, _, _ = normalize(ds, mapping, Path(str(data)).name, extra=slice_by)
+    rows.setdefault("extra", [None] * len(rows["prompt"]))
     fmt = ChatFormat(tokenizer, system_prompt)
-    keep = {"prompt": [], "response": [], "intent": [], "history": []}
-    examples = []
-    for start in range(0, len(rows["prompt"]), max(max_samples, 64)):
-        chunk = {k: v[start:start + max(max_samples, 64)] for k, v in rows.items()}
+    keep = {"prompt": [], "response": [], "intent": [], "history": [], "extra": []}
+    examples, step = [], max(quota.total, 64)
+    for start in range(0, len(rows["prompt"]), step):
+        chunk = {k: v[start:start + step] for k, v in rows.items()}
+        if quota.per_slice is not None:  # tokenize only rows whose slice still needs some
+            wanted = [i for i, label in enumerate(chunk["extra"])
+                      if quota.counts.get(label, 0) < quota.per_slice]
+            chunk = {k: [v[i] for i in wanted] for k, v in chunk.items()}
         enc = fmt.encode_batch(chunk, max_length, "truncate_response")
         for i, status in enumerate(enc["status"]):
-            if status in ("ok", "truncated") and len(examples) < max_samples:
+            if status in ("ok", "truncated") and quota.take(chunk["extra"][i]):
                 examples.append({"input_ids": enc["input_ids"][i], "labels": enc["labels"][i]})
                 for k in keep:
                     keep[k].append(chunk[k][i])
-        if len(examples) >= max_samples:
+        if quota.full:
             break
     if not examples:
         raise ValueError(f"{data}: no row fits max_length {max_length} tokens")
-    note = f"the first {len(examples)} usable rows of the file ({reason})"
-    return _make_rows(keep, examples, system_prompt, False, note)
+    note = f"the first {len(examples)} usable rows of the file{quota.note()} ({reason})"
+    rows = _make_rows(keep, examples, system_prompt, False, note)
+    return replace(rows, slice_by=slice_by, slices=keep["extra"] if slice_by else None)
 
 
 def _make_rows(raw: dict, examples: list[dict], system_prompt, held_out: bool, note: str) -> EvalRows:
@@ -199,7 +292,9 @@ def load_golden(path: str | Path) -> list[dict]:
             check_unicode(row["prompt"], f"{p.name} line {n}: the prompt")
             golden.append({"id": str(row.get("id", n)), "prompt": row["prompt"],
                            "must_contain": list(row.get("must_contain", [])),
-                           "must_not_contain": list(row.get("must_not_contain", []))})
+                           "must_not_contain": list(row.get("must_not_contain", [])),
+                           # other text fields (intent, ...): what slices the golden checks
+                           "fields": {k: v for k, v in row.items() if isinstance(v, str)}})
     return golden
 
 

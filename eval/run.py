@@ -18,9 +18,11 @@ import numpy as np
 
 from adapters.generate import GenerationSettings
 from adapters.session import ModelSession
+from adapters.store import Shelf
+from eval.gate import check_gates, record_gates
 from eval.perplexity import IGNORE_INDEX
 from eval.report import EvalReport, build_report, save_report, write_back
-from eval.rows import golden_prompt_ids, load_golden, select_rows
+from eval.rows import check_slice_column, golden_prompt_ids, load_golden, select_rows
 from finetune.templates import end_of_turn_ids
 
 BASE_LABEL = "base"
@@ -43,7 +45,8 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
              use_validation_split: bool = True, seed: int = 0,
              golden: str | None = "assets/golden.jsonl",
              on_progress: Callable[[float, str], None] | None = None,
-             save: bool = True) -> EvalReport:
+             save: bool = True, slice_by: str | None = None,
+             rows_per_slice: int | None = None) -> EvalReport:
     """Answer and score the same rows with the base model and each adapter.
 
     Args:
@@ -58,7 +61,10 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
         seed: generation seed (when ``settings`` is None) and bootstrap seed.
         golden: golden prompts JSONL checked for must/must-not phrases; None skips them.
         on_progress: called with (fraction 0-1, message) as the run goes.
-        save: write ``$TUNEDESK_HOME/evals/<eval_id>/`` and each adapter's manifest ``eval``.
+        save: write ``$TUNEDESK_HOME/evals/<eval_id>/`` and each adapter's manifest ``eval``
+            and release gate verdict ``gate``.
+        slice_by: a column of the data (``intent``, ...): every metric and CI again per value.
+        rows_per_slice: at most this many rows per value of ``slice_by``.
 
     Returns:
         The report (``report.folder`` is where it was saved).
@@ -68,15 +74,16 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
     """
     progress = on_progress or (lambda fraction, message: None)
     settings = settings or GenerationSettings(max_new_tokens=EVAL_MAX_NEW_TOKENS, seed=seed)
-    _check_args(session, adapters, max_samples, batch_size, settings)
+    _check_args(session, adapters, max_samples, batch_size, settings, rows_per_slice)
     golden_rows = load_golden(golden) if golden else []  # a bad file is refused before loading
+    check_slice_column(data, slice_by)  # so is a slice column the data does not have
     clock = {"start": time.perf_counter()}
     progress(0.0, "loading the model and adapters")
     session.load()
     manifests = {name: session.load_adapter(name).manifest for name in adapters}
     progress(0.02, "choosing and tokenizing rows")
     rows = select_rows(session.tokenizer, manifests, data, max_samples, use_validation_split,
-                       settings.system_prompt or None)
+                       settings.system_prompt or None, slice_by, rows_per_slice)
     clock["rows"] = time.perf_counter()
     answers, golden_answers, nll = _run_models(session, rows, golden_rows, adapters, settings,
                                                batch_size, progress, clock)
@@ -86,15 +93,19 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
                    "selection": rows.note, "system_prompt": rows.system_prompt}
     report.settings = {"generation": asdict(settings), "batch_size": batch_size,
                        "max_samples": max_samples, "seed": seed, "golden": golden,
-                       "use_validation_split": use_validation_split, "device": session.device,
+                       "use_validation_split": use_validation_split, "slice_by": slice_by,
+                       "rows_per_slice": rows_per_slice, "device": session.device,
                        "dtype": session.dtype, "threads": session.threads}
     report.hashes = {"base_model": {"name": session.resolved.name,
                                     "weight_hash": session.resolved.weight_hash},
                      "adapters": {name: session.adapter_hash(name) for name in adapters}}
     report.timings = _timings(clock, len(rows.prompts), len(adapters) + 1, len(golden_rows))
+    shelf = Shelf()  # the shelf write_back records into
+    report.gate = check_gates(report, shelf)
     if save:
         save_report(report)
         write_back(report)
+        record_gates(report, shelf)
     progress(1.0, f"done: {report.folder or 'not saved'}")
     return report
 
@@ -123,8 +134,11 @@ def _run_models(session, rows, golden_rows, adapters, settings, batch_size, prog
     return answers, golden_answers, nll
 
 
-def _check_args(session, adapters, max_samples, batch_size, settings) -> None:
+def _check_args(session, adapters, max_samples, batch_size, settings, rows_per_slice) -> None:
     problems = settings.validate()
+    if rows_per_slice is not None and (not isinstance(rows_per_slice, int)
+                                       or isinstance(rows_per_slice, bool) or rows_per_slice < 1):
+        problems.append(f"rows_per_slice must be a whole number of at least 1, got {rows_per_slice!r}")
     for label, value, most in (("max_samples", max_samples, MAX_EVAL_ROWS),
                                ("batch_size", batch_size, MAX_EVAL_BATCH)):
         if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= most:

@@ -59,6 +59,9 @@ def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, auth=None
     # The API's routes go first into the app Gradio builds (FastAPI's `routes`), so no Gradio
     # route can shadow them; Gradio's login does not cover them, the bearer key does.
     routes = OpenAIServer(demo.engine.serving, api_key).router().routes
+    from adapters.commands.serve import warn_unpassed
+
+    warn_unpassed()  # the API serves every shelf adapter: say which have not passed their gate
     return demo.launch(server_name=host, server_port=port, auth=auth, share=share,
                        max_file_size=MAX_UPLOAD, prevent_thread_lock=prevent_thread_lock,
                        show_error=True, allowed_paths=[str(demo.engine.home / "exports")],

@@ -80,7 +80,23 @@ class Engine:
         else:
             text = f"**Model:** {model} — {state}…"
         active = self.active_adapter or "none (base model)"
-        return text + f"  \n**Active adapter:** {active}  \n**Answers from:** {self.serving.describe()}"
+        text += f"  \n**Active adapter:** {active}{self._gate_note()}"
+        return text + f"  \n**Answers from:** {self.serving.describe()}"
+
+    def _gate_note(self) -> str:
+        """`` — ⚠️ release gate: failed (...)`` when the active adapter has not passed it."""
+        from adapters.gate_rules import entry_status
+
+        if not self.active_adapter:
+            return ""
+        try:
+            status = entry_status(self.shelf().get(self.active_adapter))
+        except (ValueError, OSError):
+            return ""
+        if status.passed:
+            return " — release gate passed"
+        why = f": {'; '.join(status.reasons)}" if status.reasons else ""
+        return f" — ⚠️ release gate {status.state}{why}"
 
     def stream_answer(self, messages: list[dict], adapter: str | None, settings: GenerationSettings):
         """Chat's answer from the serving engine; yields the text so far.

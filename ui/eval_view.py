@@ -51,4 +51,39 @@ def run_summary(report) -> str:
 def report_files(report) -> list[str]:
     """The report's saved files that exist, for download."""
     folder = Path(report.folder)
-    return [str(folder / f) for f in ("report.json", "samples.csv", "summary.md") if (folder / f).exists()]
+    names = ("report.json", "samples.csv", "summary.md", "slices.csv")
+    return [str(folder / f) for f in names if (folder / f).exists()]
+
+
+NO_SLICE = "(none)"
+SLICE_CHOICES = [NO_SLICE, "intent", "category"]  # any other column can be typed
+
+
+def slice_column(choice: str | None) -> str | None:
+    """The Evaluate tab's "Slice by column" choice as evaluate()'s ``slice_by``."""
+    choice = (choice or "").strip()
+    return None if choice in ("", NO_SLICE) else choice
+
+
+def slice_table(report, adapter: str) -> tuple[list[str], list[list]]:
+    """The slice table for one adapter (flagged slices first); empty when not sliced."""
+    from eval.slices import table
+
+    if report is None or not report.slices or not adapter:
+        return [], []
+    return table(report.slices, adapter)
+
+
+def gate_markdown(report) -> str:
+    """Each adapter's release gate verdict, with its reasons, as Markdown."""
+    lines = []
+    for name, v in report.gate.items():
+        icon = {"passed": "✅", "failed": "❌"}.get(v["state"], "⚠️")
+        lines.append(f"{icon} **Release gate of {name}: {v['state']}**")
+        lines += [f"- {r}" for r in v["reasons"]] + [f"- _{n}_" for n in v.get("notes", [])]
+    if report.slices:
+        flagged = {a: sum(1 for s in report.slices["slices"] if s["worse"][a]) for a in report.adapters}
+        lines.append("Slices by `{}`: {} — worse than base beyond the CI: {}.".format(
+            report.slices["column"], len(report.slices["slices"]),
+            ", ".join(f"{a} {n}" for a, n in flagged.items())))
+    return "\n".join(lines)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-COLUMNS = ["name", "status", "base model", "created", "data", "rows", "r", "steps",
+from adapters.gate_rules import entry_status
+
+COLUMNS = ["name", "status", "release gate", "base model", "created", "data", "rows", "r", "steps",
            "val ppl (base → tuned)", "eval BLEU / ROUGE-L", "size MB", "problem"]
 
 
@@ -17,7 +19,7 @@ def shelf_rows(entries) -> list[list]:
         ppl = f"{_fmt(m.get('base_val_perplexity'))} → {_fmt(m.get('val_perplexity'))}" if m else "—"
         scores = f"{_fmt(ev.get('bleu'), 1)} / {_fmt(ev.get('rouge_l'), 3)}" if ev else "—"
         rows.append([
-            e.name, e.status, e.base_model.rsplit("/", 1)[-1], e.created, str(e.data.get("path", "—")),
+            e.name, e.status, entry_status(e).state, e.base_model.rsplit("/", 1)[-1], e.created, str(e.data.get("path", "—")),
             e.data.get("train_rows", "—"), e.lora.get("r", "—"), (e.manifest or {}).get("steps", "—"),
             ppl, scores, round(e.size_bytes / 2**20, 1), e.reason,
         ])
@@ -46,6 +48,12 @@ def details_markdown(entry) -> str:
                      f"fingerprint `{d.get('fingerprint')}`")
     if entry.metrics:
         lines.append("- **Metrics:** " + ", ".join(f"{k} {_fmt(v, 3)}" for k, v in entry.metrics.items()))
+    gate = entry_status(entry)
+    why = "; ".join(gate.reasons)
+    lines.append(f"- **Release gate:** {gate.state}"
+                 + (f" (evaluation `{gate.eval_id}`, {gate.date})" if gate.eval_id else "")
+                 + (f": {why}" if why else "") + " · rules: `gate.json` in its folder, "
+                 f"`python -m adapters gate {entry.name}`")
     if m.get("eval"):
         lines.append("- **Last evaluation:** " + ", ".join(f"{k} {v if not isinstance(v, float) else round(v, 3)}"
                                                          for k, v in m["eval"].items() if not isinstance(v, dict)))

@@ -26,13 +26,19 @@ def add_arguments(p) -> None:
 
 def main(args) -> int:
     from adapters.export.gguf import export_gguf
+    from adapters.gate_rules import warning_for
+    from adapters.store import Shelf
 
+    entry = Shelf().get(args.name)
+    if entry.ok and warning_for(entry):  # before the minutes of work; broken ones fail below
+        print(f"warning: {warning_for(entry)}; exporting anyway", file=sys.stderr)
     types = () if args.types.strip().lower() == "none" else tuple(
         t.strip() for t in args.types.split(",") if t.strip())
     result = export_gguf(args.name, types, lora=args.lora, base_type=args.base_type,
                          out_dir=args.out, overwrite=args.overwrite, on_progress=_progress())
     print(file=sys.stderr)
     report = {"folder": str(result.folder), "timings_s": result.timings,
+              "gate_warning": result.gate_warning,
               "files": [{"file": f.file, "bytes": f.bytes, "sha256": f.sha256} for f in result.files]}
     if args.verify:
         report["verify"] = _verify(result.folder, args.verify, args.max_new_tokens)
@@ -40,6 +46,8 @@ def main(args) -> int:
         print(json.dumps(report, indent=2))
         return 0
     print(f"exported to {result.folder}")
+    if result.gate_warning:
+        print(f"warning: {result.gate_warning}")
     for f in result.files:
         print(f"  {f.file:40s} {f.bytes / 2**20:9.1f} MiB  sha256 {f.sha256}")
     if result.template_note:

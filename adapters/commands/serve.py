@@ -40,6 +40,22 @@ def build(model: str = "default", engine: str = "auto", api_key: str | None = No
     return app
 
 
+def warn_unpassed() -> list[str]:
+    """Log a warning line per shelf adapter that has not passed its release gate (served anyway)."""
+    import logging
+
+    from adapters.gate_rules import shelf_warnings
+    from adapters.store import Shelf
+
+    lines = shelf_warnings(Shelf())
+    log = logging.getLogger("tunedesk.serve")
+    if lines and not logging.getLogger().handlers:
+        logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
+    for line in lines:
+        log.warning("served anyway: %s", line)
+    return lines
+
+
 def main(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -49,6 +65,7 @@ def main(args: argparse.Namespace) -> int:
     if args.home:
         os.environ["TUNEDESK_HOME"] = args.home
     app = build(args.model, args.engine, args.api_key)
+    warn_unpassed()
     app.state.engines.prepare(wait=False)  # load and measure while the server starts
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import time
@@ -25,9 +26,11 @@ from adapters.export import gguf_cache, llama_tools
 from adapters.export.checks import checked_adapter, refuse_dora
 from adapters.export.llama_tools import QUANTIZER_TYPES, Progress
 from adapters.export.readme import readme
+from adapters.gate_rules import entry_status, warning_for
 from finetune import paths
 
 FORMAT = "tunedesk-gguf-export/1"
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -48,6 +51,7 @@ class GgufExport:
     files: list[ExportedFile] = field(default_factory=list)
     timings: dict = field(default_factory=dict)  # seconds per step
     template_note: str = ""  # why the Modelfile has no TEMPLATE, when it has none
+    gate_warning: str = ""  # the adapter has not passed its release gate (a warning, not a refusal)
 
 
 def export_gguf(name: str, types: tuple[str, ...] = ("f16", "q8_0"), *, lora: bool = False,
@@ -76,6 +80,9 @@ def export_gguf(name: str, types: tuple[str, ...] = ("f16", "q8_0"), *, lora: bo
     entry, resolved = checked_adapter(name)
     if lora:
         refuse_dora(entry)
+    gate_warning = warning_for(entry)
+    if gate_warning:  # exported all the same: the gate informs, it does not refuse
+        log.warning("exporting anyway: %s", gate_warning)
     for script in llama_tools.CONVERTERS:
         llama_tools.converter(script)  # the tools are there before any heavy work starts
     target = Path(out_dir) if out_dir else paths.subdir("exports") / f"{name}-gguf"
@@ -84,7 +91,7 @@ def export_gguf(name: str, types: tuple[str, ...] = ("f16", "q8_0"), *, lora: bo
     paths.check_writable(target.parent)
     n_steps = (1 + len(types) + (_needs_f16(types) and "f16" not in types) if types else 0) + 2 * lora
     steps = _Steps(on_progress, n_steps)
-    result = GgufExport(target)
+    result = GgufExport(target, gate_warning=gate_warning)
     with paths.atomic_dir(target) as tmp:
         if types:
             _merged_files(name, types, tmp, steps)
@@ -192,6 +199,7 @@ def _write_manifest(tmp: Path, entry, resolved, result: GgufExport) -> None:
         "base_model": resolved.to_dict(), "llama_cpp_python": llama_tools.LLAMA_CPP_PYTHON,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "timings_s": result.timings,
         "template_note": result.template_note, "files": [asdict(f) for f in result.files],
+        "release_gate": asdict(entry_status(entry)),
     }
     (tmp / "manifest.json").write_text(json.dumps(info, indent=2) + "\n")
 

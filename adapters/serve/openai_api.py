@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import time
 import uuid
 
@@ -19,11 +20,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from adapters.gate_rules import entry_status, warning_for
 from adapters.serve.requests import ChatRequest, RequestError, parse_chat
 from adapters.serve.ticket import ServerBusy
 from adapters.store import Shelf
 
 BASE_ALIASES = ("base", "__base__")
+log = logging.getLogger("tunedesk.serve")
 
 
 class ApiError(Exception):
@@ -50,6 +53,7 @@ class OpenAIServer:
 
     def __init__(self, engines, api_key: str | None = None):
         self.engines, self.api_key = engines, api_key
+        self._warned: set[tuple[str, str]] = set()  # (adapter, weights hash) warned about
 
     def router(self) -> APIRouter:
         """The FastAPI routes (mount with ``app.include_router`` or ``FastAPI(routes=...)``)."""
@@ -64,10 +68,10 @@ class OpenAIServer:
     async def _models(self, request: Request):
         try:
             self._check_key(request)
-            data = await run_in_threadpool(self.model_ids)
+            cards = await run_in_threadpool(self.model_cards)
         except ApiError as err:
             return err.response()
-        return {"object": "list", "data": [_model_card(m) for m in data]}
+        return {"object": "list", "data": cards}
 
     async def _model(self, request: Request, model_id: str):
         try:
@@ -85,6 +89,8 @@ class OpenAIServer:
             adapter = await run_in_threadpool(self.resolve_model, chat.model)
             if adapter is False:
                 raise _unknown(chat.model)
+            if adapter is not None:
+                await run_in_threadpool(self.warn_if_not_passed, adapter)
             ticket = await run_in_threadpool(self.engines.submit, chat.messages, adapter,
                                              chat.settings, chat.stop)
         except RequestError as err:
@@ -109,13 +115,36 @@ class OpenAIServer:
 
     # -- helpers --------------------------------------------------------------------------
 
+    def shelf(self) -> Shelf:
+        """The session's shelf (the home it was started in)."""
+        shelf = Shelf()
+        shelf.root = self.engines.session.adapter_folder("probe").parent
+        shelf.home = shelf.root.parent
+        return shelf
+
     def model_ids(self) -> list[str]:
         """The base model's name, then every whole adapter on the session's shelf."""
-        session = self.engines.session
-        shelf = Shelf()
-        shelf.root = session.adapter_folder("probe").parent
-        shelf.home = shelf.root.parent
-        return [self.base_id(), *(e.name for e in shelf.list() if e.ok)]
+        return [self.base_id(), *(e.name for e in self.shelf().list() if e.ok)]
+
+    def model_cards(self) -> list[dict]:
+        """``/v1/models``: each adapter's card says whether it passed its release gate."""
+        cards = [_model_card(self.base_id())]
+        for entry in (e for e in self.shelf().list() if e.ok):
+            status = entry_status(entry)
+            cards.append({**_model_card(entry.name), "tunedesk_release_gate": {
+                "state": status.state, "reasons": status.reasons, "eval_id": status.eval_id}})
+        return cards
+
+    def warn_if_not_passed(self, adapter: str) -> None:
+        """Log once per adapter version that it is served without having passed its gate."""
+        try:
+            entry = self.shelf().get(adapter)
+        except ValueError:
+            return  # the engine refuses it in a sentence
+        key = (adapter, entry.adapter_hash)
+        if key not in self._warned and entry.ok and warning_for(entry):
+            self._warned.add(key)
+            log.warning("serving anyway: %s", warning_for(entry))
 
     def base_id(self) -> str:
         from finetune.models import DEFAULT_MODEL, is_default

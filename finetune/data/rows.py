@@ -93,8 +93,13 @@ def detect_mapping(column_names: list[str], args) -> ColumnMapping:
     )
 
 
-def normalize(ds, mapping: ColumnMapping, source: str) -> tuple[dict, Counter, list[str]]:
+def normalize(ds, mapping: ColumnMapping, source: str,
+              extra: str | None = None) -> tuple[dict, Counter, list[str]]:
     """Rows of ``ds`` as normalized columns, plus skip counts by reason and the first few skips.
+
+    Args:
+        extra: another column to carry along as ``rows["extra"]`` (text, or None when empty),
+            row-aligned with the others; evaluation slices by it. Training never asks for it.
 
     Raises:
         DataError: a field is over ``MAX_FIELD_CHARS``, or no row is usable.
@@ -110,7 +115,11 @@ def normalize(ds, mapping: ColumnMapping, source: str) -> tuple[dict, Counter, l
         )
         if c
     ]
+    if extra and extra not in cols:
+        cols.append(extra)
     rows: dict[str, list] = {"prompt": [], "response": [], "intent": [], "history": []}
+    if extra:
+        rows["extra"] = []
     skipped: Counter = Counter()
     examples: list[str] = []
     index = 0
@@ -131,12 +140,21 @@ def normalize(ds, mapping: ColumnMapping, source: str) -> tuple[dict, Counter, l
             rows["response"].append(response)
             rows["intent"].append(None if intent is None else str(intent))
             rows["history"].append(history)
+            if extra:
+                rows["extra"].append(_label(row.get(extra)))
     if not rows["prompt"]:
         raise DataError(
             f"{source}: none of the {index} rows is usable ({mapping.describe()}); "
             + "; ".join(examples)
         )
     return rows, skipped, examples
+
+
+def _label(value) -> str | None:
+    """A slice label: text as is, numbers and lists as JSON, empty -> None."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return value.strip() if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 class _BadRow(Exception):

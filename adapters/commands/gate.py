@@ -1,0 +1,54 @@
+"""`python -m adapters gate NAME`: show or edit an adapter's release gate rules and its status.
+
+    python -m adapters gate demo                               # rules and the recorded verdict
+    python -m adapters gate demo --set golden_all_pass=false   # edit a rule (repeatable)
+    python -m adapters gate demo --set slices_not_worse=bleu,rouge_l
+    python -m adapters gate demo --reset                       # back to the defaults
+
+Changing the rules makes the adapter "not evaluated" until the next evaluation checks them.
+"""
+
+from __future__ import annotations
+
+import json
+
+
+def add_arguments(p) -> None:
+    p.add_argument("name", help="the adapter on the shelf")
+    p.add_argument("--set", action="append", default=[], metavar="RULE=VALUE",
+                   help="change a rule: slices_not_worse=bleu,rouge_l,perplexity (or none), "
+                        "golden_all_pass=true|false, perplexity_not_worse=true|false")
+    p.add_argument("--reset", action="store_true", help="write the default rules")
+    p.add_argument("--json", action="store_true", help="rules and status as JSON")
+
+
+def main(args) -> int:
+    from adapters.gate_rules import (
+        DEFAULT_RULES,
+        GATE_FILE,
+        entry_status,
+        parse_setting,
+        read_rules,
+        write_rules,
+    )
+    from adapters.store import BrokenAdapterError, Shelf
+
+    shelf = Shelf()
+    entry = shelf.get(args.name)
+    if not entry.ok:
+        raise BrokenAdapterError(f"adapter {args.name!r} is broken: {entry.reason}")
+    changes = dict(parse_setting(s) for s in args.set)  # every bad setting before any write
+    if args.reset or changes:
+        rules = dict(DEFAULT_RULES) if args.reset else read_rules(entry.path)
+        write_rules(entry.path, {**rules, **changes})
+    rules, status = read_rules(entry.path), entry_status(shelf.get(args.name))
+    if args.json:
+        print(json.dumps({"rules": rules, "state": status.state, "reasons": status.reasons,
+                          "eval_id": status.eval_id, "date": status.date}, indent=2))
+        return 0
+    where = entry.path / GATE_FILE
+    print(f"rules ({where if where.exists() else 'defaults: no ' + GATE_FILE + ' yet'}):")
+    for key, value in rules.items():
+        print(f"  {key:22s} {json.dumps(value)}")
+    print(status.sentence(args.name))
+    return 0

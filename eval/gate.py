@@ -1,0 +1,99 @@
+"""The release gate checked on an evaluation: each adapter's rules against its report.
+
+The rules live with the adapter (``gate.json``, :mod:`adapters.gate_rules`, defaults when
+absent). After scoring, :func:`check_gates` turns each adapter's rules into a verdict --
+``passed``, or ``failed`` with one reason per broken rule -- and :func:`record_gates` writes
+it into the adapter's manifest with the evaluation's id and date. A corrupt gate.json gives
+a ``not evaluated`` verdict whose reason is the sentence saying what is wrong; the scores are
+still saved.
+"""
+
+from __future__ import annotations
+
+from adapters.gate_rules import (
+    FAILED,
+    NOT_EVALUATED,
+    PASSED,
+    GateRulesError,
+    read_rules,
+    record,
+)
+from eval.slices import LABELS, format_delta, is_worse
+
+
+def check(report, adapter: str, rules: dict) -> dict:
+    """One adapter's verdict: ``{"state", "reasons", "notes", "rules"}``.
+
+    Args:
+        report: an ``eval.report.EvalReport`` that scored ``adapter``.
+        rules: checked rules (:func:`adapters.gate_rules.read_rules`).
+    """
+    reasons, notes = [], []
+    metrics = rules["slices_not_worse"]
+    if metrics and report.slices:
+        column = report.slices["column"]
+        for s in report.slices["slices"]:
+            bad = [k for k in metrics if is_worse(k, s["deltas"][adapter][k])]
+            if bad:
+                reasons.append(f"{column}={s['slice']} is worse than base on " + ", ".join(
+                    f"{LABELS[k]} {format_delta(k, s['deltas'][adapter][k])}" for k in bad))
+        few = [s["slice"] for s in report.slices["slices"] if s["note"]]
+        if few:
+            notes.append(f"{len(few)} slice(s) had too few rows for a CI and were not checked: "
+                         + ", ".join(few[:10]) + (" ..." if len(few) > 10 else ""))
+    elif metrics:
+        notes.append("the evaluation was not sliced: the whole set was checked as one slice")
+        bad = [k for k in metrics if is_worse(k, report.deltas[adapter][k])]
+        if bad:
+            reasons.append("all rows are worse than base on " + ", ".join(
+                f"{LABELS[k]} {format_delta(k, report.deltas[adapter][k])}" for k in bad))
+    if rules["perplexity_not_worse"] and is_worse("perplexity", report.deltas[adapter]["perplexity"]):
+        reasons.append("perplexity is worse than base beyond its CI: "
+                       + format_delta("perplexity", report.deltas[adapter]["perplexity"]))
+    if rules["golden_all_pass"]:
+        reasons += _golden_reasons(report, adapter)
+    return {"state": FAILED if reasons else PASSED, "reasons": reasons, "notes": notes,
+            "rules": rules}
+
+
+def _golden_reasons(report, adapter: str) -> list[str]:
+    total = report.golden.get("total", 0)
+    if not total:
+        return ["no golden prompts were checked (the rule golden_all_pass needs them)"]
+    failed = [r["id"] for r in report.golden["results"] if not r["checks"][adapter]["passed"]]
+    if not failed:
+        return []
+    shown = ", ".join(failed[:8]) + (" ..." if len(failed) > 8 else "")
+    return [f"golden prompts: {total - len(failed)}/{total} passed (failed: {shown})"]
+
+
+def check_gates(report, shelf) -> dict:
+    """Every adapter's verdict against the rules in its folder on ``shelf``."""
+    verdicts = {}
+    for name in report.adapters:
+        try:
+            rules = read_rules(shelf.path(name))
+        except GateRulesError as err:
+            verdicts[name] = {"state": NOT_EVALUATED, "reasons": [str(err)], "notes": [],
+                              "rules": None}
+            continue
+        verdicts[name] = check(report, name, rules)
+    return verdicts
+
+
+def record_gates(report, shelf) -> None:
+    """Write each checked verdict into its adapter's manifest (``not evaluated`` ones are not)."""
+    about = {"eval_id": report.eval_id, "date": report.created, "report": report.folder,
+             "data": report.data.get("path"), "slice_by": (report.slices or {}).get("column")}
+    for name, verdict in report.gate.items():
+        if verdict["state"] in (PASSED, FAILED):
+            record(shelf, name, verdict, about)
+
+
+def gate_lines(report) -> list[str]:
+    """One line per adapter for the CLI and the Evaluate tab."""
+    lines = []
+    for name, v in report.gate.items():
+        why = "; ".join(v["reasons"]) if v["reasons"] else "every rule holds"
+        lines.append(f"release gate of {name}: {v['state']} ({why})")
+    return lines
