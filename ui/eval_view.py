@@ -59,10 +59,28 @@ NO_SLICE = "(none)"
 SLICE_CHOICES = [NO_SLICE, "intent", "category"]  # any other column can be typed
 
 
-def slice_column(choice: str | None) -> str | None:
-    """The Evaluate tab's "Slice by column" choice as evaluate()'s ``slice_by``."""
+DEFAULT_SLICE = "intent"
+
+
+def slice_column(choice: str | None, data: str | None = None) -> tuple[str | None, str]:
+    """The Evaluate tab's "Slice by column" choice as evaluate()'s ``slice_by``, and a note.
+
+    The default choice (``intent``) on data without that column evaluates unsliced and says
+    so; any other missing column is refused by evaluate() with the columns the file has.
+    """
     choice = (choice or "").strip()
-    return None if choice in ("", NO_SLICE) else choice
+    if choice in ("", NO_SLICE):
+        return None, ""
+    if choice == DEFAULT_SLICE and data:
+        from eval.rows import check_slice_column
+
+        try:
+            check_slice_column(data, choice)
+        except ValueError as err:
+            if str(err).startswith("slice column"):
+                return None, f"Not sliced: the data has no `{choice}` column."
+            # an unreadable file: evaluate() refuses it with its own sentence
+    return choice, ""
 
 
 def slice_table(report, adapter: str) -> tuple[list[str], list[list]]:

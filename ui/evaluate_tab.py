@@ -77,18 +77,19 @@ def build_evaluate_tab(engine: Engine) -> dict:
             empty = ("", None, gr.update(choices=[]), None, None, None, None, None)
             if not names:
                 return ("Pick at least one adapter.", *empty)
+            data_path = (path or forms.DEMO_DATA).strip()
             try:
+                column, note = slice_column(column, data_path)
                 settings = GenerationSettings(max_new_tokens=int(n), temperature=0.0)
-                report = evaluate(engine.session, list(names), (path or forms.DEMO_DATA).strip(),
+                report = evaluate(engine.session, list(names), data_path,
                                   max_samples=int(rows), batch_size=int(b), settings=settings,
                                   golden="assets/golden.jsonl" if check_golden else None,
                                   on_progress=lambda f, msg: progress(f, desc=msg),
-                                  slice_by=slice_column(column),
-                                  rows_per_slice=int(cap) if cap and slice_column(column) else None)
+                                  slice_by=column, rows_per_slice=int(cap) if cap and column else None)
             except (ValueError, OSError) as err:
                 return (f"⚠️ {' '.join(str(err).split())}", *empty)
             first = report.adapters[0]
-            return (run_summary(report), gate_markdown(report),
+            return (run_summary(report) + (f"\n\n{note}" if note else ""), gate_markdown(report),
                     pd.DataFrame(metric_rows(report), columns=METRIC_COLUMNS),
                     gr.update(choices=report.adapters, value=first), _slices(report, first),
                     _samples(report, first), _golden(report), report_files(report), report)

@@ -111,6 +111,10 @@ def test_evaluate_scores_base_and_adapter_on_the_same_rows(page):
     assert "Scored 6 rows" in text, text
     table = page.inner_text("#eval-metrics")
     assert "base" in table and "browser-adapter" in table
+    # sliced by intent (the default; the demo data has it), with the adapter's gate verdict
+    assert "Release gate of browser-adapter" in page.inner_text("#eval-gate")
+    slices = page.inner_text("#eval-slices")
+    assert "intent" in slices and "Δ BLEU [95% CI]" in slices and "browser-adapter BLEU" in slices, slices[:300]
     shot(page, "05-evaluate")
 
 
