@@ -392,9 +392,9 @@ def test_the_ui_shows_refused_settings_and_sizes(ui, home):
     assert "max_new_tokens must be a whole number from 1 to 2048" in shown[0]
     assert panes[3] == ""  # no timing line: nothing ran
     names = [f"a{i}" for i in range(5)]
-    status = ui["on_run"](names, "assets/demo_support.jsonl", 40, 128, 8, False)[0]
+    status = ui["on_run"](names, "assets/demo_support.jsonl", 40, 128, 8, False, "intent", 0)[0]
     assert status.startswith("⚠️ cannot evaluate: 5 adapters, but the session holds at most 4")
-    status = ui["on_run"](["a0"], "assets/demo_support.jsonl", 10**6, 128, 1000, False)[0]
+    status = ui["on_run"](["a0"], "assets/demo_support.jsonl", 10**6, 128, 1000, False, "intent", 0)[0]
     assert "max_samples must be a whole number from 1 to 10000, got 1000000" in status
     assert "batch_size must be a whole number from 1 to 64, got 1000" in status
     for case in ("chat", "compare", "evaluate adapters", "evaluate rows and batch"):
