@@ -38,6 +38,23 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _CHUNK = 1 << 20
 
 
+def _keep_progress_lock() -> None:
+    """Give tqdm its class-wide lock for the life of the process.
+
+    ``datasets`` reads files through tqdm's ``thread_map``, whose ``ensure_lock`` deletes the
+    lock on exit when it had to create it. Two dataset loads at once (the Train tab's Check
+    beside a preview or an evaluation) then raced: one load's bars closed after the other had
+    deleted the lock, and the read failed with "type object 'tqdm' has no attribute '_lock'".
+    A lock that exists before any load is never deleted.
+    """
+    from tqdm import tqdm
+
+    tqdm.get_lock()
+
+
+_keep_progress_lock()
+
+
 def load_rows(path: str | Path, max_bytes: int | None = None):
     """Load every row of a dataset file, folder or Hub id, untouched.
 
