@@ -27,7 +27,12 @@ GATE_METRICS = ("bleu", "rouge_l", "perplexity")
 DEFAULT_RULES = {
     # No slice (or, unsliced, the whole set) may be worse than base beyond its 95% CI on these.
     "slices_not_worse": list(GATE_METRICS),
-    "golden_all_pass": True,  # every golden prompt passes its must / must-not phrases
+    # No golden prompt the base passes fails with the adapter: the tuning lost nothing the base
+    # could do. "All pass" is opt-in: a small model tuned for minutes rarely says every required
+    # phrase (the full gate demo's good adapter passed 2 of 6, the base 0), so as a default it
+    # failed every adapter, good or damaged, and told the user nothing.
+    "golden_not_worse": True,
+    "golden_all_pass": False,  # every golden prompt passes its must / must-not phrases
     "perplexity_not_worse": True,  # whole-set perplexity not above base beyond its CI
 }
 PASSED, FAILED, NOT_EVALUATED = "passed", "failed", "not evaluated"
@@ -73,7 +78,7 @@ def check_rules(rules) -> dict:
     if not isinstance(metrics, list) or any(m not in GATE_METRICS for m in metrics):
         problems.append(f"slices_not_worse must be a list of {', '.join(GATE_METRICS)}, "
                         f"got {metrics!r}")
-    for key in ("golden_all_pass", "perplexity_not_worse"):
+    for key in ("golden_not_worse", "golden_all_pass", "perplexity_not_worse"):
         if not isinstance(merged[key], bool):
             problems.append(f"{key} must be true or false, got {merged[key]!r}")
     if problems:

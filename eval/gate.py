@@ -50,10 +50,29 @@ def check(report, adapter: str, rules: dict) -> dict:
     if rules["perplexity_not_worse"] and is_worse("perplexity", report.deltas[adapter]["perplexity"]):
         reasons.append("perplexity is worse than base beyond its CI: "
                        + format_delta("perplexity", report.deltas[adapter]["perplexity"]))
+    if rules["golden_not_worse"]:
+        reasons += _golden_regressions(report, adapter, notes)
     if rules["golden_all_pass"]:
         reasons += _golden_reasons(report, adapter)
     return {"state": FAILED if reasons else PASSED, "reasons": reasons, "notes": notes,
             "rules": rules}
+
+
+def _golden_regressions(report, adapter: str, notes: list[str]) -> list[str]:
+    """A reason naming the golden prompts the base passes and the adapter fails, if any."""
+    results = report.golden.get("results", []) if report.golden else []
+    if not results:
+        notes.append("no golden prompts were checked, so golden_not_worse had nothing to compare")
+        return []
+    lost = [r["id"] for r in results
+            if r["checks"].get("base", {}).get("passed") and not r["checks"][adapter]["passed"]]
+    if not lost:
+        return []
+    passed = {m: sum(bool(r["checks"].get(m, {}).get("passed")) for r in results)
+              for m in ("base", adapter)}
+    shown = ", ".join(lost[:8]) + (" ..." if len(lost) > 8 else "")
+    return [f"golden prompts the base passes fail: {shown} ({passed[adapter]}/{len(results)} "
+            f"passed, base {passed['base']}/{len(results)})"]
 
 
 def _golden_reasons(report, adapter: str) -> list[str]:

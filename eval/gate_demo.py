@@ -46,6 +46,17 @@ class DemoArgs:
     golden: str = str(GOLDEN)
     seed: int = 0
     prefix: str = "gate-demo"  # adapters are <prefix>-good and <prefix>-damaged
+    # Gate rules both adapters get instead of the defaults, "RULE=VALUE;RULE=VALUE" as in
+    # `python -m adapters gate --set` (e.g. "golden_all_pass=true"); empty: the defaults.
+    rules: str = ""
+
+
+def rule_overrides(text: str) -> dict:
+    """``"a=1;b=x,y"`` as checked gate rules over the defaults (GateRulesError if bad)."""
+    from adapters.gate_rules import DEFAULT_RULES, check_rules, parse_setting
+
+    pairs = [parse_setting(part) for part in text.split(";") if part.strip()]
+    return check_rules({**DEFAULT_RULES, **dict(pairs)})
 
 
 def write_splits(args: DemoArgs, folder: Path) -> dict:
@@ -98,12 +109,14 @@ def train_adapter(args: DemoArgs, data: str, name: str) -> dict:
 
 def run_demo(args: DemoArgs, on_line=print) -> dict:
     """Train both adapters, evaluate them by intent, check their gates; the figures as a dict."""
+    from adapters.gate_rules import write_rules
     from adapters.generate import GenerationSettings
     from adapters.session import ModelSession
     from adapters.store import Shelf
     from eval.run import evaluate
     from finetune import paths
 
+    rules = rule_overrides(args.rules) if args.rules else None  # bad rules: before any training
     folder = paths.subdir("datasets") / "gate-demo"
     splits = write_splits(args, folder)
     shelf = Shelf()
@@ -115,13 +128,16 @@ def run_demo(args: DemoArgs, on_line=print) -> dict:
         on_line(f"training {name} on {Path(splits['paths'][data]).name} ({args.steps} steps)")
         trained[kind] = train_adapter(args, splits["paths"][data], name)
     names = [trained["good"]["name"], trained["damaged"]["name"]]
+    for name in names if rules else []:
+        write_rules(shelf.path(name), rules)
     session = ModelSession(args.model, dtype="float32")
     on_line(f"evaluating base, {names[0]} and {names[1]} by intent")
     report = evaluate(session, names, splits["paths"]["eval"], max_samples=10_000,
                       batch_size=8, use_validation_split=False, seed=args.seed,
                       settings=GenerationSettings(max_new_tokens=args.max_new_tokens, seed=args.seed),
                       golden=args.golden, slice_by="intent", rows_per_slice=args.rows_per_slice)
-    result = {"args": asdict(args), "shuffled_rows": splits["shuffled_rows"], "trained": trained,
+    result = {"args": asdict(args), "rules": rules or "defaults",
+              "shuffled_rows": splits["shuffled_rows"], "trained": trained,
               "eval_id": report.eval_id, "report": report.folder, "rows": report.data["rows"],
               "slices": len(report.slices["slices"]), "timings": report.timings,
               "metrics": report.metrics, "deltas": report.deltas, "gate": report.gate,

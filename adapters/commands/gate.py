@@ -1,7 +1,7 @@
 """`python -m adapters gate NAME`: show or edit an adapter's release gate rules and its status.
 
     python -m adapters gate demo                               # rules and the recorded verdict
-    python -m adapters gate demo --set golden_all_pass=false   # edit a rule (repeatable)
+    python -m adapters gate demo --set golden_all_pass=true    # edit a rule (repeatable)
     python -m adapters gate demo --set slices_not_worse=bleu,rouge_l
     python -m adapters gate demo --reset                       # back to the defaults
 
@@ -17,7 +17,8 @@ def add_arguments(p) -> None:
     p.add_argument("name", help="the adapter on the shelf")
     p.add_argument("--set", action="append", default=[], metavar="RULE=VALUE",
                    help="change a rule: slices_not_worse=bleu,rouge_l,perplexity (or none), "
-                        "golden_all_pass=true|false, perplexity_not_worse=true|false")
+                        "golden_not_worse=true|false, golden_all_pass=true|false, "
+                        "perplexity_not_worse=true|false")
     p.add_argument("--reset", action="store_true", help="write the default rules")
     p.add_argument("--json", action="store_true", help="rules and status as JSON")
 

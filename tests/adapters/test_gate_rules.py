@@ -35,8 +35,8 @@ def shelf(home, random_lora_dir):
 def test_defaults_until_a_gate_json_is_written(shelf):
     folder = shelf.path("tuned")
     assert read_rules(folder) == DEFAULT_RULES and not (folder / GATE_FILE).exists()
-    write_rules(folder, {"golden_all_pass": False})
-    assert read_rules(folder) == {**DEFAULT_RULES, "golden_all_pass": False}
+    write_rules(folder, {"golden_all_pass": True})
+    assert read_rules(folder) == {**DEFAULT_RULES, "golden_all_pass": True}
     assert json.loads((folder / GATE_FILE).read_text())["format"] == "tunedesk-gate/1"
 
 
@@ -89,8 +89,9 @@ def test_cli_shows_edits_and_resets_the_rules(shelf, capsys):
     out = capsys.readouterr().out
     assert "defaults: no gate.json yet" in out and "release gate of tuned: not evaluated" in out
     assert main(["gate", "tuned", "--set", "slices_not_worse=bleu,rouge_l",
-                 "--set", "golden_all_pass=false"]) == 0
+                 "--set", "golden_not_worse=false"]) == 0
     assert read_rules(shelf.path("tuned"))["slices_not_worse"] == ["bleu", "rouge_l"]
+    assert read_rules(shelf.path("tuned"))["golden_not_worse"] is False
     capsys.readouterr()
     for bad in (["--set", "golden_all_pass=maybe"], ["--set", "nope=1"],
                 ["--set", "slices_not_worse=bleu,speed"]):

@@ -132,7 +132,7 @@ def test_csv_has_one_line_per_slice_and_adapter(sliced, tmp_path):
     assert next(r for r in rows if r["slice"] == "bad")["worse"] == "bleu rouge_l perplexity"
 
 
-def fake_report(sliced_part, golden_passed=True, ppl_low=-1.0):
+def fake_report(sliced_part, golden_passed=True, ppl_low=-1.0, base_passed=False):
     out, _ = sliced_part
     checks = {"passed": golden_passed}
     return SimpleNamespace(
@@ -140,7 +140,8 @@ def fake_report(sliced_part, golden_passed=True, ppl_low=-1.0):
         deltas={"tuned": {"bleu": {"delta": 1, "low": 0.5, "high": 2},
                           "rouge_l": {"delta": 0.1, "low": 0.05, "high": 0.2},
                           "perplexity": {"delta": ppl_low + 0.5, "low": ppl_low, "high": ppl_low + 1}}},
-        golden={"total": 1, "results": [{"id": "g1", "checks": {"tuned": checks}}]})
+        golden={"total": 1, "results": [{"id": "g1", "checks": {
+            "base": {"passed": base_passed}, "tuned": checks}}]})
 
 
 def test_gate_fails_on_a_worse_slice_and_names_it(sliced):
@@ -153,8 +154,17 @@ def test_gate_fails_on_a_worse_slice_and_names_it(sliced):
 def test_gate_rules_can_be_relaxed_and_each_rule_bites(sliced):
     relaxed = {**DEFAULT_RULES, "slices_not_worse": []}
     assert check(fake_report(sliced), "tuned", relaxed)["state"] == "passed"
-    golden = check(fake_report(sliced, golden_passed=False), "tuned", relaxed)
+    # By default a golden prompt fails the gate only when the base passes it.
+    assert check(fake_report(sliced, golden_passed=False), "tuned", relaxed)["state"] == "passed"
+    lost = check(fake_report(sliced, golden_passed=False, base_passed=True), "tuned", relaxed)
+    assert lost["reasons"] == ["golden prompts the base passes fail: g1 (0/1 passed, base 1/1)"]
+    strict = {**relaxed, "golden_all_pass": True, "golden_not_worse": False}
+    golden = check(fake_report(sliced, golden_passed=False), "tuned", strict)
     assert golden["reasons"] == ["golden prompts: 0/1 passed (failed: g1)"]
+    no_golden = fake_report(sliced)
+    no_golden.golden = {"total": 0, "results": []}
+    verdict = check(no_golden, "tuned", relaxed)
+    assert verdict["state"] == "passed" and any("nothing to compare" in n for n in verdict["notes"])
     ppl = check(fake_report(sliced, ppl_low=0.2), "tuned", relaxed)
     assert ppl["state"] == "failed" and "perplexity is worse" in ppl["reasons"][0]
     unsliced = fake_report(sliced)
