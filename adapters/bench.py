@@ -184,7 +184,7 @@ def render(results: list[dict], argv: list[str], load: tuple[tuple, tuple]) -> s
     lines = [HEADING, "",
              f"- command: `{' '.join(['python -m adapters.bench', *argv])}`",
              f"- machine: {cpu_model()}, {physical_cores()} physical cores, "
-             f"{os.cpu_count()} logical CPUs; load average {load[0][0]:.1f} at start, "
+             f"{os.cpu_count()} logical CPUs; native bf16: {_native_bf16()}; load average {load[0][0]:.1f} at start, "
              f"{load[1][0]:.1f} at end (other jobs share these cores)",
              f"- software: Python {platform.python_version()}, torch {torch.__version__}, "
              f"transformers {transformers.__version__}, peft {peft.__version__}",

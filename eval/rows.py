@@ -79,9 +79,10 @@ def select_rows(tokenizer, manifests: dict[str, dict], data: str, max_samples: i
 
     Raises:
         finetune.data.DataError: the file cannot be read or has no usable row.
-        ValueError: ``slice_by`` is not a column of the file.
+
+    ``slice_by`` must be a column of the file: :func:`eval.run.evaluate` refuses one that is
+    not (:func:`check_slice_column`) before the model loads.
     """
-    check_slice_column(data, slice_by)
     quota = _Quota(rows_per_slice if slice_by else None, max_samples)
     reason = "held-out rows not requested"
     if use_validation_split and manifests:

@@ -8,7 +8,7 @@ DEFAULT_TYPES = ["q8_0"]
 
 def gguf_markdown(result) -> str:
     """Where the export went and each file's size and sha256, as a Markdown table."""
-    lines = [f"⚠️ Exported anyway: {result.gate_warning}.", ""] if getattr(result, "gate_warning", "") else []
+    lines = [f"⚠️ Exported anyway: {result.gate_warning}.", ""] if result.gate_warning else []
     lines += [f"GGUF export written to `{result.folder}`.", "",
              "| file | size | sha256 |", "|---|---:|---|"]
     lines += [f"| `{f.file}` | {_size(f.bytes)} | `{f.sha256}` |" for f in result.files]

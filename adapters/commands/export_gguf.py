@@ -30,8 +30,9 @@ def main(args) -> int:
     from adapters.store import Shelf
 
     entry = Shelf().get(args.name)
-    if entry.ok and warning_for(entry):  # before the minutes of work; broken ones fail below
-        print(f"warning: {warning_for(entry)}; exporting anyway", file=sys.stderr)
+    warning = warning_for(entry) if entry.ok else ""  # broken ones fail below
+    if warning:  # said before the minutes of work
+        print(f"warning: {warning}; exporting anyway", file=sys.stderr)
     types = () if args.types.strip().lower() == "none" else tuple(
         t.strip() for t in args.types.split(",") if t.strip())
     result = export_gguf(args.name, types, lora=args.lora, base_type=args.base_type,

@@ -142,9 +142,12 @@ class OpenAIServer:
         except ValueError:
             return  # the engine refuses it in a sentence
         key = (adapter, entry.adapter_hash)
-        if key not in self._warned and entry.ok and warning_for(entry):
+        if key in self._warned or not entry.ok:
+            return
+        warning = warning_for(entry)
+        if warning:
             self._warned.add(key)
-            log.warning("serving anyway: %s", warning_for(entry))
+            log.warning("serving anyway: %s", warning)
 
     def base_id(self) -> str:
         from finetune.models import DEFAULT_MODEL, is_default

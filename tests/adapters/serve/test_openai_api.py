@@ -147,3 +147,17 @@ def test_sixteen_concurrent_clients_over_three_adapters_get_their_solo_answers(u
     with ThreadPoolExecutor(16) as pool:
         answers = list(pool.map(ask, models))
     assert [text for _, text in answers] == [want[m] for m, _ in answers]
+
+
+def test_an_adapter_without_a_passed_gate_is_served_with_one_warning(url, caplog):
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="tunedesk.serve")
+    cards = {m["id"]: m for m in client(url).models.list().model_dump()["data"]}
+    assert cards["a"]["tunedesk_release_gate"]["state"] == "not evaluated"
+    for _ in range(2):
+        got = client(url).chat.completions.create(model="a", messages=MSGS, max_tokens=2)
+        assert got.choices[0].message.content is not None
+    warned = [r.getMessage() for r in caplog.records if "serving anyway" in r.getMessage()]
+    assert warned == ["serving anyway: adapter 'a' has not passed its release gate "
+                      "(not evaluated: no evaluation has checked its release gate yet)"]
