@@ -1,10 +1,10 @@
-"""Compare tab: base and tuned answers to one prompt, side by side, from one batched call."""
+"""Compare tab: base and tuned answers to one prompt, side by side, decoded at the same time
+on the serving engine (llama.cpp contexts side by side, or rows of one PyTorch batch)."""
 
 from __future__ import annotations
 
 import gradio as gr
 
-from adapters.serve.chat import compare
 from adapters.serve.ticket import ServerBusy
 from ui.engine import Engine
 from ui.feedback import feedback_count, feedback_path, save_feedback
@@ -50,7 +50,7 @@ def build_compare_tab(engine: Engine) -> dict:
             adapters = [None] + [x for x in (a, b) if x and x != NONE]
             try:
                 settings = engine.settings(sys_prompt, n, 0.0, 0.9, penalty, 0)
-                answers = compare(engine.session, [{"role": "user", "content": text}], adapters, settings)
+                answers, how = engine.serving.compare([{"role": "user", "content": text}], adapters, settings)
             except (ValueError, ServerBusy) as err:
                 gr.Warning(str(err))
                 return [*hidden, "", gr.update(), [], ""]
@@ -63,8 +63,7 @@ def build_compare_tab(engine: Engine) -> dict:
                 else:
                     updates.append(gr.update(value="", visible=False))
             shown = [{"adapter": x.adapter, "adapter_hash": x.adapter_hash, "text": x.text} for x in answers]
-            secs = answers[0].seconds if answers else 0
-            info = f"{len(answers)} answers decoded together in one batch in {secs:.1f} s (greedy)."
+            info = f"{how} (greedy)."
             return [*updates, info, gr.update(choices=[x.adapter for x in answers], value=None), shown, text]
 
         def on_save(text, shown, picked, corrected):

@@ -80,6 +80,11 @@ def ensure_lora_gguf(adapter_name: str, *, home: Path | None = None,
     return target
 
 
+def lora_weights_hash(lora_gguf: Path) -> str:
+    """The hash of the adapter weights a cached LoRA GGUF was converted from (its folder's name)."""
+    return Path(lora_gguf).parent.name
+
+
 def convert_model(model_dir: Path, out: Path, outtype: str, on_progress: Progress | None = None) -> None:
     """``convert_hf_to_gguf.py`` on a Hugging Face model folder (converter types only)."""
     llama_tools.run_converter("convert_hf_to_gguf.py",

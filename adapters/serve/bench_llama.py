@@ -31,7 +31,8 @@ def measure_llama(resolved, home: Path, msgs: list[dict], outtype: str = "q8_0")
                  (("ttft_adapter_s", "decode_adapter_tps"), lambda: time_answer(engine, msgs, "bench-a")),
                  (("adapter_load_s",), lambda: (time_load(engine, loras["bench-b"]),)),
                  (("switch_s",), lambda: (time_switch(engine, loras["bench-a"]),)),
-                 (("one_answer_s", "compare_s"), lambda: time_compare(engine, msgs))]
+                 (("one_answer_s", "compare_s", "compare_panes_s", "compare_panes_ratio"),
+                  lambda: time_compare(engine, resolved.weight_hash, msgs))]
         for keys, run in steps:
             out.update(zip(keys, run(), strict=True))
             print(f"[llama.cpp {outtype}] " + ", ".join(f"{k}={out[k]:.4g}" for k in keys), file=sys.stderr)
@@ -83,20 +84,34 @@ def time_switch(engine: LlamaEngine, lora: Path, n: int = 50) -> float:
     return statistics.median(times)
 
 
-def time_compare(engine: LlamaEngine, msgs: list[dict], runs: int = 3) -> tuple[float, float]:
-    """Median seconds of one adapter answer and of base + adapter (one after the other: one
-    llama.cpp context decodes one sequence)."""
+def time_compare(engine: LlamaEngine, base_hash: str, msgs: list[dict],
+                 runs: int = 5) -> tuple[float, float, float, float]:
+    """Median seconds of one adapter answer, of base + adapter one after the other on one
+    context, and of the two side by side on the Compare tab's panes (a context each, the
+    cores split between them); last, the median ratio of each side-by-side compare to the
+    answer timed just before it (paired, so a slow minute slows both sides of a pair)."""
+    from adapters.serve.llama_compare import LlamaCompare
+
     settings = GenerationSettings(max_new_tokens=ANSWER_TOKENS, min_new_tokens=ANSWER_TOKENS)
-    one, two = [], []
-    for _ in range(runs):
-        start = time.perf_counter()
-        engine.submit(msgs, "bench-a", settings).text()
-        one.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        for adapter in (None, "bench-a"):
-            engine.submit(msgs, adapter, settings).text()
-        two.append(time.perf_counter() - start)
-    return statistics.median(one), statistics.median(two)
+    panes = LlamaCompare(engine, base_hash)
+    panes.compare(msgs, [None, "bench-a"], GenerationSettings(max_new_tokens=2))  # build, warm up
+    one, seq, side = [], [], []
+    try:
+        for _ in range(runs):
+            start = time.perf_counter()
+            engine.submit(msgs, "bench-a", settings).text()
+            one.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            for adapter in (None, "bench-a"):
+                engine.submit(msgs, adapter, settings).text()
+            seq.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            panes.compare(msgs, [None, "bench-a"], settings)
+            side.append(time.perf_counter() - start)
+    finally:
+        panes.close()
+    ratio = statistics.median(b / a for a, b in zip(one, side, strict=True))
+    return statistics.median(one), statistics.median(seq), statistics.median(side), ratio
 
 
 def render_llama(torch_results: list[dict], llama: dict) -> str:
@@ -120,13 +135,20 @@ def render_llama(torch_results: list[dict], llama: dict) -> str:
         lambda t, ll: t <= 0.300)
     row("adapter switch, median of 50", "switch_s", lambda v: f"{v * 1000:.2f} ms")
     row("one answer (adapter, 128 tokens)", "one_answer_s", lambda v: f"{v:.2f} s")
-    row("compare, base + adapter", "compare_s", lambda v: f"{v:.2f} s")
+    row("compare, base + adapter, one after the other", "compare_s", lambda v: f"{v:.2f} s")
+    side = (f"{llama['compare_panes_s']:.2f} s = {llama['compare_panes_ratio']:.2f}x"
+            + _mark(lambda ratio, _: ratio <= 1.3, llama["compare_panes_ratio"], None))
+    lines.append("| compare, base + adapter side by side (what Compare runs on llama.cpp: a context per "
+                 "pane); ratio: median of 5 pairs | " + " | ".join([side, *[""] * len(torch_results)])
+                 + " | <= 1.3x |")
     ratios = ", ".join(f"{r['dtype']} {r['decode_base_tps'] / llama['decode_base_tps']:.2f}x / "
                        f"{r['decode_adapter_tps'] / llama['decode_adapter_tps']:.2f}x" for r in torch_results)
     lines += ["", f"PyTorch decode as a share of llama.cpp's (base / adapter): {ratios}. "
               f"llama.cpp's own ttft {llama['ttft_adapter_s'] * 1000:.0f} ms, adapter load "
-              f"{llama['adapter_load_s'] * 1000:.1f} ms; its compare is two answers one after the "
-              f"other: {llama['compare_s'] / llama['one_answer_s']:.2f}x one answer."]
+              f"{llama['adapter_load_s'] * 1000:.1f} ms; its compare: one after the other "
+              f"{llama['compare_s'] / llama['one_answer_s']:.2f}x one answer, side by side "
+              f"{llama['compare_panes_ratio']:.2f}x. Compare on PyTorch: a batch of two rows "
+              "(the PyTorch columns above)."]
     return "\n".join(lines) + "\n"
 
 

@@ -8,8 +8,10 @@ alone mislead: bf16 decoded faster than fp32 on a CPU without AVX512-BF16) and r
 - several at once -> the continuous-batching scheduler when its measured aggregate beats
   that single stream, otherwise the same single-stream engine, queued.
 
-PyTorch stays the reference: evaluation and Compare use the session directly, and a GPU
-session never routes to llama.cpp. Every ticket is labelled with the engine that answered.
+Compare follows the same rule: on llama.cpp each pane decodes on its own context side by side
+(:mod:`adapters.serve.llama_compare`); on PyTorch the panes are rows of the scheduler's batch.
+PyTorch stays the reference: evaluation uses the session directly, and a GPU session never
+routes to llama.cpp. Every answer is labelled with the engine that produced it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from adapters.generate import GenerationSettings
+from adapters.generate import Answer, GenerationSettings
 from adapters.serve.ticket import Ticket
 from adapters.session import ModelSession
 
@@ -47,6 +49,7 @@ class Engines:
         self._llama_factory = llama_factory or make_llama_engine
         self._lock = threading.Lock()
         self._engines: dict[str, object] = {}
+        self._panes = None  # Compare's llama.cpp contexts (LlamaCompare), built on first use
         self.llama_error: str | None = None  # why llama.cpp does not serve, when it does not
         self.rates: dict[str, float] = {}  # measured tokens/s per engine (auto)
         self._live: list[Ticket] = []
@@ -107,6 +110,37 @@ class Engines:
         with self._lock:
             self._live = [t for t in self._live if not t.done] + [ticket]
         return ticket
+
+    def compare(self, messages: list[dict], adapters: list[str | None],
+                settings: GenerationSettings | None = None) -> tuple[list[Answer], str]:
+        """Compare's answers (``None``: the base) on the engine the rule picks, and one line
+        saying how they were decoded.
+
+        Raises:
+            ValueError: bad settings or messages, an unusable adapter; ServerBusy: queue full.
+        """
+        engine = self.pick()
+        if getattr(engine, "name", "") == "llama.cpp":
+            panes = self._llama_compare(engine)
+            answers = panes.compare(messages, adapters, settings)
+            threads = panes.threads_per_pane(len(adapters))
+            how = (f"side by side on {engine.label} (one context per pane, {threads} "
+                   f"thread{'s' if threads > 1 else ''} each)")
+        else:
+            from adapters.serve.chat import compare
+
+            answers = compare(self.session, messages, adapters, settings)
+            how = f"together in one batch on {label(self.pytorch())}"
+        seconds = answers[0].seconds if answers else 0.0
+        return answers, f"{len(answers)} answers decoded {how} in {seconds:.1f} s"
+
+    def _llama_compare(self, engine):
+        from adapters.serve.llama_compare import LlamaCompare
+
+        with self._lock:
+            if self._panes is None or self._panes.engine is not engine:
+                self._panes = LlamaCompare(engine, self.session.resolved.weight_hash)
+            return self._panes
 
     def pick(self):
         """The engine for the next request (see the module docstring)."""

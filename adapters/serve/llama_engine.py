@@ -58,6 +58,7 @@ class LlamaEngine(OneAtATime):
         from adapters.export.llama_tools import open_model
 
         self.threads = threads or physical_cores()
+        self._max_queue = max_queue
         self.llm = open_model(base_gguf, n_ctx=n_ctx or 0, n_threads=self.threads,
                               n_threads_batch=self.threads, verbose=False)
         if not n_ctx and self.llm.n_ctx() > 8192:  # n_ctx=0 took the training context
@@ -71,9 +72,23 @@ class LlamaEngine(OneAtATime):
         self._formatter = _formatter(self.llm)
         super().__init__(max_queue=max_queue)
 
+    def sibling(self) -> LlamaEngine:
+        """Another context on the same GGUF files, with its own queue and worker (Compare
+        decodes its panes side by side on siblings). The weights are memory-mapped, so the
+        pages are shared; each sibling has its own KV cache."""
+        return LlamaEngine(self.base_gguf, self._lora_gguf, n_ctx=self.llm.n_ctx(),
+                           threads=self.threads, max_queue=self._max_queue, label=self.label,
+                           cores_busy=self._cores_busy)
+
+    def lora_file(self, adapter: str | None) -> Path | None:
+        """The LoRA GGUF that answers for ``adapter`` (None for the base); ValueError if unusable."""
+        return None if is_base(adapter) else Path(self._lora_gguf(adapter))
+
     def submit(self, messages: list[dict], adapter: str | None,
-               settings: GenerationSettings | None = None, stop: list[str] | None = None) -> Ticket:
-        """Queue one answer; returns at once with its :class:`Ticket`.
+               settings: GenerationSettings | None = None, stop: list[str] | None = None,
+               threads: int | None = None) -> Ticket:
+        """Queue one answer; returns at once with its :class:`Ticket`. ``threads`` overrides
+        the decode threads for this answer (Compare splits the cores between its panes).
 
         Raises:
             ValueError: bad settings or messages, a prompt too long, an unusable adapter.
@@ -82,13 +97,13 @@ class LlamaEngine(OneAtATime):
         settings = settings or GenerationSettings()
         settings.check()
         name = None if is_base(adapter) else adapter
-        lora = None if name is None else Path(self._lora_gguf(name))
+        lora = self.lora_file(name)
         prompt = self.encode(_with_system(messages, settings))
         if len(prompt) >= self.llm.n_ctx():
             raise ValueError(f"the conversation is {len(prompt)} tokens; this model reads at most "
                              f"{self.llm.n_ctx()}: shorten the message or clear the chat")
         ticket = Ticket("base" if name is None else name, len(prompt), self._position)
-        return self._enqueue(ticket, prompt, lora, settings, StopText(stop))
+        return self._enqueue(ticket, prompt, lora, settings, StopText(stop), threads)
 
     def encode(self, messages: list[dict]) -> list[int]:
         """Prompt tokens: the GGUF's chat template, BOS only where the template writes none
@@ -132,10 +147,10 @@ class LlamaEngine(OneAtATime):
             llama_cpp.llama_adapter_lora_free(self._loras.pop(old))
 
     def _answer(self, ticket: Ticket, prompt: list[int], lora: Path | None,
-                settings: GenerationSettings, stop: StopText) -> None:
+                settings: GenerationSettings, stop: StopText, threads: int | None = None) -> None:
         self.attach(lora)
         with self._lock:
-            self._set_threads()
+            self._set_threads(threads)
             reason = self._decode(ticket, prompt, settings, stop)
         ticket._put(stop.flush())
         ticket._finish(reason)
@@ -165,12 +180,12 @@ class LlamaEngine(OneAtATime):
             tokens.close()
         return "length"
 
-    def _set_threads(self) -> None:
+    def _set_threads(self, threads: int | None = None) -> None:
         busy = False
         if self._cores_busy is not None:
             with suppress(Exception):
                 busy = bool(self._cores_busy())
-        n = 1 if busy else self.threads
+        n = 1 if busy else (threads or self.threads)
         self.llm._ctx.set_n_threads(n, n)
 
 

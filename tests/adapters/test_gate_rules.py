@@ -103,3 +103,14 @@ def test_cli_shows_edits_and_resets_the_rules(shelf, capsys):
     assert "not valid JSON" in capsys.readouterr().err
     assert main(["gate", "tuned", "--reset"]) == 0
     assert read_rules(shelf.path("tuned")) == DEFAULT_RULES
+
+
+def test_the_list_command_shows_each_adapters_gate_state(shelf, capsys):
+    assert main(["list"]) == 0
+    head, row = capsys.readouterr().out.splitlines()[:2]
+    assert "release gate" in head and row.split()[0] == "tuned" and " not evaluated " in row
+    record(shelf, "tuned", VERDICT, ABOUT)
+    assert main(["list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["gate"] == "passed"
+    assert main(["list"]) == 0
+    assert " passed " in capsys.readouterr().out.splitlines()[1]

@@ -135,7 +135,7 @@ def test_compare_shows_labelled_panes_and_saves_feedback(page):
     _tab(page, "Compare")
     page.wait_for_timeout(1000)
     page.click("#compare-go")
-    wait_text(page, "#compare-timing", lambda t: "decoded together in one batch" in t, 60)
+    wait_text(page, "#compare-timing", lambda t: "answers decoded" in t, 60)
     labels = page.locator("#compare-pane-0 label, #compare-pane-1 label").all_inner_texts()
     joined = " ".join(labels)
     assert "base" in joined and "browser-adapter" in joined

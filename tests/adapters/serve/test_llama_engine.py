@@ -67,3 +67,39 @@ def test_auto_measures_both_engines_and_labels_the_answer(llama_session, llama):
     ticket = engines.submit(MSGS, "a", GREEDY)
     assert ticket.text() == compare(llama_session, MSGS, ["a"], GREEDY)[0].text
     assert ticket.engine.startswith(fastest) and "auto" in engines.describe()
+
+
+def test_compare_decodes_each_pane_on_its_own_context_with_each_adapters_solo_answer(llama_session, llama):
+    from adapters.serve.llama_compare import LlamaCompare
+
+    panes = LlamaCompare(llama, llama_session.resolved.weight_hash)
+    try:
+        adapters = [None, "a", "b"]
+        got = panes.compare(MSGS, adapters, GREEDY)
+        assert [a.text for a in got] == [llama.submit(MSGS, a, GREEDY).text() for a in adapters]
+        assert [a.adapter for a in got] == ["base", "a", "b"]
+        hashes = [a.adapter_hash for a in got]
+        assert hashes[0] == llama_session.resolved.weight_hash
+        assert hashes[1:] == [llama_session.adapter_hash(a) for a in ("a", "b")]  # the weights' own hash
+        assert len({a.seconds for a in got}) == 1 and got[0].seconds > 0
+        assert len(panes.panes(3)) == 3 and all(p is not llama for p in panes.panes(3))
+        assert panes.threads_per_pane(2) == max(1, llama.threads // 2)
+        again = panes.compare(MSGS, ["b", None], GREEDY)  # panes reused, adapters swapped over
+        assert [a.text for a in again] == [got[2].text, got[0].text]
+        with pytest.raises(ValueError, match="nope"):
+            panes.compare(MSGS, [None, "nope"], GREEDY)
+        with pytest.raises(ValueError, match="1 to 3"):
+            panes.compare(MSGS, [None, "a", "b", "c"], GREEDY)
+    finally:
+        panes.close()
+
+
+def test_engines_compare_names_how_the_panes_were_decoded(llama_session, llama):
+    on_llama = Engines(llama_session, "llama.cpp", llama_factory=lambda session, max_queue: llama)
+    on_torch = Engines(llama_session, "pytorch")
+    want = compare(llama_session, MSGS, [None, "a"], GREEDY)
+    for engines, how in ((on_llama, "side by side on llama.cpp f32 (one context per pane"),
+                         (on_torch, "together in one batch on pytorch float32")):
+        answers, line = engines.compare(MSGS, [None, "a"], GREEDY)
+        assert [a.text for a in answers] == [w.text for w in want]
+        assert line.startswith(f"2 answers decoded {how}"), line
