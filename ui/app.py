@@ -24,10 +24,12 @@ def build_app(base_model: str = "default", engine: Engine | None = None, serving
                     "train → evaluate → keep adapters → chat → compare.")
         with gr.Tabs(elem_id="tabs") as tabs:
             train = build_train_tab(engine)
-            build_evaluate_tab(engine)
+            evaluate = build_evaluate_tab(engine)
             build_adapters_tab(engine)
             build_chat_tab(engine)
             compare = build_compare_tab(engine)
+        # A helpdesk import's held-out conversations become the Evaluate tab's dataset.
+        train["imported"].then(lambda held_out: held_out or gr.skip(), train["held_out_file"], evaluate["data"])
         train["to_compare"].click(
             lambda rid: _open_compare(engine, rid), train["run_id"], [tabs, compare["adapter"]])
         # Start loading the base model as soon as a page opens; Chat's status line shows progress.

@@ -116,4 +116,4 @@ def build_evaluate_tab(engine: Engine) -> dict:
                   api_name="evaluate")
         which.change(_samples, [report_state, which], per_sample)
         which.change(_slices, [report_state, which], slices)
-    return {"tab": tab}
+    return {"tab": tab, "data": data}

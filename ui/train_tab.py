@@ -31,7 +31,7 @@ def build_train_tab(engine: Engine) -> dict:
                 path = gr.Textbox(label="Dataset path", visible=False, elem_id="train-path")
                 data_info = gr.Markdown()
                 data_preview = gr.Dataframe(label="First rows", interactive=False, wrap=True, max_height=220)
-                imported = _helpdesk_import(source, path)
+                imported, held_out_file = _helpdesk_import(source, path)
             with gr.Column(scale=1):
                 dev_offer = forms.device_offer(hw)
                 device = gr.Dropdown(dev_offer.choices, value="auto", label="Device")
@@ -146,7 +146,8 @@ def build_train_tab(engine: Engine) -> dict:
         tab.select(on_data, [source, upload, path], [data_info, data_preview])
         # The Train tab is the first one shown: fill it when the page opens too.
         on_load = [(poll, [run_id, gr.State(None)], outputs), (on_data, [source, upload, path], [data_info, data_preview])]
-    return {"tab": tab, "to_compare": to_compare, "run_id": run_id, "on_load": on_load}
+    return {"tab": tab, "to_compare": to_compare, "run_id": run_id, "on_load": on_load,
+            "imported": imported, "held_out_file": held_out_file}
 
 
 def _helpdesk_import(source, path):
@@ -164,14 +165,18 @@ def _helpdesk_import(source, path):
         shown = gr.Dataframe(headers=transcripts.PREVIEW_HEADERS, label="First redacted conversations",
                              interactive=False, wrap=True, max_height=300)
 
-    def on_import_export(upload_file, typed, column_map, role_map, fraction):
-        text, rows, train_file = transcripts.import_export(upload_file, typed, column_map, role_map, fraction)
-        if train_file is None:
-            return text, gr.update(value=None), gr.skip(), gr.skip()
-        return text, gr.update(value=rows), DATA_SOURCES[2], train_file
+        held_out_file = gr.State(None)  # the import's eval.jsonl: ui/app.py hands it to Evaluate
 
-    return run.click(on_import_export, [export, export_path, columns, roles, held_out], [report, shown, source, path],
-              api_name="import_transcripts")
+    def on_import_export(upload_file, typed, column_map, role_map, fraction):
+        text, rows, train_file, eval_file = transcripts.import_export(upload_file, typed, column_map,
+                                                                       role_map, fraction)
+        if train_file is None:
+            return text, gr.update(value=None), gr.skip(), gr.skip(), None
+        return text, gr.update(value=rows), DATA_SOURCES[2], train_file, eval_file
+
+    event = run.click(on_import_export, [export, export_path, columns, roles, held_out],
+                      [report, shown, source, path, held_out_file], api_name="import_transcripts")
+    return event, held_out_file
 
 
 def forms_types():

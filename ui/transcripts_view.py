@@ -20,10 +20,11 @@ PREVIEW_CONVERSATIONS = 3
 
 
 def import_export(upload_file, typed: str | None, column_map: str = "", roles: str = "",
-                  eval_fraction=0.1, seed=42) -> tuple[str, list[list[str]], str | None]:
-    """Import the uploaded (or typed) export; (summary, preview rows, train.jsonl path or None).
+                  eval_fraction=0.1, seed=42) -> tuple[str, list[list[str]], str | None, str | None]:
+    """Import the uploaded (or typed) export: (summary, preview rows, train.jsonl path, eval.jsonl
+    path); a path is None when that file was not written.
 
-    Bad input comes back as a one-sentence summary, no rows and no path.
+    Bad input comes back as a one-sentence summary, no rows and no paths.
     """
     from finetune.data.transcripts import import_to_folder
     from finetune.hashing import file_hash
@@ -34,8 +35,12 @@ def import_export(upload_file, typed: str | None, column_map: str = "", roles: s
         stats = import_to_folder(src, folder, float(eval_fraction or 0), int(seed or 0), None,
                                  parse_column_map(column_map), parse_role_map(roles))
     except (ValueError, OSError) as err:
-        return f"⚠️ {err}", [], None
-    return summary(stats), preview_rows(stats["train_file"], stats.get("eval_file")), stats["train_file"]
+        return f"⚠️ {err}", [], None, None
+    eval_file = stats.get("eval_file")
+    text = summary(stats)
+    if eval_file:
+        text += f"\n\nHeld-out conversations: `{eval_file}`, now the Evaluate tab's dataset."
+    return text, preview_rows(stats["train_file"], eval_file), stats["train_file"], eval_file
 
 
 def summary(s: dict) -> str:

@@ -143,3 +143,16 @@ def test_compare_shows_labelled_panes_and_saves_feedback(page):
     page.click("#compare-save")
     wait_text(page, "#compare-saved", lambda t: "Saved" in t, 30)
     shot(page, "04-compare")
+
+
+def test_a_helpdesk_import_hands_its_held_out_conversations_to_evaluate(page):
+    _tab(page, "Train")
+    page.get_by_text("Import a helpdesk export").click()
+    _fill(page, "import-path", str(ROOT / "assets" / "demo_helpdesk_export.csv"))
+    page.click("#import-run")
+    report = wait_text(page, "#import-report", lambda t: "Imported" in t or "⚠️" in t, 60)
+    assert "now the Evaluate tab's dataset" in report, report
+    _tab(page, "Evaluate")
+    page.wait_for_function("() => [...document.querySelectorAll('#eval-data textarea, #eval-data input')]"
+                           ".some(box => box.value.endsWith('eval.jsonl'))", timeout=30_000)
+    shot(page, "05-import-to-evaluate")

@@ -13,8 +13,10 @@ DEMO = ROOT / "assets" / "demo_helpdesk_export.csv"
 
 
 def test_import_previews_counts_and_redacted_conversations(home):
-    text, rows, train_file = import_export(str(DEMO), "", eval_fraction=0.2)
+    text, rows, train_file, eval_file = import_export(str(DEMO), "", eval_fraction=0.2)
     assert "Imported 9 conversations" in text and "1 no agent reply" in text
+    assert eval_file == str(Path(train_file).with_name("eval.jsonl")) and Path(eval_file).is_file()
+    assert f"`{eval_file}`, now the Evaluate tab's dataset" in text
     assert "Redacted:" in text and "card" in text and "phone" in text
     assert train_file and Path(train_file).is_relative_to(home / "datasets" / "transcripts")
     assert len({r[0] for r in rows}) == PREVIEW_CONVERSATIONS
@@ -28,8 +30,9 @@ def test_import_previews_counts_and_redacted_conversations(home):
 def test_typed_path_and_maps(home, tmp_path):
     export = tmp_path / "own.csv"
     export.write_text("case,who,msg\n1,Member,hello\n1,Rep,hi there\n")
-    text, rows, train_file = import_export(None, str(export), "ticket=case,role=who,text=msg",
-                                           "Member=user,Rep=assistant", 0)
+    text, rows, train_file, eval_file = import_export(None, str(export), "ticket=case,role=who,text=msg",
+                                                      "Member=user,Rep=assistant", 0)
+    assert eval_file is None and "Evaluate tab" not in text  # nothing held out
     assert train_file and rows == [["1", "user", "hello"], ["1", "assistant", "hi there"]]
 
 
@@ -38,8 +41,8 @@ def test_bad_exports_are_a_sentence_and_leave_nothing(home, tmp_path):
     bad.write_text("id,who,words\n1,customer,hi\n")
     for args in [(str(bad), ""), (None, ""), (None, str(tmp_path / "missing.csv")),
                  (str(tmp_path / "x.parquet"), ""), (None, str(bad), "text")]:
-        text, rows, train_file = import_export(*args)
-        assert text.startswith("⚠️ ") and rows == [] and train_file is None
+        text, rows, train_file, eval_file = import_export(*args)
+        assert text.startswith("⚠️ ") and rows == [] and train_file is None and eval_file is None
     assert not (home / "datasets" / "transcripts").exists() or not any((home / "datasets" / "transcripts").rglob("*.jsonl"))
 
 
@@ -48,8 +51,9 @@ def test_the_wired_import_sets_the_dataset_path(tiny_llama_dir, home):
 
     from ui.train_handlers import DATA_SOURCES
 
-    report, shown, source, path = handlers(tiny_llama_dir)["on_import_export"](str(DEMO), "", "", "", 0.1)
+    report, shown, source, path, held_out = handlers(tiny_llama_dir)["on_import_export"](str(DEMO), "", "", "", 0.1)
     assert "Imported 9 conversations" in report and source == DATA_SOURCES[2]
+    assert held_out == str(Path(path).with_name("eval.jsonl"))
     assert path.endswith("train.jsonl") and Path(path).is_file()
     info, frame = handlers(tiny_llama_dir)["on_data"](source, None, path)
     assert "messages=messages" in info and len(frame) > 0
