@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from adapters.generate import GenerationSettings, compare, encode
+from adapters.packed_head import ENV
 from adapters.session import WEIGHTS, ModelSession, physical_cores
 from finetune import models
 from finetune.hashing import file_hash
@@ -228,6 +229,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engines", default="pytorch,llama.cpp",
                         help="with --clients --via api: serving engines to measure, each behind "
                              "its own server (pytorch: the batching scheduler, per --dtypes)")
+    parser.add_argument("--server", choices=["process", "thread"], default="process",
+                        help="with --clients --via api: the API server in its own process (as "
+                             "deployed; default) or in a thread of the benchmark's process")
+    parser.add_argument("--heads", default="packed",
+                        help="with --clients: PyTorch output layers to measure, comma-separated: "
+                             "packed (oneDNN, what serves) and/or plain (F.linear, the baseline)")
     args = parser.parse_args(argv)
     if args.clients:
         return run_clients_bench(args, argv)
@@ -268,7 +275,8 @@ def run_clients_bench(args, argv: list[str]) -> int:
         shelf = Path(tmp) / "adapters"
         make_adapters(shelf, resolved, names)
         os.environ["TUNEDESK_HOME"] = tmp  # the API lists and the GGUF cache read this shelf
-        for engine, dtype in _runs(args):
+        for engine, dtype, head in _runs(args):
+            os.environ[ENV] = head  # read when the run's session loads its model
             if args.via == "scheduler":
                 got, rows = measure_scheduler(resolved.path, shelf, dtype, counts, [None, *names],
                                               args.tokens, log=log, check=args.check)
@@ -276,12 +284,14 @@ def run_clients_bench(args, argv: list[str]) -> int:
                 from adapters.serve.bench_api import measure_api
 
                 got, rows = measure_api(resolved.path, shelf, engine, dtype, counts, [None, *names],
-                                        args.tokens, log=log, check=args.check)
-            results[got] = rows
+                                        args.tokens, log=log, check=args.check, server=args.server)
+            results[got + (" (plain output layer)" if head == "plain" else "")] = rows
+        os.environ.pop(ENV, None)
     load = (load_start, os.getloadavg())
     setup = [f"- command: `{' '.join(['python -m adapters.bench', *argv])}`",
              f"- machine: {cpu_model()}, {physical_cores()} physical cores; native bf16: "
-             f"{_native_bf16()}; via {'the API, openai client' if args.via == 'api' else 'the scheduler'}"
+             f"{_native_bf16()}; via "
+             f"{f'the API (server: {args.server}), openai client' if args.via == 'api' else 'the scheduler'}"
              f"; load average {load[0][0]:.1f} at start, {load[1][0]:.1f} at end",
              f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}; model {models.DEFAULT_MODEL}; "
              "adapters: random LoRA r=16 on q,k,v,o,gate,up,down"]
@@ -293,14 +303,19 @@ def run_clients_bench(args, argv: list[str]) -> int:
     return 0
 
 
-def _runs(args) -> list[tuple[str, str]]:
-    """(engine, dtype) pairs to measure: PyTorch once per dtype, llama.cpp (its GGUF type) once."""
-    if args.via == "scheduler":
-        return [("pytorch", d) for d in args.dtypes.split(",")]
+def _runs(args) -> list[tuple[str, str, str]]:
+    """(engine, dtype, output layer) to measure: PyTorch once per dtype and output layer,
+    llama.cpp (its GGUF type) once."""
+    heads = [h.strip() for h in args.heads.split(",") if h.strip()]
+    if not heads or set(heads) - {"packed", "plain"}:
+        raise SystemExit(f"--heads takes packed and/or plain, got {args.heads!r}")
+    engines = ["pytorch"] if args.via == "scheduler" else args.engines.split(",")
     runs = []
-    for engine in args.engines.split(","):
-        dtypes = args.dtypes.split(",") if engine != "llama.cpp" else ["float32"]
-        runs += [(engine, d) for d in dtypes]
+    for engine in engines:
+        if engine == "llama.cpp":
+            runs.append((engine, "float32", "packed"))
+        else:
+            runs += [(engine, d, h) for d in args.dtypes.split(",") for h in heads]
     return runs
 
 

@@ -18,7 +18,11 @@ failure leaves the plain layer in place.
 
 from __future__ import annotations
 
+import os
+
 PACK_ROWS_HINT = 16  # the batch size oneDNN packs for; measured no slower from 1 to 2,048 rows
+ENV = "TUNEDESK_OUTPUT_LAYER"  # "plain" keeps PyTorch's own linear: an escape hatch, and the
+#                                 baseline of ``python -m adapters.bench --clients ... --heads``
 
 
 def pack_output_layer(model) -> str:
@@ -29,6 +33,8 @@ def pack_output_layer(model) -> str:
     """
     import torch
 
+    if os.environ.get(ENV, "").strip().lower() == "plain":
+        return f"output layer left as is: {ENV}=plain"
     head = model.get_output_embeddings()
     if type(head) is not torch.nn.Linear or "forward" in vars(head):  # a quantized or wrapped head
         return "output layer left as is: not a plain linear layer"

@@ -29,10 +29,12 @@ def build(model: str = "default", engine: str = "auto", api_key: str | None = No
     from adapters.serve.engines import Engines
     from adapters.serve.openai_api import OpenAIServer
     from adapters.session import ModelSession
-    from finetune import runner
     from finetune.hardware import detect
+    from finetune.train import runner
 
-    session = ModelSession(model, device=detect().default_device, cores_busy=runner.any_running)
+    # TUNEDESK_DTYPE (auto | float32 | bfloat16 | float16): the serving dtype, as in the app
+    session = ModelSession(model, device=detect().default_device, cores_busy=runner.any_running,
+                           dtype=os.environ.get("TUNEDESK_DTYPE", "auto"))
     engines = Engines(session, engine)
     app = FastAPI(title="TuneDesk OpenAI-compatible API")
     app.include_router(OpenAIServer(engines, api_key).router())

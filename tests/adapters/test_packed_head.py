@@ -43,3 +43,10 @@ def test_the_session_says_how_its_output_layer_runs(home, varied_dir):
     session.load()
     assert session.status()["output_layer"] == "output layer: oneDNN prepacked float32 matmul"
     assert ModelSession(str(varied_dir), dtype="bfloat16").status()["output_layer"] == ""
+
+
+def test_the_environment_can_keep_the_plain_layer(varied_dir, monkeypatch):
+    monkeypatch.setenv("TUNEDESK_OUTPUT_LAYER", "plain")
+    model = AutoModelForCausalLM.from_pretrained(varied_dir, dtype=torch.float32)
+    assert pack_output_layer(model) == "output layer left as is: TUNEDESK_OUTPUT_LAYER=plain"
+    assert "forward" not in vars(model.get_output_embeddings())

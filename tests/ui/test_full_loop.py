@@ -91,7 +91,7 @@ def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
         page.click("#train-to-compare")
         page.wait_for_timeout(1500)
         page.click("#compare-go")
-        wait_text(page, "#compare-timing", lambda t: "answers decoded" in t, 300)
+        timing = wait_text(page, "#compare-timing", lambda t: "answers decoded" in t, 300)
         labels = " ".join(page.locator("#compare-pane-0 label, #compare-pane-1 label").all_inner_texts())
         assert "base" in labels and adapter in labels, labels
         page.get_by_label(adapter, exact=False).last.check()
@@ -126,6 +126,10 @@ def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
         page.locator("#chat-input textarea").fill("I want to cancel my order, what do I do?")
         page.click("#chat-send")
         wait_text(page, "#chatbot", lambda t: "cancel" in t and len(t) > 80, 300)
+        # Compare answered from the engine the page names for Chat (nothing else was running)
+        answers_from = page.inner_text("#chat-status").partition("Answers from:")[2]
+        assert answers_from.strip().startswith("engine: "), answers_from
+        assert ("llama.cpp" in answers_from.split("(")[0]) == (" on llama.cpp" in timing), (answers_from, timing)
         page.wait_for_timeout(1000)
         shot(page, "loop-04-chat")
         lap("chat with the new adapter")
