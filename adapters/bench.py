@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from adapters.generate import GenerationSettings, compare, encode
-from adapters.packed_head import ENV
+from adapters.packed_linears import ENV
 from adapters.session import WEIGHTS, ModelSession, physical_cores
 from finetune import models
 from finetune.hashing import file_hash
@@ -30,6 +30,7 @@ MSGS = [{"role": "user", "content": "Where is my order? I ordered a blue jacket 
 ANSWER_TOKENS = 128
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 HEADING = "## Adapter session (issue 5)"
+LINEARS_LABEL = {"all": "", "head": " (packed output layer only)", "off": " (no packed linears)"}
 
 
 def make_adapters(shelf: Path, resolved: models.ResolvedModel, names=("bench-a", "bench-b")) -> None:
@@ -232,9 +233,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server", choices=["process", "thread"], default="process",
                         help="with --clients --via api: the API server in its own process (as "
                              "deployed; default) or in a thread of the benchmark's process")
-    parser.add_argument("--heads", default="packed",
-                        help="with --clients: PyTorch output layers to measure, comma-separated: "
-                             "packed (oneDNN, what serves) and/or plain (F.linear, the baseline)")
+    parser.add_argument("--linears", default="all",
+                        help="with --clients: PyTorch linear layers to measure, comma-separated: "
+                             "all (every one through oneDNN's packed matmul: what serves), head "
+                             "(the output layer only) and/or off (F.linear everywhere)")
     args = parser.parse_args(argv)
     if args.clients:
         return run_clients_bench(args, argv)
@@ -275,8 +277,8 @@ def run_clients_bench(args, argv: list[str]) -> int:
         shelf = Path(tmp) / "adapters"
         make_adapters(shelf, resolved, names)
         os.environ["TUNEDESK_HOME"] = tmp  # the API lists and the GGUF cache read this shelf
-        for engine, dtype, head in _runs(args):
-            os.environ[ENV] = head  # read when the run's session loads its model
+        for engine, dtype, linears in _runs(args):
+            os.environ[ENV] = linears  # read when the run's session loads its model
             if args.via == "scheduler":
                 got, rows = measure_scheduler(resolved.path, shelf, dtype, counts, [None, *names],
                                               args.tokens, log=log, check=args.check)
@@ -285,7 +287,7 @@ def run_clients_bench(args, argv: list[str]) -> int:
 
                 got, rows = measure_api(resolved.path, shelf, engine, dtype, counts, [None, *names],
                                         args.tokens, log=log, check=args.check, server=args.server)
-            results[got + (" (plain output layer)" if head == "plain" else "")] = rows
+            results[got + LINEARS_LABEL[linears]] = rows
         os.environ.pop(ENV, None)
     load = (load_start, os.getloadavg())
     setup = [f"- command: `{' '.join(['python -m adapters.bench', *argv])}`",
@@ -304,18 +306,18 @@ def run_clients_bench(args, argv: list[str]) -> int:
 
 
 def _runs(args) -> list[tuple[str, str, str]]:
-    """(engine, dtype, output layer) to measure: PyTorch once per dtype and output layer,
+    """(engine, dtype, packed linears) to measure: PyTorch once per dtype and --linears kind,
     llama.cpp (its GGUF type) once."""
-    heads = [h.strip() for h in args.heads.split(",") if h.strip()]
-    if not heads or set(heads) - {"packed", "plain"}:
-        raise SystemExit(f"--heads takes packed and/or plain, got {args.heads!r}")
+    kinds = [h.strip() for h in args.linears.split(",") if h.strip()]
+    if not kinds or set(kinds) - set(LINEARS_LABEL):
+        raise SystemExit(f"--linears takes all, head and/or off, got {args.linears!r}")
     engines = ["pytorch"] if args.via == "scheduler" else args.engines.split(",")
     runs = []
     for engine in engines:
         if engine == "llama.cpp":
-            runs.append((engine, "float32", "packed"))
+            runs.append((engine, "float32", "all"))
         else:
-            runs += [(engine, d, h) for d in args.dtypes.split(",") for h in heads]
+            runs += [(engine, d, h) for d in args.dtypes.split(",") for h in kinds]
     return runs
 
 

@@ -9,7 +9,9 @@ dtype, and runs with the adapter layers off: the speed of the base model.
 
 The base weights are never modified: the merged weights are separate tensors, swapped in for
 one call and swapped back in ``finally``. Up to ``max_sets`` adapters keep their merged
-weights (~0.2 GB each in bf16 for the default model), least recently used dropped first.
+weights (~0.2 GB each in bf16 for the default model), least recently used dropped first. Where
+the base layers run through oneDNN's prepacked matmul (CPU float32, ``packed_linears.py``), a
+set gets packed copies too (another ~0.4 GB for the default model) while they fit in memory.
 In fp32 merged and unmerged answers agree; in bf16 the merged sum is rounded once, so a long
 answer can differ from the unmerged compare pane by a token here and there.
 """
@@ -22,6 +24,7 @@ from contextlib import contextmanager
 import torch
 
 from adapters.layers_off import adapters_off
+from adapters.packed_linears import add_pack, drop_pack, fits_packed
 
 
 def _lora_layers(model, adapter: str) -> list:
@@ -50,21 +53,23 @@ class MergedWeights:
 
     def drop(self, adapter: str | None = None) -> None:
         """Forget one adapter's merged weights (all when None)."""
-        if adapter is None:
-            self._sets.clear()
-        else:
-            self._sets.pop(adapter, None)
+        for name in list(self._sets) if adapter is None else [adapter]:
+            _forget(self._sets.pop(name, []))
 
     def _build(self, model, adapter: str) -> list[tuple[torch.nn.Module, torch.Tensor]]:
-        merged = []
+        merged, layers = [], _lora_layers(model, adapter)
+        pack = fits_packed(sum(m.get_base_layer().weight.nbytes for m in layers))
         with torch.no_grad():
-            for layer in _lora_layers(model, adapter):
+            for layer in layers:
                 base = layer.get_base_layer().weight
                 a, b = layer.lora_A[adapter].weight, layer.lora_B[adapter].weight
                 delta = (b.float() @ a.float()) * layer.scaling[adapter]
                 if getattr(layer, "fan_in_fan_out", False):
                     delta = delta.t()
-                merged.append((layer, (base.float() + delta).to(base.dtype)))
+                weight = (base.float() + delta).to(base.dtype)
+                if pack:  # a packed copy too, where the base layer runs packed
+                    add_pack(layer.get_base_layer(), weight)
+                merged.append((layer, weight))
         return merged
 
     @contextmanager
@@ -73,7 +78,7 @@ class MergedWeights:
         if adapter not in self._sets:
             self._sets[adapter] = self._build(model, adapter)
             while len(self._sets) > self.max_sets:
-                self._sets.popitem(last=False)
+                _forget(self._sets.popitem(last=False)[1])
         self._sets.move_to_end(adapter)
         swapped = []
         try:
@@ -86,3 +91,9 @@ class MergedWeights:
         finally:
             for param, original in swapped:
                 param.data = original
+
+
+def _forget(merged: list[tuple[torch.nn.Module, torch.Tensor]]) -> None:
+    """Drop the packed copies of a merged set that is being forgotten."""
+    for layer, weight in merged:
+        drop_pack(layer.get_base_layer(), weight)

@@ -62,20 +62,28 @@ class _SharedInput:
 
     def __init__(self):
         self.parts: list[torch.Tensor] = []
+        self.members: list[_StackedLora] = []
         self.a_t = None
+        self.mask = None  # (rows, 1, sum r of all members): the members' row masks side by side
         self.x = None
         self.lowered = None
 
-    def add(self, a_t: torch.Tensor) -> slice:
+    def add(self, a_t: torch.Tensor, member: _StackedLora) -> slice:
         start = sum(p.shape[1] for p in self.parts)
         self.parts.append(a_t)
+        self.members.append(member)
         return slice(start, start + a_t.shape[1])
 
+    def set_mask(self) -> None:
+        self.mask = torch.cat([m.mask for m in self.members], dim=-1)
+
     def lowered_for(self, x: torch.Tensor) -> torch.Tensor:
+        """``(x @ A) * M`` for every member at once: (..., sum r), masked per row."""
         if x is not self.x:
             if self.a_t is None:
                 self.a_t = torch.cat(self.parts, dim=1).contiguous()
-            self.x, self.lowered = x, torch.matmul(x.float(), self.a_t)
+            lowered = torch.matmul(x.float(), self.a_t)
+            self.x, self.lowered = x, lowered.mul_(self.mask if lowered.dim() == 3 else self.mask.squeeze(1))
         return self.lowered
 
     def release(self) -> None:
@@ -93,26 +101,25 @@ class _StackedLora:
 
     def __init__(self, module, held: list[str], shared: _SharedInput):
         a_t = torch.cat([module.lora_A[a].weight for a in held]).t().float()  # (in, sum r)
-        self.shared, self.columns = shared, shared.add(a_t)
+        self.mask = None  # (rows, 1, sum r)
+        self.shared, self.columns = shared, shared.add(a_t, self)
         self.b_t = torch.cat([module.lora_B[a].weight for a in held], dim=1).t().float().contiguous()  # (sum r, out)
         # layers with the same adapters, ranks and scalings share one row mask
         self.signature = tuple((a, module.lora_A[a].weight.shape[0], float(module.scaling[a]))
                                for a in held)
         self.device = module.lora_A[held[0]].weight.device
-        self.mask = None  # (rows, 1, sum r)
         base = module.base_layer
-        plain = type(base) is torch.nn.Linear
-        self.weight, self.bias = (base.weight, base.bias) if plain else (None, None)
-        self.base = None if plain else base
+        # a plain Linear is called without nn.Module's hooks machinery: its own forward, which
+        # is oneDNN's packed matmul where packed_linears.py swapped it in
+        self.base = base.forward if type(base) is torch.nn.Linear else base
 
     def forward(self, x, *args, **kwargs):
         """The layer's forward while routing: its base ``Linear`` plus the masked update."""
-        if self.base is None:
-            output = torch.nn.functional.linear(x, self.weight, self.bias)
-        else:
-            output = self.base(x, *args, **kwargs)
-        lowered = self.shared.lowered_for(x)[..., self.columns]
-        lowered = lowered * (self.mask if lowered.dim() == 3 else self.mask.squeeze(1))
+        output = self.base(x, *args, **kwargs)
+        lowered = self.shared.lowered_for(x)[..., self.columns]  # masked per row already
+        if output.dtype == lowered.dtype and output.is_contiguous():  # float32: one fused addmm
+            output.view(-1, output.shape[-1]).addmm_(lowered.reshape(-1, lowered.shape[-1]), self.b_t)
+            return output
         return output.add_(torch.matmul(lowered, self.b_t))
 
 
@@ -153,6 +160,8 @@ class RowRouter:
             if stacked.signature not in masks:
                 masks[stacked.signature] = _row_mask(stacked.signature, row_adapters, stacked.device)
             stacked.mask = masks[stacked.signature]
+        for shared in self.groups.values():
+            shared.set_mask()
         self.rows = tuple(row_adapters)
 
     @contextmanager

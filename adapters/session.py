@@ -36,7 +36,7 @@ from adapters.devices import DTYPES, dtype_reason, physical_cores, pick_dtype  #
 from adapters.loading import inject_adapter, load_base
 from adapters.manifest import BrokenAdapterError, read_valid_manifest
 from adapters.merged import MergedWeights
-from adapters.packed_head import pack_output_layer
+from adapters.packed_linears import pack_linears
 from adapters.routing import BASE, drop_adapter_name_hooks, is_peft, route, set_adapter
 from adapters.threads import serving_threads, set_call_threads
 from finetune import models, paths
@@ -86,7 +86,7 @@ class ModelSession:
         self._adapters_dir = Path(adapters_dir) if adapters_dir else None
         self._lock = threading.RLock()
         self._state, self._error, self._load_seconds = "not loaded", None, None
-        self.output_layer = ""  # how the output layer runs (adapters/packed_head.py), once loaded
+        self.linears = ""  # how the linear layers run (adapters/packed_linears.py), once loaded
         self._model = self._tokenizer = self._resolved = None
         self._adapters: OrderedDict[str, LoadedAdapter] = OrderedDict()  # LRU order, oldest first
         self._snapshot: tuple[str, ...] = ()  # adapter names for status() without the lock
@@ -105,7 +105,7 @@ class ModelSession:
                 "model": self._resolved.name if self._resolved else None,
                 "adapters": list(self._snapshot), "active": self._active,
                 "load_seconds": self._load_seconds, "error": self._error, "threads": self.threads,
-                "output_layer": self.output_layer}
+                "linears": self.linears}
 
     def load(self, wait: bool = True) -> None:
         """Load the base model now (``wait=False``: in a background thread; poll ``status``)."""
@@ -129,7 +129,7 @@ class ModelSession:
             if self.device == "cpu":
                 self.threads = serving_threads()
             model, tokenizer, resolved = load_base(self.base_name, self.device, self.dtype)
-            self.output_layer = pack_output_layer(model)
+            self.linears = pack_linears(model)
         except Exception as err:
             self._state, self._error = "error", f"{type(err).__name__}: {err}"
             raise

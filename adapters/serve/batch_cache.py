@@ -11,18 +11,68 @@ would alone; the padding only adds masked-out keys, whose softmax weight is exac
 
 When rows leave, leading columns that are padding in every remaining row are cut, so the
 cache is never longer than its longest row.
+
+The batch's layers keep their keys and values in buffers with spare columns
+(:class:`GrowingLayer`), so a decode step writes one column in place where transformers'
+``DynamicLayer`` copies the whole cache (``torch.cat``) at every step of every layer: 17 ms of
+a 16-row step at 55 columns on 2 CPU cores, growing with the answer.
 """
 
 from __future__ import annotations
 
 import torch
+from transformers.cache_utils import DynamicLayer
+
+SPARE_COLUMNS = 64  # columns a layer's buffers gain when full (one copy per 64 decode steps)
+
+
+class GrowingLayer(DynamicLayer):
+    """A ``DynamicLayer`` whose keys and values are views of buffers with spare columns.
+
+    ``update`` writes new columns into the spare ones and copies only when they run out.
+    Shapes as ``DynamicLayer``'s: ``keys`` and ``values`` are (rows, kv_heads, columns, head_dim).
+    Build one with :meth:`gather`.
+    """
+
+    @classmethod
+    def gather(cls, parts: list[tuple[torch.Tensor, torch.Tensor]], columns: int,
+               spare: int = SPARE_COLUMNS) -> GrowingLayer:
+        """The rows of ``parts`` ((keys, values) pairs) stacked in order, each right-aligned to
+        ``columns`` columns: the columns before a shorter part stay zero (masked padding)."""
+        layer = cls()
+        keys, values = parts[0]
+        rows = sum(k.shape[0] for k, _ in parts)
+        layer._keys = keys.new_zeros(rows, keys.shape[1], columns + spare, keys.shape[3])
+        layer._values = values.new_zeros(rows, values.shape[1], columns + spare, values.shape[3])
+        at = 0
+        for keys, values in parts:
+            end, start = at + keys.shape[0], columns - keys.shape[2]
+            layer._keys[at:end, :, start:columns] = keys
+            layer._values[at:end, :, start:columns] = values
+            at = end
+        layer.dtype, layer.device, layer.is_initialized = keys.dtype, keys.device, True
+        layer._view(columns)
+        return layer
+
+    def _view(self, length: int) -> None:
+        self.length = length
+        self.keys, self.values = self._keys[:, :, :length], self._values[:, :, :length]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        new = key_states.shape[-2]
+        if self.length + new > self._keys.shape[2]:  # out of spare columns: one bigger copy
+            grown = GrowingLayer.gather([(self.keys, self.values)], self.length, max(SPARE_COLUMNS, new))
+            self._keys, self._values = grown._keys, grown._values
+        end = self.length + new
+        self._keys[:, :, self.length:end] = key_states
+        self._values[:, :, self.length:end] = value_states
+        self._view(end)
+        return self.keys, self.values
 
 
 def check_cache(cache) -> None:
     """Refuse cache kinds this batch cannot join (sliding windows, static or offloaded caches)."""
-    from transformers.cache_utils import DynamicLayer
-
-    kinds = {type(layer) for layer in cache.layers}
+    kinds = {DynamicLayer if type(layer) is GrowingLayer else type(layer) for layer in cache.layers}
     if kinds != {DynamicLayer}:
         names = ", ".join(sorted(k.__name__ for k in kinds))
         raise ValueError(f"continuous batching needs full-attention dynamic cache layers; "
@@ -64,14 +114,15 @@ class BatchCache:
         mask = mask.to(torch.long)
         positions = mask.sum(dim=1)  # the next token's position id = real tokens so far
         if self.cache is None or self.rows == 0:
+            cache.layers[:] = [GrowingLayer.gather([(layer.keys, layer.values)], mask.shape[1])
+                               for layer in cache.layers]
             self.cache, self.mask, self.positions = cache, mask, positions
             return
         width = max(self.columns, mask.shape[1])
         own, new = width - self.columns, width - mask.shape[1]
-        for mine, theirs in zip(self.cache.layers, cache.layers, strict=True):
-            mine.keys = torch.cat([_left_pad(mine.keys, own, 2), _left_pad(theirs.keys, new, 2)])
-            mine.values = torch.cat([_left_pad(mine.values, own, 2),
-                                     _left_pad(theirs.values, new, 2)])
+        self.cache.layers[:] = [
+            GrowingLayer.gather([(mine.keys, mine.values), (theirs.keys, theirs.values)], width)
+            for mine, theirs in zip(self.cache.layers, cache.layers, strict=True)]
         self.mask = torch.cat([_left_pad(self.mask, own, 1), _left_pad(mask, new, 1)])
         self.positions = torch.cat([self.positions, positions])
 
@@ -86,9 +137,9 @@ class BatchCache:
         self.mask, self.positions = self.mask[index], self.positions[index]
         cut = int((self.mask.sum(dim=0) > 0).to(torch.long).argmax())  # first column in use
         self.mask = self.mask[:, cut:]
-        for layer in self.cache.layers:
-            layer.keys = layer.keys[index, :, cut:].contiguous()
-            layer.values = layer.values[index, :, cut:].contiguous()
+        self.cache.layers[:] = [
+            GrowingLayer.gather([(layer.keys[index, :, cut:], layer.values[index, :, cut:])], self.columns)
+            for layer in self.cache.layers]
 
     def step_inputs(self, last_tokens: torch.Tensor) -> dict:
         """Forward-pass arguments for one decode step feeding ``last_tokens`` (rows,)."""
@@ -103,12 +154,46 @@ class BatchCache:
         self.positions = self.positions + 1
 
 
-def prefill_inputs(input_ids: torch.Tensor, mask: torch.Tensor) -> dict:
-    """Forward-pass arguments for the prompts of newcomers (left-padded, a fresh cache).
+def prefill_inputs(input_ids: torch.Tensor, mask: torch.Tensor, past=None,
+                   past_mask: torch.Tensor | None = None) -> dict:
+    """Forward-pass arguments for the prompts of newcomers (left-padded), on a fresh cache or
+    after ``past`` (a cache of reused beginnings whose real columns ``past_mask`` marks).
 
     Position ids count real tokens only (as ``generate`` does for left-padded batches), so a
     padded prompt gets the positions it would have alone.
     """
     positions = (mask.to(torch.long).cumsum(dim=1) - 1).clamp(min=0)
-    return {"input_ids": input_ids, "attention_mask": mask, "position_ids": positions,
-            "use_cache": True}
+    inputs = {"input_ids": input_ids, "attention_mask": mask, "position_ids": positions,
+              "use_cache": True}
+    if past is not None:
+        positions += past_mask.sum(dim=1, keepdim=True)
+        inputs.update(attention_mask=torch.cat([past_mask, mask], dim=1), past_key_values=past)
+    return inputs
+
+
+def past_cache(parts: list[tuple[torch.Tensor, torch.Tensor] | None], columns: int, spare: int):
+    """A cache holding each row's reused beginning, right-aligned to ``columns`` columns.
+
+    Args:
+        parts: per row, (keys, values) of shape (layers, kv_heads, tokens, head_dim), or None.
+        columns: the longest beginning; shorter ones are left-padded with masked zeros.
+        spare: columns to keep free for the prompts' remaining tokens.
+    """
+    from transformers.cache_utils import DynamicCache
+
+    keys, values = next(p for p in parts if p is not None)
+    empty_k, empty_v = keys[:, :, :0], values[:, :, :0]
+    rows = [p if p is not None else (empty_k, empty_v) for p in parts]
+    cache = DynamicCache()
+    cache.layers = [GrowingLayer.gather([(k[layer:layer + 1], v[layer:layer + 1]) for k, v in rows],
+                                        columns, spare) for layer in range(keys.shape[0])]
+    return cache
+
+
+def row_columns(cache, mask: torch.Tensor, row: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row ``row``'s real columns (``mask`` 1) of every layer, copied:
+    (keys, values), each (layers, kv_heads, real tokens, head_dim)."""
+    columns = mask[row].nonzero().view(-1)
+    keys = torch.stack([layer.keys[row].index_select(1, columns) for layer in cache.layers])
+    values = torch.stack([layer.values[row].index_select(1, columns) for layer in cache.layers])
+    return keys, values

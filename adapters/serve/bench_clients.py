@@ -6,11 +6,14 @@ returning an iterable of text deltas, so the same function measures the schedule
 and, through a thin wrapper, an HTTP endpoint. Every client sends one request at the same
 moment (the hardest case for time to first token) for its own adapter, round-robin over the
 adapters and the base, and every answer is exactly ``tokens`` tokens long (``min_new_tokens``),
-so runs compare like with like.
+so runs compare like with like. Every request of a benchmark is a different question (its own
+ticket number first), as customers' are: a server may reuse the chat template's shared
+beginning (``prefix_cache.py``), never a whole earlier prompt.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -27,11 +30,16 @@ QUESTIONS = [
 ]
 
 Submit = Callable[[list[dict], "str | None", GenerationSettings], Iterable[str]]
+_TICKETS = itertools.count(1001)  # ticket numbers: unique within a benchmark process
 
 
-def _one_client(submit: Submit, index: int, adapter, settings, start: threading.Barrier,
-                out: list) -> None:
-    messages = [{"role": "user", "content": QUESTIONS[index % len(QUESTIONS)]}]
+def question(ticket: int, index: int) -> list[dict]:
+    """Client ``index``'s chat, opened with its own ticket number."""
+    return [{"role": "user", "content": f"Ticket {ticket}: {QUESTIONS[index % len(QUESTIONS)]}"}]
+
+
+def _one_client(submit: Submit, messages: list[dict], adapter, settings,
+                start: threading.Barrier, out: list, index: int) -> None:
     start.wait()
     began, first, text = time.perf_counter(), None, []
     try:
@@ -39,9 +47,10 @@ def _one_client(submit: Submit, index: int, adapter, settings, start: threading.
             if first is None and delta:
                 first = time.perf_counter()
             text.append(delta)
-        out[index] = (began, first or time.perf_counter(), time.perf_counter(), None, "".join(text))
+        out[index] = (began, first or time.perf_counter(), time.perf_counter(), None, "".join(text),
+                      messages)
     except Exception as err:  # reported in the row, the other clients go on
-        out[index] = (began, began, time.perf_counter(), err, "")
+        out[index] = (began, began, time.perf_counter(), err, "", messages)
 
 
 def run_clients(submit: Submit, clients: int, adapters: list, tokens: int) -> dict:
@@ -50,7 +59,8 @@ def run_clients(submit: Submit, clients: int, adapters: list, tokens: int) -> di
     out: list = [None] * clients
     start = threading.Barrier(clients)
     threads = [threading.Thread(target=_one_client, daemon=True,
-                                args=(submit, i, adapters[i % len(adapters)], settings, start, out))
+                                args=(submit, question(next(_TICKETS), i), adapters[i % len(adapters)],
+                                      settings, start, out, i))
                for i in range(clients)]
     for thread in threads:
         thread.start()
@@ -62,6 +72,7 @@ def run_clients(submit: Submit, clients: int, adapters: list, tokens: int) -> di
     full = [r[2] - r[0] for r in out]
     wall = max(r[2] for r in out) - began
     return {"clients": clients, "tokens": tokens, "errors": errors, "texts": [r[4] for r in out],
+            "messages": [r[5] for r in out],
             "aggregate_tps": clients * tokens / wall, "wall_s": wall,
             "ttft_p50_s": _pct(ttft, 50), "ttft_p95_s": _pct(ttft, 95),
             "full_p50_s": _pct(full, 50), "full_p95_s": _pct(full, 95)}
@@ -87,7 +98,7 @@ def bench_clients(engine_submit: Submit, clients: list[int], adapters: list, tok
         rows.append(row)
         if log:
             log(" ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                         for k, v in row.items() if k != "texts"))
+                         for k, v in row.items() if k not in ("texts", "messages")))
     solo = rows[0]
     if check:
         rows[-1].update(same_as_alone(engine_submit, rows[-1], adapters, tokens, check))
@@ -102,8 +113,7 @@ def same_as_alone(submit: Submit, row: dict, adapters: list, tokens: int, count:
     that differ, the first character where they part."""
     settings = GenerationSettings(max_new_tokens=tokens, min_new_tokens=tokens)
     partings = []
-    for i, batched in enumerate(row["texts"][:count]):
-        messages = [{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}]
+    for i, (batched, messages) in enumerate(zip(row["texts"][:count], row["messages"], strict=False)):
         solo = "".join(submit(messages, adapters[i % len(adapters)], settings))
         if solo != batched:
             partings.append(next((k for k, (a, b) in enumerate(zip(solo, batched, strict=False)) if a != b),

@@ -27,9 +27,10 @@ from dataclasses import dataclass
 import torch
 
 from adapters.generate import GenerationSettings, _fitting, _stop_ids, _with_system, encode
-from adapters.serve.batch_cache import BatchCache, prefill_inputs
+from adapters.serve.batch_cache import BatchCache, past_cache, prefill_inputs, row_columns
 from adapters.serve.decoding import TextStream, TokenChooser
-from adapters.serve.limits import KvBudget
+from adapters.serve.limits import KvBudget, available_bytes
+from adapters.serve.prefix_cache import MEMORY_SHARE, PrefixCache
 from adapters.serve.routing import StepRouter
 from adapters.serve.ticket import ServerBusy, Ticket
 from adapters.session import ModelSession, check_base, is_base, read_adapter_folder
@@ -55,6 +56,11 @@ class _Request:
     def reserve(self) -> int:
         return len(self.prompt) + self.settings.max_new_tokens
 
+    @property
+    def version(self) -> tuple | None:
+        """Whose keys and values this row computes: None for the base, else (adapter, hash)."""
+        return None if self.adapter is None else (self.adapter, self.digest)
+
 
 class Scheduler:
     """Serves requests through one ``ModelSession`` with continuous batching.
@@ -63,12 +69,17 @@ class Scheduler:
         session: the model session (its lock and thread policy are respected).
         max_batch: rows decoded together; default from free memory (``limits.py``).
         max_queue: waiting requests beyond which ``submit`` raises :class:`ServerBusy`.
+        prefix_bytes: memory for reused prompt beginnings (``prefix_cache.py``); default a
+            share of the memory free now, 0 turns the reuse off.
     """
 
-    def __init__(self, session: ModelSession, *, max_batch: int | None = None, max_queue: int = 64):
+    def __init__(self, session: ModelSession, *, max_batch: int | None = None, max_queue: int = 64,
+                 prefix_bytes: int | None = None):
         if max_batch is not None and max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         self.session, self.max_queue, self._max_batch = session, max_queue, max_batch
+        self.prefix = PrefixCache(int(MEMORY_SHARE * available_bytes()) if prefix_bytes is None
+                                  else prefix_bytes)
         self._cond = threading.Condition()
         self._waiting: deque[_Request] = deque()
         self._rows: list[_Request] = []
@@ -117,7 +128,7 @@ class Scheduler:
         budget = self._budget
         return {"running": len(self._rows), "waiting": len(self._waiting),
                 "max_batch": budget.max_batch if budget else self._max_batch,
-                "kv_budget_bytes": budget.bytes if budget else None}
+                "kv_budget_bytes": budget.bytes if budget else None, "prefix_cache": self.prefix.status()}
 
     def close(self) -> None:
         """Stop the decode thread; unfinished requests fail with a clear error."""
@@ -169,8 +180,9 @@ class Scheduler:
         for request in left:
             request.ticket._fail(closed)
 
-    def _take(self) -> list[_Request]:
-        """Waiting requests that fit beside the running rows now, first come first served."""
+    def _take(self, tokens_left: int = PREFILL_TOKENS) -> list[_Request]:
+        """Waiting requests that fit beside the running rows now, first come first served, with
+        at most ``tokens_left`` prompt tokens (always one request when it fits otherwise)."""
         if self._budget is None:
             element = torch.empty(0, dtype=getattr(torch, self.session.dtype)).element_size()
             self._budget = KvBudget(self.session.model.config, element, self._max_batch)
@@ -185,17 +197,29 @@ class Scheduler:
                 adapters = {r.adapter for r in rows if r.adapter}
                 if (not self._budget.fits(len(rows), max(r.reserve for r in rows))
                         or len(adapters) > self.session.max_loaded_adapters
-                        or (group and tokens + len(request.prompt) > PREFILL_TOKENS)):
+                        or (group and tokens + len(request.prompt) > tokens_left)):
                     break
                 group.append(self._waiting.popleft())
                 tokens += len(request.prompt)
         return group
 
     def _admit(self) -> None:
-        """Prefill the requests that fit and join them to the batch with their first token."""
-        group = self._take()
-        if not group:
-            return
+        """Prefill the requests that fit and join them to the batch with their first token.
+
+        Requests that arrive during a prefill are admitted before the next decode step, up to
+        ``PREFILL_TOKENS`` prompt tokens in all: clients arriving together get their first
+        tokens together instead of one decode step apart, and running rows wait at most one
+        prefill budget.
+        """
+        budget = PREFILL_TOKENS
+        while budget > 0:
+            group = self._take(budget)
+            if not group:
+                return
+            budget -= sum(len(r.prompt) for r in group)
+            self._admit_group(group)
+
+    def _admit_group(self, group: list[_Request]) -> None:
         with self.session.lock:
             self._policy()
             keep = {r.adapter for r in [*self._rows, *group] if r.adapter}
@@ -229,12 +253,27 @@ class Scheduler:
             return False
 
     def _prefill(self, rows: list[_Request]):
-        """One forward pass over the rows' prompts: their cache, mask and last logits."""
-        width = max(len(r.prompt) for r in rows)
-        pad = self.session.tokenizer.pad_token_id or 0
-        ids = torch.tensor([[pad] * (width - len(r.prompt)) + r.prompt for r in rows])
-        mask = torch.tensor([[0] * (width - len(r.prompt)) + [1] * len(r.prompt) for r in rows])
-        out = self._router.forward([r.peft for r in rows], prefill_inputs(ids, mask))
+        """One forward pass over the rows' prompts: their cache, mask and last logits.
+
+        Each prompt's longest stored beginning (``prefix_cache.py``) is taken instead of
+        computed; the rest is prefilled after it, left-padded. Every prompt is then stored.
+        """
+        hits = [self.prefix.lookup(r.version, r.prompt) for r in rows]
+        done = [hit.tokens if hit else 0 for hit in hits]
+        rest = [r.prompt[n:] for r, n in zip(rows, done, strict=True)]
+        width, pad = max(len(t) for t in rest), self.session.tokenizer.pad_token_id or 0
+        ids = torch.tensor([[pad] * (width - len(t)) + t for t in rest])
+        mask = torch.tensor([[0] * (width - len(t)) + [1] * len(t) for t in rest])
+        past = past_mask = None
+        if any(done):
+            reused = max(done)
+            past = past_cache([(h.keys, h.values) if h else None for h in hits], reused, width)
+            past_mask = torch.tensor([[0] * (reused - n) + [1] * n for n in done])
+        out = self._router.forward([r.peft for r in rows], prefill_inputs(ids, mask, past, past_mask))
+        if past_mask is not None:
+            mask = torch.cat([past_mask, mask], dim=1)
+        for i, request in enumerate(rows):
+            self.prefix.store(request.version, request.prompt, *row_columns(out.past_key_values, mask, i))
         return out.past_key_values, mask, out.logits[:, -1]
 
     def _step(self) -> None:
@@ -283,16 +322,28 @@ class Scheduler:
             ticket._finish("length")
 
     def _drop_ended(self) -> None:
-        """Remove finished, failed and cancelled rows from the batch."""
+        """Remove finished, failed and cancelled rows from the batch; keep the finished rows'
+        conversations (prompt + answer) for the next turn's prompt (``prefix_cache.py``)."""
         keep = []
         for i, request in enumerate(self._rows):
             if request.ticket.cancelled:
                 request.ticket._finish("cancelled")
             if not request.ticket.done:
                 keep.append(i)
+            elif request.ticket.error is None and request.ticket.finish_reason in ("stop", "length"):
+                self._store_conversation(i, request)
         if len(keep) != len(self._rows):
             self._batch.keep(keep)
             self._rows = [self._rows[i] for i in keep]
+
+    def _store_conversation(self, row: int, request: _Request) -> None:
+        """Store the tokens row ``row`` holds in the cache: its prompt and the answer tokens
+        fed back so far (the last answer token never was)."""
+        held = int(self._batch.positions[row])
+        tokens = (request.prompt + request.stream.ids)[:held]
+        if len(tokens) > len(request.prompt):
+            self.prefix.store(request.version, tokens,
+                              *row_columns(self._batch.cache, self._batch.mask, row))
 
     def _refresh_adapters(self) -> None:
         """Keep the batch's adapters loaded (another caller may have evicted one)."""
