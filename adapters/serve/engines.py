@@ -5,8 +5,10 @@ alone mislead: bf16 decoded faster than fp32 on a CPU without AVX512-BF16) and r
 
 - one request at a time -> the engine with the fastest single stream (llama.cpp on the
   CPUs measured so far, see docs/benchmarks.md);
-- several at once -> the continuous-batching scheduler when its measured aggregate beats
-  that single stream, otherwise the same single-stream engine, queued.
+- several at once -> the continuous-batching scheduler when its aggregate at that many
+  streams beats that single stream, otherwise the same single-stream engine, queued. The
+  aggregate is measured at 1, 4 and 16 streams (interpolated between them, flat beyond): on 2
+  EPYC cores it passed llama.cpp's single stream only from about 12 streams on.
 
 Compare follows the same rule: on llama.cpp each pane decodes on its own context side by side
 (:mod:`adapters.serve.llama_compare`); on PyTorch the panes are rows of the scheduler's batch.
@@ -27,7 +29,7 @@ from adapters.session import ModelSession
 CHOICES = ("auto", "pytorch", "llama.cpp")
 PROBE = [{"role": "user", "content": "Where is my order? I ordered a blue jacket last week."}]
 PROBE_TOKENS = 16
-PROBE_STREAMS = 4  # concurrent streams when timing the batching scheduler's aggregate
+PROBE_STREAMS = (4, 16)  # concurrent streams at which the batching scheduler's aggregate is timed
 
 
 class Engines:
@@ -154,7 +156,7 @@ class Engines:
         with self._lock:
             busy = sum(not t.done for t in self._live)
         single = max(("pytorch", "llama.cpp"), key=lambda n: self.rates.get(n, 0.0))
-        if busy and self.rates.get("batched", 0.0) > self.rates.get(single, 0.0):
+        if busy and batched_rate(self.rates, busy + 1) > self.rates.get(single, 0.0):
             return self.pytorch()
         return self._engines.get(single) or self.pytorch()
 
@@ -223,9 +225,23 @@ def _stamps(folder) -> tuple[int, ...]:
     except OSError as err:
         raise ValueError(f"adapter {folder.name!r} is not on the shelf ({err.strerror})") from None
 
+def batched_rate(rates: dict[str, float], streams: int) -> float:
+    """The batching scheduler's aggregate tokens/s at ``streams`` concurrent streams, from the
+    measured ones (``batched xN``; one stream: PyTorch's single stream): linear between
+    measured counts, the largest measured beyond them, 0 when none was measured."""
+    points = sorted((int(k.split("x")[-1]), v) for k, v in rates.items() if k.startswith("batched x"))
+    if not points:
+        return 0.0
+    points = [(1, rates.get("pytorch", 0.0)), *points]
+    for (n0, r0), (n1, r1) in zip(points, points[1:], strict=False):
+        if streams <= n1:
+            return r0 + (r1 - r0) * (max(streams, n0) - n0) / (n1 - n0)
+    return points[-1][1]
+
+
 def measure(engines: dict, tokens: int = PROBE_TOKENS) -> dict[str, float]:
-    """Decode tokens/s of each engine's single stream (and the scheduler's aggregate over
-    ``PROBE_STREAMS`` concurrent streams), after one warm-up answer each."""
+    """Decode tokens/s of each engine's single stream (and the scheduler's aggregate at each
+    of ``PROBE_STREAMS`` concurrent streams, ``batched xN``), after one warm-up answer each."""
     settings = GenerationSettings(max_new_tokens=tokens, min_new_tokens=tokens, temperature=0)
     rates = {}
     for name, engine in engines.items():
@@ -235,10 +251,11 @@ def measure(engines: dict, tokens: int = PROBE_TOKENS) -> dict[str, float]:
         ticket.text()
         rates[name] = ticket.completion_tokens / (time.perf_counter() - start)
         if name == "pytorch" and getattr(engine, "name", "") != "pytorch":  # the batching scheduler
-            start = time.perf_counter()
-            tickets = [engine.submit(PROBE, None, settings) for _ in range(PROBE_STREAMS)]
-            for t in tickets:
-                t.text()
-            done = sum(t.completion_tokens for t in tickets)
-            rates["batched"] = done / (time.perf_counter() - start)
+            for streams in PROBE_STREAMS:
+                start = time.perf_counter()
+                tickets = [engine.submit(PROBE, None, settings) for _ in range(streams)]
+                for t in tickets:
+                    t.text()
+                done = sum(t.completion_tokens for t in tickets)
+                rates[f"batched x{streams}"] = done / (time.perf_counter() - start)
     return rates
