@@ -27,9 +27,10 @@ from dataclasses import dataclass
 import torch
 
 from adapters.generate import GenerationSettings, _fitting, _stop_ids, _with_system, encode
-from adapters.serve.batch_cache import BatchCache, past_cache, prefill_inputs, row_columns
+from adapters.serve.batch_cache import BatchCache
 from adapters.serve.decoding import TextStream, TokenChooser
 from adapters.serve.limits import KvBudget, available_bytes
+from adapters.serve.prefill import prefill_prompts, store_row
 from adapters.serve.prefix_cache import MEMORY_SHARE, PrefixCache
 from adapters.serve.routing import StepRouter
 from adapters.serve.ticket import ServerBusy, Ticket
@@ -253,28 +254,9 @@ class Scheduler:
             return False
 
     def _prefill(self, rows: list[_Request]):
-        """One forward pass over the rows' prompts: their cache, mask and last logits.
-
-        Each prompt's longest stored beginning (``prefix_cache.py``) is taken instead of
-        computed; the rest is prefilled after it, left-padded. Every prompt is then stored.
-        """
-        hits = [self.prefix.lookup(r.version, r.prompt) for r in rows]
-        done = [hit.tokens if hit else 0 for hit in hits]
-        rest = [r.prompt[n:] for r, n in zip(rows, done, strict=True)]
-        width, pad = max(len(t) for t in rest), self.session.tokenizer.pad_token_id or 0
-        ids = torch.tensor([[pad] * (width - len(t)) + t for t in rest])
-        mask = torch.tensor([[0] * (width - len(t)) + [1] * len(t) for t in rest])
-        past = past_mask = None
-        if any(done):
-            reused = max(done)
-            past = past_cache([(h.keys, h.values) if h else None for h in hits], reused, width)
-            past_mask = torch.tensor([[0] * (reused - n) + [1] * n for n in done])
-        out = self._router.forward([r.peft for r in rows], prefill_inputs(ids, mask, past, past_mask))
-        if past_mask is not None:
-            mask = torch.cat([past_mask, mask], dim=1)
-        for i, request in enumerate(rows):
-            self.prefix.store(request.version, request.prompt, *row_columns(out.past_key_values, mask, i))
-        return out.past_key_values, mask, out.logits[:, -1]
+        """One forward pass over the rows' prompts: their cache, mask and last logits."""
+        pad = self.session.tokenizer.pad_token_id or 0
+        return prefill_prompts(self._router.forward, self.prefix, rows, pad)
 
     def _step(self) -> None:
         """One decode step for every running row."""
@@ -337,13 +319,12 @@ class Scheduler:
             self._rows = [self._rows[i] for i in keep]
 
     def _store_conversation(self, row: int, request: _Request) -> None:
-        """Store the tokens row ``row`` holds in the cache: its prompt and the answer tokens
-        fed back so far (the last answer token never was)."""
+        """Keep the tokens row ``row`` holds (its prompt and the answer tokens fed back so
+        far: the last answer token never was) for the next turn."""
         held = int(self._batch.positions[row])
         tokens = (request.prompt + request.stream.ids)[:held]
         if len(tokens) > len(request.prompt):
-            self.prefix.store(request.version, tokens,
-                              *row_columns(self._batch.cache, self._batch.mask, row))
+            store_row(self.prefix, request.version, tokens, self._batch.cache, self._batch.mask, row)
 
     def _refresh_adapters(self) -> None:
         """Keep the batch's adapters loaded (another caller may have evicted one)."""
