@@ -106,6 +106,12 @@ class PrefixCache:
             while self.bytes > self.max_bytes:
                 self._forget(next(iter(self._entries)))
 
+    def clear(self) -> None:
+        """Forget every entry and reset the counts."""
+        with self._lock:
+            self._entries.clear()
+            self.bytes = self.hits = self.reused_tokens = self.lookups = 0
+
     def status(self) -> dict:
         with self._lock:
             return {"entries": len(self._entries), "bytes": self.bytes, "hits": self.hits,

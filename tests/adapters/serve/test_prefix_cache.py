@@ -93,3 +93,19 @@ def test_prefix_reuse_can_be_turned_off(session):
             scheduler.submit(chat("Where is my order?"), None, GREEDY).text()
         assert scheduler.prefix.status() == {"entries": 0, "bytes": 0, "hits": 0, "lookups": 2,
                                              "reused_tokens": 0}
+
+
+def test_the_turns_benchmark_reuses_each_earlier_turn_and_answers_alike(session):
+    from adapters.serve.bench_turns import TURNS, render, run_chat
+
+    runs = []
+    for prefix_bytes in (0, None):
+        with Scheduler(session, prefix_bytes=prefix_bytes) as scheduler:
+            # the tiny model reads 256 tokens of a near byte-level vocabulary: short turns
+            runs.append(run_chat(scheduler, [t[:30] for t in TURNS[:2]], 4, system="Be kind."))
+    off, on = runs
+    assert [r["answer"] for r in off] == [r["answer"] for r in on] and all(r["answer"] for r in on)
+    assert [r["reused"] for r in off] == [0, 0]
+    assert on[0]["reused"] == 0 and on[1]["reused"] > on[0]["prompt"]
+    table = render(off, on, ["--turns", "2"])
+    assert "| 2 | " in table and "Answers identical with and without reuse: 2/2 turns." in table
