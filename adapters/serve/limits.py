@@ -11,8 +11,9 @@ waiting request only while::
 
     rows x longest reservation x kv_per_token <= KV_SHARE x MemAvailable (at start)
 
-and ``rows <= max_batch``, where the default ``max_batch`` is what fits when every row may
-fill the model's whole context, clamped to 1..MAX_ROWS. What does not fit waits in the queue.
+(the GPU's free memory instead on CUDA) and ``rows <= max_batch``, where the default
+``max_batch`` is what fits when every row may fill the model's whole context, clamped to
+1..MAX_ROWS. What does not fit waits in the queue.
 """
 
 from __future__ import annotations
@@ -37,6 +38,15 @@ def available_bytes() -> int:
         return int(psutil.virtual_memory().available)
     except ImportError:
         return 4 * 2**30  # no way to know: assume a small machine
+
+
+def device_free_bytes(device: str) -> int:
+    """Memory free where tensors of ``device`` live: the GPU's own on CUDA, else the host's."""
+    if device.startswith("cuda"):
+        import torch
+
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    return available_bytes()
 
 
 def kv_bytes_per_token(config, element_bytes: int) -> int:

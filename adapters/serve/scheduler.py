@@ -29,7 +29,7 @@ import torch
 from adapters.generate import GenerationSettings, _fitting, _stop_ids, _with_system, encode
 from adapters.serve.batch_cache import BatchCache
 from adapters.serve.decoding import TextStream, TokenChooser
-from adapters.serve.limits import KvBudget, available_bytes
+from adapters.serve.limits import KvBudget, device_free_bytes
 from adapters.serve.prefill import prefill_prompts, store_row
 from adapters.serve.prefix_cache import MEMORY_SHARE, PrefixCache
 from adapters.serve.routing import StepRouter
@@ -71,7 +71,8 @@ class Scheduler:
         max_batch: rows decoded together; default from free memory (``limits.py``).
         max_queue: waiting requests beyond which ``submit`` raises :class:`ServerBusy`.
         prefix_bytes: memory for reused prompt beginnings (``prefix_cache.py``); default a
-            share of the memory free now, 0 turns the reuse off.
+            share of the memory free on the model's device at the first request, 0 turns the
+            reuse off.
     """
 
     def __init__(self, session: ModelSession, *, max_batch: int | None = None, max_queue: int = 64,
@@ -79,8 +80,8 @@ class Scheduler:
         if max_batch is not None and max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         self.session, self.max_queue, self._max_batch = session, max_queue, max_batch
-        self.prefix = PrefixCache(int(MEMORY_SHARE * available_bytes()) if prefix_bytes is None
-                                  else prefix_bytes)
+        self.prefix = PrefixCache(0 if prefix_bytes is None else prefix_bytes)
+        self._prefix_bytes = prefix_bytes
         self._cond = threading.Condition()
         self._waiting: deque[_Request] = deque()
         self._rows: list[_Request] = []
@@ -186,7 +187,10 @@ class Scheduler:
         at most ``tokens_left`` prompt tokens (always one request when it fits otherwise)."""
         if self._budget is None:
             element = torch.empty(0, dtype=getattr(torch, self.session.dtype)).element_size()
-            self._budget = KvBudget(self.session.model.config, element, self._max_batch)
+            free = device_free_bytes(self.session.device)  # the GPU's own memory on CUDA
+            self._budget = KvBudget(self.session.model.config, element, self._max_batch, free)
+            if self._prefix_bytes is None:
+                self.prefix.max_bytes = int(MEMORY_SHARE * free)
         group, tokens = [], 0
         with self._cond:
             while self._waiting:
