@@ -193,7 +193,7 @@ def past_cache(parts: list[tuple[torch.Tensor, torch.Tensor] | None], columns: i
 def row_columns(cache, mask: torch.Tensor, row: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Row ``row``'s real columns (``mask`` 1) of every layer, copied:
     (keys, values), each (layers, kv_heads, real tokens, head_dim)."""
-    columns = mask[row].nonzero().view(-1)
+    columns = mask[row].nonzero().view(-1).to(cache.layers[0].keys.device)  # mask: on the CPU
     keys = torch.stack([layer.keys[row].index_select(1, columns) for layer in cache.layers])
     values = torch.stack([layer.values[row].index_select(1, columns) for layer in cache.layers])
     return keys, values
