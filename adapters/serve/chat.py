@@ -8,11 +8,11 @@ together instead of waiting for each other.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 from adapters.generate import Answer, GenerationSettings, _check_rows
 from adapters.serve.scheduler import Scheduler, shared_scheduler
+from adapters.serve.ticket import answers_together
 from adapters.session import ModelSession
 
 
@@ -53,14 +53,5 @@ def compare(session: ModelSession, messages: list[dict], adapters: list[str | No
     _check_rows(session, adapters)
     hashes = [session.adapter_hash(a) for a in adapters]  # loads and checks each adapter
     scheduler = scheduler or shared_scheduler(session)
-    start = time.perf_counter()
-    tickets = []
-    try:
-        tickets = [scheduler.submit(messages, a, settings) for a in adapters]
-        texts = [t.text() for t in tickets]
-    finally:
-        for ticket in tickets:
-            ticket.cancel()  # a failed pane stops the others
-    seconds = round(time.perf_counter() - start, 4)
-    return [Answer(t.adapter, digest, text, t.completion_tokens, seconds, t.finish_reason)
-            for t, digest, text in zip(tickets, hashes, texts, strict=True)]
+    return answers_together([lambda a=a: scheduler.submit(messages, a, settings) for a in adapters],
+                            hashes)

@@ -11,11 +11,11 @@ two answers one after the other take about 2.1x.
 from __future__ import annotations
 
 import threading
-import time
 
 from adapters.export.gguf_cache import lora_weights_hash
 from adapters.generate import Answer, GenerationSettings
 from adapters.serve.llama_engine import LlamaEngine
+from adapters.serve.ticket import answers_together
 
 MAX_PANES = 3  # the Compare tab's panes: the base and up to two adapters
 
@@ -65,18 +65,8 @@ class LlamaCompare:
         files = [pane.lora_file(a) for pane, a in zip(panes, adapters, strict=True)]
         hashes = [self.base_hash if f is None else lora_weights_hash(f) for f in files]
         threads = self.threads_per_pane(len(adapters))
-        start = time.perf_counter()
-        tickets = []
-        try:
-            tickets = [pane.submit(messages, a, settings, threads=threads)
-                       for pane, a in zip(panes, adapters, strict=True)]
-            texts = [t.text() for t in tickets]
-        finally:
-            for ticket in tickets:
-                ticket.cancel()  # a failed pane stops the others
-        seconds = round(time.perf_counter() - start, 4)
-        return [Answer(t.adapter, digest, text, t.completion_tokens, seconds, t.finish_reason)
-                for t, digest, text in zip(tickets, hashes, texts, strict=True)]
+        return answers_together([lambda p=pane, a=a: p.submit(messages, a, settings, threads=threads)
+                                 for pane, a in zip(panes, adapters, strict=True)], hashes)
 
     def close(self) -> None:
         with self._lock:

@@ -99,3 +99,23 @@ class Ticket:
             self.error = error
             self._done.set()
             self._events.put(error)
+
+
+def answers_together(submits: list, hashes: list[str]) -> list:
+    """Compare's panes: every ``submit()`` in ``submits`` started at once, their texts waited
+    for, as :class:`~adapters.generate.Answer` objects (one shared wall time, each pane's
+    weights hash from ``hashes``). A failed pane cancels the others and raises."""
+    import time
+
+    from adapters.generate import Answer
+
+    start, tickets = time.perf_counter(), []
+    try:
+        tickets = [submit() for submit in submits]
+        texts = [t.text() for t in tickets]
+    finally:
+        for ticket in tickets:
+            ticket.cancel()  # a failed pane stops the others
+    seconds = round(time.perf_counter() - start, 4)
+    return [Answer(t.adapter, digest, text, t.completion_tokens, seconds, t.finish_reason)
+            for t, digest, text in zip(tickets, hashes, texts, strict=True)]
