@@ -90,7 +90,7 @@ def add_pack(layer, weight) -> bool:
     packs = getattr(layer, _PACKS, None)
     if packs is None or weight.dtype != torch.float32:
         return False
-    packs.append((weight, torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_ROWS_HINT)))
+    packs.append((weight, packed_weight(weight)))
     return True
 
 
@@ -99,6 +99,13 @@ def drop_pack(layer, weight) -> None:
     packs = getattr(layer, _PACKS, None)
     if packs:
         packs[1:] = [p for p in packs[1:] if p[0] is not weight]
+
+
+def packed_weight(weight):
+    """A oneDNN packed copy of a float32 ``(out, in)`` weight, for ``_linear_pointwise``."""
+    import torch
+
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_ROWS_HINT)
 
 
 def packed_count(model) -> int:
@@ -120,7 +127,7 @@ def _pack(layer) -> bool:
     if not _plain(layer):
         return False
     weight = layer.weight.detach()
-    packs = [(weight, torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS_HINT))]
+    packs = [(weight, packed_weight(weight))]
     linear_pointwise, plain_linear = torch.ops.mkldnn._linear_pointwise, torch.nn.functional.linear
 
     def forward(x):
