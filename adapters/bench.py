@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_clients_bench(args, argv: list[str]) -> int:
     """``--clients``: aggregate tokens/s, TTFT and full-answer times per client count."""
-    from adapters.serve.bench_clients import clients_section, measure_scheduler
+    from adapters.serve.bench_clients import clients_section, measure_scheduler, session_bounds
 
     counts = [int(c) for c in args.clients.split(",") if c.strip()]
     names = tuple(f"bench-{chr(ord('a') + i)}" for i in range(args.adapters))
@@ -287,6 +287,8 @@ def run_clients_bench(args, argv: list[str]) -> int:
 
                 got, rows = measure_api(resolved.path, shelf, engine, dtype, counts, [None, *names],
                                         args.tokens, log=log, check=args.check, server=args.server)
+                if engine == "pytorch":  # the server's session is elsewhere: the same one here
+                    rows[-1]["bounds"] = session_bounds(resolved.path, dtype, max(counts), args.tokens)
             results[got + LINEARS_LABEL[linears]] = rows
         os.environ.pop(ENV, None)
     load = (load_start, os.getloadavg())

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from adapters.generate import GenerationSettings
+from adapters.serve.ceiling import render_bounds
 
 QUESTIONS = [
     "Where is my order? I ordered a blue jacket last week.",
@@ -164,6 +165,10 @@ def render_clients(results: dict[str, list[dict]], adapters: list) -> list[str]:
     lines.append("")
     lines.append("Goals at 16 clients: aggregate >= 8x single, TTFT p95 <= 1 s, "
                  "full answer p95 <= 2x a solo answer.")
+    for dtype, rows in results.items():
+        if "bounds" in rows[-1]:
+            first, *rest = render_bounds(rows[-1]["bounds"])
+            lines += ["", f"{dtype}: {first}", *rest]
     return lines
 
 
@@ -183,7 +188,26 @@ def measure_scheduler(model_path, shelf, dtype: str, clients: list[int], adapter
     session.load()
     with Scheduler(session) as scheduler:
         rows = bench_clients(scheduler.submit, clients, adapters, tokens, log=log, check=check)
+    rows[-1]["bounds"] = bounds_for(session, max(clients), tokens)
     return session.dtype, rows
+
+
+def session_bounds(model_path, dtype: str, clients: int, tokens: int) -> dict:
+    """:func:`bounds_for` on a fresh session of ``model_path`` in ``dtype``."""
+    from adapters.session import ModelSession
+
+    session = ModelSession(str(model_path), dtype=dtype)
+    session.load()
+    return bounds_for(session, clients, tokens)
+
+
+def bounds_for(session, clients: int, tokens: int) -> dict:
+    """``ceiling.batching_bounds`` for ``clients`` of this benchmark's questions."""
+    from adapters.serve.ceiling import batching_bounds, prompt_ids
+
+    settings = GenerationSettings(max_new_tokens=tokens)
+    prompts = prompt_ids(session, [question(next(_TICKETS), i) for i in range(clients)], settings)
+    return batching_bounds(session.model, prompts, tokens)
 
 
 def clients_section(heading: str, setup: list[str], results: dict[str, list[dict]],
