@@ -228,7 +228,9 @@ class Scheduler:
         with self.session.lock:
             self._policy()
             keep = {r.adapter for r in [*self._rows, *group] if r.adapter}
-            ready = [r for r in group if self._load(r, keep)]
+            # rows of one adapter side by side: a prompt's LoRA update then runs each adapter
+            # on its own rows only (row_routing.py), not every adapter on every row
+            ready = sorted((r for r in group if self._load(r, keep)), key=lambda r: r.adapter or "")
             try:
                 parts = [(ready, self._prefill(ready))] if ready else []
             except Exception:  # find the request at fault: the others still get answers

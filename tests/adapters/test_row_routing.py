@@ -49,6 +49,37 @@ def test_each_row_gets_exactly_its_own_adapter(two_adapter_model):
         torch.testing.assert_close(batch[i], alone[name][0], rtol=1e-5, atol=1e-5)
 
 
+def test_a_prompt_with_each_adapters_rows_side_by_side_runs_them_per_adapter(two_adapter_model, monkeypatch):
+    from adapters import row_routing
+    from adapters.row_routing import _row_ranges, masked_rows
+
+    sig = (("first", 4, 2.0), ("second", 8, 1.0))
+    assert _row_ranges(sig, [None, "first", "first", "second"]) == [(1, 3, 0, 2.0), (3, 4, 1, 1.0)]
+    assert _row_ranges(sig, ["first", None, "first"]) is None  # split: the mask serves it
+    model = two_adapter_model
+    ids = torch.randint(0, model.config.vocab_size, (1, 12))  # 12 and 48 rows: MKL's bits agree
+    with model.disable_adapter():
+        base = _logits(model, ids)
+    alone = {}
+    for name in ("first", "second"):
+        model.set_adapter(name)
+        alone[name] = _logits(model, ids)
+    rows = [None, "first", "first", "second"]
+    grouped_calls = []
+    real = row_routing._StackedLora._grouped
+    monkeypatch.setattr(row_routing._StackedLora, "_grouped",
+                        lambda self, x, out: grouped_calls.append(1) or real(self, x, out))
+    with masked_rows(model, rows):
+        batch = _logits(model, ids.repeat(len(rows), 1))
+        step = _logits(model, ids[:, :1].repeat(len(rows), 1))  # one token a row: the mask
+    assert grouped_calls and len(grouped_calls) == sum(  # every LoRA layer once, for the prompt only
+        1 for m in model.modules() if hasattr(m, "lora_A") and ("first" in m.lora_A or "second" in m.lora_A))
+    assert torch.equal(batch[0], base[0])
+    for i, name in enumerate(rows[1:], start=1):
+        torch.testing.assert_close(batch[i], alone[name][0], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(step[i], alone[name][0, :1], rtol=1e-5, atol=1e-5)
+
+
 def test_the_model_is_plain_peft_again_after_the_block(two_adapter_model):
     from peft.tuners.lora.layer import Linear as LoraLinear
 
