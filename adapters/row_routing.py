@@ -32,6 +32,7 @@ no other request sees the swapped forwards; they are restored when the block exi
 
 from __future__ import annotations
 
+import itertools
 from contextlib import contextmanager
 
 import torch
@@ -120,6 +121,7 @@ class _StackedLora:
         self.blocks = [(module.lora_A[a].weight.t().float().contiguous(),
                         module.lora_B[a].weight.t().float().contiguous()) for a in held]
         self.ranges: list | None = None  # [(first row, end row, block index, scaling), ...]
+        self.packed = False  # prompts packed into row 0: ranges count tokens along it
         base = module.base_layer
         # a plain Linear is called without nn.Module's hooks machinery: its own forward, which
         # is oneDNN's packed matmul where packed_linears.py swapped it in
@@ -128,6 +130,9 @@ class _StackedLora:
     def forward(self, x, *args, **kwargs):
         """The layer's forward while routing: its base ``Linear`` plus the masked update."""
         output = self.base(x, *args, **kwargs)
+        if self.packed:  # row 0 holds the prompts one after the other
+            self._grouped(x[0], output[0])
+            return output
         if self.ranges is not None and x.dim() == 3 and x.shape[1] > 1 and output.is_contiguous() \
                 and output.dtype == torch.float32:
             return self._grouped(x, output)
@@ -144,7 +149,10 @@ class _StackedLora:
         for first, end, block, scaling in self.ranges:
             a_t, b_t = self.blocks[block]
             lowered = torch.mm(x[first:end].reshape(-1, x.shape[-1]).float(), a_t).mul_(scaling)
-            output[first:end].view(-1, output.shape[-1]).addmm_(lowered, b_t)
+            if output.dtype == torch.float32:
+                output[first:end].view(-1, output.shape[-1]).addmm_(lowered, b_t)
+            else:
+                output[first:end] += (lowered @ b_t).view(output[first:end].shape).to(output.dtype)
         return output
 
 
@@ -189,25 +197,39 @@ class RowRouter:
                     shared = self.groups.setdefault((id(parent), module.in_features), _SharedInput())
                     self.layers.append((module, _StackedLora(module, held, shared)))
 
-    def set_rows(self, row_adapters: list[str | None]) -> None:
-        """Point every layer's mask at the row layout ``row_adapters``."""
-        if self.rows == tuple(row_adapters):
+    def set_rows(self, row_adapters: list[str | None], tokens: list[int] | None = None) -> None:
+        """Point every layer's mask at the row layout ``row_adapters``; with ``tokens`` (each
+        row's token count), the rows are packed one after the other into row 0."""
+        layout = (tuple(row_adapters), None if tokens is None else tuple(tokens))
+        if self.rows == layout:
             return
+        if tokens is not None and not self.groups_rows(row_adapters):
+            raise ValueError("packed prompts need each adapter's rows side by side")
+        starts = None if tokens is None else [0, *itertools.accumulate(tokens)]
         masks, ranges = {}, {}
         for _, stacked in self.layers:
             if stacked.signature not in masks:
                 masks[stacked.signature] = _row_mask(stacked.signature, row_adapters, stacked.device)
                 ranges[stacked.signature] = _row_ranges(stacked.signature, row_adapters)
+                if starts is not None:  # rows -> token runs along the packed row
+                    ranges[stacked.signature] = [(starts[first], starts[end], block, scaling)
+                                                 for first, end, block, scaling in ranges[stacked.signature]]
             stacked.mask = masks[stacked.signature]
             stacked.ranges = ranges[stacked.signature]
+            stacked.packed = starts is not None
         for shared in self.groups.values():
             shared.set_mask()
-        self.rows = tuple(row_adapters)
+        self.rows = layout
+
+    def groups_rows(self, row_adapters: list[str | None]) -> bool:
+        """Whether every adapter's rows in ``row_adapters`` are side by side."""
+        return all(_row_ranges(stacked.signature, row_adapters) is not None for _, stacked in self.layers)
 
     @contextmanager
-    def routed(self, row_adapters: list[str | None]):
-        """While open, row ``i`` uses adapter ``row_adapters[i]`` (None: the base model)."""
-        self.set_rows(row_adapters)
+    def routed(self, row_adapters: list[str | None], tokens: list[int] | None = None):
+        """While open, row ``i`` uses adapter ``row_adapters[i]`` (None: the base model);
+        ``tokens``: see :meth:`set_rows`."""
+        self.set_rows(row_adapters, tokens)
         routed = []
         try:
             with adapters_off(self.model):  # layers without the batch's adapters: base only

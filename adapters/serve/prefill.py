@@ -21,13 +21,16 @@ from adapters.serve.batch_cache import past_cache, prefill_inputs, row_columns
 from adapters.serve.prefix_cache import PrefixCache
 
 
-def prefill_prompts(forward: Callable, prefix: PrefixCache, rows: list, pad: int):
+def prefill_prompts(forward: Callable, prefix: PrefixCache, rows: list, pad: int,
+                    packed: Callable | None = None):
     """One forward pass over ``rows``' prompts (objects with ``prompt``, ``version``, ``peft``).
 
     Args:
         forward: ``forward(pefts, inputs)`` -> the model's output (the step router's).
         prefix: where beginnings are looked up and prompts stored.
         pad: the padding token id.
+        packed: ``packed(pefts, padded inputs)`` -> (cache, last logits): the same pass
+            without padding (``packed_prefill.py``), used when prompts differ in length.
 
     Returns:
         (cache, mask, last logits): the rows' KV cache, its (rows, columns) mask of real
@@ -44,12 +47,18 @@ def prefill_prompts(forward: Callable, prefix: PrefixCache, rows: list, pad: int
         reused = max(done)
         past = past_cache([(h.keys, h.values) if h else None for h in hits], reused, width)
         past_mask = torch.tensor([[0] * (reused - n) + [1] * n for n in done])
-    out = forward([r.peft for r in rows], prefill_inputs(ids, mask, past, past_mask))
+    inputs = prefill_inputs(ids, mask, past, past_mask)
+    pefts = [r.peft for r in rows]
+    if packed is not None and any(len(t) < width for t in rest):  # padding to leave out
+        cache, logits = packed(pefts, inputs)
+    else:
+        out = forward(pefts, inputs)
+        cache, logits = out.past_key_values, out.logits[:, -1]
     if past_mask is not None:
         mask = torch.cat([past_mask, mask], dim=1)
     for i, request in enumerate(rows):
-        store_row(prefix, request.version, request.prompt, out.past_key_values, mask, i)
-    return out.past_key_values, mask, out.logits[:, -1]
+        store_row(prefix, request.version, request.prompt, cache, mask, i)
+    return cache, mask, logits
 
 
 def store_row(prefix: PrefixCache, version, tokens: list[int], cache, mask: torch.Tensor, row: int) -> None:

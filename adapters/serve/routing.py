@@ -27,14 +27,21 @@ class StepRouter:
         self.session = session
         self._routes: dict = {}  # (model id, adapters, uniform) -> None (merged) | RowRouter | False
 
-    def forward(self, pefts: list[str | None], inputs: dict):
-        """The model on ``inputs``; row ``i`` uses PEFT adapter ``pefts[i]`` (None: base)."""
+    def forward(self, pefts: list[str | None], inputs: dict, tokens: list[int] | None = None,
+                logits_to_keep: int | torch.Tensor = 1):
+        """The model on ``inputs``; row ``i`` uses PEFT adapter ``pefts[i]`` (None: base).
+
+        ``tokens``: for prompts packed into one row (``packed_prefill.py``), each prompt's
+        token count; the prompts are then ``inputs``' row 0, one after the other.
+        """
         model, device = self.session._model, self.session.device
         inputs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
-        route, extra = self._route(model, pefts)
+        if isinstance(logits_to_keep, torch.Tensor):
+            logits_to_keep = logits_to_keep.to(device)
+        route, extra = self._route(model, pefts, tokens)
         with torch.inference_mode(), route:
             try:
-                return model(**inputs, logits_to_keep=1, **extra)
+                return model(**inputs, logits_to_keep=logits_to_keep, **extra)
             except BaseException:
                 if extra:  # PEFT leaves its adapter_names hooks behind after an exception
                     from adapters.routing import drop_adapter_name_hooks as _drop_adapter_name_hooks
@@ -42,7 +49,18 @@ class StepRouter:
                     _drop_adapter_name_hooks(model)
                 raise
 
-    def _route(self, model, pefts: list[str | None]):
+    def packs(self, pefts: list[str | None]) -> bool:
+        """Whether prompts for ``pefts`` (in this order) can be prefilled packed: the route
+        is merged weights, adapters off, or masked rows with each adapter's rows together."""
+        model = self.session._model
+        names = sorted(set(p for p in pefts if p))
+        if not names:
+            return True
+        self._route(model, pefts)  # builds and keeps the route
+        router = self._routes[(id(model), tuple(names), len(names) == 1 and None not in pefts)]
+        return router is None or (isinstance(router, RowRouter) and router.groups_rows(pefts))
+
+    def _route(self, model, pefts: list[str | None], tokens: list[int] | None = None):
         """The context that routes each row, and extra forward arguments."""
         names = sorted(set(p for p in pefts if p))
         if not names:
@@ -61,5 +79,5 @@ class StepRouter:
         if router is None:
             return self.session._merged.use(model, names[0]), {}
         if router:
-            return router.routed(pefts), {}
+            return router.routed(pefts, tokens), {}
         return nullcontext(), {"adapter_names": [p or BASE for p in pefts]}

@@ -19,6 +19,8 @@ solo answers token for token (tests/adapters/serve/test_scheduler.py).
 
 from __future__ import annotations
 
+import functools
+import os
 import threading
 import time
 from collections import deque
@@ -30,6 +32,7 @@ from adapters.generate import GenerationSettings, _fitting, _stop_ids, _with_sys
 from adapters.serve.batch_cache import BatchCache
 from adapters.serve.decoding import TextStream, TokenChooser
 from adapters.serve.limits import KvBudget, device_free_bytes
+from adapters.serve.packed_prefill import can_pack, packed_prefill
 from adapters.serve.prefill import prefill_prompts, store_row
 from adapters.serve.prefix_cache import MEMORY_SHARE, PrefixCache
 from adapters.serve.routing import StepRouter
@@ -39,6 +42,8 @@ from adapters.session import ModelSession, check_base, is_base, read_adapter_fol
 PREFILL_TOKENS = 1024  # prompt tokens prefilled between two decode steps (always >= 1 prompt)
 POLICY_SECONDS = 1.0  # how often to ask whether a training run shares the cores
 IDLE_SECONDS = 30.0  # the decode thread ends after this long without work (submit restarts it)
+# prompts of different lengths prefilled without padding (packed_prefill.py); 0 pads them
+PACKED_PREFILL = os.environ.get("TUNEDESK_PACKED_PREFILL", "1").strip() != "0"
 
 
 @dataclass(eq=False)
@@ -262,7 +267,11 @@ class Scheduler:
     def _prefill(self, rows: list[_Request]):
         """One forward pass over the rows' prompts: their cache, mask and last logits."""
         pad = self.session.tokenizer.pad_token_id or 0
-        return prefill_prompts(self._router.forward, self.prefix, rows, pad)
+        model, pefts = self.session._model, [r.peft for r in rows]
+        packed = None
+        if PACKED_PREFILL and can_pack(model) and self._router.packs(pefts):
+            packed = functools.partial(packed_prefill, model, self._router.forward)
+        return prefill_prompts(self._router.forward, self.prefix, rows, pad, packed)
 
     def _step(self) -> None:
         """One decode step for every running row."""
