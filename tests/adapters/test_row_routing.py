@@ -27,17 +27,23 @@ def _logits(model, ids):
         return model(input_ids=ids).logits
 
 
-def test_each_row_gets_exactly_its_own_adapter(two_adapter_model):
-    from adapters.row_routing import can_mask, masked_rows
-
-    model = two_adapter_model
-    ids = torch.randint(0, model.config.vocab_size, (1, 12))
+def _references(model, ids):
+    """The base model's logits and each adapter's alone, for one row ``ids``."""
     with model.disable_adapter():
         base = _logits(model, ids)
     alone = {}
     for name in ("first", "second"):
         model.set_adapter(name)
         alone[name] = _logits(model, ids)
+    return base, alone
+
+
+def test_each_row_gets_exactly_its_own_adapter(two_adapter_model):
+    from adapters.row_routing import can_mask, masked_rows
+
+    model = two_adapter_model
+    ids = torch.randint(0, model.config.vocab_size, (1, 12))
+    base, alone = _references(model, ids)
     assert not torch.allclose(alone["first"], alone["second"]) and not torch.allclose(alone["first"], base)
 
     rows = [None, "first", "second", "first"]
@@ -58,12 +64,7 @@ def test_a_prompt_with_each_adapters_rows_side_by_side_runs_them_per_adapter(two
     assert _row_ranges(sig, ["first", None, "first"]) is None  # split: the mask serves it
     model = two_adapter_model
     ids = torch.randint(0, model.config.vocab_size, (1, 12))  # 12 and 48 rows: MKL's bits agree
-    with model.disable_adapter():
-        base = _logits(model, ids)
-    alone = {}
-    for name in ("first", "second"):
-        model.set_adapter(name)
-        alone[name] = _logits(model, ids)
+    base, alone = _references(model, ids)
     rows = [None, "first", "first", "second"]
     grouped_calls = []
     real = row_routing._StackedLora._grouped
