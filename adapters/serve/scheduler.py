@@ -40,11 +40,6 @@ from adapters.serve.ticket import ServerBusy, Ticket
 from adapters.session import ModelSession, check_base, is_base, read_adapter_folder
 
 PREFILL_TOKENS = 1024  # prompt tokens prefilled between two decode steps (always >= 1 prompt)
-# Prompt tokens in one prefill pass: a burst is prefilled in passes of about this size, all
-# before the next decode step, and each pass's rows stream their first token at once. 16
-# clients at once (50-token prompts, 2 EPYC cores): first token p50 1.0-1.2 s against 1.65 s
-# in one pass, p95 1.70-1.87 against 1.65-1.69 s (docs/benchmarks.md).
-GROUP_TOKENS = 512
 POLICY_SECONDS = 1.0  # how often to ask whether a training run shares the cores
 IDLE_SECONDS = 30.0  # the decode thread ends after this long without work (submit restarts it)
 # prompts of different lengths prefilled without padding (packed_prefill.py); 0 pads them
@@ -222,13 +217,13 @@ class Scheduler:
         """Prefill the requests that fit and join them to the batch with their first token.
 
         Requests that arrive during a prefill are admitted before the next decode step, up to
-        ``PREFILL_TOKENS`` prompt tokens in all, in passes of ``GROUP_TOKENS``: clients
-        arriving together get their first tokens within one prefill of each other, never a
-        decode step apart, and running rows wait at most one prefill budget.
+        ``PREFILL_TOKENS`` prompt tokens in all: clients arriving together get their first
+        tokens together instead of one decode step apart, and running rows wait at most one
+        prefill budget.
         """
         budget = PREFILL_TOKENS
         while budget > 0:
-            group = self._take(min(budget, GROUP_TOKENS))
+            group = self._take(budget)
             if not group:
                 return
             budget -= sum(len(r.prompt) for r in group)

@@ -79,23 +79,6 @@ def test_mixed_adapters_and_prompt_lengths_equal_their_solo_answers(session, sch
     assert texts == expected and len(set(expected)) > 4
 
 
-def test_a_burst_is_prefilled_in_passes_all_before_the_next_step(session, monkeypatch):
-    import adapters.serve.scheduler as module
-
-    monkeypatch.setattr(module, "GROUP_TOKENS", 1)  # one prompt a pass
-    jobs = [(p, a) for p in PROMPTS[:3] for a in [None, "a"]]
-    with Scheduler(session) as scheduler:
-        passes, steps = [], []
-        admit, step = scheduler._admit_group, scheduler._step
-        monkeypatch.setattr(scheduler, "_admit_group", lambda g: passes.append(len(g)) or admit(g))
-        monkeypatch.setattr(scheduler, "_step", lambda: steps.append(len(scheduler._rows)) or step())
-        with session.lock:  # every request waits before the first pass
-            tickets = [scheduler.submit(p, a, GREEDY) for p, a in jobs]
-        texts = [t.text() for t in tickets]
-    assert passes == [1] * len(jobs) and steps[0] == len(jobs)
-    assert texts == [alone(session, p, a).text for p, a in jobs]
-
-
 def test_requests_joining_at_different_steps_equal_their_solo_answers(session, scheduler):
     long = GenerationSettings(max_new_tokens=40, min_new_tokens=40)
     first = scheduler.submit(PROMPTS[3], "a", long)
