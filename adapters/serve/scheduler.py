@@ -269,7 +269,9 @@ class Scheduler:
         pad = self.session.tokenizer.pad_token_id or 0
         model, pefts = self.session._model, [r.peft for r in rows]
         packed = None
-        if PACKED_PREFILL and can_pack(model) and self._router.packs(pefts):
+        # CPU only: measured there; on a GPU the padded prefill stays until a GPU checks it
+        if PACKED_PREFILL and str(self.session.device).startswith("cpu") and can_pack(model) \
+                and self._router.packs(pefts):
             packed = functools.partial(packed_prefill, model, self._router.forward)
         return prefill_prompts(self._router.forward, self.prefix, rows, pad, packed)
 

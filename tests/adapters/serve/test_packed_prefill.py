@@ -76,3 +76,21 @@ def test_only_llama_attention_is_packed(tiny_gpt2_dir):
     from transformers import AutoModelForCausalLM
 
     assert not can_pack(AutoModelForCausalLM.from_pretrained(tiny_gpt2_dir))
+
+
+def test_the_scheduler_packs_prompts_of_different_lengths_and_answers_as_alone(session, monkeypatch):
+    import adapters.serve.scheduler as module
+    from adapters.generate import GenerationSettings
+    from tests.adapters.serve.test_scheduler import PROMPTS, alone
+
+    calls = []
+    real = module.packed_prefill
+    monkeypatch.setattr(module, "packed_prefill", lambda *a, **k: calls.append(1) or real(*a, **k))
+    settings = GenerationSettings(max_new_tokens=12)
+    jobs = [(PROMPTS[0], "a"), (PROMPTS[2], None), (PROMPTS[1], "b"), (PROMPTS[3], "a")]
+    with module.Scheduler(session) as scheduler:
+        with session.lock:  # all four wait, then go in one prefill
+            tickets = [scheduler.submit(p, a, settings) for p, a in jobs]
+        texts = [t.text() for t in tickets]
+    assert calls, "prompts of different lengths were prefilled padded"
+    assert texts == [alone(session, p, a, settings).text for p, a in jobs]
