@@ -52,19 +52,15 @@ class StepRouter:
     def packs(self, pefts: list[str | None]) -> bool:
         """Whether prompts for ``pefts`` (in this order) can be prefilled packed: the route
         is merged weights, adapters off, or masked rows with each adapter's rows together."""
-        model = self.session._model
-        names = sorted(set(p for p in pefts if p))
-        if not names:
+        if not any(pefts):
             return True
-        self._route(model, pefts)  # builds and keeps the route
-        router = self._routes[(id(model), tuple(names), len(names) == 1 and None not in pefts)]
+        router = self._router(self.session._model, pefts)
         return router is None or (isinstance(router, RowRouter) and router.groups_rows(pefts))
 
-    def _route(self, model, pefts: list[str | None], tokens: list[int] | None = None):
-        """The context that routes each row, and extra forward arguments."""
+    def _router(self, model, pefts: list[str | None]):
+        """The kept route for these rows' adapters (at least one): None (merged weights),
+        a ``RowRouter``, or False (PEFT's ``adapter_names``)."""
         names = sorted(set(p for p in pefts if p))
-        if not names:
-            return adapters_off(model), {}
         uniform = len(names) == 1 and None not in pefts
         # PEFT names are unique per load, so a reloaded adapter never meets a stale router
         key = (id(model), tuple(names), uniform)
@@ -75,9 +71,15 @@ class StepRouter:
                 self._routes[key] = None
             else:
                 self._routes[key] = RowRouter(model, names) if can_mask(model, names) else False
-        router = self._routes[key]
+        return self._routes[key]
+
+    def _route(self, model, pefts: list[str | None], tokens: list[int] | None = None):
+        """The context that routes each row, and extra forward arguments."""
+        if not any(pefts):
+            return adapters_off(model), {}
+        router = self._router(model, pefts)
         if router is None:
-            return self.session._merged.use(model, names[0]), {}
+            return self.session._merged.use(model, next(p for p in pefts if p)), {}
         if router:
             return router.routed(pefts, tokens), {}
         return nullcontext(), {"adapter_names": [p or BASE for p in pefts]}
