@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+from core.hosts import is_local
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -41,7 +41,7 @@ def check_access(host: str, auth: str | None, share: bool) -> tuple[str, str] | 
         if not sep or not user or not password:
             raise SystemExit("error: --auth must look like user:password")
         creds = (user, password)
-    if (host not in LOCAL_HOSTS or share) and creds is None:
+    if (not is_local(host) or share) and creds is None:
         where = "a share link" if share else f"address {host}"
         raise SystemExit(f"error: refusing to listen on {where} without authentication; add --auth user:password")
     return creds

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adapters.store import AdapterEntry, Shelf
-from finetune.user_text import check_unicode, quote
+from adapters.shelf.store import AdapterEntry, Shelf
+from core.user_text import check_unicode, quote
 
 DELETE_UNCONFIRMED = "Tick the confirmation box first."
 

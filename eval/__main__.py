@@ -52,7 +52,7 @@ def base_model_of(adapters: list[str]) -> str:
     Raises:
         ValueError: an unknown or broken adapter, or adapters of different base models.
     """
-    from adapters.store import Shelf
+    from adapters.shelf.store import Shelf
 
     shelf, bases = Shelf(), {}
     for name in adapters:
@@ -72,11 +72,11 @@ def _check_data(data: str) -> None:
 
 
 def run(args) -> int:
-    from adapters.generate import GenerationSettings
-    from adapters.session import ModelSession
     from eval.gate import gate_lines
     from eval.report import metrics_table
     from eval.run import EVAL_MAX_NEW_TOKENS, evaluate
+    from inference.generate import GenerationSettings
+    from inference.session import ModelSession
 
     if not args.adapter and not args.base:
         raise ValueError("name at least one --adapter (or --base to score the base model alone)")
@@ -84,7 +84,7 @@ def run(args) -> int:
         raise ValueError("--rows-per-slice needs --slice-by COLUMN")
     _check_data(args.data)
     if args.slice_by:
-        from eval.rows import check_slice_column
+        from eval.scoring_rows import check_slice_column
 
         check_slice_column(args.data, args.slice_by)  # before the model loads
     base = args.base or base_model_of(args.adapter)

@@ -1,6 +1,6 @@
 """The release gate checked on an evaluation: each adapter's rules against its report.
 
-The rules live with the adapter (``gate.json``, :mod:`adapters.gate_rules`, defaults when
+The rules live with the adapter (``gate.json``, :mod:`adapters.shelf.gate_rules`, defaults when
 absent). After scoring, :func:`check_gates` turns each adapter's rules into a verdict --
 ``passed``, or ``failed`` with one reason per broken rule -- and :func:`record_gates` writes
 it into the adapter's manifest with the evaluation's id and date. A corrupt gate.json gives
@@ -10,7 +10,7 @@ still saved.
 
 from __future__ import annotations
 
-from adapters.gate_rules import (
+from adapters.shelf.gate_rules import (
     FAILED,
     NOT_EVALUATED,
     PASSED,
@@ -26,7 +26,7 @@ def check(report, adapter: str, rules: dict) -> dict:
 
     Args:
         report: an ``eval.report.EvalReport`` that scored ``adapter``.
-        rules: checked rules (:func:`adapters.gate_rules.read_rules`).
+        rules: checked rules (:func:`adapters.shelf.gate_rules.read_rules`).
     """
     reasons, notes = [], []
     metrics = rules["slices_not_worse"]

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core import paths
 from eval.metrics import (
     bleu_bootstrap_delta_ci,
     bootstrap_delta_ci,
@@ -33,7 +34,6 @@ from eval.metrics import (
 from eval.slices import markdown as slices_markdown
 from eval.slices import slice_scores
 from eval.slices import write_csv as write_slices_csv
-from finetune import paths
 
 N_RESAMPLES, CONFIDENCE = 1000, 0.95
 METRICS = ("bleu", "rouge_l", "perplexity")
@@ -77,7 +77,7 @@ def build_report(rows, answers: dict, nll: dict, golden: list[dict], golden_answ
     """Score every model's answers and compute each adapter's paired deltas.
 
     Args:
-        rows: the ``eval.rows.EvalRows`` answered.
+        rows: the ``eval.scoring_rows.EvalRows`` answered.
         answers: model label -> one ``Generated`` per row; ``"base"`` first.
         nll: model label -> ``{"nll": per-row summed NLL, "tokens": per-row tokens}``.
         golden: golden prompts; ``golden_answers`` holds each model's answers to them.
@@ -201,7 +201,7 @@ def csv_safe(cell):
 
 def write_back(report: EvalReport) -> None:
     """Merge the headline numbers into each adapter's manifest under ``eval``."""
-    from adapters.store import Shelf
+    from adapters.shelf.store import Shelf
 
     shelf, base = Shelf(), report.metrics[report.models[0]]
     keys = ("bleu", "rouge_l", "perplexity", "golden_passed", "golden_total")

@@ -1,6 +1,6 @@
 """The paired evaluation: base and adapters answer the same rows, scored in one job.
 
-One model load; every row is tokenized once (by ``eval.rows``) and the same prompt ids go
+One model load; every row is tokenized once (by ``eval.scoring_rows``) and the same prompt ids go
 to every model. Each generate call answers ``batch_size`` prompts with every model at once
 (PEFT ``adapter_names``, left padding, greedy by default), so the call count is
 ``ceil(rows / batch_size)`` whatever the number of adapters. Perplexity runs on the same
@@ -16,14 +16,14 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from adapters.generate import GenerationSettings
-from adapters.session import ModelSession
-from adapters.store import Shelf
+from adapters.shelf.store import Shelf
+from core.templates import end_of_turn_ids
 from eval.gate import check_gates, record_gates
 from eval.perplexity import IGNORE_INDEX
 from eval.report import EvalReport, build_report, save_report, write_back
-from eval.rows import check_slice_column, golden_prompt_ids, load_golden, select_rows
-from finetune.templates import end_of_turn_ids
+from eval.scoring_rows import check_slice_column, golden_prompt_ids, load_golden, select_rows
+from inference.generate import GenerationSettings
+from inference.session import ModelSession
 
 BASE_LABEL = "base"
 EVAL_MAX_NEW_TOKENS = 128  # support answers run 60-150 tokens; 128 keeps an eval affordable
@@ -185,7 +185,7 @@ def answer_all(session: ModelSession, prompt_ids: list[list[int]], adapters: lis
     labels = [BASE_LABEL, *adapters]
     out = {label: [None] * len(prompt_ids) for label in labels}
     order = sorted(range(len(prompt_ids)), key=lambda i: -len(prompt_ids[i]))
-    kwargs = _generate_kwargs(session, settings)
+    kwargs = generate_kwargs(session, settings)
     stop = set(kwargs["eos_token_id"])
     total = -(-len(order) // batch_size)
     for n, start in enumerate(range(0, len(order), batch_size), 1):
@@ -215,8 +215,8 @@ def left_pad(ids: list[list[int]], pad_id: int) -> dict:
     return {"input_ids": input_ids, "attention_mask": mask}
 
 
-def _generate_kwargs(session: ModelSession, settings: GenerationSettings) -> dict:
-    """``generate`` arguments for ``settings``, as adapters.generate builds them for chat."""
+def generate_kwargs(session: ModelSession, settings: GenerationSettings) -> dict:
+    """``generate`` arguments for ``settings``, as inference.generate builds them for chat."""
     tokenizer = session.tokenizer
     eos = session.model.generation_config.eos_token_id
     stop = end_of_turn_ids(tokenizer)

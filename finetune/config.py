@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from finetune.hardware import PRECISIONS, QUANTIZATIONS
+from core.hardware import PRECISIONS, QUANTIZATIONS
+from core.user_text import quote
 from finetune.launch import launch_problems
-from finetune.user_text import quote
 
 
 @dataclass
@@ -211,7 +211,7 @@ def validate(cfg: RunConfig, hardware=None) -> list[str]:
 
     Args:
         cfg: the run configuration.
-        hardware: a ``finetune.hardware.Hardware``; when given, device/precision/quantization
+        hardware: a ``core.hardware.Hardware``; when given, device/precision/quantization
             are checked against this machine.
     """
     out = _type_problems(cfg)
@@ -219,7 +219,7 @@ def validate(cfg: RunConfig, hardware=None) -> list[str]:
         out.append("model name is empty: give a Hub id, a local folder, or 'default'")
     out += _train_problems(cfg.train) + _lora_problems(cfg.lora) + _data_problems(cfg.data)
     if cfg.run.adapter_name:
-        from finetune.paths import safe_name
+        from core.paths import safe_name
 
         try:
             safe_name(cfg.run.adapter_name, "adapter name")

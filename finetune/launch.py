@@ -14,7 +14,7 @@ def launch_problems(run, train, hardware=None) -> list[str]:
     """Every problem with ``run`` (a ``RunArgs``) given ``train`` (a ``TrainArgs``).
 
     Args:
-        hardware: a ``finetune.hardware.Hardware``; when given, processes per node are checked
+        hardware: a ``core.hardware.Hardware``; when given, processes per node are checked
             against the GPUs this machine has.
     """
     out: list[str] = []

@@ -112,7 +112,7 @@ def default_model_dir(tmp_path_factory):
 
     Uses the developer's cache when TUNEDESK_TEST_MODEL_CACHE points at a TuneDesk home.
     """
-    from finetune import models
+    from core import models
 
     cache = os.environ.get("TUNEDESK_TEST_MODEL_CACHE")
     root = Path(cache) if cache else tmp_path_factory.mktemp("model-home")

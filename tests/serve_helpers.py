@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from adapters.serve.local_server import free_port, serving  # noqa: F401 (the tests' import point)
+from serve.local_server import free_port, serving  # noqa: F401 (the tests' import point)
 
 ADAPTERS = ("a", "b", "c")
 
@@ -16,7 +16,7 @@ def put_adapters(home, model_dir, names=ADAPTERS, targets=("q_proj", "v_proj", "
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from finetune import models
+    from core import models
 
     weight_hash = models.resolve(str(model_dir)).weight_hash
     for seed, name in enumerate(names, start=1):
@@ -36,7 +36,7 @@ def put_adapters(home, model_dir, names=ADAPTERS, targets=("q_proj", "v_proj", "
 def api_app(engines, api_key=None):
     from fastapi import FastAPI
 
-    from adapters.serve.openai_api import OpenAIServer
+    from serve.openai_api import OpenAIServer
 
     app = FastAPI()
     app.include_router(OpenAIServer(engines, api_key).router())

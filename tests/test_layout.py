@@ -1,10 +1,11 @@
-"""The architecture as a test: no import cycles, dependencies one way, gradio only in the UI.
+"""The architecture as a test: which package may import which, no cycles, no private imports.
 
 Every module's imports are read with ``ast`` (module level and inside functions alike: a lazy
-import is still a dependency), resolved to project modules, and checked against the rules in
-docs/architecture.md: ``finetune`` <- ``adapters`` <- ``eval`` <- ``ui`` <- ``app.py``; nothing
-below ``ui/`` imports gradio; ``finetune/config.py`` imports no torch, transformers or gradio.
-The rules run on synthetic trees first, so a checker that cannot fail would show.
+import is still a dependency), resolved to project modules, and checked against the table in
+docs/architecture.md (``ALLOWED``), for cycles between modules and between (sub)packages, for
+private names imported across modules, gradio below ``ui/``, and torch at import in ``core/``
+and the config module. The rules run on synthetic trees first, so a checker that cannot fail
+would show.
 """
 
 from __future__ import annotations
@@ -13,15 +14,27 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = {"finetune": 0, "adapters": 1, "eval": 2, "ui": 3, "app": 4}  # may import lower only
+# top-level package -> the top-level packages it may import (itself included)
+ALLOWED = {
+    "core": {"core"},
+    "adapters": {"core", "adapters"},
+    "finetune": {"core", "adapters", "finetune"},
+    "inference": {"core", "adapters", "inference"},
+    "serve": {"core", "adapters", "inference", "serve"},
+    "eval": {"core", "adapters", "finetune", "inference", "eval"},
+    "ui": {"core", "adapters", "finetune", "inference", "serve", "eval", "ui"},
+    "app": {"core", "ui"},
+    "bench": {"core", "adapters", "finetune", "inference", "serve", "eval", "bench"},
+}
 UI_ONLY = {"gradio"}
-LIGHT_MODULES = {"finetune.config": {"torch", "transformers", "gradio"}}
+HEAVY = {"torch", "transformers", "peft", "gradio"}
+LIGHT_AT_IMPORT = ("core.", "finetune.config")  # no heavy library at module level
 
 
 def module_files(root: Path) -> dict[str, Path]:
     """Dotted module name -> file, for the project's packages and ``app.py`` under ``root``."""
     found = {}
-    for top in LAYERS:
+    for top in ALLOWED:
         if (root / f"{top}.py").is_file():
             found[top] = root / f"{top}.py"
         for path in sorted((root / top).rglob("*.py")) if (root / top).is_dir() else []:
@@ -32,48 +45,54 @@ def module_files(root: Path) -> dict[str, Path]:
     return found
 
 
-def _imported_names(path: Path, module: str) -> set[str]:
-    """Every dotted name a file imports (``from a import b`` gives ``a.b``: the module ``a.b``
-    if there is one, else the name ``b`` in ``a``)."""
+def _imports(path: Path, module: str) -> list[tuple[str, bool]]:
+    """Every dotted name a file imports, with whether the import is at module level
+    (``from a import b`` gives ``a.b``: the module ``a.b`` if there is one, else the name ``b``
+    in ``a``)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    names = set()
+    top_level = {id(node) for node in tree.body}
+    names = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
+            names += [(alias.name, id(node) in top_level) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:  # relative: climb from this module's package
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
-            names.update(f"{base}.{alias.name}" for alias in node.names)
+            names += [(f"{base}.{alias.name}", id(node) in top_level) for alias in node.names]
     return names
 
 
-def import_graph(root: Path) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """Project module -> project modules it imports, and -> outside top-level names it imports.
+def import_graph(root: Path):
+    """Project module -> project modules it imports; -> outside top-level names it imports;
+    -> outside names imported at module level; and the private names imported across modules.
 
     A name resolves to the longest project module it starts with, so ``from finetune.data
-    import prepare`` points at ``finetune.data`` and ``from finetune.train import runner`` at
-    ``finetune.train.runner``. A package's own ``__init__`` running before its submodules is
-    Python's doing, not an edge.
+    import prepare`` points at ``finetune.data``.
     """
     files = module_files(root)
-    graph, external = {}, {}
+    graph, external, at_import, private = {}, {}, {}, []
     for module, path in files.items():
-        graph[module], external[module] = set(), set()
-        for name in _imported_names(path, module):
+        graph[module], external[module], at_import[module] = set(), set(), set()
+        for name, top_level in _imports(path, module):
             parts = name.split(".")
             target = next((".".join(parts[:n]) for n in range(len(parts), 0, -1) if ".".join(parts[:n]) in files), None)
             if target is None:
                 external[module].add(parts[0])
+                if top_level:
+                    at_import[module].add(parts[0])
             elif target != module:
                 graph[module].add(target)
-    return graph, external
+                leaf = name[len(target) + 1:] if name != target else ""
+                if leaf.startswith("_") and not leaf.startswith("__"):
+                    private.append(f"{module} imports {leaf} from {target}")
+    return graph, external, at_import, sorted(private)
 
 
 def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Every strongly connected group of more than one module (Tarjan), each as a sorted list."""
+    """Every strongly connected group of more than one node (Tarjan), each as a sorted list."""
     index, low, stack, on_stack, groups = {}, {}, [], set(), []
 
     def visit(node: str) -> None:
@@ -103,19 +122,39 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return groups
 
 
-def upward_imports(graph: dict[str, set[str]]) -> list[str]:
-    """Imports that point up the layers (e.g. ``finetune`` importing ``adapters``)."""
-    layer = lambda m: LAYERS[m.split(".")[0]]  # noqa: E731
-    return sorted(f"{src} imports {dst}" for src, dsts in graph.items() for dst in dsts if layer(dst) > layer(src))
+def package_graph(graph: dict[str, set[str]], root: Path) -> dict[str, set[str]]:
+    """The module graph folded onto (sub)packages: each module counts as the package it is in.
+    A ``__main__`` is left out: it is an entry point that nothing imports, so no cycle runs
+    through it."""
+    files = module_files(root)
+
+    def package(m: str) -> str:
+        return m if files[m].name == "__init__.py" or "." not in m else m.rpartition(".")[0]
+
+    folded: dict[str, set[str]] = {}
+    for src, dsts in graph.items():
+        if src.endswith("__main__"):
+            continue
+        folded.setdefault(package(src), set()).update(package(d) for d in dsts if package(d) != package(src))
+    return folded
 
 
-def forbidden_externals(external: dict[str, set[str]]) -> list[str]:
-    """gradio outside ui/ and app.py; heavy libraries in the light (config) modules."""
+def disallowed_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports the table does not allow (e.g. ``core`` importing ``finetune``, anything
+    importing ``bench``)."""
+    top = lambda m: m.split(".")[0]  # noqa: E731
+    return sorted(f"{src} imports {dst}" for src, dsts in graph.items() for dst in dsts
+                  if top(dst) not in ALLOWED[top(src)])
+
+
+def forbidden_externals(external: dict[str, set[str]], at_import: dict[str, set[str]]) -> list[str]:
+    """gradio outside ui/ and app.py; heavy libraries at import in core/ and the config."""
     bad = []
     for module, names in sorted(external.items()):
-        if LAYERS[module.split(".")[0]] < LAYERS["ui"]:
+        if module.split(".")[0] not in ("ui", "app"):
             bad += [f"{module} imports {n} (only ui/ and app.py may)" for n in sorted(names & UI_ONLY)]
-        bad += [f"{module} imports {n} (a config module stays light)" for n in sorted(names & LIGHT_MODULES.get(module, set()))]
+        if module.startswith(LIGHT_AT_IMPORT) or module == "core":
+            bad += [f"{module} imports {n} at import (a light module)" for n in sorted(at_import[module] & HEAVY)]
     return bad
 
 
@@ -138,7 +177,7 @@ def test_a_cycle_through_a_lazy_import_is_found(tmp_path):
         "finetune/c.py": "import finetune.a\n",
         "finetune/d.py": "from finetune.a import y\n",  # imports into the cycle, not part of it
     })
-    graph, _ = import_graph(root)
+    graph, *_ = import_graph(root)
     assert graph["finetune.b"] == {"finetune.c"}
     assert find_cycles(graph) == [["finetune.a", "finetune.b", "finetune.c"]]
 
@@ -147,52 +186,81 @@ def test_relative_imports_resolve_and_a_clean_tree_has_no_cycle(tmp_path):
     root = _tree(tmp_path, {
         "finetune/__init__.py": "",
         "finetune/data/__init__.py": "from .load import x\n",
-        "finetune/data/load.py": "from ..paths import home\n",
-        "finetune/paths.py": "import os\n",
+        "finetune/data/load.py": "from ..config import home\n",
+        "finetune/config.py": "import os\n",
     })
-    graph, external = import_graph(root)
+    graph, external, *_ = import_graph(root)
     assert graph["finetune.data"] == {"finetune.data.load"}
-    assert graph["finetune.data.load"] == {"finetune.paths"}
-    assert external["finetune.paths"] == {"os"}
+    assert graph["finetune.data.load"] == {"finetune.config"}
+    assert external["finetune.config"] == {"os"}
     assert find_cycles(graph) == []
 
 
-def test_upward_imports_gradio_and_torch_in_config_are_named(tmp_path):
+def test_a_cycle_between_subpackages_is_found_where_modules_have_none(tmp_path):
     root = _tree(tmp_path, {
+        "serve/__init__.py": "",
+        "serve/engines.py": "from serve.batching.scheduler import S\n",
+        "serve/ticket.py": "",
+        "serve/batching/__init__.py": "",
+        "serve/batching/scheduler.py": "from serve.ticket import Ticket\n",
+    })
+    graph, *_ = import_graph(root)
+    assert find_cycles(graph) == []
+    assert find_cycles(package_graph(graph, root)) == [["serve", "serve.batching"]]
+
+
+def test_disallowed_imports_private_names_and_heavy_imports_are_named(tmp_path):
+    root = _tree(tmp_path, {
+        "core/__init__.py": "",
+        "core/paths.py": "import torch\ndef f():\n    import transformers\n",
         "finetune/__init__.py": "",
-        "finetune/config.py": "import torch\n",
+        "finetune/config.py": "from core.paths import _helper, __version__\n",
         "finetune/train.py": "def f():\n    from eval.metrics import bleu\n",
-        "adapters/__init__.py": "",
-        "adapters/session.py": "import gradio as gr\nfrom finetune import config\n",
+        "inference/session.py": "import gradio as gr\nfrom finetune import config\n",
         "eval/__init__.py": "",
-        "eval/metrics.py": "",
+        "eval/metrics.py": "from bench import x\n",
+        "bench/__init__.py": "",
         "ui/__init__.py": "",
         "ui/tab.py": "import gradio\nfrom eval import metrics\n",
         "app.py": "from ui import tab\n",
     })
-    graph, external = import_graph(root)
-    assert upward_imports(graph) == ["finetune.train imports eval.metrics"]
-    assert forbidden_externals(external) == [
-        "adapters.session imports gradio (only ui/ and app.py may)",
-        "finetune.config imports torch (a config module stays light)",
+    graph, external, at_import, private = import_graph(root)
+    assert disallowed_imports(graph) == [
+        "eval.metrics imports bench", "finetune.train imports eval.metrics",
+        "inference.session imports finetune.config"]
+    assert forbidden_externals(external, at_import) == [
+        "core.paths imports torch at import (a light module)",
+        "inference.session imports gradio (only ui/ and app.py may)",
     ]
+    assert private == ["finetune.config imports _helper from core.paths"]
 
 
 # --- the project itself -----------------------------------------------------------------------
 
 
-def test_the_project_has_no_import_cycle():
-    graph, _ = import_graph(ROOT)
+def test_the_project_has_no_import_cycle_between_modules_or_packages():
+    graph, *_ = import_graph(ROOT)
     assert len(graph) > 50 and "finetune.train.loop" in graph  # the real tree was read
     assert find_cycles(graph) == []
+    assert find_cycles(package_graph(graph, ROOT)) == []
 
 
-def test_dependencies_point_one_way():
-    graph, _ = import_graph(ROOT)
-    assert upward_imports(graph) == []
+def test_imports_follow_the_table():
+    graph, *_ = import_graph(ROOT)
+    assert disallowed_imports(graph) == []
 
 
-def test_gradio_stays_in_the_ui_and_config_stays_light():
-    _, external = import_graph(ROOT)
+def test_no_private_name_is_imported_across_modules():
+    *_, private = import_graph(ROOT)
+    assert private == []
+
+
+def test_gradio_stays_in_the_ui_and_core_stays_light():
+    _, external, at_import, _ = import_graph(ROOT)
     assert "gradio" in external["ui.app"]  # the UI does import it: the scan sees it
-    assert forbidden_externals(external) == []
+    assert forbidden_externals(external, at_import) == []
+
+
+def test_every_package_on_disk_is_in_the_table():
+    tops = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()}
+    assert tops == set(ALLOWED) - {"app"}

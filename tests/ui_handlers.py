@@ -22,14 +22,14 @@ def handlers(model_dir: Path) -> dict:
     The handlers read ``TUNEDESK_HOME`` on every call, so each test's own home applies.
     """
     from ui.app import build_app
-    from ui.engine import Engine
+    from ui.views.state import AppState
 
-    scratch = tempfile.mkdtemp(prefix="tunedesk-ui-")  # where the Engine starts; removed at exit
+    scratch = tempfile.mkdtemp(prefix="tunedesk-ui-")  # where the AppState starts; removed at exit
     atexit.register(shutil.rmtree, scratch, True)
     old = os.environ.get("TUNEDESK_HOME")
     os.environ["TUNEDESK_HOME"] = scratch
     try:
-        demo = build_app(engine=Engine(str(model_dir)))
+        demo = build_app(state=AppState(str(model_dir)))
     finally:
         if old is None:
             os.environ.pop("TUNEDESK_HOME", None)
@@ -39,7 +39,7 @@ def handlers(model_dir: Path) -> dict:
     for block_fn in demo.fns.values():
         found.setdefault(block_fn.name, []).append(block_fn.fn)
     table = {name: fns[0] for name, fns in found.items() if len({id(f) for f in fns}) == 1}
-    table["engine"] = demo.engine
+    table["engine"] = demo.state
     return table
 
 

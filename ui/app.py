@@ -4,67 +4,67 @@ from __future__ import annotations
 
 import gradio as gr
 
-from ui.adapters_tab import build_adapters_tab
-from ui.chat_tab import build_chat_tab
-from ui.compare_tab import build_compare_tab
-from ui.engine import Engine
-from ui.evaluate_tab import build_evaluate_tab
-from ui.train_tab import build_train_tab
+from ui.tabs.adapters import build_adapters_tab
+from ui.tabs.chat import build_chat_tab
+from ui.tabs.compare import build_compare_tab
+from ui.tabs.evaluate import build_evaluate_tab
+from ui.tabs.train import build_train_tab
+from ui.views.state import AppState
 
 MAX_UPLOAD = "200mb"
 QUEUE_SIZE = 64  # waiting events in Gradio's queue; the serving engines take the same bound
 
 
-def build_app(base_model: str = "default", engine: Engine | None = None, serving: str = "auto") -> gr.Blocks:
-    """Build the UI over an :class:`Engine` (created here when not given; ``serving``: who
+def build_app(base_model: str = "default", state: AppState | None = None, serving: str = "auto") -> gr.Blocks:
+    """Build the UI over an :class:`AppState` (created here when not given; ``serving``: who
     answers Chat and the API, ``auto``, ``pytorch`` or ``llama.cpp``)."""
-    engine = engine or Engine(base_model, serving)
+    state = state or AppState(base_model, serving)
     with gr.Blocks(title="TuneDesk") as demo:
         gr.Markdown("# TuneDesk\nFine-tune a small LLM into a customer-support chatbot: "
                     "train → evaluate → keep adapters → chat → compare.")
         with gr.Tabs(elem_id="tabs") as tabs:
-            train = build_train_tab(engine)
-            evaluate = build_evaluate_tab(engine)
-            build_adapters_tab(engine)
-            build_chat_tab(engine)
-            compare = build_compare_tab(engine)
+            train = build_train_tab(state)
+            evaluate = build_evaluate_tab(state)
+            build_adapters_tab(state)
+            build_chat_tab(state)
+            compare = build_compare_tab(state)
         # A helpdesk import's held-out conversations become the Evaluate tab's dataset.
         train["imported"].then(lambda held_out: held_out or gr.skip(), train["held_out_file"], evaluate["data"])
         train["to_compare"].click(
-            lambda rid: _open_compare(engine, rid), train["run_id"], [tabs, compare["adapter"]])
+            lambda rid: _open_compare(state, rid), train["run_id"], [tabs, compare["adapter"]])
         # Start loading the base model as soon as a page opens; Chat's status line shows progress.
-        demo.load(lambda: engine.session.load(wait=False))
-        demo.load(lambda: engine.serving.prepare(wait=False))  # llama.cpp GGUF, engine timing
+        demo.load(lambda: state.session.load(wait=False))
+        demo.load(lambda: state.serving.prepare(wait=False))  # llama.cpp GGUF, state timing
         for fn, inputs, outputs in train["on_load"]:
             demo.load(fn, inputs, outputs, show_progress="hidden")
-    demo.engine = engine
+    demo.state = state
     return demo
 
 
-def _open_compare(engine: Engine, run_id: str | None):
-    from ui.train_view import latest_run_id, run_view
+def _open_compare(state: AppState, run_id: str | None):
+    from ui.views.train_progress import latest_run_id, run_view
 
     adapter = run_view(run_id or latest_run_id()).get("adapter")
-    names = engine.adapter_choices()
+    names = state.adapter_choices()
     return gr.Tabs(selected="compare"), gr.update(choices=names, value=adapter if adapter in names else None)
 
 
 def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, auth=None, share: bool = False,
            prevent_thread_lock: bool = False, api_key: str | None = None):
     """Serve the pages and, beside them in the same server, the OpenAI-compatible API
-    (``/v1/...``, bearer ``api_key`` when given; see adapters/serve/openai_api.py)."""
-    from adapters.serve.openai_api import OpenAIServer
+    (``/v1/...``, bearer ``api_key`` when given; see serve/openai_api.py)."""
+    from serve.openai_api import OpenAIServer
 
     # One heavy event at a time per handler (Gradio's default concurrency limit of 1); chat
     # stays usable during training because training runs in its own child process.
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=1)
     # The API's routes go first into the app Gradio builds (FastAPI's `routes`), so no Gradio
     # route can shadow them; Gradio's login does not cover them, the bearer key does.
-    routes = OpenAIServer(demo.engine.serving, api_key).router().routes
-    from adapters.commands.serve import warn_unpassed
+    routes = OpenAIServer(demo.state.serving, api_key).router().routes
+    from serve.assembly import warn_unpassed
 
     warn_unpassed()  # the API serves every shelf adapter: say which have not passed their gate
     return demo.launch(server_name=host, server_port=port, auth=auth, share=share,
                        max_file_size=MAX_UPLOAD, prevent_thread_lock=prevent_thread_lock,
-                       show_error=True, allowed_paths=[str(demo.engine.home / "exports")],
+                       show_error=True, allowed_paths=[str(demo.state.home / "exports")],
                        app_kwargs={"routes": routes})

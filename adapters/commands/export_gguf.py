@@ -26,8 +26,8 @@ def add_arguments(p) -> None:
 
 def main(args) -> int:
     from adapters.export.gguf import export_gguf
-    from adapters.gate_rules import warning_for
-    from adapters.store import Shelf
+    from adapters.shelf.gate_rules import warning_for
+    from adapters.shelf.store import Shelf
 
     entry = Shelf().get(args.name)
     warning = warning_for(entry) if entry.ok else ""  # broken ones fail below

@@ -24,7 +24,7 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    from adapters.gate_rules import (
+    from adapters.shelf.gate_rules import (
         DEFAULT_RULES,
         GATE_FILE,
         entry_status,
@@ -32,7 +32,7 @@ def main(args) -> int:
         read_rules,
         write_rules,
     )
-    from adapters.store import BrokenAdapterError, Shelf
+    from adapters.shelf.store import BrokenAdapterError, Shelf
 
     shelf = Shelf()
     entry = shelf.get(args.name)

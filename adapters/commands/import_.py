@@ -1,7 +1,7 @@
 """`python -m adapters import PATH [--name NAME]`: copy a PEFT LoRA adapter onto the shelf.
 
 PATH is a folder holding ``adapter_config.json`` or a .zip of one; zips are checked for
-unsafe paths, links and bombs before anything is extracted (``adapters.safe_zip``).
+unsafe paths, links and bombs before anything is extracted (``adapters.shelf.safe_zip``).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    from adapters.gate_rules import entry_status
+    from adapters.shelf.gate_rules import entry_status
     from adapters.shelf_actions import names
 
     entries = names()

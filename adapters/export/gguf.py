@@ -23,11 +23,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from adapters.export import gguf_cache, llama_tools
-from adapters.export.checks import checked_adapter, refuse_dora
 from adapters.export.llama_tools import QUANTIZER_TYPES, Progress
+from adapters.export.preconditions import checked_adapter, refuse_dora
 from adapters.export.readme import readme
-from adapters.gate_rules import entry_status, warning_for
-from finetune import paths
+from adapters.shelf.gate_rules import entry_status, warning_for
+from core import paths
 
 FORMAT = "tunedesk-gguf-export/1"
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def export_gguf(name: str, types: tuple[str, ...] = ("f16", "q8_0"), *, lora: bo
         result.files = [_describe(f) for f in sorted(tmp.iterdir()) if not f.name.startswith(".")]
         result.timings = steps.timings
         _write_manifest(tmp, entry, resolved, result)
-        old = _move_aside(target) if target.exists() else None
+        old = move_aside(target) if target.exists() else None
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     if on_progress is not None:
@@ -222,7 +222,7 @@ def _link(src: Path, dst: Path) -> None:
         shutil.copyfile(src, dst)
 
 
-def _move_aside(folder: Path) -> Path:
-    from adapters.export.hf import _move_aside as move_aside
+def move_aside(folder: Path) -> Path:
+    from adapters.export.hf import move_aside as move_aside
 
     return move_aside(folder)

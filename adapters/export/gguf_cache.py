@@ -21,7 +21,7 @@ from pathlib import Path
 from adapters.export import llama_tools
 from adapters.export.hf import sanitize_name
 from adapters.export.llama_tools import OUTTYPES, QUANTIZER_TYPES, Progress
-from finetune import models, paths
+from core import models, paths
 
 LORA_TYPE = "f16"
 
@@ -31,7 +31,7 @@ def ensure_base_gguf(resolved_or_base_id, outtype: str = "q8_0", *, home: Path |
     """The base model as GGUF, converted by llama.cpp once per weights and type.
 
     Args:
-        resolved_or_base_id: a :class:`finetune.models.ResolvedModel`, or a name/path to resolve.
+        resolved_or_base_id: a :class:`core.models.ResolvedModel`, or a name/path to resolve.
         outtype: ``f32``, ``f16``, ``bf16``, ``q8_0`` (converter) or ``q4_k_m``, ``q5_k_m``
             (quantizer, from the f16 file).
         home: the TuneDesk home whose ``exports/`` holds the cache (default: the current one).
@@ -64,7 +64,7 @@ def ensure_lora_gguf(adapter_name: str, *, home: Path | None = None,
         ValueError: the adapter is missing, broken, of other base weights, or DoRA (a sentence).
         llama_tools.LlamaToolsError: the conversion failed.
     """
-    from adapters.export.checks import checked_adapter, refuse_dora
+    from adapters.export.preconditions import checked_adapter, refuse_dora
 
     entry, resolved = checked_adapter(adapter_name, home=home)
     refuse_dora(entry)

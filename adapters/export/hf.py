@@ -17,8 +17,8 @@ import uuid
 import zipfile
 from pathlib import Path
 
-from adapters.safe_zip import ZipLimits, safe_extract  # noqa: F401  (re-exported)
-from adapters.store import (
+from adapters.shelf.safe_zip import ZipLimits, safe_extract  # noqa: F401  (re-exported)
+from adapters.shelf.store import (
     CONFIG,
     FORMAT,
     MANIFEST,
@@ -36,7 +36,7 @@ from adapters.store import (
     shelf_write,
     write_json_atomic,
 )
-from finetune import paths
+from core import paths
 
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")  # never copied onto the shelf
 def import_adapter(
@@ -109,7 +109,7 @@ def export_merged(
     entry = shelf.get(name)
     if not entry.ok:
         raise BrokenAdapterError(f"adapter {name!r} is broken: {entry.reason}")
-    base = _resolve_base(entry.manifest.get("base_model") or {})
+    base = resolve_base(entry.manifest.get("base_model") or {})
     target = Path(out_dir) if out_dir else paths.subdir("exports") / f"{name}-merged"
     if target.exists() and not overwrite:
         raise ValueError(f"{target} already exists; pass overwrite=True to replace it")
@@ -135,7 +135,7 @@ def export_merged(
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
         write_json_atomic(tmp / "tunedesk_export.json", info)
-        old = _move_aside(target) if target.exists() else None
+        old = move_aside(target) if target.exists() else None
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return target
@@ -169,9 +169,9 @@ def sanitize_name(stem: str) -> str:
     return name or "adapter"
 
 
-def _resolve_base(base: dict):
+def resolve_base(base: dict):
     """Resolve the manifest's base model; fall back to the folder it was trained from."""
-    from finetune.models import ModelNotFoundError, resolve
+    from core.models import ModelNotFoundError, resolve
 
     try:
         return resolve(base.get("name", ""))
@@ -182,7 +182,7 @@ def _resolve_base(base: dict):
         raise
 
 
-def _move_aside(folder: Path) -> Path:
+def move_aside(folder: Path) -> Path:
     """Rename ``folder`` to a hidden trash name beside it, so the new one can take its place."""
     trash = folder.parent / f".trash-{folder.name}-{uuid.uuid4().hex[:8]}"
     folder.rename(trash)
@@ -256,7 +256,7 @@ def _finish_import(folder: Path, name: str) -> None:
         if old.get("format") == FORMAT and isinstance(base, dict) and base.get("name"):
             manifest = {**old, "name": name, "imported": True}
     manifest["adapter_hash"] = file_hash(folder / WEIGHTS)
-    manifest["adapter_bytes"] = (folder / WEIGHTS).stat().st_size  # checked by adapters/integrity.py
+    manifest["adapter_bytes"] = (folder / WEIGHTS).stat().st_size  # checked by adapters/shelf/integrity.py
     write_json_atomic(folder / MANIFEST, manifest)
     if not (folder / "README.md").exists():
         (folder / "README.md").write_text(_model_card(manifest))

@@ -8,7 +8,7 @@ when the conversation has none (SmolLM2, Qwen2.5). The result is then checked ag
 chat template on conversations of 1-3 turns with and without a system message; a template
 that is not "one block per message" (dates, tool calls, per-position logic) is refused in
 words rather than approximated. Models without a chat template (GPT-2) get TuneDesk's
-fallback instruction format (:mod:`finetune.templates`), which they were tuned on.
+fallback instruction format (:mod:`core.templates`), which they were tuned on.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from finetune import templates
+from core import templates
 
 _MARK = {"system": "Xsysmark9", "user": "Xusermark9", "assistant": "Xasstmark9"}
 
@@ -47,7 +47,7 @@ def chat_pieces(tokenizer) -> ChatPieces:
         TemplateNotExpressible: the template is not a plain concatenation of message blocks.
     """
     if not templates.has_chat_template(tokenizer):
-        sep = "\n\n"  # finetune.templates' fallback format
+        sep = "\n\n"  # core.templates' fallback format
         pieces = ChatPieces({"system": ("", sep), "user": ("### Instruction:\n", sep),
                              "assistant": ("### Response:\n", sep)}, "### Response:\n")
     else:

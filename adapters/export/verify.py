@@ -47,7 +47,7 @@ def verify_export(folder: Path, prompts: list[str], *, max_new_tokens: int = 64)
     folder = Path(folder)
     manifest = _manifest(folder)
     tokenizer, model, system = _reference(manifest)
-    from finetune.templates import end_of_turn_ids, render_prompt
+    from core.templates import end_of_turn_ids, render_prompt
 
     stops = set(end_of_turn_ids(tokenizer))
     texts = [render_prompt(tokenizer, ([{"role": "system", "content": system}] if system else [])
@@ -93,7 +93,7 @@ def _reference(manifest: dict):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from adapters.export.checks import checked_adapter
+    from adapters.export.preconditions import checked_adapter
 
     entry, resolved = checked_adapter(manifest["adapter"])
     if entry.adapter_hash != manifest.get("adapter_hash"):

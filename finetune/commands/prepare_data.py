@@ -68,7 +68,8 @@ def data_args(args) -> DataArgs:
 def main(args) -> int:
     from transformers import AutoTokenizer
 
-    from finetune import data, models, paths
+    from core import models, paths
+    from finetune import data
 
     d = data_args(args)
     tokenizer = AutoTokenizer.from_pretrained(models.resolve(args.model).path)

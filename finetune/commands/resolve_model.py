@@ -10,7 +10,7 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    from finetune.models import resolve
+    from core.models import resolve
 
     print(json.dumps(resolve(args.name).to_dict(), indent=2))
     return 0

@@ -153,8 +153,8 @@ def main(args) -> int:
         if problems := launch_problems(cfg.run, cfg.train):  # before torchrun waits for peers
             return _print_problems(SimpleNamespace(problems=problems))
         return _relaunch_under_torchrun(cfg.run)
-    from finetune.console import ConsoleProgress
-    from finetune.events import EventLog
+    from core.console import ConsoleProgress
+    from core.events import EventLog
     from finetune.train import ConfigError, train
 
     stop = threading.Event()

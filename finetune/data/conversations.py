@@ -9,7 +9,7 @@ render earlier answers without an end-of-turn token, so their turns cannot be to
 :func:`encode` returns None and the caller trains the last turn alone.
 
 Turn spans are found by encoding the prompt before each assistant turn
-(``finetune.templates.encode_chat``, what chat uses) and checking that it is a token prefix
+(``core.templates.encode_chat``, what chat uses) and checking that it is a token prefix
 of the whole conversation; the turn then runs to the last end-of-turn token before the next
 prompt. A conversation longer than ``max_length`` loses its oldest exchanges (user question
 plus answer) first, keeping the system message; if the last exchange alone is too long, the
@@ -173,14 +173,14 @@ def _split(messages: list[dict]) -> tuple[list[dict], list[tuple[dict, dict]]]:
 
 
 def _prompt_ids(fmt, messages: list[dict]) -> list[int]:
-    from finetune.templates import encode_chat
+    from core.templates import encode_chat
 
     return encode_chat(fmt.tokenizer, messages, add_generation_prompt=True)
 
 
 def _full_ids(fmt, messages: list[dict]) -> list[int]:
     """A finished conversation (last turn from the assistant), closed by its end-of-turn token."""
-    from finetune.templates import encode_chat
+    from core.templates import encode_chat
 
     ids = encode_chat(fmt.tokenizer, messages, add_generation_prompt=False)
     # The fallback format has no end-of-turn marker of its own: eos closes the answer.

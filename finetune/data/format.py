@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import json
 
+from core.templates import control_strings, encode_chats, render_prompt
 from finetune.data.labels import IGNORE_INDEX, fit  # noqa: F401  (re-exported)
-from finetune.templates import control_strings, encode_chats, render_prompt
 
 FALLBACK_TEMPLATE = "{system}\n\n### Instruction:\n{prompt}\n\n### Response:\n{response}<eos>"
 # Per-row outcome of encoding; the KEPT ones keep the row.
@@ -84,7 +84,7 @@ class ChatFormat:
     def prompt_text(self, prompt: str, history: str = "") -> str:
         """The text a model continues to answer ``prompt``.
 
-        Rendered by ``finetune.templates.render_prompt``, the function chat and evaluation
+        Rendered by ``core.templates.render_prompt``, the function chat and evaluation
         use, so a tuned model is prompted exactly as it was trained.
         """
         return render_prompt(self.tokenizer, self.messages(prompt, history))
@@ -94,7 +94,7 @@ class ChatFormat:
     ) -> dict:
         """Tokenize a batch of normalized rows (``prompt``, ``response``, ``history`` lists).
 
-        Message text is tokenized as text by :func:`finetune.templates.encode_chat`: a row
+        Message text is tokenized as text by :func:`core.templates.encode_chat`: a row
         holding ``<|im_end|>`` teaches those characters, never an early end of turn.
 
         Returns:

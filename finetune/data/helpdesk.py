@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from core.user_text import cut, quote
 from finetune.data.checks import DataError, check_text_file
 from finetune.data.load import checked_path, max_data_bytes
-from finetune.user_text import cut, quote
 
 # Field -> column names looked for, first match wins (compared in lower case).
 COLUMNS = {

@@ -17,13 +17,13 @@ import os
 import re
 from pathlib import Path
 
+from core.user_text import check_unicode, cut, quote
 from finetune.data.checks import (  # noqa: F401  (DataError, MAX_ROW_BYTES re-exported)
     MAX_ROW_BYTES,
     DataError,
     check_file,
     root_message,
 )
-from finetune.user_text import check_unicode, cut, quote
 
 MAX_FILE_BYTES = 1 << 30  # default refusal size for one file; override with TUNEDESK_MAX_DATA_BYTES
 FORMATS = {

@@ -155,7 +155,7 @@ def save_prepared(data: PreparedData, folder: str | Path) -> Path:
     """Write ``tokenized/`` and ``rows/`` (``save_to_disk``) and ``stats.json``, atomically."""
     from datasets import DatasetDict
 
-    from finetune.paths import atomic_dir
+    from core.paths import atomic_dir
 
     folder = Path(folder)
     with atomic_dir(folder) as tmp, quiet():

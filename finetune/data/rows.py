@@ -21,9 +21,9 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
+from core.user_text import quote
 from finetune.data.conversations import BadConversation, parse_messages
 from finetune.data.load import DataError
-from finetune.user_text import quote
 
 MAX_FIELD_CHARS = 4_000_000  # one prompt or response; real support replies are a few KB
 PROMPT_NAMES = ("instruction", "prompt", "question", "query", "input", "user")

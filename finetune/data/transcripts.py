@@ -27,11 +27,11 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.user_text import quote
 from finetune.data.checks import DataError
 from finetune.data.conversations import MAX_MESSAGE_CHARS, BadConversation, parse_messages
 from finetune.data.helpdesk import Message, read_export
 from finetune.data.redact import name_patterns, redact
-from finetune.user_text import quote
 
 SKIP_REASONS = {
     "no_agent_reply": "no agent reply after the customer's first message",

@@ -9,7 +9,7 @@ hand large blocks back (``mmap`` for every block) also kept memory down but halv
 because every step then faults its pages in again.
 
 The allocator is chosen when a process starts (``LD_PRELOAD``), so ``python -m finetune train``
-and ``bench`` re-execute themselves once with it; ``TUNEDESK_ALLOCATOR=system`` keeps glibc.
+and ``python -m bench training`` re-execute themselves once with it; ``TUNEDESK_ALLOCATOR=system`` keeps glibc.
 """
 
 from __future__ import annotations
@@ -46,14 +46,14 @@ def env_with_tcmalloc(env: dict) -> dict | None:
     return {**env, "LD_PRELOAD": f"{library}:{preload}" if preload else library}
 
 
-def reexec_with_tcmalloc(argv: list[str]) -> None:
-    """Replace this process by ``python -m finetune <argv>`` under tcmalloc, if it applies
+def reexec_with_tcmalloc(package: str, argv: list[str]) -> None:
+    """Replace this process by ``python -m <package> <argv>`` under tcmalloc, if it applies
     (call before torch loads; returns only when nothing changes)."""
     env = env_with_tcmalloc(dict(os.environ))
     if env is not None:
         sys.stdout.flush()
         sys.stderr.flush()
-        os.execve(sys.executable, [sys.executable, "-m", "finetune", *argv], env)
+        os.execve(sys.executable, [sys.executable, "-m", package, *argv], env)
 
 
 def in_use() -> str:

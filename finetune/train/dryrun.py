@@ -53,12 +53,12 @@ def label_share(rows) -> float:
     return labelled / total if total else 1.0
 
 
-def _model_counts(resolved, cfg) -> dict:
+def model_counts(resolved, cfg) -> dict:
     """Parameter counts of the base and of its LoRA adapter, from the config alone."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from finetune.train.loading import resolve_targets
+    from finetune.train.model_loading import resolve_targets
 
     trust = cfg.model.trust_remote_code
     config = AutoConfig.from_pretrained(resolved.path, trust_remote_code=trust)
@@ -82,19 +82,19 @@ def estimate_memory(cfg, resolved, label_share: float = 1.0) -> dict:
 
     Args:
         cfg: the run configuration (batch size, max length, precision, quantization, LoRA).
-        resolved: the base model (``finetune.models.ResolvedModel``).
+        resolved: the base model (``core.models.ResolvedModel``).
         label_share: share of tokens that are labels; 1.0 (every token) is the worst case.
 
     Returns:
         GiB per part (weights, lora_and_optimizer, activations, logits, runtime), total_gib,
         device, device_gib, fits, and ``warning`` (a sentence, empty when it fits).
     """
-    from finetune.hardware import detect
+    from core.hardware import detect
 
     t = cfg.train
     dev = detect().device(t.device)
     on_cuda = dev.name.startswith("cuda")
-    c = _model_counts(resolved, cfg)
+    c = model_counts(resolved, cfg)
     wide = 2 if on_cuda and t.precision != "fp32" and t.quantization == "none" else 4
     if QUANT_BYTES[t.quantization] is None:
         weights = c["params"] * wide
@@ -133,7 +133,7 @@ def estimate_memory(cfg, resolved, label_share: float = 1.0) -> dict:
 def available_gib(dev) -> float:
     """What a new training process can use on ``dev``: free GPU memory (another run, the chat
     model or another user may hold some), not the card's total; all memory for the CPU."""
-    from finetune.gpu import free_memory_gib
+    from core.gpu import free_memory_gib
 
     free = free_memory_gib(dev.name)
     if free is None:

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from finetune import paths
+from core import paths
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
+from core.gpu import is_oom, make_scaler
 from finetune.config import RunConfig
-from finetune.gpu import is_oom, make_scaler
 from finetune.train import allocator, oom, parallel
 from finetune.train.dryrun import warn_if_too_big
 from finetune.train.setup import (
@@ -68,7 +68,7 @@ class _Run:
     device: str
     run_dir: Path
     t0: float  # when train() was called
-    resolved: object  # finetune.models.ResolvedModel
+    resolved: object  # core.models.ResolvedModel
     tokenizer: object
     prepared: object  # finetune.data.PreparedData
     model: object  # the PEFT model (what is saved)

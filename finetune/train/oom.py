@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from finetune.gpu import is_oom, release_memory
+from core.gpu import is_oom, release_memory
 
 
 def any_rank(flag: bool, device: str) -> bool:

@@ -57,7 +57,7 @@ def shard(model, device: str, precision: str) -> None:
     mesh = init_device_mesh("cuda" if device.startswith("cuda") else "cpu", (dist.get_world_size(),))
     # On a GPU in bf16 the base is loaded in bf16 and PEFT keeps LoRA in fp32: all-gather and
     # compute in bf16, reduce gradients and keep the sharded LoRA weights in fp32. On the CPU
-    # weights stay fp32 and autocast does bf16 (finetune/train/loading.py).
+    # weights stay fp32 and autocast does bf16 (finetune/train/model_loading.py).
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
         if device.startswith("cuda") and precision == "bf16" else MixedPrecisionPolicy()
     for layer in decoder_layers(model):

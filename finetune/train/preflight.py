@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from finetune.user_text import quote
+from core.user_text import quote
 
 
 def preflight(cfg, hardware=None) -> list[str]:
@@ -18,7 +18,7 @@ def preflight(cfg, hardware=None) -> list[str]:
 
     Args:
         cfg: a ``finetune.config.RunConfig``.
-        hardware: a ``finetune.hardware.Hardware`` to check device and precision against.
+        hardware: a ``core.hardware.Hardware`` to check device and precision against.
 
     Returns:
         The problems of :func:`finetune.config.validate`, then the dataset's, then the base
@@ -55,7 +55,7 @@ def dataset_problems(data_args) -> list[str]:
 
 def model_problems(name: str) -> list[str]:
     """Why base model ``name`` cannot be resolved (the resolver's own sentence), or nothing."""
-    from finetune.models import resolve
+    from core.models import resolve
 
     try:
         resolve(name)

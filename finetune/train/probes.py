@@ -3,7 +3,7 @@ watches the model learn (the answers go out as events)."""
 
 from __future__ import annotations
 
-from finetune.templates import end_of_turn_ids, render_prompt
+from core.templates import end_of_turn_ids, render_prompt
 from finetune.train.steps import no_grad
 
 PROBE_PROMPTS = [

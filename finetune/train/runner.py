@@ -18,12 +18,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from finetune import paths
+from core import paths
+from core.activity import ACTIVE_STATES as ACTIVE
+from core.activity import LAUNCH_GRACE_S, pid_alive
+from core.events import read_events, read_status, write_status
 from finetune.config import RunConfig
-from finetune.events import read_events, read_status, write_status
 
-ACTIVE = ("queued", "running", "stopping")
-_LAUNCH_GRACE_S = 30  # a queued run gets this long to receive its pid before it counts as lost
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -36,27 +36,6 @@ class RunInfo:
     @property
     def state(self) -> str:
         return self.status.get("state", "unknown")
-
-
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie counts as dead. Never reap it here (no waitpid): the watcher thread owns our
-    # children, and reaping behind its back makes Popen.wait() report exit code 0.
-    return _not_zombie(pid)
-
-
-def _not_zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def log_tail(run_dir: Path, lines: int = 20) -> str:
@@ -168,9 +147,9 @@ def refresh(run_dir: Path) -> dict:
     """Current status; a run whose process died without a word is marked failed."""
     status = read_status(run_dir) or {"state": "failed", "reason": "no status.json"}
     launching = status.get("state") == "queued" and not status.get("pid")
-    if launching and time.time() - status.get("created", 0) < _LAUNCH_GRACE_S:
+    if launching and time.time() - status.get("created", 0) < LAUNCH_GRACE_S:
         return status  # start() is launching it right now
-    if status.get("state") in ACTIVE and not _alive(status.get("pid")):
+    if status.get("state") in ACTIVE and not pid_alive(status.get("pid")):
         watcher = _WATCHERS.get(str(run_dir))
         if watcher is not None:
             watcher.join(timeout=10)  # our own child: its watcher records the real exit code
@@ -190,7 +169,7 @@ def stop(run_id: str) -> dict:
     status = write_status(run_dir, state="stopping")
     (run_dir / "stop").touch()
     pid = status.get("pid")
-    if pid and _alive(pid):
+    if pid and pid_alive(pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, 15)
     return read_status(run_dir) or status

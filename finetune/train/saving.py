@@ -16,9 +16,9 @@ from pathlib import Path
 
 import torch
 
-from finetune import paths
-from finetune.hashing import file_hash, text_hash  # noqa: F401  (text_hash re-exported)
-from finetune.paths import check_writable  # noqa: F401  (re-exported)
+from core import paths
+from core.hashing import file_hash, text_hash  # noqa: F401  (text_hash re-exported)
+from core.paths import check_writable  # noqa: F401  (re-exported)
 
 MANIFEST_FORMAT = "tunedesk-adapter/1"
 

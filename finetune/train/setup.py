@@ -13,9 +13,9 @@ from pathlib import Path
 
 import torch
 
-from finetune import paths
+from core import paths
+from core.hardware import detect
 from finetune.config import RunConfig, validate
-from finetune.hardware import detect
 
 
 class ConfigError(ValueError):
@@ -28,7 +28,7 @@ class ConfigError(ValueError):
 
 def dist_setup(device: str) -> tuple[int, int, str]:
     """(rank, world_size, device) — DDP when launched under torchrun."""
-    from finetune.gpu import use_device
+    from core.gpu import use_device
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
@@ -47,7 +47,7 @@ def dist_setup(device: str) -> tuple[int, int, str]:
 
 def cpu_threads(requested: int, device: str) -> int:
     """Torch threads: on CPU the cores are shared by the processes of this node (DDP)."""
-    from finetune.train.loading import set_cpu_threads
+    from finetune.train.model_loading import set_cpu_threads
 
     if device.startswith("cuda"):
         return torch.get_num_threads()
@@ -75,9 +75,9 @@ def load_data(cfg: RunConfig, emit=None):
         ``(resolved, tokenizer, prepared)``: a ``ResolvedModel``, the tokenizer and
         ``finetune.data.PreparedData``.
     """
+    from core.models import resolve
     from finetune import data as data_mod
-    from finetune.models import resolve
-    from finetune.train.loading import load_tokenizer
+    from finetune.train.model_loading import load_tokenizer
 
     emit = emit or (lambda *a, **k: None)
     emit("status", message=f"resolving base model {cfg.model.name}")
@@ -100,7 +100,7 @@ def load_lora_model(cfg: RunConfig, resolved, device: str, lean_ops: bool = True
         ``(model, target_module_names, packing)``.
     """
     from finetune.data.collate import prepare_model_for_packing, supports_packing
-    from finetune.train.loading import apply_lora, load_model
+    from finetune.train.model_loading import apply_lora, load_model
 
     t = cfg.train
     model = load_model(resolved, device, t.precision, t.quantization, cfg.model.trust_remote_code)

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from adapters.generate import GenerationSettings, generate_batch
-from adapters.session import ModelSession
-from adapters.store import Shelf
+from adapters.shelf.store import Shelf
+from core import models
 from eval.__main__ import main
 from eval.perplexity import perplexity
-from eval.rows import select_rows
 from eval.run import evaluate
-from finetune import models
+from eval.scoring_rows import select_rows
 from finetune.config import DataArgs
 from finetune.data import prepare
+from inference.generate import GenerationSettings, generate_batch
+from inference.session import ModelSession
 
 ADAPTERS = ["tuned-a", "tuned-b"]
 N_ROWS, BATCH, NEW_TOKENS = 10, 4, 6

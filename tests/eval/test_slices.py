@@ -8,10 +8,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from adapters.gate_rules import DEFAULT_RULES
+from adapters.shelf.gate_rules import DEFAULT_RULES
 from eval.gate import check
 from eval.metrics import bleu_bootstrap_delta_ci, bootstrap_delta_ci, perplexity_delta_ci
-from eval.rows import check_slice_column
+from eval.scoring_rows import check_slice_column
 from eval.slices import MIN_CI_ROWS, slice_scores, table, write_csv
 
 REF = "your order ships today and you can track it in your account"

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from adapters.generate import GenerationSettings
-from adapters.session import ModelSession
 from eval.__main__ import main
 from eval.run import evaluate
 from eval.slices import MIN_CI_ROWS
+from inference.generate import GenerationSettings
+from inference.session import ModelSession
 
 
 @pytest.fixture

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CHAT = "/chat"  # ui/chat_tab.py: the Send button's api_name
-START_TRAINING = "/start_training"  # ui/train_tab.py: the Start button's api_name
-BASE = "base model (no adapter)"  # ui.engine.BASE_LABEL, without importing the UI here
+CHAT = "/chat"  # ui/tabs/chat.py: the Send button's api_name
+START_TRAINING = "/start_training"  # ui/tabs/train.py: the Start button's api_name
+BASE = "base model (no adapter)"  # ui.views.state.BASE_LABEL, without importing the UI here
 
 
 @dataclass
@@ -129,8 +129,8 @@ def answer_text(result) -> str:
 
 def tiny_train_inputs(model_dir: Path, adapter_name: str, max_steps: int) -> list:
     """Inputs for the Train tab's Start (demo data) training ``model_dir`` briefly."""
-    from ui import forms
-    from ui.train_tab import DATA_SOURCES
+    from ui.tabs.train import DATA_SOURCES
+    from ui.views import forms
 
     cfg = forms.ui_defaults()
     cfg.model.name = str(model_dir)

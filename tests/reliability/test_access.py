@@ -164,7 +164,7 @@ def _model_with_code(src: Path, folder: Path, model_type: str) -> tuple[Path, Pa
 def test_trust_remote_code_is_off_unless_the_run_config_turns_it_on():
     from finetune.commands.train import add_arguments, build_config
     from finetune.config import RunConfig
-    from ui import forms
+    from ui.views import forms
 
     assert RunConfig().model.trust_remote_code is False
     assert forms.ui_defaults().model.trust_remote_code is False  # the Train tab never turns it on
@@ -180,9 +180,9 @@ def test_trust_remote_code_is_off_unless_the_run_config_turns_it_on():
 
 
 def test_training_loaders_never_run_model_code_by_default(tiny_llama_dir, tmp_path):
-    from finetune import models
+    from core import models
     from finetune.config import ModelArgs
-    from finetune.train.loading import load_model, load_tokenizer
+    from finetune.train.model_loading import load_model, load_tokenizer
 
     trust = ModelArgs().trust_remote_code
     # A known architecture with an auto_map: loaded with transformers' own class, code ignored.
@@ -200,9 +200,9 @@ def test_training_loaders_never_run_model_code_by_default(tiny_llama_dir, tmp_pa
 
 SESSION_THEN_OPT_IN = """
 import json, sys
-from adapters.session import ModelSession
-from finetune import models
-from finetune.train.loading import load_model
+from inference.session import ModelSession
+from core import models
+from finetune.train.model_loading import load_model
 
 folder, marker = sys.argv[1], sys.argv[2]
 try:

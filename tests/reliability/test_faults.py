@@ -5,7 +5,7 @@ message; nothing on the shelf is partial and nothing saved before is lost.
 Covered elsewhere, not repeated here: SIGKILL before the first checkpoint, right after a
 checkpoint and after the save, plus an app restart re-attaching (tests/finetune/train/test_runner.py);
 a full disk before training (tests/finetune/train/test_train_faults.py); two tabs pressing Start in one
-app (test_runner.py, tests/ui/test_browser.py).
+app (test_runner.py, tests/e2e/test_browser.py).
 
 The exact kill points inside the atomic adapter save come from a test-only hook
 (``hooks/sitecustomize.py``) that the training child loads through PYTHONPATH.
@@ -33,14 +33,14 @@ from run_helpers import wait_until as _wait
 from tally import FAULTS, write_all
 from ui_handlers import handlers
 
-from adapters.generate import GenerationSettings, compare
-from adapters.session import ModelSession
-from adapters.store import Shelf, file_hash
-from finetune import models
+from adapters.shelf.store import Shelf, file_hash
+from core import models
+from core.events import read_events
 from finetune.data.load import load_rows
-from finetune.events import read_events
 from finetune.train import runner
 from finetune.train.saving import latest_checkpoint
+from inference.generate import GenerationSettings, compare
+from inference.session import ModelSession
 
 ROOT = Path(__file__).resolve().parents[2]
 HOOKS = Path(__file__).resolve().parent / "hooks"
@@ -289,10 +289,10 @@ def test_read_only_home_gives_clear_errors_and_loses_nothing(
         tiny_llama_dir, random_lora_dir, home, tmpfs_home, tmp_path, ui):
     from adapters.export import import_adapter
     from finetune.train import train
-    from ui import forms
-    from ui.engine import store_upload
-    from ui.feedback import save_feedback
-    from ui.train_tab import DATA_SOURCES
+    from ui.tabs.train import DATA_SOURCES
+    from ui.views import forms
+    from ui.views.feedback import save_feedback
+    from ui.views.state import store_upload
 
     shelve(random_lora_dir, tiny_llama_dir, "earlier")
     save_feedback(*_feedback())
@@ -344,8 +344,8 @@ def test_read_only_home_gives_clear_errors_and_loses_nothing(
 
 def test_full_disk_while_saving_feedback_or_an_upload_leaves_no_half_row_or_file(
         home, tmpfs_home, tmp_path):
-    from ui.engine import store_upload
-    from ui.feedback import save_feedback
+    from ui.views.feedback import save_feedback
+    from ui.views.state import store_upload
 
     if not tmpfs_home.mounted:
         pytest.skip("needs the home on a real 2 MiB tmpfs to fill it up")
@@ -383,8 +383,8 @@ def test_full_disk_while_saving_feedback_or_an_upload_leaves_no_half_row_or_file
 
 def test_two_app_processes_starting_at_once_get_one_run_and_one_clear_refusal(
         tiny_llama_dir, home, ui):
-    from ui import forms
-    from ui.train_tab import DATA_SOURCES
+    from ui.tabs.train import DATA_SOURCES
+    from ui.views import forms
 
     go = time.time() + 8  # both processes import, then start at this moment
     code = textwrap.dedent(f"""

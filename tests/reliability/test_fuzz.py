@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tally import FUZZ, write_all
 
-from adapters.generate import GenerationSettings
+from core.hardware import detect
 from finetune.config import RunConfig, validate
 from finetune.data.load import load_rows
-from finetune.hardware import detect
+from inference.generate import GenerationSettings
 
 FUZZ_SETTINGS = settings(max_examples=300, deadline=None, derandomize=True,
                          suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -161,7 +161,7 @@ def test_fuzz_config_files_load_or_raise_one_value_error(tmp_path, content, suff
 @settings(FUZZ_SETTINGS, max_examples=300)
 @given(changes=st.dictionaries(st.integers(0, 29), anything, max_size=4))
 def test_fuzz_train_form_values_give_problems_not_tracebacks(changes):
-    from ui import forms
+    from ui.views import forms
 
     values = forms.form_values(forms.ui_defaults())  # the form as it opens, then edited
     assert len(values) == 30  # one per Train tab setting

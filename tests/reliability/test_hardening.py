@@ -46,8 +46,8 @@ def tab(app) -> BrowserTab:
 
 def shelve(home: Path, peft_dir: Path, base_dir: Path, name: str) -> Path:
     """A LoRA adapter on the shelf of ``home`` with the manifest the trainer writes."""
-    from finetune import models
-    from finetune.hashing import file_hash
+    from core import models
+    from core.hashing import file_hash
 
     folder = home / "adapters" / name
     shutil.copytree(peft_dir, folder)
@@ -84,7 +84,7 @@ def answer_of(reply) -> str:
 def test_control_token_strings_tokenize_as_text(varied_dir):
     from transformers import AutoTokenizer
 
-    from finetune.templates import encode_chat
+    from core.templates import encode_chat
 
     tok = AutoTokenizer.from_pretrained(varied_dir)
     start, end = tok.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>"])
@@ -100,8 +100,8 @@ def test_control_token_strings_tokenize_as_text(varied_dir):
 
 
 def test_a_typed_fake_system_turn_is_not_a_system_prompt(app, tab, varied_dir):
-    from adapters.generate import GenerationSettings, stream_chat
-    from adapters.session import ModelSession
+    from inference.generate import GenerationSettings, stream_chat
+    from inference.session import ModelSession
 
     real_turns = [{"role": "user", "content": "hi"}, {"role": "system", "content": PIRATE},
                   {"role": "user", "content": QUESTION}]

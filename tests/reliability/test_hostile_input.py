@@ -25,18 +25,18 @@ from run_helpers import tiny_run_config
 from tally import HOSTILE, write_all
 from ui_handlers import handlers, last
 
-from adapters.generate import (
+from adapters.shelf.store import PICKLE_REASON, Shelf, file_hash
+from core import models
+from finetune.config import validate
+from finetune.data.load import load_rows
+from inference.generate import (
     MAX_BATCH_ROWS,
     GenerationSettings,
     compare,
     generate_batch,
     stream_chat,
 )
-from adapters.session import ModelSession
-from adapters.store import PICKLE_REASON, Shelf, file_hash
-from finetune import models
-from finetune.config import validate
-from finetune.data.load import load_rows
+from inference.session import ModelSession
 
 ROOT = Path(__file__).resolve().parents[2]
 MSGS = [{"role": "user", "content": "Where is my order?"}]
@@ -142,8 +142,8 @@ BAD_UPLOADS = {
 
 @pytest.mark.parametrize("case", sorted(BAD_UPLOADS))
 def test_bad_uploads_are_refused_with_a_clear_message(home, tmp_path, monkeypatch, ui, case):
-    from ui.engine import store_upload
-    from ui.train_tab import DATA_SOURCES
+    from ui.tabs.train import DATA_SOURCES
+    from ui.views.state import store_upload
 
     name, build, expected, limit = BAD_UPLOADS[case]
     if limit:
@@ -171,7 +171,7 @@ def test_oversized_file_on_a_typed_path_is_refused_without_reading_it(tmp_path):
 
 
 def test_upload_names_cannot_leave_the_uploads_folder(home, tmp_path):
-    from ui.engine import store_upload
+    from ui.views.state import store_upload
 
     for stem in ("..", "...", "$(touch pwned)", "a;rm -rf ~", "\u202eevil", "CON", "x" * 300):
         path = tmp_path / f"{stem[:200]}.jsonl"
@@ -383,7 +383,7 @@ def test_form_values_become_value_errors_never_type_errors(ui):
 
 
 def test_the_ui_shows_refused_settings_and_sizes(ui, home):
-    from ui.engine import BASE_LABEL
+    from ui.views.state import BASE_LABEL
 
     history, shown = _warnings_of(ui["respond"], [], "hello", BASE_LABEL, "", 200, 0.0, 0.9, 1.0, None)
     assert history == ([{"role": "user", "content": "hello"}], "")  # no half answer added

@@ -21,8 +21,8 @@ from running_app import ROOT, clean_env
 from tally import HOSTILE, write_all
 from ui_handlers import handlers
 
-from finetune import models
-from finetune.hashing import file_hash
+from core import models
+from core.hashing import file_hash
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -8,16 +8,16 @@ import openai
 import pytest
 from serve_helpers import ADAPTERS, free_port, put_adapters
 
-from adapters.generate import GenerationSettings, compare
+from inference.generate import GenerationSettings, compare
 
 
 @pytest.fixture
 def running(home, varied_dir):
     from ui.app import build_app, launch
-    from ui.engine import Engine
+    from ui.views.state import AppState
 
     put_adapters(home, varied_dir)
-    demo = build_app(engine=Engine(str(varied_dir), serving="pytorch"))
+    demo = build_app(state=AppState(str(varied_dir), serving="pytorch"))
     port = free_port()
     launch(demo, port=port, prevent_thread_lock=True, api_key="k-123", auth=("ana", "pw"))
     yield demo, f"http://127.0.0.1:{port}"
@@ -32,8 +32,8 @@ def test_api_answers_beside_the_pages_with_the_key(running):
     assert sorted(m.id for m in client.models.list().data[1:]) == sorted(ADAPTERS)
     msgs = [{"role": "user", "content": "Where is my order?"}]
     got = client.chat.completions.create(model="b", messages=msgs, temperature=0, max_tokens=8)
-    want = compare(demo.engine.session, msgs, ["b"], GenerationSettings(max_new_tokens=8))[0]
+    want = compare(demo.state.session, msgs, ["b"], GenerationSettings(max_new_tokens=8))[0]
     assert got.choices[0].message.content == want.text and got.system_fingerprint.startswith("pytorch")
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=f"{url}/v1", api_key="pw-guess", max_retries=0).models.list()
-    assert "pytorch" in demo.engine.model_status_line()
+    assert "pytorch" in demo.state.model_status_line()

@@ -14,7 +14,7 @@ from shelf_helpers import put_adapter
 
 from adapters.export.gguf import export_gguf
 from adapters.export.llama_tools import LlamaToolsError
-from adapters.store import Shelf
+from adapters.shelf.store import Shelf
 
 TEXT = "I want a refund for my order, please."
 

@@ -10,8 +10,8 @@ from llama_run import last_logits, llama_or_skip, load
 from shelf_helpers import put_adapter
 
 from adapters.export.gguf_cache import ensure_base_gguf, ensure_lora_gguf
-from adapters.store import Shelf
-from finetune import models
+from adapters.shelf.store import Shelf
+from core import models
 
 TEXT = "Where is my invoice? Your invoice is in your account under Orders."
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from adapters.export import ZipLimits, export_merged, export_zip, import_adapter, sanitize_name
-from adapters.store import PICKLE_REASON, Shelf, file_hash
+from adapters.shelf.store import PICKLE_REASON, Shelf, file_hash
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ from adapters.export.modelfile import (
     probe_conversations,
     stop_tokens,
 )
-from finetune.templates import render_prompt
+from core.templates import render_prompt
 
 GO_MAIN = Path(__file__).parent / "gotemplate" / "main.go"
 QWEN_LIKE = (  # Qwen2.5's shape: a default system block when the conversation has none

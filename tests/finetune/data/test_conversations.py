@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from core.templates import encode_chat
 from finetune import data
 from finetune.config import DataArgs
 from finetune.data.conversations import BadConversation, encode, parse_messages, trained_turns
 from finetune.data.format import IGNORE_INDEX, ChatFormat
-from finetune.templates import encode_chat
 
 QUESTIONS = [
     "How do I track my order?",

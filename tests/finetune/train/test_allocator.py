@@ -25,7 +25,7 @@ def test_a_supervised_training_run_allocates_with_tcmalloc(tiny_llama_dir, home)
     with tcmalloc preloaded and says so in its start event."""
     from run_helpers import tiny_run_config
 
-    from finetune.events import read_events
+    from core.events import read_events
     from finetune.train import runner
 
     info = runner.start(tiny_run_config(tiny_llama_dir, max_steps=1), run_id="allocator")

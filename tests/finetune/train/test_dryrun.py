@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from finetune import hardware
+from core import hardware
+from core.models import resolve
 from finetune.__main__ import main
 from finetune.config import RunConfig
-from finetune.models import resolve
 from finetune.train.dryrun import estimate_memory
 
 

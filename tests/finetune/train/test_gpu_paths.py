@@ -9,7 +9,7 @@ from run_helpers import tiny_run_config
 
 import finetune  # noqa: F401  (installs the bitsandbytes log filter)
 import finetune.train.loop as loop_mod
-from finetune import hardware
+from core import hardware
 from finetune.config import LoraArgs, validate
 from finetune.train import oom, train
 from finetune.train.dryrun_process import dry_run_in_child, parse_report
@@ -35,7 +35,7 @@ def test_the_int8_cast_notice_is_dropped_and_other_bitsandbytes_warnings_kept(ca
 def test_quantized_runs_checkpoint_without_reentrancy(tiny_llama_dir):
     from transformers import AutoModelForCausalLM
 
-    from finetune.train.loading import apply_lora
+    from finetune.train.model_loading import apply_lora
 
     model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
     model.is_loaded_in_8bit = True  # what bitsandbytes loading marks; peft's k-bit preparation reads it
@@ -54,8 +54,8 @@ def test_more_processes_than_gpus_is_refused_before_loading(tiny_llama_dir):
 
 
 def test_the_estimate_compares_with_free_not_total_gpu_memory(tiny_llama_dir, monkeypatch):
-    from finetune import gpu
-    from finetune.models import resolve
+    from core import gpu
+    from core.models import resolve
     from finetune.train.dryrun import estimate_memory
 
     monkeypatch.setattr(hardware, "detect", lambda: _fake_gpu_hardware(1))
@@ -72,7 +72,7 @@ def test_the_estimate_compares_with_free_not_total_gpu_memory(tiny_llama_dir, mo
 def test_resume_loads_onto_the_cpu_first_and_restores_scaler_and_rng(tiny_llama_dir, tmp_path, monkeypatch):
     from transformers import AutoModelForCausalLM
 
-    from finetune.train.loading import apply_lora
+    from finetune.train.model_loading import apply_lora
     from finetune.train.saving import load_checkpoint, save_checkpoint
 
     def fresh():

@@ -18,7 +18,7 @@ import pytest
 from run_helpers import tiny_run_config
 from run_helpers import wait_until as _wait
 
-from finetune.events import read_events
+from core.events import read_events
 from finetune.train import runner
 from finetune.train.saving import latest_checkpoint
 

@@ -11,7 +11,7 @@ import torch
 from run_helpers import tiny_run_config
 
 import finetune.train.loop as loop_mod
-from finetune import hardware
+from core import hardware
 from finetune.train import train
 
 _cfg = tiny_run_config

@@ -18,7 +18,7 @@ if os.environ.get("TUNEDESK_TEST_SAVE_PAUSE"):
     import time
     from pathlib import Path
 
-    from finetune import paths
+    from core import paths
 
     _POINT, _REAL = os.environ["TUNEDESK_TEST_SAVE_PAUSE"], paths.atomic_dir
 

@@ -1,1 +1,0 @@
-"""Serving the model to many clients: continuous batching and the HTTP API."""

@@ -1,0 +1,32 @@
+"""`python -m bench <command>`: every benchmark and diagnostic of TuneDesk, apart from the product.
+
+Nothing in the product imports this package. Benchmarks print their tables; writing into
+docs/benchmarks.md is an explicit flag (``--write-docs``).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from core import cli
+
+COMMANDS: cli.CommandTable = {
+    "training": ("bench.training.command", "training throughput: the seeds' HF Trainer recipe vs TuneDesk's, over a grid"),
+    "serving": ("bench.serving", "adapter switch/load latency, decode speed, Compare, many clients through the API"),
+    "turns": ("bench.turns", "first-token time along one support chat, with and without reused beginnings"),
+    "gpu-check": ("bench.gpucheck.command", "smoke-test every CUDA training path on one GPU (a few minutes)"),
+    "gate-demo": ("bench.gate_demo", "a good and a damaged adapter through the release gate"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if __name__ == "__main__" and argv[:1] == ["training"]:
+        from finetune.train.allocator import reexec_with_tcmalloc
+
+        reexec_with_tcmalloc("bench", argv)  # the same allocator as training itself
+    return cli.run("python -m bench", __doc__.splitlines()[0], COMMANDS, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""The rows of ``python -m bench gpu-check``, each run in its own process (see bench.gpucheck.suite).
+
+Every training row runs :func:`finetune.train.train` itself for a few steps, as a user's run
+would, and measures from its progress events: steady tokens/s (steps 2..N, the first step's
+kernel selection excluded), peak memory and MFU. MFU counts 4 x base parameters (forward
+plus the input-gradient backward through frozen weights) + 6 x LoRA parameters per real
+token, the LM head on every token, over the matmul rate measured in the row's compute dtype.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+# name -> (precision, quantization, extra TrainArgs settings, what it shows)
+TRAINING_ROWS = {
+    "fp32-tf32": ("fp32", "none", {}, "fp32 weights, TF32 matmuls"),
+    "fp16": ("fp16", "none", {}, "fp16 autocast with a gradient scaler"),
+    "bf16": ("bf16", "none", {}, "bf16 weights and autocast"),
+    "8bit": ("bf16", "8bit", {}, "LLM.int8 base, bf16 compute"),
+    "4bit-nf4": ("bf16", "4bit", {}, "NF4 base with double quantization, bf16 compute"),
+    "paged-adamw-8bit": ("bf16", "none", {"optimizer": "paged_adamw_8bit"}, "bitsandbytes paged 8-bit AdamW"),
+    "grad-checkpointing": ("bf16", "none", {"gradient_checkpointing": True}, "non-reentrant checkpointing"),
+}
+
+
+def run_config(model: str, data: str, precision: str, quantization: str, steps: int, batch: int,
+               max_length: int, device: str = "cuda", **train):
+    """A short run: no validation rows, probes or checkpoints, progress after every step."""
+    from finetune.config import RunConfig
+
+    cfg = RunConfig()
+    cfg.model.name, cfg.data.path = model, data
+    cfg.data.max_samples, cfg.data.max_length, cfg.data.val_fraction = max(steps * batch, 64), max_length, 0.0
+    t = cfg.train
+    t.device, t.precision, t.quantization = device, precision, quantization
+    t.max_steps, t.batch_size, t.log_every, t.eval_every, t.probe_every, t.save_every = steps, batch, 1, 0, 0, 0
+    t.warmup_ratio = 0.0
+    for key, value in train.items():
+        setattr(t, key, value)
+    cfg.run.adapter_name = f"gpu-check-{precision}-{quantization}-{int(time.time())}"
+    return cfg
+
+
+def steady_rate(start_time: float, progress: list[dict]) -> float:
+    """Real tokens/s between the first and the last progress event.
+
+    Each event gives the loop's cumulative ``tokens_per_second``; tokens so far are that rate
+    times the time since the loop started (``start_time``, the "start" event).
+    """
+    if len(progress) < 2:
+        e = progress[-1]
+        return e["tokens_per_second"]
+    first, last = progress[0], progress[-1]
+    tokens = [e["tokens_per_second"] * (e["time"] - start_time) for e in (first, last)]
+    return (tokens[1] - tokens[0]) / max(last["time"] - first["time"], 1e-9)
+
+
+def flops_per_token(cfg) -> float:
+    from core.models import resolve
+    from finetune.train.dryrun import model_counts
+
+    c = model_counts(resolve(cfg.model.name), cfg)
+    return 4 * c["params"] + 6 * c["lora"]
+
+
+def train_row(name: str, model: str, data: str, steps: int, batch: int, max_length: int,
+              memory_limit_gib: float | None = None, device: str = "cuda") -> dict:
+    """One training row; ``memory_limit_gib`` caps this process's GPU memory (forced OOM).
+
+    ``device="cpu"`` runs the fp32 and bf16 rows on the CPU (the suite's own tests).
+    """
+    import json
+
+    from bench.training.measure import matmul_rate
+    from core.gpu import use_device
+    from finetune.train import train
+
+    precision, quantization, extra, _ = TRAINING_ROWS[name]
+    cfg = run_config(model, data, precision, quantization, steps, batch, max_length, device, **extra)
+    use_device(device)  # as train() does (TF32 on), so the matmul ceiling below matches
+    if memory_limit_gib:
+        import torch
+
+        total = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, memory_limit_gib * 2**30 / total))
+    events: list[dict] = []
+    result = train(cfg, on_event=events.append)
+    start = next(e["time"] for e in events if e["type"] == "start")
+    progress = [e for e in events if e["type"] == "progress"]
+    rate = steady_rate(start, progress[1:] if len(progress) > 2 else progress)
+    ceiling = matmul_rate(device, precision) * 1e12
+    manifest = (Path(result.adapter_dir) / "manifest.json").read_text() if result.adapter_dir else "{}"
+    training = json.loads(manifest).get("training", {})
+    losses = [e["loss"] for e in progress]
+    return {"passed": result.status == "done" and result.steps == steps and all(map(math.isfinite, losses)),
+            "tokens_per_s": rate, "peak_memory_gib": max(e["peak_memory_gib"] for e in progress),
+            "mfu": rate * flops_per_token(cfg) / ceiling, "loss_first": losses[0], "loss_last": losses[-1],
+            "oom_retries": training.get("oom_retries", []), "adapter": result.adapter_dir.name if result.adapter_dir else None,
+            "warnings": [e["message"] for e in events if e["type"] == "warning"]}
+
+
+MAX_BATCH_LIMIT = 256  # the search stops here: enough to show the finder works, in seconds
+
+
+def max_batch_row(model: str, data: str, max_length: int) -> dict:
+    """The largest bf16 micro-batch up to ``MAX_BATCH_LIMIT`` that trains at ``max_length``."""
+    from bench.training.maxbatch import find_max_batch
+
+    cfg = run_config(model, data, "bf16", "none", 1, 1, max_length)
+    t0 = time.perf_counter()
+    found = find_max_batch(cfg, limit=MAX_BATCH_LIMIT)
+    return {"passed": found > 0, "max_batch": found, "limit": MAX_BATCH_LIMIT, "seconds": time.perf_counter() - t0}

@@ -1,0 +1,95 @@
+"""Where user data lives: one home folder, ``$TUNEDESK_HOME`` (default ``./outputs``).
+
+Every read or write of user data goes through :func:`home` and :func:`safe_name`, so nothing
+lands outside the home folder and names typed in the UI can never climb out of it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from core.user_text import quote
+
+SUBFOLDERS = ("models", "runs", "adapters", "evals", "datasets", "feedback", "exports")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def home(create: bool = True) -> Path:
+    """Return the TuneDesk home folder, creating it and its subfolders when asked."""
+    root = Path(os.environ.get("TUNEDESK_HOME", "outputs")).expanduser().resolve()
+    if create:
+        for sub in SUBFOLDERS:
+            (root / sub).mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def subdir(kind: str) -> Path:
+    """Return ``home()/kind`` for one of :data:`SUBFOLDERS`."""
+    if kind not in SUBFOLDERS:
+        raise ValueError(f"unknown home subfolder {kind!r}; expected one of {SUBFOLDERS}")
+    return home() / kind
+
+
+def safe_name(name: str, what: str = "name") -> str:
+    """Validate a user-chosen name (adapter, run, model cache entry).
+
+    Allowed: letters, digits, ``.``, ``_``, ``-``; 1-64 characters; must start with a letter
+    or digit. That rules out path separators, ``..``, absolute paths and hidden files.
+
+    Raises:
+        ValueError: naming the bad value and the rule it broke.
+    """
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or ".." in name:
+        raise ValueError(
+            f"invalid {what} {quote(name)}: use 1-64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit (no '/', '\\' or '..')"
+        )
+    return name
+
+
+def inside(base: Path, candidate: Path) -> Path:
+    """Resolve ``candidate`` and make sure it stays inside ``base`` (symlinks followed)."""
+    resolved = candidate.resolve()
+    if not resolved.is_relative_to(base.resolve()):
+        raise ValueError(f"{candidate} points outside {base}; refused")
+    return resolved
+
+
+@contextmanager
+def atomic_dir(target: Path):
+    """Yield a temporary folder beside ``target``; rename it to ``target`` on success.
+
+    A crash or exception leaves no half-written ``target``: the temp folder is removed
+    (or, after SIGKILL, left as a hidden ``.tmp-*`` folder that listings ignore).
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-", dir=target.parent))
+    try:
+        yield tmp
+        if target.exists():
+            raise FileExistsError(f"{target} already exists")
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def check_writable(folder: Path) -> None:
+    """Fail early, in words, when the home folder cannot take writes (read-only, disk full)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / f".write-test-{os.getpid()}"
+    try:
+        probe.write_bytes(b"x" * 4096)
+    except OSError as err:
+        raise OSError(f"cannot write to {folder}: {err.strerror or err}. Free disk space or fix permissions.") from err
+    finally:
+        with suppress(OSError):  # on a read-only file system even this fails: keep the message above
+            probe.unlink(missing_ok=True)
+    free = shutil.disk_usage(folder).free
+    if free < 200 * 2**20:
+        raise OSError(f"only {free / 2**20:.0f} MiB free under {folder}; TuneDesk needs at least 200 MiB to save safely")

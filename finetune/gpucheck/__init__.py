@@ -1,1 +1,0 @@
-"""``python -m finetune gpu-check``: the suite (``suite``) and its rows (``rows``)."""

@@ -1,0 +1,387 @@
+"""Continuous batching: many requests, for the base and any shelf adapters, decoded together.
+
+One background thread owns the running batch. Between two decode steps it drops the rows
+that ended or were cancelled, admits waiting requests that fit (``limits.py``), prefills
+their prompts together (left-padded, one forward pass), joins their KV caches to the batch
+(``batch_cache.py``) and hands each its first token; then it runs one decode step for every
+row and streams each row's new text to its :class:`~serve.interface.ticket.Ticket`.
+
+Rows of different adapters share a step the way Compare's panes do: one adapter for all
+rows -> merged weights (``merged.py``), the base -> adapter layers off, a mix -> per-row
+masked LoRA updates (``row_routing.py``), other LoRA kinds -> PEFT's ``adapter_names``. Each
+step holds the session lock only for itself, so other callers (evaluation, a Compare not
+routed here) interleave between steps and never see the batch's routing.
+
+Every row computes what it would alone: its own positions, its own causal mask (padding is
+masked), its own adapter, its own sampler (``decoding.py``). Greedy fp32 answers equal the
+solo answers token for token (tests/serve/batching/test_scheduler.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import torch
+
+from core.limits import KvBudget, device_free_bytes
+from inference.generate import GenerationSettings, encode, fitting, session_stop_ids, with_system
+from inference.session import ModelSession, check_base, is_base, read_adapter_folder
+from serve.batching.batch_cache import BatchCache
+from serve.batching.decoding import TextStream, TokenChooser
+from serve.batching.packed_prefill import can_pack, packed_prefill
+from serve.batching.prefill import prefill_prompts, store_row
+from serve.batching.prefix_cache import MEMORY_SHARE, PrefixCache
+from serve.batching.step_routes import StepRouter
+from serve.interface.ticket import ServerBusy, Ticket
+
+PREFILL_TOKENS = 1024  # prompt tokens prefilled between two decode steps (always >= 1 prompt)
+POLICY_SECONDS = 1.0  # how often to ask whether a training run shares the cores
+IDLE_SECONDS = 30.0  # the decode thread ends after this long without work (submit restarts it)
+# prompts of different lengths prefilled without padding (packed_prefill.py); 0 pads them
+PACKED_PREFILL = os.environ.get("TUNEDESK_PACKED_PREFILL", "1").strip() != "0"
+
+
+@dataclass(eq=False)
+class _Request:
+    ticket: Ticket
+    prompt: list[int]
+    adapter: str | None  # shelf name; None = base
+    settings: GenerationSettings
+    stream: TextStream
+    chooser: TokenChooser | None = None
+    peft: str | None = None  # the adapter's name inside PEFT, set when admitted
+    digest: str = ""  # its adapter hash when admitted (a retrained adapter fails the row)
+    last: int = 0  # the token fed at the next step
+
+    @property
+    def reserve(self) -> int:
+        return len(self.prompt) + self.settings.max_new_tokens
+
+    @property
+    def version(self) -> tuple | None:
+        """Whose keys and values this row computes: None for the base, else (adapter, hash)."""
+        return None if self.adapter is None else (self.adapter, self.digest)
+
+
+class Scheduler:
+    """Serves requests through one ``ModelSession`` with continuous batching.
+
+    Args:
+        session: the model session (its lock and thread policy are respected).
+        max_batch: rows decoded together; default from free memory (``limits.py``).
+        max_queue: waiting requests beyond which ``submit`` raises :class:`ServerBusy`.
+        prefix_bytes: memory for reused prompt beginnings (``prefix_cache.py``); default a
+            share of the memory free on the model's device at the first request, 0 turns the
+            reuse off.
+    """
+
+    def __init__(self, session: ModelSession, *, max_batch: int | None = None, max_queue: int = 64,
+                 prefix_bytes: int | None = None):
+        if max_batch is not None and max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        self.session, self.max_queue, self._max_batch = session, max_queue, max_batch
+        self.prefix = PrefixCache(0 if prefix_bytes is None else prefix_bytes)
+        self._prefix_bytes = prefix_bytes
+        self._cond = threading.Condition()
+        self._waiting: deque[_Request] = deque()
+        self._rows: list[_Request] = []
+        self._batch = BatchCache()
+        self._budget: KvBudget | None = None
+        self._closed, self._policy_at = False, 0.0
+        self._router = StepRouter(session)
+        self._thread: threading.Thread | None = None  # started by submit, ends when idle
+
+    # -- the clients' side ----------------------------------------------------------------
+
+    def submit(self, messages: list[dict], adapter: str | None,
+               settings: GenerationSettings | None = None, stop: list[str] | None = None) -> Ticket:
+        """Queue one answer; returns at once with its :class:`Ticket`.
+
+        Raises:
+            ValueError: bad settings or messages, a prompt too long, an unknown adapter or
+                one trained on another base model.
+            ServerBusy: ``max_queue`` requests are already waiting.
+        """
+        settings = settings or GenerationSettings()
+        settings.check()
+        name = None if is_base(adapter) else adapter
+        if name is not None:  # a clear error now, not a failed stream later
+            check_base(name, read_adapter_folder(name, self.session.adapter_folder(name)),
+                       self.session.resolved)
+        inputs = fitting(self.session, encode(self.session, [with_system(messages, settings)]))
+        prompt = inputs["input_ids"][0].tolist()
+        ticket = Ticket("base" if name is None else name, len(prompt), self._position)
+        request = _Request(ticket, prompt, name, settings, TextStream(self.session.tokenizer, stop))
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the scheduler is closed")
+            if len(self._waiting) >= self.max_queue:
+                raise ServerBusy(f"server busy: {len(self._waiting)} requests are already waiting; "
+                                 "try again in a moment")
+            self._waiting.append(request)
+            self._cond.notify()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True, name="tunedesk-batch")
+                self._thread.start()
+        return ticket
+
+    def status(self) -> dict:
+        """Rows decoding, requests waiting, and the batch cap (None until the first request)."""
+        budget = self._budget
+        return {"running": len(self._rows), "waiting": len(self._waiting),
+                "max_batch": budget.max_batch if budget else self._max_batch,
+                "kv_budget_bytes": budget.bytes if budget else None, "prefix_cache": self.prefix.status()}
+
+    def close(self) -> None:
+        """Stop the decode thread; unfinished requests fail with a clear error."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+            thread = self._thread
+        if thread is not None and threading.current_thread() is not thread:
+            thread.join()
+
+    def __enter__(self) -> Scheduler:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _position(self, ticket: Ticket) -> int:
+        with self._cond:
+            for place, request in enumerate(self._waiting, start=1):
+                if request.ticket is ticket:
+                    return place
+        return 0
+
+    # -- the decode thread --------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                idle_until = time.monotonic() + IDLE_SECONDS
+                while not (self._closed or self._waiting or self._rows):
+                    if time.monotonic() >= idle_until:  # let go of the session when unused
+                        self._thread = None
+                        return
+                    self._cond.wait(IDLE_SECONDS)
+                if self._closed:
+                    break
+            try:
+                self._drop_ended()
+                self._admit()
+                if self._rows:
+                    self._step()
+            except Exception as err:  # a failed step is every running row's failure
+                for request in self._rows:
+                    request.ticket._fail(err)
+                self._rows, self._batch = [], BatchCache()
+        closed = RuntimeError("the server closed before this answer was finished")
+        with self._cond:
+            left, self._waiting = [*self._waiting, *self._rows], deque()
+        for request in left:
+            request.ticket._fail(closed)
+
+    def _take(self, tokens_left: int = PREFILL_TOKENS) -> list[_Request]:
+        """Waiting requests that fit beside the running rows now, first come first served, with
+        at most ``tokens_left`` prompt tokens (always one request when it fits otherwise)."""
+        if self._budget is None:
+            element = torch.empty(0, dtype=getattr(torch, self.session.dtype)).element_size()
+            free = device_free_bytes(self.session.device)  # the GPU's own memory on CUDA
+            self._budget = KvBudget(self.session.model.config, element, self._max_batch, free)
+            if self._prefix_bytes is None:
+                self.prefix.max_bytes = int(MEMORY_SHARE * free)
+        group, tokens = [], 0
+        with self._cond:
+            while self._waiting:
+                request = self._waiting[0]
+                if request.ticket.cancelled:
+                    self._waiting.popleft().ticket._finish("cancelled")
+                    continue
+                rows = [*self._rows, *group, request]
+                adapters = {r.adapter for r in rows if r.adapter}
+                if (not self._budget.fits(len(rows), max(r.reserve for r in rows))
+                        or len(adapters) > self.session.max_loaded_adapters
+                        or (group and tokens + len(request.prompt) > tokens_left)):
+                    break
+                group.append(self._waiting.popleft())
+                tokens += len(request.prompt)
+        return group
+
+    def _admit(self) -> None:
+        """Prefill the requests that fit and join them to the batch with their first token.
+
+        Requests that arrive during a prefill are admitted before the next decode step, up to
+        ``PREFILL_TOKENS`` prompt tokens in all: clients arriving together get their first
+        tokens together instead of one decode step apart, and running rows wait at most one
+        prefill budget.
+        """
+        budget = PREFILL_TOKENS
+        while budget > 0:
+            group = self._take(budget)
+            if not group:
+                return
+            budget -= sum(len(r.prompt) for r in group)
+            self._admit_group(group)
+
+    def _admit_group(self, group: list[_Request]) -> None:
+        with self.session.lock:
+            self._policy()
+            keep = {r.adapter for r in [*self._rows, *group] if r.adapter}
+            # rows of one adapter side by side: a prompt's LoRA update then runs each adapter
+            # on its own rows only (row_routing.py), not every adapter on every row
+            ready = sorted((r for r in group if self._load(r, keep)), key=lambda r: r.adapter or "")
+            try:
+                parts = [(ready, self._prefill(ready))] if ready else []
+            except Exception:  # find the request at fault: the others still get answers
+                parts = []
+                for request in ready:
+                    try:
+                        parts.append(([request], self._prefill([request])))
+                    except Exception as err:
+                        request.ticket._fail(err)
+        for rows, (cache, mask, logits) in parts:
+            self._batch.join(cache, mask)
+            self._rows.extend(rows)
+            self._consume(rows, logits)
+        self._drop_ended()
+
+    def _load(self, request: _Request, keep: set[str]) -> bool:
+        """Load the request's adapter (never evicting one the batch uses) and its sampler."""
+        try:
+            if request.adapter is not None:
+                loaded = self.session._ensure_adapter(request.adapter, keep=keep)
+                request.peft, request.digest = loaded.peft_name, loaded.adapter_hash
+            request.chooser = TokenChooser(request.settings, list(session_stop_ids(self.session)),
+                                           request.prompt)
+            return True
+        except Exception as err:
+            request.ticket._fail(err)
+            return False
+
+    def _prefill(self, rows: list[_Request]):
+        """One forward pass over the rows' prompts: their cache, mask and last logits."""
+        pad = self.session.tokenizer.pad_token_id or 0
+        model, pefts = self.session._model, [r.peft for r in rows]
+        packed = None
+        # CPU only: measured there; on a GPU the padded prefill stays until a GPU checks it
+        if PACKED_PREFILL and str(self.session.device).startswith("cpu") and can_pack(model) \
+                and self._router.packs(pefts):
+            packed = functools.partial(packed_prefill, model, self._router.forward)
+        return prefill_prompts(self._router.forward, self.prefix, rows, pad, packed)
+
+    def _step(self) -> None:
+        """One decode step for every running row."""
+        with self.session.lock:
+            self._policy()
+            self._refresh_adapters()
+            self._drop_ended()
+            if not self._rows:
+                return
+            rows = list(self._rows)
+            last = torch.tensor([r.last for r in rows], dtype=torch.long)
+            out = self._router.forward([r.peft for r in rows], self._batch.step_inputs(last))
+            self._batch.advance()
+        self._consume(rows, out.logits[:, -1])
+        self._drop_ended()
+
+    def _consume(self, rows: list[_Request], logits: torch.Tensor) -> None:
+        """Choose each row's next token from ``logits`` (rows, vocab) and stream it."""
+        # float32 on the CPU, as generate does: the samplers' generators and histories live there
+        logits = logits.to(device="cpu", dtype=torch.float32)
+        best = logits.argmax(dim=-1).tolist()
+        stop_ids = set(session_stop_ids(self.session))
+        for i, request in enumerate(rows):
+            try:
+                token = request.chooser.choose(logits[i], best[i])
+                self._accept(request, token, stop_ids)
+            except Exception as err:  # this row's sampler failed; its neighbours go on
+                request.ticket._fail(err)
+
+    @staticmethod
+    def _accept(request: _Request, token: int, stop_ids: set[int]) -> None:
+        ticket, stream = request.ticket, request.stream
+        if token in stop_ids:
+            ticket._put(stream.finish())
+            ticket._finish("stop")
+            return
+        request.last = token
+        ticket.completion_tokens += 1
+        delta, hit = stream.push(token)
+        ticket._put(delta)
+        if hit:
+            ticket._finish("stop")
+        elif ticket.completion_tokens >= request.settings.max_new_tokens:
+            ticket._put(stream.finish())
+            ticket._finish("length")
+
+    def _drop_ended(self) -> None:
+        """Remove finished, failed and cancelled rows from the batch; keep the finished rows'
+        conversations (prompt + answer) for the next turn's prompt (``prefix_cache.py``)."""
+        keep = []
+        for i, request in enumerate(self._rows):
+            if request.ticket.cancelled:
+                request.ticket._finish("cancelled")
+            if not request.ticket.done:
+                keep.append(i)
+            elif request.ticket.error is None and request.ticket.finish_reason in ("stop", "length"):
+                self._store_conversation(i, request)
+        if len(keep) != len(self._rows):
+            self._batch.keep(keep)
+            self._rows = [self._rows[i] for i in keep]
+
+    def _store_conversation(self, row: int, request: _Request) -> None:
+        """Keep the tokens row ``row`` holds (its prompt and the answer tokens fed back so
+        far: the last answer token never was) for the next turn."""
+        held = int(self._batch.positions[row])
+        tokens = (request.prompt + request.stream.ids)[:held]
+        if len(tokens) > len(request.prompt):
+            store_row(self.prefix, request.version, tokens, self._batch.cache, self._batch.mask, row)
+
+    def _refresh_adapters(self) -> None:
+        """Keep the batch's adapters loaded (another caller may have evicted one)."""
+        names = {r.adapter for r in self._rows if r.adapter}
+        for name in names:
+            try:
+                loaded = self.session._ensure_adapter(name, keep=names)
+            except Exception as err:
+                loaded, error = None, err
+            for request in (r for r in self._rows if r.adapter == name):
+                if loaded is not None and loaded.adapter_hash == request.digest:
+                    request.peft = loaded.peft_name
+                elif loaded is not None:
+                    request.ticket._fail(RuntimeError(
+                        f"adapter {name!r} changed on the shelf during the answer"))
+                else:
+                    request.ticket._fail(error)
+
+    def _policy(self) -> None:
+        """The session's thread policy (one thread while training runs), asked once a second."""
+        now = time.monotonic()
+        if now - self._policy_at >= POLICY_SECONDS:
+            self.session._set_threads(torch)
+            self._policy_at = now
+
+
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_scheduler(session: ModelSession) -> Scheduler:
+    """The one scheduler of ``session`` that Chat, Compare and the API share, made on first use.
+
+    Kept on the session itself, so it lives and goes with it (its decode thread ends when
+    idle, so nothing keeps an unused session alive).
+    """
+    with _SHARED_LOCK:
+        scheduler = getattr(session, "_shared_scheduler", None)
+        if scheduler is None or scheduler._closed:
+            scheduler = session._shared_scheduler = Scheduler(session)
+        return scheduler
+
+
+__all__ = ["Scheduler", "ServerBusy", "Ticket", "shared_scheduler"]

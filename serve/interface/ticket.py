@@ -1,0 +1,121 @@
+"""One request's handle: its text streams out of it as the scheduler decodes it."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+
+_END = object()
+
+
+class ServerBusy(RuntimeError):
+    """The waiting queue is full; the client should try again shortly."""
+
+
+class Ticket:
+    """One request in a :class:`~serve.batching.scheduler.Scheduler`.
+
+    Iterating yields the answer's new text (deltas) as it is decoded and raises the
+    request's error, if it failed. Stopping the iteration early cancels the request.
+
+    Attributes:
+        adapter: the adapter name, or ``"base"``, that produced the answer.
+        finish_reason: ``"stop"`` (end of turn or a stop string), ``"length"``
+            (``max_new_tokens`` reached) or ``"cancelled"`` once done; ``None`` before.
+        prompt_tokens: tokens of the rendered conversation.
+        completion_tokens: answer tokens so far, not counting the end-of-turn token.
+    """
+
+    def __init__(self, adapter: str, prompt_tokens: int, position_of):
+        self.adapter, self.prompt_tokens = adapter, prompt_tokens
+        self.finish_reason: str | None = None
+        self.completion_tokens = 0
+        self.error: BaseException | None = None
+        self._events: queue.SimpleQueue = queue.SimpleQueue()
+        self._cancelled, self._done = threading.Event(), threading.Event()
+        self._position_of = position_of
+        self._parts: list[str] = []
+
+    @property
+    def position(self) -> int:
+        """Place in the waiting queue (1 = next in line); 0 once decoding or done."""
+        return self._position_of(self)
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def cancel(self) -> None:
+        """Stop this request; the scheduler drops its row before the next decode step."""
+        self._cancelled.set()
+
+    def __iter__(self) -> Iterator[str]:
+        finished = False
+        try:
+            while True:
+                item = self._events.get()
+                if item is _END:
+                    finished = True
+                    break
+                if isinstance(item, BaseException):
+                    finished = True
+                    raise item
+                yield item
+        finally:
+            if not finished:  # the reader went away: nobody wants the rest
+                self.cancel()
+
+    def text(self) -> str:
+        """Wait for the whole answer and return it (raises the request's error)."""
+        self._done.wait()
+        if self.error is not None:
+            raise self.error
+        return "".join(self._parts)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the request is done (answered, failed or cancelled)."""
+        return self._done.wait(timeout)
+
+    # -- the scheduler's side ------------------------------------------------------------
+
+    def _put(self, delta: str) -> None:
+        if delta:
+            self._parts.append(delta)
+            self._events.put(delta)
+
+    def _finish(self, reason: str) -> None:
+        if not self.done:
+            self.finish_reason = reason
+            self._done.set()
+            self._events.put(_END)
+
+    def _fail(self, error: BaseException) -> None:
+        if not self.done:
+            self.error = error
+            self._done.set()
+            self._events.put(error)
+
+
+def answers_together(submits: list, hashes: list[str]) -> list:
+    """Compare's panes: every ``submit()`` in ``submits`` started at once, their texts waited
+    for, as :class:`~inference.generate.Answer` objects (one shared wall time, each pane's
+    weights hash from ``hashes``). A failed pane cancels the others and raises."""
+    import time
+
+    from inference.generate import Answer
+
+    start, tickets = time.perf_counter(), []
+    try:
+        tickets = [submit() for submit in submits]
+        texts = [t.text() for t in tickets]
+    finally:
+        for ticket in tickets:
+            ticket.cancel()  # a failed pane stops the others
+    seconds = round(time.perf_counter() - start, 4)
+    return [Answer(t.adapter, digest, text, t.completion_tokens, seconds, t.finish_reason)
+            for t, digest, text in zip(tickets, hashes, texts, strict=True)]

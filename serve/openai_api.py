@@ -1,0 +1,222 @@
+"""The OpenAI-compatible HTTP API: ``GET /v1/models`` and ``POST /v1/chat/completions``.
+
+``model`` is an adapter's name on the shelf or the base model (its name, or ``base``). Answers
+come from :class:`serve.engines.Engines` (every request names its own adapter, so
+concurrent requests never see each other's), streamed as server-sent events in OpenAI's chunk
+format when ``stream`` is true. Errors use OpenAI's shape, ``{"error": {"message", "type",
+"param", "code"}}``, with 400 (bad request), 401 (API key), 404 (unknown model) and 503
+(queue full). With an API key set, every route asks for ``Authorization: Bearer <key>``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import time
+import uuid
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from adapters.shelf.gate_rules import entry_status, warning_for
+from adapters.shelf.store import Shelf
+from serve.interface.ticket import ServerBusy
+from serve.requests import ChatRequest, RequestError, parse_chat
+
+BASE_ALIASES = ("base", "__base__")
+log = logging.getLogger("tunedesk.serve")
+
+
+class ApiError(Exception):
+    """An error answer: HTTP status plus OpenAI's error fields."""
+
+    def __init__(self, status: int, message: str, kind: str, code: str | None = None,
+                 param: str | None = None):
+        super().__init__(message)
+        self.status, self.kind, self.code, self.param = status, kind, code, param
+
+    def response(self) -> JSONResponse:
+        body = {"error": {"message": str(self), "type": self.kind, "param": self.param, "code": self.code}}
+        headers = {"Retry-After": "1"} if self.status == 503 else None
+        return JSONResponse(body, status_code=self.status, headers=headers)
+
+
+class OpenAIServer:
+    """The routes over one :class:`~serve.engines.Engines`.
+
+    Args:
+        engines: what answers (holds the model session).
+        api_key: the bearer key every request must carry; None: no key asked.
+    """
+
+    def __init__(self, engines, api_key: str | None = None):
+        self.engines, self.api_key = engines, api_key
+        self._warned: set[tuple[str, str]] = set()  # (adapter, weights hash) warned about
+
+    def router(self) -> APIRouter:
+        """The FastAPI routes (mount with ``app.include_router`` or ``FastAPI(routes=...)``)."""
+        router = APIRouter()
+        router.add_api_route("/v1/models", self._models, methods=["GET"])
+        router.add_api_route("/v1/models/{model_id:path}", self._model, methods=["GET"])
+        router.add_api_route("/v1/chat/completions", self._chat, methods=["POST"])
+        return router
+
+    # -- routes ---------------------------------------------------------------------------
+
+    async def _models(self, request: Request):
+        try:
+            self._check_key(request)
+            cards = await run_in_threadpool(self.model_cards)
+        except ApiError as err:
+            return err.response()
+        return {"object": "list", "data": cards}
+
+    async def _model(self, request: Request, model_id: str):
+        try:
+            self._check_key(request)
+            if await run_in_threadpool(self.resolve_model, model_id) is False:
+                raise _unknown(model_id)
+        except ApiError as err:
+            return err.response()
+        return _model_card(model_id)
+
+    async def _chat(self, request: Request):
+        try:
+            self._check_key(request)
+            chat = parse_chat(await _json(request))
+            adapter = await run_in_threadpool(self.resolve_model, chat.model)
+            if adapter is False:
+                raise _unknown(chat.model)
+            if adapter is not None:
+                await run_in_threadpool(self.warn_if_not_passed, adapter)
+            ticket = await run_in_threadpool(self.engines.submit, chat.messages, adapter,
+                                             chat.settings, chat.stop)
+        except RequestError as err:
+            return ApiError(400, str(err), "invalid_request_error", param=err.param).response()
+        except ServerBusy as err:
+            return ApiError(503, str(err), "server_busy", "server_busy").response()
+        except ValueError as err:  # an unusable adapter, a prompt too long: named in a sentence
+            return ApiError(400, str(err), "invalid_request_error").response()
+        except ApiError as err:
+            return err.response()
+        head = _head(chat, ticket)
+        if chat.stream:
+            return StreamingResponse(_events(ticket, head, chat), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        try:
+            text = await run_in_threadpool(ticket.text)
+        except Exception as err:
+            return ApiError(500, f"the answer failed: {err}", "server_error").response()
+        choice = {"index": 0, "message": {"role": "assistant", "content": text},
+                  "finish_reason": ticket.finish_reason, "logprobs": None}
+        return {**head, "object": "chat.completion", "choices": [choice], "usage": _usage(ticket)}
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def shelf(self) -> Shelf:
+        """The session's shelf (the home it was started in)."""
+        shelf = Shelf()
+        shelf.root = self.engines.session.adapter_folder("probe").parent
+        shelf.home = shelf.root.parent
+        return shelf
+
+    def model_ids(self) -> list[str]:
+        """The base model's name, then every whole adapter on the session's shelf."""
+        return [self.base_id(), *(e.name for e in self.shelf().list() if e.ok)]
+
+    def model_cards(self) -> list[dict]:
+        """``/v1/models``: each adapter's card says whether it passed its release gate."""
+        cards = [_model_card(self.base_id())]
+        for entry in (e for e in self.shelf().list() if e.ok):
+            status = entry_status(entry)
+            cards.append({**_model_card(entry.name), "tunedesk_release_gate": {
+                "state": status.state, "reasons": status.reasons, "eval_id": status.eval_id}})
+        return cards
+
+    def warn_if_not_passed(self, adapter: str) -> None:
+        """Log once per adapter version that it is served without having passed its gate."""
+        try:
+            entry = self.shelf().get(adapter)
+        except ValueError:
+            return  # the engine refuses it in a sentence
+        key = (adapter, entry.adapter_hash)
+        if key in self._warned or not entry.ok:
+            return
+        warning = warning_for(entry)
+        if warning:
+            self._warned.add(key)
+            log.warning("serving anyway: %s", warning)
+
+    def base_id(self) -> str:
+        from core.models import DEFAULT_MODEL, is_default
+
+        base = self.engines.session.base_name
+        return DEFAULT_MODEL if is_default(base) else str(base)
+
+    def resolve_model(self, model: str):
+        """None for the base model, the adapter name for an adapter, False when unknown."""
+        if model in BASE_ALIASES or model == self.base_id():
+            return None
+        try:  # a broken adapter is found here and refused by the engine, in a sentence
+            return model if self.engines.session.adapter_folder(model).is_dir() else False
+        except ValueError:  # not even a possible adapter name
+            return False
+
+    def _check_key(self, request: Request) -> None:
+        if self.api_key is None:
+            return
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.api_key.encode()):
+            raise ApiError(401, "missing or wrong API key: send the header 'Authorization: Bearer <key>'",
+                           "invalid_request_error", "invalid_api_key")
+
+
+async def _json(request: Request):
+    try:
+        return json.loads(await request.body())
+    except (ValueError, UnicodeDecodeError):
+        raise RequestError("the request body is not valid JSON") from None
+
+
+def _unknown(model: str) -> ApiError:
+    return ApiError(404, f"the model {model!r} does not exist; GET /v1/models lists the base model "
+                         "and the adapters on the shelf", "invalid_request_error", "model_not_found", "model")
+
+
+def _model_card(model_id: str) -> dict:
+    return {"id": model_id, "object": "model", "created": 0, "owned_by": "tunedesk"}
+
+
+def _head(chat: ChatRequest, ticket) -> dict:
+    """Fields every response and chunk share; ``system_fingerprint`` names the engine."""
+    return {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()), "model": chat.model,
+            "system_fingerprint": getattr(ticket, "engine", None)}
+
+
+def _usage(ticket) -> dict:
+    return {"prompt_tokens": ticket.prompt_tokens, "completion_tokens": ticket.completion_tokens,
+            "total_tokens": ticket.prompt_tokens + ticket.completion_tokens}
+
+
+def _events(ticket, head: dict, chat: ChatRequest):
+    """Server-sent events: a role chunk, content chunks, the finish chunk, usage, [DONE]."""
+
+    def chunk(delta: dict, finish=None, **extra) -> str:
+        body = {**head, "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **extra}
+        return f"data: {json.dumps(body)}\n\n"
+
+    try:
+        yield chunk({"role": "assistant", "content": ""})
+        for delta in ticket:
+            yield chunk({"content": delta})
+        yield chunk({}, ticket.finish_reason)
+        if chat.include_usage:
+            yield f"data: {json.dumps({**head, 'object': 'chat.completion.chunk', 'choices': [], 'usage': _usage(ticket)})}\n\n"
+    except Exception as err:  # headers are sent: the error goes in the stream, as OpenAI does
+        yield f"data: {json.dumps({'error': {'message': f'the answer failed: {err}', 'type': 'server_error', 'param': None, 'code': None}})}\n\n"
+    finally:
+        ticket.cancel()  # no-op once done; stops decoding when the client went away
+    yield "data: [DONE]\n\n"

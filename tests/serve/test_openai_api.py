@@ -1,0 +1,163 @@
+"""The OpenAI-compatible API driven by the official ``openai`` client and by ``curl``, over a
+real HTTP server on the tiny model; answers checked against the session's own ``compare``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import openai
+import pytest
+from serve_helpers import ADAPTERS, api_app, serving
+
+from inference.generate import GenerationSettings, compare
+from serve.engines import Engines
+
+MSGS = [{"role": "user", "content": "Where is my order?"}]
+
+
+def solo(session, adapter, max_tokens=12):
+    """The answer the session gives alone (greedy, one generate call)."""
+    return compare(session, MSGS, [adapter], GenerationSettings(max_new_tokens=max_tokens))[0]
+
+
+@pytest.fixture
+def url(session):
+    with serving(api_app(Engines(session, "pytorch"))) as base_url:
+        yield base_url
+
+
+def client(url, key="unused"):
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0, timeout=120)
+
+
+def test_models_lists_the_base_and_every_whole_adapter(url, session, home):
+    (home / "adapters" / "broken").mkdir()  # no weights: not a model anyone can call
+    ids = [m.id for m in client(url).models.list().data]
+    assert ids[0] == str(session.base_name) and sorted(ids[1:]) == sorted(ADAPTERS)
+
+
+def test_answers_equal_the_sessions_own_and_carry_usage(url, session):
+    for model, adapter in [("base", None), ("a", "a"), ("b", "b")]:
+        want = solo(session, adapter)
+        got = client(url).chat.completions.create(model=model, messages=MSGS, temperature=0, max_tokens=12)
+        choice = got.choices[0]
+        assert choice.message.content == want.text and choice.message.role == "assistant"
+        assert choice.finish_reason == want.finish_reason
+        assert got.usage.completion_tokens == want.tokens
+        assert got.usage.prompt_tokens > 0 and got.usage.total_tokens == got.usage.prompt_tokens + want.tokens
+        assert got.system_fingerprint.startswith("pytorch") and got.model == model
+    assert solo(session, "a").text != solo(session, None).text  # the adapter really answers
+
+
+def test_streaming_chunks_add_up_to_the_answer(url, session):
+    want = solo(session, "c")
+    stream = client(url).chat.completions.create(model="c", messages=MSGS, temperature=0, max_tokens=12,
+                                                 stream=True, stream_options={"include_usage": True})
+    chunks = list(stream)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert text == want.text and finishes == [want.finish_reason]
+    assert chunks[-1].usage.completion_tokens == want.tokens and not chunks[-1].choices
+    assert len({c.id for c in chunks}) == 1
+
+
+def test_curl_streams_server_sent_events_and_posts_json(url, session):
+    if not shutil.which("curl"):
+        pytest.skip("curl is not installed")
+    body = json.dumps({"model": "a", "messages": MSGS, "temperature": 0, "max_tokens": 12, "stream": True})
+    out = subprocess.run(["curl", "-sN", f"{url}/v1/chat/completions", "-H", "Content-Type: application/json",
+                          "-d", body], capture_output=True, text=True, timeout=120, check=True).stdout
+    events = [line[len("data: "):] for line in out.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == solo(session, "a").text
+    body = json.dumps({"model": "base", "messages": MSGS, "temperature": 0, "max_tokens": 12})
+    out = subprocess.run(["curl", "-s", f"{url}/v1/chat/completions", "-H", "Content-Type: application/json",
+                          "-d", body], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert json.loads(out)["choices"][0]["message"]["content"] == solo(session, None).text
+
+
+def test_stop_strings_cut_the_answer_before_them(url, session):
+    want = solo(session, "a", max_tokens=24).text
+    cut = want[len(want) // 2: len(want) // 2 + 2]
+    got = client(url).chat.completions.create(model="a", messages=MSGS, temperature=0, max_tokens=24, stop=[cut])
+    assert got.choices[0].message.content == want[: want.index(cut)]
+    assert got.choices[0].finish_reason == "stop"
+
+
+def test_errors_come_in_openais_shape_with_the_right_status(url):
+    api = client(url)
+    with pytest.raises(openai.NotFoundError) as err:
+        api.chat.completions.create(model="nope", messages=MSGS)
+    assert err.value.body["code"] == "model_not_found" and err.value.body["param"] == "model"
+    with pytest.raises(openai.BadRequestError) as err:
+        api.chat.completions.create(model="a", messages=MSGS, temperature=5, max_tokens=0, top_p=0)
+    message = err.value.body["message"]
+    assert "temperature" in message and "max_tokens" in message and "top_p" in message
+    assert err.value.body["param"] == "max_tokens"
+    with pytest.raises(openai.BadRequestError, match="messages"):
+        api.chat.completions.create(model="a", messages=[])
+    with pytest.raises(openai.BadRequestError) as err:  # vLLM's min_tokens is checked too
+        api.chat.completions.create(model="a", messages=MSGS, max_tokens=4, extra_body={"min_tokens": 9})
+    assert err.value.body["param"] == "min_tokens" and "min_tokens must be" in err.value.body["message"]
+    with pytest.raises(openai.BadRequestError, match="n=1"):
+        api.chat.completions.create(model="a", messages=MSGS, n=2)
+    out = subprocess.run(["curl", "-s", "-w", "\n%{http_code}", f"{url}/v1/chat/completions", "-d", "{not json"],
+                         capture_output=True, text=True, timeout=60).stdout
+    body, status = out.rsplit("\n", 1)
+    assert status == "400" and "not valid JSON" in json.loads(body)["error"]["message"]
+
+
+def test_a_full_queue_answers_503_busy(session):
+    engines = Engines(session, "pytorch")
+    engines.pytorch().max_queue = 0  # the shared scheduler's bound: nobody may wait
+    with serving(api_app(engines)) as url, \
+            pytest.raises(openai.InternalServerError) as err:
+        client(url).chat.completions.create(model="a", messages=MSGS, max_tokens=4)
+    assert err.value.status_code == 503 and err.value.body["code"] == "server_busy"
+
+
+def test_bearer_key_is_required_when_set(session):
+    with serving(api_app(Engines(session, "pytorch"), api_key="s3cret")) as url:
+        with pytest.raises(openai.AuthenticationError) as err:
+            client(url, "wrong").models.list()
+        assert err.value.body["code"] == "invalid_api_key"
+        with pytest.raises(openai.AuthenticationError):
+            client(url, "wrong").chat.completions.create(model="a", messages=MSGS)
+        assert len(client(url, "s3cret").models.list().data) == 1 + len(ADAPTERS)
+
+
+def test_sixteen_concurrent_clients_over_three_adapters_get_their_solo_answers(url, session):
+    models = ["base", *ADAPTERS] * 4
+    want = {m: solo(session, None if m == "base" else m).text for m in set(models)}
+    assert len(set(want.values())) == 4
+
+    def ask(model):
+        got = client(url).chat.completions.create(model=model, messages=MSGS, temperature=0, max_tokens=12,
+                                                  stream=model in ("a", "base"))
+        if model in ("a", "base"):
+            return model, "".join(c.choices[0].delta.content or "" for c in got if c.choices)
+        return model, got.choices[0].message.content
+
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(ask, models))
+    assert [text for _, text in answers] == [want[m] for m, _ in answers]
+
+
+def test_an_adapter_without_a_passed_gate_is_served_with_one_warning(url, caplog):
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="tunedesk.serve")
+    cards = {m["id"]: m for m in client(url).models.list().model_dump()["data"]}
+    assert cards["a"]["tunedesk_release_gate"]["state"] == "not evaluated"
+    for _ in range(2):
+        got = client(url).chat.completions.create(model="a", messages=MSGS, max_tokens=2)
+        assert got.choices[0].message.content is not None
+    warned = [r.getMessage() for r in caplog.records if "serving anyway" in r.getMessage()]
+    assert warned == ["serving anyway: adapter 'a' has not passed its release gate "
+                      "(not evaluated: no evaluation has checked its release gate yet)"]

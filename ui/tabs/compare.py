@@ -1,0 +1,81 @@
+"""Compare tab: base and tuned answers to one prompt, side by side, decoded at the same time
+on the serving engine (llama.cpp contexts side by side, or rows of one PyTorch batch)."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from serve.interface.ticket import ServerBusy
+from ui.views.feedback import feedback_count, feedback_path, save_feedback
+from ui.views.state import AppState
+
+NONE = "(none)"
+
+
+def build_compare_tab(state: AppState) -> dict:
+    with gr.Tab("Compare", id="compare") as tab:
+        answers_state = gr.State([])
+        prompt_state = gr.State("")
+        with gr.Row():
+            first = gr.Dropdown([], label="Tuned adapter", scale=2, elem_id="compare-adapter")
+            second = gr.Dropdown([NONE], value=NONE, label="Second adapter (optional)", scale=2)
+            refresh = gr.Button("↻", scale=0, min_width=40)
+        prompt = gr.Textbox(label="Customer message", lines=2, elem_id="compare-prompt",
+                            value="hi, I want a refund for order {{Order Number}}, it arrived broken")
+        with gr.Accordion("System prompt and generation settings", open=False):
+            system = gr.Textbox(label="System prompt", value="You are a helpful customer-support assistant.")
+            max_new = gr.Slider(8, 512, value=160, step=8, label="Max new tokens")
+            rep = gr.Slider(1, 2, value=1.1, step=0.05, label="Repetition penalty")
+        go = gr.Button("Compare", variant="primary", elem_id="compare-go")
+        with gr.Row():
+            panes = [gr.Textbox(label=f"pane {i + 1}", lines=10, interactive=False, visible=i < 2,
+                                elem_id=f"compare-pane-{i}") for i in range(3)]
+        timing = gr.Markdown(elem_id="compare-timing")
+        with gr.Accordion("Which answer is better? (saved as training data)", open=True):
+            choice = gr.Radio([], label="Better answer", elem_id="compare-choice")
+            correction = gr.Textbox(label="…or write the answer it should have given", lines=3)
+            save = gr.Button("Save feedback", elem_id="compare-save")
+            saved = gr.Markdown(elem_id="compare-saved")
+
+        def choices():
+            names = state.adapter_choices()
+            return (gr.update(choices=names, value=names[0] if names else None),
+                    gr.update(choices=[NONE, *names]))
+
+        def run(a, b, text, sys_prompt, n, penalty):
+            hidden = [gr.update(value="", visible=i < 2, label=f"pane {i + 1}") for i in range(3)]
+            if not (text or "").strip():
+                gr.Warning("type a customer message first")
+                return [*hidden, "", gr.update(), [], ""]
+            adapters = [None] + [x for x in (a, b) if x and x != NONE]
+            try:
+                settings = state.settings(sys_prompt, n, 0.0, 0.9, penalty, 0)
+                answers, how = state.serving.compare([{"role": "user", "content": text}], adapters, settings)
+            except (ValueError, ServerBusy) as err:
+                gr.Warning(str(err))
+                return [*hidden, "", gr.update(), [], ""]
+            updates = []
+            for i in range(3):
+                if i < len(answers):
+                    ans = answers[i]
+                    label = f"{ans.adapter} · {ans.adapter_hash[:12]}"
+                    updates.append(gr.update(value=ans.text, visible=True, label=label))
+                else:
+                    updates.append(gr.update(value="", visible=False))
+            shown = [{"adapter": x.adapter, "adapter_hash": x.adapter_hash, "text": x.text} for x in answers]
+            info = f"{how} (greedy)."
+            return [*updates, info, gr.update(choices=[x.adapter for x in answers], value=None), shown, text]
+
+        def on_save(text, shown, picked, corrected):
+            try:
+                save_feedback(text, shown, picked, corrected)
+            except (ValueError, OSError) as err:
+                return f"⚠️ {err}"
+            return f"Saved. {feedback_count()} feedback rows in `{feedback_path()}` — train on it from the Train tab (Path)."
+
+        tab.select(choices, None, [first, second])
+        refresh.click(choices, None, [first, second], api_name="compare_adapters")
+        go.click(run, [first, second, prompt, system, max_new, rep],
+                 [*panes, timing, choice, answers_state, prompt_state], api_name="compare")
+        save.click(on_save, [prompt_state, answers_state, choice, correction], saved)
+    return {"tab": tab, "adapter": first}

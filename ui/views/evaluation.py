@@ -1,0 +1,107 @@
+"""Tables and text for the Evaluate tab from an EvalReport. No gradio here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+METRIC_COLUMNS = ["model", "BLEU", "ROUGE-L", "perplexity", "golden passed",
+                  "Δ BLEU [95% CI]", "Δ ROUGE-L [95% CI]", "Δ perplexity [95% CI]"]
+
+
+def _ci(d: dict, digits: int) -> str:
+    return f"{d['delta']:+.{digits}f} [{d['low']:+.{digits}f}, {d['high']:+.{digits}f}]"
+
+
+def metric_rows(report) -> list[list]:
+    rows = []
+    for m in report.models:
+        x, d = report.metrics[m], report.deltas.get(m)
+        deltas = [_ci(d["bleu"], 2), _ci(d["rouge_l"], 4), _ci(d["perplexity"], 2)] if d else ["—"] * 3
+        rows.append([m, round(x["bleu"], 2), round(x["rouge_l"], 4), round(x["perplexity"], 2),
+                     f"{x['golden_passed']}/{x['golden_total']}", *deltas])
+    return rows
+
+
+def sample_rows(report, adapter: str) -> tuple[list[str], list[list]]:
+    """Per-sample table for one adapter vs base, worst ROUGE-L regressions first."""
+    cols = ["row", "prompt", "reference", "base answer", f"{adapter} answer",
+            "base ROUGE-L", f"{adapter} ROUGE-L", "Δ ROUGE-L", "Δ BLEU"]
+    rows = [[s["index"], s["prompt"], s["reference"], s["answers"]["base"], s["answers"][adapter],
+             round(s["rouge_l"]["base"], 3), round(s["rouge_l"][adapter], 3),
+             round(s["delta"][adapter]["rouge_l"], 3), round(s["delta"][adapter]["bleu"], 2)]
+            for s in report.samples]
+    rows.sort(key=lambda r: r[7])
+    return cols, rows
+
+
+def golden_rows(report) -> tuple[list[str], list[list]]:
+    cols = ["id", "prompt", *[f"{m} passed" for m in report.models]]
+    rows = [[r["id"], r["prompt"], *["✓" if r["checks"][m]["passed"] else "✗" for m in report.models]]
+            for r in report.golden.get("results", [])]
+    return cols, rows
+
+
+def run_summary(report) -> str:
+    """One line: rows scored, how they were chosen, how fast, where the report was saved."""
+    t = report.timings
+    return (f"Scored {report.data.get('rows')} rows ({report.data.get('selection')}) in "
+            f"{t.get('total_seconds')} s — {t.get('rows_per_second')} rows/s. Saved to `{report.folder}`.")
+
+
+def report_files(report) -> list[str]:
+    """The report's saved files that exist, for download."""
+    folder = Path(report.folder)
+    names = ("report.json", "samples.csv", "summary.md", "slices.csv")
+    return [str(folder / f) for f in names if (folder / f).exists()]
+
+
+NO_SLICE = "(none)"
+SLICE_CHOICES = [NO_SLICE, "intent", "category"]  # any other column can be typed
+
+
+DEFAULT_SLICE = "intent"
+
+
+def slice_column(choice: str | None, data: str | None = None) -> tuple[str | None, str]:
+    """The Evaluate tab's "Slice by column" choice as evaluate()'s ``slice_by``, and a note.
+
+    The default choice (``intent``) on data without that column evaluates unsliced and says
+    so; any other missing column is refused by evaluate() with the columns the file has.
+    """
+    choice = (choice or "").strip()
+    if choice in ("", NO_SLICE):
+        return None, ""
+    if choice == DEFAULT_SLICE and data:
+        from eval.scoring_rows import check_slice_column
+
+        try:
+            check_slice_column(data, choice)
+        except ValueError as err:
+            if str(err).startswith("slice column"):
+                return None, f"Not sliced: the data has no `{choice}` column."
+            # an unreadable file: evaluate() refuses it with its own sentence
+    return choice, ""
+
+
+def slice_table(report, adapter: str) -> tuple[list[str], list[list]]:
+    """The slice table for one adapter (flagged slices first); empty when not sliced."""
+    from eval.slices import table
+
+    if report is None or not report.slices or not adapter:
+        return [], []
+    return table(report.slices, adapter)
+
+
+def gate_markdown(report) -> str:
+    """Each adapter's release gate verdict, with its reasons, as Markdown."""
+    lines = []
+    for name, v in report.gate.items():
+        icon = {"passed": "✅", "failed": "❌"}.get(v["state"], "⚠️")
+        lines.append(f"{icon} **Release gate of {name}: {v['state']}**")
+        lines += [f"- {r}" for r in v["reasons"]] + [f"- _{n}_" for n in v.get("notes", [])]
+    if report.slices:
+        flagged = {a: sum(1 for s in report.slices["slices"] if s["worse"][a]) for a in report.adapters}
+        lines.append("Slices by `{}`: {} — worse than base beyond the CI: {}.".format(
+            report.slices["column"], len(report.slices["slices"]),
+            ", ".join(f"{a} {n}" for a, n in flagged.items())))
+    return "\n".join(lines)

@@ -1,0 +1,114 @@
+"""Form values <-> RunConfig, and what the hardware lets the form offer. No gradio here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.hardware import PRECISIONS, QUANTIZATIONS, Hardware
+from core.user_text import quote
+from finetune.config import RunConfig
+
+DEMO_DATA = "assets/demo_support.jsonl"
+
+# Field order of the Train tab's settings inputs: (section, field).
+TRAIN_FIELDS = [
+    ("model", "name"),
+    ("train", "device"), ("train", "precision"), ("train", "quantization"),
+    ("train", "batch_size"), ("train", "grad_accum"),
+    ("lora", "r"), ("lora", "alpha"), ("lora", "dropout"), ("lora", "include_mlp"),
+    ("train", "learning_rate"), ("train", "lr_schedule"), ("train", "epochs"), ("train", "max_steps"),
+    ("data", "max_length"), ("data", "max_samples"), ("data", "val_fraction"), ("data", "packing"),
+    ("data", "last_turn_only"), ("data", "system_prompt"),
+    ("train", "eval_every"), ("train", "probe_every"), ("train", "save_every"), ("train", "seed"),
+    ("run", "adapter_name"),
+    # Several processes or machines (torchrun); checked by finetune.launch like the CLI's flags.
+    ("run", "nproc_per_node"), ("run", "nnodes"), ("run", "node_rank"), ("run", "rdzv_endpoint"),
+    ("run", "sharding"),
+]
+_INTS = {"batch_size", "grad_accum", "r", "alpha", "max_steps", "max_length", "max_samples",
+         "eval_every", "probe_every", "save_every", "seed", "nproc_per_node", "nnodes", "node_rank"}
+_FLOATS = {"dropout", "learning_rate", "epochs", "val_fraction"}
+_TEXTS = {"system_prompt", "adapter_name", "rdzv_endpoint"}
+# The Train tab's sharding choices: (label, RunArgs.sharding).
+SHARDING_CHOICES = [("DDP: each process holds the whole model", "ddp"),
+                    ("FSDP: the model is split across processes (FSDP2)", "fsdp")]
+
+
+def ui_defaults() -> RunConfig:
+    """Settings a first-time user can run in a few minutes on a 2-core CPU."""
+    cfg = RunConfig()
+    cfg.data.path = DEMO_DATA
+    # The whole loop (train, compare, evaluate, chat) in under 10 minutes on 2 cores: 60
+    # steps took 9.5 min of training alone (tests/e2e/test_full_loop.py, docs/benchmarks.md).
+    cfg.data.max_samples = 400
+    cfg.train.max_steps = 30
+    cfg.train.eval_every = 10
+    cfg.train.probe_every = 15
+    cfg.train.save_every = 15
+    cfg.train.log_every = 2
+    return cfg
+
+
+def form_values(cfg: RunConfig) -> list:
+    return [getattr(getattr(cfg, s), f) for s, f in TRAIN_FIELDS]
+
+
+def to_config(data_path: str, values: list) -> tuple[RunConfig, list[str]]:
+    """Build a RunConfig from form values; returns it with the problems found converting."""
+    cfg, problems = ui_defaults(), []
+    cfg.data.path = data_path
+    for (section, field), value in zip(TRAIN_FIELDS, values, strict=True):
+        try:
+            value = _convert(field, value)
+        except (TypeError, ValueError, OverflowError):
+            kind = "text" if field in _TEXTS else "a number"
+            problems.append(f"{field.replace('_', ' ')} must be {kind} (got {quote(value)})")
+            continue
+        setattr(getattr(cfg, section), field, value)
+    return cfg, problems
+
+
+def _convert(field: str, value):
+    if field == "max_samples":
+        return None if value in (None, "", 0) else int(value)
+    if field in _INTS:
+        if value is None or float(value) != int(float(value)):
+            raise ValueError
+        return int(float(value))
+    if field in _FLOATS:
+        return float(value)
+    if field in _TEXTS:
+        if value is not None and not isinstance(value, str):
+            raise TypeError
+        return (value or "").strip() or (None if field == "system_prompt" else "")
+    return value
+
+
+@dataclass
+class Offer:
+    """Options a dropdown may offer, and why the others are off."""
+
+    choices: list[str]
+    notes: list[str]
+
+
+def device_offer(hw: Hardware) -> Offer:
+    return Offer(["auto"] + [d.name for d in hw.devices], [] if hw.has_cuda else ["No CUDA GPU found: training runs on the CPU."])
+
+
+def default_precision(hw: Hardware, device: str) -> str:
+    """bf16 on Ampere or newer GPUs, fp16 on older ones, fp32 on the CPU (the fastest that
+    trains safely; fp32 on a GPU would be the slowest path)."""
+    from core.gpu import recommended_precision
+
+    return recommended_precision(hw.device(device))
+
+
+def option_offer(hw: Hardware, device: str, kind: str) -> Offer:
+    """Precisions or quantizations usable on ``device``; the rest explained."""
+    dev = hw.device(device)
+    names, table = (PRECISIONS, dev.precisions) if kind == "precision" else (QUANTIZATIONS, dev.quantizations)
+    choices = [n for n in names if table.get(n) is None]
+    notes = [f"{n} is off: {table[n]}" for n in names if table.get(n)]
+    notes += [f"{n}: {dev.warnings[n]}" for n in choices if n in dev.warnings]
+    return Offer(choices, notes)

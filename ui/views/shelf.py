@@ -1,0 +1,60 @@
+"""Rows and details for the Adapters tab, from the shelf. No gradio here."""
+
+from __future__ import annotations
+
+from adapters.shelf.gate_rules import entry_status
+
+COLUMNS = ["name", "status", "release gate", "base model", "created", "data", "rows", "r", "steps",
+           "val ppl (base → tuned)", "eval BLEU / ROUGE-L", "size MB", "problem"]
+
+
+def _fmt(x, digits=2) -> str:
+    return f"{x:.{digits}f}" if isinstance(x, (int, float)) else "—"
+
+
+def shelf_rows(entries) -> list[list]:
+    rows = []
+    for e in entries:
+        m, ev = e.metrics or {}, (e.manifest or {}).get("eval", {})
+        ppl = f"{_fmt(m.get('base_val_perplexity'))} → {_fmt(m.get('val_perplexity'))}" if m else "—"
+        scores = f"{_fmt(ev.get('bleu'), 1)} / {_fmt(ev.get('rouge_l'), 3)}" if ev else "—"
+        rows.append([
+            e.name, e.status, entry_status(e).state, e.base_model.rsplit("/", 1)[-1], e.created, str(e.data.get("path", "—")),
+            e.data.get("train_rows", "—"), e.lora.get("r", "—"), (e.manifest or {}).get("steps", "—"),
+            ppl, scores, round(e.size_bytes / 2**20, 1), e.reason,
+        ])
+    return rows
+
+
+def details_markdown(entry) -> str:
+    """A readable summary of one adapter's manifest."""
+    if not entry.ok:
+        return f"### {entry.name} — broken\n\n**Why:** {entry.reason}"
+    m = entry.manifest
+    t, d, lora = m.get("training", {}), m.get("data", {}), m.get("lora", {})
+    lines = [
+        f"### {entry.name}",
+        f"- **Base:** `{entry.base_model}` (weights `{entry.base_weight_hash}`)",
+        f"- **Adapter hash:** `{entry.adapter_hash}` · created {entry.created}" + (" · imported" if entry.imported else ""),
+        f"- **LoRA:** r={lora.get('r')}, alpha={lora.get('alpha')}, dropout={lora.get('dropout')}, "
+        f"targets {', '.join(lora.get('target_modules', []) or [])}",
+    ]
+    if t:
+        lines.append(f"- **Training:** {t.get('device')} · {t.get('precision')} · quantization {t.get('quantization')} · "
+                     f"batch {t.get('batch_size')} × accumulation {t.get('grad_accum')} · lr {t.get('learning_rate')} · "
+                     f"{m.get('steps')} steps ({m.get('status', 'done')})")
+    if d:
+        lines.append(f"- **Data:** `{d.get('path')}` · {d.get('train_rows')} train / {d.get('val_rows')} validation rows · "
+                     f"fingerprint `{d.get('fingerprint')}`")
+    if entry.metrics:
+        lines.append("- **Metrics:** " + ", ".join(f"{k} {_fmt(v, 3)}" for k, v in entry.metrics.items()))
+    gate = entry_status(entry)
+    why = "; ".join(gate.reasons)
+    lines.append(f"- **Release gate:** {gate.state}"
+                 + (f" (evaluation `{gate.eval_id}`, {gate.date})" if gate.eval_id else "")
+                 + (f": {why}" if why else "") + " · rules: `gate.json` in its folder, "
+                 f"`python -m adapters gate {entry.name}`")
+    if m.get("eval"):
+        lines.append("- **Last evaluation:** " + ", ".join(f"{k} {v if not isinstance(v, float) else round(v, 3)}"
+                                                         for k, v in m["eval"].items() if not isinstance(v, dict)))
+    return "\n".join(lines)

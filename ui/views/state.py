@@ -1,0 +1,237 @@
+"""The app's state object: what the tabs share. No gradio here — tabs call these methods.
+
+One model session (base model loaded once, adapters hot-swapped), the adapter shelf, the
+hardware description and the training runner.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from adapters.shelf.store import Shelf
+from core import paths
+from core.hardware import detect
+from inference.generate import GenerationSettings
+from serve.assembly import build_services
+from serve.interface.ticket import ServerBusy
+
+BASE_LABEL = "base model (no adapter)"
+
+
+class AppState:
+    """Shared state behind the tabs."""
+
+    def __init__(self, base_model: str = "default", serving: str = "auto"):
+        # transformers is imported whole here, before any worker thread: the model load that
+        # opening a page starts imports it in a thread, and a dataset load racing it (datasets
+        # looks transformers up in sys.modules while it is half-imported) failed with "module
+        # 'transformers' has no attribute 'PreTrainedTokenizerBase'".
+        import transformers  # noqa: F401
+
+        from core.models import DEFAULT_MODEL, is_default
+
+        self.home = paths.home()
+        self.base_model = DEFAULT_MODEL if is_default(base_model) else base_model
+        self.hardware = detect()
+        services = build_services(base_model, serving)
+        self.session = services.session
+        # Who answers Chat and the API: PyTorch or llama.cpp, measured on this machine (auto).
+        self.serving = services.engines
+
+    @property
+    def active_adapter(self) -> str | None:
+        """The adapter Chat uses (None = base model); the session keeps it."""
+        return self.session.status().get("active")
+
+    def activate(self, name: str | None):
+        """Hot-swap Chat's adapter (loads it once; the base model is never reloaded)."""
+        return self.session.activate(name)
+
+    # -- adapters ---------------------------------------------------------------------------
+    def shelf(self) -> Shelf:
+        return Shelf()
+
+    def adapter_choices(self) -> list[str]:
+        """Adapters that can be chosen in Chat/Compare (broken ones are left out)."""
+        return [e.name for e in self.shelf().list() if e.ok]
+
+    @staticmethod
+    def to_adapter(choice: str | None) -> str | None:
+        return None if not choice or choice == BASE_LABEL else choice
+
+    def model_status_line(self) -> str:
+        s = self.session.status()
+        model = s.get("model") or s.get("base")
+        state = s["state"]
+        if state == "ready":
+            text = f"**Model:** {model} — ready on {s['device']} ({s['dtype']}, {s.get('dtype_reason', '')}; loaded in {s['load_seconds']:.1f} s)"
+        elif state == "error":
+            text = f"**Model:** could not load {model}: {s['error']}"
+        else:
+            text = f"**Model:** {model} — {state}…"
+        active = self.active_adapter or "none (base model)"
+        text += f"  \n**Active adapter:** {active}{self._gate_note()}"
+        return text + f"  \n**Answers from:** {self.serving.describe()}"
+
+    def _gate_note(self) -> str:
+        """`` — ⚠️ release gate: failed (...)`` when the active adapter has not passed it."""
+        from adapters.shelf.gate_rules import entry_status
+
+        if not self.active_adapter:
+            return ""
+        try:
+            status = entry_status(self.shelf().get(self.active_adapter))
+        except (ValueError, OSError):
+            return ""
+        if status.passed:
+            return " — release gate passed"
+        why = f": {'; '.join(status.reasons)}" if status.reasons else ""
+        return f" — ⚠️ release gate {status.state}{why}"
+
+    def stream_answer(self, messages: list[dict], adapter: str | None, settings: GenerationSettings):
+        """Chat's answer from the serving engine; yields the text so far.
+
+        Raises:
+            ValueError: bad settings or messages, an unusable adapter, or a full queue.
+        """
+        try:
+            ticket = self.serving.submit(messages, adapter, settings)
+        except ServerBusy as err:
+            raise ValueError(str(err)) from None
+        text = ""
+        try:
+            for delta in ticket:
+                text += delta
+                yield text
+        finally:
+            ticket.cancel()  # the page went away mid-answer: stop decoding
+        if not text:
+            yield text  # an empty answer is still one value for the chat to show
+
+    def settings(self, system_prompt: str, max_new_tokens, temperature, top_p, repetition_penalty, seed) -> GenerationSettings:
+        """Generation settings from form values, checked.
+
+        Raises:
+            ValueError: naming every bad value (an empty box, NaN, out of range); never a
+                TypeError from a conversion.
+        """
+        settings = GenerationSettings(
+            max_new_tokens=_whole(max_new_tokens), temperature=_number(temperature), top_p=_number(top_p),
+            repetition_penalty=_number(repetition_penalty), seed=_whole(seed), system_prompt=system_prompt or "",
+        )
+        settings.check()
+        return settings
+
+    def feedback_dir(self) -> Path:
+        return paths.subdir("feedback")
+
+
+def _number(value):
+    """A float for a number (bools and text are left as they are, for validation to name)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+def _whole(value):
+    """An int for a whole number, even when a form sends 12.0; anything else unchanged."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+UPLOAD_TYPES = (".jsonl", ".json", ".csv", ".parquet")
+MAX_UPLOAD_BYTES = 200 * 2**20
+
+
+def store_upload(temp_path: str) -> str:
+    """Validate an uploaded dataset and keep a copy under ``datasets/uploads``.
+
+    Raises:
+        ValueError: wrong type, too big, or unreadable (the loader's message names why).
+        OSError: the home folder cannot take the copy (read-only, full); nothing is left behind.
+    """
+    from core.hashing import file_hash
+    from finetune.config import DataArgs
+    from finetune.train.preflight import dataset_problems
+
+    src = Path(temp_path)
+    if src.suffix.lower() not in UPLOAD_TYPES:
+        raise ValueError(f"{src.name}: upload a {', '.join(UPLOAD_TYPES)} file")
+    if src.stat().st_size > MAX_UPLOAD_BYTES:
+        raise ValueError(f"{src.name} is {src.stat().st_size / 2**20:.0f} MiB; the upload limit is 200 MiB")
+    stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in src.stem)[:40] or "upload"
+    name = f"{stem}-{file_hash(src)[:10]}{src.suffix.lower()}"
+    # The checks a run makes (readable, known columns, no broken field), before a copy is
+    # kept: a refused upload leaves nothing under datasets/uploads (nor an older copy of it).
+    problems = dataset_problems(DataArgs(path=str(src)))
+    if problems:
+        (paths.home(create=False) / "datasets" / "uploads" / name).unlink(missing_ok=True)
+        raise ValueError(problems[0])
+    dest = paths.subdir("datasets") / "uploads" / name
+    if not dest.exists():
+        try:
+            _copy_whole(src, dest)
+        except OSError as err:
+            raise OSError(f"could not keep a copy of {src.name} in {dest.parent}: "
+                          f"{err.strerror or err}") from err
+    return str(dest)
+
+
+def _copy_whole(src: Path, dest: Path) -> None:
+    """Copy beside ``dest`` and rename: a full disk leaves no truncated file that a later
+    upload of the same bytes would find and trust."""
+    import shutil
+    import tempfile
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".upload-", dir=dest.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def preview(path: str, rows: int = 5) -> tuple[list[list[str]], list[str], str]:
+    """First rows, their columns, and the detected column mapping, for the Train tab."""
+    from finetune.config import DataArgs
+    from finetune.data.load import load_rows
+    from finetune.data.rows import detect_mapping
+
+    table = load_rows(path)
+    mapping = detect_mapping(table.column_names, DataArgs(path=path))
+    head = table.select(range(min(rows, len(table))))
+    cols = table.column_names
+    values = [[str(r[c])[:200] for c in cols] for r in head]
+    return values, cols, f"{len(table):,} rows · detected mapping: {mapping.describe()}"
+
+
+def estimate_text(cfg) -> str:
+    """Memory estimate for the Train tab (reads the model config only; loads no weights)."""
+    from core.models import resolve
+    from finetune.train.dryrun import estimate_memory
+
+    est = estimate_memory(cfg, resolve(cfg.model.name))
+    fits = "fits" if est["fits"] else "**will not fit**"
+    text = (f"Settings are valid. Estimated peak memory {est['total_gib']:.1f} GiB on {est['device']} "
+            f"({est['device_gib']:.0f} GiB) — {fits}: weights {est['weights_gib']:.2f}, activations "
+            f"{est['activations_gib']:.2f}, logits {est['logits_gib']:.2f}, LoRA+optimizer "
+            f"{est['lora_and_optimizer_gib']:.2f} GiB; {est['lora_params']:,} trainable parameters.")
+    return text + (f"\n\n⚠️ {est['warning']}" if est["warning"] else "")
+
+
+def dry_run_text(cfg) -> str:
+    """Run one real training step (nothing is saved) and report its time and memory.
+
+    It runs in a child process: its memory goes back when it ends, and its peak is its own,
+    not the chat model's too.
+    """
+    from finetune.train.dryrun_process import dry_run_in_child
+
+    r = dry_run_in_child(cfg)
+    minutes = r.get("projected_seconds", 0) / 60
+    return (f"Dry run: one micro-batch of {r.get('tokens_per_micro_batch', 0):,} tokens took {r.get('seconds_per_step', 0):.2f} s, "
+            f"peak memory {r.get('peak_memory_gib', 0):.2f} GiB. The whole run ({r.get('total_steps')} steps) "
+            f"should take about {minutes:.1f} min.")

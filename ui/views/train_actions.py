@@ -1,0 +1,99 @@
+"""What the Train tab's controls do, as plain functions (no gradio): ui/tabs/train.py wires them.
+
+Each function takes the form's values and returns what the tab shows (text, a table, a run
+id); the tab wraps the results in Gradio updates. Bad input comes back as one sentence.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from finetune.train import runner
+from finetune.train.preflight import preflight
+from ui.views import forms
+from ui.views.state import preview, store_upload
+from ui.views.train_progress import latest_run_id, run_view
+
+DATA_SOURCES = ["Demo data (assets)", "Upload a file", "Path on this machine"]
+
+
+def dataset_path(src: str, upload_file, typed: str | None) -> str:
+    """The dataset the form names: the demo file, a stored upload, or a typed path.
+
+    Raises:
+        ValueError: the chosen source has no file yet.
+    """
+    if src == DATA_SOURCES[0]:
+        return forms.DEMO_DATA
+    if src == DATA_SOURCES[1]:
+        if not upload_file:
+            raise ValueError("choose a file to upload first")
+        return store_upload(upload_file)
+    if not (typed or "").strip():
+        raise ValueError("type a dataset path first")
+    return typed.strip()
+
+
+def data_preview(src: str, upload_file, typed: str | None) -> tuple[str, pd.DataFrame | None]:
+    """The dataset's summary line and first rows, or a warning and no table."""
+    try:
+        values, cols, info = preview(dataset_path(src, upload_file, typed))
+    except (ValueError, OSError) as err:
+        return f"⚠️ {err}", None
+    return info, pd.DataFrame(values, columns=cols)
+
+
+def device_options(hw, device_notes: list[str], device: str) -> tuple[list, str, list, str]:
+    """For ``device``: precision choices and default, quantization choices, and the notes on
+    what is off and why."""
+    p, q = forms.option_offer(hw, device, "precision"), forms.option_offer(hw, device, "quantization")
+    notes = "\n".join(f"- {n}" for n in device_notes + p.notes + q.notes)
+    return p.choices, forms.default_precision(hw, device), q.choices, notes
+
+
+def build_config(hw, src: str, upload_file, typed: str | None, values) -> tuple:
+    """The ``RunConfig`` the form describes, and every problem with it (empty: it can run)."""
+    data = dataset_path(src, upload_file, typed)
+    cfg, problems = forms.to_config(data, list(values))
+    # Check and Start run the same checks: settings, a readable dataset with known columns,
+    # a base model that resolves. Start refuses before any run starts.
+    return cfg, problems + preflight(cfg, hw)
+
+
+def checked_text(hw, fn, src: str, upload_file, typed: str | None, values) -> str:
+    """``fn(cfg)`` (an estimate, a dry run) for valid settings, else the list of problems."""
+    try:
+        cfg, problems = build_config(hw, src, upload_file, typed, values)
+        if problems:
+            return "**These settings cannot run:**\n" + "\n".join(f"- {p}" for p in problems)
+        return fn(cfg)
+    except (ValueError, OSError, RuntimeError) as err:
+        return f"⚠️ {err}"
+
+
+def start_run(hw, src: str, upload_file, typed: str | None, values) -> tuple[str, str | None]:
+    """Start a supervised training run; the message and the new run's id (None: not started)."""
+    try:
+        runner.check_can_start()  # a run still going or a read-only home, said first
+        cfg, problems = build_config(hw, src, upload_file, typed, values)
+        if problems:
+            return "**Not started — fix these first:**\n" + "\n".join(f"- {p}" for p in problems), None
+        info = runner.start(cfg)
+    except (ValueError, RuntimeError, OSError) as err:
+        return f"⚠️ Not started: {err}", None
+    return f"Started run `{info.run_id}`.", info.run_id
+
+
+def stop_run(current: str | None) -> str:
+    """Ask the run (or the latest one) to stop; it saves the adapter at the current step."""
+    current = current or latest_run_id()
+    if not current:
+        return "No run to stop."
+    status = runner.stop(current)
+    return f"Asked run `{current}` to stop ({status.get('state')}); it saves the adapter at the current step."
+
+
+def poll_run(current: str | None) -> tuple[str | None, dict]:
+    """The run to show (re-attaching to the latest after a reload or an app restart) and its view."""
+    current = current or latest_run_id()
+    return current, run_view(current)

@@ -1,0 +1,102 @@
+"""What the Train tab shows about a run, rebuilt from its files on every poll.
+
+Nothing is kept in memory: after a page reload or an app restart the tab finds the run on
+disk and shows the same thing.
+"""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+
+from core.events import read_events
+from finetune.train import runner
+
+CURVE_SERIES = ("train", "validation")
+
+
+def curve_frame(points: list[dict]) -> pd.DataFrame:
+    """The loss-curve table for ``gr.LinePlot``, with one blank row per series.
+
+    Gradio's plot fixes the colour scale from the value it is first drawn with and later
+    only swaps the data, so a series missing from the first value is never drawn. The blank
+    rows (loss NaN, which the plot skips) name both series from the start.
+    """
+    blank = [{"step": 0, "loss": float("nan"), "series": name} for name in CURVE_SERIES]
+    return pd.DataFrame(points + blank, columns=["step", "loss", "series"])
+
+
+def latest_run_id() -> str | None:
+    """The active run if any, else the most recent one (for re-attaching)."""
+    runs = runner.list_runs()
+    chosen = [r for r in runs if r.state in runner.ACTIVE] or runs
+    return chosen[0].run_id if chosen else None
+
+
+def run_view(run_id: str | None) -> dict:
+    """Everything the tab displays for ``run_id``: progress, curves, probes, log, result."""
+    if not run_id:
+        return {"state": "none", "progress_html": _bar(0, "No training run yet."), "curve": [],
+                "probes": [], "log": "", "result": "", "adapter": None, "active": False}
+    info = runner.get(run_id)
+    events, _ = read_events(info.run_dir / "events.jsonl")
+    state = info.state
+    progress = [e for e in events if e["type"] == "progress"]
+    evals = [e for e in events if e["type"] == "eval"]
+    probes = next((e for e in reversed(events) if e["type"] == "probe"), None)
+    start = next((e for e in events if e["type"] == "start"), None)
+    last_status = next((e.get("message") for e in reversed(events) if e["type"] == "status"), "")
+    curve = [{"step": e["step"], "loss": e["loss"], "series": "train"} for e in progress]
+    curve += [{"step": e["step"], "loss": e["val_loss"], "series": "validation"} for e in evals]
+    adapter = info.status.get("adapter")
+    return {
+        "state": state,
+        "progress_html": _progress_html(state, start, progress[-1] if progress else None, last_status, info.status),
+        "curve": curve,
+        "probes": [[a["prompt"], a["answer"]] for a in (probes or {}).get("answers", [])],
+        "probe_step": (probes or {}).get("step"),
+        "log": runner.log_tail(info.run_dir, 15),
+        "result": _result_text(state, adapter, info.status, evals),
+        "adapter": adapter,
+        "active": state in runner.ACTIVE,
+        "run_id": run_id,
+    }
+
+
+def _progress_html(state, start, last, message, status) -> str:
+    if last is None:
+        text = {"queued": "Queued…", "running": message or "Starting…", "stopping": "Stopping…"}.get(state, "")
+        if state == "failed":
+            text = f"Failed: {status.get('reason', '')}"
+        return _bar(0, text)
+    pct = 100.0 * last["step"] / max(last["total_steps"], 1)
+    eta = _clock(last["eta"]) if state in runner.ACTIVE else "—"
+    text = (f"{state}: step {last['step']}/{last['total_steps']} · epoch {last['epoch']:.2f} · "
+            f"loss {last['loss']:.3f} · {last['tokens_per_second']:.0f} tokens/s · "
+            f"elapsed {_clock(last['elapsed'])} · ETA {eta} · peak memory {last['peak_memory_gib']:.2f} GiB")
+    return _bar(pct, text)
+
+
+def _bar(pct: float, text: str) -> str:
+    return (f'<div id="train-progress" data-pct="{pct:.1f}">'
+            f'<div style="background:#e5e7eb;border-radius:6px;height:14px">'
+            f'<div style="width:{pct:.1f}%;background:#f97316;height:14px;border-radius:6px"></div></div>'
+            f'<div style="margin-top:4px">{html.escape(text)}</div></div>')
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def _result_text(state, adapter, status, evals) -> str:
+    if state in ("done", "stopped") and adapter:
+        ppl = ""
+        if len(evals) >= 2:
+            ppl = f" Validation perplexity {evals[0]['val_perplexity']:.2f} → {evals[-1]['val_perplexity']:.2f}."
+        how = "finished" if state == "done" else "was stopped; the adapter was saved at the current step"
+        return f"Training {how}. Adapter **{adapter}** is on the shelf.{ppl}"
+    if state == "failed":
+        return f"Training failed: {status.get('reason', 'unknown reason')}. See the log below."
+    return ""
