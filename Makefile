@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 7860
 
-.PHONY: setup run test lint bench clean-venv
+.PHONY: setup run test lint bench clean-venv llama-server
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -42,12 +42,39 @@ $(LLAMA_STAMP): $(LLAMA_SDIST) | $(STAMP)
 	  $(addprefix llama_cpp_python-$(LLAMA_VERSION)/vendor/llama.cpp/,$(LLAMA_FILES))
 	touch $(LLAMA_STAMP)
 
+# llama.cpp's own server (and quantizer), built from the same source archive: the CPU engine
+# behind Chat, Compare and /v1 (serve/llama_server/). About 10-12 minutes on 2 cores, so
+# `make run` builds it in the background while the app answers with PyTorch, and picks the
+# server up when the binary appears. Built for this CPU (-march=native): the stamp names the
+# CPU's flags, and a machine with other flags builds again.
+LLAMA_SRC := $(LLAMA_DIR)/src
+LLAMA_BUILD := $(LLAMA_DIR)/build
+CPU_FLAGS := $(shell grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | md5sum | cut -c1-12)
+SERVER_STAMP := $(LLAMA_BUILD)/.built-$(LLAMA_VERSION)-$(CPU_FLAGS)
+LLAMA_CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
+	-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+	-DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF
+
+$(SERVER_STAMP): $(LLAMA_SDIST)
+	rm -rf $(LLAMA_SRC) $(LLAMA_BUILD)
+	mkdir -p $(LLAMA_SRC)
+	tar xzf $(LLAMA_SDIST) -C $(LLAMA_SRC) --strip-components=3 llama_cpp_python-$(LLAMA_VERSION)/vendor/llama.cpp
+	cmake -S $(LLAMA_SRC) -B $(LLAMA_BUILD) $(LLAMA_CMAKE_FLAGS) > /dev/null
+	cmake --build $(LLAMA_BUILD) --target llama-server llama-quantize -j $$(nproc)
+	touch $(SERVER_STAMP)
+
+llama-server: $(SERVER_STAMP)
+
 setup: $(STAMP) $(LLAMA_STAMP)
 
+# The app starts at once; llama-server builds beside it (log: .venv/llama.cpp/build.log).
 run: setup
+	@if [ ! -f $(SERVER_STAMP) ] && ! pgrep -f "cmake --build $(LLAMA_BUILD)" > /dev/null; then \
+	  echo "building llama-server in the background (about 10-12 minutes); PyTorch answers until then"; \
+	  nohup $(MAKE) --no-print-directory llama-server > $(LLAMA_DIR)/build.log 2>&1 & fi
 	$(PY) app.py --host $(HOST) --port $(PORT)
 
-test: setup
+test: setup llama-server
 	$(PY) -m ruff check .
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q
 

@@ -1,7 +1,7 @@
 """`python -m bench <command>`: every benchmark and diagnostic of TuneDesk, apart from the product.
 
 Nothing in the product imports this package. Benchmarks print their tables; writing into
-docs/benchmarks.md is an explicit flag (``--write-docs``).
+docs/benchmarks-log.md (the dated history) is an explicit flag (``--write-docs``).
 """
 
 from __future__ import annotations

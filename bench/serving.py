@@ -2,8 +2,8 @@
 
 Measures adapter switch and load latency, time to first token and decode speed of a
 128-token greedy answer, and the cost of a two-pane compare (base + adapter in one batched
-call) relative to one answer of the same length. Prints a markdown section; ``--write``
-appends it to ``docs/benchmarks.md``. Two random LoRA adapters (r=16 on every attention and
+call) relative to one answer of the same length. Prints a markdown section; ``--write-docs``
+appends it to ``docs/benchmarks-log.md``. Two random LoRA adapters (r=16 on every attention and
 MLP projection) are written to a temporary shelf first, so the user's shelf is untouched.
 """
 
@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from adapters.shelf.manifest import FORMAT
 from core import models
 from core.hashing import file_hash
 from inference.generate import GenerationSettings, compare, encode
@@ -28,7 +29,7 @@ from inference.session import WEIGHTS, ModelSession, physical_cores
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 MSGS = [{"role": "user", "content": "Where is my order? I ordered a blue jacket last week."}]
 ANSWER_TOKENS = 128
-DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks-log.md"
 HEADING = "## Adapter session (issue 5)"
 LINEARS_LABEL = {"all": "", "head": " (packed output layer only)", "off": " (no packed linears)"}
 
@@ -44,7 +45,7 @@ def make_adapters(shelf: Path, resolved: models.ResolvedModel, names=("bench-a",
         config = LoraConfig(r=16, lora_alpha=32, target_modules=TARGETS, init_lora_weights=False)
         model = get_peft_model(AutoModelForCausalLM.from_pretrained(resolved.path), config)
         model.save_pretrained(shelf / name)
-        manifest = {"format": "tunedesk-adapter/1", "name": name,
+        manifest = {"format": FORMAT, "name": name,
                     "adapter_hash": file_hash(shelf / name / WEIGHTS),
                     "base_model": {"name": resolved.name, "architecture": resolved.architecture,
                                    "weight_hash": resolved.weight_hash}}
@@ -200,7 +201,7 @@ def render(results: list[dict], argv: list[str], load: tuple[tuple, tuple]) -> s
 
 
 def write_section(text: str, doc: Path = DOC) -> None:
-    """Append the section to ``docs/benchmarks.md`` (created with a top heading if missing)."""
+    """Append the section to ``docs/benchmarks-log.md`` (created with a top heading if missing)."""
     doc.parent.mkdir(parents=True, exist_ok=True)
     old = doc.read_text() if doc.is_file() else "# Benchmarks\n"
     doc.write_text(old.rstrip("\n") + "\n\n" + text)
@@ -214,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated weight dtypes to measure (auto: bf16 where native)")
     parser.add_argument("--llama", default="q8_0",
                         help="GGUF type of the llama.cpp run beside PyTorch (none: skip it)")
-    parser.add_argument("--write", action="store_true", help=f"append the section to {DOC}")
+    parser.add_argument("--write-docs", action="store_true", help=f"append the section to {DOC}")
     parser.add_argument("--clients", default="",
                         help="e.g. 1,4,16: concurrent clients through the batching scheduler "
                              "instead of the single-answer measures")
@@ -258,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
 
         text += "\n" + render_llama(results, llama)
     print(text)
-    if args.write:
+    if args.write_docs:
         write_section(text)
     return 0
 
@@ -302,7 +303,7 @@ def run_clients_bench(args, argv: list[str]) -> int:
     text = clients_section("## Many clients at once: continuous batching (issue 23)", setup,
                            results, [None, *names])
     print(text)
-    if args.write:
+    if args.write_docs:
         write_section(text)
     return 0
 

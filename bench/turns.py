@@ -1,11 +1,11 @@
 """Time to first token along one support chat, with and without reused beginnings:
-``python -m bench turns [--turns 8] [--tokens 32] [--write]``.
+``python -m bench turns [--turns 8] [--tokens 32] [--write-docs]``.
 
 One conversation with a support system prompt is answered turn by turn through the batching
 scheduler (float32, the base model), every turn's prompt holding the whole chat so far. Once
 with the prefix cache off (every turn prefilled from the first token), once with it on (turn
 1 reuses the system prompt stored by another customer's chat before it, each later turn the
-previous turn's stored conversation). Prints a markdown section; ``--write``
+previous turn's stored conversation). Prints a markdown section; ``--write-docs``
 appends it to docs/benchmarks.md.
 """
 
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=8, help=f"turns of the chat (1-{len(TURNS)})")
     parser.add_argument("--tokens", type=int, default=32, help="answer tokens per turn at most")
     parser.add_argument("--model", default="default", help="base model (default: SmolLM2-135M-Instruct)")
-    parser.add_argument("--write", action="store_true", help="append the section to docs/benchmarks.md")
+    parser.add_argument("--write-docs", action="store_true", help="append the section to docs/benchmarks-log.md")
     args = parser.parse_args(argv)
     if not 1 <= args.turns <= len(TURNS):
         parser.error(f"--turns must be 1 to {len(TURNS)}")
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(run_chat(scheduler, TURNS[:args.turns], args.tokens))
     text = render(*results, argv)
     print(text)
-    if args.write:
+    if args.write_docs:
         write_section(text)
     return 0
 

@@ -56,8 +56,7 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
         max_samples: at most this many rows.
         batch_size: prompts per generate call (each answered by every model in that call).
         settings: generation settings; default greedy, ``EVAL_MAX_NEW_TOKENS``, ``seed``.
-        use_validation_split: score the adapters' held-out rows when their split is known,
-            else (or when False) the first ``max_samples`` rows of the file.
+        use_validation_split: score the adapters' held-out rows if known, else the first rows.
         seed: generation seed (when ``settings`` is None) and bootstrap seed.
         golden: golden prompts JSONL checked for must/must-not phrases; None skips them.
         on_progress: called with (fraction 0-1, message) as the run goes.
@@ -89,16 +88,9 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
                                                batch_size, progress, clock)
     progress(0.95, "scoring")
     report = build_report(rows, answers, nll, golden_rows, golden_answers, seed)
-    report.data = {"path": str(data), "rows": len(rows.prompts), "held_out": rows.held_out,
-                   "selection": rows.note, "system_prompt": rows.system_prompt}
-    report.settings = {"generation": asdict(settings), "batch_size": batch_size,
-                       "max_samples": max_samples, "seed": seed, "golden": golden,
-                       "use_validation_split": use_validation_split, "slice_by": slice_by,
-                       "rows_per_slice": rows_per_slice, "device": session.device,
-                       "dtype": session.dtype, "threads": session.threads}
-    report.hashes = {"base_model": {"name": session.resolved.name,
-                                    "weight_hash": session.resolved.weight_hash},
-                     "adapters": {name: session.adapter_hash(name) for name in adapters}}
+    _describe(report, session, adapters, data, rows, settings, batch_size=batch_size,
+              max_samples=max_samples, seed=seed, golden=golden, slice_by=slice_by,
+              use_validation_split=use_validation_split, rows_per_slice=rows_per_slice)
     report.timings = _timings(clock, len(rows.prompts), len(adapters) + 1, len(golden_rows))
     shelf = Shelf()  # the shelf write_back records into
     report.gate = check_gates(report, shelf)
@@ -108,6 +100,18 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
         record_gates(report, shelf)
     progress(1.0, f"done: {report.folder or 'not saved'}")
     return report
+
+
+def _describe(report: EvalReport, session: ModelSession, adapters: list[str], data: str, rows,
+              settings: GenerationSettings, **run_settings) -> None:
+    """What the report was made from: the data, the settings and the weights' hashes."""
+    report.data = {"path": str(data), "rows": len(rows.prompts), "held_out": rows.held_out,
+                   "selection": rows.note, "system_prompt": rows.system_prompt}
+    report.settings = {"generation": asdict(settings), **run_settings, "device": session.device,
+                       "dtype": session.dtype, "threads": session.threads}
+    report.hashes = {"base_model": {"name": session.resolved.name,
+                                    "weight_hash": session.resolved.weight_hash},
+                     "adapters": {name: session.adapter_hash(name) for name in adapters}}
 
 
 def _run_models(session, rows, golden_rows, adapters, settings, batch_size, progress, clock):

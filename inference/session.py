@@ -93,8 +93,8 @@ class ModelSession:
         self._active: str | None = None
         self._counter = 0  # numbers PEFT-side adapter names
         self.threads: int | None = None
-        self._cores_busy = cores_busy
-        self._merged = MergedWeights(max_sets=2)  # fast single-adapter decode (merged.py)
+        self.cores_busy = cores_busy
+        self.merged = MergedWeights(max_sets=2)  # fast single-adapter decode (merged.py)
 
     # -- status and base loading --------------------------------------------------------
 
@@ -189,7 +189,7 @@ class ModelSession:
             ValueError: no such adapter, or its folder is unusable (the reason is named).
         """
         with self._lock:
-            return self._ensure_adapter(name, keep={name})
+            return self.ensure_adapter(name, keep={name})
 
     def unload_adapter(self, name: str) -> None:
         """Drop adapter ``name`` from memory (e.g. after it was deleted from the shelf)."""
@@ -197,7 +197,7 @@ class ModelSession:
             if name not in self._adapters:
                 return
             loaded = self._adapters.pop(name)
-            self._merged.drop(loaded.peft_name)
+            self.merged.drop(loaded.peft_name)
             if self._adapters:
                 self._model.delete_adapter(loaded.peft_name)
             else:  # PEFT cannot hold zero adapters: unwrap back to the (same) base object
@@ -211,7 +211,7 @@ class ModelSession:
         the choice; the base is never reloaded and no layer is touched.
         """
         with self._lock:
-            info = None if is_base(adapter) else self._ensure_adapter(adapter, keep={adapter})
+            info = None if is_base(adapter) else self.ensure_adapter(adapter, keep={adapter})
             self._active = None if info is None else info.name
             return info
 
@@ -221,7 +221,7 @@ class ModelSession:
             return self.resolved.weight_hash
         return self.load_adapter(adapter).adapter_hash
 
-    def _ensure_adapter(self, name: str, keep: set[str]) -> LoadedAdapter:
+    def ensure_adapter(self, name: str, keep: set[str]) -> LoadedAdapter:
         self.load()
         folder = self.adapter_folder(name)
         loaded = self._adapters.get(name)
@@ -285,12 +285,12 @@ class ModelSession:
                              f"at most {self.max_loaded_adapters}")
         with self._lock:
             for name in wanted:
-                self._ensure_adapter(name, keep=set(wanted))
+                self.ensure_adapter(name, keep=set(wanted))
             model = self._model
-            self._set_threads(torch)
+            self.set_threads(torch)
             if seed is not None:
                 torch.manual_seed(seed)
-            context, extra = route(model, [self._adapters[n].peft_name if n else None for n in names], self._merged)
+            context, extra = route(model, [self._adapters[n].peft_name if n else None for n in names], self.merged)
             inputs = {k: v.to(self.device) for k, v in inputs.items()}
             with torch.inference_mode(), context:
                 try:
@@ -309,16 +309,16 @@ class ModelSession:
         import torch
 
         with self._lock:
-            self._set_threads(torch)
+            self.set_threads(torch)
             if not is_base(adapter):
-                self._ensure_adapter(adapter, keep={adapter})
+                self.ensure_adapter(adapter, keep={adapter})
             peft_name = None if is_base(adapter) else self._adapters[adapter].peft_name
             with set_adapter(self._model, peft_name):
                 yield self._model
 
-    def _set_threads(self, torch) -> None:
+    def set_threads(self, torch) -> None:
         """This call's threads (threads.py); the serving scheduler asks it between steps too."""
-        set_call_threads(torch, self.threads, self._cores_busy)
+        set_call_threads(torch, self.threads, self.cores_busy)
 
 
 def _stamp(folder: Path) -> int:

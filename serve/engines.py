@@ -214,7 +214,7 @@ def make_llama_engine(session: ModelSession, max_queue: int = 64, outtype: str =
         return known[key]
 
     return LlamaEngine(base, lora_file, max_queue=max_queue, label=f"llama.cpp {outtype}",
-                       cores_busy=session._cores_busy)
+                       cores_busy=session.cores_busy)
 
 
 def _stamps(folder) -> tuple[int, ...]:

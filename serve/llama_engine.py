@@ -152,8 +152,8 @@ class LlamaEngine(OneAtATime):
         with self._lock:
             self._set_threads(threads)
             reason = self._decode(ticket, prompt, settings, stop)
-        ticket._put(stop.flush())
-        ticket._finish(reason)
+        ticket.put_text(stop.flush())
+        ticket.finish(reason)
 
     def _decode(self, ticket: Ticket, prompt: list[int], settings: GenerationSettings,
                 stop: StopText) -> str:
@@ -168,13 +168,13 @@ class LlamaEngine(OneAtATime):
                 if llama_is_eog(llm, token) and ticket.completion_tokens >= settings.min_new_tokens:
                     return "stop"
                 ticket.completion_tokens += 1
-                ticket._put(stop.feed(pieces.feed(llm.detokenize([token]))))
+                ticket.put_text(stop.feed(pieces.feed(llm.detokenize([token]))))
                 if stop.hit:
                     return "stop"
                 if ticket.cancelled:
                     return "cancelled"
                 if ticket.completion_tokens >= min(settings.max_new_tokens, room):
-                    ticket._put(stop.feed(pieces.flush()))
+                    ticket.put_text(stop.feed(pieces.flush()))
                     return "stop" if stop.hit else "length"
         finally:
             tokens.close()

@@ -58,7 +58,7 @@ class OneAtATime:
                     self._cond.wait()
                 if self._closed:
                     for ticket, _ in self._waiting:
-                        ticket._fail(RuntimeError(f"the {self.name} engine was closed"))
+                        ticket.fail(RuntimeError(f"the {self.name} engine was closed"))
                     return
                 ticket, job = self._waiting.popleft()
                 self._busy = True
@@ -66,10 +66,10 @@ class OneAtATime:
                 if not ticket.cancelled:
                     self._answer(ticket, *job)
             except Exception as err:  # the client sees it; the worker goes on
-                ticket._fail(err)
+                ticket.fail(err)
             finally:
                 self._busy = False
-                ticket._finish("cancelled")  # no-op when it finished normally
+                ticket.finish("cancelled")  # no-op when it finished normally
 
     def _answer(self, ticket: Ticket, *job) -> None:
         raise NotImplementedError

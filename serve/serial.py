@@ -67,7 +67,7 @@ class SerialEngine(OneAtATime):
                          stopping_criteria=StoppingCriteriaList([StopWhenSet(out.halt)]),
                          **generate_kwargs(session, settings))
         out.flush()
-        ticket._finish("stop" if out.ended or stop.hit else
+        ticket.finish("stop" if out.ended or stop.hit else
                        "length" if ticket.completion_tokens >= settings.max_new_tokens else "cancelled")
 
 
@@ -98,7 +98,7 @@ class _TicketStreamer:
             text = self.tokenizer.decode(self._ids, skip_special_tokens=True)
             if text.endswith("\ufffd"):  # a character split across tokens: wait for the rest
                 continue
-            self.ticket._put(self.stop.feed(text[self._sent:]))
+            self.ticket.put_text(self.stop.feed(text[self._sent:]))
             self._sent = len(text)
             if self.stop.hit or self.ticket.cancelled:
                 self.halt.set()
@@ -110,5 +110,5 @@ class _TicketStreamer:
         """Hand on the rest: a split character left at the cut, text held for stop strings."""
         if not self.stop.hit:
             text = self.tokenizer.decode(self._ids, skip_special_tokens=True)
-            self.ticket._put(self.stop.feed(text[self._sent:]))
-        self.ticket._put(self.stop.flush())
+            self.ticket.put_text(self.stop.feed(text[self._sent:]))
+        self.ticket.put_text(self.stop.flush())

@@ -4,7 +4,7 @@ Comma lists make a grid (cartesian product); combinations this machine cannot ru
 with the reason. Each row runs in its own process (``--_one``, internal). Writes results.csv,
 report.md, throughput.png and results.json to ``--out`` (default
 ``$TUNEDESK_HOME/bench/<timestamp>/``); ``--write-docs`` appends the report to
-docs/benchmarks.md. ``--find-max-batch`` searches the largest micro-batch on a CUDA GPU instead.
+docs/benchmarks-log.md. ``--find-max-batch`` searches the largest micro-batch on a CUDA GPU instead.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def add_arguments(p) -> None:
     p.add_argument("--out", help="output folder (default $TUNEDESK_HOME/bench/<timestamp>)")
     p.add_argument("--timeout", type=float, default=None, help="seconds allowed per row")
     p.add_argument("--matmul-rate", action="store_true", help="measure the matmul rate and report MFU")
-    p.add_argument("--write-docs", action="store_true", help="append the report to docs/benchmarks.md")
+    p.add_argument("--write-docs", action="store_true", help="append the report to docs/benchmarks-log.md")
     p.add_argument("--find-max-batch", action="store_true", help="largest micro-batch that fits (CUDA only)")
     p.add_argument("--_one", help=argparse.SUPPRESS)
 

@@ -2,7 +2,7 @@
 
 Rows come from :func:`bench.training.grid.run_grid`; :func:`records` flattens them, adds the
 speed-up over the matching seed row and the model FLOPs utilisation, and the writers below
-only format. ``append_docs`` adds a report to ``docs/benchmarks.md`` under a heading naming
+only format. ``append_docs`` adds a report to ``docs/benchmarks-log.md`` under a heading naming
 the command, the machine and the date.
 """
 
@@ -20,7 +20,7 @@ COLUMNS = [
     "timed_steps", "threads", "packing", "logit_positions", "response_val_loss", "model_tflop",
     "achieved_tflop_per_s", "matmul_tflop_per_s", "mfu", "token_mfu", "error",
 ]
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "benchmarks-log.md"
 _KEY = ("device", "batch", "accumulation", "precision", "quantization")
 
 

@@ -16,11 +16,10 @@ from pathlib import Path
 
 import torch
 
+from adapters.shelf.manifest import FORMAT as MANIFEST_FORMAT
 from core import paths
 from core.hashing import file_hash, text_hash  # noqa: F401  (text_hash re-exported)
 from core.paths import check_writable  # noqa: F401  (re-exported)
-
-MANIFEST_FORMAT = "tunedesk-adapter/1"
 
 
 def versions() -> dict:

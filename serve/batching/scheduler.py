@@ -23,6 +23,7 @@ import functools
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 
@@ -179,13 +180,13 @@ class Scheduler:
                     self._step()
             except Exception as err:  # a failed step is every running row's failure
                 for request in self._rows:
-                    request.ticket._fail(err)
+                    request.ticket.fail(err)
                 self._rows, self._batch = [], BatchCache()
         closed = RuntimeError("the server closed before this answer was finished")
         with self._cond:
             left, self._waiting = [*self._waiting, *self._rows], deque()
         for request in left:
-            request.ticket._fail(closed)
+            request.ticket.fail(closed)
 
     def _take(self, tokens_left: int = PREFILL_TOKENS) -> list[_Request]:
         """Waiting requests that fit beside the running rows now, first come first served, with
@@ -201,7 +202,7 @@ class Scheduler:
             while self._waiting:
                 request = self._waiting[0]
                 if request.ticket.cancelled:
-                    self._waiting.popleft().ticket._finish("cancelled")
+                    self._waiting.popleft().ticket.finish("cancelled")
                     continue
                 rows = [*self._rows, *group, request]
                 adapters = {r.adapter for r in rows if r.adapter}
@@ -244,7 +245,7 @@ class Scheduler:
                     try:
                         parts.append(([request], self._prefill([request])))
                     except Exception as err:
-                        request.ticket._fail(err)
+                        request.ticket.fail(err)
         for rows, (cache, mask, logits) in parts:
             self._batch.join(cache, mask)
             self._rows.extend(rows)
@@ -255,19 +256,19 @@ class Scheduler:
         """Load the request's adapter (never evicting one the batch uses) and its sampler."""
         try:
             if request.adapter is not None:
-                loaded = self.session._ensure_adapter(request.adapter, keep=keep)
+                loaded = self.session.ensure_adapter(request.adapter, keep=keep)
                 request.peft, request.digest = loaded.peft_name, loaded.adapter_hash
             request.chooser = TokenChooser(request.settings, list(session_stop_ids(self.session)),
                                            request.prompt)
             return True
         except Exception as err:
-            request.ticket._fail(err)
+            request.ticket.fail(err)
             return False
 
     def _prefill(self, rows: list[_Request]):
         """One forward pass over the rows' prompts: their cache, mask and last logits."""
         pad = self.session.tokenizer.pad_token_id or 0
-        model, pefts = self.session._model, [r.peft for r in rows]
+        model, pefts = self.session.model, [r.peft for r in rows]
         packed = None
         # CPU only: measured there; on a GPU the padded prefill stays until a GPU checks it
         if PACKED_PREFILL and str(self.session.device).startswith("cpu") and can_pack(model) \
@@ -301,24 +302,24 @@ class Scheduler:
                 token = request.chooser.choose(logits[i], best[i])
                 self._accept(request, token, stop_ids)
             except Exception as err:  # this row's sampler failed; its neighbours go on
-                request.ticket._fail(err)
+                request.ticket.fail(err)
 
     @staticmethod
     def _accept(request: _Request, token: int, stop_ids: set[int]) -> None:
         ticket, stream = request.ticket, request.stream
         if token in stop_ids:
-            ticket._put(stream.finish())
-            ticket._finish("stop")
+            ticket.put_text(stream.finish())
+            ticket.finish("stop")
             return
         request.last = token
         ticket.completion_tokens += 1
         delta, hit = stream.push(token)
-        ticket._put(delta)
+        ticket.put_text(delta)
         if hit:
-            ticket._finish("stop")
+            ticket.finish("stop")
         elif ticket.completion_tokens >= request.settings.max_new_tokens:
-            ticket._put(stream.finish())
-            ticket._finish("length")
+            ticket.put_text(stream.finish())
+            ticket.finish("length")
 
     def _drop_ended(self) -> None:
         """Remove finished, failed and cancelled rows from the batch; keep the finished rows'
@@ -326,7 +327,7 @@ class Scheduler:
         keep = []
         for i, request in enumerate(self._rows):
             if request.ticket.cancelled:
-                request.ticket._finish("cancelled")
+                request.ticket.finish("cancelled")
             if not request.ticket.done:
                 keep.append(i)
             elif request.ticket.error is None and request.ticket.finish_reason in ("stop", "length"):
@@ -348,39 +349,40 @@ class Scheduler:
         names = {r.adapter for r in self._rows if r.adapter}
         for name in names:
             try:
-                loaded = self.session._ensure_adapter(name, keep=names)
+                loaded = self.session.ensure_adapter(name, keep=names)
             except Exception as err:
                 loaded, error = None, err
             for request in (r for r in self._rows if r.adapter == name):
                 if loaded is not None and loaded.adapter_hash == request.digest:
                     request.peft = loaded.peft_name
                 elif loaded is not None:
-                    request.ticket._fail(RuntimeError(
+                    request.ticket.fail(RuntimeError(
                         f"adapter {name!r} changed on the shelf during the answer"))
                 else:
-                    request.ticket._fail(error)
+                    request.ticket.fail(error)
 
     def _policy(self) -> None:
         """The session's thread policy (one thread while training runs), asked once a second."""
         now = time.monotonic()
         if now - self._policy_at >= POLICY_SECONDS:
-            self.session._set_threads(torch)
+            self.session.set_threads(torch)
             self._policy_at = now
 
 
 _SHARED_LOCK = threading.Lock()
+_SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # session -> its scheduler
 
 
 def shared_scheduler(session: ModelSession) -> Scheduler:
     """The one scheduler of ``session`` that Chat, Compare and the API share, made on first use.
 
-    Kept on the session itself, so it lives and goes with it (its decode thread ends when
-    idle, so nothing keeps an unused session alive).
+    Kept beside the session (a weak mapping), so it lives and goes with it (its decode thread
+    ends when idle, so nothing keeps an unused session alive).
     """
     with _SHARED_LOCK:
-        scheduler = getattr(session, "_shared_scheduler", None)
+        scheduler = _SHARED.get(session)
         if scheduler is None or scheduler._closed:
-            scheduler = session._shared_scheduler = Scheduler(session)
+            scheduler = _SHARED[session] = Scheduler(session)
         return scheduler
 
 

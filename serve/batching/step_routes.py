@@ -34,7 +34,7 @@ class StepRouter:
         ``tokens``: for prompts packed into one row (``packed_prefill.py``), each prompt's
         token count; the prompts are then ``inputs``' row 0, one after the other.
         """
-        model, device = self.session._model, self.session.device
+        model, device = self.session.model, self.session.device
         inputs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
         if isinstance(logits_to_keep, torch.Tensor):
             logits_to_keep = logits_to_keep.to(device)
@@ -56,7 +56,7 @@ class StepRouter:
         is merged weights, adapters off, or masked rows with each adapter's rows together."""
         if not any(pefts):
             return True
-        router = self._router(self.session._model, pefts)
+        router = self._router(self.session.model, pefts)
         return router is None or (isinstance(router, RowRouter) and router.groups_rows(pefts))
 
     def _router(self, model, pefts: list[str | None]):
@@ -81,7 +81,7 @@ class StepRouter:
             return adapters_off(model), {}
         router = self._router(model, pefts)
         if router is None:
-            return self.session._merged.use(model, next(p for p in pefts if p)), {}
+            return self.session.merged.use(model, next(p for p in pefts if p)), {}
         if router:
             return router.routed(pefts, tokens), {}
         return nullcontext(), {"adapter_names": [p or BASE for p in pefts]}

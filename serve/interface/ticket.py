@@ -81,20 +81,20 @@ class Ticket:
         """Wait until the request is done (answered, failed or cancelled)."""
         return self._done.wait(timeout)
 
-    # -- the scheduler's side ------------------------------------------------------------
+    # -- the engine's side: the writer of the answer ------------------------------------
 
-    def _put(self, delta: str) -> None:
+    def put_text(self, delta: str) -> None:
         if delta:
             self._parts.append(delta)
             self._events.put(delta)
 
-    def _finish(self, reason: str) -> None:
+    def finish(self, reason: str) -> None:
         if not self.done:
             self.finish_reason = reason
             self._done.set()
             self._events.put(_END)
 
-    def _fail(self, error: BaseException) -> None:
+    def fail(self, error: BaseException) -> None:
         if not self.done:
             self.error = error
             self._done.set()

@@ -194,7 +194,7 @@ def test_one_adapter_answers_from_merged_weights_and_the_base_is_untouched(sessi
     session.load_adapter("a")
     weights = {n: p.detach().clone() for n, p in session.model.named_parameters()}
     merged = compare(session, MSGS, ["a"], GREEDY)[0]
-    assert session._merged._sets  # the merged path ran
+    assert session.merged._sets  # the merged path ran
     for name, param in session.model.named_parameters():
         assert torch.equal(param, weights[name]), name
     original = routing_mod.can_merge
@@ -207,4 +207,4 @@ def test_one_adapter_answers_from_merged_weights_and_the_base_is_untouched(sessi
     base = compare(session, MSGS, [None], GREEDY)[0]
     assert base.text == compare(session, MSGS, [None, "a"], GREEDY)[0].text
     session.unload_adapter("a")
-    assert not session._merged._sets
+    assert not session.merged._sets

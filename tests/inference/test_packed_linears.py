@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.serve.batching.test_scheduler import save_adapters
 from transformers import AutoModelForCausalLM
 
 from inference.generate import GenerationSettings, compare
 from inference.packed_linears import pack_linears, packed_count
 from inference.session import ModelSession
+from tests.serve.batching.test_scheduler import save_adapters
 
 pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this PyTorch has no oneDNN")
 PACKS = "_tunedesk_packs"
@@ -72,7 +72,7 @@ def test_merged_adapter_weights_run_packed_and_answers_match_the_plain_session(h
     both = [x.text for x in compare(packed, messages, ["a", "b"], settings)]  # row-masked LoRA
     layer = next(m for m in packed.model.modules() if hasattr(m, "lora_A")).get_base_layer()
     assert len(getattr(layer, PACKS)) == 3  # the base weights, and the merged sets of a and b
-    packed._merged.drop(packed._adapters["a"].peft_name)
+    packed.merged.drop(packed._adapters["a"].peft_name)
     assert len(getattr(layer, PACKS)) == 2  # a forgotten set frees its packed copy
     monkeypatch.setenv("TUNEDESK_PACKED_LINEARS", "off")
     plain = ModelSession(str(varied_dir), dtype="float32")

@@ -21,7 +21,7 @@ def _rows(session, specs):
     """Rows for (adapter, extra tokens) pairs; prompts = SHARED + their own tokens."""
     rows = []
     for adapter, extra in specs:
-        loaded = session._ensure_adapter(adapter, keep={"a", "b", "c"}) if adapter else None
+        loaded = session.ensure_adapter(adapter, keep={"a", "b", "c"}) if adapter else None
         rows.append(SimpleNamespace(prompt=SHARED + extra, peft=loaded.peft_name if loaded else None,
                                     version=(adapter, loaded.adapter_hash) if loaded else None))
     return rows
@@ -31,14 +31,14 @@ def _prefill(session, router, rows, packed: bool, warm: list):
     prefix = PrefixCache(2**28)
     pad = session.tokenizer.pad_token_id or 0
     prefill_prompts(router.forward, prefix, warm, pad)  # stores SHARED for each adapter version
-    pack = functools.partial(packed_prefill, session._model, router.forward) if packed else None
+    pack = functools.partial(packed_prefill, session.model, router.forward) if packed else None
     return prefill_prompts(router.forward, prefix, rows, pad, pack), prefix
 
 
 @pytest.mark.parametrize("adapters", [[None, None, None], ["a", "a", "b", None]])
 def test_packed_prefill_equals_the_padded_one(session, adapters):
     session.load()
-    assert can_pack(session._model)
+    assert can_pack(session.model)
     router = StepRouter(session)
     extras = [[40, 41, 42], [50], [60, 61, 62, 63, 64, 65], [70, 71]]
     specs = sorted(zip(adapters, extras, strict=False), key=lambda s: s[0] or "")
@@ -79,10 +79,9 @@ def test_only_llama_attention_is_packed(tiny_gpt2_dir):
 
 
 def test_the_scheduler_packs_prompts_of_different_lengths_and_answers_as_alone(session, monkeypatch):
-    from tests.serve.batching.test_scheduler import PROMPTS, alone
-
     import serve.batching.scheduler as module
     from inference.generate import GenerationSettings
+    from tests.serve.batching.test_scheduler import PROMPTS, alone
 
     calls = []
     real = module.packed_prefill

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.serve.batching.test_scheduler import alone, save_adapters
 
 from inference.generate import GenerationSettings
 from inference.session import ModelSession
 from serve.batching.prefix_cache import MIN_REUSE, PrefixCache
 from serve.batching.scheduler import Scheduler
+from tests.serve.batching.test_scheduler import alone, save_adapters
 
 SYSTEM = ("You are the support assistant of a shop. Answer in one or two sentences, be kind, "
           "and never ask for a card number. Orders ship in two days; refunds take a week.")
