@@ -213,8 +213,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="default", help="base model name or folder")
     parser.add_argument("--dtypes", default="auto,float32",
                         help="comma-separated weight dtypes to measure (auto: bf16 where native)")
-    parser.add_argument("--llama", default="q8_0",
-                        help="GGUF type of the llama.cpp run beside PyTorch (none: skip it)")
     parser.add_argument("--write-docs", action="store_true", help=f"append the section to {DOC}")
     parser.add_argument("--clients", default="",
                         help="e.g. 1,4,16: concurrent clients through the batching scheduler "
@@ -248,16 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         shelf = Path(tmp) / "adapters"
         make_adapters(shelf, resolved)
         results = [measure(d, shelf, resolved) for d in args.dtypes.split(",")]
-        llama = None
-        if args.llama != "none":  # same model, adapters and prompt (bench/llama_cpp.py)
-            from bench.llama_cpp import measure_llama
-
-            llama = measure_llama(resolved, Path(tmp), MSGS, args.llama)
     text = render(results, argv, (load_start, os.getloadavg()))
-    if llama:
-        from bench.llama_cpp import render_llama
-
-        text += "\n" + render_llama(results, llama)
     print(text)
     if args.write_docs:
         write_section(text)

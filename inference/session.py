@@ -181,6 +181,21 @@ class ModelSession:
         root = self._adapters_dir
         return paths.inside(root, root / paths.safe_name(name, "adapter name"))
 
+    def check_usable(self, name: str) -> dict:
+        """The checks every engine runs before answering from adapter ``name``: whole on the
+        shelf, and trained on the very base weights this session runs. Returns its manifest.
+
+        Raises:
+            AdapterMismatchError: it was trained on another base model.
+            ValueError: no such adapter, or its folder is unusable (the reason is named).
+        """
+        self.load()
+        folder = self.adapter_folder(name)
+        self._check_shelf(name, folder)
+        manifest = read_adapter_folder(name, folder)
+        check_base(name, manifest, self._resolved)
+        return manifest
+
     def load_adapter(self, name: str) -> LoadedAdapter:
         """Load adapter ``name`` from the shelf (no-op when loaded) and mark it recently used.
 

@@ -5,7 +5,13 @@ come from :class:`serve.engines.Engines` (every request names its own adapter, s
 concurrent requests never see each other's), streamed as server-sent events in OpenAI's chunk
 format when ``stream`` is true. Errors use OpenAI's shape, ``{"error": {"message", "type",
 "param", "code"}}``, with 400 (bad request), 401 (API key), 404 (unknown model) and 503
-(queue full). With an API key set, every route asks for ``Authorization: Bearer <key>``.
+(queue full), 413 (body over ``TUNEDESK_API_MAX_BODY`` bytes, refused before it is read
+whole). With an API key set, every route asks for ``Authorization: Bearer <key>``;
+``/metrics`` (llama-server's Prometheus counters, one ``upstream`` label each) too.
+
+``response_format`` (JSON schema) is honoured by the llama.cpp engine (grammar-constrained
+decoding). A request with ``tools`` goes as it is to llama-server's own chat endpoint, which
+renders the tools into the model's template and parses tool calls; its answer is relayed.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import os
 import time
 import uuid
 
@@ -23,10 +30,14 @@ from starlette.concurrency import run_in_threadpool
 from adapters.shelf.gate_rules import entry_status, warning_for
 from adapters.shelf.store import Shelf
 from serve.interface.ticket import ServerBusy
+from serve.llama_server.relay import relay_tools, upstream_metrics
 from serve.requests import ChatRequest, RequestError, parse_chat
 
 BASE_ALIASES = ("base", "__base__")
+MAX_BODY_BYTES = int(os.environ.get("TUNEDESK_API_MAX_BODY", str(1 << 20)))
+MAX_DEPTH = 32  # JSON nesting a chat request needs is 5; deeper is refused
 log = logging.getLogger("tunedesk.serve")
+_END = object()
 
 
 class ApiError(Exception):
@@ -61,6 +72,7 @@ class OpenAIServer:
         router.add_api_route("/v1/models", self._models, methods=["GET"])
         router.add_api_route("/v1/models/{model_id:path}", self._model, methods=["GET"])
         router.add_api_route("/v1/chat/completions", self._chat, methods=["POST"])
+        router.add_api_route("/metrics", self._metrics, methods=["GET"])
         return router
 
     # -- routes ---------------------------------------------------------------------------
@@ -91,8 +103,14 @@ class OpenAIServer:
                 raise _unknown(chat.model)
             if adapter is not None:
                 await run_in_threadpool(self.warn_if_not_passed, adapter)
+            engine = self.engines.pick()
+            if chat.tools and getattr(engine, "name", "") == "llama.cpp":
+                return await relay_tools(engine, chat, adapter)
+            if chat.json_schema is not None and getattr(engine, "name", "") != "llama.cpp":
+                raise RequestError("'response_format' needs the llama.cpp engine, which does not serve "
+                                   f"here ({self.engines.llama_error or 'set to pytorch'})", "response_format")
             ticket = await run_in_threadpool(self.engines.submit, chat.messages, adapter,
-                                             chat.settings, chat.stop)
+                                             chat.settings, chat.stop, chat.json_schema)
         except RequestError as err:
             return ApiError(400, str(err), "invalid_request_error", param=err.param).response()
         except ServerBusy as err:
@@ -112,6 +130,17 @@ class OpenAIServer:
         choice = {"index": 0, "message": {"role": "assistant", "content": text},
                   "finish_reason": ticket.finish_reason, "logprobs": None}
         return {**head, "object": "chat.completion", "choices": [choice], "usage": _usage(ticket)}
+
+    async def _metrics(self, request: Request):
+        from fastapi.responses import PlainTextResponse
+
+        try:
+            self._check_key(request)
+        except ApiError as err:
+            return err.response()
+        engine = self.engines.llama()
+        text = await run_in_threadpool(upstream_metrics, engine) if engine is not None else ""
+        return PlainTextResponse(text or "# llama.cpp is not serving; no metrics\n")
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -174,10 +203,40 @@ class OpenAIServer:
 
 
 async def _json(request: Request):
+    """The body as JSON, read at most ``MAX_BODY_BYTES`` far and at most ``MAX_DEPTH`` deep."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise _too_large()
+    body = bytearray()
+    async for part in request.stream():
+        body += part
+        if len(body) > MAX_BODY_BYTES:
+            raise _too_large()
     try:
-        return json.loads(await request.body())
+        data = json.loads(body)
+    except RecursionError:
+        raise RequestError(f"the request body is nested deeper than {MAX_DEPTH} levels") from None
     except (ValueError, UnicodeDecodeError):
         raise RequestError("the request body is not valid JSON") from None
+    if _depth(data) > MAX_DEPTH:
+        raise RequestError(f"the request body is nested deeper than {MAX_DEPTH} levels")
+    return data
+
+
+def _too_large() -> ApiError:
+    return ApiError(413, f"the request body is over {MAX_BODY_BYTES:,} bytes; send a shorter "
+                         "conversation", "invalid_request_error", "request_too_large")
+
+
+def _depth(data) -> int:
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, level)
+            if level <= MAX_DEPTH:
+                stack.extend((child, level + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
 
 
 def _unknown(model: str) -> ApiError:
@@ -200,17 +259,21 @@ def _usage(ticket) -> dict:
             "total_tokens": ticket.prompt_tokens + ticket.completion_tokens}
 
 
-def _events(ticket, head: dict, chat: ChatRequest):
-    """Server-sent events: a role chunk, content chunks, the finish chunk, usage, [DONE]."""
+async def _events(ticket, head: dict, chat: ChatRequest):
+    """Server-sent events: a role chunk, content chunks, the finish chunk, usage, [DONE].
+
+    An async generator, so a client that hangs up cancels it at once: its ``finally`` cancels
+    the ticket and the engine stops decoding at its next step."""
 
     def chunk(delta: dict, finish=None, **extra) -> str:
         body = {**head, "object": "chat.completion.chunk",
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **extra}
         return f"data: {json.dumps(body)}\n\n"
 
+    deltas = iter(ticket)
     try:
         yield chunk({"role": "assistant", "content": ""})
-        for delta in ticket:
+        while (delta := await run_in_threadpool(next, deltas, _END)) is not _END:
             yield chunk({"content": delta})
         yield chunk({}, ticket.finish_reason)
         if chat.include_usage:

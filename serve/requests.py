@@ -1,20 +1,25 @@
 """An OpenAI chat-completions request body, checked: every problem named, or one clean request.
 
-Only what TuneDesk can honour is accepted: ``n`` other than 1, tools, logprobs or a
-``response_format`` are refused in a sentence rather than silently ignored. Fields a client
-sends for its own bookkeeping (``user``, ``metadata``, ``store`` ...) are ignored.
+Only what TuneDesk can honour is accepted: ``n`` other than 1, logprobs, penalties other than 0
+and the like are refused in a sentence naming the field, never silently ignored or loosely
+read (``n: true`` is not 1). ``response_format`` (JSON object or JSON schema) and ``tools``
+are checked here and honoured by the llama.cpp engine. Every text must be valid Unicode.
+Fields a client sends for its own bookkeeping (``user``, ``metadata``, ``store`` ...) are
+ignored once their type is right.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from core.user_text import unicode_problem
 from inference.generate import MAX_NEW_TOKENS, GenerationSettings
 
-ROLES = ("system", "user", "assistant", "developer")
+ROLES = ("system", "user", "assistant", "developer", "tool")
 MAX_STOPS = 4  # as OpenAI
-UNSUPPORTED = ("tools", "functions", "tool_choice", "logprobs", "top_logprobs", "response_format",
-               "logit_bias", "audio", "modalities", "prediction")
+UNSUPPORTED = ("functions", "function_call", "logprobs", "top_logprobs", "logit_bias", "audio",
+               "modalities", "prediction", "parallel_tool_calls")
+ZERO_ONLY = ("frequency_penalty", "presence_penalty")  # numbers from -2 to 2; only 0 is honoured
 DEFAULT_MAX_TOKENS = 256
 
 
@@ -36,6 +41,10 @@ class ChatRequest:
     stop: list[str] = field(default_factory=list)
     stream: bool = False
     include_usage: bool = False  # stream_options.include_usage: a last chunk with the counts
+    json_schema: dict | None = None  # response_format: the answer must be JSON of this schema
+    tools: list | None = None  # tools offered to the model (with tool_choice); llama.cpp only
+    tool_choice: object = None
+    body: dict = field(default_factory=dict)  # the request as sent (relayed for tools)
 
 
 def parse_chat(body) -> ChatRequest:
@@ -48,7 +57,7 @@ def parse_chat(body) -> ChatRequest:
         raise RequestError("the request body must be a JSON object")
     problems: list[tuple[str, str]] = []
     model = body.get("model")
-    if not isinstance(model, str) or not model:
+    if not isinstance(model, str) or not model or unicode_problem(model) is not None:
         problems.append(("model", "'model' must be the name of a model from GET /v1/models"))
     messages = _messages(body.get("messages"), problems)
     settings = _settings(body, problems)
@@ -56,19 +65,80 @@ def parse_chat(body) -> ChatRequest:
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         problems.append(("stream", f"'stream' must be true or false, got {stream!r}"))
-    options = body.get("stream_options") or {}
-    if not isinstance(options, dict):
-        problems.append(("stream_options", "'stream_options' must be an object"))
-        options = {}
-    if body.get("n", 1) != 1:
-        problems.append(("n", f"only n=1 is supported, got {body.get('n')!r}"))
+    include_usage = _stream_options(body.get("stream_options"), problems)
+    n = body.get("n", 1)
+    if n is not None and (type(n) is not int or n != 1):
+        problems.append(("n", f"only n=1 is supported, got {n!r}"))
+    for name in ZERO_ONLY:
+        value = body.get(name)
+        if value is not None and (not _is_number(value) or not -2 <= value <= 2):
+            problems.append((name, f"'{name}' must be a number from -2 to 2, got {value!r}"))
+        elif value:
+            problems.append((name, f"'{name}' other than 0 is not supported by this server"))
     for name in UNSUPPORTED:
-        if body.get(name) not in (None, False, [], {}) and not (name == "response_format" and
-                                                               body[name] == {"type": "text"}):
+        if body.get(name) not in (None, False, [], {}):
             problems.append((name, f"'{name}' is not supported by this server"))
+    json_schema = _response_format(body.get("response_format"), problems)
+    tools = _tools(body.get("tools"), body.get("tool_choice"), problems)
+    user = body.get("user")
+    if user is not None and not isinstance(user, str):
+        problems.append(("user", "'user' must be a string"))
     if problems:
         raise RequestError("; ".join(m for _, m in problems), problems[0][0])
-    return ChatRequest(model, messages, settings, stop, stream, bool(options.get("include_usage")))
+    return ChatRequest(model, messages, settings, stop, stream, include_usage, json_schema, tools,
+                       body.get("tool_choice"), body)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value
+
+
+def _stream_options(options, problems: list) -> bool:
+    if options is None:
+        return False
+    if not isinstance(options, dict):
+        problems.append(("stream_options", "'stream_options' must be an object"))
+        return False
+    usage = options.get("include_usage", False)
+    if not isinstance(usage, bool):
+        problems.append(("stream_options.include_usage", f"'stream_options.include_usage' must be true or false, got {usage!r}"))
+        return False
+    return usage
+
+
+def _response_format(raw, problems: list) -> dict | None:
+    """The JSON schema an answer must follow (``{}``: any JSON object), or None for text."""
+    if raw is None:
+        return None
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    schema = (raw.get("json_schema") or {}).get("schema") if kind == "json_schema" and isinstance(raw.get("json_schema"), dict) else None
+    if kind == "json_schema" and isinstance(schema, dict):
+        return schema
+    problems.append(("response_format", "'response_format' must be {\"type\": \"text\"}, {\"type\": "
+                     "\"json_object\"} or {\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., "
+                     "\"schema\": {...}}}"))
+    return None
+
+
+def _tools(tools, choice, problems: list) -> list | None:
+    if tools in (None, []):
+        return None
+    if not isinstance(tools, list) or not all(
+            isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("function"), dict)
+            and isinstance(t["function"].get("name"), str) for t in tools):
+        problems.append(("tools", "'tools' must be a list of {\"type\": \"function\", \"function\": "
+                         "{\"name\": ..., \"parameters\": {...}}}"))
+        return None
+    if choice is not None and choice not in ("none", "auto", "required") and not (
+            isinstance(choice, dict) and choice.get("type") == "function"):
+        problems.append(("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or "
+                         "{\"type\": \"function\", \"function\": {\"name\": ...}}"))
+    return tools
+
 
 
 def _messages(raw, problems: list) -> list[dict]:
@@ -79,10 +149,15 @@ def _messages(raw, problems: list) -> list[dict]:
     for i, message in enumerate(raw):
         role = message.get("role") if isinstance(message, dict) else None
         text = _text(message.get("content")) if isinstance(message, dict) else None
+        if text is None and role == "assistant" and message.get("content") is None and message.get("tool_calls"):
+            text = ""  # an assistant turn that only called tools
         if role not in ROLES:
             problems.append((f"messages[{i}].role", f"messages[{i}].role must be one of {', '.join(ROLES)}"))
         elif text is None:
             problems.append((f"messages[{i}].content", f"messages[{i}].content must be text or a list of text parts"))
+        elif unicode_problem(text) is not None:
+            problems.append((f"messages[{i}].content", f"messages[{i}].content contains a character that "
+                             "is not valid Unicode (a lone surrogate); remove it"))
         else:  # OpenAI's "developer" is the system message of newer clients
             out.append({"role": "system" if role == "developer" else role, "content": text})
     if out and out[-1]["role"] == "assistant":
@@ -127,6 +202,9 @@ def _stop(raw, problems: list) -> list[str]:
     stops = [raw] if isinstance(raw, str) else raw if raw is not None else []
     if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
         problems.append(("stop", "'stop' must be a string or a list of strings"))
+        return []
+    if any(unicode_problem(s) is not None for s in stops):
+        problems.append(("stop", "'stop' contains a character that is not valid Unicode"))
         return []
     if len(stops) > MAX_STOPS:
         problems.append(("stop", f"'stop' takes at most {MAX_STOPS} strings, got {len(stops)}"))

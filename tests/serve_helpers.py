@@ -10,7 +10,7 @@ from serve.local_server import free_port, serving  # noqa: F401 (the tests' impo
 ADAPTERS = ("a", "b", "c")
 
 
-def put_adapters(home, model_dir, names=ADAPTERS, targets=("q_proj", "v_proj", "o_proj")) -> None:
+def put_adapters(home, model_dir, names=ADAPTERS, targets=("q_proj", "v_proj", "o_proj"), first_seed: int = 1) -> None:
     """Seeded random LoRA adapters (large enough to change answers) with manifests."""
     import torch
     from peft import LoraConfig, get_peft_model
@@ -19,7 +19,7 @@ def put_adapters(home, model_dir, names=ADAPTERS, targets=("q_proj", "v_proj", "
     from core import models
 
     weight_hash = models.resolve(str(model_dir)).weight_hash
-    for seed, name in enumerate(names, start=1):
+    for seed, name in enumerate(names, start=first_seed):
         torch.manual_seed(seed)
         config = LoraConfig(r=4, lora_alpha=8, target_modules=list(targets), init_lora_weights=False)
         model = get_peft_model(AutoModelForCausalLM.from_pretrained(model_dir), config)

@@ -97,6 +97,12 @@ class Scheduler:
         self._router = StepRouter(session)
         self._thread: threading.Thread | None = None  # started by submit, ends when idle
 
+    name = "pytorch"
+
+    @property
+    def label(self) -> str:
+        return f"pytorch {self.session.dtype}, batched"
+
     # -- the clients' side ----------------------------------------------------------------
 
     def submit(self, messages: list[dict], adapter: str | None,

@@ -43,8 +43,11 @@ def realtok_dir(default_model_dir, tmp_path_factory):
 def llama_session(realtok_dir, tmp_path_factory):
     """A float32 session on the real-tokenizer tiny llama, adapters a, b, c on the shelf of a
     home kept for the module (so the GGUFs are converted once, not per test)."""
-    pytest.importorskip("llama_cpp", reason="llama.cpp's bindings are not installed (make setup)")
     from inference.session import ModelSession
+    from serve.llama_server.binary import missing_reason, server_binary
+
+    if server_binary() is None:
+        pytest.skip(missing_reason())
 
     home = tmp_path_factory.mktemp("llama-home")
     with pytest.MonkeyPatch.context() as patch:
@@ -55,7 +58,7 @@ def llama_session(realtok_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def llama(llama_session):
-    """The llama.cpp engine on f32 GGUFs of that model, made by the export code."""
+    """llama-server on f32 GGUFs of that model (made by the export code), adapters a, b, c."""
     from serve.engines import make_llama_engine
 
     engine = make_llama_engine(llama_session, outtype="f32")

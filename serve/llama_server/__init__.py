@@ -1,0 +1,1 @@
+"""llama.cpp's own server as TuneDesk's CPU engine: the process, its upstreams, the engine."""

@@ -1,0 +1,173 @@
+"""llama-server as a serving engine behind Chat, Compare and ``/v1``.
+
+Each answer is one streamed ``POST /completion`` to an upstream llama-server. The prompt is
+sent as token ids, rendered and tokenized by TuneDesk exactly as the PyTorch engine does
+(:func:`inference.generate.encode`): text a user typed is text, even ``<|im_start|>``, and both
+engines read the same tokens. The adapter is a LoRA id with scale 1 for this request only;
+every other LoRA stays at scale 0. Stop strings are llama-server's own. Closing the stream
+(the reader went away) makes llama-server drop the request at its next step.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from inference.generate import GenerationSettings, encode, with_system
+from inference.session import ModelSession, is_base
+from serve.interface.ticket import ServerBusy, Ticket
+from serve.llama_server.upstreams import Upstream, Upstreams
+
+FINISH = {"eos": "stop", "word": "stop", "limit": "length"}
+
+
+class LlamaServerEngine:
+    """Answers through llama-server upstreams (:class:`Upstreams`).
+
+    Args:
+        session: the PyTorch session whose tokenizer renders prompts (and whose shelf checks
+            adapters).
+        upstreams: where requests go.
+        lora_file: an adapter name -> its LoRA GGUF (converted when needed); raises ValueError
+            for an unknown or unusable adapter.
+        ctx_per_slot: tokens of prompt plus answer one request may hold.
+        max_inflight: requests in flight (decoding or waiting upstream) before ServerBusy.
+        label: what answers are labelled with, e.g. ``llama.cpp q8_0``.
+    """
+
+    name = "llama.cpp"
+
+    def __init__(self, session: ModelSession, upstreams: Upstreams, lora_file: Callable[[str], Path], *,
+                 ctx_per_slot: int, max_inflight: int = 80, label: str = "llama.cpp"):
+        self.session, self.upstreams, self.lora_file = session, upstreams, lora_file
+        self.ctx_per_slot, self.max_inflight, self.label = ctx_per_slot, max_inflight, label
+        self._known: dict[str, Path] = {}  # adapter -> the LoRA file it was last served from
+        self._inflight = 0
+        self._lock = threading.Lock()
+        limits = httpx.Limits(max_connections=max_inflight + 8, max_keepalive_connections=32)
+        self._http = httpx.Client(limits=limits, timeout=httpx.Timeout(600.0, connect=10.0))
+        self._async_http: httpx.AsyncClient | None = None
+
+    def submit(self, messages: list[dict], adapter: str | None,
+               settings: GenerationSettings | None = None, stop: list[str] | None = None,
+               json_schema: dict | None = None) -> Ticket:
+        """Queue one answer; returns at once with its :class:`Ticket`. ``json_schema``: the
+        answer is JSON following it (llama-server's grammar-constrained sampling).
+
+        Raises:
+            ValueError: bad settings or messages, a prompt too long, an unusable adapter.
+            ServerBusy: ``max_inflight`` requests are already in flight.
+        """
+        settings = settings or GenerationSettings()
+        settings.check()
+        name = None if is_base(adapter) else adapter
+        lora = None if name is None else self._lora(name)
+        prompt = encode(self.session, [with_system(messages, settings)])["input_ids"][0].tolist()
+        if len(prompt) + 1 >= self.ctx_per_slot:
+            raise ValueError(f"the conversation is {len(prompt)} tokens; this server reads at most "
+                             f"{self.ctx_per_slot - 1}: shorten the message or clear the chat")
+        with self._lock:
+            if self._inflight >= self.max_inflight:
+                raise ServerBusy(f"{self._inflight} requests are in flight; try again shortly")
+            self._inflight += 1
+        ticket = Ticket("base" if name is None else name, len(prompt), lambda _: 0)
+        body = completion_body(prompt, settings, stop, self.ctx_per_slot)
+        if json_schema is not None:
+            body["json_schema"] = json_schema
+        threading.Thread(target=self._relay, args=(ticket, lora, body), daemon=True,
+                         name="tunedesk-llama-relay").start()
+        return ticket
+
+    def lora_path(self, name: str) -> Path:
+        """Adapter ``name``'s LoRA file, after the checks every engine runs.
+
+        Raises:
+            ValueError: an unknown or unusable adapter.
+        """
+        return self._lora(name)
+
+    def control_tokens(self) -> list[str]:
+        """The spellings of the tokenizer's control tokens (``<|im_start|>`` ...)."""
+        tokenizer = self.session.tokenizer
+        added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+        return sorted({t.content for t in added.values() if getattr(t, "special", False)} |
+                      set(tokenizer.all_special_tokens))
+
+    def async_client(self) -> httpx.AsyncClient:
+        """The client relays use (made in the server's event loop at first use)."""
+        if self._async_http is None:
+            self._async_http = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0))
+        return self._async_http
+
+    def _lora(self, name: str) -> Path:
+        path = Path(self.lora_file(name))
+        with self._lock:
+            self._known[name] = path
+        return path
+
+    def known_file(self, name: str) -> Path | None:
+        """Adapter ``name``'s LoRA file (converted now if needed), or None if it cannot serve."""
+        try:
+            return self._lora(name)
+        except (ValueError, OSError, RuntimeError):
+            return None
+
+    def known_loras(self) -> list[Path]:
+        """The LoRA files of adapters served so far that are still whole on the shelf."""
+        with self._lock:
+            known = dict(self._known)
+        return [path for path in known.values() if path.is_file()]
+
+    def _relay(self, ticket: Ticket, lora: Path | None, body: dict) -> None:
+        upstream = None
+        try:
+            upstream = self.upstreams.acquire(lora, self.known_loras)
+            body = {**body, "lora": upstream.lora_scales(lora)}
+            ticket.finish(self._stream(upstream, ticket, body))
+        except Exception as err:  # the reader gets the error from the ticket
+            ticket.fail(err if isinstance(err, ValueError | ServerBusy) else
+                        RuntimeError(f"llama-server failed: {type(err).__name__}: {err}"))
+        finally:
+            if upstream is not None:
+                self.upstreams.release(upstream)
+            with self._lock:
+                self._inflight -= 1
+
+    def _stream(self, upstream: Upstream, ticket: Ticket, body: dict) -> str:
+        with self._http.stream("POST", f"{upstream.url}/completion", json=body) as response:
+            if response.status_code != 200:
+                raise RuntimeError(f"HTTP {response.status_code}: {response.read()[:300]!r}")
+            for line in response.iter_lines():
+                if ticket.cancelled:
+                    return "cancelled"  # leaving the block closes the stream: llama-server stops
+                if not line.startswith("data: "):
+                    continue
+                event = json.loads(line[6:])
+                if event.get("stop"):
+                    ticket.put_text(event.get("content", ""))
+                    ticket.completion_tokens = int(event.get("tokens_predicted", ticket.completion_tokens))
+                    return FINISH.get(event.get("stop_type"), "stop")
+                ticket.completion_tokens += len(event.get("tokens") or ()) or 1
+                ticket.put_text(event.get("content", ""))
+        return "length"
+
+    def close(self) -> None:
+        self.upstreams.close()
+        self._http.close()
+
+
+def completion_body(prompt: list[int], settings: GenerationSettings, stop: list[str] | None,
+                    ctx_per_slot: int) -> dict:
+    """llama-server's ``/completion`` request for these settings (greedy when temperature 0)."""
+    body = {"prompt": prompt, "stream": True, "cache_prompt": True, "return_tokens": True,
+            "n_predict": min(settings.max_new_tokens, ctx_per_slot - len(prompt) - 1),
+            "temperature": settings.temperature, "top_p": settings.top_p, "top_k": settings.top_k,
+            "min_p": 0.0, "repeat_penalty": settings.repetition_penalty, "seed": settings.seed,
+            "stop": list(stop or [])}
+    if settings.min_new_tokens >= settings.max_new_tokens:
+        body["ignore_eos"] = True  # benchmarks: always the full length
+    return body

@@ -1,0 +1,100 @@
+"""One ``llama-server`` child process: the base GGUF, a fixed list of LoRA GGUFs, a local port.
+
+The LoRA files are loaded at start, each at scale 0 (``--lora-init-without-apply``); a request
+picks its adapter with ``"lora": [{"id": i, "scale": 1}]``. The list cannot change while the
+server runs, so a new adapter means a new process beside this one (see upstreams.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+
+class LlamaServerError(RuntimeError):
+    """llama-server did not start or stopped answering."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LlamaServerProcess:
+    """A llama-server serving ``model`` with ``loras`` on 127.0.0.1.
+
+    Args:
+        binary: the llama-server executable.
+        model: the base model GGUF.
+        loras: LoRA GGUFs, in the order of their ids.
+        slots: requests decoded together (continuous batching).
+        ctx_per_slot: tokens of prompt plus answer one request may hold.
+        threads: CPU threads for decoding and prompt processing.
+        log: file that receives the server's own output.
+    """
+
+    def __init__(self, binary: Path, model: Path, loras: list[Path], *, slots: int = 16,
+                 ctx_per_slot: int = 2048, threads: int = 2, log: Path):
+        self.binary, self.model, self.loras = Path(binary), Path(model), list(loras)
+        self.slots, self.ctx_per_slot, self.threads, self.log = slots, ctx_per_slot, threads, Path(log)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._proc: subprocess.Popen | None = None
+
+    def command(self) -> list[str]:
+        cmd = [str(self.binary), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(self.port),
+               "-np", str(self.slots), "-c", str(self.slots * self.ctx_per_slot),
+               "-t", str(self.threads), "-tb", str(self.threads), "--metrics", "--no-webui", "-fa", "off"]
+        if self.loras:
+            cmd += ["--lora", ",".join(str(p) for p in self.loras), "--lora-init-without-apply"]
+        return cmd
+
+    def start(self, timeout: float = 120.0) -> LlamaServerProcess:
+        """Start the process and wait until ``/health`` answers 200.
+
+        Raises:
+            LlamaServerError: it exited or did not get ready in ``timeout`` seconds (with the
+                last lines of its log).
+        """
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as out:
+            self._proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise LlamaServerError(f"llama-server exited with code {self._proc.returncode}: {self._tail()}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    return self
+            time.sleep(0.1)
+        self.stop()
+        raise LlamaServerError(f"llama-server was not ready after {timeout:.0f} s: {self._tail()}")
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def stop(self) -> None:
+        """Terminate the process (killed after 10 s)."""
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        self._proc.terminate()
+        try:
+            self._proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+    def _tail(self, lines: int = 5) -> str:
+        try:
+            text = self.log.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "(no log)"
+        return " | ".join(text[-lines:]) or "(empty log)"

@@ -1,0 +1,92 @@
+"""What the API relays to llama-server as it is: tool-calling chats and Prometheus metrics.
+
+A request with ``tools`` goes to llama-server's own ``/v1/chat/completions``: its template
+renders the tools and its parser returns ``tool_calls``, which TuneDesk's token-id path cannot.
+That endpoint tokenizes the rendered text with control tokens parsed, so a message that spells
+one (``<|im_start|>`` ...) is refused here rather than let a customer write a system turn.
+"""
+
+from __future__ import annotations
+
+import httpx
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from serve.requests import ChatRequest, RequestError
+
+
+async def relay_tools(engine, chat: ChatRequest, adapter: str | None):
+    """Relay ``chat`` (with tools) to the least busy upstream holding ``adapter``'s LoRA.
+
+    Raises:
+        RequestError: a message spells a control token.
+        ValueError: the adapter cannot serve.
+    """
+    controls = engine.control_tokens()
+    for i, message in enumerate(chat.body.get("messages") or []):
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str) and any(c in content for c in controls):
+            raise RequestError(f"messages[{i}].content spells a control token of the model's chat "
+                               "template; remove it", f"messages[{i}].content")
+    lora = None if adapter is None else await run_in_threadpool(engine.lora_path, adapter)
+    upstream = await run_in_threadpool(engine.upstreams.acquire, lora, engine.known_loras)
+    body = {**chat.body, "lora": upstream.lora_scales(lora)}
+    client = engine.async_client()
+    try:
+        request = client.build_request("POST", f"{upstream.url}/v1/chat/completions", json=body)
+        response = await client.send(request, stream=True)
+    except Exception:
+        engine.upstreams.release(upstream)
+        raise
+    if not chat.stream or response.status_code != 200:
+        try:
+            payload = (await response.aread())
+        finally:
+            await response.aclose()
+            engine.upstreams.release(upstream)
+        return _json_answer(payload, response.status_code, chat.model, engine.label)
+
+    async def relay():
+        try:
+            async for part in response.aiter_raw():
+                yield part
+        finally:
+            await response.aclose()  # a hang-up closes the upstream stream: llama-server stops
+            engine.upstreams.release(upstream)
+
+    return StreamingResponse(relay(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _json_answer(payload: bytes, status: int, model: str, label: str) -> JSONResponse:
+    import json
+
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        data = {"error": {"message": payload[:300].decode(errors="replace"), "type": "server_error",
+                          "param": None, "code": None}}
+        status = 502 if status == 200 else status
+    if status == 200 and isinstance(data, dict):
+        data.update(model=model, system_fingerprint=label)
+    return JSONResponse(data, status_code=status)
+
+
+def upstream_metrics(engine, timeout: float = 5.0) -> str:
+    """Every upstream's ``/metrics``, each sample labelled with ``upstream="<url>"``."""
+    seen, lines = set(), []
+    for upstream in engine.upstreams.all:
+        try:
+            text = httpx.get(f"{upstream.url}/metrics", timeout=timeout).text
+        except httpx.HTTPError as err:
+            lines.append(f"# upstream {upstream.url} did not answer: {type(err).__name__}")
+            continue
+        for line in text.splitlines():
+            if line.startswith("#"):
+                if line not in seen:
+                    seen.add(line)
+                    lines.append(line)
+            elif line.strip():
+                name, _, value = line.partition(" ")
+                lines.append(f'{name}{{upstream="{upstream.url}"}} {value}')
+    return "\n".join(lines) + "\n"

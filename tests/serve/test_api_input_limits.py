@@ -1,0 +1,114 @@
+"""The API's input handling as a careless or hostile client meets it, over raw HTTP and the
+openai client: huge and deep bodies, loosely typed fields, lone surrogates, hang-ups. Every
+refusal is a 4xx in OpenAI's error shape naming the field, within a second, and nothing grows."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import openai
+import pytest
+from serve_helpers import api_app, serving
+
+from serve.engines import Engines
+from serve.openai_api import MAX_BODY_BYTES
+
+MSGS = [{"role": "user", "content": "Where is my order?"}]
+
+
+@pytest.fixture
+def url(session):
+    with serving(api_app(Engines(session, "pytorch"))) as base_url:
+        yield base_url
+
+
+def _rss_mib() -> float:
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _nested(levels: int):
+    value = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def _post(url, body, headers=None):
+    start = time.perf_counter()
+    got = httpx.post(f"{url}/v1/chat/completions", content=body, timeout=30,
+                     headers=headers or {"Content-Type": "application/json"})
+    return got, time.perf_counter() - start
+
+
+def test_a_huge_body_is_refused_413_before_it_is_read_whole(url):
+    head, tail = b'{"model": "base", "messages": [{"role": "user", "content": "', b'"}]}'
+
+    def chunks():  # 64 MiB made as it is sent: the client itself holds little
+        yield head
+        for _ in range(64):
+            yield b"y" * (1 << 20)
+        yield tail
+
+    before = _rss_mib()
+    for headers in ({"Content-Length": str(len(head) + (64 << 20) + len(tail))}, {}):  # declared, then chunked
+        got, seconds = _post(url, chunks(), headers={"Content-Type": "application/json", **headers})
+        assert got.status_code == 413 and seconds < 1.0, (headers, seconds)
+        assert got.json()["error"]["code"] == "request_too_large"
+    assert _rss_mib() - before < 4 * MAX_BODY_BYTES / 2**20 + 16  # the limit, not the body
+    huge = json.dumps({"model": "base", "messages": [{"role": "user", "content": "x" * (64 << 20)}]})
+    got, seconds = _post(url, huge)
+    assert got.status_code == 413 and seconds < 1.0
+    small, seconds = _post(url, json.dumps({"model": "base", "messages": MSGS, "max_tokens": 2}))
+    assert small.status_code == 200 and seconds < 30
+
+
+@pytest.mark.parametrize("body, param, words", [
+    ("[" * 100_000 + "]" * 100_000, None, "nested deeper"),
+    (json.dumps({"model": "base", "messages": MSGS, "metadata": {"a": _nested(40)}}), None, "nested deeper"),
+    ('{"model": "base", "messages": [{"role": "user", "content": "hi \\ud800"}]}', "messages[0].content", "not valid Unicode"),
+    (json.dumps({"model": "base", "messages": MSGS, "n": True}), "n", "n=1"),
+    (json.dumps({"model": "base", "messages": MSGS, "stream_options": {"include_usage": "yes"}}),
+     "stream_options.include_usage", "true or false"),
+    (json.dumps({"model": "base", "messages": MSGS, "frequency_penalty": "x"}), "frequency_penalty", "number from -2 to 2"),
+    (json.dumps({"model": "base", "messages": MSGS, "presence_penalty": 5}), "presence_penalty", "number from -2 to 2"),
+    (json.dumps({"model": "base", "messages": MSGS, "presence_penalty": 0.5}), "presence_penalty", "not supported"),
+    (json.dumps({"model": "base", "messages": MSGS, "response_format": {"type": "xml"}}), "response_format", "json_schema"),
+    (json.dumps({"model": "base", "messages": MSGS, "tools": [{"type": "function"}]}), "tools", "function"),
+    (json.dumps({"model": "base", "messages": MSGS, "temperature": True}), "temperature", "temperature"),
+])
+def test_bad_fields_get_a_400_naming_them_within_a_second(url, body, param, words):
+    got, seconds = _post(url, body)
+    error = got.json()["error"]
+    assert got.status_code == 400 and seconds < 1.0, error
+    assert error["param"] == param and words in error["message"] and error["type"] == "invalid_request_error"
+
+
+def test_the_openai_client_meets_the_same_refusals(url):
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=30)
+    with pytest.raises(openai.BadRequestError, match="n=1"):
+        client.chat.completions.create(model="base", messages=MSGS, n=2)
+    with pytest.raises(openai.BadRequestError, match="llama.cpp engine") as err:
+        client.chat.completions.create(model="base", messages=MSGS, max_tokens=4, response_format={
+            "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}})
+    assert err.value.body["param"] == "response_format"
+    offered = [{"type": "function", "function": {"name": "track", "parameters": {"type": "object"}}}]
+    text = client.chat.completions.create(model="base", messages=MSGS, tools=offered, max_tokens=4)
+    assert text.choices[0].message.content  # PyTorch answers in text; never a 400 for tools
+
+
+def test_a_client_that_hangs_up_stops_the_answer(url, session):
+    from serve.batching.scheduler import shared_scheduler
+
+    body = {"model": "base", "messages": MSGS, "stream": True, "max_tokens": 2000, "min_tokens": 2000}
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=60) as response:
+        for _ in response.iter_lines():
+            break  # the first chunk came: decoding has begun; now hang up
+    scheduler, deadline = shared_scheduler(session), time.monotonic() + 5
+    while sum(scheduler.status()[k] for k in ("running", "waiting")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert scheduler.status()["running"] == scheduler.status()["waiting"] == 0
