@@ -54,13 +54,16 @@ def _one_client(submit: Submit, messages: list[dict], adapter, settings,
         out[index] = (began, began, time.perf_counter(), err, "", messages)
 
 
-def run_clients(submit: Submit, clients: int, adapters: list, tokens: int) -> dict:
-    """``clients`` requests at once; their timings and the aggregate tokens/s."""
+def run_clients(submit: Submit, clients: int, adapters: list, tokens: int,
+                first_ticket: int | None = None) -> dict:
+    """``clients`` requests at once; their timings and the aggregate tokens/s. ``first_ticket``
+    numbers the questions from there (the same questions for two servers), else afresh."""
     settings = GenerationSettings(max_new_tokens=tokens, min_new_tokens=tokens)
     out: list = [None] * clients
     start = threading.Barrier(clients)
     threads = [threading.Thread(target=_one_client, daemon=True,
-                                args=(submit, question(next(_TICKETS), i), adapters[i % len(adapters)],
+                                args=(submit, question(next(_TICKETS) if first_ticket is None else first_ticket + i, i),
+                                      adapters[i % len(adapters)],
                                       settings, start, out, i))
                for i in range(clients)]
     for thread in threads:

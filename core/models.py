@@ -56,6 +56,19 @@ def cache_dir_for(name: str) -> Path:
     return paths.subdir("models") / paths.safe_name(slug, "model name")
 
 
+def cache_identity(folder: Path) -> str | None:
+    """The model id whose cache folder ``folder`` is (``models/<org>--<name>`` of this home),
+    or None: a path to the cache names the same model as its id."""
+    try:
+        folder = folder.resolve()
+        if folder.parent != paths.subdir("models").resolve() or "--" not in folder.name:
+            return None
+    except (OSError, ValueError):
+        return None
+    model_id = folder.name.replace("--", "/", 1)
+    return model_id if cache_dir_for(model_id).resolve() == folder else None
+
+
 def resolve(name: str = DEFAULT_MODEL, allow_hub: bool | None = None) -> ResolvedModel:
     """Resolve a model name or folder path to a loadable folder.
 
@@ -73,8 +86,8 @@ def resolve(name: str = DEFAULT_MODEL, allow_hub: bool | None = None) -> Resolve
     tried = []
     local = Path(name).expanduser()
     if _is_dir(local):
-        if (local / "config.json").is_file():
-            return _describe(canonical, local.resolve(), "local")
+        if (local / "config.json").is_file():  # the app's own cache folder keeps its model's id
+            return _describe(cache_identity(local) or canonical, local.resolve(), "local")
         tried.append(f"local folder {quote(str(local))} (no config.json in it)")
     else:
         tried.append(f"local folder {quote(str(local))} (does not exist)")

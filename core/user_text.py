@@ -84,3 +84,9 @@ def check_messages_unicode(messages: list[dict]) -> None:
         if isinstance(content, str):
             role = msg.get("role", "?")
             check_unicode(content, f"message {i + 1} ({role})" if len(messages) > 1 else "the message")
+
+
+def printable(text: str) -> str:
+    """``text`` with what UTF-8 cannot hold (a folder name's undecodable bytes, kept as lone
+    surrogates) spelled as escapes, the way the CLI prints it: safe for a page or JSON."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")

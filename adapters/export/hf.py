@@ -182,6 +182,27 @@ def resolve_base(base: dict):
         raise
 
 
+def _identified_base(base: dict) -> dict:
+    """The base an imported adapter names, as a trained adapter records it: the model's id
+    (a path to this app's model cache becomes its id) and its weight hash, where this machine
+    has the model; else as the adapter said, to be refused by name at use."""
+    from core.models import DEFAULT_MODEL, ModelNotFoundError, cache_dir_for, is_default, resolve
+
+    name = str(base.get("name") or "")
+    if base.get("weight_hash") or not name:
+        return base
+    try:  # only what is here already: an import never converts or downloads a model
+        here = Path(name).expanduser().is_dir() or (cache_dir_for(DEFAULT_MODEL if is_default(name) else name)
+                                                    / "config.json").is_file()
+        resolved = resolve(name, allow_hub=False) if here else None
+    except (ModelNotFoundError, ValueError, OSError):
+        return base
+    if resolved is None:
+        return base
+    return {**base, "name": resolved.name, "architecture": resolved.architecture,
+            "weight_hash": resolved.weight_hash}
+
+
 def move_aside(folder: Path) -> Path:
     """Rename ``folder`` to a hidden trash name beside it, so the new one can take its place."""
     trash = folder.parent / f".trash-{folder.name}-{uuid.uuid4().hex[:8]}"
@@ -255,6 +276,7 @@ def _finish_import(folder: Path, name: str) -> None:
         base = old.get("base_model")
         if old.get("format") == FORMAT and isinstance(base, dict) and base.get("name"):
             manifest = {**old, "name": name, "imported": True}
+    manifest["base_model"] = _identified_base(manifest["base_model"])
     manifest["adapter_hash"] = file_hash(folder / WEIGHTS)
     manifest["adapter_bytes"] = (folder / WEIGHTS).stat().st_size  # checked by adapters/shelf/integrity.py
     write_json_atomic(folder / MANIFEST, manifest)

@@ -6,6 +6,7 @@ import gradio as gr
 import pandas as pd
 
 import adapters.shelf_actions as actions
+from core.user_text import printable
 from ui.views.gguf import DEFAULT_TYPES, GGUF_TYPES, gguf_markdown
 from ui.views.shelf import COLUMNS, details_markdown, shelf_rows
 from ui.views.state import AppState
@@ -42,7 +43,7 @@ def build_adapters_tab(state: AppState) -> dict:
 
         def refresh_all(selected=None):
             entries = state.shelf().list()
-            names = [e.name for e in entries]
+            names = [printable(e.name) for e in entries]  # odd folder names shown as the CLI does
             value = selected if selected in names else (names[0] if names else None)
             frame = pd.DataFrame(shelf_rows(entries), columns=COLUMNS)
             return frame, gr.update(choices=names, value=value), _details(value)

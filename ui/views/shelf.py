@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from adapters.shelf.gate_rules import entry_status
+from core.user_text import printable
 
 COLUMNS = ["name", "status", "release gate", "base model", "created", "data", "rows", "r", "steps",
            "val ppl (base → tuned)", "eval BLEU / ROUGE-L", "size MB", "problem"]
@@ -18,11 +19,11 @@ def shelf_rows(entries) -> list[list]:
         m, ev = e.metrics or {}, (e.manifest or {}).get("eval", {})
         ppl = f"{_fmt(m.get('base_val_perplexity'))} → {_fmt(m.get('val_perplexity'))}" if m else "—"
         scores = f"{_fmt(ev.get('bleu'), 1)} / {_fmt(ev.get('rouge_l'), 3)}" if ev else "—"
-        rows.append([
+        rows.append([printable(c) if isinstance(c, str) else c for c in [
             e.name, e.status, entry_status(e).state, e.base_model.rsplit("/", 1)[-1], e.created, str(e.data.get("path", "—")),
             e.data.get("train_rows", "—"), e.lora.get("r", "—"), (e.manifest or {}).get("steps", "—"),
             ppl, scores, round(e.size_bytes / 2**20, 1), e.reason,
-        ])
+        ]])
     return rows
 
 

@@ -18,3 +18,17 @@ def test_export_gguf_answers_in_a_sentence(home, tiny_llama_dir, random_lora_dir
     message = on_gguf("tuned", ["q8_0"], False)
     assert message.startswith("⚠️ convert_hf_to_gguf.py failed") and "pre-tokenizer" in message
     assert "\n" not in message and list((home / "exports").iterdir()) == []
+
+
+def test_a_folder_whose_name_is_not_utf8_is_listed_as_the_cli_lists_it(home, tiny_llama_dir, random_lora_dir):
+    import json
+    import os
+
+    from adapters.export import import_adapter
+
+    import_adapter(random_lora_dir, name="tuned")
+    os.mkdir(os.path.join(os.fsencode(home / "adapters"), b"caf\xe9-v1"))  # Latin-1 bytes
+    frame, names, details = handlers(tiny_llama_dir)["refresh_all"]()
+    shown = frame["name"].tolist()
+    assert "tuned" in shown and "caf\\udce9-v1" in shown  # python -m adapters list prints the same
+    json.dumps([frame.to_dict(), names, details]).encode("utf-8")  # what the page is sent

@@ -1,0 +1,130 @@
+"""``python -m bench gateway``: TuneDesk's ``/v1`` beside llama.cpp's own llama-server, same run.
+
+Both serve the same files: the default model as a Q8_0 GGUF and three LoRA GGUFs (r=16, every
+projection) converted by TuneDesk's export code. The baseline is a bare llama-server started
+here the way a user would (``-np 16 -c 16384 -t <cores> --lora a,b,c
+--lora-init-without-apply``), asked through its own ``/v1/chat/completions`` with
+``"lora": [{"id": i, "scale": 1}]``. TuneDesk is ``python -m serve --engine llama.cpp`` in its
+own process. Every client streams with the ``openai`` package, asks its own support question,
+greedy, exactly ``--tokens`` tokens; the loads run one after the other, each on a quiet pair.
+The table gives aggregate completion tokens/s and the first-token p95 of each, their ratios,
+and whether the greedy answers were the same text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+from bench.clients import run_clients
+from bench.serving import make_adapters, native_bf16
+from bench.serving_api import answered_by, openai_submit, served_in_child
+from core import models
+
+LOADS = [("1 client, base", 1, "base"), ("1 client, an adapter", 1, "one"),
+         ("4 clients over base + 3 adapters", 4, "mixed"), ("16 clients, all on one adapter", 16, "one"),
+         ("16 clients over base + 3 adapters", 16, "mixed")]
+NAMES = ("bench-a", "bench-b", "bench-c")
+
+
+def llama_server_submit(url: str, lora_ids: dict):
+    """A submit callable for the bare llama-server: the adapter as its LoRA id in the request."""
+    import openai
+
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="bench", max_retries=0, timeout=900)
+
+    def submit(messages, adapter, settings):
+        loras = [{"id": i, "scale": 1.0 if name == adapter else 0.0} for name, i in lora_ids.items()]
+        stream = client.chat.completions.create(
+            model="bench", messages=messages, stream=True, temperature=0, max_tokens=settings.max_new_tokens,
+            extra_body={"lora": loras, "ignore_eos": settings.min_new_tokens >= settings.max_new_tokens})
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                yield chunk.choices[0].delta.content
+
+    return submit
+
+
+def _adapters(kind: str) -> list:
+    return {"base": [None], "one": [NAMES[0]], "mixed": [None, *NAMES]}[kind]
+
+
+def measure(submits: dict, tokens: int, runs: int) -> list[dict]:
+    """Each load on each server in turn (best of ``runs`` aggregate), answers compared."""
+    rows = []
+    for label, clients, kind in LOADS:
+        row = {"load": label}
+        for name, submit in submits.items():
+            run_clients(submit, 4, _adapters("mixed"), 4)  # warm-up
+            results = [run_clients(submit, clients, _adapters(kind), tokens, first_ticket=9000 + 100 * run)
+                       for run in range(runs)]
+            row[name] = max(results, key=lambda r: r["aggregate_tps"])
+            row[f"{name} texts"] = results[0]["texts"]  # run 0 asked both servers the same questions
+        row["same_text"] = sum(a == b for a, b in zip(row["tunedesk texts"], row["llama-server texts"], strict=True))
+        rows.append(row)
+    return rows
+
+
+def render(rows: list[dict], argv: list[str], tokens: int) -> str:
+    lines = [f"## TuneDesk /v1 beside llama-server, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
+             f"- command: `python -m bench gateway {' '.join(argv)}`",
+             f"- machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+             f"native bf16: {native_bf16()}",
+             f"- each answer {tokens} tokens, greedy; best of the runs; errors counted", "",
+             "| load | TuneDesk tok/s; TTFT p95 | llama-server tok/s; TTFT p95 | aggregate ratio | "
+             "TTFT p95 ratio | same answers | errors |", "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        ours, theirs = row["tunedesk"], row["llama-server"]
+        lines.append(
+            f"| {row['load']} | {ours['aggregate_tps']:.1f}; {ours['ttft_p95_s']:.2f} s | "
+            f"{theirs['aggregate_tps']:.1f}; {theirs['ttft_p95_s']:.2f} s | "
+            f"{ours['aggregate_tps'] / theirs['aggregate_tps']:.2f}x | "
+            f"{ours['ttft_p95_s'] / theirs['ttft_p95_s']:.2f}x | {row['same_text']}/{len(ours['texts'])} | "
+            f"{len(ours['errors'])} / {len(theirs['errors'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench gateway", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="default", help="base model name or folder")
+    parser.add_argument("--tokens", type=int, default=64, help="tokens per answer")
+    parser.add_argument("--runs", type=int, default=1, help="runs per load and server (best kept)")
+    parser.add_argument("--write-docs", action="store_true", help="append the table to docs/benchmarks-log.md")
+    args = parser.parse_args(argv)
+    from adapters.export.gguf_cache import ensure_base_gguf, ensure_lora_gguf
+    from bench.serving import write_section
+    from inference.session import physical_cores
+    from serve.llama_server.binary import missing_reason, server_binary
+    from serve.llama_server.process import LlamaServerProcess
+
+    binary = server_binary()
+    if binary is None:
+        raise RuntimeError(missing_reason())
+    resolved = models.resolve(args.model)
+    with tempfile.TemporaryDirectory(prefix="tunedesk-gateway-") as tmp:
+        home = Path(tmp)
+        os.environ["TUNEDESK_HOME"] = str(home)
+        make_adapters(home / "adapters", resolved, NAMES)
+        base = ensure_base_gguf(resolved, "q8_0", home=home)
+        loras = [ensure_lora_gguf(n, home=home) for n in NAMES]
+        bare = LlamaServerProcess(binary, base, loras, slots=16, ctx_per_slot=1024,
+                                  threads=physical_cores(), log=home / "bare-llama-server.log").start()
+        try:
+            with served_in_child(resolved.path, home, "llama.cpp", "float32") as url:
+                deadline = time.time() + 600
+                while not answered_by(url).startswith("llama.cpp") and time.time() < deadline:
+                    time.sleep(1)
+                submits = {"tunedesk": openai_submit(url),
+                           "llama-server": llama_server_submit(bare.url, dict(zip(NAMES, range(3), strict=True)))}
+                rows = measure(submits, args.tokens, args.runs)
+        finally:
+            bare.stop()
+    text = render(rows, argv if argv is not None else [], args.tokens)
+    print(text)
+    if args.write_docs:
+        write_section(text)
+    return 0
