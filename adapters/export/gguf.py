@@ -184,7 +184,7 @@ def _write_texts(tmp: Path, entry, resolved, types, base_type: str, lora: bool) 
         files["Modelfile"] = mf.modelfile(f"{entry.name}-{main}.gguf", **common)
     if lora:
         lora_name = f"{entry.name}-lora-{gguf_cache.LORA_TYPE}.gguf"
-        files["Modelfile.lora" if types else "Modelfile"] = mf.modelfile(
+        files["Modelfile.lora"] = mf.modelfile(  # the merged Modelfile is Ollama's default
             f"base-{base_type}.gguf", adapter_file=lora_name, **common)
     for fname, text in files.items():
         (tmp / fname).write_text(text)

@@ -85,10 +85,15 @@ def stop_tokens(tokenizer) -> list[str]:
     return [t for t in tokenizer.convert_ids_to_tokens(templates.end_of_turn_ids(tokenizer)) if t]
 
 
+ADAPTER_NOTE = ("ADAPTER needs an Ollama older than 0.34.1: 0.34.1 and later refuse Modelfiles that hold it "
+                "(ollama/ollama#14969). With those, use the merged export's Modelfile.")
+
+
 def modelfile(model_file: str, *, adapter_file: str | None = None, template: str | None,
               stops: list[str], system: str | None = None) -> str:
-    """The text of an Ollama Modelfile (paths relative to the Modelfile's folder)."""
-    lines = [f"FROM ./{model_file}"]
+    """The text of an Ollama Modelfile (paths relative to the Modelfile's folder). One with
+    an ``adapter_file`` says which Ollama versions accept it."""
+    lines = [f"# {ADAPTER_NOTE}", f"FROM ./{model_file}"] if adapter_file else [f"FROM ./{model_file}"]
     if adapter_file:
         lines.append(f"ADAPTER ./{adapter_file}")
     if template is not None:

@@ -16,6 +16,9 @@ def readme(name: str, ggufs: list[str], modelfiles: list[str], template_note: st
         suffix = "-lora" if m.endswith(".lora") else ""
         lines.append(f"ollama create {name.lower()}{suffix} -f {m}")
     lines += [f"ollama run {name.lower()}", "```", ""]
+    if any(m.endswith(".lora") for m in modelfiles):
+        lines += ["`Modelfile.lora` (base + LoRA) needs an Ollama older than 0.34.1: later versions refuse "
+                  "`ADAPTER` (ollama/ollama#14969). Export a merged type (f16, q8_0 ...) for `Modelfile`.", ""]
     if template_note:
         lines += [f"The Modelfile has no TEMPLATE: {template_note}. Ollama then uses its own guess.", ""]
     model = merged[0] if merged else base

@@ -48,8 +48,10 @@ def test_export_writes_merged_and_lora_files_that_llama_cpp_and_transformers_rea
         data = (out / f["file"]).read_bytes()
         assert f["bytes"] == len(data) and f["sha256"] == hashlib.sha256(data).hexdigest()
     assert (out / "Modelfile").read_text().startswith("FROM ./tuned-q8_0.gguf\nTEMPLATE")
-    assert (out / "Modelfile.lora").read_text().startswith(
-        "FROM ./base-f32.gguf\nADAPTER ./tuned-lora-f16.gguf\n")
+    lora_modelfile = (out / "Modelfile.lora").read_text()
+    assert lora_modelfile.startswith("# ADAPTER needs an Ollama older than 0.34.1")
+    assert "\nFROM ./base-f32.gguf\nADAPTER ./tuned-lora-f16.gguf\n" in lora_modelfile
+    assert "older than 0.34.1" in (out / "README.md").read_text()
     assert sorted(p.name for p in (home / "exports").iterdir()) == ["gguf", "tuned-gguf"]  # no temp left
 
     tok = AutoTokenizer.from_pretrained(folder)
