@@ -100,3 +100,34 @@ def test_api_serves_sixteen_clients_from_llama_cpp_with_each_adapters_solo_answe
             answers = list(pool.map(ask, models))
     assert [text for text, _ in answers] == [solo[m] for m in models]
     assert {engine for _, engine in answers} == {"llama.cpp f32"}
+
+
+def test_json_schema_tools_and_metrics_through_the_api(llama_session, llama):
+    import json
+
+    engines = Engines(llama_session, "llama.cpp", llama_factory=lambda session, max_queue: llama)
+    engines.prepare()
+    schema = {"type": "object", "properties": {"order": {"type": "integer"}, "status": {"type": "string", "enum": ["shipped", "late"]}},
+              "required": ["order", "status"], "additionalProperties": False}
+    offered = [{"type": "function", "function": {"name": "track_order", "description": "Where an order is",
+                                                  "parameters": {"type": "object", "properties": {
+                                                      "order": {"type": "integer"}}, "required": ["order"]}}}]
+    with serving(api_app(engines, api_key="k")) as url:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0, timeout=120)
+        got = client.chat.completions.create(model="a", messages=MSGS, temperature=0, max_tokens=60,
+                                             response_format={"type": "json_schema", "json_schema": {
+                                                 "name": "order", "schema": schema}})
+        answer = json.loads(got.choices[0].message.content)
+        assert set(answer) == {"order", "status"} and isinstance(answer["order"], int)
+        for stream in (False, True):
+            reply = client.chat.completions.create(model="b", messages=MSGS, tools=offered, max_tokens=20,
+                                                   temperature=0, stream=stream)
+            if stream:
+                chunks = list(reply)
+                assert chunks and all(c.object == "chat.completion.chunk" for c in chunks)
+            else:
+                message = reply.choices[0].message
+                assert message.tool_calls or message.content is not None
+        assert httpx.get(f"{url}/metrics", timeout=10).status_code == 401
+        metrics = httpx.get(f"{url}/metrics", headers={"Authorization": "Bearer k"}, timeout=10).text
+        assert 'llamacpp:tokens_predicted_total{upstream="http://127.0.0.1:' in metrics
