@@ -77,14 +77,14 @@ def test_search_max_batch_finds_the_threshold_in_few_tries():
 
 
 def test_find_max_batch_on_the_cpu_says_it_needs_a_gpu(tiny_llama_dir, home, capsys):
-    from finetune.__main__ import main
+    from bench.__main__ import main
     from finetune.config import RunConfig
 
     cfg = RunConfig()
     cfg.train.device = "cpu"
     with pytest.raises(ValueError, match="needs a CUDA GPU"):
         find_max_batch(cfg)
-    assert main(["bench", "--find-max-batch", "--device", "cpu", "--model", str(tiny_llama_dir)]) == 2
+    assert main(["training", "--find-max-batch", "--device", "cpu", "--model", str(tiny_llama_dir)]) == 2
     out = capsys.readouterr()
     assert "needs a CUDA GPU" in out.out and "Traceback" not in out.err
 
@@ -104,10 +104,10 @@ def test_counter_counts_real_tokens_pairs_and_logit_positions(tiny_llama_dir):
 
 
 def test_two_row_run_writes_csv_markdown_and_plot(tiny_llama_dir, home, tmp_path):
-    from finetune.__main__ import main
+    from bench.__main__ import main
 
     out = tmp_path / "bench"
-    rc = main(["bench", "--model", str(tiny_llama_dir), "--device", "cpu", "--recipe", "seed,tunedesk",
+    rc = main(["training", "--model", str(tiny_llama_dir), "--device", "cpu", "--recipe", "seed,tunedesk",
                "--batch-size", "2", "--max-steps", "3", "--max-length", "64", "--max-samples", "16",
                "--threads", "1", "--val-rows", "2", "--matmul-rate", "--out", str(out)])
     assert rc == 0
@@ -167,7 +167,7 @@ def test_model_from_config_reads_no_weight_file(tiny_llama_dir, home, tmp_path, 
 
 
 def test_too_few_steps_for_the_warm_up_is_refused(tiny_llama_dir, home, capsys):
-    from finetune.__main__ import main
+    from bench.__main__ import main
 
-    assert main(["bench", "--model", str(tiny_llama_dir), "--max-steps", "2"]) == 2
+    assert main(["training", "--model", str(tiny_llama_dir), "--max-steps", "2"]) == 2
     assert "no timed step" in capsys.readouterr().err
