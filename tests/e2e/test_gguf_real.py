@@ -27,7 +27,8 @@ def test_real_model_export_agrees_with_pytorch_in_llama_cpp(home, default_model_
 
     llama_or_skip()
     put_adapter(default_model_dir.path, "support", targets=ALL_LINEAR, scale=0.01)
-    result = export_gguf("support", ("f16", "q8_0"), lora=True, base_type="f16")
+    # F16 only: Q8_0 (and Q4_K_M) conversion is covered on a tiny model in tests/adapters/export/test_gguf.py
+    result = export_gguf("support", ("f16",), lora=True, base_type="f16")
     prompts = [json.loads(line)["prompt"] for line in GOLDEN.read_text().splitlines()[:2]]
 
     # transformers reads the F16 file back: logits at every prompt position.
@@ -46,7 +47,7 @@ def test_real_model_export_agrees_with_pytorch_in_llama_cpp(home, default_model_
     print(f"\ntransformers GGUF round trip, max |dlogit| / max |logit|: {max(gaps):.2e}")
     assert max(gaps) < 1e-2  # F16 weights; measured 1.9e-3 (docs/benchmarks.md)
 
-    rows = {r.files: r for r in verify_export(result.folder, prompts, max_new_tokens=96)}
+    rows = {r.files: r for r in verify_export(result.folder, prompts, max_new_tokens=48)}
     for r in rows.values():
         print(f"{r.files}: {r.identical}/{r.prompts} identical, first divergence {r.first_divergence}, "
               f"{r.stopped}/{r.prompts} stopped (PyTorch {r.reference_stopped}), {r.seconds}s")
