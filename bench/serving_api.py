@@ -56,7 +56,7 @@ def measure_api(model_path, shelf, engine: str, dtype: str, clients: list[int], 
 
     from inference.session import ModelSession
     from serve.engines import Engines, label
-    from serve.local_server import serving
+    from bench.local_server import serving
     from serve.openai_api import OpenAIServer
 
     session = ModelSession(str(model_path), dtype=dtype, adapters_dir=shelf)
@@ -82,7 +82,7 @@ def served_in_child(model_path, home: Path, engine: str, dtype: str, start_timeo
     """
     import urllib.request
 
-    from serve.local_server import free_port
+    from bench.local_server import free_port
 
     port = free_port()
     log_path = Path(home) / f"serve-{engine}-{dtype}-{port}.log"

@@ -30,7 +30,7 @@ from starlette.concurrency import run_in_threadpool
 from adapters.shelf.gate_rules import entry_status, warning_for
 from adapters.shelf.store import Shelf
 from serve.interface.ticket import ServerBusy
-from serve.llama_server.relay import relay_tools, upstream_metrics
+from serve.llama_server.relay import relay_tools, spelled_control, upstream_metrics
 from serve.requests import ChatRequest, RequestError, parse_chat
 
 BASE_ALIASES = ("base", "__base__")
@@ -105,7 +105,11 @@ class OpenAIServer:
                 await run_in_threadpool(self.warn_if_not_passed, adapter)
             engine = self.engines.pick()
             if chat.tools and getattr(engine, "name", "") == "llama.cpp":
-                return await relay_tools(engine, chat, adapter)
+                at = await run_in_threadpool(spelled_control, engine, chat.body.get("messages") or [])
+                if at is not None:
+                    raise RequestError(f"messages[{at}].content spells a control token of the model's "
+                                       "chat template; remove it", f"messages[{at}].content")
+                return await relay_tools(engine, chat.body, chat.stream, chat.model, adapter)
             if chat.json_schema is not None and getattr(engine, "name", "") != "llama.cpp":
                 raise RequestError("'response_format' needs the llama.cpp engine, which does not serve "
                                    f"here ({self.engines.llama_error or 'set to pytorch'})", "response_format")

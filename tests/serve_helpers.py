@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from serve.local_server import free_port, serving  # noqa: F401 (the tests' import point)
+from bench.local_server import free_port, serving  # noqa: F401 (the tests' import point)
 
 ADAPTERS = ("a", "b", "c")
 

@@ -2,8 +2,8 @@
 
 A request with ``tools`` goes to llama-server's own ``/v1/chat/completions``: its template
 renders the tools and its parser returns ``tool_calls``, which TuneDesk's token-id path cannot.
-That endpoint tokenizes the rendered text with control tokens parsed, so a message that spells
-one (``<|im_start|>`` ...) is refused here rather than let a customer write a system turn.
+That endpoint tokenizes the rendered text with control tokens parsed, so the API refuses a
+message that spells one (``<|im_start|>`` ...) before it comes here (:func:`spelled_control`).
 """
 
 from __future__ import annotations
@@ -12,25 +12,27 @@ import httpx
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from serve.requests import ChatRequest, RequestError
 
-
-async def relay_tools(engine, chat: ChatRequest, adapter: str | None):
-    """Relay ``chat`` (with tools) to the least busy upstream holding ``adapter``'s LoRA.
-
-    Raises:
-        RequestError: a message spells a control token.
-        ValueError: the adapter cannot serve.
-    """
+def spelled_control(engine, messages: list) -> int | None:
+    """The index of the first message whose text spells one of the model's control tokens."""
     controls = engine.control_tokens()
-    for i, message in enumerate(chat.body.get("messages") or []):
+    for i, message in enumerate(messages):
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, str) and any(c in content for c in controls):
-            raise RequestError(f"messages[{i}].content spells a control token of the model's chat "
-                               "template; remove it", f"messages[{i}].content")
+            return i
+    return None
+
+
+async def relay_tools(engine, body: dict, stream: bool, model: str, adapter: str | None):
+    """Relay a chat request with tools (``body`` as the client sent it) to the least busy
+    upstream holding ``adapter``'s LoRA; the answer comes back as llama-server gave it.
+
+    Raises:
+        ValueError: the adapter cannot serve.
+    """
     lora = None if adapter is None else await run_in_threadpool(engine.lora_path, adapter)
     upstream = await run_in_threadpool(engine.upstreams.acquire, lora, engine.known_loras)
-    body = {**chat.body, "lora": upstream.lora_scales(lora)}
+    body = {**body, "lora": upstream.lora_scales(lora)}
     client = engine.async_client()
     try:
         request = client.build_request("POST", f"{upstream.url}/v1/chat/completions", json=body)
@@ -38,13 +40,13 @@ async def relay_tools(engine, chat: ChatRequest, adapter: str | None):
     except Exception:
         engine.upstreams.release(upstream)
         raise
-    if not chat.stream or response.status_code != 200:
+    if not stream or response.status_code != 200:
         try:
             payload = (await response.aread())
         finally:
             await response.aclose()
             engine.upstreams.release(upstream)
-        return _json_answer(payload, response.status_code, chat.model, engine.label)
+        return _json_answer(payload, response.status_code, model, engine.label)
 
     async def relay():
         try:
