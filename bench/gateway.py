@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.clients import run_clients
+from bench.clients import run_clients, same_as_alone
 from bench.serving import make_adapters, native_bf16
 from bench.serving_api import answered_by, openai_submit, served_in_child
 from core import models
@@ -65,6 +65,8 @@ def measure(submits: dict, tokens: int, runs: int) -> list[dict]:
             row[name] = max(results, key=lambda r: r["aggregate_tps"])
             row[f"{name} texts"] = results[0]["texts"]  # run 0 asked both servers the same questions
         row["same_text"] = sum(a == b for a, b in zip(row["tunedesk texts"], row["llama-server texts"], strict=True))
+        if clients > 1:  # does the load change an answer? each request again, alone
+            row["alone"] = same_as_alone(submits["tunedesk"], row["tunedesk"], _adapters(kind), tokens, clients)
         rows.append(row)
     return rows
 
@@ -76,7 +78,8 @@ def render(rows: list[dict], argv: list[str], tokens: int) -> str:
              f"native bf16: {native_bf16()}",
              f"- each answer {tokens} tokens, greedy; best of the runs; errors counted", "",
              "| load | TuneDesk tok/s; TTFT p95 | llama-server tok/s; TTFT p95 | aggregate ratio | "
-             "TTFT p95 ratio | same answers | errors |", "|---|---|---|---|---|---|---|"]
+             "TTFT p95 ratio | same answers as llama-server | same as alone | errors |",
+             "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         ours, theirs = row["tunedesk"], row["llama-server"]
         lines.append(
@@ -84,7 +87,8 @@ def render(rows: list[dict], argv: list[str], tokens: int) -> str:
             f"{theirs['aggregate_tps']:.1f}; {theirs['ttft_p95_s']:.2f} s | "
             f"{ours['aggregate_tps'] / theirs['aggregate_tps']:.2f}x | "
             f"{ours['ttft_p95_s'] / theirs['ttft_p95_s']:.2f}x | {row['same_text']}/{len(ours['texts'])} | "
-            f"{len(ours['errors'])} / {len(theirs['errors'])} |")
+            + (f"{row['alone']['identical']}/{row['alone']['checked']}" if "alone" in row else "—")
+            + f" | {len(ours['errors'])} / {len(theirs['errors'])} |")
     return "\n".join(lines) + "\n"
 
 

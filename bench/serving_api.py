@@ -54,9 +54,9 @@ def measure_api(model_path, shelf, engine: str, dtype: str, clients: list[int], 
             return answered_by(url), rows
     from fastapi import FastAPI
 
+    from bench.local_server import serving
     from inference.session import ModelSession
     from serve.engines import Engines, label
-    from bench.local_server import serving
     from serve.openai_api import OpenAIServer
 
     session = ModelSession(str(model_path), dtype=dtype, adapters_dir=shelf)
