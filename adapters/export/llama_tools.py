@@ -1,10 +1,10 @@
 """llama.cpp's own tools: the converters extracted from the llama-cpp-python source archive,
 and the quantizer in its built bindings.
 
-``make setup`` downloads ``llama-cpp-python==0.3.36`` once, builds the bindings from it and
-extracts ``convert_hf_to_gguf.py``, ``convert_lora_to_gguf.py``, ``gguf-py/`` and
-``conversion/`` into ``<venv>/llama.cpp/`` (or ``$TUNEDESK_LLAMA_CPP_DIR``). Converter and
-runtime therefore come from the same llama.cpp commit. The converters run in a child process
+``make setup`` downloads ``llama-cpp-python==0.3.36`` once and extracts ``convert_hf_to_gguf.py``, ``convert_lora_to_gguf.py``, ``gguf-py/`` and
+``conversion/`` into ``<venv>/llama.cpp/`` (or ``$TUNEDESK_LLAMA_CPP_DIR``); ``make llama``
+builds the bindings from the same archive (``make run`` starts it in the background). Converter
+and runtime therefore come from the same llama.cpp commit. The converters run in a child process
 with ``PYTHONPATH`` on the extracted ``gguf-py`` -- never the installed ``gguf`` package, whose
 version differs -- and their log and progress lines stream to ``on_progress``.
 """
@@ -62,8 +62,9 @@ def bindings():
         import llama_cpp
     except ImportError as err:
         raise LlamaToolsError(
-            f"llama.cpp's Python bindings are not installed ({err}); run `make setup` "
-            f"(builds llama-cpp-python=={LLAMA_CPP_PYTHON}, about 7 minutes on 2 cores)") from None
+            f"llama.cpp's Python bindings are not installed ({err}); `make llama` builds them "
+            f"(llama-cpp-python=={LLAMA_CPP_PYTHON}, about 7 minutes on 2 cores; `make run` starts "
+            "that build in the background)") from None
     return llama_cpp
 
 
