@@ -1,4 +1,4 @@
-"""Where llama.cpp's own ``llama-server`` is: built by ``make llama-server`` from the same
+"""Where llama.cpp's own ``llama-server`` is: built by ``make llama`` from the same
 pinned llama.cpp source as the converters, or named by ``TUNEDESK_LLAMA_SERVER``."""
 
 from __future__ import annotations
@@ -24,5 +24,5 @@ def missing_reason() -> str:
         return f"{ENV} names {named}, which is not an executable file"
     building = (BUILT.parents[2] / "build.log").is_file()
     if building:
-        return "llama-server is being built (make llama-server; log: .venv/llama.cpp/build.log)"
-    return "llama-server is not built; `make llama-server` builds it (about 10-12 minutes on 2 cores)"
+        return "llama-server is being built (make llama; log: .venv/llama.cpp/build.log)"
+    return "llama-server is not built; `make llama` builds it (about 10-12 minutes on 2 cores)"
