@@ -159,11 +159,11 @@ class Engines:
         return str(manifest.get("adapter_hash") or file_hash(self.session.adapter_folder(adapter) / WEIGHTS))
 
     def describe(self) -> str:
-        """One line for the page: which engine answers and why."""
-        engine = self.pick()
+        """One line for the page: which engine answers and why (it starts nothing)."""
+        engine = self.pytorch() if self.choice == "pytorch" or self._llama is None else self._llama
         text = f"engine: {label(engine)}"
-        if self.choice != "pytorch" and engine is not self._llama and self.llama_error:
-            text += f" (llama.cpp not serving: {self.llama_error})"
+        if self.choice != "pytorch" and engine is not self._llama:
+            text += f" (llama.cpp not serving: {self.llama_error or 'not started yet'})"
         return text
 
 
@@ -192,8 +192,8 @@ def make_llama_engine(session: ModelSession, max_queue: int = 64, outtype: str =
     if binary is None:
         raise RuntimeError(missing_reason())
     session.load()
-    base = ensure_base_gguf(session.resolved, outtype)
     home = session.adapter_folder("probe").parent.parent  # the session's shelf, wherever it is
+    base = ensure_base_gguf(session.resolved, outtype, home=home)
     known: dict[tuple, object] = {}
 
     def lora_file(name: str):
@@ -211,7 +211,9 @@ def make_llama_engine(session: ModelSession, max_queue: int = 64, outtype: str =
 
     remotes = [u for u in os.environ.get("TUNEDESK_LLAMA_UPSTREAMS", "").split(",") if u.strip()]
     upstreams = Upstreams(start_local, remotes)
-    whole = [e.name for e in Shelf().list() if e.ok]
+    shelf = Shelf()
+    shelf.root, shelf.home = home / "adapters", home  # the session's shelf, as the API lists it
+    whole = [e.name for e in shelf.list() if e.ok]
     engine = LlamaServerEngine(session, upstreams, lora_file, ctx_per_slot=ctx_per_slot,
                                max_inflight=max_queue + slots, label=f"llama.cpp {outtype}")
     upstreams.start([engine.known_file(n) for n in whole if engine.known_file(n) is not None])
