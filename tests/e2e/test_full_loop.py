@@ -96,7 +96,7 @@ def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
         assert "step" in page.inner_text("#train-progress")
         assert len(drawn_lines(page, "#loss-curve")) == 2, "the loss curve drew no train and validation lines"
         shot(page, "loop-01-trained")
-        lap("train with the defaults")
+        lap("train (the defaults)" if ON_DEFAULTS else "train (8 steps)")
 
         page.click("#train-to-compare")
         page.wait_for_timeout(1500)
@@ -125,7 +125,7 @@ def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
         assert "Scored" in status, status
         assert adapter in page.inner_text("#eval-metrics")
         shot(page, "loop-03-evaluate")
-        lap("evaluate base and tuned (defaults)")
+        lap("evaluate base and tuned")
 
         page.get_by_role("tab", name="Adapters", exact=True).click()
         wait_text(page, "#shelf-table", lambda t: adapter in t, 60)
