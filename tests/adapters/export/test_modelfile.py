@@ -87,7 +87,9 @@ def test_modelfile_text(real_tokenizer_dir):
     text = modelfile("base-q8_0.gguf", adapter_file="a-lora-f16.gguf", template=go_template(chat_pieces(tok)),
                      stops=stop_tokens(tok), system="You help customers of ACME.")
     lines = text.splitlines()
-    assert lines[:2] == ["FROM ./base-q8_0.gguf", "ADAPTER ./a-lora-f16.gguf"]
+    assert lines[0].startswith("# ADAPTER needs an Ollama older than 0.34.1")  # ollama/ollama#14969
+    assert lines[1:3] == ["FROM ./base-q8_0.gguf", "ADAPTER ./a-lora-f16.gguf"]
+    assert modelfile("m.gguf", template=None, stops=[]).startswith("FROM ./m.gguf\n")  # merged: no note
     assert 'PARAMETER stop "<|im_end|>"' in lines and 'SYSTEM """You help customers of ACME."""' in lines
     assert text.count('TEMPLATE """') == 1
     with pytest.raises(TemplateNotExpressible, match="three double quotes"):
