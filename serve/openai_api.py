@@ -22,6 +22,7 @@ import logging
 import os
 import time
 import uuid
+from dataclasses import dataclass
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -29,6 +30,7 @@ from starlette.concurrency import run_in_threadpool
 
 from adapters.shelf.gate_rules import entry_status, warning_for
 from adapters.shelf.store import Shelf
+from serve.engines import label
 from serve.interface.ticket import ServerBusy
 from serve.llama_server.relay import relay_tools, spelled_control, upstream_metrics
 from serve.requests import ChatRequest, RequestError, parse_chat
@@ -113,8 +115,15 @@ class OpenAIServer:
             if chat.json_schema is not None and getattr(engine, "name", "") != "llama.cpp":
                 raise RequestError("'response_format' needs the llama.cpp engine, which does not serve "
                                    f"here ({self.engines.llama_error or 'set to pytorch'})", "response_format")
-            ticket = await run_in_threadpool(self.engines.submit, chat.messages, adapter,
-                                             chat.settings, chat.stop, chat.json_schema)
+            if getattr(engine, "name", "") == "llama.cpp":  # relayed straight, no thread per answer
+                request = await run_in_threadpool(engine.prepare, chat.messages, adapter, chat.settings,
+                                                  chat.stop, chat.json_schema)
+                answer = _Tally(request.prompt_tokens, label(engine))
+                deltas = _llama_deltas(engine, request, answer)
+            else:
+                ticket = await run_in_threadpool(self.engines.submit, chat.messages, adapter,
+                                                 chat.settings, chat.stop, chat.json_schema)
+                answer, deltas = ticket, _ticket_deltas(ticket)
         except RequestError as err:
             return ApiError(400, str(err), "invalid_request_error", param=err.param).response()
         except ServerBusy as err:
@@ -123,17 +132,17 @@ class OpenAIServer:
             return ApiError(400, str(err), "invalid_request_error").response()
         except ApiError as err:
             return err.response()
-        head = _head(chat, ticket)
+        head = _head(chat, answer)
         if chat.stream:
-            return StreamingResponse(_events(ticket, head, chat), media_type="text/event-stream",
+            return StreamingResponse(_events(deltas, answer, head, chat), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         try:
-            text = await run_in_threadpool(ticket.text)
+            text = "".join([delta async for delta in deltas])
         except Exception as err:
             return ApiError(500, f"the answer failed: {err}", "server_error").response()
         choice = {"index": 0, "message": {"role": "assistant", "content": text},
-                  "finish_reason": ticket.finish_reason, "logprobs": None}
-        return {**head, "object": "chat.completion", "choices": [choice], "usage": _usage(ticket)}
+                  "finish_reason": answer.finish_reason, "logprobs": None}
+        return {**head, "object": "chat.completion", "choices": [choice], "usage": _usage(answer)}
 
     async def _metrics(self, request: Request):
         from fastapi.responses import PlainTextResponse
@@ -263,27 +272,55 @@ def _usage(ticket) -> dict:
             "total_tokens": ticket.prompt_tokens + ticket.completion_tokens}
 
 
-async def _events(ticket, head: dict, chat: ChatRequest):
+@dataclass
+class _Tally:
+    """What a relayed llama.cpp answer ends with (a Ticket carries the same for the others)."""
+
+    prompt_tokens: int
+    engine: str
+    completion_tokens: int = 0
+    finish_reason: str | None = None
+
+
+async def _llama_deltas(engine, request, tally: _Tally):
+    """The text of a llama.cpp answer as llama-server streams it; ``tally`` gets its end."""
+    async for event in engine.stream(request):
+        if event.text:
+            yield event.text
+        if event.finish is not None:
+            tally.finish_reason, tally.completion_tokens = event.finish, event.completion_tokens
+        else:
+            tally.completion_tokens += event.tokens
+
+
+async def _ticket_deltas(ticket):
+    """A ticket's text, read in a worker thread; leaving early cancels the answer."""
+    deltas = iter(ticket)
+    try:
+        while (delta := await run_in_threadpool(next, deltas, _END)) is not _END:
+            yield delta
+    finally:
+        ticket.cancel()  # no-op once done; stops decoding when the client went away
+
+
+async def _events(deltas, answer, head: dict, chat: ChatRequest):
     """Server-sent events: a role chunk, content chunks, the finish chunk, usage, [DONE].
 
-    An async generator, so a client that hangs up cancels it at once: its ``finally`` cancels
-    the ticket and the engine stops decoding at its next step."""
+    An async generator, so a client that hangs up cancels it at once, and with it the
+    answer's source (the engine stops decoding at its next step)."""
 
     def chunk(delta: dict, finish=None, **extra) -> str:
         body = {**head, "object": "chat.completion.chunk",
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **extra}
         return f"data: {json.dumps(body)}\n\n"
 
-    deltas = iter(ticket)
     try:
         yield chunk({"role": "assistant", "content": ""})
-        while (delta := await run_in_threadpool(next, deltas, _END)) is not _END:
+        async for delta in deltas:
             yield chunk({"content": delta})
-        yield chunk({}, ticket.finish_reason)
+        yield chunk({}, answer.finish_reason)
         if chat.include_usage:
-            yield f"data: {json.dumps({**head, 'object': 'chat.completion.chunk', 'choices': [], 'usage': _usage(ticket)})}\n\n"
+            yield f"data: {json.dumps({**head, 'object': 'chat.completion.chunk', 'choices': [], 'usage': _usage(answer)})}\n\n"
     except Exception as err:  # headers are sent: the error goes in the stream, as OpenAI does
         yield f"data: {json.dumps({'error': {'message': f'the answer failed: {err}', 'type': 'server_error', 'param': None, 'code': None}})}\n\n"
-    finally:
-        ticket.cancel()  # no-op once done; stops decoding when the client went away
     yield "data: [DONE]\n\n"

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from starlette.concurrency import run_in_threadpool
 
 from inference.generate import GenerationSettings, encode, with_system
 from inference.session import ModelSession, is_base
@@ -52,11 +54,10 @@ class LlamaServerEngine:
         self._http = httpx.Client(limits=limits, timeout=httpx.Timeout(600.0, connect=10.0))
         self._async_http: httpx.AsyncClient | None = None
 
-    def submit(self, messages: list[dict], adapter: str | None,
-               settings: GenerationSettings | None = None, stop: list[str] | None = None,
-               json_schema: dict | None = None) -> Ticket:
-        """Queue one answer; returns at once with its :class:`Ticket`. ``json_schema``: the
-        answer is JSON following it (llama-server's grammar-constrained sampling).
+    def prepare(self, messages: list[dict], adapter: str | None, settings: GenerationSettings | None = None,
+                stop: list[str] | None = None, json_schema: dict | None = None) -> Request:
+        """Check one request (:meth:`stream` then counts it in flight while it runs).
+        ``json_schema``: the answer is JSON following it (grammar-constrained sampling).
 
         Raises:
             ValueError: bad settings or messages, a prompt too long, an unusable adapter.
@@ -70,17 +71,43 @@ class LlamaServerEngine:
         if len(prompt) + 1 >= self.ctx_per_slot:
             raise ValueError(f"the conversation is {len(prompt)} tokens; this server reads at most "
                              f"{self.ctx_per_slot - 1}: shorten the message or clear the chat")
-        with self._lock:
-            if self._inflight >= self.max_inflight:
-                raise ServerBusy(f"{self._inflight} requests are in flight; try again shortly")
-            self._inflight += 1
-        ticket = Ticket("base" if name is None else name, len(prompt), lambda _: 0)
         body = completion_body(prompt, settings, stop, self.ctx_per_slot)
         if json_schema is not None:
             body["json_schema"] = json_schema
-        threading.Thread(target=self._relay, args=(ticket, lora, body), daemon=True,
+        if self._inflight >= self.max_inflight:  # a bound, not an exact count: checked, then counted
+            raise ServerBusy(f"{self._inflight} requests are in flight; try again shortly")
+        return Request("base" if name is None else name, lora, len(prompt), body)
+
+    def submit(self, messages: list[dict], adapter: str | None,
+               settings: GenerationSettings | None = None, stop: list[str] | None = None,
+               json_schema: dict | None = None) -> Ticket:
+        """Queue one answer; returns at once with its :class:`Ticket` (see :meth:`prepare`)."""
+        request = self.prepare(messages, adapter, settings, stop, json_schema)
+        ticket = Ticket(request.adapter, request.prompt_tokens, lambda _: 0)
+        threading.Thread(target=self._relay, args=(ticket, request), daemon=True,
                          name="tunedesk-llama-relay").start()
         return ticket
+
+    async def stream(self, request: Request) -> AsyncIterator[Event]:
+        """The answer's events as llama-server sends them, without a thread or a queue between
+        (the API relays them straight). Leaving early closes the upstream stream: llama-server
+        drops the request at its next step."""
+        upstream = None
+        self._started()
+        try:
+            upstream = await run_in_threadpool(self.upstreams.acquire, request.lora, self.known_loras)
+            body = {**request.body, "lora": upstream.lora_scales(request.lora)}
+            async with self.async_client().stream("POST", f"{upstream.url}/completion", json=body) as response:
+                if response.status_code != 200:
+                    raise RuntimeError(f"llama-server answered HTTP {response.status_code}: "
+                                       f"{(await response.aread())[:300]!r}")
+                async for line in response.aiter_lines():
+                    if line.startswith("data: "):
+                        yield parse_event(line[6:])
+        finally:
+            if upstream is not None:
+                self.upstreams.release(upstream)
+            self._finished()
 
     def lora_path(self, name: str) -> Path:
         """Adapter ``name``'s LoRA file, after the checks every engine runs.
@@ -122,11 +149,20 @@ class LlamaServerEngine:
             known = dict(self._known)
         return [path for path in known.values() if path.is_file()]
 
-    def _relay(self, ticket: Ticket, lora: Path | None, body: dict) -> None:
+    def _started(self) -> None:
+        with self._lock:
+            self._inflight += 1
+
+    def _finished(self) -> None:
+        with self._lock:
+            self._inflight -= 1
+
+    def _relay(self, ticket: Ticket, request: Request) -> None:
         upstream = None
+        self._started()
         try:
-            upstream = self.upstreams.acquire(lora, self.known_loras)
-            body = {**body, "lora": upstream.lora_scales(lora)}
+            upstream = self.upstreams.acquire(request.lora, self.known_loras)
+            body = {**request.body, "lora": upstream.lora_scales(request.lora)}
             ticket.finish(self._stream(upstream, ticket, body))
         except Exception as err:  # the reader gets the error from the ticket
             ticket.fail(err if isinstance(err, ValueError | ServerBusy) else
@@ -134,8 +170,7 @@ class LlamaServerEngine:
         finally:
             if upstream is not None:
                 self.upstreams.release(upstream)
-            with self._lock:
-                self._inflight -= 1
+            self._finished()
 
     def _stream(self, upstream: Upstream, ticket: Ticket, body: dict) -> str:
         with self._http.stream("POST", f"{upstream.url}/completion", json=body) as response:
@@ -146,18 +181,46 @@ class LlamaServerEngine:
                     return "cancelled"  # leaving the block closes the stream: llama-server stops
                 if not line.startswith("data: "):
                     continue
-                event = json.loads(line[6:])
-                if event.get("stop"):
-                    ticket.put_text(event.get("content", ""))
-                    ticket.completion_tokens = int(event.get("tokens_predicted", ticket.completion_tokens))
-                    return FINISH.get(event.get("stop_type"), "stop")
-                ticket.completion_tokens += len(event.get("tokens") or ()) or 1
-                ticket.put_text(event.get("content", ""))
+                event = parse_event(line[6:])
+                ticket.put_text(event.text)
+                if event.finish is not None:
+                    ticket.completion_tokens = event.completion_tokens
+                    return event.finish
+                ticket.completion_tokens += event.tokens
         return "length"
 
     def close(self) -> None:
         self.upstreams.close()
         self._http.close()
+
+
+@dataclass
+class Request:
+    """One checked request, counted in flight: who answers, the prompt's size, the body."""
+
+    adapter: str  # the adapter's name, or "base"
+    lora: Path | None
+    prompt_tokens: int
+    body: dict
+
+
+@dataclass
+class Event:
+    """One streamed piece of an answer."""
+
+    text: str
+    tokens: int  # tokens this piece holds
+    finish: str | None = None  # "stop" / "length" on the last event
+    completion_tokens: int = 0  # on the last event: the answer's tokens, end-of-turn excluded
+
+
+def parse_event(data: str) -> Event:
+    """A ``/completion`` stream event (the JSON after ``data: ``) as an :class:`Event`."""
+    event = json.loads(data)
+    if event.get("stop"):
+        return Event(event.get("content", ""), 0, FINISH.get(event.get("stop_type"), "stop"),
+                     int(event.get("tokens_predicted", 0)))
+    return Event(event.get("content", ""), len(event.get("tokens") or ()) or 1)
 
 
 def completion_body(prompt: list[int], settings: GenerationSettings, stop: list[str] | None,

@@ -135,3 +135,20 @@ def test_json_schema_tools_and_metrics_through_the_api(llama_session, llama):
         assert httpx.get(f"{url}/metrics", timeout=10).status_code == 401
         metrics = httpx.get(f"{url}/metrics", headers={"Authorization": "Bearer k"}, timeout=10).text
         assert 'llamacpp:tokens_predicted_total{upstream="http://127.0.0.1:' in metrics
+
+
+def test_a_client_that_hangs_up_stops_llama_server_within_a_step(llama_session, llama):
+    engines = Engines(llama_session, "llama.cpp", llama_factory=lambda session, max_queue: llama)
+    engines.prepare()
+    upstream = llama.upstreams.all[0].url
+    body = {"model": "a", "messages": MSGS, "stream": True, "max_tokens": 1500, "min_tokens": 1500}
+    with serving(api_app(engines)) as url:
+        with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=60) as response:
+            for line in response.iter_lines():
+                if '"content": "' in line and '"role"' not in line:
+                    break  # text is streaming: hang up
+        gone = time.monotonic()
+        while any(s.get("is_processing") for s in httpx.get(f"{upstream}/slots", timeout=5).json()):
+            assert time.monotonic() - gone < 2, "llama-server kept decoding after the client left"
+            time.sleep(0.02)
+    assert llama._inflight == 0
