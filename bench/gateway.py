@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import tempfile
 import time
 from pathlib import Path
 
 from bench.clients import run_clients, same_as_alone
-from bench.serving import make_adapters, native_bf16
+from bench.serving import cpu_model, make_adapters, native_bf16
 from bench.serving_api import answered_by, openai_submit, served_in_child
 from core import models
 
@@ -74,7 +73,7 @@ def measure(submits: dict, tokens: int, runs: int) -> list[dict]:
 def render(rows: list[dict], argv: list[str], tokens: int) -> str:
     lines = [f"## TuneDesk /v1 beside llama-server, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
              f"- command: `python -m bench gateway {' '.join(argv)}`",
-             f"- machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+             f"- machine: {cpu_model()}, {os.cpu_count()} cores, "
              f"native bf16: {native_bf16()}",
              f"- each answer {tokens} tokens, greedy; best of the runs; errors counted", "",
              "| load | TuneDesk tok/s; TTFT p95 | llama-server tok/s; TTFT p95 | aggregate ratio | "

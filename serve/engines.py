@@ -177,9 +177,10 @@ def label(engine) -> str:
 
 
 def make_llama_engine(session: ModelSession, max_queue: int = 64, outtype: str = "q8_0",
-                      slots: int = 16, ctx_per_slot: int = 2048):
+                      slots: int = 16, ctx_per_slot: int = 2048, flash_attn: str | None = None):
     """llama-server over the session's base model and every whole adapter on its shelf, as
-    GGUFs converted once by the export code; remotes from ``TUNEDESK_LLAMA_UPSTREAMS``."""
+    GGUFs converted once by the export code; remotes from ``TUNEDESK_LLAMA_UPSTREAMS``.
+    ``flash_attn``: llama-server's ``-fa`` (default ``TUNEDESK_LLAMA_FLASH_ATTN`` or ``auto``)."""
     from adapters.export.gguf_cache import ensure_base_gguf, ensure_lora_gguf
     from adapters.shelf.store import Shelf
     from inference.session import physical_cores
@@ -207,7 +208,8 @@ def make_llama_engine(session: ModelSession, max_queue: int = 64, outtype: str =
     def start_local(loras):
         log = home / "logs" / f"llama-server-{os.getpid()}.log"
         return LlamaServerProcess(binary, base, loras, slots=slots, ctx_per_slot=ctx_per_slot,
-                                  threads=physical_cores(), log=log)
+                                  threads=physical_cores(), log=log,
+                                  flash_attn=flash_attn or os.environ.get("TUNEDESK_LLAMA_FLASH_ATTN", "auto"))
 
     remotes = [u for u in os.environ.get("TUNEDESK_LLAMA_UPSTREAMS", "").split(",") if u.strip()]
     upstreams = Upstreams(start_local, remotes)

@@ -226,9 +226,12 @@ def parse_event(data: str) -> Event:
 def completion_body(prompt: list[int], settings: GenerationSettings, stop: list[str] | None,
                     ctx_per_slot: int) -> dict:
     """llama-server's ``/completion`` request for these settings (greedy when temperature 0)."""
+    # Greedy is top-k 1: the same token, without sorting the 49k-token vocabulary at every step
+    # (top_k 0 with top_p 1 did, and cost a tenth of the decoding speed).
+    top_k = 1 if settings.greedy else settings.top_k
     body = {"prompt": prompt, "stream": True, "cache_prompt": True, "return_tokens": True,
             "n_predict": min(settings.max_new_tokens, ctx_per_slot - len(prompt) - 1),
-            "temperature": settings.temperature, "top_p": settings.top_p, "top_k": settings.top_k,
+            "temperature": settings.temperature, "top_p": settings.top_p, "top_k": top_k,
             "min_p": 0.0, "repeat_penalty": settings.repetition_penalty, "seed": settings.seed,
             "stop": list(stop or [])}
     if settings.min_new_tokens >= settings.max_new_tokens:

@@ -37,12 +37,14 @@ class LlamaServerProcess:
         ctx_per_slot: tokens of prompt plus answer one request may hold.
         threads: CPU threads for decoding and prompt processing.
         log: file that receives the server's own output.
+        flash_attn: llama-server's ``-fa`` (``auto``, its default, or ``on`` / ``off``).
     """
 
     def __init__(self, binary: Path, model: Path, loras: list[Path], *, slots: int = 16,
-                 ctx_per_slot: int = 2048, threads: int = 2, log: Path):
+                 ctx_per_slot: int = 2048, threads: int = 2, log: Path, flash_attn: str = "auto"):
         self.binary, self.model, self.loras = Path(binary), Path(model), list(loras)
         self.slots, self.ctx_per_slot, self.threads, self.log = slots, ctx_per_slot, threads, Path(log)
+        self.flash_attn = flash_attn
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._proc: subprocess.Popen | None = None
@@ -50,7 +52,7 @@ class LlamaServerProcess:
     def command(self) -> list[str]:
         cmd = [str(self.binary), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(self.port),
                "-np", str(self.slots), "-c", str(self.slots * self.ctx_per_slot),
-               "-t", str(self.threads), "-tb", str(self.threads), "--metrics", "--no-webui", "-fa", "off"]
+               "-t", str(self.threads), "-tb", str(self.threads), "--metrics", "--no-webui", "-fa", self.flash_attn]
         if self.loras:
             cmd += ["--lora", ",".join(str(p) for p in self.loras), "--lora-init-without-apply"]
         return cmd

@@ -61,6 +61,8 @@ def llama(llama_session):
     """llama-server on f32 GGUFs of that model (made by the export code), adapters a, b, c."""
     from serve.engines import make_llama_engine
 
-    engine = make_llama_engine(llama_session, outtype="f32")
+    # Flash attention off: with it on, a LoRA's greedy answers on this random-weight model part
+    # from PyTorch's after 2 tokens (near-tied logits); off, they are PyTorch's token for token.
+    engine = make_llama_engine(llama_session, outtype="f32", flash_attn="off")
     yield engine
     engine.close()
