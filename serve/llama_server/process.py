@@ -8,12 +8,24 @@ server runs, so a new adapter means a new process beside this one (see upstreams
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import time
 from pathlib import Path
 
 import httpx
+
+# llama-server runs under a small shell that stops it when the app's process is gone, however
+# it ended (a SIGKILL, a SIGTERM Python does not turn into atexit): no server outlives its app.
+WATCHDOG = """parent=$1; shift
+"$@" &
+child=$!
+trap 'kill $child 2>/dev/null; wait $child; exit 0' TERM INT HUP
+while kill -0 "$parent" 2>/dev/null && kill -0 "$child" 2>/dev/null; do sleep 1 & wait $!; done
+kill $child 2>/dev/null
+wait $child
+"""
 
 
 class LlamaServerError(RuntimeError):
@@ -66,7 +78,8 @@ class LlamaServerProcess:
         """
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
-            self._proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
+            self._proc = subprocess.Popen(["sh", "-c", WATCHDOG, "llama-server-watchdog", str(os.getpid()),
+                                           *self.command()], stdout=out, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
