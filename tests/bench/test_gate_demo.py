@@ -47,7 +47,7 @@ def demo(default_model_dir, tmp_path_factory):
     folder = tmp_path_factory.mktemp("gate-demo")
     data, golden = write_toy(folder)
     threads = torch.get_num_threads()
-    torch.set_num_threads(2)  # both cores: 99 s against 169 s on one, the same verdicts (2026-11-25)
+    torch.set_num_threads(1)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TUNEDESK_HOME", str(folder / "home"))
         args = DemoArgs(data=str(data), model=str(default_model_dir.path), train_rows=120, steps=20,
