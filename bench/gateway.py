@@ -52,7 +52,7 @@ def _adapters(kind: str) -> list:
     return {"base": [None], "one": [NAMES[0]], "mixed": [None, *NAMES]}[kind]
 
 
-def measure(submits: dict, tokens: int, runs: int) -> list[dict]:
+def measure(submits: dict, tokens: int, runs: int, alone: bool = True) -> list[dict]:
     """Each load on each server in turn (best of ``runs`` aggregate), answers compared."""
     rows = []
     for label, clients, kind in LOADS:
@@ -64,7 +64,7 @@ def measure(submits: dict, tokens: int, runs: int) -> list[dict]:
             row[name] = max(results, key=lambda r: r["aggregate_tps"])
             row[f"{name} texts"] = results[0]["texts"]  # run 0 asked both servers the same questions
         row["same_text"] = sum(a == b for a, b in zip(row["tunedesk texts"], row["llama-server texts"], strict=True))
-        if clients > 1:  # does the load change an answer? each request again, alone
+        if alone and clients > 1:  # does the load change an answer? each request again, alone
             row["alone"] = same_as_alone(submits["tunedesk"], row["tunedesk"], _adapters(kind), tokens, clients)
         rows.append(row)
     return rows
@@ -88,6 +88,13 @@ def render(rows: list[dict], argv: list[str], tokens: int) -> str:
             f"{ours['ttft_p95_s'] / theirs['ttft_p95_s']:.2f}x | {row['same_text']}/{len(ours['texts'])} | "
             + (f"{row['alone']['identical']}/{row['alone']['checked']}" if "alone" in row else "—")
             + f" | {len(ours['errors'])} / {len(theirs['errors'])} |")
+    if "pytorch" in rows[0]:
+        lines += ["", "TuneDesk's PyTorch batching engine (`--engine pytorch`, float32) on the same loads:", "",
+                  "| load | PyTorch tok/s; TTFT p95 | / llama-server aggregate | / llama-server TTFT p95 |",
+                  "|---|---|---|---|"]
+        lines += [f"| {r['load']} | {r['pytorch']['aggregate_tps']:.1f}; {r['pytorch']['ttft_p95_s']:.2f} s | "
+                  f"{r['pytorch']['aggregate_tps'] / r['llama-server']['aggregate_tps']:.2f}x | "
+                  f"{r['pytorch']['ttft_p95_s'] / r['llama-server']['ttft_p95_s']:.2f}x |" for r in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -96,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="default", help="base model name or folder")
     parser.add_argument("--tokens", type=int, default=64, help="tokens per answer")
     parser.add_argument("--runs", type=int, default=1, help="runs per load and server (best kept)")
+    parser.add_argument("--pytorch", action="store_true",
+                        help="also measure TuneDesk's PyTorch batching engine (python -m serve --engine pytorch)")
     parser.add_argument("--write-docs", action="store_true", help="append the table to docs/benchmarks-log.md")
     args = parser.parse_args(argv)
     from adapters.export.gguf_cache import ensure_base_gguf, ensure_lora_gguf
@@ -124,6 +133,12 @@ def main(argv: list[str] | None = None) -> int:
                 submits = {"tunedesk": openai_submit(url),
                            "llama-server": llama_server_submit(bare.url, dict(zip(NAMES, range(3), strict=True)))}
                 rows = measure(submits, args.tokens, args.runs)
+            if args.pytorch:
+                with served_in_child(resolved.path, home, "pytorch", "float32") as url:
+                    torch_rows = measure({"tunedesk": openai_submit(url), "llama-server": submits["llama-server"]},
+                                         args.tokens, args.runs, alone=False)
+                for row, torch_row in zip(rows, torch_rows, strict=True):
+                    row["pytorch"] = torch_row["tunedesk"]
         finally:
             bare.stop()
     text = render(rows, argv if argv is not None else [], args.tokens)
