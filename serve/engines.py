@@ -141,6 +141,8 @@ class Engines:
         Raises:
             ValueError: bad settings or messages, an unusable adapter; ServerBusy: queue full.
         """
+        if not adapters:
+            raise ValueError("Compare needs at least one pane: the base model or an adapter")
         engine = self.pick()
         hashes = [self._weights_hash(a) for a in adapters]
         submits = [lambda a=a: engine.submit(messages, a, settings) for a in adapters]
