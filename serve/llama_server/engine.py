@@ -144,7 +144,8 @@ class LlamaServerEngine:
             return None
 
     def known_loras(self) -> list[Path]:
-        """The LoRA files of adapters served so far that are still whole on the shelf."""
+        """The LoRA files of adapters served so far whose GGUF files still exist (a new server
+        starts with these; an adapter deleted since is refused at its next request anyway)."""
         with self._lock:
             known = dict(self._known)
         return [path for path in known.values() if path.is_file()]

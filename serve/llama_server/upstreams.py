@@ -77,7 +77,6 @@ class Upstreams:
         self._start_local = start_local
         self._remotes = [remote_upstream(url) for url in remotes]
         self._local: Upstream | None = None
-        self._local_loras: list[Path] = []
         self._lock = threading.Lock()  # the counts and the current local upstream
         self._growing = threading.Lock()  # one new local server at a time
 
@@ -138,7 +137,7 @@ class Upstreams:
         process = self._start_local(loras).start()
         fresh = Upstream(process.url, {lora_key(p): i for i, p in enumerate(loras)}, process)
         with self._lock:
-            old, self._local, self._local_loras = self._local, fresh, loras
+            old, self._local = self._local, fresh
             if old is not None:
                 old.retired = True
                 stop_now = old.inflight == 0
