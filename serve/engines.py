@@ -1,22 +1,33 @@
-"""Which engine answers: llama.cpp's own server on a CPU, PyTorch where it cannot.
+"""Which engine answers: llama.cpp's own server on a CPU, PyTorch where it cannot or where a
+crowd of mixed adapters arrives.
 
 - ``llama.cpp`` (the default on a CPU): llama-server (serve/llama_server/), continuous
   batching, one LoRA per request. Measured beside TuneDesk's own PyTorch engine on the same
-  machine it decodes about twice as fast for one client and at least as fast for many
-  (docs/serving.md).
+  machine it decodes about four times as fast for one client and as fast or faster for many on
+  one adapter (docs/benchmarks.md).
 - ``pytorch``: the continuous-batching scheduler over the session (serve/batching/). The
   reference: evaluation uses the session directly, a GPU session always serves here, and it
-  answers while llama-server is not built yet or failed to start.
+  answers while llama-server is not built yet or failed to start. It decodes requests for
+  different adapters in one batch, which llama-server does not (it batches only requests with
+  the same LoRA set): with 16 clients over base + 3 adapters its first token came 0.06x as late
+  and its aggregate was 1.77x llama-server's.
 
-``auto`` is llama.cpp whenever it is ready, else PyTorch; the load never moves a request from
-one to the other, so the same greedy request gets the same answer alone or in a crowd. Every
-answer is labelled with the engine and weights that produced it.
+``auto`` therefore routes by the crowd: llama.cpp whenever it is ready, except that a request
+goes to PyTorch when llama-server is busy with another adapter and the requests in flight
+(this one included) reach ``mixed_crowd`` (``TUNEDESK_MIXED_CROWD``, default 8; 0 never), or
+while PyTorch still decodes such a crowd. So the engine, and with greedy decoding possibly the
+answer, depends on the load: every answer is labelled with the engine and weights that produced
+it (``Ticket.engine``; the API's ``system_fingerprint`` and ``X-TuneDesk-Engine`` header), and a
+request may pin one (``pin``; the API's ``X-TuneDesk-Engine`` request header), which then
+answers it whatever the load.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import weakref
+from collections import Counter
 from collections.abc import Callable
 
 from core.hashing import file_hash
@@ -26,6 +37,21 @@ from serve.interface.engine import Engine
 from serve.interface.ticket import Ticket, answers_together
 
 CHOICES = ("auto", "pytorch", "llama.cpp")
+PINS = ("llama.cpp", "pytorch")
+MIXED_CROWD_ENV = "TUNEDESK_MIXED_CROWD"
+
+
+def mixed_crowd_default() -> int:
+    """``TUNEDESK_MIXED_CROWD`` as a count (8 when unset).
+
+    Raises:
+        ValueError: it is not a whole number >= 0.
+    """
+    text = os.environ.get(MIXED_CROWD_ENV, "8").strip()
+    if not text.isdigit():
+        raise ValueError(f"{MIXED_CROWD_ENV} must be a whole number >= 0 (0: never route a crowd "
+                         f"to PyTorch), got {text!r}")
+    return int(text)
 
 
 class Engines:
@@ -38,13 +64,18 @@ class Engines:
         max_queue: waiting requests each engine accepts (the bound the Gradio queue has).
         llama_factory: builds the llama.cpp engine (default :func:`make_llama_engine`); may
             raise to say llama.cpp cannot serve this model.
+        mixed_crowd: with ``auto``, the requests in flight from which one for another adapter
+            than llama-server's goes to PyTorch (default ``TUNEDESK_MIXED_CROWD`` or 8; 0 never).
     """
 
     def __init__(self, session: ModelSession, choice: str = "auto", *, max_queue: int = 64,
-                 llama_factory: Callable | None = None):
+                 llama_factory: Callable | None = None, mixed_crowd: int | None = None):
         if choice not in CHOICES:
             raise ValueError(f"engine must be one of {', '.join(CHOICES)}, got {choice!r}")
         self.session, self.choice, self.max_queue = session, choice, max_queue
+        self.mixed_crowd = mixed_crowd_default() if mixed_crowd is None else mixed_crowd
+        self._crowd: Counter = Counter()  # (engine name, adapter) -> requests routed, not ended
+        self._crowd_lock = threading.Lock()
         self._llama_factory = llama_factory or make_llama_engine
         self._lock = threading.Lock()
         self._pytorch: Engine | None = None
@@ -106,32 +137,98 @@ class Engines:
 
     # -- answering ------------------------------------------------------------------------
 
-    def pick(self) -> Engine:
-        """The engine for the next request: llama.cpp when ready (unless set to pytorch)."""
+    def pick(self, adapter: str | None = None, pin: str | None = None) -> Engine:
+        """The engine that would answer a request for ``adapter`` now (nothing is counted).
+
+        Raises:
+            ValueError: ``pin`` is not an engine, or names llama.cpp where it does not serve.
+        """
+        with self._crowd_lock:
+            return self._choose(_key(adapter), 1, pin)
+
+    def route(self, adapters: list[str | None], pin: str | None = None) -> tuple[Engine, Callable[[], None]]:
+        """The engine for one request (or Compare's panes, ``adapters``), counted in the crowd
+        until the returned ``release()`` is called (calling it again does nothing).
+
+        Raises:
+            ValueError: as :meth:`pick`.
+        """
+        keys = [_key(a) for a in adapters]
+        with self._crowd_lock:
+            engine = self._choose(keys[0], len(keys), pin)
+            for key in keys:
+                self._crowd[(engine.name, key)] += 1
+        once = threading.Lock()
+
+        def release() -> None:
+            if once.acquire(blocking=False):
+                with self._crowd_lock:
+                    for key in keys:
+                        self._crowd[(engine.name, key)] -= 1
+                    self._crowd += Counter()  # drop the zeros
+
+        return engine, release
+
+    def crowd(self) -> dict[str, int]:
+        """Requests in flight per engine, as routed here."""
+        with self._crowd_lock:
+            out: dict[str, int] = {}
+            for (name, _), count in self._crowd.items():
+                out[name] = out.get(name, 0) + count
+            return out
+
+    def _choose(self, key: str, joining: int, pin: str | None) -> Engine:
+        if pin is not None:
+            if pin not in PINS:
+                raise ValueError(f"the engine pin must be one of {', '.join(PINS)}, got {pin!r}")
+            if pin == "pytorch":
+                return self.pytorch()
+            llama = self.llama()
+            if llama is None:
+                raise ValueError(f"llama.cpp does not serve here: {self.llama_error or 'set to pytorch'}")
+            return llama
         if self.choice == "pytorch":
             return self.pytorch()
-        return self.llama() or self.pytorch()
+        llama = self.llama()
+        if llama is None:
+            return self.pytorch()
+        if self.choice == "llama.cpp" or not self.mixed_crowd:
+            return llama
+        on_pytorch = any(name == "pytorch" for name, _ in self._crowd)
+        others_on_llama = any(name == "llama.cpp" and adapter != key for name, adapter in self._crowd)
+        crowd = sum(self._crowd.values()) + joining
+        if on_pytorch or (others_on_llama and crowd >= self.mixed_crowd):
+            return self.pytorch()
+        return llama
 
     def submit(self, messages: list[dict], adapter: str | None,
                settings: GenerationSettings | None = None, stop: list[str] | None = None,
-               json_schema: dict | None = None) -> Ticket:
-        """Queue one answer on the engine :meth:`pick` names; the ticket's ``engine`` says which.
-        ``json_schema`` (the answer must be JSON following it) needs llama.cpp.
+               json_schema: dict | None = None, *, pin: str | None = None,
+               routed: tuple[Engine, Callable[[], None]] | None = None) -> Ticket:
+        """Queue one answer on the engine :meth:`route` picks (or ``routed``, already picked);
+        the ticket's ``engine`` says which. ``json_schema`` (the answer must be JSON following
+        it) needs llama.cpp and pins it.
 
         Raises:
             ValueError: bad settings or messages, an unusable adapter, a schema PyTorch cannot
-                follow; ServerBusy: queue full.
+                follow, a bad pin; ServerBusy: queue full.
         """
-        engine = self.pick()
-        if json_schema is not None:
-            if getattr(engine, "name", "") != "llama.cpp":
-                raise ValueError("a JSON schema for the answer needs the llama.cpp engine, which "
-                                 f"does not serve here ({self.llama_error or 'set to pytorch'})")
-            ticket = engine.submit(messages, adapter, settings, stop=stop, json_schema=json_schema)
-            ticket.engine = label(engine)
-            return ticket
-        ticket = engine.submit(messages, adapter, settings, stop=stop)
+        if json_schema is not None and pin is None and routed is None:
+            pin = "llama.cpp" if self.choice != "pytorch" and self.llama() is not None else None
+        engine, release = routed or self.route([adapter], pin)
+        try:
+            if json_schema is not None:
+                if getattr(engine, "name", "") != "llama.cpp":
+                    raise ValueError("a JSON schema for the answer needs the llama.cpp engine, which "
+                                     f"does not serve here ({self.llama_error or 'set to pytorch'})")
+                ticket = engine.submit(messages, adapter, settings, stop=stop, json_schema=json_schema)
+            else:
+                ticket = engine.submit(messages, adapter, settings, stop=stop)
+        except BaseException:
+            release()
+            raise
         ticket.engine = label(engine)
+        ticket.when_done(release)
         return ticket
 
     def compare(self, messages: list[dict], adapters: list[str | None],
@@ -143,10 +240,13 @@ class Engines:
         """
         if not adapters:
             raise ValueError("Compare needs at least one pane: the base model or an adapter")
-        engine = self.pick()
         hashes = [self._weights_hash(a) for a in adapters]
-        submits = [lambda a=a: engine.submit(messages, a, settings) for a in adapters]
-        answers = answers_together(submits, hashes)
+        engine, release = self.route(adapters)
+        try:
+            submits = [lambda a=a: engine.submit(messages, a, settings) for a in adapters]
+            answers = answers_together(submits, hashes)
+        finally:
+            release()
         seconds = answers[0].seconds if answers else 0.0
         return answers, f"{len(answers)} answers decoded together on {label(engine)} in {seconds:.1f} s"
 
@@ -166,7 +266,21 @@ class Engines:
         text = f"engine: {label(engine)}"
         if self.choice != "pytorch" and engine is not self._llama:
             text += f" (llama.cpp not serving: {self.llama_error or 'not started yet'})"
+        elif self.choice == "auto" and self.mixed_crowd:
+            text += f"; PyTorch takes crowds of {self.mixed_crowd}+ over mixed adapters"
         return text
+
+
+def _key(adapter: str | None) -> str:
+    from inference.session import is_base
+
+    return "base" if is_base(adapter) else str(adapter)
+
+
+def release_with(owner, release: Callable[[], None]) -> None:
+    """Call ``release`` when ``owner`` (an answer's stream) is garbage, if nothing did before:
+    a stream a server drops unstarted never runs its ``finally``."""
+    weakref.finalize(owner, release)
 
 
 def label(engine) -> str:

@@ -9,6 +9,10 @@ format when ``stream`` is true. Errors use OpenAI's shape, ``{"error": {"message
 whole). With an API key set, every route asks for ``Authorization: Bearer <key>``;
 ``/metrics`` (llama-server's Prometheus counters, one ``upstream`` label each) too.
 
+Every answer names the engine and weights that produced it (``system_fingerprint`` and the
+``X-TuneDesk-Engine`` response header); a request may pin one with the same header
+(``llama.cpp`` or ``pytorch``), else :class:`~serve.engines.Engines` routes it by the load.
+
 ``response_format`` (JSON schema) is honoured by the llama.cpp engine (grammar-constrained
 decoding). A request with ``tools`` goes as it is to llama-server's own chat endpoint, which
 renders the tools into the model's template and parses tool calls; its answer is relayed.
@@ -30,13 +34,14 @@ from starlette.concurrency import run_in_threadpool
 
 from adapters.shelf.gate_rules import entry_status, warning_for
 from adapters.shelf.store import Shelf
-from serve.engines import label
+from serve.engines import PINS, label, release_with
 from serve.interface.ticket import ServerBusy
 from serve.llama_server.relay import relay_tools, spelled_control, upstream_metrics
 from serve.requests import ChatRequest, RequestError, parse_chat
 
 BASE_ALIASES = ("base", "__base__")
 MAX_BODY_BYTES = int(os.environ.get("TUNEDESK_API_MAX_BODY", str(1 << 20)))
+PIN_HEADER = "X-TuneDesk-Engine"  # a request pins an engine with it; every answer names its own
 MAX_DEPTH = 32  # JSON nesting a chat request needs is 5; deeper is refused
 log = logging.getLogger("tunedesk.serve")
 _END = object()
@@ -100,30 +105,23 @@ class OpenAIServer:
         try:
             self._check_key(request)
             chat = parse_chat(await _json(request))
+            pin = _pin(request, chat)
             adapter = await run_in_threadpool(self.resolve_model, chat.model)
             if adapter is False:
                 raise _unknown(chat.model)
             if adapter is not None:
                 await run_in_threadpool(self.warn_if_not_passed, adapter)
-            engine = self.engines.pick()
-            if chat.tools and getattr(engine, "name", "") == "llama.cpp":
-                at = await run_in_threadpool(spelled_control, engine, chat.body.get("messages") or [])
-                if at is not None:
-                    raise RequestError(f"messages[{at}].content spells a control token of the model's "
-                                       "chat template; remove it", f"messages[{at}].content")
-                return await relay_tools(engine, chat.body, chat.stream, chat.model, adapter)
-            if chat.json_schema is not None and getattr(engine, "name", "") != "llama.cpp":
-                raise RequestError("'response_format' needs the llama.cpp engine, which does not serve "
-                                   f"here ({self.engines.llama_error or 'set to pytorch'})", "response_format")
-            if getattr(engine, "name", "") == "llama.cpp":  # relayed straight, no thread per answer
-                request = await run_in_threadpool(engine.prepare, chat.messages, adapter, chat.settings,
-                                                  chat.stop, chat.json_schema)
-                answer = _Tally(request.prompt_tokens, label(engine))
-                deltas = _llama_deltas(engine, request, answer)
-            else:
-                ticket = await run_in_threadpool(self.engines.submit, chat.messages, adapter,
-                                                 chat.settings, chat.stop, chat.json_schema)
-                answer, deltas = ticket, _ticket_deltas(ticket)
+            if pin is None and (chat.tools or chat.json_schema is not None) and self.engines.llama() is not None:
+                pin = "llama.cpp"  # only llama.cpp follows tools and schemas
+            try:
+                engine, release = self.engines.route([adapter], pin)
+            except ValueError as err:
+                raise RequestError(str(err), PIN_HEADER) from None
+            try:
+                return await self._answer(chat, engine, release, adapter)
+            except BaseException:
+                release()
+                raise
         except RequestError as err:
             return ApiError(400, str(err), "invalid_request_error", param=err.param).response()
         except ServerBusy as err:
@@ -132,17 +130,44 @@ class OpenAIServer:
             return ApiError(400, str(err), "invalid_request_error").response()
         except ApiError as err:
             return err.response()
+
+    async def _answer(self, chat: ChatRequest, engine, release, adapter: str | None):
+        """The response of a routed request; ``release`` runs when its answer has ended."""
+        is_llama = getattr(engine, "name", "") == "llama.cpp"
+        if chat.tools and is_llama:
+            at = await run_in_threadpool(spelled_control, engine, chat.body.get("messages") or [])
+            if at is not None:
+                raise RequestError(f"messages[{at}].content spells a control token of the model's "
+                                   "chat template; remove it", f"messages[{at}].content")
+            response = await relay_tools(engine, chat.body, chat.stream, chat.model, adapter)
+            release()  # counted until llama-server has it (a relayed stream is its own)
+            return response
+        if chat.json_schema is not None and not is_llama:
+            raise RequestError("'response_format' needs the llama.cpp engine, which does not serve "
+                               f"here ({self.engines.llama_error or 'set to pytorch'})", "response_format")
+        if is_llama:  # relayed straight, no thread per answer
+            prepared = await run_in_threadpool(engine.prepare, chat.messages, adapter, chat.settings,
+                                               chat.stop, chat.json_schema)
+            answer = _Tally(prepared.prompt_tokens, label(engine))
+            deltas = _llama_deltas(engine, prepared, answer, release)
+            release_with(deltas, release)
+        else:
+            ticket = await run_in_threadpool(self.engines.submit, chat.messages, adapter, chat.settings,
+                                             chat.stop, chat.json_schema, routed=(engine, release))
+            answer, deltas = ticket, _ticket_deltas(ticket)
         head = _head(chat, answer)
+        headers = {PIN_HEADER: answer.engine}
         if chat.stream:
             return StreamingResponse(_events(deltas, answer, head, chat), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers})
         try:
             text = "".join([delta async for delta in deltas])
         except Exception as err:
             return ApiError(500, f"the answer failed: {err}", "server_error").response()
         choice = {"index": 0, "message": {"role": "assistant", "content": text},
                   "finish_reason": answer.finish_reason, "logprobs": None}
-        return {**head, "object": "chat.completion", "choices": [choice], "usage": _usage(answer)}
+        return JSONResponse({**head, "object": "chat.completion", "choices": [choice], "usage": _usage(answer)},
+                            headers=headers)
 
     async def _metrics(self, request: Request):
         from fastapi.responses import PlainTextResponse
@@ -236,6 +261,21 @@ async def _json(request: Request):
     return data
 
 
+def _pin(request: Request, chat: ChatRequest) -> str | None:
+    """The engine the request pins with the ``X-TuneDesk-Engine`` header, if any.
+
+    Raises:
+        RequestError: the header names no engine.
+    """
+    pin = request.headers.get(PIN_HEADER)
+    if pin is None:
+        return None
+    pin = pin.strip()
+    if pin not in PINS:
+        raise RequestError(f"header {PIN_HEADER} must be one of {', '.join(PINS)}, got {pin[:40]!r}", PIN_HEADER)
+    return pin
+
+
 def _too_large() -> ApiError:
     return ApiError(413, f"the request body is over {MAX_BODY_BYTES:,} bytes; send a shorter "
                          "conversation", "invalid_request_error", "request_too_large")
@@ -282,15 +322,19 @@ class _Tally:
     finish_reason: str | None = None
 
 
-async def _llama_deltas(engine, request, tally: _Tally):
-    """The text of a llama.cpp answer as llama-server streams it; ``tally`` gets its end."""
-    async for event in engine.stream(request):
-        if event.text:
-            yield event.text
-        if event.finish is not None:
-            tally.finish_reason, tally.completion_tokens = event.finish, event.completion_tokens
-        else:
-            tally.completion_tokens += event.tokens
+async def _llama_deltas(engine, request, tally: _Tally, release):
+    """The text of a llama.cpp answer as llama-server streams it; ``tally`` gets its end,
+    ``release()`` runs when it has ended."""
+    try:
+        async for event in engine.stream(request):
+            if event.text:
+                yield event.text
+            if event.finish is not None:
+                tally.finish_reason, tally.completion_tokens = event.finish, event.completion_tokens
+            else:
+                tally.completion_tokens += event.tokens
+    finally:
+        release()
 
 
 async def _ticket_deltas(ticket):

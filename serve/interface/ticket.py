@@ -36,6 +36,7 @@ class Ticket:
         self._cancelled, self._done = threading.Event(), threading.Event()
         self._position_of = position_of
         self._parts: list[str] = []
+        self._when_done: list = []
 
     @property
     def position(self) -> int:
@@ -81,6 +82,16 @@ class Ticket:
         """Wait until the request is done (answered, failed or cancelled)."""
         return self._done.wait(timeout)
 
+    def when_done(self, callback) -> None:
+        """Call ``callback()`` once the request is done (at once if it already is)."""
+        if self.done:
+            callback()
+        else:
+            self._when_done.append(callback)
+            if self.done and callback in self._when_done:  # ended meanwhile
+                self._when_done.remove(callback)
+                callback()
+
     # -- the engine's side: the writer of the answer ------------------------------------
 
     def put_text(self, delta: str) -> None:
@@ -91,14 +102,22 @@ class Ticket:
     def finish(self, reason: str) -> None:
         if not self.done:
             self.finish_reason = reason
-            self._done.set()
-            self._events.put(_END)
+            self._end(_END)
 
     def fail(self, error: BaseException) -> None:
         if not self.done:
             self.error = error
-            self._done.set()
-            self._events.put(error)
+            self._end(error)
+
+    def _end(self, item) -> None:
+        self._done.set()
+        self._events.put(item)
+        while self._when_done:
+            try:
+                callback = self._when_done.pop()
+            except IndexError:
+                break
+            callback()
 
 
 def answers_together(submits: list, hashes: list[str]) -> list:

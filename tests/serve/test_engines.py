@@ -1,5 +1,6 @@
 """Which engine answers: llama.cpp once llama-server is ready, PyTorch until then and where it
-cannot (a GPU, ``pytorch`` chosen, a failed start); the load never moves a request."""
+cannot (a GPU, ``pytorch`` chosen, a failed start), and PyTorch for a crowd over mixed adapters
+(``auto``); a pinned request gets its engine whatever the load."""
 
 from __future__ import annotations
 
@@ -53,8 +54,8 @@ def test_pytorch_answers_until_llama_server_is_built_then_llama_cpp_does(monkeyp
     assert "starting" in engines.describe()
     started.set()
     engines.prepare()
-    assert all(engines.pick() is llama for _ in range(20))  # under any load: one engine
-    assert engines.describe() == "engine: llama.cpp engine"
+    assert all(engines.pick() is llama for _ in range(20))  # nothing in flight: llama.cpp
+    assert engines.describe() == "engine: llama.cpp engine; PyTorch takes crowds of 8+ over mixed adapters"
 
 
 def test_a_failed_start_leaves_pytorch_serving_with_the_reason(built):
@@ -81,3 +82,80 @@ def test_pytorch_chosen_or_a_gpu_session_never_start_llama_server(built):
 def test_an_unknown_choice_is_refused():
     with pytest.raises(ValueError, match="engine must be one of auto, pytorch, llama.cpp"):
         Engines(_Session(), "vllm")
+
+
+def _ready(choice="auto", mixed_crowd=4):
+    engines = Engines(_Session(), choice, llama_factory=None, mixed_crowd=mixed_crowd)
+    engines._pytorch, engines._llama = _Engine("pytorch"), _Engine("llama.cpp")
+    return engines
+
+
+def test_a_crowd_over_mixed_adapters_goes_to_pytorch_until_it_has_drained():
+    engines = _ready(mixed_crowd=4)
+    same = [engines.route(["a"]) for _ in range(6)]  # one adapter: llama-server batches them
+    assert {engine.name for engine, _ in same} == {"llama.cpp"}
+    crowd = [engines.route([adapter]) for adapter in ("b", None, "a")]
+    # "b" meets six "a" on llama-server; then PyTorch takes everyone while it decodes the crowd
+    assert [engine.name for engine, _ in crowd] == ["pytorch", "pytorch", "pytorch"]
+    assert engines.crowd() == {"llama.cpp": 6, "pytorch": 3}
+    for _, release in crowd:
+        release()
+        release()  # a second call changes nothing
+    assert engines.crowd() == {"llama.cpp": 6}
+    for _, release in same:
+        release()
+    assert engines.crowd() == {}
+    small = [engines.route([adapter])[0].name for adapter in ("a", "b", None)]
+    assert small == ["llama.cpp"] * 3  # under the crowd size: llama-server, mixed or not
+    assert engines.route(["c"])[0].name == "pytorch"  # the fourth, for a fourth adapter
+
+
+def test_compare_panes_are_routed_together_and_count_as_one_crowd():
+    engines = _ready(mixed_crowd=3)
+    engine, release = engines.route([None, "a"])
+    assert engine.name == "llama.cpp" and engines.crowd() == {"llama.cpp": 2}
+    assert engines.route([None, "b"])[0].name == "pytorch"  # 4 in flight, other adapters busy
+    release()
+
+
+def test_a_pin_holds_whatever_the_load_and_a_bad_one_is_refused(monkeypatch):
+    engines = _ready(mixed_crowd=2)
+    engines.route(["a"])
+    assert engines.route(["b"])[0].name == "pytorch"
+    assert engines.route(["b"], pin="llama.cpp")[0].name == "llama.cpp"
+    assert engines.pick("a", pin="pytorch").name == "pytorch"
+    with pytest.raises(ValueError, match="must be one of llama.cpp, pytorch"):
+        engines.route(["a"], pin="vllm")
+    never = _ready(mixed_crowd=0)
+    assert {never.route([a])[0].name for a in ("a", "b", "c", None) * 4} == {"llama.cpp"}
+    fixed = _ready("llama.cpp", mixed_crowd=2)
+    assert {fixed.route([a])[0].name for a in ("a", "b", "c", None) * 4} == {"llama.cpp"}
+    cold = _ready("pytorch")
+    cold._llama = None
+    with pytest.raises(ValueError, match="llama.cpp does not serve here: set to pytorch"):
+        cold.route(["a"], pin="llama.cpp")
+    monkeypatch.setenv("TUNEDESK_MIXED_CROWD", "lots")
+    with pytest.raises(ValueError, match="TUNEDESK_MIXED_CROWD must be a whole number"):
+        Engines(_Session(), "auto")
+
+
+def test_a_ticket_releases_its_place_in_the_crowd_when_it_ends():
+    from serve.interface.ticket import Ticket
+
+    class _Answering(_Engine):
+        def __init__(self):
+            super().__init__("pytorch")
+            self.tickets = []
+
+        def submit(self, messages, adapter, settings=None, stop=None):
+            ticket = Ticket(adapter or "base", 3, lambda _: 0)
+            self.tickets.append(ticket)
+            return ticket
+
+    engines = _ready("pytorch")
+    engines._pytorch = _Answering()
+    first, second = engines.submit([], "a"), engines.submit([], "b")
+    assert engines.crowd() == {"pytorch": 2} and first.engine == "pytorch engine"
+    first.finish("stop")
+    second.fail(RuntimeError("x"))
+    assert engines.crowd() == {}

@@ -77,7 +77,7 @@ def test_engines_route_to_llama_cpp_and_compare_decodes_panes_together(llama_ses
     engines.prepare()
     ticket = engines.submit(MSGS, "a", GREEDY)
     assert ticket.text() == compare(llama_session, MSGS, ["a"], GREEDY)[0].text
-    assert ticket.engine == "llama.cpp f32" and engines.describe() == "engine: llama.cpp f32"
+    assert ticket.engine == "llama.cpp f32" and engines.describe().startswith("engine: llama.cpp f32; ")
     answers, line = engines.compare(MSGS, [None, "a"], GREEDY)
     assert [a.text for a in answers] == [w.text for w in compare(llama_session, MSGS, [None, "a"], GREEDY)]
     assert answers[0].adapter_hash == llama_session.resolved.weight_hash
@@ -152,3 +152,34 @@ def test_a_client_that_hangs_up_stops_llama_server_within_a_step(llama_session, 
             assert time.monotonic() - gone < 2, "llama-server kept decoding after the client left"
             time.sleep(0.02)
     assert llama._inflight == 0
+    assert engines.crowd() == {}  # the hung-up answer left the crowd too
+
+
+def test_a_mixed_crowd_goes_to_pytorch_labelled_and_a_pin_holds_through_the_api(llama_session, llama):
+    engines = Engines(llama_session, "auto", llama_factory=lambda session, max_queue: llama, mixed_crowd=4)
+    engines.prepare()
+    solo = {m: compare(llama_session, MSGS, [m], GREEDY)[0].text for m in ("a", "b")}
+    with serving(api_app(engines)) as url:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=120)
+
+        def ask(model, pin=None):
+            got = client.chat.completions.with_raw_response.create(
+                model=model, messages=MSGS, temperature=0, max_tokens=12,
+                extra_headers={"X-TuneDesk-Engine": pin} if pin else None)
+            answer = got.parse()
+            assert got.headers["X-TuneDesk-Engine"] == answer.system_fingerprint
+            return answer.choices[0].message.content, answer.system_fingerprint
+
+        assert ask("b") == (solo["b"], "llama.cpp f32")  # alone: llama-server
+        held = [engines.route(["a"]) for _ in range(3)]  # three answers for "a" in flight
+        assert engines.crowd() == {"llama.cpp": 3}
+        assert ask("b") == (solo["b"], "pytorch float32, batched")  # the fourth, for another adapter
+        assert ask("b", pin="llama.cpp") == (solo["b"], "llama.cpp f32")
+        with pytest.raises(openai.BadRequestError, match="must be one of llama.cpp, pytorch") as refused:
+            ask("b", pin="vllm")
+        assert refused.value.body["param"] == "X-TuneDesk-Engine"
+        assert engines.crowd() == {"llama.cpp": 3}  # every answer above released its place
+        for _, release in held:
+            release()
+        assert ask("a", pin="pytorch") == (solo["a"], "pytorch float32, batched")
+        assert ask("a") == (solo["a"], "llama.cpp f32")
