@@ -20,14 +20,12 @@ $(STAMP): requirements.txt | $(PY)
 	touch $(STAMP)
 
 # llama.cpp, all from one source archive of llama-cpp-python (downloaded once): its converters
-# (extracted at set-up, seconds), its Python bindings (built: about 7 minutes on 2 cores; GGUF
-# export's quantizer and its check against PyTorch use them) and llama.cpp's own server (below).
-# The two builds never hold up the first page: `make run` starts them in the background.
+# (extracted at set-up, seconds) and llama.cpp's own server and quantizer (built, below). The
+# build never holds up the first page: `make run` starts it in the background.
 LLAMA_VERSION := 0.3.36
 LLAMA_DIR := $(VENV)/llama.cpp
 LLAMA_SDIST := $(LLAMA_DIR)/llama_cpp_python-$(LLAMA_VERSION).tar.gz
 CONVERTERS_STAMP := $(LLAMA_DIR)/.converters-$(LLAMA_VERSION)
-BINDINGS_STAMP := $(LLAMA_DIR)/.ready-$(LLAMA_VERSION)
 LLAMA_FILES := convert_hf_to_gguf.py convert_lora_to_gguf.py gguf-py conversion LICENSE
 
 $(LLAMA_SDIST): | $(PY)
@@ -40,15 +38,9 @@ $(CONVERTERS_STAMP): $(LLAMA_SDIST)
 	  $(addprefix llama_cpp_python-$(LLAMA_VERSION)/vendor/llama.cpp/,$(LLAMA_FILES))
 	touch $(CONVERTERS_STAMP)
 
-$(BINDINGS_STAMP): $(LLAMA_SDIST) | $(STAMP)
-	@if $(PY) -c "import importlib.metadata as m, sys; sys.exit(m.version('llama_cpp_python') != '$(LLAMA_VERSION)')" 2>/dev/null; \
-	then echo "llama-cpp-python $(LLAMA_VERSION) is installed"; \
-	else echo "building llama-cpp-python $(LLAMA_VERSION) (about 7 minutes on 2 cores)"; \
-	  $(PY) -m pip install --quiet --no-deps $(LLAMA_SDIST); fi
-	touch $(BINDINGS_STAMP)
-
-# llama.cpp's own server (and quantizer), built from the same source archive: the CPU engine
-# behind Chat, Compare and /v1 (serve/llama_server/). About 10-12 minutes on 2 cores, so
+# llama.cpp's own server and quantizer, built from the same source archive: the server is the CPU
+# engine behind Chat, Compare and /v1 (serve/llama_server/) and checks GGUF exports; the
+# quantizer makes the K-quants. About 10-12 minutes on 2 cores, so
 # `make run` builds it in the background while the app answers with PyTorch, and picks the
 # server up when the binary appears. Built for this CPU (-march=native): the stamp names the
 # CPU's flags, and a machine with other flags builds again.
@@ -68,18 +60,15 @@ $(SERVER_STAMP): $(LLAMA_SDIST)
 	cmake --build $(LLAMA_BUILD) --target llama-server llama-quantize -j $$(nproc)
 	touch $(SERVER_STAMP)
 
-llama-server: $(SERVER_STAMP)
-
-# Both llama.cpp builds: the bindings, then the server.
-llama: $(BINDINGS_STAMP) $(SERVER_STAMP)
+llama llama-server: $(SERVER_STAMP)
 
 setup: $(STAMP) $(CONVERTERS_STAMP)
 
 # The app starts at once; llama.cpp builds beside it (log: .venv/llama.cpp/build.log). PyTorch
-# answers until llama-server is there; GGUF export says so until the bindings are.
+# answers until llama-server is there; GGUF export's K-quants and its check say so until then.
 run: setup
-	@if { [ ! -f $(SERVER_STAMP) ] || [ ! -f $(BINDINGS_STAMP) ]; } && ! pgrep -f "$(LLAMA_DIR)/build.log" > /dev/null; then \
-	  echo "building llama.cpp in the background (about 20 minutes on 2 cores; log: $(LLAMA_DIR)/build.log)"; \
+	@if [ ! -f $(SERVER_STAMP) ] && ! pgrep -f "$(LLAMA_DIR)/build.log" > /dev/null; then \
+	  echo "building llama.cpp in the background (about 10-12 minutes on 2 cores; log: $(LLAMA_DIR)/build.log)"; \
 	  nohup sh -c '$(MAKE) --no-print-directory llama > $(LLAMA_DIR)/build.log 2>&1' > /dev/null 2>&1 & fi
 	$(PY) app.py --host $(HOST) --port $(PORT)
 

@@ -4,8 +4,8 @@ Both serve the same files: the default model as a Q8_0 GGUF and three LoRA GGUFs
 projection) converted by TuneDesk's export code. The baseline is a bare llama-server started
 here the way a user would (``-np 16 -c 16384 -t <cores> --lora a,b,c
 --lora-init-without-apply``), asked through its own ``/v1/chat/completions`` with
-``"lora": [{"id": i, "scale": 1}]``. TuneDesk is ``python -m serve --engine llama.cpp`` in its
-own process. Every client streams with the ``openai`` package, asks its own support question,
+``"lora": [{"id": i, "scale": 1}]``. TuneDesk is ``python -m serve --engine auto`` (as ``make
+run`` starts it; ``--engine`` another) in its own process; the table says which engine answered. Every client streams with the ``openai`` package, asks its own support question,
 greedy, exactly ``--tokens`` tokens; the loads run one after the other, each on a quiet pair.
 The table gives aggregate completion tokens/s and the first-token p95 of each, their ratios,
 and whether the greedy answers were the same text.
@@ -59,9 +59,13 @@ def measure(submits: dict, tokens: int, runs: int, alone: bool = True) -> list[d
         row = {"load": label}
         for name, submit in submits.items():
             run_clients(submit, 4, _adapters("mixed"), 4)  # warm-up
+            seen = getattr(submit, "engines", None)
+            if seen is not None:
+                seen.clear()
             results = [run_clients(submit, clients, _adapters(kind), tokens, first_ticket=9000 + 100 * run)
                        for run in range(runs)]
             row[name] = max(results, key=lambda r: r["aggregate_tps"])
+            row[f"{name} engines"] = dict(seen or {})
             row[f"{name} texts"] = results[0]["texts"]  # run 0 asked both servers the same questions
         row["same_text"] = sum(a == b for a, b in zip(row["tunedesk texts"], row["llama-server texts"], strict=True))
         if alone and clients > 1:  # does the load change an answer? each request again, alone
@@ -77,8 +81,8 @@ def render(rows: list[dict], argv: list[str], tokens: int) -> str:
              f"native bf16: {native_bf16()}",
              f"- each answer {tokens} tokens, greedy; best of the runs; errors counted", "",
              "| load | TuneDesk tok/s; TTFT p95 | llama-server tok/s; TTFT p95 | aggregate ratio | "
-             "TTFT p95 ratio | same answers as llama-server | same as alone | errors |",
-             "|---|---|---|---|---|---|---|---|"]
+             "TTFT p95 ratio | same answers as llama-server | same as alone | errors | TuneDesk answered by |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         ours, theirs = row["tunedesk"], row["llama-server"]
         lines.append(
@@ -87,7 +91,9 @@ def render(rows: list[dict], argv: list[str], tokens: int) -> str:
             f"{ours['aggregate_tps'] / theirs['aggregate_tps']:.2f}x | "
             f"{ours['ttft_p95_s'] / theirs['ttft_p95_s']:.2f}x | {row['same_text']}/{len(ours['texts'])} | "
             + (f"{row['alone']['identical']}/{row['alone']['checked']}" if "alone" in row else "—")
-            + f" | {len(ours['errors'])} / {len(theirs['errors'])} |")
+            + f" | {len(ours['errors'])} / {len(theirs['errors'])} | "
+            + ", ".join(f"{engine} {count}" for engine, count in sorted(row.get("tunedesk engines", {}).items()))
+            + " |")
     if "pytorch" in rows[0]:
         lines += ["", "TuneDesk's PyTorch batching engine (`--engine pytorch`, float32) on the same loads:", "",
                   "| load | PyTorch tok/s; TTFT p95 | / llama-server aggregate | / llama-server TTFT p95 |",
@@ -103,15 +109,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="default", help="base model name or folder")
     parser.add_argument("--tokens", type=int, default=64, help="tokens per answer")
     parser.add_argument("--runs", type=int, default=1, help="runs per load and server (best kept)")
+    parser.add_argument("--engine", default="auto", choices=("auto", "llama.cpp"),
+                        help="TuneDesk's engine choice (python -m serve --engine)")
     parser.add_argument("--pytorch", action="store_true",
                         help="also measure TuneDesk's PyTorch batching engine (python -m serve --engine pytorch)")
     parser.add_argument("--write-docs", action="store_true", help="append the table to docs/benchmarks-log.md")
     args = parser.parse_args(argv)
     from adapters.export.gguf_cache import ensure_base_gguf, ensure_lora_gguf
     from bench.serving import write_section
+    from core.llama_cpp.binaries import missing_reason, server_binary
+    from core.llama_cpp.process import LlamaServerProcess
     from inference.session import physical_cores
-    from serve.llama_server.binary import missing_reason, server_binary
-    from serve.llama_server.process import LlamaServerProcess
 
     binary = server_binary()
     if binary is None:
@@ -126,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         bare = LlamaServerProcess(binary, base, loras, slots=16, ctx_per_slot=1024,
                                   threads=physical_cores(), log=home / "bare-llama-server.log").start()
         try:
-            with served_in_child(resolved.path, home, "llama.cpp", "float32") as url:
+            with served_in_child(resolved.path, home, args.engine, "float32") as url:
                 deadline = time.time() + 600
                 while not answered_by(url).startswith("llama.cpp") and time.time() < deadline:
                     time.sleep(1)

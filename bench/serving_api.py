@@ -26,19 +26,27 @@ from inference.generate import GenerationSettings
 
 
 def openai_submit(base_url: str) -> Submit:
-    """A submit callable that streams one chat completion through the ``openai`` client."""
+    """A submit callable that streams one chat completion through the ``openai`` client; its
+    ``engines`` attribute counts the answers per engine that gave them (``system_fingerprint``)."""
+    import collections
+
     import openai
 
     client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="bench", max_retries=0, timeout=900)
+    seen: collections.Counter = collections.Counter()
 
     def submit(messages: list[dict], adapter: str | None, settings: GenerationSettings) -> Iterator[str]:
         stream = client.chat.completions.create(
             model=adapter or "base", messages=messages, stream=True, temperature=0,
             max_tokens=settings.max_new_tokens, extra_body={"min_tokens": settings.min_new_tokens})
+        engine = None
         for chunk in stream:
+            engine = engine or chunk.system_fingerprint
             if chunk.choices and chunk.choices[0].delta.content:
                 yield chunk.choices[0].delta.content
+        seen[engine or "unknown"] += 1
 
+    submit.engines = seen
     return submit
 
 

@@ -15,7 +15,9 @@ crowd of mixed adapters arrives.
 ``auto`` therefore routes by the crowd: llama.cpp whenever it is ready, except that a request
 goes to PyTorch when llama-server is busy with another adapter and the requests in flight
 (this one included) reach ``mixed_crowd`` (``TUNEDESK_MIXED_CROWD``, default 8; 0 never), or
-while PyTorch still decodes such a crowd. So the engine, and with greedy decoding possibly the
+while PyTorch still has such a crowd. The two never decode at once: PyTorch's batch starts when
+llama-server's answers in flight have ended (both at once on 2 cores collapsed: a first token
+after 35-156 s instead of 1-9 s). So the engine, and with greedy decoding possibly the
 answer, depends on the load: every answer is labelled with the engine and weights that produced
 it (``Ticket.engine``; the API's ``system_fingerprint`` and ``X-TuneDesk-Engine`` header), and a
 request may pin one (``pin``; the API's ``X-TuneDesk-Engine`` request header), which then
@@ -92,7 +94,13 @@ class Engines:
         with self._lock:
             if self._pytorch is None:
                 self._pytorch = shared_scheduler(self.session)
+                self._pytorch.hold = self._llama_busy  # one engine on the cores at a time
             return self._pytorch
+
+    def _llama_busy(self) -> bool:
+        """Whether llama-server has answers in flight (routed here)."""
+        with self._crowd_lock:
+            return any(name == "llama.cpp" for name, _ in self._crowd)
 
     def llama(self) -> Engine | None:
         """The llama.cpp engine once started, else None (``llama_error`` says why); starts it
@@ -102,7 +110,7 @@ class Engines:
         if not self.session.device.startswith("cpu"):
             self.llama_error = "PyTorch serves on a GPU"
             return None
-        from serve.llama_server.binary import missing_reason, server_binary
+        from core.llama_cpp.binaries import missing_reason, server_binary
 
         if server_binary() is None:
             self.llama_error = missing_reason()  # checked again at the next request
@@ -299,10 +307,10 @@ def make_llama_engine(session: ModelSession, max_queue: int = 64, outtype: str =
     ``flash_attn``: llama-server's ``-fa`` (default ``TUNEDESK_LLAMA_FLASH_ATTN`` or ``auto``)."""
     from adapters.export.gguf_cache import ensure_base_gguf, ensure_lora_gguf
     from adapters.shelf.store import Shelf
+    from core.llama_cpp.binaries import missing_reason, server_binary
+    from core.llama_cpp.process import LlamaServerProcess
     from inference.session import physical_cores
-    from serve.llama_server.binary import missing_reason, server_binary
     from serve.llama_server.engine import LlamaServerEngine
-    from serve.llama_server.process import LlamaServerProcess
     from serve.llama_server.upstreams import Upstreams
 
     binary = server_binary()

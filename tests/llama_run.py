@@ -1,45 +1,42 @@
-"""Running GGUF files in llama.cpp (through the ``llama_cpp`` bindings) for the tests."""
+"""Running GGUF files in llama.cpp's own ``llama-server`` for the tests."""
 
 from __future__ import annotations
+
+import contextlib
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-
-def llama_or_skip():
-    """The bindings' module; the test skips with a reason when they are not built."""
-    try:
-        import llama_cpp
-    except ImportError as err:
-        pytest.skip(f"llama_cpp bindings not installed ({err}); run `make llama`")
-    return llama_cpp
+from core.llama_cpp import process
+from core.llama_cpp.binaries import missing_reason, server_binary
 
 
-def load(path, lora=None, n_ctx=512):
-    """A llama.cpp model (and optional LoRA GGUF applied on top, unmerged)."""
-    from adapters.export.llama_tools import open_model
-
-    llama_or_skip()
-    kwargs = {"lora_path": str(lora)} if lora else {}
-    return open_model(path, n_ctx=n_ctx, n_threads=2, verbose=False, **kwargs)
-
-
-def last_logits(llm, ids: list[int]) -> np.ndarray:
-    """llama.cpp's next-token logits after ``ids`` (evaluated from scratch)."""
-    llm.reset()
-    llm.eval(ids)
-    return np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),)).copy()
+def llama_or_skip() -> Path:
+    """The llama-server executable; the test skips with the reason when it is not built."""
+    binary = server_binary()
+    if binary is None:
+        pytest.skip(missing_reason())
+    return binary
 
 
-def greedy(llm, ids: list[int], max_new: int, stop_ids: set[int]) -> tuple[list[int], bool]:
-    """Greedy continuation (argmax of llama.cpp's logits); True when it ended at a stop id."""
-    llm.reset()
-    llm.eval(ids)
-    out = []
-    for _ in range(max_new):
-        tok = int(np.argmax(np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),))))
-        if tok in stop_ids:
-            return out, True
-        out.append(tok)
-        llm.eval([tok])
-    return out, False
+@contextlib.contextmanager
+def served(path, lora=None, n_ctx: int = 512):
+    """A llama-server on GGUF ``path`` (and a LoRA GGUF, id 0, unmerged), stopped after."""
+    binary = llama_or_skip()
+    with tempfile.TemporaryDirectory(prefix="tunedesk-llama-test-") as logs, \
+            process.LlamaServerProcess(binary, path, [lora] if lora else [], slots=1, ctx_per_slot=n_ctx,
+                                       threads=2, log=Path(logs) / "llama-server.log") as server:
+        yield server
+
+
+def logprob_gap(server, ids: list[int], torch_logits: np.ndarray, n: int = 20) -> tuple[float, bool]:
+    """How far llama.cpp's next-token log-probabilities after ``ids`` are from those of
+    ``torch_logits``: the largest absolute gap over llama.cpp's ``n`` likeliest tokens, and
+    whether both put the same token first. The LoRA (if any) applies at scale 1."""
+    got = process.top_logprobs(server, ids, n, lora=0 if server.loras else None)
+    shifted = torch_logits - torch_logits.max()
+    want = shifted - np.log(np.exp(shifted).sum())
+    gap = max(abs(lp - float(want[token])) for token, lp in got.items())
+    return gap, max(got, key=got.get) == int(torch_logits.argmax())

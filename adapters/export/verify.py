@@ -1,8 +1,8 @@
 """Proof that a GGUF export runs right: llama.cpp's greedy answers against PyTorch's.
 
 Each file of an export (each merged GGUF alone, and the base GGUF with the LoRA GGUF applied
-on top) answers the same prompts greedily in llama.cpp, through the ``llama_cpp`` bindings,
-from the very token ids PyTorch is given; PyTorch runs the base with the adapter merged, in
+on top) answers the same prompts greedily in llama.cpp, through its own ``llama-server`` (one
+short-lived process per file), from the very token ids PyTorch is given; PyTorch runs the base with the adapter merged, in
 float32. Reported per file: the share of identical answers, where the others first diverge,
 whether llama.cpp's own tokenizer gives the same ids, and how many answers ended at an
 end-of-turn token of the file (its metadata, not ours) within the budget.
@@ -11,13 +11,14 @@ end-of-turn token of the file (its metadata, not ours) within the budget.
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from adapters.export import llama_tools
+from adapters.export.llama_tools import LlamaToolsError
+from core.llama_cpp import process
+from core.llama_cpp.binaries import missing_reason, server_binary
 
 
 @dataclass
@@ -42,10 +43,13 @@ def verify_export(folder: Path, prompts: list[str], *, max_new_tokens: int = 64)
     """Greedy answers of every GGUF in ``folder`` against the merged PyTorch model.
 
     Raises:
-        ValueError: the folder is not a GGUF export; llama_tools.LlamaToolsError: no bindings.
+        ValueError: the folder is not a GGUF export; LlamaToolsError: llama-server not built.
     """
     folder = Path(folder)
     manifest = _manifest(folder)
+    binary = server_binary()
+    if binary is None:
+        raise LlamaToolsError(f"checking an export needs llama.cpp's server: {missing_reason()}")
     tokenizer, model, system = _reference(manifest)
     from core.templates import end_of_turn_ids, render_prompt
 
@@ -56,18 +60,21 @@ def verify_export(folder: Path, prompts: list[str], *, max_new_tokens: int = 64)
     reference = [_torch_greedy(model, x, max_new_tokens, stops) for x in ids]
     results = []
     for label, model_file, lora in _targets(folder, manifest):
-        llm = _load(folder / model_file, folder / lora if lora else None)
-        result, start = Agreement(label, prompts=len(ids)), time.perf_counter()
-        result.reference_stopped = sum(stopped for _, stopped in reference)
-        for text, x, (want, _) in zip(texts, ids, reference, strict=True):
-            result.same_tokens += llm.tokenize(text.encode(), add_bos=False, special=True) == x
-            got, stopped = _llama_greedy(llm, x, max_new_tokens)
-            result.stopped += stopped
-            if got == want:
-                result.identical += 1
-            else:
-                result.first_divergence.append(_first_difference(got, want))
-        result.seconds = round(time.perf_counter() - start, 1)
+        loras = [folder / lora] if lora else []
+        with tempfile.TemporaryDirectory(prefix="tunedesk-verify-") as logs, \
+                process.LlamaServerProcess(binary, folder / model_file, loras, slots=1, ctx_per_slot=1024,
+                                           threads=2, log=Path(logs) / "llama-server.log") as server:
+            result, start = Agreement(label, prompts=len(ids)), time.perf_counter()
+            result.reference_stopped = sum(stopped for _, stopped in reference)
+            for text, x, (want, _) in zip(texts, ids, reference, strict=True):
+                result.same_tokens += process.tokenize(server, text) == x
+                got, stopped = process.greedy(server, x, max_new_tokens, lora=0 if lora else None)
+                result.stopped += stopped
+                if got == want:
+                    result.identical += 1
+                else:
+                    result.first_divergence.append(_first_difference(got, want))
+            result.seconds = round(time.perf_counter() - start, 1)
         results.append(result)
     return results
 
@@ -124,26 +131,3 @@ def _torch_greedy(model, ids: list[int], max_new: int, stops: set[int]) -> tuple
                              pad_token_id=sorted(stops)[0])[0, len(ids):].tolist()
     stopped = bool(out) and out[-1] in stops
     return (out[:-1] if stopped else out), stopped
-
-
-def _load(model_file: Path, lora: Path | None):
-    kwargs = {"lora_path": str(lora)} if lora else {}
-    return llama_tools.open_model(model_file, n_ctx=1024, n_threads=2, verbose=False, **kwargs)
-
-
-def _llama_greedy(llm, ids: list[int], max_new: int) -> tuple[list[int], bool]:
-    """argmax decoding in llama.cpp; stops at a token the file itself marks end-of-generation."""
-    import llama_cpp
-
-    vocab = llama_cpp.llama_model_get_vocab(llm.model)
-    llm.reset()
-    llm.eval(ids)
-    out: list[int] = []
-    for _ in range(max_new):
-        logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),))
-        token = int(np.argmax(logits))
-        if llama_cpp.llama_vocab_is_eog(vocab, token):
-            return out, True
-        out.append(token)
-        llm.eval([token])
-    return out, False

@@ -25,6 +25,7 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -43,6 +44,7 @@ from serve.interface.ticket import ServerBusy, Ticket
 PREFILL_TOKENS = 1024  # prompt tokens prefilled between two decode steps (always >= 1 prompt)
 POLICY_SECONDS = 1.0  # how often to ask whether a training run shares the cores
 IDLE_SECONDS = 30.0  # the decode thread ends after this long without work (submit restarts it)
+HOLD_POLL_SECONDS = 0.01  # how often a held batch asks again
 # prompts of different lengths prefilled without padding (packed_prefill.py); 0 pads them
 PACKED_PREFILL = os.environ.get("TUNEDESK_PACKED_PREFILL", "1").strip() != "0"
 
@@ -79,6 +81,10 @@ class Scheduler:
         prefix_bytes: memory for reused prompt beginnings (``prefix_cache.py``); default a
             share of the memory free on the model's device at the first request, 0 turns the
             reuse off.
+
+    ``hold``, when set, is asked before a batch starts: while it says True, waiting requests
+    wait (another engine has the cores; two engines decoding at once on the same cores were
+    measured to collapse, 156 s to a first token on 2 cores).
     """
 
     def __init__(self, session: ModelSession, *, max_batch: int | None = None, max_queue: int = 64,
@@ -96,6 +102,7 @@ class Scheduler:
         self._closed, self._policy_at = False, 0.0
         self._router = StepRouter(session)
         self._thread: threading.Thread | None = None  # started by submit, ends when idle
+        self.hold: Callable[[], bool] | None = None
 
     name = "pytorch"
 
@@ -181,6 +188,9 @@ class Scheduler:
                     break
             try:
                 self._drop_ended()
+                if not self._rows and self.hold is not None and self.hold():
+                    time.sleep(HOLD_POLL_SECONDS)
+                    continue
                 self._admit()
                 if self._rows:
                     self._step()

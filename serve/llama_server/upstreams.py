@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from serve.llama_server.process import LlamaServerError, LlamaServerProcess
+from core.llama_cpp.process import LlamaServerError, LlamaServerProcess
 
 
 def lora_key(path: str | Path) -> str:

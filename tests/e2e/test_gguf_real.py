@@ -11,7 +11,6 @@ from llama_run import llama_or_skip
 from shelf_helpers import put_adapter
 
 from adapters.export.gguf import export_gguf
-from adapters.export.llama_tools import open_model
 from adapters.export.verify import verify_export
 
 GOLDEN = Path(__file__).resolve().parents[2] / "assets" / "golden.jsonl"
@@ -52,12 +51,13 @@ def test_real_model_export_agrees_with_pytorch_in_llama_cpp(home, default_model_
         print(f"{r.files}: {r.identical}/{r.prompts} identical, first divergence {r.first_divergence}, "
               f"{r.stopped}/{r.prompts} stopped (PyTorch {r.reference_stopped}), {r.seconds}s")
         assert r.same_tokens == r.prompts  # llama.cpp's tokenizer gives PyTorch's ids
-    # The file's own metadata marks the end-of-turn token as end-of-generation.
-    import llama_cpp
+    # The file's own metadata names the end-of-turn token as the end of generation.
+    from gguf import GGUFReader
 
-    llm = open_model(result.folder / "support-f16.gguf", n_ctx=64, verbose=False)
-    eot = tok.convert_tokens_to_ids("<|im_end|>")
-    assert llama_cpp.llama_vocab_is_eog(llama_cpp.llama_model_get_vocab(llm.model), eot)
+    fields = GGUFReader(result.folder / "support-f16.gguf").fields
+    marked = {int(fields[k].parts[-1][0]) for k in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id")
+              if k in fields}
+    assert tok.convert_tokens_to_ids("<|im_end|>") in marked
     for name in ("support-f16.gguf", "base-f16.gguf + support-lora-f16.gguf"):
         row = rows[name]
         assert row.share_identical >= 0.5, row

@@ -43,8 +43,8 @@ def realtok_dir(default_model_dir, tmp_path_factory):
 def llama_session(realtok_dir, tmp_path_factory):
     """A float32 session on the real-tokenizer tiny llama, adapters a, b, c on the shelf of a
     home kept for the module (so the GGUFs are converted once, not per test)."""
+    from core.llama_cpp.binaries import missing_reason, server_binary
     from inference.session import ModelSession
-    from serve.llama_server.binary import missing_reason, server_binary
 
     if server_binary() is None:
         pytest.skip(missing_reason())

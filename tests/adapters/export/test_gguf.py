@@ -9,12 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from llama_run import last_logits, llama_or_skip, load
+from llama_run import llama_or_skip, logprob_gap, served
 from shelf_helpers import put_adapter
 
 from adapters.export.gguf import export_gguf
 from adapters.export.llama_tools import LlamaToolsError
 from adapters.shelf.store import Shelf
+from core.llama_cpp import process
 
 TEXT = "I want a refund for my order, please."
 
@@ -65,10 +66,14 @@ def test_export_writes_merged_and_lora_files_that_llama_cpp_and_transformers_rea
         round_trip = back.eval()(torch.tensor([ids])).logits[0, -1].numpy()
     scale = np.abs(want).max()
     assert np.abs(round_trip - want).max() / scale < 5e-3  # F16 rounding of the weights only
-    assert np.abs(last_logits(load(out / "tuned-f16.gguf"), ids) - want).max() / scale < 1e-2
-    pair = last_logits(load(out / "base-f32.gguf", lora=out / "tuned-lora-f16.gguf"), ids)
-    assert np.abs(pair - want).max() / scale < 1e-2
-    assert load(out / "tuned-q4_k_m.gguf").n_vocab() == len(tok)
+    with served(out / "tuned-f16.gguf") as server:
+        gap, same_first = logprob_gap(server, ids, want)
+        assert gap < 2e-2 and same_first
+    with served(out / "base-f32.gguf", lora=out / "tuned-lora-f16.gguf") as server:
+        gap, same_first = logprob_gap(server, ids, want)
+        assert gap < 2e-2 and same_first
+    with served(out / "tuned-q4_k_m.gguf") as server:
+        assert process.tokenize(server, TEXT) == ids  # the file carries the tokenizer
 
 
 def test_a_failing_conversion_leaves_nothing_and_keeps_the_old_export(home, tiny_real_tok, tmp_path, monkeypatch):

@@ -93,6 +93,17 @@ def test_requests_joining_at_different_steps_equal_their_solo_answers(session, s
         assert ticket.text() == alone(session, prompt, adapter).text
 
 
+def test_a_held_scheduler_starts_its_batch_once_the_other_engine_has_drained(session, scheduler):
+    busy = threading.Event()
+    busy.set()  # llama-server still has answers in flight
+    scheduler.hold = busy.is_set
+    tickets = [scheduler.submit(PROMPTS[0], a, GREEDY) for a in (None, "a")]
+    assert not tickets[0].wait(0.5)
+    assert [t.completion_tokens for t in tickets] == [0, 0] and scheduler.status()["waiting"] == 2
+    busy.clear()
+    assert [t.text() for t in tickets] == [w.text for w in compare(session, PROMPTS[0], [None, "a"], GREEDY)]
+
+
 def test_sampling_is_reproducible_per_request(session, scheduler):
     hot = GenerationSettings(max_new_tokens=16, temperature=1.5, top_k=20, top_p=0.9, seed=7)
     solo = scheduler.submit(PROMPTS[0], "a", hot).text()

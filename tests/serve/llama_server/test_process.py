@@ -11,7 +11,7 @@ import httpx
 SCRIPT = """
 import sys, time
 from pathlib import Path
-from serve.llama_server.process import LlamaServerProcess
+from core.llama_cpp.process import LlamaServerProcess
 server = LlamaServerProcess(Path(sys.argv[1]), Path(sys.argv[2]), [], slots=1, ctx_per_slot=256,
                             threads=1, log=Path(sys.argv[3])).start()
 print(server.url, flush=True)

@@ -7,8 +7,8 @@ import threading
 
 from serve_helpers import put_adapters
 
+from core.llama_cpp.process import LlamaServerProcess
 from inference.generate import GenerationSettings, compare
-from serve.llama_server.process import LlamaServerProcess
 from serve.llama_server.upstreams import Upstreams
 
 MSGS = [{"role": "user", "content": "My parcel never came. What now?"}]

@@ -2,7 +2,16 @@
 
 The LoRA files are loaded at start, each at scale 0 (``--lora-init-without-apply``); a request
 picks its adapter with ``"lora": [{"id": i, "scale": 1}]``. The list cannot change while the
-server runs, so a new adapter means a new process beside this one (see upstreams.py).
+server runs, so a new adapter means a new process beside this one (serve/llama_server/upstreams.py).
+
+llama.cpp's AMX matmul crashes the process (segmentation fault) decoding Q8_0 weights: seen on
+an Intel Xeon with ``amx_int8`` on every Q8_0 SmolLM2 file, the same bug as llama.cpp issue
+#20824. On such CPUs the server starts with ``--no-repack``: the weights stay in plain CPU
+buffers and the AVX-512 kernels compute, as on every other CPU (``TUNEDESK_LLAMA_AMX=1`` keeps
+AMX on).
+
+:func:`greedy`, :func:`top_logprobs` and :func:`tokenize` are one-shot requests for checks
+(GGUF export's agreement with PyTorch, the tests).
 """
 
 from __future__ import annotations
@@ -15,6 +24,8 @@ import time
 from pathlib import Path
 
 import httpx
+
+from core.llama_cpp.binaries import amx_cpu
 
 # llama-server runs under a small shell that stops it when the app's process is gone, however
 # it ended (a SIGKILL, a SIGTERM Python does not turn into atexit): no server outlives its app.
@@ -67,6 +78,8 @@ class LlamaServerProcess:
                "-t", str(self.threads), "-tb", str(self.threads), "--metrics", "--no-webui", "-fa", self.flash_attn]
         if self.loras:
             cmd += ["--lora", ",".join(str(p) for p in self.loras), "--lora-init-without-apply"]
+        if amx_cpu() and os.environ.get("TUNEDESK_LLAMA_AMX") != "1":
+            cmd.append("--no-repack")
         return cmd
 
     def start(self, timeout: float = 120.0) -> LlamaServerProcess:
@@ -107,9 +120,51 @@ class LlamaServerProcess:
             self._proc.kill()
             self._proc.wait()
 
+    def __enter__(self) -> LlamaServerProcess:
+        return self if self.running else self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
     def _tail(self, lines: int = 5) -> str:
         try:
             text = self.log.read_text(errors="replace").strip().splitlines()
         except OSError:
             return "(no log)"
         return " | ".join(text[-lines:]) or "(empty log)"
+
+
+def _lora_scales(count: int, lora: int | None) -> list[dict]:
+    return [{"id": i, "scale": 1.0 if i == lora else 0.0} for i in range(count)]
+
+
+def greedy(server: LlamaServerProcess, ids: list[int], max_new: int, lora: int | None = None
+           ) -> tuple[list[int], bool]:
+    """Argmax continuation of token ids ``ids`` (``lora``: the index of the LoRA applied at
+    scale 1); True when it ended at a token the file marks end-of-generation."""
+    body = {"prompt": ids, "n_predict": max_new, "top_k": 1, "samplers": ["top_k"], "cache_prompt": False,
+            "return_tokens": True, "lora": _lora_scales(len(server.loras), lora)}
+    reply = httpx.post(f"{server.url}/completion", json=body, timeout=300)
+    reply.raise_for_status()
+    answer = reply.json()
+    return list(answer.get("tokens") or []), answer.get("stop_type") == "eos"
+
+
+def top_logprobs(server: LlamaServerProcess, ids: list[int], n: int = 20, lora: int | None = None
+                 ) -> dict[int, float]:
+    """The ``n`` likeliest next tokens after ``ids`` and their log-probabilities, from the
+    whole distribution (before any sampling)."""
+    body = {"prompt": ids, "n_predict": 1, "n_probs": n, "post_sampling_probs": False, "cache_prompt": False,
+            "top_k": 1, "samplers": ["top_k"], "lora": _lora_scales(len(server.loras), lora)}
+    reply = httpx.post(f"{server.url}/completion", json=body, timeout=300)
+    reply.raise_for_status()
+    probs = reply.json()["completion_probabilities"][0]["top_logprobs"]
+    return {int(p["id"]): float(p["logprob"]) for p in probs}
+
+
+def tokenize(server: LlamaServerProcess, text: str) -> list[int]:
+    """llama.cpp's own token ids of ``text`` (control tokens parsed, no BOS added)."""
+    reply = httpx.post(f"{server.url}/tokenize", json={"content": text, "add_special": False,
+                                                       "parse_special": True}, timeout=60)
+    reply.raise_for_status()
+    return [t if isinstance(t, int) else t["id"] for t in reply.json()["tokens"]]

@@ -1,0 +1,59 @@
+"""Where llama.cpp's tools are.
+
+``make setup`` downloads ``llama-cpp-python==0.3.36``'s source archive once and extracts the
+converters into ``<venv>/llama.cpp/`` (or ``$TUNEDESK_LLAMA_CPP_DIR``); ``make llama`` builds
+``llama-server`` and ``llama-quantize`` from the same archive into ``build/bin`` there, so
+converters and runtime come from one llama.cpp commit. ``TUNEDESK_LLAMA_SERVER`` names another
+llama-server executable.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+LLAMA_CPP_PYTHON = "0.3.36"  # the source archive everything comes from
+SERVER_ENV = "TUNEDESK_LLAMA_SERVER"
+BUILD_MINUTES = "about 10-12 minutes on 2 cores"
+
+
+def tools_dir() -> Path:
+    """Where the extracted converters live: ``$TUNEDESK_LLAMA_CPP_DIR`` or ``<venv>/llama.cpp``."""
+    return Path(os.environ.get("TUNEDESK_LLAMA_CPP_DIR") or Path(sys.prefix) / "llama.cpp")
+
+
+def built(name: str) -> Path:
+    """Where ``make llama`` puts executable ``name`` (``llama-server``, ``llama-quantize``)."""
+    return tools_dir() / "build" / "bin" / name
+
+
+def executable(name: str) -> Path | None:
+    """Executable ``name`` if it is there (``llama-server``: ``TUNEDESK_LLAMA_SERVER`` first)."""
+    named = os.environ.get(SERVER_ENV) if name == "llama-server" else None
+    path = Path(named) if named else built(name)
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def server_binary() -> Path | None:
+    """The llama-server executable, or None while it is not built."""
+    return executable("llama-server")
+
+
+def missing_reason(name: str = "llama-server") -> str:
+    """One sentence on why executable ``name`` is not there and what makes it."""
+    named = os.environ.get(SERVER_ENV) if name == "llama-server" else None
+    if named:
+        return f"{SERVER_ENV} names {named}, which is not an executable file"
+    if (tools_dir() / "build.log").is_file() and not built(name).is_file():
+        return f"{name} is being built (make llama; log: {tools_dir() / 'build.log'})"
+    return f"{name} is not built; `make llama` builds it ({BUILD_MINUTES})"
+
+
+def amx_cpu() -> bool:
+    """Whether this CPU has AMX (Intel Sapphire Rapids and later): llama.cpp then repacks
+    quantized weights for its AMX kernels unless told not to."""
+    try:
+        return "amx_int8" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
