@@ -14,8 +14,11 @@ crowd of mixed adapters arrives.
 
 ``auto`` therefore routes by the crowd: llama.cpp whenever it is ready, except that a request
 goes to PyTorch when llama-server is busy with another adapter and the requests in flight
-(this one included) reach ``mixed_crowd`` (``TUNEDESK_MIXED_CROWD``, default 8; 0 never), or
-while PyTorch still has such a crowd. The two never decode at once: PyTorch's batch starts when
+(this one included, and those waiting) reach ``mixed_crowd`` (``TUNEDESK_MIXED_CROWD``, default
+8; 0 never), or while PyTorch still has such a crowd. Below that, such a request waits in the
+gateway, first come first served, until llama-server is free for its adapter (llama-server
+would make it wait as long: it decodes one LoRA set at a time), so that when a crowd forms the
+waiting requests go to PyTorch instead of queueing behind each other's adapters. The two never decode at once: PyTorch's batch starts when
 llama-server's answers in flight have ended (both at once on 2 cores collapsed: a first token
 after 35-156 s instead of 1-9 s). So the engine, and with greedy decoding possibly the
 answer, depends on the load: every answer is labelled with the engine and weights that produced
@@ -77,7 +80,8 @@ class Engines:
         self.session, self.choice, self.max_queue = session, choice, max_queue
         self.mixed_crowd = mixed_crowd_default() if mixed_crowd is None else mixed_crowd
         self._crowd: Counter = Counter()  # (engine name, adapter) -> requests routed, not ended
-        self._crowd_lock = threading.Lock()
+        self._crowd_lock = threading.Condition()
+        self._waiting: list[tuple[object, str]] = []  # (request, adapter) waiting for llama-server, oldest first
         self._llama_factory = llama_factory or make_llama_engine
         self._lock = threading.Lock()
         self._pytorch: Engine | None = None
@@ -146,26 +150,46 @@ class Engines:
     # -- answering ------------------------------------------------------------------------
 
     def pick(self, adapter: str | None = None, pin: str | None = None) -> Engine:
-        """The engine that would answer a request for ``adapter`` now (nothing is counted).
+        """The engine that would answer a request for ``adapter`` now (nothing is counted; one
+        that would wait for llama-server is shown as llama.cpp).
 
         Raises:
             ValueError: ``pin`` is not an engine, or names llama.cpp where it does not serve.
         """
         with self._crowd_lock:
-            return self._choose(_key(adapter), 1, pin)
+            return self._choose(_key(adapter), 1, pin, None) or self.llama()
 
-    def route(self, adapters: list[str | None], pin: str | None = None) -> tuple[Engine, Callable[[], None]]:
+    def route(self, adapters: list[str | None], pin: str | None = None, *,
+              wait: bool = True) -> tuple[Engine, Callable[[], None]]:
         """The engine for one request (or Compare's panes, ``adapters``), counted in the crowd
         until the returned ``release()`` is called (calling it again does nothing).
+
+        With ``auto``, a request for another adapter than the ones llama-server is decoding
+        waits here, first come first served (llama-server would make it wait just as long, as
+        it batches one LoRA set at a time), until llama-server is free for it or the crowd is
+        large enough to go to PyTorch (``wait`` False: it goes to llama-server at once).
 
         Raises:
             ValueError: as :meth:`pick`.
         """
         keys = [_key(a) for a in adapters]
         with self._crowd_lock:
-            engine = self._choose(keys[0], len(keys), pin)
+            engine = self._choose(keys[0], len(keys), pin, None)
+            if engine is None and not wait:
+                engine = self.llama()
+            if engine is None:
+                entry = (object(), keys[0])
+                self._waiting.append(entry)
+                self._crowd_lock.notify_all()  # the ones waiting count this one in their crowd
+                try:
+                    while engine is None:
+                        self._crowd_lock.wait(0.5)
+                        engine = self._choose(keys[0], len(keys), pin, self._waiting.index(entry))
+                finally:
+                    self._waiting.remove(entry)
             for key in keys:
                 self._crowd[(engine.name, key)] += 1
+            self._crowd_lock.notify_all()
         once = threading.Lock()
 
         def release() -> None:
@@ -174,18 +198,21 @@ class Engines:
                     for key in keys:
                         self._crowd[(engine.name, key)] -= 1
                     self._crowd += Counter()  # drop the zeros
+                    self._crowd_lock.notify_all()
 
         return engine, release
 
     def crowd(self) -> dict[str, int]:
-        """Requests in flight per engine, as routed here."""
+        """Requests in flight per engine, as routed here (``waiting``: for llama-server)."""
         with self._crowd_lock:
-            out: dict[str, int] = {}
+            out: dict[str, int] = {"waiting": len(self._waiting)} if self._waiting else {}
             for (name, _), count in self._crowd.items():
                 out[name] = out.get(name, 0) + count
             return out
 
-    def _choose(self, key: str, joining: int, pin: str | None) -> Engine:
+    def _choose(self, key: str, joining: int, pin: str | None, place: int | None) -> Engine | None:
+        """The engine for a request for ``key``, or None: it waits for llama-server. ``place``:
+        its index among the waiting requests (None: it has just come)."""
         if pin is not None:
             if pin not in PINS:
                 raise ValueError(f"the engine pin must be one of {', '.join(PINS)}, got {pin!r}")
@@ -202,12 +229,15 @@ class Engines:
             return self.pytorch()
         if self.choice == "llama.cpp" or not self.mixed_crowd:
             return llama
-        on_pytorch = any(name == "pytorch" for name, _ in self._crowd)
-        others_on_llama = any(name == "llama.cpp" and adapter != key for name, adapter in self._crowd)
-        crowd = sum(self._crowd.values()) + joining
-        if on_pytorch or (others_on_llama and crowd >= self.mixed_crowd):
-            return self.pytorch()
-        return llama
+        if any(name == "pytorch" for name, _ in self._crowd):
+            return self.pytorch()  # join the crowd PyTorch is answering
+        crowd = sum(self._crowd.values()) + len(self._waiting) + (joining if place is None else 0)
+        others_busy = any(name == "llama.cpp" and adapter != key for name, adapter in self._crowd)
+        ahead = self._waiting if place is None else self._waiting[:place]
+        others_ahead = any(adapter != key for _, adapter in ahead)
+        if not (others_busy or others_ahead):
+            return llama
+        return self.pytorch() if crowd >= self.mixed_crowd else None
 
     def submit(self, messages: list[dict], adapter: str | None,
                settings: GenerationSettings | None = None, stop: list[str] | None = None,
@@ -249,7 +279,7 @@ class Engines:
         if not adapters:
             raise ValueError("Compare needs at least one pane: the base model or an adapter")
         hashes = [self._weights_hash(a) for a in adapters]
-        engine, release = self.route(adapters)
+        engine, release = self.route(adapters, wait=False)
         try:
             submits = [lambda a=a: engine.submit(messages, a, settings) for a in adapters]
             answers = answers_together(submits, hashes)

@@ -114,7 +114,7 @@ class OpenAIServer:
             if pin is None and (chat.tools or chat.json_schema is not None) and self.engines.llama() is not None:
                 pin = "llama.cpp"  # only llama.cpp follows tools and schemas
             try:
-                engine, release = self.engines.route([adapter], pin)
+                engine, release = await run_in_threadpool(self.engines.route, [adapter], pin)
             except ValueError as err:
                 raise RequestError(str(err), PIN_HEADER) from None
             try:

@@ -5,6 +5,7 @@ cannot (a GPU, ``pytorch`` chosen, a failed start), and PyTorch for a crowd over
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -105,9 +106,54 @@ def test_a_crowd_over_mixed_adapters_goes_to_pytorch_until_it_has_drained():
     for _, release in same:
         release()
     assert engines.crowd() == {}
-    small = [engines.route([adapter])[0].name for adapter in ("a", "b", None)]
-    assert small == ["llama.cpp"] * 3  # under the crowd size: llama-server, mixed or not
-    assert engines.route(["c"])[0].name == "pytorch"  # the fourth, for a fourth adapter
+
+
+def _route_in_thread(engines, adapter):
+    """Route ``adapter`` in a thread (it may wait); returns (thread, result list)."""
+    got = []
+    thread = threading.Thread(target=lambda: got.append(engines.route([adapter])), daemon=True)
+    thread.start()
+    return thread, got
+
+
+def _until(condition, seconds=5.0):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return condition()
+
+
+def test_below_the_crowd_size_another_adapter_waits_its_turn_for_llama_server():
+    engines = _ready(mixed_crowd=4)
+    _, first = engines.route(["a"])
+    waiter, got = _route_in_thread(engines, "b")  # llama-server decodes "a": "b" waits here
+    assert _until(lambda: engines.crowd() == {"llama.cpp": 1, "waiting": 1})
+    late, late_got = _route_in_thread(engines, "a")  # "a" again, but "b" came first
+    assert _until(lambda: engines.crowd() == {"llama.cpp": 1, "waiting": 2})
+    first()
+    waiter.join(5)
+    assert got[0][0].name == "llama.cpp" and not late_got  # "b"'s turn; "a" waits behind it
+    got[0][1]()
+    late.join(5)
+    assert late_got[0][0].name == "llama.cpp"
+    late_got[0][1]()
+    assert engines.crowd() == {}
+
+
+def test_when_the_crowd_forms_the_waiting_requests_go_to_pytorch_together():
+    engines = _ready(mixed_crowd=4)
+    _, first = engines.route(["a"])
+    waiting = [_route_in_thread(engines, adapter) for adapter in ("b", None)]
+    assert _until(lambda: engines.crowd() == {"llama.cpp": 1, "waiting": 2})
+    engine, release = engines.route(["c"])  # the fourth: a crowd over mixed adapters
+    assert engine.name == "pytorch"
+    for thread, got in waiting:
+        thread.join(5)
+        assert got[0][0].name == "pytorch"
+        got[0][1]()
+    release()
+    first()
+    assert engines.crowd() == {}
 
 
 def test_compare_panes_are_routed_together_and_count_as_one_crowd():

@@ -173,13 +173,21 @@ def test_a_mixed_crowd_goes_to_pytorch_labelled_and_a_pin_holds_through_the_api(
         assert ask("b") == (solo["b"], "llama.cpp f32")  # alone: llama-server
         held = [engines.route(["a"]) for _ in range(3)]  # three answers for "a" in flight
         assert engines.crowd() == {"llama.cpp": 3}
-        assert ask("b") == (solo["b"], "pytorch float32, batched")  # the fourth, for another adapter
-        assert ask("b", pin="llama.cpp") == (solo["b"], "llama.cpp f32")
+        assert ask("b", pin="llama.cpp") == (solo["b"], "llama.cpp f32")  # pinned: no waiting
         with pytest.raises(openai.BadRequestError, match="must be one of llama.cpp, pytorch") as refused:
             ask("b", pin="vllm")
         assert refused.value.body["param"] == "X-TuneDesk-Engine"
         assert engines.crowd() == {"llama.cpp": 3}  # every answer above released its place
-        for _, release in held:
-            release()
+        with ThreadPoolExecutor(1) as pool:
+            crowded = pool.submit(ask, "b")  # the fourth, for another adapter: PyTorch's
+            deadline = time.monotonic() + 10
+            while engines.crowd() != {"llama.cpp": 3, "pytorch": 1} and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(0.3)
+            assert not crowded.done()  # its batch waits while llama-server has answers in flight
+            for _, release in held:
+                release()
+            assert crowded.result(60) == (solo["b"], "pytorch float32, batched")
+        assert engines.crowd() == {}
         assert ask("a", pin="pytorch") == (solo["a"], "pytorch float32, batched")
         assert ask("a") == (solo["a"], "llama.cpp f32")
