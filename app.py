@@ -26,6 +26,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    choices=["auto", "pytorch", "llama.cpp"], help="who answers Chat and the API")
     p.add_argument("--api-key", default=os.environ.get("TUNEDESK_API_KEY"),
                    help="bearer key of the /v1 API (default with --auth: the --auth password)")
+    p.add_argument("--log-conversations", action="store_true",
+                   default=os.environ.get("TUNEDESK_LOG_CONVERSATIONS") == "1",
+                   help="keep each /v1 answer's conversation (redacted) for feedback and training (default off)")
     return p.parse_args(argv)
 
 
@@ -62,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
 
     demo = build_app(base_model=args.model, serving=args.engine)
     launch(demo, host=args.host, port=args.port, auth=creds, share=args.share,
-           api_key=api_key(args.api_key, creds))
+           api_key=api_key(args.api_key, creds), log_conversations=args.log_conversations)
     return 0
 
 

@@ -64,7 +64,9 @@ def measure(submits: dict, tokens: int, runs: int, alone: bool = True) -> list[d
                 seen.clear()
             results = [run_clients(submit, clients, _adapters(kind), tokens, first_ticket=9000 + 100 * run)
                        for run in range(runs)]
-            row[name] = max(results, key=lambda r: r["aggregate_tps"])
+            clean = [r for r in results if not r["errors"]] or results  # a failed run is no "best"
+            row[name] = max(clean, key=lambda r: r["aggregate_tps"])
+            row[f"{name} failed"] = [e for r in results for e in r["errors"]]
             row[f"{name} engines"] = dict(seen or {})
             row[f"{name} texts"] = results[0]["texts"]  # run 0 asked both servers the same questions
         row["same_text"] = sum(a == b for a, b in zip(row["tunedesk texts"], row["llama-server texts"], strict=True))
@@ -81,7 +83,7 @@ def render(rows: list[dict], argv: list[str], tokens: int) -> str:
              f"native bf16: {native_bf16()}",
              f"- each answer {tokens} tokens, greedy; best of the runs; errors counted", "",
              "| load | TuneDesk tok/s; TTFT p95 | llama-server tok/s; TTFT p95 | aggregate ratio | "
-             "TTFT p95 ratio | same answers as llama-server | same as alone | errors | TuneDesk answered by |",
+             "TTFT p95 ratio | same answers as llama-server | same as alone | errors (all runs) | TuneDesk answered by |",
              "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         ours, theirs = row["tunedesk"], row["llama-server"]
@@ -91,9 +93,13 @@ def render(rows: list[dict], argv: list[str], tokens: int) -> str:
             f"{ours['aggregate_tps'] / theirs['aggregate_tps']:.2f}x | "
             f"{ours['ttft_p95_s'] / theirs['ttft_p95_s']:.2f}x | {row['same_text']}/{len(ours['texts'])} | "
             + (f"{row['alone']['identical']}/{row['alone']['checked']}" if "alone" in row else "—")
-            + f" | {len(ours['errors'])} / {len(theirs['errors'])} | "
+            + f" | {len(row['tunedesk failed'])} / {len(row['llama-server failed'])} | "
             + ", ".join(f"{engine} {count}" for engine, count in sorted(row.get("tunedesk engines", {}).items()))
             + " |")
+    failures = [f"- {row['load']}, {name}: {error[:300]}" for row in rows for name in ("tunedesk", "llama-server")
+                for error in row.get(f"{name} failed", [])]
+    if failures:
+        lines += ["", "Errors (over all runs; the table keeps the best run without one):", *failures]
     if "pytorch" in rows[0]:
         lines += ["", "TuneDesk's PyTorch batching engine (`--engine pytorch`, float32) on the same loads:", "",
                   "| load | PyTorch tok/s; TTFT p95 | / llama-server aggregate | / llama-server TTFT p95 |",

@@ -93,3 +93,24 @@ def check_writable(folder: Path) -> None:
     free = shutil.disk_usage(folder).free
     if free < 200 * 2**20:
         raise OSError(f"only {free / 2**20:.0f} MiB free under {folder}; TuneDesk needs at least 200 MiB to save safely")
+
+
+def append_line(path, line: str) -> None:
+    """Append one line whole, or nothing: a full disk must not leave half a row behind.
+
+    A torn last line would glue onto the next row and make the whole file unreadable as JSONL.
+    """
+    data = (line + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        start = os.fstat(fd).st_size
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+        except OSError:
+            os.ftruncate(fd, start)
+            raise
+    finally:
+        os.close(fd)

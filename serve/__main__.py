@@ -22,19 +22,26 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=["auto", "pytorch", "llama.cpp"], help="who answers (auto: measured)")
     p.add_argument("--api-key", default=os.environ.get("TUNEDESK_API_KEY"),
                    help="bearer key clients must send (default $TUNEDESK_API_KEY)")
+    p.add_argument("--log-conversations", action="store_true",
+                   default=os.environ.get("TUNEDESK_LOG_CONVERSATIONS") == "1",
+                   help="keep every answer's conversation (redacted) in the home folder, for feedback "
+                        "and training (default off; $TUNEDESK_LOG_CONVERSATIONS=1)")
     return p
 
 
-def build(model: str = "default", engine: str = "auto", api_key: str | None = None):
+def build(model: str = "default", engine: str = "auto", api_key: str | None = None,
+          log_conversations: bool = False):
     """The FastAPI app serving ``model`` and the shelf of the current home."""
     from fastapi import FastAPI
 
+    from feedback.store import FeedbackStore
     from serve.assembly import build_services
     from serve.openai_api import OpenAIServer
 
     services = build_services(model, engine)
     app = FastAPI(title="TuneDesk OpenAI-compatible API")
-    app.include_router(OpenAIServer(services.engines, api_key).router())
+    store = FeedbackStore(log_conversations=log_conversations)
+    app.include_router(OpenAIServer(services.engines, api_key, store).router())
     app.state.engines = services.engines
     return app
 
@@ -51,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from serve.assembly import warn_unpassed
 
-    app = build(args.model, args.engine, args.api_key)
+    app = build(args.model, args.engine, args.api_key, args.log_conversations)
     warn_unpassed()
     app.state.engines.prepare(wait=False)  # load and measure while the server starts
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")

@@ -278,7 +278,7 @@ class Engines:
         """
         if not adapters:
             raise ValueError("Compare needs at least one pane: the base model or an adapter")
-        hashes = [self._weights_hash(a) for a in adapters]
+        hashes = [self.weights_hash(a) for a in adapters]
         engine, release = self.route(adapters, wait=False)
         try:
             submits = [lambda a=a: engine.submit(messages, a, settings) for a in adapters]
@@ -288,8 +288,9 @@ class Engines:
         seconds = answers[0].seconds if answers else 0.0
         return answers, f"{len(answers)} answers decoded together on {label(engine)} in {seconds:.1f} s"
 
-    def _weights_hash(self, adapter: str | None) -> str:
-        """The hash a pane is labelled with, read without loading the adapter into PyTorch."""
+    def weights_hash(self, adapter: str | None) -> str:
+        """The version of ``adapter`` (None: the base) that answers: its weights hash, read
+        without loading the adapter into PyTorch (Compare's panes and feedback name it)."""
         from inference.session import WEIGHTS, is_base
 
         if is_base(adapter):

@@ -34,10 +34,11 @@ from starlette.concurrency import run_in_threadpool
 
 from adapters.shelf.gate_rules import entry_status, warning_for
 from adapters.shelf.store import Shelf
+from feedback.store import FeedbackStore
 from serve.engines import PINS, label, release_with
 from serve.interface.ticket import ServerBusy
 from serve.llama_server.relay import relay_tools, spelled_control, upstream_metrics
-from serve.requests import ChatRequest, RequestError, parse_chat
+from serve.requests import ChatRequest, RequestError, parse_chat, parse_feedback
 
 BASE_ALIASES = ("base", "__base__")
 MAX_BODY_BYTES = int(os.environ.get("TUNEDESK_API_MAX_BODY", str(1 << 20)))
@@ -67,10 +68,13 @@ class OpenAIServer:
     Args:
         engines: what answers (holds the model session).
         api_key: the bearer key every request must carry; None: no key asked.
+        feedback: where answers are remembered (and, when it logs, kept) for ``/v1/feedback``
+            (default: a store of the home folder that logs no conversation).
     """
 
-    def __init__(self, engines, api_key: str | None = None):
+    def __init__(self, engines, api_key: str | None = None, feedback: FeedbackStore | None = None):
         self.engines, self.api_key = engines, api_key
+        self.feedback = feedback or FeedbackStore()
         self._warned: set[tuple[str, str]] = set()  # (adapter, weights hash) warned about
 
     def router(self) -> APIRouter:
@@ -79,6 +83,7 @@ class OpenAIServer:
         router.add_api_route("/v1/models", self._models, methods=["GET"])
         router.add_api_route("/v1/models/{model_id:path}", self._model, methods=["GET"])
         router.add_api_route("/v1/chat/completions", self._chat, methods=["POST"])
+        router.add_api_route("/v1/feedback", self._feedback, methods=["POST"])
         router.add_api_route("/metrics", self._metrics, methods=["GET"])
         return router
 
@@ -157,17 +162,43 @@ class OpenAIServer:
             answer, deltas = ticket, _ticket_deltas(ticket)
         head = _head(chat, answer)
         headers = {PIN_HEADER: answer.engine}
+        version = await run_in_threadpool(self.engines.weights_hash, adapter)
+
+        def remember(text: str) -> None:
+            self.feedback.record(head["id"], adapter or "base", version, answer.engine, chat.messages, text)
+
         if chat.stream:
-            return StreamingResponse(_events(deltas, answer, head, chat), media_type="text/event-stream",
+            return StreamingResponse(_events(deltas, answer, head, chat, remember), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers})
         try:
             text = "".join([delta async for delta in deltas])
         except Exception as err:
             return ApiError(500, f"the answer failed: {err}", "server_error").response()
+        await run_in_threadpool(remember, text)
         choice = {"index": 0, "message": {"role": "assistant", "content": text},
                   "finish_reason": answer.finish_reason, "logprobs": None}
         return JSONResponse({**head, "object": "chat.completion", "choices": [choice], "usage": _usage(answer)},
                             headers=headers)
+
+    async def _feedback(self, request: Request):
+        """``POST /v1/feedback``: ``{"id": <a chat completion's id>, "rating": "up"|"down",
+        "correction": <a better answer, optional>}``; answers the stored row's id."""
+        try:
+            self._check_key(request)
+            answer_id, rating, correction = parse_feedback(await _json(request))
+            try:
+                row = await run_in_threadpool(self.feedback.rate, answer_id, rating, correction)
+            except KeyError:
+                raise ApiError(404, f"no answer with id {answer_id[:80]!r} was served here (or it is no "
+                                    "longer remembered: only logged answers outlive a restart)",
+                               "invalid_request_error", "unknown_answer", "id") from None
+        except RequestError as err:
+            return ApiError(400, str(err), "invalid_request_error", param=err.param).response()
+        except ApiError as err:
+            return err.response()
+        return {"object": "feedback", "id": row["id"], "answer_id": answer_id, "rating": rating,
+                "model": row["adapter"], "version": row["version"], "correction": row["correction"] is not None,
+                "conversation_logged": row["messages"] is not None}
 
     async def _metrics(self, request: Request):
         from fastapi.responses import PlainTextResponse
@@ -347,7 +378,7 @@ async def _ticket_deltas(ticket):
         ticket.cancel()  # no-op once done; stops decoding when the client went away
 
 
-async def _events(deltas, answer, head: dict, chat: ChatRequest):
+async def _events(deltas, answer, head: dict, chat: ChatRequest, remember=None):
     """Server-sent events: a role chunk, content chunks, the finish chunk, usage, [DONE].
 
     An async generator, so a client that hangs up cancels it at once, and with it the
@@ -360,8 +391,12 @@ async def _events(deltas, answer, head: dict, chat: ChatRequest):
 
     try:
         yield chunk({"role": "assistant", "content": ""})
+        parts = []
         async for delta in deltas:
+            parts.append(delta)
             yield chunk({"content": delta})
+        if remember is not None:  # a whole answer: it can be rated
+            await run_in_threadpool(remember, "".join(parts))
         yield chunk({}, answer.finish_reason)
         if chat.include_usage:
             yield f"data: {json.dumps({**head, 'object': 'chat.completion.chunk', 'choices': [], 'usage': _usage(answer)})}\n\n"

@@ -20,11 +20,12 @@ ALLOWED = {
     "adapters": {"core", "adapters"},
     "finetune": {"core", "adapters", "finetune"},
     "inference": {"core", "adapters", "inference"},
-    "serve": {"core", "adapters", "inference", "serve"},
+    "feedback": {"core", "finetune", "feedback"},
+    "serve": {"core", "adapters", "inference", "feedback", "serve"},
     "eval": {"core", "adapters", "finetune", "inference", "eval"},
-    "ui": {"core", "adapters", "finetune", "inference", "serve", "eval", "ui"},
+    "ui": {"core", "adapters", "finetune", "inference", "serve", "eval", "feedback", "ui"},
     "app": {"core", "ui"},
-    "bench": {"core", "adapters", "finetune", "inference", "serve", "eval", "bench"},
+    "bench": {"core", "adapters", "finetune", "inference", "serve", "eval", "feedback", "bench"},
 }
 UI_ONLY = {"gradio"}
 HEAVY = {"torch", "transformers", "peft", "gradio"}

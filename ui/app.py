@@ -50,9 +50,11 @@ def _open_compare(state: AppState, run_id: str | None):
 
 
 def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, auth=None, share: bool = False,
-           prevent_thread_lock: bool = False, api_key: str | None = None):
+           prevent_thread_lock: bool = False, api_key: str | None = None, log_conversations: bool = False):
     """Serve the pages and, beside them in the same server, the OpenAI-compatible API
-    (``/v1/...``, bearer ``api_key`` when given; see serve/openai_api.py)."""
+    (``/v1/...``, bearer ``api_key`` when given; see serve/openai_api.py). ``log_conversations``:
+    keep each API answer's conversation (redacted) for feedback."""
+    from feedback.store import FeedbackStore
     from serve.openai_api import OpenAIServer
 
     # One heavy event at a time per handler (Gradio's default concurrency limit of 1); chat
@@ -60,7 +62,8 @@ def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, auth=None
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=1)
     # The API's routes go first into the app Gradio builds (FastAPI's `routes`), so no Gradio
     # route can shadow them; Gradio's login does not cover them, the bearer key does.
-    routes = OpenAIServer(demo.state.serving, api_key).router().routes
+    store = FeedbackStore(log_conversations=log_conversations)
+    routes = OpenAIServer(demo.state.serving, api_key, store).router().routes
     from serve.assembly import warn_unpassed
 
     warn_unpassed()  # the API serves every shelf adapter: say which have not passed their gate

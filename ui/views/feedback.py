@@ -8,10 +8,10 @@ Each choice appends one JSON line to ``feedback/feedback.jsonl`` with ``instruct
 from __future__ import annotations
 
 import json
-import os
 import time
 
 from core import paths
+from core.paths import append_line
 
 FEEDBACK_FILE = "feedback.jsonl"
 
@@ -51,27 +51,6 @@ def save_feedback(prompt: str, answers: list[dict], choice: str | None, correcti
         raise OSError(f"could not save the feedback to {path}: {err.strerror or err}; "
                       "the rows saved before are unchanged") from err
     return row
-
-
-def append_line(path, line: str) -> None:
-    """Append one line whole, or nothing: a full disk must not leave half a row behind.
-
-    A torn last line would glue onto the next row and make the whole file unreadable as JSONL.
-    """
-    data = (line + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        start = os.fstat(fd).st_size
-        try:
-            written = 0
-            while written < len(data):
-                written += os.write(fd, data[written:])
-            os.fsync(fd)
-        except OSError:
-            os.ftruncate(fd, start)
-            raise
-    finally:
-        os.close(fd)
 
 
 def feedback_path() -> str:
