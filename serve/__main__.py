@@ -61,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     app = build(args.model, args.engine, args.api_key, args.log_conversations)
     warn_unpassed()
     app.state.engines.prepare(wait=False)  # load and measure while the server starts
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    # Keep idle connections 75 s (uvicorn's default is 5 s): a client reusing one just as the
+    # server closes it gets "Server disconnected" (seen in python -m bench gateway).
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=75)
     return 0
 
 

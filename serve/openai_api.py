@@ -162,9 +162,9 @@ class OpenAIServer:
             answer, deltas = ticket, _ticket_deltas(ticket)
         head = _head(chat, answer)
         headers = {PIN_HEADER: answer.engine}
-        version = await run_in_threadpool(self.engines.weights_hash, adapter)
 
-        def remember(text: str) -> None:
+        def remember(text: str) -> None:  # after the answer: nothing here delays a token
+            version = self.engines.weights_hash(adapter)
             self.feedback.record(head["id"], adapter or "base", version, answer.engine, chat.messages, text)
 
         if chat.stream:
@@ -382,24 +382,27 @@ async def _events(deltas, answer, head: dict, chat: ChatRequest, remember=None):
     """Server-sent events: a role chunk, content chunks, the finish chunk, usage, [DONE].
 
     An async generator, so a client that hangs up cancels it at once, and with it the
-    answer's source (the engine stops decoding at its next step)."""
+    answer's source (the engine stops decoding at its next step). A content chunk is the
+    answer's fixed JSON around the delta's: one ``json.dumps`` of the text per token."""
 
     def chunk(delta: dict, finish=None, **extra) -> str:
         body = {**head, "object": "chat.completion.chunk",
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **extra}
         return f"data: {json.dumps(body)}\n\n"
 
+    before, after = chunk({"content": "\x00"}).split(json.dumps("\x00"))
+    parts, whole = [], False
     try:
         yield chunk({"role": "assistant", "content": ""})
-        parts = []
         async for delta in deltas:
             parts.append(delta)
-            yield chunk({"content": delta})
-        if remember is not None:  # a whole answer: it can be rated
-            await run_in_threadpool(remember, "".join(parts))
+            yield before + json.dumps(delta) + after
         yield chunk({}, answer.finish_reason)
         if chat.include_usage:
             yield f"data: {json.dumps({**head, 'object': 'chat.completion.chunk', 'choices': [], 'usage': _usage(answer)})}\n\n"
+        whole = True
     except Exception as err:  # headers are sent: the error goes in the stream, as OpenAI does
         yield f"data: {json.dumps({'error': {'message': f'the answer failed: {err}', 'type': 'server_error', 'param': None, 'code': None}})}\n\n"
     yield "data: [DONE]\n\n"
+    if whole and remember is not None:  # a whole answer can be rated; after the client has it
+        await run_in_threadpool(remember, "".join(parts))

@@ -33,11 +33,11 @@ def put_adapters(home, model_dir, names=ADAPTERS, targets=("q_proj", "v_proj", "
         (home / "adapters" / name / "manifest.json").write_text(json.dumps(manifest))
 
 
-def api_app(engines, api_key=None):
+def api_app(engines, api_key=None, feedback=None):
     from fastapi import FastAPI
 
     from serve.openai_api import OpenAIServer
 
     app = FastAPI()
-    app.include_router(OpenAIServer(engines, api_key).router())
+    app.include_router(OpenAIServer(engines, api_key, feedback).router())
     return app

@@ -161,3 +161,43 @@ def test_an_adapter_without_a_passed_gate_is_served_with_one_warning(url, caplog
     warned = [r.getMessage() for r in caplog.records if "serving anyway" in r.getMessage()]
     assert warned == ["serving anyway: adapter 'a' has not passed its release gate "
                       "(not evaluated: no evaluation has checked its release gate yet)"]
+
+
+def test_feedback_on_an_answer_is_kept_per_version_and_bad_feedback_changes_nothing(session, home):
+    import httpx
+
+    from feedback.store import FeedbackStore
+
+    store = FeedbackStore(log_conversations=True)
+    asked = [{"role": "user", "content": "I am jo@example.com. Where is my order?"}]
+    with serving(api_app(Engines(session, "pytorch"), api_key="k", feedback=store)) as url:
+        answers = client(url, "k")
+        plain = answers.chat.completions.create(model="a", messages=asked, max_tokens=6, temperature=0)
+        streamed = list(answers.chat.completions.create(model="b", messages=MSGS, max_tokens=6, stream=True))
+
+        def send(body, key="k"):
+            return httpx.post(f"{url}/v1/feedback", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+
+        got = send({"id": plain.id, "rating": "down", "correction": "Your order ships today."})
+        assert got.status_code == 200, got.text
+        assert got.json()["model"] == "a" and got.json()["conversation_logged"] is True
+        assert got.json()["version"] == Engines(session, "pytorch").weights_hash("a")
+        assert send({"id": streamed[0].id, "rating": "up"}).status_code == 200
+        before = (home / "feedback" / "ratings.jsonl").read_text()
+        for body, status, param in [({"id": "chatcmpl-unknown", "rating": "up"}, 404, "id"),
+                                    ({"id": plain.id, "rating": "great"}, 400, "rating"),
+                                    ({"id": plain.id, "rating": "up", "correction": "x" * 9000}, 400, "correction"),
+                                    ({"id": plain.id, "rating": "up", "user": "me"}, 400, "user"),
+                                    ({"rating": "up"}, 400, "id"), (["up"], 400, None)]:
+            reply = send(body)
+            assert (reply.status_code, reply.json()["error"]["param"]) == (status, param), reply.text
+        assert send({"id": plain.id, "rating": "up"}, key="wrong").status_code == 401
+        bad = httpx.post(f"{url}/v1/feedback", content=b"{not json", timeout=30,
+                         headers={"Authorization": "Bearer k", "Content-Type": "application/json"})
+        assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
+        assert (home / "feedback" / "ratings.jsonl").read_text() == before
+    rows = store.ratings()
+    assert [(r["adapter"], r["rating"]) for r in rows] == [("a", "down"), ("b", "up")]
+    assert rows[0]["messages"][0]["content"] == "I am [EMAIL]. Where is my order?"
+    assert rows[0]["answer"] == plain.choices[0].message.content
+    assert rows[1]["answer"] == "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)

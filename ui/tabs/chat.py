@@ -26,6 +26,11 @@ def build_chat_tab(state: AppState) -> dict:
         with gr.Row():
             retry = gr.Button("Retry last")
             clear = gr.Button("Clear")
+        with gr.Accordion("Correct the last answer", open=False):
+            correction = gr.Textbox(label="A better answer (saved with a 👎 for review and training)",
+                                    lines=3, elem_id="chat-correction")
+            save_correction = gr.Button("Save correction", elem_id="chat-save-correction")
+        rated = gr.Markdown("", elem_id="chat-rated")
         with gr.Accordion("System prompt and generation settings", open=False):
             system = gr.Textbox(label="System prompt", lines=2,
                                 value="You are a helpful customer-support assistant.")
@@ -89,6 +94,28 @@ def build_chat_tab(state: AppState) -> dict:
                 gr.Warning(str(err))
                 yield _shown(history), ""
 
+        def on_rate(history, choice, data: gr.LikeData):
+            index = data.index if isinstance(data.index, int) else data.index[0]
+            try:
+                return state.rate_answer(list(history or []), index, "up" if data.liked else "down",
+                                         state.to_adapter(choice))
+            except ValueError as err:
+                gr.Warning(str(err))
+                return ""
+
+        def on_correct(history, choice, text):
+            history = list(history or [])
+            last = next((i for i in range(len(history) - 1, -1, -1) if history[i]["role"] == "assistant"), -1)
+            try:
+                if not (text or "").strip():
+                    raise ValueError("write the better answer first")
+                return state.rate_answer(history, last, "down", state.to_adapter(choice), text), ""
+            except ValueError as err:
+                gr.Warning(str(err))
+                return "", text
+
+        chatbot.like(on_rate, [chatbot, adapter], rated)
+        save_correction.click(on_correct, [chatbot, adapter, correction], [rated, correction])
         tab.select(choices, None, adapter)
         refresh.click(choices, None, adapter, api_name="chat_adapters")
         adapter.change(on_switch, adapter, [adapter, status])

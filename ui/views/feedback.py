@@ -1,8 +1,12 @@
-"""Feedback from the Compare tab, saved as a dataset the Train tab accepts. No gradio here.
+"""Feedback from the Compare and Chat tabs. No gradio here.
 
-Each choice appends one JSON line to ``feedback/feedback.jsonl`` with ``instruction`` and
-``response`` (the preferred or corrected answer) — the same columns as the demo data — plus
+Compare: each choice appends one JSON line to ``feedback/feedback.jsonl`` with ``instruction``
+and ``response`` (the preferred or corrected answer) — the same columns as the demo data — plus
 ``rejected`` answers and where they came from, for preference training later.
+
+Chat: a thumbs up or down on an answer (and a corrected answer) goes to the feedback store
+(``feedback/store.py``) with the conversation that led to it, redacted, and the adapter version
+that answered, as ratings from the API do.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import time
 
 from core import paths
 from core.paths import append_line
+from feedback.store import FeedbackStore, check_rating
 
 FEEDBACK_FILE = "feedback.jsonl"
 
@@ -60,3 +65,31 @@ def feedback_path() -> str:
 def feedback_count() -> int:
     path = paths.subdir("feedback") / FEEDBACK_FILE
     return sum(1 for _ in open(path, encoding="utf-8")) if path.exists() else 0
+
+
+def rate_chat_answer(history: list[dict], index: int, rating: str, adapter: str | None, version: str,
+                     engine: str, correction: str | None = None) -> dict:
+    """Store a rating of the Chat answer at ``history[index]`` (with the turns before it).
+
+    Raises:
+        ValueError: no answer at that place, a bad rating or correction.
+    """
+    if not 0 <= index < len(history) or history[index].get("role") != "assistant":
+        raise ValueError("rate one of the assistant's answers")
+    check_rating(rating, correction)
+    import uuid
+
+    store = FeedbackStore(log_conversations=True)  # rating in Chat is asking to keep it
+    answer_id = f"chat-{uuid.uuid4().hex[:24]}"
+    before = [{"role": m["role"], "content": _plain(m.get("content"))} for m in history[:index]]
+    store.record(answer_id, adapter or "base", version, engine, before, _plain(history[index].get("content")),
+                 source="chat")
+    return store.rate(answer_id, rating, correction, source="chat")
+
+
+def _plain(content) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return str(content or "")

@@ -89,6 +89,23 @@ class AppState:
         why = f": {'; '.join(status.reasons)}" if status.reasons else ""
         return f" — ⚠️ release gate {status.state}{why}"
 
+    def rate_answer(self, history: list[dict], index: int, rating: str, adapter: str | None,
+                    correction: str | None = None) -> str:
+        """Store a rating of Chat's answer at ``history[index]``; the sentence to show.
+
+        Raises:
+            ValueError: nothing to rate there, a bad rating or correction, an unusable adapter.
+        """
+        from serve.engines import label
+        from ui.views.feedback import rate_chat_answer
+
+        version = self.serving.weights_hash(adapter)
+        row = rate_chat_answer(history, index, rating, adapter, version, label(self.serving.pick(adapter)),
+                               correction)
+        what = "with your correction" if row["correction"] else ""
+        return (f"Saved {'👍' if rating == 'up' else '👎'} {what} for {row['adapter']} (version "
+                f"{row['version'][:8]}) to the review queue: feedback/ratings.jsonl.")
+
     def stream_answer(self, messages: list[dict], adapter: str | None, settings: GenerationSettings):
         """Chat's answer from the serving engine; yields the text so far.
 

@@ -1,0 +1,30 @@
+"""The Chat tab's feedback: a thumbs up or down on an answer, and a correction of the last one,
+land in the review queue with the conversation (redacted) and the version that answered."""
+
+from __future__ import annotations
+
+import gradio as gr
+from ui_handlers import handlers, last
+
+from feedback.store import FeedbackStore
+from ui.views.state import BASE_LABEL as BASE
+
+
+def test_thumbs_and_a_correction_go_to_the_review_queue(home, tiny_llama_dir):
+    table = handlers(tiny_llama_dir)
+    history = last(table["respond"]([], "Reach me at ann@example.com: where is my parcel?", BASE,
+                                    "", 8, 0, 0.9, 1.0, 0))[0]
+    assert [m["role"] for m in history] == ["user", "assistant"]
+    said = table["on_rate"](history, BASE, gr.LikeData(None, {"index": 1, "value": "x", "liked": False}))
+    assert said.startswith("Saved 👎") and "review queue" in said
+    shown, kept = table["on_correct"](history, BASE, "Your parcel arrives on Friday.")
+    assert shown.startswith("Saved 👎 with your correction") and kept == ""
+    assert table["on_rate"](history, BASE, gr.LikeData(None, {"index": 0, "value": "x", "liked": True})) == ""
+    _, kept = table["on_correct"](history, BASE, "   ")
+    assert kept == "   "  # nothing to save: the box keeps what was typed
+    rows = FeedbackStore().ratings()
+    assert [(r["rating"], r["correction"], r["source"]) for r in rows] == [
+        ("down", None, "chat"), ("down", "Your parcel arrives on Friday.", "chat")]
+    assert rows[0]["messages"] == [{"role": "user", "content": "Reach me at [EMAIL]: where is my parcel?"}]
+    assert rows[0]["answer"] == history[1]["content"] and rows[0]["adapter"] == "base"
+    assert rows[0]["version"] == table["engine"].session.resolved.weight_hash
