@@ -25,6 +25,11 @@ from serve.interface.ticket import ServerBusy, Ticket
 from serve.llama_server.upstreams import Upstream, Upstreams
 
 FINISH = {"eos": "stop", "word": "stop", "limit": "length"}
+# llama-server (cpp-httplib) closes a connection idle for 5 s; one reused just then fails with
+# "Server disconnected without sending a response" (1 answer in 4 in the gateway bench). Idle
+# connections are dropped here sooner, and a request that failed so before any answer goes
+# again once on a fresh connection.
+KEEPALIVE_S = 2.0
 
 
 class LlamaServerEngine:
@@ -50,7 +55,8 @@ class LlamaServerEngine:
         self._known: dict[str, Path] = {}  # adapter -> the LoRA file it was last served from
         self._inflight = 0
         self._lock = threading.Lock()
-        limits = httpx.Limits(max_connections=max_inflight + 8, max_keepalive_connections=32)
+        limits = httpx.Limits(max_connections=max_inflight + 8, max_keepalive_connections=32,
+                              keepalive_expiry=KEEPALIVE_S)
         self._http = httpx.Client(limits=limits, timeout=httpx.Timeout(600.0, connect=10.0))
         self._async_http: httpx.AsyncClient | None = None
 
@@ -97,13 +103,19 @@ class LlamaServerEngine:
         try:
             upstream = await run_in_threadpool(self.upstreams.acquire, request.lora, self.known_loras)
             body = {**request.body, "lora": upstream.lora_scales(request.lora)}
-            async with self.async_client().stream("POST", f"{upstream.url}/completion", json=body) as response:
-                if response.status_code != 200:
-                    raise RuntimeError(f"llama-server answered HTTP {response.status_code}: "
-                                       f"{(await response.aread())[:300]!r}")
-                async for line in response.aiter_lines():
-                    if line.startswith("data: "):
-                        yield parse_event(line[6:])
+            for attempt in (1, 2):
+                try:
+                    async with self.async_client().stream("POST", f"{upstream.url}/completion", json=body) as response:
+                        if response.status_code != 200:
+                            raise RuntimeError(f"llama-server answered HTTP {response.status_code}: "
+                                               f"{(await response.aread())[:300]!r}")
+                        async for line in response.aiter_lines():
+                            if line.startswith("data: "):
+                                yield parse_event(line[6:])
+                    break
+                except httpx.RemoteProtocolError as err:
+                    if attempt == 2 or not stale(err):
+                        raise
         finally:
             if upstream is not None:
                 self.upstreams.release(upstream)
@@ -127,7 +139,8 @@ class LlamaServerEngine:
     def async_client(self) -> httpx.AsyncClient:
         """The client relays use (made in the server's event loop at first use)."""
         if self._async_http is None:
-            self._async_http = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0))
+            self._async_http = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0),
+                                                 limits=httpx.Limits(keepalive_expiry=KEEPALIVE_S))
         return self._async_http
 
     def _lora(self, name: str) -> Path:
@@ -174,6 +187,14 @@ class LlamaServerEngine:
             self._finished()
 
     def _stream(self, upstream: Upstream, ticket: Ticket, body: dict) -> str:
+        try:
+            return self._stream_once(upstream, ticket, body)
+        except httpx.RemoteProtocolError as err:
+            if not stale(err):
+                raise
+            return self._stream_once(upstream, ticket, body)
+
+    def _stream_once(self, upstream: Upstream, ticket: Ticket, body: dict) -> str:
         with self._http.stream("POST", f"{upstream.url}/completion", json=body) as response:
             if response.status_code != 200:
                 raise RuntimeError(f"HTTP {response.status_code}: {response.read()[:300]!r}")
@@ -213,6 +234,12 @@ class Event:
     tokens: int  # tokens this piece holds
     finish: str | None = None  # "stop" / "length" on the last event
     completion_tokens: int = 0  # on the last event: the answer's tokens, end-of-turn excluded
+
+
+def stale(err: Exception) -> bool:
+    """Whether a request failed on a reused connection the server had closed, before any
+    answer (so it may go again)."""
+    return "without sending a response" in str(err)
 
 
 def parse_event(data: str) -> Event:
