@@ -192,15 +192,3 @@ def test_a_mixed_crowd_goes_to_pytorch_labelled_and_a_pin_holds_through_the_api(
         assert ask("a", pin="pytorch") == (solo["a"], "pytorch float32, batched")
         assert ask("a") == (solo["a"], "llama.cpp f32")
 
-
-def test_an_answer_after_llama_servers_idle_timeout_does_not_fail(llama_session, llama):
-    # llama-server closes a connection idle for 5 s; reusing it failed 1 answer in 4 in the bench
-    engines = Engines(llama_session, "llama.cpp", llama_factory=lambda session, max_queue: llama)
-    engines.prepare()
-    with serving(api_app(engines)) as url:
-        client = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=60)
-        for pause in (0, 5.5):
-            time.sleep(pause)
-            chunks = list(client.chat.completions.create(model="a", messages=MSGS, max_tokens=4, stream=True))
-            assert chunks[-1].choices[0].finish_reason in ("stop", "length")
-    assert llama.submit(MSGS, "b", GREEDY).text()  # the engine's own client, after the pause too
