@@ -33,6 +33,7 @@ ANSWERS_FILE, RATINGS_FILE = "answers.jsonl", "ratings.jsonl"
 RATINGS = ("up", "down")
 MAX_CORRECTION_CHARS = 8000
 REMEMBERED = 10_000
+RATINGS_LOCK = threading.Lock()  # appends and the review queue's rewrites of ratings.jsonl, in turn
 
 
 @dataclass
@@ -105,7 +106,8 @@ class FeedbackStore:
                "rating": rating, "correction": redact(correction.strip()) if correction and correction.strip() else None,
                "adapter": served.adapter, "version": served.version, "engine": served.engine,
                "source": source, "messages": served.messages, "answer": served.answer, "status": "new"}
-        append_line(self.folder / RATINGS_FILE, json.dumps(row, ensure_ascii=False))
+        with RATINGS_LOCK:
+            append_line(self.folder / RATINGS_FILE, json.dumps(row, ensure_ascii=False))
         return row
 
     def ratings(self) -> list[dict]:

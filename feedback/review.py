@@ -1,0 +1,135 @@
+"""The review queue: ratings filtered, corrected, accepted or dropped, and the accepted ones
+turned into training data.
+
+A rating starts ``new``. A reviewer may edit its correction, then ``accept`` or ``drop`` it.
+Accepted ratings become two datasets the Train tab and ``python -m finetune train`` take:
+
+- SFT rows: ``messages``, the conversation (system turns left out: training adds its own)
+  ending with the correction (or, for a thumbs-up, the answer itself) as the assistant's
+  turn, which the training data loader reads as a conversation; ``instruction`` and
+  ``response`` repeat the last customer message and that answer for reading.
+- preference pairs (``prompt``, ``chosen``, ``rejected``): the conversation, the correction,
+  and the answer that got the thumbs-down. A thumbs-down without a correction makes no row.
+
+Only ratings whose conversation was kept (Chat, or ``/v1`` with ``--log-conversations``) can
+become training data; the queue says so for the others.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from feedback.store import MAX_CORRECTION_CHARS, RATINGS_FILE, RATINGS_LOCK, FeedbackStore
+from finetune.data.redact import redact
+
+STATUSES = ("new", "accepted", "dropped")
+
+
+@dataclass
+class Filter:
+    """Which ratings to show (None: any)."""
+
+    adapter: str | None = None
+    version: str | None = None
+    rating: str | None = None
+    status: str | None = None
+    since: str | None = None  # "2026-11-25": created on or after that day
+    until: str | None = None  # created on or before that day
+
+    def keeps(self, row: dict) -> bool:
+        day = str(row.get("created", ""))[:10]
+        return all((
+            self.adapter in (None, row.get("adapter")),
+            self.version is None or str(row.get("version", "")).startswith(self.version),
+            self.rating in (None, row.get("rating")),
+            self.status in (None, row.get("status", "new")),
+            self.since is None or day >= self.since,
+            self.until is None or day <= self.until,
+        ))
+
+
+def queue(store: FeedbackStore, where: Filter | None = None) -> list[dict]:
+    """The ratings that pass ``where``, newest first."""
+    where = where or Filter()
+    return [r for r in reversed(store.ratings()) if where.keeps(r)]
+
+
+def review(store: FeedbackStore, row_id: str, status: str | None = None, correction: str | None = None) -> dict:
+    """Set a rating's status and/or correction; returns the row as saved.
+
+    Raises:
+        KeyError: no rating with that id. ValueError: an unknown status, a correction too long,
+            or accepting a row that cannot become training data.
+    """
+    if status is not None and status not in STATUSES:
+        raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
+    if correction is not None and len(correction) > MAX_CORRECTION_CHARS:
+        raise ValueError(f"correction is {len(correction)} characters; at most {MAX_CORRECTION_CHARS}")
+    path = store.folder / RATINGS_FILE
+    with RATINGS_LOCK:
+        rows = store.ratings()
+        found = next((r for r in rows if r.get("id") == row_id), None)
+        if found is None:
+            raise KeyError(row_id)
+        if correction is not None:
+            found["correction"] = redact(correction.strip()) or None
+        if status == "accepted" and not found.get("messages"):
+            raise ValueError("this rating kept no conversation (the API ran without --log-conversations), "
+                             "so it cannot become training data; drop it")
+        if status is not None:
+            found["status"] = status
+        _rewrite(path, rows)
+    return found
+
+
+def training_rows(store: FeedbackStore) -> tuple[list[dict], list[dict]]:
+    """(SFT rows, preference pairs) from the accepted ratings, oldest first."""
+    sft, pairs = [], []
+    for row in store.ratings():
+        messages = row.get("messages") or []
+        if row.get("status") != "accepted" or not messages:
+            continue
+        asked = [m for m in messages if m.get("role") != "system"]
+        last_user = next((m["content"] for m in reversed(asked) if m.get("role") == "user"), None)
+        if last_user is None:
+            continue
+        good = row.get("correction") or (row.get("answer") if row.get("rating") == "up" else None)
+        if good:
+            sft.append({"messages": [*asked, {"role": "assistant", "content": good}],
+                        "instruction": last_user, "response": good,
+                        "source": f"feedback:{row['id']}", "adapter": row.get("adapter"),
+                        "version": row.get("version")})
+        if row.get("rating") == "down" and row.get("correction") and row.get("answer"):
+            pairs.append({"prompt": messages, "chosen": row["correction"], "rejected": row["answer"],
+                          "source": f"feedback:{row['id']}", "adapter": row.get("adapter"),
+                          "version": row.get("version")})
+    return sft, pairs
+
+
+def export(store: FeedbackStore, folder: Path, name: str = "feedback") -> tuple[Path, Path, int, int]:
+    """Write the accepted ratings as ``<name>.jsonl`` (SFT) and ``<name>-pairs.jsonl``.
+
+    Raises:
+        ValueError: nothing accepted yet.
+    """
+    sft, pairs = training_rows(store)
+    if not sft and not pairs:
+        raise ValueError("no accepted feedback with a conversation yet: accept some in the review queue first")
+    folder.mkdir(parents=True, exist_ok=True)
+    out = (folder / f"{name}.jsonl", folder / f"{name}-pairs.jsonl")
+    for path, rows in zip(out, (sft, pairs), strict=True):
+        _rewrite(path, rows)
+    return out[0], out[1], len(sft), len(pairs)
+
+
+def _rewrite(path: Path, rows: list[dict]) -> None:
+    """Replace ``path`` with ``rows`` as JSON lines, whole or not at all."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as out:
+        out.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)

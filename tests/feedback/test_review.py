@@ -1,0 +1,105 @@
+"""The review queue: filters, edits, accept/drop, and the accepted ratings as SFT rows and
+preference pairs, through the engine and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from feedback.__main__ import main as cli
+from feedback.review import Filter, export, queue, review, training_rows
+from feedback.store import FeedbackStore
+
+TURNS = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+         {"role": "assistant", "content": "Hello! How can I help?"},
+         {"role": "user", "content": "Refund order 55123 to jo@example.com"}]
+
+
+@pytest.fixture
+def rated(home):
+    store = FeedbackStore(log_conversations=True)
+    store.record("c1", "support", "aaaa1111", "llama.cpp q8_0", TURNS, "No refunds, sorry.")
+    store.record("c2", "support", "bbbb2222", "llama.cpp q8_0", TURNS[:2], "Hi! What do you need?")
+    store.record("c3", "base", "cccc3333", "pytorch", TURNS[:2], "hello")
+    down = store.rate("c1", "down", "I have started the refund for order 55123.")
+    up = store.rate("c2", "up")
+    bare = store.rate("c3", "down")
+    return store, down, up, bare
+
+
+def test_filters_edits_and_the_accepted_rows_become_sft_rows_and_pairs(rated, home):
+    store, down, up, bare = rated
+    assert [r["id"] for r in queue(store)] == [bare["id"], up["id"], down["id"]]  # newest first
+    assert [r["id"] for r in queue(store, Filter(adapter="support", rating="down"))] == [down["id"]]
+    assert [r["id"] for r in queue(store, Filter(version="bbbb"))] == [up["id"]]
+    assert queue(store, Filter(since="2999-01-01")) == []
+    edited = review(store, down["id"], "accepted", "Refund started for order 55123; mail jo@example.com.")
+    assert edited["correction"] == "Refund started for order [ORDER]; mail [EMAIL]."  # redacted again
+    review(store, up["id"], "accepted")
+    review(store, bare["id"], "dropped")
+    assert [r["status"] for r in queue(store)] == ["dropped", "accepted", "accepted"]
+    sft, pairs = training_rows(store)
+    assert [(r["instruction"], r["response"]) for r in sft] == [
+        ("Refund order [ORDER] to [EMAIL]", "Refund started for order [ORDER]; mail [EMAIL]."),
+        ("Hi", "Hi! What do you need?")]
+    assert sft[0]["messages"] == [*TURNS[1:3], {"role": "user", "content": "Refund order [ORDER] to [EMAIL]"},
+                                  {"role": "assistant", "content": sft[0]["response"]}]
+    assert [(p["chosen"], p["rejected"]) for p in pairs] == [(sft[0]["response"], "No refunds, sorry.")]
+    assert pairs[0]["prompt"][0] == {"role": "system", "content": "Be brief."}
+    rows, pair_file, n_sft, n_pairs = export(store, home / "datasets")
+    assert (n_sft, n_pairs) == (2, 1) and json.loads(rows.read_text().splitlines()[0])["instruction"].startswith("Refund")
+    assert json.loads(pair_file.read_text())["rejected"] == "No refunds, sorry."
+
+
+def test_bad_reviews_are_refused_and_change_nothing(rated, home):
+    store, down, _, _ = rated
+    before = (home / "feedback" / "ratings.jsonl").read_text()
+    with pytest.raises(ValueError, match="status must be one of"):
+        review(store, down["id"], "maybe")
+    with pytest.raises(KeyError):
+        review(store, "fb-nope", "accepted")
+    with pytest.raises(ValueError, match="at most"):
+        review(store, down["id"], correction="x" * 9000)
+    with pytest.raises(ValueError, match="nothing accepted|no accepted feedback"):
+        export(store, home / "datasets")
+    assert (home / "feedback" / "ratings.jsonl").read_text() == before
+    unlogged = FeedbackStore()
+    unlogged.record("c9", "base", "dddd", "pytorch", TURNS, "x")
+    row = unlogged.rate("c9", "down", "better")
+    with pytest.raises(ValueError, match="kept no conversation"):
+        review(store, row["id"], "accepted")
+
+
+def test_the_cli_lists_reviews_and_exports(rated, home, capsys):
+    _, down, up, _ = rated
+    assert cli(["list", "--rating", "down", "--adapter", "support"]) == 0
+    out = capsys.readouterr().out
+    assert down["id"] in out and up["id"] not in out and "1 rating(s)" in out
+    assert cli(["review", down["id"], "--accept"]) == 0 and "accepted" in capsys.readouterr().out
+    assert cli(["review", "fb-nope", "--drop"]) == 2 and "no rating with id" in capsys.readouterr().err
+    assert cli(["review", down["id"]]) == 2
+    assert cli(["export", "--name", "from-chat"]) == 0
+    assert "1 SFT rows" in capsys.readouterr().out and (home / "datasets" / "from-chat-pairs.jsonl").is_file()
+    assert cli(["export", "--name", "../escape"]) == 2
+
+
+def test_the_exported_rows_are_a_dataset_training_reads(rated, home):
+    from datasets import load_dataset
+
+    from finetune.data.rows import detect_mapping, normalize
+
+    store = rated[0]
+    review(store, rated[1]["id"], "accepted")
+    rows, _, _, _ = export(store, home / "datasets")
+    data = load_dataset("json", data_files=str(rows), split="train")
+
+    class Args:
+        messages_column = prompt_column = response_column = None
+
+    mapping = detect_mapping(data.column_names, Args())
+    normalized, skipped, _ = normalize(data, mapping, "feedback.jsonl")
+    assert mapping.messages == "messages" and not skipped
+    assert normalized["prompt"] == ["Refund order [ORDER] to [EMAIL]"]
+    assert normalized["response"] == ["I have started the refund for order [ORDER]."]
+    assert json.loads(normalized["history"][0]) == TURNS[1:3]

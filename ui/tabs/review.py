@@ -1,0 +1,72 @@
+"""Review tab: ratings of served answers (Chat, Compare, /v1), filtered, corrected, accepted or
+dropped; the accepted ones exported as training data."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from feedback.review import STATUSES
+from feedback.store import RATINGS
+from ui.views import review as view
+from ui.views.state import AppState
+
+
+def build_review_tab(state: AppState) -> dict:
+    with gr.Tab("Review", id="review") as tab:
+        gr.Markdown("Ratings of served answers (👍/👎 in Chat, `POST /v1/feedback`). Accept the good "
+                    "ones, fix their corrections, and export them as training data.")
+        with gr.Row():
+            adapter = gr.Dropdown([view.ANY], value=view.ANY, label="Adapter", elem_id="review-adapter")
+            rating = gr.Dropdown([view.ANY, *RATINGS], value=view.ANY, label="Rating")
+            status = gr.Dropdown([view.ANY, *STATUSES], value="new", label="Status", elem_id="review-status")
+            since = gr.Textbox(label="From (YYYY-MM-DD)")
+            until = gr.Textbox(label="To (YYYY-MM-DD)")
+            refresh = gr.Button("↻ Refresh", elem_id="review-refresh")
+        rows = gr.Dataframe(headers=view.COLUMNS, interactive=False, wrap=True, elem_id="review-table")
+        with gr.Row():
+            row_id = gr.Textbox(label="Rating id (click a row)", elem_id="review-id")
+            correction = gr.Textbox(label="Correction", lines=2, elem_id="review-correction")
+        with gr.Row():
+            accept = gr.Button("Accept", variant="primary", elem_id="review-accept")
+            drop = gr.Button("Drop", elem_id="review-drop")
+            save = gr.Button("Save correction", elem_id="review-save")
+        with gr.Row():
+            name = gr.Textbox(value="feedback", label="Dataset name", elem_id="review-name")
+            export = gr.Button("Export accepted as training data", elem_id="review-export")
+        said = gr.Markdown("", elem_id="review-said")
+        filters = [adapter, rating, status, since, until]
+
+        def show_queue(*chosen):
+            return view.table(*chosen), gr.update(choices=view.adapters_seen())
+
+        def pick(table, evt: gr.SelectData):
+            row = table.iloc[evt.index[0]] if hasattr(table, "iloc") else table[evt.index[0]]
+            return str(row[0]), str(row[8])
+
+        def do(new_status, edit):
+            def run(rid, text, *chosen):
+                try:
+                    message = view.act(rid, new_status, text if edit else None)
+                except ValueError as err:
+                    gr.Warning(str(err))
+                    return gr.skip(), ""
+                return view.table(*chosen), message
+            return run
+
+        def on_export_feedback(stem):
+            try:
+                return view.export_accepted(stem)
+            except ValueError as err:
+                gr.Warning(str(err))
+                return ""
+
+        for trigger in (tab.select, refresh.click):
+            trigger(show_queue, filters, [rows, adapter])
+        for box in filters:
+            box.change(lambda *chosen: view.table(*chosen), filters, rows)
+        rows.select(pick, rows, [row_id, correction])
+        accept.click(do("accepted", False), [row_id, correction, *filters], [rows, said])
+        drop.click(do("dropped", False), [row_id, correction, *filters], [rows, said])
+        save.click(do(None, True), [row_id, correction, *filters], [rows, said])
+        export.click(on_export_feedback, name, said)
+    return {"tab": tab}

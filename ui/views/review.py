@@ -1,0 +1,62 @@
+"""The Review tab's view of the feedback queue: rows as a table, actions as sentences. No gradio."""
+
+from __future__ import annotations
+
+from core import paths
+from feedback.review import STATUSES, Filter, export, queue, review
+from feedback.store import FeedbackStore
+
+COLUMNS = ["id", "created", "status", "rating", "adapter", "version", "customer asked", "answer", "correction"]
+ANY = "any"
+
+
+def table(adapter: str, rating: str, status: str, since: str, until: str) -> list[list[str]]:
+    """The queue as table rows (newest first) under the chosen filters (``any``: no filter)."""
+    where = Filter(adapter=_opt(adapter), rating=_opt(rating), status=_opt(status),
+                   since=(since or "").strip() or None, until=(until or "").strip() or None)
+    rows = []
+    for row in queue(FeedbackStore(), where):
+        asked = next((m["content"] for m in reversed(row.get("messages") or []) if m.get("role") == "user"),
+                     "(conversation not kept)")
+        rows.append([row["id"], row.get("created", ""), row.get("status", "new"), row["rating"], row.get("adapter", ""),
+                     str(row.get("version", ""))[:8], asked, row.get("answer") or "", row.get("correction") or ""])
+    return rows
+
+
+def adapters_seen() -> list[str]:
+    """Adapters that have ratings, for the filter."""
+    return [ANY, *sorted({str(r.get("adapter")) for r in FeedbackStore().ratings()})]
+
+
+def act(row_id: str, status: str | None, correction: str | None) -> str:
+    """Accept, drop or correct one rating; one sentence back.
+
+    Raises:
+        ValueError: no such rating, or the change is refused (why, in the sentence).
+    """
+    row_id = (row_id or "").strip()
+    if not row_id:
+        raise ValueError("pick a rating first: click its row or type its id (fb-...)")
+    if status not in (None, *STATUSES):
+        raise ValueError(f"unknown status {status!r}")
+    try:
+        row = review(FeedbackStore(), row_id, status, correction)
+    except KeyError:
+        raise ValueError(f"no rating with id {row_id!r}") from None
+    return f"{row['id']}: {row['status']}" + (" (correction saved)" if correction is not None else "")
+
+
+def export_accepted(name: str = "feedback") -> str:
+    """Write the accepted ratings to datasets/; the sentence says where and how many.
+
+    Raises:
+        ValueError: a bad name or nothing accepted.
+    """
+    name = paths.safe_name((name or "").strip() or "feedback", "dataset name")
+    sft, pairs, n_sft, n_pairs = export(FeedbackStore(), paths.subdir("datasets"), name)
+    return (f"{n_sft} SFT rows in `{sft}` (Train tab: Path) and {n_pairs} preference pairs in `{pairs}`.")
+
+
+def _opt(value: str) -> str | None:
+    value = (value or "").strip()
+    return None if value in ("", ANY) else value
