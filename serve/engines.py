@@ -352,11 +352,15 @@ def make_llama_engine(session: ModelSession, max_queue: int = 64, outtype: str =
     base = ensure_base_gguf(session.resolved, outtype, home=home)
     known: dict[tuple, object] = {}
 
+    folders: dict[str, object] = {}
+
     def lora_file(name: str):
-        # ensure_lora_gguf hashes the weights each call; skip that while the files are unchanged
-        session.check_usable(name)
-        key = (name, *_stamps(session.adapter_folder(name)))
+        # The checks and ensure_lora_gguf (which hashes the weights) run again only when the
+        # adapter's files change: per request they cost a third of the gateway's own CPU.
+        folder = folders.get(name) or folders.setdefault(name, session.adapter_folder(name))
+        key = (name, *_stamps(folder))
         if key not in known:
+            session.check_usable(name)
             known[key] = ensure_lora_gguf(name, home=home)
         return known[key]
 
@@ -381,6 +385,6 @@ def _stamps(folder) -> tuple[int, ...]:
     from inference.session import MANIFEST, WEIGHTS
 
     try:
-        return tuple((folder / f).stat().st_mtime_ns for f in (MANIFEST, WEIGHTS))
+        return tuple((folder / f).stat().st_mtime_ns for f in (MANIFEST, WEIGHTS, "adapter_config.json"))
     except OSError as err:
         raise ValueError(f"adapter {folder.name!r} is not on the shelf ({err.strerror})") from None

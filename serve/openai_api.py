@@ -76,6 +76,7 @@ class OpenAIServer:
         self.engines, self.api_key = engines, api_key
         self.feedback = feedback or FeedbackStore()
         self._warned: set[tuple[str, str]] = set()  # (adapter, weights hash) warned about
+        self._gate_seen: dict[str, tuple | None] = {}  # adapter -> its files' mtimes when last looked at
 
     def router(self) -> APIRouter:
         """The FastAPI routes (mount with ``app.include_router`` or ``FastAPI(routes=...)``)."""
@@ -234,11 +235,20 @@ class OpenAIServer:
         return cards
 
     def warn_if_not_passed(self, adapter: str) -> None:
-        """Log once per adapter version that it is served without having passed its gate."""
+        """Log once per adapter version that it is served without having passed its gate
+        (looked at again only when a file the verdict depends on changes)."""
+        try:
+            folder = self.engines.session.adapter_folder(adapter)
+            stamp = tuple(_mtime(folder / f) for f in ("manifest.json", "gate.json", "adapter_model.safetensors"))
+        except ValueError:
+            stamp = None
+        if stamp is not None and self._gate_seen.get(adapter) == stamp:
+            return
         try:
             entry = self.shelf().get(adapter)
         except ValueError:
             return  # the engine refuses it in a sentence
+        self._gate_seen[adapter] = stamp
         key = (adapter, entry.adapter_hash)
         if key in self._warned or not entry.ok:
             return
@@ -290,6 +300,13 @@ async def _json(request: Request):
     if _depth(data) > MAX_DEPTH:
         raise RequestError(f"the request body is nested deeper than {MAX_DEPTH} levels")
     return data
+
+
+def _mtime(path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
 
 
 def _pin(request: Request, chat: ChatRequest) -> str | None:
