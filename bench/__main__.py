@@ -17,6 +17,7 @@ COMMANDS: cli.CommandTable = {
     "turns": ("bench.turns", "first-token time along one support chat, with and without reused beginnings"),
     "gpu-check": ("bench.gpucheck.command", "smoke-test every CUDA training path on one GPU (a few minutes)"),
     "gate-demo": ("bench.gate_demo", "a good and a damaged adapter through the release gate"),
+    "preference": ("bench.preference", "DPO / ORPO on Bitext pairs over a Train-tab SFT adapter: held-out accuracy"),
 }
 
 

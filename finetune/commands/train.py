@@ -66,6 +66,11 @@ def add_arguments(p) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--dry-run", "--dry_run", action="store_true",
                    help="print the memory estimate and one timed step as JSON, then exit (writes nothing)")
+    p.add_argument("--method", choices=["sft", "dpo", "orpo"], default="sft",
+                   help="sft: supervised (default); dpo / orpo: preference pairs from --data (prompt, chosen, "
+                        "rejected; `python -m feedback export` writes them) on top of --from-adapter")
+    p.add_argument("--from-adapter", help="the shelf adapter a dpo / orpo run starts from")
+    p.add_argument("--beta", type=float, default=0.1, help="dpo / orpo: strength of the preference term")
 
 
 def build_config(args):
@@ -143,8 +148,35 @@ def _print_warning(event: dict) -> None:
         print(f"warning: {event['message']}", file=sys.stderr, flush=True)
 
 
+def _preference(args, cfg) -> int:
+    """``--method dpo|orpo``: TRL's trainer on the pairs in ``--data`` (finetune/preference.py)."""
+    from finetune.preference import PreferenceConfig, train_preference
+
+    if not args.from_adapter:
+        raise ValueError(f"--method {args.method} trains an adapter further: name it with --from-adapter")
+    if not cfg.data.path:
+        raise ValueError("--data must name the pairs file (JSON lines with prompt, chosen, rejected)")
+    chosen = {f: getattr(args, f"train__{f}") for f in ("learning_rate", "epochs", "max_steps", "batch_size",
+                                                        "grad_accum", "seed") if getattr(args, f"train__{f}") is not None}
+    pref = PreferenceConfig(args.from_adapter, cfg.data.path, name=cfg.run.adapter_name or "", method=args.method,
+                            beta=args.beta, max_length=args.data__max_length or 256,
+                            max_pairs=args.data__max_samples or 0, **chosen)
+
+    def show(step, total, values):
+        if not args.quiet and "loss" in values:
+            print(f"step {step}/{total}  loss {values['loss']:.4f}", file=sys.stderr, flush=True)
+
+    result = train_preference(pref, on_log=show)
+    print(json.dumps({"status": "completed", "adapter": str(result.path), "method": args.method,
+                      "from": args.from_adapter, "pairs": result.pairs, "steps": result.steps,
+                      "seconds": round(result.seconds, 1), "final_loss": result.final_loss}, indent=2))
+    return 0
+
+
 def main(args) -> int:
     cfg = build_config(args)
+    if args.method != "sft":
+        return _preference(args, cfg)
     if args.dry_run:
         return _dry_run(cfg)
     if (cfg.run.nproc_per_node > 1 or cfg.run.nnodes > 1) and "WORLD_SIZE" not in os.environ:

@@ -44,14 +44,14 @@ def build_review_tab(state: AppState) -> dict:
             return str(row[0]), str(row[8])
 
         def do(new_status, edit):
-            def run(rid, text, *chosen):
+            def review_action(rid, text, *chosen):
                 try:
                     message = view.act(rid, new_status, text if edit else None)
                 except ValueError as err:
                     gr.Warning(str(err))
                     return gr.skip(), ""
                 return view.table(*chosen), message
-            return run
+            return review_action
 
         def on_export_feedback(stem):
             try:

@@ -1,0 +1,238 @@
+"""Preference tuning: an adapter from the shelf trained further on (prompt, chosen, rejected)
+pairs with TRL's trainers, saved as a new version that names the one it started from.
+
+Methods:
+
+- ``dpo``: TRL's ``DPOTrainer`` (sigmoid loss). The adapter itself trains; its starting copy is
+  the reference (TRL adds it as a second, frozen LoRA, so no second model is loaded).
+- ``orpo``: TRL's ``ORPOTrainer`` (``trl.experimental``): reference-free, one forward per side,
+  the cheaper of the two on a CPU.
+
+Pairs come from the review queue (``python -m feedback export`` writes ``<name>-pairs.jsonl``)
+or any JSON lines with ``prompt`` (text or a list of messages), ``chosen`` and ``rejected``
+(text). The new adapter's manifest keeps the parent's base model and data (so evaluation
+and the release gate read the same held-out rows) and adds ``lineage``: the parent's name and
+weights hash, the method and how many pairs it saw.
+
+:func:`preference_accuracy` is the measure: the share of pairs where the adapter gives the
+chosen answer a higher log-probability than the rejected one (summed over answer tokens).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from core import models, paths
+from core.hashing import file_hash
+
+METHODS = ("dpo", "orpo")
+
+
+@dataclass
+class PreferenceConfig:
+    """One preference run (defaults sized for a 2-core CPU and a few hundred pairs)."""
+
+    adapter: str  # the shelf adapter to start from
+    pairs: str  # a JSON lines file of pairs
+    name: str = ""  # the new adapter's name (default: <adapter>-<method>)
+    method: str = "dpo"
+    beta: float = 0.1
+    learning_rate: float = 5e-5
+    epochs: float = 1.0
+    max_steps: int = -1
+    batch_size: int = 4
+    grad_accum: int = 1
+    max_length: int = 256
+    max_pairs: int = 0  # 0: all
+    seed: int = 0
+
+    def check(self) -> None:
+        """Raises ValueError naming the first bad setting."""
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)} (sft is `finetune train`), got {self.method!r}")
+        for field, low in (("beta", 0.0), ("learning_rate", 0.0)):
+            if not getattr(self, field) > low:
+                raise ValueError(f"{field} must be above {low}, got {getattr(self, field)}")
+        for field in ("batch_size", "grad_accum", "max_length"):
+            if getattr(self, field) < 1:
+                raise ValueError(f"{field} must be at least 1, got {getattr(self, field)}")
+        if self.max_steps == 0 or (self.max_steps < 0 and not self.epochs > 0):
+            raise ValueError("train for some steps: --max-steps N or --epochs above 0")
+
+
+@dataclass
+class PreferenceResult:
+    name: str
+    path: Path
+    steps: int
+    pairs: int
+    seconds: float
+    final_loss: float | None
+
+
+def read_pairs(path: str | Path, limit: int = 0) -> list[dict]:
+    """Pairs as ``{"prompt": [messages], "chosen": str, "rejected": str}``.
+
+    Raises:
+        ValueError: an unreadable file, a row without the three fields (its line named), none.
+    """
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"cannot read pairs from {path}: {err}") from None
+    pairs = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            raise ValueError(f"{path.name} line {number} is not JSON") from None
+        prompt, chosen, rejected = (row.get(k) if isinstance(row, dict) else None for k in ("prompt", "chosen", "rejected"))
+        if isinstance(prompt, str):
+            prompt = [{"role": "user", "content": prompt}]
+        if not (isinstance(prompt, list) and prompt and isinstance(chosen, str) and isinstance(rejected, str)
+                and chosen.strip() and rejected.strip()):
+            raise ValueError(f"{path.name} line {number}: a pair needs prompt (text or messages), chosen and "
+                             "rejected (non-empty text)")
+        pairs.append({"prompt": [{"role": m["role"], "content": m["content"]} for m in prompt],
+                      "chosen": chosen, "rejected": rejected})
+        if limit and len(pairs) >= limit:
+            break
+    if not pairs:
+        raise ValueError(f"{path.name} holds no pairs")
+    return pairs
+
+
+def load_policy(adapter: str, trainable: bool = True):
+    """(PeftModel with ``adapter`` loaded, tokenizer, the adapter's manifest), float32 on the CPU.
+
+    Raises:
+        ValueError: no such adapter, a broken one, or one trained on another base.
+    """
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from adapters.shelf.adapter_folder import check_base, read_adapter_folder
+
+    folder = paths.subdir("adapters") / paths.safe_name(adapter, "adapter name")
+    manifest = read_adapter_folder(adapter, folder)
+    resolved = models.resolve((manifest.get("base_model") or {}).get("name") or "default")
+    check_base(adapter, manifest, resolved)
+    tokenizer = AutoTokenizer.from_pretrained(resolved.path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    base = AutoModelForCausalLM.from_pretrained(resolved.path, dtype=torch.float32)
+    model = PeftModel.from_pretrained(base, folder, is_trainable=trainable)
+    return model, tokenizer, manifest
+
+
+def train_preference(cfg: PreferenceConfig, on_log=None) -> PreferenceResult:
+    """Train ``cfg.adapter`` on ``cfg.pairs``; the result is a new adapter on the shelf.
+
+    Raises:
+        ValueError: a bad setting, adapter or pairs file.
+    """
+    cfg.check()
+    name = paths.safe_name(cfg.name or f"{cfg.adapter}-{cfg.method}", "adapter name")
+    if (paths.subdir("adapters") / name).exists():
+        raise ValueError(f"an adapter named {name!r} is already on the shelf; pick another --name")
+    pairs = read_pairs(cfg.pairs, cfg.max_pairs)
+    model, tokenizer, parent = load_policy(cfg.adapter)
+    run_dir = paths.subdir("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    trainer = _trainer(cfg, model, tokenizer, pairs, run_dir, on_log)
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    for quiet in (PrinterCallback, ProgressCallback):  # progress goes to on_log, not stdout
+        trainer.remove_callback(quiet)
+    start = time.perf_counter()
+    output = trainer.train()
+    seconds = time.perf_counter() - start
+    policy = trainer.model
+    if "ref" in getattr(policy, "peft_config", {}):
+        policy.delete_adapter("ref")  # TRL's frozen copy of the starting adapter
+    from finetune.train.saving import save_adapter
+
+    manifest = {k: v for k, v in parent.items() if k not in ("format", "name", "adapter_hash", "adapter_bytes",
+                                                             "eval", "gate", "metrics", "probes")}
+    manifest.update({
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "status": "completed",
+        "steps": trainer.state.global_step, "total_steps": trainer.state.max_steps,
+        "lineage": {"parent": cfg.adapter, "parent_hash": parent.get("adapter_hash"), "method": cfg.method,
+                    "pairs": len(pairs), "pairs_file": str(cfg.pairs), "pairs_hash": file_hash(Path(cfg.pairs))},
+        "preference": {**asdict(cfg), "final_loss": output.training_loss},
+        "timings": {"train_seconds": round(seconds, 1)}, "run_dir": str(run_dir),
+    })
+    path = save_adapter(policy, tokenizer, name, manifest)
+    return PreferenceResult(name, path, trainer.state.global_step, len(pairs), seconds, output.training_loss)
+
+
+def _trainer(cfg: PreferenceConfig, model, tokenizer, pairs: list[dict], run_dir: Path, on_log):
+    from datasets import Dataset
+    from transformers import TrainerCallback
+
+    rows = Dataset.from_list([{"prompt": p["prompt"], "chosen": [{"role": "assistant", "content": p["chosen"]}],
+                               "rejected": [{"role": "assistant", "content": p["rejected"]}]} for p in pairs])
+    common = {"output_dir": str(run_dir), "per_device_train_batch_size": cfg.batch_size,
+              "gradient_accumulation_steps": cfg.grad_accum, "learning_rate": cfg.learning_rate,
+              "num_train_epochs": cfg.epochs, "max_steps": cfg.max_steps, "max_length": cfg.max_length,
+              "beta": cfg.beta, "logging_steps": 1, "save_strategy": "no", "report_to": [], "seed": cfg.seed,
+              "use_cpu": True, "bf16": False, "fp16": False, "dataloader_num_workers": 0,
+              "disable_tqdm": True}
+    callbacks = []
+    if on_log is not None:
+        class Forward(TrainerCallback):
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                on_log(state.global_step, state.max_steps, dict(logs or {}))
+
+        callbacks.append(Forward())
+    if cfg.method == "dpo":
+        from trl import DPOConfig, DPOTrainer
+
+        return DPOTrainer(model=model, args=DPOConfig(**common), train_dataset=rows,
+                          processing_class=tokenizer, callbacks=callbacks)
+    from trl.experimental.orpo import ORPOConfig, ORPOTrainer
+
+    return ORPOTrainer(model=model, args=ORPOConfig(**common), train_dataset=rows,
+                       processing_class=tokenizer, callbacks=callbacks)
+
+
+def preference_accuracy(model, tokenizer, pairs: list[dict], batch_size: int = 8) -> tuple[float, float]:
+    """(share of pairs whose chosen answer the model finds likelier than the rejected one,
+    mean log-probability margin chosen - rejected): the answer's tokens and its end-of-turn
+    token after the rendered prompt, summed."""
+    import torch
+
+    from core.templates import end_of_turn_ids, render_prompt
+
+    end = end_of_turn_ids(tokenizer)[:1]
+    sequences = []
+    for pair in pairs:
+        prompt = tokenizer(render_prompt(tokenizer, pair["prompt"]), add_special_tokens=False).input_ids
+        for answer in (pair["chosen"], pair["rejected"]):
+            sequences.append((prompt, tokenizer(answer, add_special_tokens=False).input_ids + end))
+    model.eval()
+    scores: list[float] = []
+    with torch.no_grad():
+        for start in range(0, len(sequences), batch_size * 2):
+            scores += _answer_logps(model, tokenizer, sequences[start:start + batch_size * 2])
+    margins = [scores[i] - scores[i + 1] for i in range(0, len(scores), 2)]
+    return sum(m > 0 for m in margins) / len(margins), sum(margins) / len(margins)
+
+
+def _answer_logps(model, tokenizer, sequences: list[tuple[list[int], list[int]]]) -> list[float]:
+    """Summed log-probabilities of each answer after its prompt (one padded forward)."""
+    import torch
+
+    width = max(len(p) + len(a) for p, a in sequences)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ids = torch.tensor([p + a + [pad] * (width - len(p) - len(a)) for p, a in sequences])
+    mask = torch.tensor([[1] * (len(p) + len(a)) + [0] * (width - len(p) - len(a)) for p, a in sequences])
+    logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+    logps = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
+    return [float(logps[row, len(p) - 1:len(p) + len(a) - 1].sum()) for row, (p, a) in enumerate(sequences)]

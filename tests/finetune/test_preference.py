@@ -1,0 +1,92 @@
+"""Preference tuning with TRL on a tiny model: DPO and ORPO start from a shelf adapter, move its
+preferences toward the chosen answers, and save a new version that names its parent."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from shelf_helpers import put_adapter
+
+from finetune.preference import (
+    PreferenceConfig,
+    load_policy,
+    preference_accuracy,
+    read_pairs,
+    train_preference,
+)
+
+QUESTIONS = ["Where is my order?", "Can I get a refund?", "How do I reset my password?", "Is my parcel late?",
+             "Cancel my order please", "Change my address", "Talk to an agent", "My card was charged twice"]
+
+
+@pytest.fixture
+def pairs_file(tmp_path):
+    path = tmp_path / "pairs.jsonl"
+    # About as long as each other; the random starting adapter prefers the rejected one.
+    rows = [{"prompt": [{"role": "user", "content": q}], "chosen": "Not my problem: ask someone else.",
+             "rejected": "Happy to help: it is sorted now."} for q in QUESTIONS]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_dpo_moves_the_adapter_toward_the_chosen_answers_and_records_its_lineage(home, tiny_llama_dir, pairs_file):
+    parent = put_adapter(tiny_llama_dir, "support", targets=("q_proj", "v_proj", "o_proj"))
+    pairs = read_pairs(pairs_file)
+    model, tokenizer, _ = load_policy("support", trainable=False)
+    before, margin_before = preference_accuracy(model, tokenizer, pairs)
+    logs = []
+    result = train_preference(PreferenceConfig("support", str(pairs_file), name="support-dpo", max_steps=30,
+                                               learning_rate=5e-2, batch_size=4),
+                              on_log=lambda step, total, values: logs.append((step, total, values)))
+    assert result.steps == 30 and result.pairs == 8 and logs[-1][1] == 30
+    after_model, _, manifest = load_policy("support-dpo", trainable=False)
+    after, margin_after = preference_accuracy(after_model, tokenizer, pairs)
+    print(f"accuracy {before:.2f} -> {after:.2f}, margin {margin_before:.2f} -> {margin_after:.2f}")
+    # measured: margin -42.1 -> -28.8 (the near-uniform tiny model needs length-sized moves)
+    assert after >= before and margin_after > margin_before + 5
+    assert manifest["lineage"] == {"parent": "support", "parent_hash": parent.adapter_hash, "method": "dpo",
+                                   "pairs": 8, "pairs_file": str(pairs_file), "pairs_hash": manifest["lineage"]["pairs_hash"]}
+    assert manifest["adapter_hash"] != parent.adapter_hash
+    assert manifest["base_model"] == parent.manifest["base_model"]
+    assert not (home / "adapters" / "support-dpo" / "ref").exists()  # TRL's reference copy is not saved
+    from inference.session import ModelSession
+
+    session = ModelSession(str(tiny_llama_dir), dtype="float32")
+    session.check_usable("support-dpo")  # served like any adapter
+
+
+def test_orpo_needs_no_reference_and_saves_a_version(home, tiny_llama_dir, pairs_file):
+    put_adapter(tiny_llama_dir, "support")
+    result = train_preference(PreferenceConfig("support", str(pairs_file), method="orpo", max_steps=2))
+    assert result.name == "support-orpo" and result.steps == 2
+    assert json.loads((result.path / "manifest.json").read_text())["lineage"]["method"] == "orpo"
+
+
+def test_bad_settings_pairs_and_names_are_refused_before_training(home, tiny_llama_dir, pairs_file, tmp_path):
+    put_adapter(tiny_llama_dir, "support")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"prompt": "hi", "chosen": "a", "rejected": ""}) + "\n")
+    cases = [(PreferenceConfig("support", str(pairs_file), method="ppo"), "method must be one of dpo, orpo"),
+             (PreferenceConfig("support", str(pairs_file), beta=0), "beta must be above"),
+             (PreferenceConfig("missing", str(pairs_file)), "no adapter named"),
+             (PreferenceConfig("support", str(bad)), "bad.jsonl line 1: a pair needs"),
+             (PreferenceConfig("support", str(tmp_path / "none.jsonl")), "cannot read pairs"),
+             (PreferenceConfig("support", str(pairs_file), name="support"), "already on the shelf")]
+    for cfg, words in cases:
+        with pytest.raises(ValueError, match=words):
+            train_preference(cfg)
+    assert sorted(p.name for p in (home / "adapters").iterdir()) == ["support"]
+
+
+def test_the_cli_trains_dpo_from_a_shelf_adapter(home, tiny_llama_dir, pairs_file, capsys):
+    from finetune.__main__ import main
+
+    put_adapter(tiny_llama_dir, "support")
+    assert main(["train", "--method", "dpo", "--data", str(pairs_file), "--max-steps", "2", "--quiet"]) == 2
+    assert "--from-adapter" in capsys.readouterr().err
+    assert main(["train", "--method", "dpo", "--from-adapter", "support", "--data", str(pairs_file),
+                 "--max-steps", "2", "--batch-size", "2", "--name", "cli-dpo", "--quiet"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["method"], report["from"], report["steps"], report["pairs"]) == ("dpo", "support", 2, 8)
+    assert (home / "adapters" / "cli-dpo" / "adapter_model.safetensors").is_file()
