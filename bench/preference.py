@@ -7,7 +7,7 @@ the prompt is a row's instruction, ``chosen`` its own reference answer, ``reject
 of a row with another intent. The SFT adapter trains on the file's first ``--sft-rows`` rows;
 the pairs come from the rows after them: ``--pairs`` to train on, then ``--held-out`` kept out.
 Preference accuracy is the share of held-out pairs where the adapter gives the chosen answer
-the higher log-probability (``finetune.preference.preference_accuracy``).
+the higher log-probability (``finetune.train.preference.preference_accuracy``).
 
     python -m bench preference                         # 400 pairs, 200 held out, DPO
     python -m bench preference --pairs 64 --held-out 100 --method orpo
@@ -63,7 +63,7 @@ def train_sft(data: Path, rows: int, steps: int, name: str) -> float:
 
 
 def accuracy(adapter: str, pairs: list[dict]) -> tuple[float, float]:
-    from finetune.preference import load_policy, preference_accuracy
+    from finetune.train.preference import load_policy, preference_accuracy
 
     model, tokenizer, _ = load_policy(adapter, trainable=False)
     return preference_accuracy(model, tokenizer, pairs)
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     data = Path(args.data)
     if not data.is_file():
         raise ValueError(f"{data} is not there; the Bitext files live in ../shared/datasets/bitext/")
-    from finetune.preference import PreferenceConfig, train_preference
+    from finetune.train.preference import PreferenceConfig, train_preference
 
     with tempfile.TemporaryDirectory(prefix="tunedesk-pref-") as tmp:
         home = Path(args.home or tmp)

@@ -149,8 +149,8 @@ def _print_warning(event: dict) -> None:
 
 
 def _preference(args, cfg) -> int:
-    """``--method dpo|orpo``: TRL's trainer on the pairs in ``--data`` (finetune/preference.py)."""
-    from finetune.preference import PreferenceConfig, train_preference
+    """``--method dpo|orpo``: TRL's trainer on the pairs in ``--data`` (finetune/train/preference.py)."""
+    from finetune.train.preference import PreferenceConfig, train_preference
 
     if not args.from_adapter:
         raise ValueError(f"--method {args.method} trains an adapter further: name it with --from-adapter")

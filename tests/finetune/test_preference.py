@@ -8,7 +8,7 @@ import json
 import pytest
 from shelf_helpers import put_adapter
 
-from finetune.preference import (
+from finetune.train.preference import (
     PreferenceConfig,
     load_policy,
     preference_accuracy,
