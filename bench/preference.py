@@ -20,6 +20,7 @@ import csv
 import json
 import os
 import random
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -97,17 +98,19 @@ def main(argv: list[str] | None = None) -> int:
         pairs_file = home / "pairs.jsonl"
         pairs_file.parent.mkdir(parents=True, exist_ok=True)
         pairs_file.write_text("".join(json.dumps(x) + "\n" for x in train_pairs))
-        sft_seconds = train_sft(data, args.sft_rows, args.sft_steps, "bench-sft")
+        reused = (home / "adapters" / "bench-sft").is_dir()  # a --home kept from an earlier run
+        sft_seconds = 0.0 if reused else train_sft(data, args.sft_rows, args.sft_steps, "bench-sft")
         before = accuracy("bench-sft", held_out)
         cfg = PreferenceConfig("bench-sft", str(pairs_file), name=f"bench-{args.method}", method=args.method,
                                beta=args.beta, learning_rate=args.lr, epochs=args.epochs,
                                batch_size=args.batch_size, max_length=args.max_length)
+        shutil.rmtree(home / "adapters" / cfg.name, ignore_errors=True)  # the last run's, in a kept --home
         result = train_preference(cfg)
         after = accuracy(result.name, held_out)
     lines = [f"## Preference tuning on Bitext pairs, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
              f"- command: `python -m bench preference {' '.join(argv or [])}`",
              f"- SFT adapter: the Train tab's defaults ({args.sft_rows} rows, {args.sft_steps} steps), "
-             f"{sft_seconds / 60:.1f} min",
+             + ("reused from --home" if reused else f"{sft_seconds / 60:.1f} min"),
              f"- {args.method.upper()}: {result.pairs} pairs, {result.steps} steps, batch {args.batch_size}, "
              f"lr {args.lr}, beta {args.beta}, max length {args.max_length}: {result.seconds / 60:.1f} min",
              "", "| adapter | held-out preference accuracy | mean log-prob margin |", "|---|---|---|",

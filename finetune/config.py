@@ -87,6 +87,11 @@ class TrainArgs:
     log_every: int = 5  # optimizer steps between progress events
     seed: int = 42  # weights init and data order
     cpu_threads: int = 0  # torch threads on CPU (0 = number of physical cores)
+    # sft (supervised), or preference tuning on (prompt, chosen, rejected) pairs in data.path,
+    # on top of the shelf adapter from_adapter: dpo or orpo (finetune/train/preference.py)
+    method: str = "sft"
+    from_adapter: str = ""
+    beta: float = 0.1  # dpo / orpo: strength of the preference term
 
 
 @dataclass
@@ -204,6 +209,9 @@ def _type_problems(cfg: RunConfig) -> list[str]:
     return out
 
 
+METHODS = ("sft", "dpo", "orpo")
+
+
 def validate(cfg: RunConfig, hardware=None) -> list[str]:
     """Every problem with ``cfg`` (empty list when it can run here).
 
@@ -261,6 +269,11 @@ def _train_problems(t: TrainArgs) -> list[str]:
         out.append("set epochs above 0 or max steps above 0: otherwise nothing trains")
     if t.lr_schedule not in ("cosine", "linear", "constant"):
         out.append(f"learning-rate schedule must be cosine, linear or constant (got {t.lr_schedule!r})")
+    if t.method not in METHODS:
+        out.append(f"method must be one of {', '.join(METHODS)} (got {t.method!r})")
+    elif t.method != "sft" and not (isinstance(t.from_adapter, str) and t.from_adapter.strip()):
+        out.append(f"{t.method} trains an adapter further: name the adapter to start from")
+    _range(out, "beta", t.beta, 1e-4, 100.0)
     if t.optimizer not in ("adamw", "paged_adamw_8bit"):
         out.append(f"optimizer must be adamw or paged_adamw_8bit (got {t.optimizer!r})")
     return out

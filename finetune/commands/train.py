@@ -66,19 +66,21 @@ def add_arguments(p) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--dry-run", "--dry_run", action="store_true",
                    help="print the memory estimate and one timed step as JSON, then exit (writes nothing)")
-    p.add_argument("--method", choices=["sft", "dpo", "orpo"], default="sft",
+    p.add_argument("--method", dest="train__method", choices=["sft", "dpo", "orpo"], default=None,
                    help="sft: supervised (default); dpo / orpo: preference pairs from --data (prompt, chosen, "
                         "rejected; `python -m feedback export` writes them) on top of --from-adapter")
-    p.add_argument("--from-adapter", help="the shelf adapter a dpo / orpo run starts from")
-    p.add_argument("--beta", type=float, default=0.1, help="dpo / orpo: strength of the preference term")
+    p.add_argument("--from-adapter", dest="train__from_adapter", help="the shelf adapter a dpo / orpo run starts from")
+    p.add_argument("--beta", dest="train__beta", type=float, default=None,
+                   help="dpo / orpo: strength of the preference term (default 0.1)")
 
 
 def build_config(args):
     from finetune.config import RunConfig
 
     cfg = RunConfig.load(args.config) if args.config else RunConfig()
-    for _, _, section, field, _, _ in FLAGS:
-        value = getattr(args, f"{section}__{field}")
+    for section, field in [(f[2], f[3]) for f in FLAGS] + [("train", "method"), ("train", "from_adapter"),
+                                                              ("train", "beta")]:
+        value = getattr(args, f"{section}__{field}", None)
         if value is not None:
             setattr(getattr(cfg, section), field, value)
     if args.use_8bit or args.use_4bit:
@@ -148,35 +150,36 @@ def _print_warning(event: dict) -> None:
         print(f"warning: {event['message']}", file=sys.stderr, flush=True)
 
 
-def _preference(args, cfg) -> int:
-    """``--method dpo|orpo``: TRL's trainer on the pairs in ``--data`` (finetune/train/preference.py)."""
+def _preference(args, cfg, on_event, stop) -> int:
+    """``--method dpo|orpo``: TRL's trainer on the pairs in ``--data`` (finetune/train/preference.py),
+    with the same progress events, stop and run folder as supervised training."""
     from finetune.train.preference import PreferenceConfig, train_preference
 
-    if not args.from_adapter:
-        raise ValueError(f"--method {args.method} trains an adapter further: name it with --from-adapter")
+    t = cfg.train
+    if t.method not in ("dpo", "orpo"):
+        raise ValueError(f"method must be sft, dpo or orpo, got {t.method!r}")
+    if not t.from_adapter:
+        raise ValueError(f"--method {t.method} trains an adapter further: name it with --from-adapter")
     if not cfg.data.path:
         raise ValueError("--data must name the pairs file (JSON lines with prompt, chosen, rejected)")
-    chosen = {f: getattr(args, f"train__{f}") for f in ("learning_rate", "epochs", "max_steps", "batch_size",
-                                                        "grad_accum", "seed") if getattr(args, f"train__{f}") is not None}
-    pref = PreferenceConfig(args.from_adapter, cfg.data.path, name=cfg.run.adapter_name or "", method=args.method,
-                            beta=args.beta, max_length=args.data__max_length or 256,
-                            max_pairs=args.data__max_samples or 0, **chosen)
-
-    def show(step, total, values):
-        if not args.quiet and "loss" in values:
-            print(f"step {step}/{total}  loss {values['loss']:.4f}", file=sys.stderr, flush=True)
-
-    result = train_preference(pref, on_log=show)
-    print(json.dumps({"status": "completed", "adapter": str(result.path), "method": args.method,
-                      "from": args.from_adapter, "pairs": result.pairs, "steps": result.steps,
+    # An SFT learning rate (1e-3) is far too high for preference tuning: only one the user set counts.
+    set_here = args.config or args.train__learning_rate is not None
+    pref = PreferenceConfig(t.from_adapter, cfg.data.path, name=cfg.run.adapter_name or "", method=t.method,
+                            beta=t.beta, epochs=t.epochs, max_steps=t.max_steps or -1, batch_size=t.batch_size,
+                            grad_accum=t.grad_accum, max_length=cfg.data.max_length,
+                            max_pairs=cfg.data.max_samples or 0, seed=t.seed,
+                            **({"learning_rate": t.learning_rate} if set_here else {}))
+    result = train_preference(pref, on_event=on_event, stop=stop, run_dir=cfg.run.run_dir or None)
+    print(json.dumps({"status": result.status, "adapter": str(result.path), "method": t.method,
+                      "from": t.from_adapter, "pairs": result.pairs, "steps": result.steps,
                       "seconds": round(result.seconds, 1), "final_loss": result.final_loss}, indent=2))
     return 0
 
 
 def main(args) -> int:
     cfg = build_config(args)
-    if args.method != "sft":
-        return _preference(args, cfg)
+    if args.dry_run and cfg.train.method != "sft":
+        raise ValueError("--dry-run measures supervised training; it does not cover dpo or orpo yet")
     if args.dry_run:
         return _dry_run(cfg)
     if (cfg.run.nproc_per_node > 1 or cfg.run.nnodes > 1) and "WORLD_SIZE" not in os.environ:
@@ -203,6 +206,8 @@ def main(args) -> int:
         return stop.is_set() or bool(stop_file and stop_file.exists())
 
     try:
+        if cfg.train.method != "sft":
+            return _preference(args, cfg, lambda e: [s(e) for s in sinks], stop_requested)
         result = train(cfg, on_event=lambda e: [s(e) for s in sinks], stop=stop_requested)
     except ConfigError as err:
         return _print_problems(err)

@@ -71,6 +71,7 @@ class PreferenceResult:
     pairs: int
     seconds: float
     final_loss: float | None
+    status: str = "completed"  # or "stopped" (saved at the step it reached)
 
 
 def read_pairs(path: str | Path, limit: int = 0) -> list[dict]:
@@ -132,8 +133,16 @@ def load_policy(adapter: str, trainable: bool = True):
     return model, tokenizer, manifest
 
 
-def train_preference(cfg: PreferenceConfig, on_log=None) -> PreferenceResult:
+def train_preference(cfg: PreferenceConfig, on_log=None, *, on_event=None, stop=None,
+                     run_dir: str | Path | None = None) -> PreferenceResult:
     """Train ``cfg.adapter`` on ``cfg.pairs``; the result is a new adapter on the shelf.
+
+    Args:
+        on_log: ``on_log(step, total, logs)`` at every logged step (TRL's own figures).
+        on_event: events as supervised training writes them (``start``, ``progress``,
+            ``saved``, ``done``), so the Train tab's progress and ``--events`` read both.
+        stop: asked after each step; True ends the run, which saves at the step it reached.
+        run_dir: the run folder (default ``runs/<name>-<time>``).
 
     Raises:
         ValueError: a bad setting, adapter or pairs file.
@@ -143,16 +152,20 @@ def train_preference(cfg: PreferenceConfig, on_log=None) -> PreferenceResult:
     if (paths.subdir("adapters") / name).exists():
         raise ValueError(f"an adapter named {name!r} is already on the shelf; pick another --name")
     pairs = read_pairs(cfg.pairs, cfg.max_pairs)
+    emit = _emitter(on_event)
+    emit("status", message=f"loading {cfg.adapter} for {cfg.method} on {len(pairs)} pairs")
     model, tokenizer, parent = load_policy(cfg.adapter)
-    run_dir = paths.subdir("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    trainer = _trainer(cfg, model, tokenizer, pairs, run_dir, on_log)
+    run_dir = Path(run_dir) if run_dir else paths.subdir("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    progress = _Progress(emit, on_log, stop)
+    trainer = _trainer(cfg, model, tokenizer, pairs, run_dir, progress)
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-    for quiet in (PrinterCallback, ProgressCallback):  # progress goes to on_log, not stdout
+    for quiet in (PrinterCallback, ProgressCallback):  # progress goes to on_log / on_event, not stdout
         trainer.remove_callback(quiet)
     start = time.perf_counter()
     output = trainer.train()
     seconds = time.perf_counter() - start
+    status = "stopped" if progress.stopped else "completed"
     policy = trainer.model
     if "ref" in getattr(policy, "peft_config", {}):
         policy.delete_adapter("ref")  # TRL's frozen copy of the starting adapter
@@ -161,7 +174,7 @@ def train_preference(cfg: PreferenceConfig, on_log=None) -> PreferenceResult:
     manifest = {k: v for k, v in parent.items() if k not in ("format", "name", "adapter_hash", "adapter_bytes",
                                                              "eval", "gate", "metrics", "probes")}
     manifest.update({
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "status": "completed",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "status": status,
         "steps": trainer.state.global_step, "total_steps": trainer.state.max_steps,
         "lineage": {"parent": cfg.adapter, "parent_hash": parent.get("adapter_hash"), "method": cfg.method,
                     "pairs": len(pairs), "pairs_file": str(cfg.pairs), "pairs_hash": file_hash(Path(cfg.pairs))},
@@ -169,12 +182,67 @@ def train_preference(cfg: PreferenceConfig, on_log=None) -> PreferenceResult:
         "timings": {"train_seconds": round(seconds, 1)}, "run_dir": str(run_dir),
     })
     path = save_adapter(policy, tokenizer, name, manifest)
-    return PreferenceResult(name, path, trainer.state.global_step, len(pairs), seconds, output.training_loss)
+    emit("saved", adapter=name, path=str(path), status=status)
+    emit("done", status=status, step=trainer.state.global_step, adapter=name,
+         metrics={"train_loss": output.training_loss})
+    return PreferenceResult(name, path, trainer.state.global_step, len(pairs), seconds, output.training_loss, status)
 
 
-def _trainer(cfg: PreferenceConfig, model, tokenizer, pairs: list[dict], run_dir: Path, on_log):
+def _emitter(on_event):
+    def emit(kind: str, **data) -> None:
+        if on_event is not None:
+            on_event({"type": kind, "time": time.time(), **data})
+    return emit
+
+
+class _Progress:
+    """TRL's step and log callbacks turned into TuneDesk's events, and the stop request."""
+
+    def __init__(self, emit, on_log, stop):
+        self.emit, self.on_log, self.stop = emit, on_log, stop
+        self.started, self.stopped = None, False
+
+    def callback(self):
+        from transformers import TrainerCallback
+
+        outer = self
+
+        class Forward(TrainerCallback):
+            def on_train_begin(self, args, state, control, **kwargs):
+                outer.started = time.time()
+                outer.emit("start", total_steps=state.max_steps, start_step=0, train_rows=0, val_rows=0,
+                           device="cpu", run_dir=args.output_dir)
+
+            def on_step_end(self, args, state, control, **kwargs):
+                if outer.stop is not None and outer.stop():
+                    outer.stopped = control.should_training_stop = True
+
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                logs = dict(logs or {})
+                if outer.on_log is not None:
+                    outer.on_log(state.global_step, state.max_steps, logs)
+                if "loss" in logs:
+                    outer.progress(state, logs)
+
+        return Forward()
+
+    def progress(self, state, logs: dict) -> None:
+        from finetune.train.steps import peak_memory_gib
+
+        elapsed = time.time() - (self.started or time.time())
+        step, total = state.global_step, max(state.max_steps, 1)
+        self.emit("progress", step=step, total_steps=total, epoch=float(state.epoch or 0),
+                  loss=float(logs["loss"]), lr=float(logs.get("learning_rate", 0.0)),
+                  grad_norm=float(logs.get("grad_norm", 0.0)),
+                  tokens_per_second=float(logs.get("num_tokens", 0.0)) / max(elapsed, 1e-9),
+                  elapsed=elapsed, eta=elapsed / max(step, 1) * (total - step),
+                  peak_memory_gib=peak_memory_gib("cpu"),
+                  reward_accuracy=float(logs.get("rewards/accuracies", 0.0)),
+                  reward_margin=float(logs.get("rewards/margins", 0.0)))
+
+
+def _trainer(cfg: PreferenceConfig, model, tokenizer, pairs: list[dict], run_dir: Path, progress: _Progress):
     from datasets import Dataset
-    from transformers import TrainerCallback
 
     rows = Dataset.from_list([{"prompt": p["prompt"], "chosen": [{"role": "assistant", "content": p["chosen"]}],
                                "rejected": [{"role": "assistant", "content": p["rejected"]}]} for p in pairs])
@@ -184,13 +252,7 @@ def _trainer(cfg: PreferenceConfig, model, tokenizer, pairs: list[dict], run_dir
               "beta": cfg.beta, "logging_steps": 1, "save_strategy": "no", "report_to": [], "seed": cfg.seed,
               "use_cpu": True, "bf16": False, "fp16": False, "dataloader_num_workers": 0,
               "disable_tqdm": True}
-    callbacks = []
-    if on_log is not None:
-        class Forward(TrainerCallback):
-            def on_log(self, args, state, control, logs=None, **kwargs):
-                on_log(state.global_step, state.max_steps, dict(logs or {}))
-
-        callbacks.append(Forward())
+    callbacks = [progress.callback()]
     if cfg.method == "dpo":
         from trl import DPOConfig, DPOTrainer
 

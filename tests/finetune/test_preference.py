@@ -90,3 +90,41 @@ def test_the_cli_trains_dpo_from_a_shelf_adapter(home, tiny_llama_dir, pairs_fil
     report = json.loads(capsys.readouterr().out)
     assert (report["method"], report["from"], report["steps"], report["pairs"]) == ("dpo", "support", 2, 8)
     assert (home / "adapters" / "cli-dpo" / "adapter_model.safetensors").is_file()
+
+
+def test_progress_events_and_a_stop_save_the_step_reached(home, tiny_llama_dir, pairs_file):
+    put_adapter(tiny_llama_dir, "support")
+    events = []
+    result = train_preference(PreferenceConfig("support", str(pairs_file), name="stopped", max_steps=5, batch_size=2),
+                              on_event=events.append, stop=lambda: True)
+    assert (result.status, result.steps) == ("stopped", 1)
+    kinds = [e["type"] for e in events]
+    assert kinds[:2] == ["status", "start"] and kinds[-2:] == ["saved", "done"] and "progress" in kinds
+    progress = next(e for e in events if e["type"] == "progress")
+    assert progress["total_steps"] == 5 and progress["step"] == 1 and progress["loss"] > 0
+    assert json.loads((result.path / "manifest.json").read_text())["status"] == "stopped"
+
+
+def test_the_runner_trains_dpo_in_a_child_with_the_progress_the_train_tab_reads(home, tiny_llama_dir, pairs_file):
+    import time
+
+    from core.events import read_events
+    from finetune.config import RunConfig
+    from finetune.train import runner
+
+    put_adapter(tiny_llama_dir, "support")
+    cfg = RunConfig()
+    cfg.model.name, cfg.data.path = str(tiny_llama_dir), str(pairs_file)
+    cfg.train.method, cfg.train.from_adapter, cfg.train.max_steps, cfg.train.batch_size = "dpo", "support", 2, 4
+    cfg.train.learning_rate = 1e-4
+    cfg.run.adapter_name = "via-runner"
+    info = runner.start(cfg)
+    deadline = time.time() + 240
+    while runner.get(info.run_id).state in runner.ACTIVE and time.time() < deadline:
+        time.sleep(0.5)
+    done = runner.get(info.run_id)
+    assert done.state == "done", runner.log_tail(done.run_dir)
+    events, _ = read_events(done.run_dir / "events.jsonl")
+    assert [e["step"] for e in events if e["type"] == "progress"] == [1, 2]
+    manifest = json.loads((home / "adapters" / "via-runner" / "manifest.json").read_text())
+    assert manifest["lineage"]["parent"] == "support" and manifest["preference"]["learning_rate"] == 1e-4
