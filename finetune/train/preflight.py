@@ -28,8 +28,11 @@ def preflight(cfg, hardware=None) -> list[str]:
 
     problems = validate(cfg, hardware)
     path, model = cfg.data.path, cfg.model.name
+    preference = getattr(cfg.train, "method", "sft") in ("dpo", "orpo")
     if isinstance(path, (str, Path)) and str(path).strip():
-        problems += dataset_problems(cfg.data)
+        problems += pairs_problems(path) if preference else dataset_problems(cfg.data)
+    if preference and not problems:
+        problems += adapter_problems(cfg.train.from_adapter)
     if isinstance(model, str) and model.strip():
         problems += model_problems(model)
     return problems
@@ -50,6 +53,29 @@ def dataset_problems(data_args) -> list[str]:
         normalize(table, detect_mapping(table.column_names, data_args), source)
     except DataError as err:  # as finetune.data.prepare says it
         return [str(err) if str(err).startswith(source) else f"{source}: {err}"]
+    return []
+
+
+def pairs_problems(path) -> list[str]:
+    """Why a preference run cannot read its pairs file (prompt, chosen, rejected), or nothing."""
+    from finetune.train.preference import read_pairs
+
+    try:
+        read_pairs(path)
+    except ValueError as err:
+        return [str(err)]
+    return []
+
+
+def adapter_problems(name: str) -> list[str]:
+    """Why shelf adapter ``name`` cannot start a preference run (missing, broken), or nothing."""
+    from adapters.shelf.adapter_folder import read_adapter_folder
+    from core import paths
+
+    try:
+        read_adapter_folder(name, paths.subdir("adapters") / paths.safe_name(name, "adapter name"))
+    except ValueError as err:
+        return [str(err)]
     return []
 
 

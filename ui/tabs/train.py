@@ -79,10 +79,20 @@ def build_train_tab(state: AppState) -> dict:
                                           elem_id="train-rdzv")
                         sharding = gr.Dropdown(forms.SHARDING_CHOICES, value=d.run.sharding, label="Sharding",
                                                elem_id="train-sharding")
+                    gr.Markdown("Preference tuning: the dataset holds pairs (prompt, chosen, rejected; the Review "
+                                "tab's export writes them) and the run continues an adapter from the shelf. Use a "
+                                "learning rate around 5e-5.")
+                    with gr.Row():
+                        method = gr.Dropdown(forms.METHOD_CHOICES, value=d.train.method, label="Method",
+                                             elem_id="train-method")
+                        from_adapter = gr.Dropdown([""] + state.adapter_choices(), value="", allow_custom_value=True,
+                                                   label="Start from adapter (DPO / ORPO)", elem_id="train-from")
+                        beta = gr.Number(d.train.beta, label="Beta (DPO / ORPO)", elem_id="train-beta")
                 name = gr.Textbox(label="Adapter name (optional)", elem_id="train-name")
         settings = [model, device, precision, quant, batch, accum, r, alpha, dropout, mlp, lr, sched, epochs,
                     steps, max_len, samples, val, packing, last_turn, system, eval_every, probe_every, save_every, seed, name,
-                    nproc, nnodes, node_rank, rdzv, sharding]
+                    nproc, nnodes, node_rank, rdzv, sharding, method, from_adapter, beta]
+        tab.select(lambda: gr.update(choices=["", *state.adapter_choices()]), None, from_adapter)
         with gr.Row():
             check = gr.Button("Check settings & estimate", elem_id="train-check")
             dry = gr.Button("Dry run (one step)", elem_id="train-dry")

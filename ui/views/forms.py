@@ -24,11 +24,17 @@ TRAIN_FIELDS = [
     # Several processes or machines (torchrun); checked by finetune.launch like the CLI's flags.
     ("run", "nproc_per_node"), ("run", "nnodes"), ("run", "node_rank"), ("run", "rdzv_endpoint"),
     ("run", "sharding"),
+    # Preference tuning (dpo / orpo) on pairs, on top of a shelf adapter.
+    ("train", "method"), ("train", "from_adapter"), ("train", "beta"),
 ]
 _INTS = {"batch_size", "grad_accum", "r", "alpha", "max_steps", "max_length", "max_samples",
          "eval_every", "probe_every", "save_every", "seed", "nproc_per_node", "nnodes", "node_rank"}
-_FLOATS = {"dropout", "learning_rate", "epochs", "val_fraction"}
-_TEXTS = {"system_prompt", "adapter_name", "rdzv_endpoint"}
+_FLOATS = {"dropout", "learning_rate", "epochs", "val_fraction", "beta"}
+_TEXTS = {"system_prompt", "adapter_name", "rdzv_endpoint", "from_adapter"}
+# The Train tab's methods: (label, TrainArgs.method).
+METHOD_CHOICES = [("SFT: learn the answers in the dataset", "sft"),
+                  ("DPO: prefer chosen over rejected answers (pairs), from an adapter", "dpo"),
+                  ("ORPO: the same without a reference copy (cheaper on a CPU)", "orpo")]
 # The Train tab's sharding choices: (label, RunArgs.sharding).
 SHARDING_CHOICES = [("DDP: each process holds the whole model", "ddp"),
                     ("FSDP: the model is split across processes (FSDP2)", "fsdp")]

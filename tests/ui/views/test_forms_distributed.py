@@ -9,6 +9,11 @@ from ui.views import train_actions as train_handlers
 from ui.views.train_actions import DATA_SOURCES
 
 RUN_FIELDS = ("nproc_per_node", "nnodes", "node_rank", "rdzv_endpoint", "sharding")
+AT = [forms.TRAIN_FIELDS.index(("run", f)) for f in RUN_FIELDS]  # where they sit in the form
+
+
+def _run_part(values: list) -> list:
+    return [values[i] for i in AT]
 
 
 def _values(model_dir, **run) -> list:
@@ -22,12 +27,13 @@ def _values(model_dir, **run) -> list:
 def test_the_form_round_trips_the_launch_settings(tiny_llama_dir):
     run = {"nproc_per_node": 4, "nnodes": 2, "node_rank": 1, "rdzv_endpoint": "10.0.0.5:29500", "sharding": "fsdp"}
     values = _values(tiny_llama_dir, **run)
-    assert values[-5:] == [run[f] for f in RUN_FIELDS]
+    assert _run_part(values) == [run[f] for f in RUN_FIELDS]
     # Gradio's Number gives floats and the Textbox may carry spaces: they arrive as the CLI's.
-    values[-5:] = [4.0, 2.0, 1.0, " 10.0.0.5:29500 ", "fsdp"]
+    for i, value in zip(AT, [4.0, 2.0, 1.0, " 10.0.0.5:29500 ", "fsdp"], strict=True):
+        values[i] = value
     cfg, problems = forms.to_config(forms.DEMO_DATA, values)
     assert problems == [] and {f: getattr(cfg.run, f) for f in RUN_FIELDS} == run
-    assert forms.form_values(cfg)[-5:] == [run[f] for f in RUN_FIELDS]
+    assert _run_part(forms.form_values(cfg)) == [run[f] for f in RUN_FIELDS]
 
 
 def test_check_and_start_refuse_a_bad_endpoint_with_the_cli_sentence(tiny_llama_dir, home):

@@ -1,0 +1,52 @@
+"""The Train tab's preference methods: Start with DPO on reviewed pairs continues a shelf
+adapter in a run the tab follows; what cannot start says why before anything runs."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from shelf_helpers import put_adapter
+from ui_handlers import handlers
+
+from finetune.train import runner
+from ui.views import forms
+from ui.views.train_actions import DATA_SOURCES
+
+PATH = DATA_SOURCES[2]
+
+
+def _values(model_dir, **train) -> list:
+    cfg = forms.ui_defaults()
+    cfg.model.name = str(model_dir)
+    cfg.train.max_steps, cfg.train.batch_size, cfg.train.learning_rate = 2, 2, 5e-5
+    for k, v in train.items():
+        setattr(cfg.train, k, v)
+    return forms.form_values(cfg)
+
+
+def test_start_runs_dpo_from_a_shelf_adapter_and_refuses_what_cannot_run(home, tiny_llama_dir, tmp_path):
+    put_adapter(tiny_llama_dir, "support")
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"prompt": f"Question {i}?", "chosen": "Yes, done.", "rejected": "No."}) + "\n"
+                             for i in range(4)))
+    table = handlers(tiny_llama_dir)
+    message, run_id = table["on_start"](PATH, None, str(pairs), *_values(tiny_llama_dir, method="dpo"))
+    assert run_id is None and "name the adapter to start from" in message
+    demo = forms.DEMO_DATA  # instruction/response rows are not pairs
+    message, run_id = table["on_start"](PATH, None, demo, *_values(tiny_llama_dir, method="dpo", from_adapter="support"))
+    assert run_id is None and "a pair needs prompt" in message
+    message, run_id = table["on_start"](PATH, None, str(pairs), *_values(tiny_llama_dir, method="dpo", from_adapter="nope"))
+    assert run_id is None and "no adapter named" in message
+    message, run_id = table["on_start"](PATH, None, str(pairs), *_values(tiny_llama_dir, method="dpo", from_adapter="support"))
+    assert run_id, message
+    deadline = time.time() + 240
+    while runner.get(run_id).state in runner.ACTIVE and time.time() < deadline:
+        time.sleep(0.5)
+    from ui.views.train_progress import run_view
+
+    view = run_view(run_id)
+    assert view["state"] == "done", view["log"]
+    assert "step 2/2" in view["progress_html"] and view["adapter"]
+    lineage = json.loads((home / "adapters" / view["adapter"] / "manifest.json").read_text())["lineage"]
+    assert (lineage["parent"], lineage["method"], lineage["pairs"]) == ("support", "dpo", 4)
