@@ -128,3 +128,13 @@ def test_the_runner_trains_dpo_in_a_child_with_the_progress_the_train_tab_reads(
     assert [e["step"] for e in events if e["type"] == "progress"] == [1, 2]
     manifest = json.loads((home / "adapters" / "via-runner" / "manifest.json").read_text())
     assert manifest["lineage"]["parent"] == "support" and manifest["preference"]["learning_rate"] == 1e-4
+
+
+def test_the_adapters_tab_shows_the_lineage(home, tiny_llama_dir, pairs_file):
+    from adapters.shelf.store import Shelf
+    from ui.views.shelf import details_markdown
+
+    parent = put_adapter(tiny_llama_dir, "support")
+    train_preference(PreferenceConfig("support", str(pairs_file), name="support-v2", max_steps=1, batch_size=2))
+    text = details_markdown(Shelf().get("support-v2"))
+    assert f"**Lineage:** support (`{parent.adapter_hash[:12]}`) + 8 preference pairs by DPO" in text

@@ -47,6 +47,12 @@ def details_markdown(entry) -> str:
     if d:
         lines.append(f"- **Data:** `{d.get('path')}` · {d.get('train_rows')} train / {d.get('val_rows')} validation rows · "
                      f"fingerprint `{d.get('fingerprint')}`")
+    lineage = m.get("lineage")
+    if isinstance(lineage, dict):
+        pref = m.get("preference") or {}
+        lines.append(f"- **Lineage:** {lineage.get('parent')} (`{str(lineage.get('parent_hash'))[:12]}`) + "
+                     f"{lineage.get('pairs')} preference pairs by {str(lineage.get('method', '')).upper()} "
+                     f"(`{lineage.get('pairs_file')}`; beta {pref.get('beta')}, lr {pref.get('learning_rate')})")
     if entry.metrics:
         lines.append("- **Metrics:** " + ", ".join(f"{k} {_fmt(v, 3)}" for k, v in entry.metrics.items()))
     gate = entry_status(entry)
