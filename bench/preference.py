@@ -5,7 +5,8 @@ after, and the minutes it took.
 Pairs come from the Bitext training rows (``../shared/datasets/bitext/bitext_v1_train.csv``):
 the prompt is a row's instruction, ``chosen`` its own reference answer, ``rejected`` the answer
 of a row with another intent. The SFT adapter trains on the file's first ``--sft-rows`` rows;
-the pairs come from the rows after them: ``--pairs`` to train on, then ``--held-out`` kept out.
+the training pairs come from the rows after them, the ``--held-out`` pairs from the file's last
+rows (the same rows whatever ``--pairs`` is).
 Preference accuracy is the share of held-out pairs where the adapter gives the chosen answer
 the higher log-probability (``finetune.train.preference.preference_accuracy``).
 
@@ -30,12 +31,13 @@ BITEXT = REPO.parent / "shared" / "datasets" / "bitext" / "bitext_v1_train.csv"
 
 
 def bitext_pairs(path: Path, skip: int, count: int, seed: int = 0) -> list[dict]:
-    """``count`` pairs from the rows after the first ``skip``: chosen = the row's answer,
-    rejected = the answer of a row (anywhere in the file) with another intent."""
+    """``count`` pairs from the rows after the first ``skip`` (negative: the file's last
+    ``-skip`` rows): chosen = the row's answer, rejected = the answer of a row (anywhere in the
+    file) with another intent."""
     with open(path, newline="", encoding="utf-8") as fh:
         rows = [r for r in csv.DictReader(fh) if r.get("instruction") and r.get("response")]
     rng = random.Random(seed)
-    pool = rows[skip:skip + count]
+    pool = rows[skip:skip + count] if skip >= 0 else rows[skip:][:count]
     if len(pool) < count:
         raise ValueError(f"{path.name} has {len(rows)} rows; {skip} + {count} are needed")
     pairs = []
@@ -94,7 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         home = Path(args.home or tmp)
         os.environ["TUNEDESK_HOME"] = str(home)
         train_pairs = bitext_pairs(data, args.sft_rows, args.pairs)
-        held_out = bitext_pairs(data, args.sft_rows + args.pairs, args.held_out, seed=1)
+        if args.sft_rows + args.pairs > 4000 - args.held_out:
+            raise ValueError("--sft-rows + --pairs + --held-out must fit in the file's 4,000 rows")
+        held_out = bitext_pairs(data, -args.held_out, args.held_out, seed=1)
         pairs_file = home / "pairs.jsonl"
         pairs_file.parent.mkdir(parents=True, exist_ok=True)
         pairs_file.write_text("".join(json.dumps(x) + "\n" for x in train_pairs))
