@@ -81,6 +81,7 @@ class Engines:
         self.mixed_crowd = mixed_crowd_default() if mixed_crowd is None else mixed_crowd
         self._crowd: Counter = Counter()  # (engine name, adapter) -> requests routed, not ended
         self._crowd_lock = threading.Condition()
+        self._hashes: dict[tuple, str] = {}  # (adapter, file stamps) -> weights hash
         self._waiting: list[tuple[object, str]] = []  # (request, adapter) waiting for llama-server, oldest first
         self._llama_factory = llama_factory or make_llama_engine
         self._lock = threading.Lock()
@@ -296,8 +297,16 @@ class Engines:
         if is_base(adapter):
             self.session.load()
             return self.session.resolved.weight_hash
-        manifest = self.session.check_usable(adapter)
-        return str(manifest.get("adapter_hash") or file_hash(self.session.adapter_folder(adapter) / WEIGHTS))
+        folder = self.session.adapter_folder(adapter)
+        try:
+            key = (adapter, *_stamps(folder))  # read again only when its files change (once per answer)
+        except ValueError:
+            self.session.check_usable(adapter)  # says why in the session's own words
+            raise
+        if key not in self._hashes:
+            manifest = self.session.check_usable(adapter)
+            self._hashes[key] = str(manifest.get("adapter_hash") or file_hash(folder / WEIGHTS))
+        return self._hashes[key]
 
     def describe(self) -> str:
         """One line for the page: which engine answers and why (it starts nothing)."""
