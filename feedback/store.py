@@ -70,7 +70,7 @@ class FeedbackStore:
         """Remember one served answer (and log it, redacted, when logging is on)."""
         served = ServedAnswer(answer_id, adapter, version, engine, source, _now())
         if self.log_conversations:
-            served.messages = [{"role": m.get("role"), "content": redact(_text(m.get("content")))}
+            served.messages = [{"role": m.get("role"), "content": redact(content_text(m.get("content")))}
                                for m in messages]
             served.answer = redact(text)
             append_line(self.folder / ANSWERS_FILE, json.dumps(asdict(served), ensure_ascii=False))
@@ -129,11 +129,12 @@ def check_rating(rating, correction) -> None:
         raise ValueError(f"correction is {len(correction)} characters; at most {MAX_CORRECTION_CHARS}")
 
 
-def _text(content) -> str:
+def content_text(content) -> str:
+    """A message's text, whether a string or a list of content parts (OpenAI's, Gradio's)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # OpenAI content parts
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
     return ""
 
 

@@ -16,7 +16,7 @@ import time
 
 from core import paths
 from core.paths import append_line
-from feedback.store import FeedbackStore, check_rating
+from feedback.store import FeedbackStore, check_rating, content_text
 
 FEEDBACK_FILE = "feedback.jsonl"
 
@@ -81,15 +81,7 @@ def rate_chat_answer(history: list[dict], index: int, rating: str, adapter: str 
 
     store = FeedbackStore(log_conversations=True)  # rating in Chat is asking to keep it
     answer_id = f"chat-{uuid.uuid4().hex[:24]}"
-    before = [{"role": m["role"], "content": _plain(m.get("content"))} for m in history[:index]]
-    store.record(answer_id, adapter or "base", version, engine, before, _plain(history[index].get("content")),
+    before = [{"role": m["role"], "content": content_text(m.get("content"))} for m in history[:index]]
+    store.record(answer_id, adapter or "base", version, engine, before, content_text(history[index].get("content")),
                  source="chat")
     return store.rate(answer_id, rating, correction, source="chat")
-
-
-def _plain(content) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-    return str(content or "")
