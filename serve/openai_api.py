@@ -111,20 +111,11 @@ class OpenAIServer:
         try:
             self._check_key(request)
             chat = parse_chat(await _json(request))
-            pin = _pin(request, chat)
-            adapter = await run_in_threadpool(self.resolve_model, chat.model)
-            if adapter is False:
-                raise _unknown(chat.model)
-            if adapter is not None:
-                await run_in_threadpool(self.warn_if_not_passed, adapter)
-            if pin is None and (chat.tools or chat.json_schema is not None) and self.engines.llama() is not None:
-                pin = "llama.cpp"  # only llama.cpp follows tools and schemas
+            # One trip to a worker thread for every check before the answer: each trip is a
+            # wake-up on cores llama-server is decoding on, before the first token.
+            adapter, engine, release, prepared = await run_in_threadpool(self._admit, chat, _pin(request, chat))
             try:
-                engine, release = await run_in_threadpool(self.engines.route, [adapter], pin)
-            except ValueError as err:
-                raise RequestError(str(err), PIN_HEADER) from None
-            try:
-                return await self._answer(chat, engine, release, adapter)
+                return await self._answer(chat, engine, release, adapter, prepared)
             except BaseException:
                 release()
                 raise
@@ -137,7 +128,30 @@ class OpenAIServer:
         except ApiError as err:
             return err.response()
 
-    async def _answer(self, chat: ChatRequest, engine, release, adapter: str | None):
+    def _admit(self, chat: ChatRequest, pin: str | None):
+        """(adapter, engine, release, prepared llama.cpp request or None) for one chat: the
+        model resolved, the gate looked at, the engine routed (this may wait its turn)."""
+        adapter = self.resolve_model(chat.model)
+        if adapter is False:
+            raise _unknown(chat.model)
+        if adapter is not None:
+            self.warn_if_not_passed(adapter)
+        if pin is None and (chat.tools or chat.json_schema is not None) and self.engines.llama() is not None:
+            pin = "llama.cpp"  # only llama.cpp follows tools and schemas
+        try:
+            engine, release = self.engines.route([adapter], pin)
+        except ValueError as err:
+            raise RequestError(str(err), PIN_HEADER) from None
+        if getattr(engine, "name", "") != "llama.cpp" or chat.tools:
+            return adapter, engine, release, None
+        try:
+            return adapter, engine, release, engine.prepare(chat.messages, adapter, chat.settings, chat.stop,
+                                                            chat.json_schema)
+        except BaseException:
+            release()
+            raise
+
+    async def _answer(self, chat: ChatRequest, engine, release, adapter: str | None, prepared=None):
         """The response of a routed request; ``release`` runs when its answer has ended."""
         is_llama = getattr(engine, "name", "") == "llama.cpp"
         if chat.tools and is_llama:
@@ -152,8 +166,6 @@ class OpenAIServer:
             raise RequestError("'response_format' needs the llama.cpp engine, which does not serve "
                                f"here ({self.engines.llama_error or 'set to pytorch'})", "response_format")
         if is_llama:  # relayed straight, no thread per answer
-            prepared = await run_in_threadpool(engine.prepare, chat.messages, adapter, chat.settings,
-                                               chat.stop, chat.json_schema)
             answer = _Tally(prepared.prompt_tokens, label(engine))
             deltas = _llama_deltas(engine, prepared, answer, release)
             release_with(deltas, release)

@@ -96,12 +96,14 @@ class LlamaServerEngine:
 
     async def stream(self, request: Request) -> AsyncIterator[Event]:
         """The answer's events as llama-server sends them, without a thread or a queue between
-        (the API relays them straight). Leaving early closes the upstream stream: llama-server
-        drops the request at its next step."""
+        (the API relays them straight); the events that arrived together come as one (one write
+        to the client for them when the relay falls behind). Leaving early closes the upstream
+        stream: llama-server drops the request at its next step."""
         upstream = None
         self._started()
         try:
-            upstream = await run_in_threadpool(self.upstreams.acquire, request.lora, self.known_loras)
+            upstream = self.upstreams.ready(request.lora) or \
+                await run_in_threadpool(self.upstreams.acquire, request.lora, self.known_loras)
             body = {**request.body, "lora": upstream.lora_scales(request.lora)}
             for attempt in (1, 2):
                 try:
@@ -109,9 +111,14 @@ class LlamaServerEngine:
                         if response.status_code != 200:
                             raise RuntimeError(f"llama-server answered HTTP {response.status_code}: "
                                                f"{(await response.aread())[:300]!r}")
-                        async for line in response.aiter_lines():
-                            if line.startswith("data: "):
-                                yield parse_event(line[6:])
+                        rest = b""
+                        async for part in response.aiter_raw():
+                            *lines, rest = (rest + part).split(b"\n")
+                            events = [parse_event(line[6:]) for line in lines if line.startswith(b"data: ")]
+                            if events:
+                                yield merged(events)
+                        if rest.startswith(b"data: "):
+                            yield parse_event(rest[6:])
                     break
                 except httpx.RemoteProtocolError as err:
                     if attempt == 2 or not stale(err):
@@ -242,7 +249,16 @@ def stale(err: Exception) -> bool:
     return "without sending a response" in str(err)
 
 
-def parse_event(data: str) -> Event:
+def merged(events: list[Event]) -> Event:
+    """Events that arrived together as one (the last one's finish, if any)."""
+    if len(events) == 1:
+        return events[0]
+    last = events[-1]
+    return Event("".join(e.text for e in events), sum(e.tokens for e in events), last.finish,
+                 last.completion_tokens)
+
+
+def parse_event(data: str | bytes) -> Event:
     """A ``/completion`` stream event (the JSON after ``data: ``) as an :class:`Event`."""
     event = json.loads(data)
     if event.get("stop"):

@@ -108,6 +108,10 @@ class Upstreams:
             upstream = self._pick(lora)
         return upstream
 
+    def ready(self, lora: Path | None) -> Upstream | None:
+        """As :meth:`acquire` when an upstream holds ``lora`` already (never blocks), else None."""
+        return self._pick(lora)
+
     def release(self, upstream: Upstream) -> None:
         with self._lock:
             upstream.inflight -= 1
