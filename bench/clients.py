@@ -77,7 +77,7 @@ def run_clients(submit: Submit, clients: int, adapters: list, tokens: int,
     wall = max(r[2] for r in out) - began
     return {"clients": clients, "tokens": tokens, "errors": errors, "texts": [r[4] for r in out],
             "messages": [r[5] for r in out],
-            "aggregate_tps": clients * tokens / wall, "wall_s": wall,
+            "aggregate_tps": clients * tokens / wall, "wall_s": wall, "ttfts": ttft,
             "ttft_p50_s": _pct(ttft, 50), "ttft_p95_s": _pct(ttft, 95),
             "full_p50_s": _pct(full, 50), "full_p95_s": _pct(full, 95)}
 

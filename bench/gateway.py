@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -53,22 +54,29 @@ def _adapters(kind: str) -> list:
 
 
 def measure(submits: dict, tokens: int, runs: int, alone: bool = True) -> list[dict]:
-    """Each load on each server in turn (best of ``runs`` aggregate), answers compared."""
+    """Each load on the servers in turn, run by run (A B A B ...: both see the machine as it is
+    then), summed up by :func:`summary`; answers compared."""
     rows = []
     for label, clients, kind in LOADS:
         row = {"load": label}
-        for name, submit in submits.items():
+        results: dict[str, list] = {name: [] for name in submits}
+        for submit in submits.values():
             run_clients(submit, 4, _adapters("mixed"), 4)  # warm-up
             seen = getattr(submit, "engines", None)
             if seen is not None:
                 seen.clear()
-            results = [run_clients(submit, clients, _adapters(kind), tokens, first_ticket=9000 + 100 * run)
-                       for run in range(runs)]
-            clean = [r for r in results if not r["errors"]] or results  # a failed run is no "best"
-            row[name] = max(clean, key=lambda r: r["aggregate_tps"])
-            row[f"{name} failed"] = [e for r in results for e in r["errors"]]
-            row[f"{name} engines"] = dict(seen or {})
-            row[f"{name} texts"] = results[0]["texts"]  # run 0 asked both servers the same questions
+        for run in range(runs):
+            for name, submit in submits.items():
+                results[name].append(run_clients(submit, clients, _adapters(kind), tokens,
+                                                 first_ticket=9000 + 100 * run))
+        for name, submit in submits.items():
+            row[name] = summary(results[name])
+            row[f"{name} failed"] = [e for r in results[name] for e in r["errors"]]
+            row[f"{name} engines"] = dict(getattr(submit, "engines", None) or {})
+            row[f"{name} texts"] = results[name][0]["texts"]  # run 0 asked both servers the same questions
+        if len(submits) == 2:
+            ours, theirs = (results[name] for name in submits)
+            row["run ratios"] = [a["aggregate_tps"] / b["aggregate_tps"] for a, b in zip(ours, theirs, strict=True)]
         row["same_text"] = sum(a == b for a, b in zip(row["tunedesk texts"], row["llama-server texts"], strict=True))
         if alone and clients > 1:  # does the load change an answer? each request again, alone
             row["alone"] = same_as_alone(submits["tunedesk"], row["tunedesk"], _adapters(kind), tokens, clients)
@@ -76,13 +84,24 @@ def measure(submits: dict, tokens: int, runs: int, alone: bool = True) -> list[d
     return rows
 
 
+def summary(results: list[dict]) -> dict:
+    """One server's runs of a load: the median aggregate tokens/s of the runs without an error
+    (all runs if every one had one) and the p95 of every request's first token over them."""
+    clean = [r for r in results if not r["errors"]] or results
+    ttfts = sorted(t for r in clean for t in r["ttfts"])
+    return {"aggregate_tps": statistics.median(r["aggregate_tps"] for r in clean),
+            "ttft_p95_s": ttfts[min(len(ttfts) - 1, round(0.95 * len(ttfts) + 0.5) - 1)],
+            "texts": results[0]["texts"], "messages": results[0]["messages"], "runs": len(clean)}
+
+
 def render(rows: list[dict], argv: list[str], tokens: int) -> str:
     lines = [f"## TuneDesk /v1 beside llama-server, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
              f"- command: `python -m bench gateway {' '.join(argv)}`",
              f"- machine: {cpu_model()}, {os.cpu_count()} cores, "
              f"native bf16: {native_bf16()}",
-             f"- each answer {tokens} tokens, greedy; best of the runs; errors counted", "",
-             "| load | TuneDesk tok/s; TTFT p95 | llama-server tok/s; TTFT p95 | aggregate ratio | "
+             f"- each answer {tokens} tokens, greedy; the two servers take turns run by run; tok/s is the "
+             "median of the runs without an error, TTFT p95 over every request of those runs; errors counted", "",
+             "| load | TuneDesk tok/s; TTFT p95 | llama-server tok/s; TTFT p95 | aggregate ratio (each run's) | "
              "TTFT p95 ratio | same answers as llama-server | same as alone | errors (all runs) | TuneDesk answered by |",
              "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
@@ -90,8 +109,9 @@ def render(rows: list[dict], argv: list[str], tokens: int) -> str:
         lines.append(
             f"| {row['load']} | {ours['aggregate_tps']:.1f}; {ours['ttft_p95_s']:.2f} s | "
             f"{theirs['aggregate_tps']:.1f}; {theirs['ttft_p95_s']:.2f} s | "
-            f"{ours['aggregate_tps'] / theirs['aggregate_tps']:.2f}x | "
-            f"{ours['ttft_p95_s'] / theirs['ttft_p95_s']:.2f}x | {row['same_text']}/{len(ours['texts'])} | "
+            f"{ours['aggregate_tps'] / theirs['aggregate_tps']:.2f}x"
+            + (f" ({', '.join(f'{r:.2f}' for r in row['run ratios'])})" if len(row.get("run ratios", [])) > 1 else "")
+            + f" | {ours['ttft_p95_s'] / theirs['ttft_p95_s']:.2f}x | {row['same_text']}/{len(ours['texts'])} | "
             + (f"{row['alone']['identical']}/{row['alone']['checked']}" if "alone" in row else "—")
             + f" | {len(row['tunedesk failed'])} / {len(row['llama-server failed'])} | "
             + ", ".join(f"{engine} {count}" for engine, count in sorted(row.get("tunedesk engines", {}).items()))
@@ -99,7 +119,7 @@ def render(rows: list[dict], argv: list[str], tokens: int) -> str:
     failures = [f"- {row['load']}, {name}: {error[:300]}" for row in rows for name in ("tunedesk", "llama-server")
                 for error in row.get(f"{name} failed", [])]
     if failures:
-        lines += ["", "Errors (over all runs; the table keeps the best run without one):", *failures]
+        lines += ["", "Errors (over all runs; the table sums up the runs without one):", *failures]
     if "pytorch" in rows[0]:
         lines += ["", "TuneDesk's PyTorch batching engine (`--engine pytorch`, float32) on the same loads:", "",
                   "| load | PyTorch tok/s; TTFT p95 | / llama-server aggregate | / llama-server TTFT p95 |",
@@ -114,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench gateway", description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="default", help="base model name or folder")
     parser.add_argument("--tokens", type=int, default=64, help="tokens per answer")
-    parser.add_argument("--runs", type=int, default=1, help="runs per load and server (best kept)")
+    parser.add_argument("--runs", type=int, default=5, help="runs per load and server, taking turns")
     parser.add_argument("--engine", default="auto", choices=("auto", "llama.cpp"),
                         help="TuneDesk's engine choice (python -m serve --engine)")
     parser.add_argument("--pytorch", action="store_true",
