@@ -22,57 +22,65 @@ from eval.slices import LABELS, format_delta, is_worse
 
 
 def check(report, adapter: str, rules: dict) -> dict:
-    """One adapter's verdict: ``{"state", "reasons", "notes", "rules"}``.
+    """One adapter's verdict: ``{"state", "reasons", "notes", "rules", "against"}``.
+
+    An adapter tuned from another one (``report.against``: a preference run's parent) is
+    checked against that version, not the base: it must not have lost what its parent had.
 
     Args:
         report: an ``eval.report.EvalReport`` that scored ``adapter``.
         rules: checked rules (:func:`adapters.shelf.gate_rules.read_rules`).
     """
     reasons, notes = [], []
+    parent = (getattr(report, "against", None) or {}).get(adapter)
+    reference = parent["reference"] if parent else "base"
+    deltas = parent["deltas"] if parent else report.deltas[adapter]
+    slices = parent["slices"] if parent else report.slices
     metrics = rules["slices_not_worse"]
-    if metrics and report.slices:
-        column = report.slices["column"]
-        for s in report.slices["slices"]:
+    if metrics and slices:
+        column = slices["column"]
+        for s in slices["slices"]:
             bad = [k for k in metrics if is_worse(k, s["deltas"][adapter][k])]
             if bad:
-                reasons.append(f"{column}={s['slice']} is worse than base on " + ", ".join(
+                reasons.append(f"{column}={s['slice']} is worse than {reference} on " + ", ".join(
                     f"{LABELS[k]} {format_delta(k, s['deltas'][adapter][k])}" for k in bad))
-        few = [s["slice"] for s in report.slices["slices"] if s["note"]]
+        few = [s["slice"] for s in slices["slices"] if s["note"]]
         if few:
             notes.append(f"{len(few)} slice(s) had too few rows for a CI and were not checked: "
                          + ", ".join(few[:10]) + (" ..." if len(few) > 10 else ""))
     elif metrics:
         notes.append("the evaluation was not sliced: the whole set was checked as one slice")
-        bad = [k for k in metrics if is_worse(k, report.deltas[adapter][k])]
+        bad = [k for k in metrics if is_worse(k, deltas[k])]
         if bad:
-            reasons.append("all rows are worse than base on " + ", ".join(
-                f"{LABELS[k]} {format_delta(k, report.deltas[adapter][k])}" for k in bad))
-    if rules["perplexity_not_worse"] and is_worse("perplexity", report.deltas[adapter]["perplexity"]):
-        reasons.append("perplexity is worse than base beyond its CI: "
-                       + format_delta("perplexity", report.deltas[adapter]["perplexity"]))
+            reasons.append(f"all rows are worse than {reference} on " + ", ".join(
+                f"{LABELS[k]} {format_delta(k, deltas[k])}" for k in bad))
+    if rules["perplexity_not_worse"] and is_worse("perplexity", deltas["perplexity"]):
+        reasons.append(f"perplexity is worse than {reference} beyond its CI: "
+                       + format_delta("perplexity", deltas["perplexity"]))
     if rules["golden_not_worse"]:
-        reasons += _golden_regressions(report, adapter, notes)
+        reasons += _golden_regressions(report, adapter, notes, reference)
     if rules["golden_all_pass"]:
         reasons += _golden_reasons(report, adapter)
     return {"state": FAILED if reasons else PASSED, "reasons": reasons, "notes": notes,
-            "rules": rules}
+            "rules": rules, "against": reference}
 
 
-def _golden_regressions(report, adapter: str, notes: list[str]) -> list[str]:
-    """A reason naming the golden prompts the base passes and the adapter fails, if any."""
+def _golden_regressions(report, adapter: str, notes: list[str], reference: str = "base") -> list[str]:
+    """A reason naming the golden prompts ``reference`` passes and the adapter fails, if any."""
     results = report.golden.get("results", []) if report.golden else []
     if not results:
         notes.append("no golden prompts were checked, so golden_not_worse had nothing to compare")
         return []
     lost = [r["id"] for r in results
-            if r["checks"].get("base", {}).get("passed") and not r["checks"][adapter]["passed"]]
+            if r["checks"].get(reference, {}).get("passed") and not r["checks"][adapter]["passed"]]
     if not lost:
         return []
     passed = {m: sum(bool(r["checks"].get(m, {}).get("passed")) for r in results)
-              for m in ("base", adapter)}
+              for m in (reference, adapter)}
     shown = ", ".join(lost[:8]) + (" ..." if len(lost) > 8 else "")
-    return [f"golden prompts the base passes fail: {shown} ({passed[adapter]}/{len(results)} "
-            f"passed, base {passed['base']}/{len(results)})"]
+    who = "the base" if reference == "base" else reference
+    return [f"golden prompts {who} passes fail: {shown} ({passed[adapter]}/{len(results)} "
+            f"passed, {reference} {passed[reference]}/{len(results)})"]
 
 
 def _golden_reasons(report, adapter: str) -> list[str]:
@@ -114,5 +122,6 @@ def gate_lines(report) -> list[str]:
     lines = []
     for name, v in report.gate.items():
         why = "; ".join(v["reasons"]) if v["reasons"] else "every rule holds"
-        lines.append(f"release gate of {name}: {v['state']} ({why})")
+        against = f" against {v['against']}" if v.get("against", "base") != "base" else ""
+        lines.append(f"release gate of {name}{against}: {v['state']} ({why})")
     return lines

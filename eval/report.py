@@ -57,6 +57,9 @@ class EvalReport:
     timings: dict = field(default_factory=dict)  # seconds per phase, rows_per_second
     slices: dict = field(default_factory=dict)  # per-slice scores (eval.slices); {} unsliced
     gate: dict = field(default_factory=dict)  # adapter -> release gate verdict (eval.gate)
+    # adapter -> {"reference", "deltas", "slices"}: the same paired deltas against the version
+    # it was tuned from (a preference run's parent), which its release gate is checked against
+    against: dict = field(default_factory=dict)
     folder: str = ""  # where it was saved; "" when not saved
 
     @property
@@ -73,7 +76,7 @@ class EvalReport:
 
 
 def build_report(rows, answers: dict, nll: dict, golden: list[dict], golden_answers: dict,
-                 seed: int = 0) -> EvalReport:
+                 seed: int = 0, references: dict | None = None) -> EvalReport:
     """Score every model's answers and compute each adapter's paired deltas.
 
     Args:
@@ -82,6 +85,8 @@ def build_report(rows, answers: dict, nll: dict, golden: list[dict], golden_answ
         nll: model label -> ``{"nll": per-row summed NLL, "tokens": per-row tokens}``.
         golden: golden prompts; ``golden_answers`` holds each model's answers to them.
         seed: bootstrap seed.
+        references: adapter -> another scored adapter it is also compared with (its parent):
+            the report's ``against``.
     """
     models, refs = list(answers), rows.references
     texts = {m: [a.text for a in answers[m]] for m in models}
@@ -96,16 +101,25 @@ def build_report(rows, answers: dict, nll: dict, golden: list[dict], golden_answ
     samples = _samples(rows, texts, per_row, nll, models)
     worse = {a: [s["index"] for s in sorted(samples, key=lambda s: s["delta"][a]["rouge_l"])
                  if s["delta"][a]["rouge_l"] < 0] for a in models[1:]}
-    slices = {}
-    if getattr(rows, "slices", None) is not None:
-        slices = slice_scores(rows.slice_by, rows.slices, texts, refs, per_row, nll, golden_part,
-                              [g.get("fields", {}) for g in golden], N_RESAMPLES, CONFIDENCE, seed)
-        for s, label in zip(samples, rows.slices, strict=True):
-            s["slice"] = label
+    sliced = getattr(rows, "slices", None) is not None
+
+    def slices_of(order: list[str]) -> dict:  # order[0] is what the others are compared with
+        if not sliced:
+            return {}
+        return slice_scores(rows.slice_by, rows.slices, {m: texts[m] for m in order}, refs, per_row, nll,
+                            golden_part, [g.get("fields", {}) for g in golden], N_RESAMPLES, CONFIDENCE, seed)
+
+    slices = slices_of(models)
+    for s, label in zip(samples, rows.slices, strict=True) if sliced else ():
+        s["slice"] = label
+    against = {a: {"reference": ref,
+                   "deltas": _deltas(texts[ref], texts[a], refs, per_row[ref], per_row[a], nll[ref], nll[a], seed),
+                   "slices": slices_of([ref, a])}
+               for a, ref in (references or {}).items() if a in models[1:] and ref in models[1:]}
     return EvalReport(eval_id=f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}",
                       created=time.strftime("%Y-%m-%dT%H:%M:%S"), models=models,
                       metrics=metrics, deltas=deltas, samples=samples, worse=worse,
-                      golden=golden_part, slices=slices)
+                      golden=golden_part, slices=slices, against=against)
 
 
 def _headline(model, texts, refs, per_row, nll, answers, golden_part) -> dict:

@@ -80,6 +80,15 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
     progress(0.0, "loading the model and adapters")
     session.load()
     manifests = {name: session.load_adapter(name).manifest for name in adapters}
+    references, parent_notes = parents_on_shelf(session, manifests)
+    for child, parent in list(references.items()):  # a parent is scored too, if the session holds it
+        if parent not in adapters and len(adapters) >= session.max_loaded_adapters:
+            del references[child]
+            parent_notes[child] = (f"checked against the base: its parent {parent!r} did not fit beside the "
+                                   f"other adapters (at most {session.max_loaded_adapters} at once)")
+        elif parent not in adapters:
+            adapters = [*adapters, parent]
+    manifests.update({p: session.load_adapter(p).manifest for p in adapters if p not in manifests})
     progress(0.02, "choosing and tokenizing rows")
     rows = select_rows(session.tokenizer, manifests, data, max_samples, use_validation_split,
                        settings.system_prompt or None, slice_by, rows_per_slice)
@@ -87,19 +96,45 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
     answers, golden_answers, nll = _run_models(session, rows, golden_rows, adapters, settings,
                                                batch_size, progress, clock)
     progress(0.95, "scoring")
-    report = build_report(rows, answers, nll, golden_rows, golden_answers, seed)
+    report = build_report(rows, answers, nll, golden_rows, golden_answers, seed, references)
     _describe(report, session, adapters, data, rows, settings, batch_size=batch_size,
               max_samples=max_samples, seed=seed, golden=golden, slice_by=slice_by,
               use_validation_split=use_validation_split, rows_per_slice=rows_per_slice)
     report.timings = _timings(clock, len(rows.prompts), len(adapters) + 1, len(golden_rows))
     shelf = Shelf()  # the shelf write_back records into
     report.gate = check_gates(report, shelf)
+    for name, note in parent_notes.items():
+        if name in report.gate:
+            report.gate[name]["notes"].append(note)
     if save:
         save_report(report)
         write_back(report)
         record_gates(report, shelf)
     progress(1.0, f"done: {report.folder or 'not saved'}")
     return report
+
+
+def parents_on_shelf(session: ModelSession, manifests: dict) -> tuple[dict, dict]:
+    """``({adapter: parent}, {adapter: note})``: the version each adapter was tuned from (its
+    manifest's ``lineage``), when that very version is still on the shelf; else a note saying
+    why its gate is checked against the base instead."""
+    parents, notes = {}, {}
+    for name, manifest in manifests.items():
+        lineage = manifest.get("lineage")
+        parent = lineage.get("parent") if isinstance(lineage, dict) else None
+        if not parent:
+            continue
+        try:
+            found = session.adapter_hash(parent)
+        except ValueError as err:
+            notes[name] = f"checked against the base: its parent {parent!r} cannot be loaded ({err})"
+            continue
+        if lineage.get("parent_hash") and found != lineage["parent_hash"]:
+            notes[name] = (f"checked against the base: {parent!r} on the shelf is not the version it was "
+                           "tuned from (trained again since)")
+            continue
+        parents[name] = parent
+    return parents, notes
 
 
 def _describe(report: EvalReport, session: ModelSession, adapters: list[str], data: str, rows,

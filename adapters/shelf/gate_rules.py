@@ -194,6 +194,7 @@ def record(shelf, name: str, verdict: dict, report: dict) -> dict:
     entry = shelf.get(name)
     gate = {"state": verdict["state"], "reasons": list(verdict.get("reasons", [])),
             "notes": list(verdict.get("notes", [])), "rules": verdict["rules"],
+            "against": verdict.get("against", "base"),
             "rules_hash": rules_hash(verdict["rules"]),
             "adapter_hash": weights_hash(entry.path, entry.manifest), **report}
     # Every key is written every time, so merging into an older record leaves nothing stale.

@@ -284,3 +284,31 @@ def test_perplexity_delta_ci_resamples_rows():
     assert delta == pytest.approx(math.exp(76.5 / 43) - math.exp(95 / 43))
     assert low <= delta <= high < 0  # better on 3 of 4 rows: the whole interval is below 0
     assert perplexity_delta_ci(base, base) == (0.0, 0.0, 0.0)
+
+
+def test_a_tuned_version_is_gated_against_its_parent(run):
+    """An adapter whose manifest names a parent (a preference run's lineage) is scored beside
+    it, and its release gate compares with the parent, not the base."""
+    session, shelf = run["session"], Shelf()
+    parent_hash = session.adapter_hash("tuned-a")
+    shelf.write_manifest_fields("tuned-b", {"lineage": {"parent": "tuned-a", "parent_hash": parent_hash,
+                                                        "method": "dpo", "pairs": 8}})
+    try:
+        report = evaluate(session, ["tuned-b"], str(run["report"].data["path"]), max_samples=4, batch_size=4,
+                          settings=GenerationSettings(max_new_tokens=4), golden=None, save=False)
+        assert report.models == ["base", "tuned-b", "tuned-a"]
+        against = report.against["tuned-b"]
+        assert against["reference"] == "tuned-a" and report.gate["tuned-b"]["against"] == "tuned-a"
+        ppl = {m: report.metrics[m]["perplexity"] for m in report.models}
+        assert against["deltas"]["perplexity"]["delta"] == pytest.approx(ppl["tuned-b"] - ppl["tuned-a"])
+        assert report.deltas["tuned-b"]["perplexity"]["delta"] == pytest.approx(ppl["tuned-b"] - ppl["base"])
+        assert ppl["tuned-a"] != pytest.approx(ppl["base"])
+        # The parent trained again since: the child is checked against the base, and told why.
+        shelf.write_manifest_fields("tuned-b", {"lineage": {"parent": "tuned-a", "parent_hash": "0" * 16}})
+        stale = evaluate(session, ["tuned-b"], str(run["report"].data["path"]), max_samples=4, batch_size=4,
+                         settings=GenerationSettings(max_new_tokens=4), golden=None, save=False)
+        assert stale.models == ["base", "tuned-b"] and stale.against == {}
+        assert stale.gate["tuned-b"]["against"] == "base"
+        assert any("not the version it was tuned from" in n for n in stale.gate["tuned-b"]["notes"])
+    finally:
+        shelf.write_manifest_fields("tuned-b", {"lineage": None})

@@ -179,3 +179,19 @@ def test_a_missing_slice_column_is_one_sentence(tmp_path):
     check_slice_column(str(data), "intent")
     with pytest.raises(ValueError, match=r"^slice column 'topic' is not in d.jsonl \(its columns: "):
         check_slice_column(str(data), "topic")
+
+
+def test_a_child_version_is_gated_against_its_parent_not_the_base(sliced):
+    """Better than the base everywhere, worse than the version it was tuned from: failed,
+    and every reason names the parent."""
+    report = fake_report(sliced, golden_passed=False)
+    report.golden["results"][0]["checks"]["v1"] = {"passed": True}
+    report.against = {"tuned": {"reference": "v1", "slices": {}, "deltas": {
+        "bleu": {"delta": -3, "low": -4, "high": -2}, "rouge_l": {"delta": 0.0, "low": -0.1, "high": 0.1},
+        "perplexity": {"delta": 0.4, "low": 0.2, "high": 0.6}}}}
+    verdict = check(report, "tuned", dict(DEFAULT_RULES))
+    assert verdict["state"] == "failed" and verdict["against"] == "v1"
+    assert verdict["reasons"][0] == "all rows are worse than v1 on BLEU -3.00 [-4.00, -2.00], perplexity +0.40 [+0.20, +0.60]"
+    assert verdict["reasons"][1].startswith("perplexity is worse than v1 beyond its CI")
+    assert verdict["reasons"][2] == "golden prompts v1 passes fail: g1 (0/1 passed, v1 1/1)"
+    assert check(fake_report(sliced, golden_passed=False), "tuned", dict(DEFAULT_RULES))["against"] == "base"

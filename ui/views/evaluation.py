@@ -97,7 +97,8 @@ def gate_markdown(report) -> str:
     lines = []
     for name, v in report.gate.items():
         icon = {"passed": "✅", "failed": "❌"}.get(v["state"], "⚠️")
-        lines.append(f"{icon} **Release gate of {name}: {v['state']}**")
+        against = f" against {v['against']}, the version it was tuned from" if v.get("against", "base") != "base" else ""
+        lines.append(f"{icon} **Release gate of {name}{against}: {v['state']}**")
         lines += [f"- {r}" for r in v["reasons"]] + [f"- _{n}_" for n in v.get("notes", [])]
     if report.slices:
         flagged = {a: sum(1 for s in report.slices["slices"] if s["worse"][a]) for a in report.adapters}
