@@ -16,6 +16,7 @@ COMMANDS: cli.CommandTable = {
     "gateway": ("bench.gateway", "TuneDesk's /v1 beside llama.cpp's own llama-server: same GGUFs, same run"),
     "turns": ("bench.turns", "first-token time along one support chat, with and without reused beginnings"),
     "gpu-check": ("bench.gpucheck.command", "smoke-test every CUDA training path on one GPU (a few minutes)"),
+    "gpu-step": ("bench.gpu_step", "one LoRA training step on a GPU profiled: launches, busy share, MFU, torch.compile"),
     "gate-demo": ("bench.gate_demo", "a good and a damaged adapter through the release gate"),
     "preference": ("bench.preference", "DPO / ORPO on Bitext pairs over a Train-tab SFT adapter: held-out accuracy"),
 }
