@@ -18,6 +18,7 @@ class ConsoleProgress:
             tqdm.write(f"training {e['train_rows']} rows ({e['val_rows']} validation) on {e['device']}, "
                        f"{e['trainable_params']:,} trainable parameters, targets {', '.join(e['targets'])}")
         elif kind == "progress" and self.bar is not None:
+            self.bar.total = e["total_steps"]  # a time budget sizes its plan as it goes
             self.bar.n = e["step"]
             self.bar.set_postfix(loss=f"{e['loss']:.3f}", lr=f"{e['lr']:.2e}", tok_s=f"{e['tokens_per_second']:.0f}")
             self.bar.refresh()

@@ -77,13 +77,19 @@ class TrainArgs:
     warmup_ratio: float = 0.03  # share of steps spent warming up
     epochs: float = 1.0  # passes over the training rows (ignored when max_steps > 0)
     max_steps: int = 0  # stop after this many optimizer steps (0 = use epochs)
+    # Train for this many seconds, from the run's start (the CLI's process start) to the saved
+    # adapter (0 = off): overrides epochs and max_steps; the run times its first steps and sizes
+    # its plan to end on time (finetune/train/budget.py).
+    time_budget_s: float = 0.0
     weight_decay: float = 0.0  # AdamW weight decay
     max_grad_norm: float = 1.0  # gradient clipping
     gradient_checkpointing: bool = False  # trade compute for activation memory
     optimizer: str = "adamw"  # adamw or paged_adamw_8bit (bitsandbytes + CUDA)
-    eval_every: int = 50  # optimizer steps between validation passes (0 = only at the end)
-    probe_every: int = 50  # optimizer steps between probe answers (0 = only at the end)
-    save_every: int = 100  # optimizer steps between checkpoints (0 = none)
+    # None = auto: at a quarter, half and three quarters of the planned steps (plans under 8
+    # steps: at the end only; finetune/train/budget.py Cadence).
+    eval_every: int | None = None  # optimizer steps between validation passes (0 = only at the end)
+    probe_every: int | None = None  # optimizer steps between probe answers (0 = only at the end)
+    save_every: int | None = None  # optimizer steps between checkpoints (0 = none)
     log_every: int = 5  # optimizer steps between progress events
     seed: int = 42  # weights init and data order
     cpu_threads: int = 0  # torch threads on CPU (0 = number of physical cores)
@@ -261,11 +267,13 @@ def _train_problems(t: TrainArgs) -> list[str]:
     _range(out, "max grad norm", t.max_grad_norm, 0.0, 1e6)
     for label, value in (("validate every", t.eval_every), ("probe every", t.probe_every),
                          ("checkpoint every", t.save_every)):
-        _range(out, f"{label} N steps", value, 0, 10_000_000, whole=True)
+        if value is not None:  # None: auto
+            _range(out, f"{label} N steps", value, 0, 10_000_000, whole=True)
+    out += _budget_problems(t)
     _range(out, "log every N steps", t.log_every, 1, 10_000_000, whole=True)
     _range(out, "seed", t.seed, 0, 2**32 - 1, whole=True)
     _range(out, "CPU threads", t.cpu_threads, 0, 1024, whole=True)
-    if t.max_steps == 0 and isinstance(t.epochs, (int, float)) and t.epochs <= 0:
+    if t.max_steps == 0 and isinstance(t.epochs, (int, float)) and t.epochs <= 0 and not t.time_budget_s:
         out.append("set epochs above 0 or max steps above 0: otherwise nothing trains")
     if t.lr_schedule not in ("cosine", "linear", "constant"):
         out.append(f"learning-rate schedule must be cosine, linear or constant (got {t.lr_schedule!r})")
@@ -277,6 +285,18 @@ def _train_problems(t: TrainArgs) -> list[str]:
     if t.optimizer not in ("adamw", "paged_adamw_8bit"):
         out.append(f"optimizer must be adamw or paged_adamw_8bit (got {t.optimizer!r})")
     return out
+
+
+BUDGET_RANGE_S = (30, 7 * 24 * 3600)  # a time budget: from 30 seconds to 7 days
+
+
+def _budget_problems(t: TrainArgs) -> list[str]:
+    b, (lo, hi) = t.time_budget_s, BUDGET_RANGE_S
+    if not isinstance(b, (int, float)) or isinstance(b, bool) or not (b == 0 or lo <= b <= hi):
+        return [f"time budget must be 0 (off) or between {lo} seconds and 7 days ({hi} s) (got {quote(b)})"]
+    if b and t.method != "sft":
+        return [f"a time budget trains sft runs only: set it to 0 for {t.method}, which uses steps / epochs"]
+    return []
 
 
 def _lora_problems(lo: LoraArgs) -> list[str]:

@@ -5,14 +5,33 @@ Settings come from ``--config FILE`` (JSON/YAML) when given, then any flag overr
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
+
+_UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``90``, ``90s``, ``10m``, ``1.5h`` or ``2d`` (``--time-budget``'s type).
+
+    Raises:
+        argparse.ArgumentTypeError: not a number with one of those units (argparse names the flag).
+    """
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", str(text).lower())
+    if not match or match.group(2) not in _UNITS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: give seconds or a number with s, m or h "
+                                         "(90s, 10m, 1.5h)")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
 
 # (flag, aliases, section, field, type, help)
 FLAGS = [
@@ -24,6 +43,9 @@ FLAGS = [
     ("--system-prompt", [], "data", "system_prompt", str, "system message before every prompt"),
     ("--epochs", ["--num_epochs"], "train", "epochs", float, "passes over the data"),
     ("--max-steps", ["--max_steps"], "train", "max_steps", int, "stop after N optimizer steps"),
+    ("--time-budget", ["--time_budget"], "train", "time_budget_s", parse_duration,
+     "train for this long, from start to saved adapter: 90s, 10m, 1.5h or seconds (overrides epochs and "
+     "max steps; 0 = off)"),
     ("--batch-size", ["--batch_size"], "train", "batch_size", int, "micro-batch size"),
     ("--grad-accum", ["--gradient_accumulation_steps"], "train", "grad_accum", int, "micro-batches per step"),
     ("--lr", ["--learning_rate"], "train", "learning_rate", float, "peak learning rate"),
@@ -144,6 +166,18 @@ def _dry_run(cfg) -> int:
     return 0
 
 
+def process_start() -> float | None:
+    """When this process started (``time.time()``; Linux's /proc), or None where unknown."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # field 22
+        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+        started = boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return started if 0 <= time.time() - started < 86400 else None  # a clock set since: ignore it
+
+
 def _print_warning(event: dict) -> None:
     """Warnings reach the terminal or train.log even with --quiet."""
     if event.get("type") == "warning":
@@ -208,7 +242,8 @@ def main(args) -> int:
     try:
         if cfg.train.method != "sft":
             return _preference(args, cfg, lambda e: [s(e) for s in sinks], stop_requested)
-        result = train(cfg, on_event=lambda e: [s(e) for s in sinks], stop=stop_requested)
+        # A time budget counts from this process's start: imports and loading are part of the run.
+        result = train(cfg, on_event=lambda e: [s(e) for s in sinks], stop=stop_requested, started=process_start())
     except ConfigError as err:
         return _print_problems(err)
     finally:

@@ -182,7 +182,8 @@ def dry_run(cfg) -> dict:
     Returns:
         seconds_per_step, peak_memory_gib (process peak: RSS on CPU, allocated on CUDA),
         memory_added_gib (peak minus use before loading), tokens and label tokens per
-        micro-batch, total_steps and projected_seconds (total_steps * seconds_per_step).
+        micro-batch, total_steps and projected_seconds (total_steps * seconds_per_step; under a
+        time budget the budget, and the steps it holds at this step's speed).
 
     Raises:
         ConfigError: the settings cannot run here.
@@ -218,11 +219,14 @@ def dry_run(cfg) -> dict:
     # Every micro-batch of a step is timed as the worst one; the optimizer runs once per step.
     per_step = micro_s * t.grad_accum + opt_s
     total = len(plan_steps(lengths, t.batch_size, t.grad_accum, t.epochs, t.max_steps, t.seed))
+    projected = total * per_step
+    if t.time_budget_s > 0:  # the longest rows' steps that fit the budget (loading and validation aside)
+        total, projected = max(1, int(t.time_budget_s / per_step)), t.time_budget_s
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     return {"device": device, "trainable_params": trainable, "rows_per_micro_batch": len(longest), "tokens_per_micro_batch": n_real,
             "label_tokens": batch[1], "loss": float(loss) / max(batch[1], 1),
             "forward_backward_seconds": micro_s, "optimizer_seconds": opt_s, "seconds_per_step": per_step,
-            "total_steps": total, "projected_seconds": total * per_step,
+            "total_steps": total, "projected_seconds": projected,
             "peak_memory_gib": peak / GIB, "memory_added_gib": max(peak - before, 0) / GIB,
             "estimate": estimate_memory(cfg, resolved, label_share(prepared.train))}
 

@@ -13,6 +13,7 @@ step with exactly the model and batches training uses.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import time
@@ -24,6 +25,7 @@ import torch
 from core.gpu import is_oom, make_scaler
 from finetune.config import RunConfig
 from finetune.train import allocator, oom, parallel
+from finetune.train.budget import PROBE_SHARE, Cadence, Costs, Pacer
 from finetune.train.dryrun import warn_if_too_big
 from finetune.train.setup import (
     ConfigError,
@@ -43,6 +45,8 @@ from finetune.train.steps import (
     optimizer_step,
     peak_memory_gib,
     plan_steps,
+    resize_schedule,
+    schedule_total,
     validation_loss,
 )
 
@@ -85,6 +89,11 @@ class _Run:
     start_step: int
     sharded: bool = False  # FSDP: every rank runs the model together, no OOM split (parallel.py)
     metrics: dict = field(default_factory=dict)
+    total: int = 0  # planned optimizer steps (a time budget resizes it; plan may hold more)
+    replan: object = None  # replan(max_steps=N) -> a StepPlan of N steps (the same first ones)
+    pacer: object = None  # finetune.train.budget.Pacer under a time budget, else None
+    cadence: dict = field(default_factory=dict)  # "validation" / "probes" / "checkpoint" -> budget.Cadence
+    tokens: int = 0  # real tokens trained on, all ranks, earlier sessions of a resumed run included
 
 
 @dataclass
@@ -116,7 +125,7 @@ def _should_stop(stop, world: int = 1, device: str = "cpu") -> bool:
     return bool(flag.item())
 
 
-def train(cfg: RunConfig, on_event=None, stop=None) -> TrainResult:
+def train(cfg: RunConfig, on_event=None, stop=None, started: float | None = None) -> TrainResult:
     """Fine-tune a LoRA adapter and save it on the shelf.
 
     Args:
@@ -125,6 +134,8 @@ def train(cfg: RunConfig, on_event=None, stop=None) -> TrainResult:
             checkpoint, saved, done.
         stop: a ``threading.Event`` or a callable returning True to finish the current step,
             save the adapter and return.
+        started: when the run began (``time.time()``; default: now). A time budget counts from
+            it: the CLI passes its process's start, so the imports come out of the budget too.
 
     Returns:
         Where the adapter was saved, whether the run finished or was stopped, and metrics.
@@ -133,17 +144,17 @@ def train(cfg: RunConfig, on_event=None, stop=None) -> TrainResult:
         ConfigError: every problem with the settings, before anything is loaded.
         OSError: the home folder cannot take writes (named in the message).
     """
-    run = _setup(cfg, on_event)
+    run = _setup(cfg, on_event, started)
     progress = _loop(run, stop)
     return _finish(run, progress)
 
 
-def _setup(cfg: RunConfig, on_event) -> _Run:
+def _setup(cfg: RunConfig, on_event, started: float | None = None) -> _Run:
     """Check the config, then load data, model + LoRA, optimizer and batches; resume if asked."""
-    from finetune.train.saving import latest_checkpoint, load_checkpoint, load_sharded_checkpoint
+    from finetune.train.saving import resume
 
+    t0 = time.time() if started is None else started  # a time budget counts from here
     hw = check_config(cfg)
-    t0 = time.time()
     t = cfg.train
     rank, world, device = dist_setup(hw.device(t.device).name)
     emit = functools.partial(_emit, on_event, rank)
@@ -159,51 +170,86 @@ def _setup(cfg: RunConfig, on_event) -> _Run:
     sharded = world > 1 and cfg.run.sharding == "fsdp"
     train_model = parallel.wrap(model, world, device, cfg.run.sharding, t.precision)  # before the optimizer
     optimizer = build_optimizer(model, t.learning_rate, t.weight_decay, t.optimizer, device)
-    plan = plan_steps([len(r["input_ids"]) for r in train_rows], t.batch_size, t.grad_accum, t.epochs,
-                      t.max_steps, t.seed, group_by_length=not packing, world_size=world, rank=rank)
+    budget = t.time_budget_s > 0  # the plan is sized once the steps are timed (finetune/train/budget.py)
+    replan = functools.partial(plan_steps, [len(r["input_ids"]) for r in train_rows], t.batch_size, t.grad_accum,
+                               1.0 if budget else t.epochs, seed=t.seed, group_by_length=not packing,
+                               world_size=world, rank=rank)
+    plan = replan(max_steps=0 if budget else t.max_steps)  # under a budget: one epoch until measured
     scheduler = build_scheduler(optimizer, t.lr_schedule, t.warmup_ratio, len(plan))
     scaler = make_scaler(device, t.precision)
-    start_step = 0
-    if cfg.run.resume and sharded:
-        start_step, name = load_sharded_checkpoint(run_dir, model, optimizer, scheduler, rank)
-        if name:
-            emit("status", message=f"resumed from {name} (step {start_step})")
-    elif cfg.run.resume and (ckpt := latest_checkpoint(run_dir)) is not None:
-        start_step = load_checkpoint(ckpt, model, optimizer, scheduler, scaler)
-        emit("status", message=f"resumed from {ckpt.name} (step {start_step})")
+    start_step, name, before = resume(run_dir, model, optimizer, scheduler, scaler, rank, world, sharded) \
+        if cfg.run.resume else (0, "", {})
+    if name:
+        emit("status", message=f"resumed from {name} (step {start_step})")
+    total = max(schedule_total(scheduler), start_step) if budget else len(plan)  # a budget's plan so far
+    resize_schedule(scheduler, total)
+    if total > len(plan):
+        plan = replan(max_steps=total)
     batch = functools.partial(to_batch, train_rows, pad_id=tokenizer.pad_token_id, packing=packing, device=device)
     val_batches = [to_batch(val_rows, range(i, min(i + t.batch_size, len(val_rows))), tokenizer.pad_token_id, packing, device)[0]
                    for i in range(0, len(val_rows), t.batch_size)]
     run = _Run(cfg, emit, rank, world, device, run_dir, t0, resolved, tokenizer, prepared, model, train_model,
                targets, packing, optimizer, scheduler, scaler, make_autocast(device, t.precision), plan, batch,
-               val_batches, start_step, sharded)
+               val_batches, start_step, sharded, total=total, replan=replan, tokens=before.get("tokens_seen", 0))
+    run.cadence = {"validation": Cadence(t.eval_every), "probes": Cadence(t.probe_every),
+                   "checkpoint": Cadence(t.save_every)}
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    emit("start", total_steps=len(plan), start_step=start_step, train_rows=len(train_rows),
+    if budget:
+        run.pacer = _pacer(run, trainable, before.get("budget_spent_s", 0.0))
+    emit("start", total_steps=total, start_step=start_step, train_rows=len(train_rows),
          val_rows=len(val_rows), device=device, threads=threads, malloc=allocator.in_use(),
-         packing=packing, targets=targets,
+         packing=packing, targets=targets, time_budget_s=t.time_budget_s,
          trainable_params=trainable, run_dir=str(run_dir), data_stats=prepared.stats)
-    if val_batches and start_step == 0:
+    if val_batches and start_step == 0:  # not timed for a budget: the first pass also warms up
         base_loss = validation_loss(model, val_batches, run.autocast)
         run.metrics.update(base_val_loss=base_loss, base_val_perplexity=math.exp(base_loss))
         emit("eval", step=0, val_loss=base_loss, val_perplexity=math.exp(base_loss))
     return run
 
 
+def _pacer(run: _Run, trainable: int, spent: float) -> Pacer:
+    """The time budget's pacer: rank 0 times the steps and decides, the other ranks follow."""
+    t = run.cfg.train
+    sync = functools.partial(torch.cuda.synchronize, run.device) if run.device.startswith("cuda") else None
+    agree = functools.partial(parallel.broadcast_object, rank=run.rank) if run.world > 1 else None
+    costs = Costs(len(run.val_batches), t.grad_accum, adapter_bytes=4 * trainable,
+                  probe_cap=PROBE_SHARE * t.time_budget_s)
+    return Pacer(t.time_budget_s, run.t0, cadence=run.cadence, costs=costs, spent=spent, sync=sync, agree=agree)
+
+
+def _timed(run: _Run, kind: str):
+    """A context timing one extra for the pacer (nothing without a time budget)."""
+    return run.pacer.timed(kind) if run.pacer else contextlib.nullcontext()
+
+
+def _repace(run: _Run, step: int, total: int) -> int:
+    """Under a time budget: the plan re-sized after ``step``, the schedule resized with it."""
+    new = run.pacer.after_step(step, total)
+    if new != total:
+        if new > len(run.plan):  # more steps than planned so far: more epochs of the same rows
+            run.plan = run.replan(max_steps=max(new, 2 * len(run.plan)))
+        resize_schedule(run.scheduler, new)
+        run.total = new
+    return new
+
+
 def _loop(run: _Run, stop) -> _Progress:
     """Optimizer steps until the plan ends or ``stop`` asks; OOM on CUDA splits the step."""
-    t, emit, metrics, total = run.cfg.train, run.emit, run.metrics, len(run.plan)
-    model, optimizer, scheduler, scaler, plan = run.model, run.optimizer, run.scheduler, run.scaler, run.plan
+    t, emit, metrics, total = run.cfg.train, run.emit, run.metrics, run.total
+    model, optimizer, scheduler, scaler = run.model, run.optimizer, run.scheduler, run.scaler
     world, device, start_step = run.world, run.device, run.start_step
     model.train()
     split = 1  # >1 after a CUDA out-of-memory: micro-batches are split, accumulation grows
     oom_events = []
     loop_t0, tokens_seen, loss_acc, loss_tokens = time.time(), 0, torch.zeros((), device=device), 0
     step, status = start_step, "done"
+    if run.pacer:
+        run.pacer.start()
     while step < total:
         if _should_stop(stop, world, device):
             status = "stopped"
             break
-        micro = [m[j::split] for m in plan.steps[step] for j in range(split) if m[j::split]]
+        micro = [m[j::split] for m in run.plan.steps[step] for j in range(split) if m[j::split]]
         batches = [run.batch(m) for m in micro]
         try:
             s, n_real = forward_backward(run.train_model, batches, run.autocast, scaler, sync=world == 1 or run.sharded)
@@ -226,36 +272,48 @@ def _loop(run: _Run, stop) -> _Progress:
         loss_acc += s
         loss_tokens += sum(nl for _, nl, _ in batches)
         tokens_seen += n_real
+        run.tokens += n_real * world
         grad_norm = oom.optimizer_step_with_retry(
             lambda: optimizer_step(model, optimizer, scheduler, scaler, t.max_grad_norm), device, not run.sharded)
         step += 1
-        if step % t.log_every == 0 or step == total:
+        total = _repace(run, step, total) if run.pacer else total
+        # Under a budget a fast GPU runs thousands of steps: a few hundred progress events say enough.
+        log_every = max(t.log_every, total // 500) if run.pacer else t.log_every
+        if step % log_every == 0 or step == total:
             elapsed = time.time() - loop_t0
-            log = dict(step=step, total_steps=total, epoch=step / plan.steps_per_epoch,
+            eta = run.pacer.left() if run.pacer else elapsed / (step - start_step) * (total - step)
+            log = dict(step=step, total_steps=total, epoch=step / run.plan.steps_per_epoch,
                        loss=float(loss_acc) / max(loss_tokens, 1), lr=scheduler.get_last_lr()[0],
                        grad_norm=float(grad_norm), tokens_per_second=tokens_seen * world / max(elapsed, 1e-9),
-                       elapsed=time.time() - run.t0, eta=elapsed / (step - start_step) * (total - step),
+                       elapsed=time.time() - run.t0, eta=eta,
                        peak_memory_gib=peak_memory_gib(device))
             emit("progress", **log)
             metrics["train_loss"] = log["loss"]
             loss_acc.zero_()
             loss_tokens = 0
         if step < total:
-            _between_steps(run, step)
+            _between_steps(run, step, total)
     return _Progress(step, status, split, oom_events, tokens_seen, train_seconds=time.time() - loop_t0)
 
 
-def _between_steps(run: _Run, step: int) -> None:
-    """The periodic extras of a step that is not the last: validation, probe answers, checkpoint."""
-    t, emit = run.cfg.train, run.emit
-    if run.val_batches and t.eval_every and step % t.eval_every == 0:
-        vl = _validation(run)
+def _between_steps(run: _Run, step: int, total: int) -> None:
+    """The periodic extras of a step that is not the last: validation, probe answers, checkpoint
+    (every N steps, or on "auto" at fixed shares of the planned steps: ``budget.Cadence``)."""
+    emit, cadence = run.emit, run.cadence
+    hold = run.pacer is not None and not run.pacer.settled  # auto extras wait for a sized plan
+    if cadence["validation"].due(step, total, hold) and run.val_batches:
+        with _timed(run, "validation"):
+            vl = _validation(run)
         if vl is not None:
             emit("eval", step=step, val_loss=vl, val_perplexity=math.exp(vl))
-    if t.probe_every and step % t.probe_every == 0 and (answers := _probes(run)) is not None:
-        emit("probe", step=step, answers=answers)
-    if t.save_every and step % t.save_every == 0:
-        _checkpoint(run, step)
+    if cadence["probes"].due(step, total, hold):
+        with _timed(run, "probes"):
+            answers = _probes(run, max_time=run.pacer.probe_seconds() if run.pacer else None)
+        if answers is not None:
+            emit("probe", step=step, answers=answers)
+    if cadence["checkpoint"].due(step, total, hold):
+        with _timed(run, "checkpoint"):
+            _checkpoint(run, step)
 
 
 def _validation(run: _Run) -> float | None:
@@ -264,15 +322,24 @@ def _validation(run: _Run) -> float | None:
                            run.device, run.emit, recover=not run.sharded)
 
 
-def _probes(run: _Run) -> list | None:
-    """Probe answers on rank 0 (on every rank under FSDP, where generating is collective)."""
+def _probes(run: _Run, max_time: float | None = None) -> list | None:
+    """Probe answers on rank 0 (on every rank under FSDP, where generating is collective),
+    generating for at most ``max_time`` seconds when given."""
     from finetune.train.probes import answer_probes
 
     if run.rank != 0 and not run.sharded:
         return None
     return oom.skip_on_oom(lambda: answer_probes(run.model, run.tokenizer, run.cfg.data.system_prompt,
-                                                 synced=run.sharded),
+                                                 synced=run.sharded, max_time=max_time),
                            "probes", run.device, run.emit, recover=not run.sharded)
+
+
+def _final_probes(run: _Run) -> list:
+    """The last probe answers; under a time budget only in the time left before the save."""
+    if run.pacer is None:
+        return _probes(run) or []
+    seconds = run.pacer.probe_seconds(final=True)
+    return (_probes(run, max_time=seconds) or []) if seconds else []
 
 
 def _checkpoint(run: _Run, step: int) -> None:
@@ -281,8 +348,10 @@ def _checkpoint(run: _Run, step: int) -> None:
 
     sharded = (parallel.full_trainable_state(run.model), parallel.full_optimizer_state(run.model, run.optimizer)) \
         if run.sharded else None
+    progress = {"tokens_seen": run.tokens, **({"budget_spent_s": run.pacer.spent()} if run.pacer else {})}
     if run.rank == 0:
-        save_checkpoint(run.run_dir, step, run.model, run.optimizer, run.scheduler, scaler=run.scaler, sharded=sharded)
+        save_checkpoint(run.run_dir, step, run.model, run.optimizer, run.scheduler, scaler=run.scaler, sharded=sharded,
+                        progress=progress)
         run.emit("checkpoint", step=step)
 
 
@@ -298,26 +367,37 @@ def _finish(run: _Run, progress: _Progress) -> TrainResult:
     if vl is not None:
         metrics.update(val_loss=vl, val_perplexity=math.exp(vl))
         emit("eval", step=step, val_loss=vl, val_perplexity=math.exp(vl))
-    adapter_dir, probes = None, _probes(run) or []
+    adapter_dir, probes = None, _final_probes(run)
     weights = parallel.full_trainable_state(model) if run.sharded else None  # every rank takes part
     if rank == 0:
         emit("probe", step=step, answers=probes)
         name = adapter_name_for(cfg.run.adapter_name, dc.path)
         manifest = build_manifest(
-            cfg, run.resolved, tokenizer, run.prepared, status=status, steps=step, total_steps=len(run.plan),
+            cfg, run.resolved, tokenizer, run.prepared, status=status, steps=step, total_steps=run.total,
             targets=run.targets,
             training={"device": device, "packing": run.packing, "world_size": world, "sharding": cfg.run.sharding,
                       "oom_retries": progress.oom_events,
                       "effective_micro_batch": max(1, t.batch_size // split)},
             metrics=metrics, probes=probes, run_dir=run.run_dir,
             timings={"train_seconds": train_seconds, "total_seconds": time.time() - t0,
-                     "tokens_per_second": progress.tokens_seen * world / max(train_seconds, 1e-9)})
+                     "tokens_per_second": progress.tokens_seen * world / max(train_seconds, 1e-9)},
+            budget=_bought(run, step))
         adapter_dir = save_adapter(model, tokenizer, name, manifest, state_dict=weights)
         emit("saved", adapter=adapter_dir.name, path=str(adapter_dir), status=status)
-    emit("done", status=status, step=step, metrics=metrics, adapter=adapter_dir.name if adapter_dir else None)
+    emit("done", status=status, step=step, total_steps=run.total, metrics=metrics,
+         adapter=adapter_dir.name if adapter_dir else None)
     if world > 1:
         import torch.distributed as dist
 
         dist.barrier()  # the other ranks wait while rank 0 writes the adapter
         dist.destroy_process_group()
     return TrainResult(adapter_dir=adapter_dir, status=status, steps=step, metrics=metrics)
+
+
+def _bought(run: _Run, step: int) -> dict | None:
+    """What a time budget bought (the manifest's "budget"), or None without one."""
+    if run.pacer is None:
+        return None
+    rows = sum(len(m) for s in run.plan.steps[:step] for m in s) * run.world  # each rank took its share
+    return {"seconds": run.cfg.train.time_budget_s, "seconds_used": run.pacer.spent(), "steps": step,
+            "rows_seen": rows, "tokens_seen": run.tokens, "epochs": step / run.plan.steps_per_epoch}

@@ -14,12 +14,13 @@ PROBE_PROMPTS = [
 
 
 def answer_probes(model, tokenizer, system_prompt: str | None = None, max_new_tokens: int = 48,
-                  synced: bool = False) -> list[dict]:
+                  synced: bool = False, max_time: float | None = None) -> list[dict]:
     """Greedy answers to :data:`PROBE_PROMPTS` in one left-padded batch.
 
     Args:
         synced: every rank of an FSDP run calls this together, and each keeps decoding until
             all are done (a forward is a collective there; one rank stopping early would hang).
+        max_time: stop generating after this many seconds (a time budget's last minute).
     """
     was_training = model.training
     model.eval()
@@ -38,7 +39,7 @@ def answer_probes(model, tokenizer, system_prompt: str | None = None, max_new_to
     with no_grad(model):
         out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
                              eos_token_id=end_of_turn_ids(tokenizer), pad_token_id=tokenizer.pad_token_id,
-                             synced_gpus=synced)
+                             synced_gpus=synced, **({"max_time": max_time} if max_time else {}))
     model.train(was_training)
     new = out[:, enc["input_ids"].shape[1]:]
     return [{"prompt": p, "answer": tokenizer.decode(row, skip_special_tokens=True).strip()}

@@ -46,11 +46,13 @@ def adapter_name_for(requested: str, data_path: str) -> str:
 
 def build_manifest(cfg, resolved, tokenizer, prepared, *, status: str, steps: int, total_steps: int,
                    targets: list[str], training: dict, metrics: dict, probes: list, timings: dict,
-                   run_dir: Path) -> dict:
+                   run_dir: Path, budget: dict | None = None) -> dict:
     """Everything needed to reproduce and judge the adapter (``manifest.json``).
 
     Args:
         training: run facts beyond ``cfg.train`` (device, packing, world_size, oom_retries...).
+        budget: what a time budget bought (seconds, seconds_used, steps, rows_seen,
+            tokens_seen, epochs); kept only for a budget run.
     """
     lc, dc = cfg.lora, cfg.data
     mapping = prepared.mapping
@@ -70,6 +72,7 @@ def build_manifest(cfg, resolved, tokenizer, prepared, *, status: str, steps: in
                  "mapping": asdict(mapping) if is_dataclass(mapping) else dict(mapping or {})},
         "metrics": metrics, "probes": probes, "timings": timings,
         "versions": versions(), "run_dir": str(run_dir),
+        **({"budget": budget} if budget else {}),
     }
 
 
@@ -119,6 +122,7 @@ def model_card(m: dict) -> str:
         f"- Training: {t.get('device')} {t.get('precision')} quantization={t.get('quantization')}, "
         f"batch {t.get('batch_size')} x accumulation {t.get('grad_accum')}, lr {t.get('learning_rate')}, "
         f"{m.get('steps')} steps",
+        *([_budget_line(m["budget"])] if m.get("budget") else []),
         f"- Validation perplexity: {met.get('val_perplexity')} (base model: {met.get('base_val_perplexity')})",
         "",
         "Load with `PeftModel.from_pretrained(base_model, this_folder)`.",
@@ -127,16 +131,23 @@ def model_card(m: dict) -> str:
     return "\n".join(lines)
 
 
+def _budget_line(b: dict) -> str:
+    return (f"- Time budget: {b['seconds'] / 60:g} min bought {b['steps']} steps, {b['rows_seen']} rows "
+            f"({b['epochs']:.2f} epochs), {b['tokens_seen']:,} tokens in {b['seconds_used']:.0f} s")
+
+
 # --- checkpoints -------------------------------------------------------------------------
 
 def save_checkpoint(run_dir: Path, step: int, model, optimizer, scheduler, keep: int = 2, scaler=None,
-                    sharded: tuple[dict, dict] | None = None) -> Path:
+                    sharded: tuple[dict, dict] | None = None, progress: dict | None = None) -> Path:
     """Adapter weights + optimizer + scheduler + RNG (and fp16 scaler) state at ``step``,
     atomically; keeps the last ``keep``.
 
     Args:
         sharded: under FSDP, the gathered (model, optimizer) states keyed by parameter name
             (``finetune.train.parallel``); they are kept whole in the checkpoint for resuming.
+        progress: what the run has used so far (tokens seen, seconds of a time budget), kept
+            as ``progress.json`` for a resumed run to continue from (``checkpoint_progress``).
     """
     ckpt_root = run_dir / "checkpoints"
     target = ckpt_root / f"step-{step:07d}"
@@ -150,6 +161,7 @@ def save_checkpoint(run_dir: Path, step: int, model, optimizer, scheduler, keep:
     with paths.atomic_dir(target) as tmp:
         model.save_pretrained(tmp, safe_serialization=True, state_dict=sharded[0] if sharded else None)
         torch.save(state, tmp / "trainer_state.pt")
+        (tmp / "progress.json").write_text(json.dumps(progress or {}))
     for old in sorted(p for p in ckpt_root.iterdir() if p.name.startswith("step-"))[:-keep]:
         # Hidden first (one rename): a kill mid-delete leaves no half checkpoint in view.
         trash = old.with_name(f".trash-{old.name}")
@@ -164,6 +176,12 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
         return None
     done = sorted(p for p in root.iterdir() if p.name.startswith("step-") and (p / "trainer_state.pt").is_file())
     return done[-1] if done else None
+
+
+def checkpoint_progress(ckpt: Path) -> dict:
+    """The ``progress`` saved with a checkpoint (``{}`` for checkpoints written before it existed)."""
+    f = ckpt / "progress.json"
+    return json.loads(f.read_text()) if f.is_file() else {}
 
 
 def load_checkpoint(ckpt: Path, model, optimizer, scheduler, scaler=None) -> int:
@@ -208,6 +226,26 @@ def load_sharded_checkpoint(run_dir: Path, model, optimizer, scheduler, rank: in
     state = parallel.broadcast_object(state, rank)  # what is left is small: scheduler, RNG, step
     _restore_small_state(state, scheduler, None)
     return int(state["step"]), ckpt.name
+
+
+def resume(run_dir: Path, model, optimizer, scheduler, scaler, rank: int, world: int,
+           sharded: bool) -> tuple[int, str, dict]:
+    """Restore the latest checkpoint in ``run_dir`` into live objects, on every rank.
+
+    Returns:
+        The step it was taken at, its name and its ``progress`` (tokens seen, time budget
+        used); ``(0, "", {})`` when there is none.
+    """
+    from finetune.train import parallel
+
+    if sharded:
+        step, name = load_sharded_checkpoint(run_dir, model, optimizer, scheduler, rank)
+    elif (ckpt := latest_checkpoint(run_dir)) is not None:
+        step, name = load_checkpoint(ckpt, model, optimizer, scheduler, scaler), ckpt.name
+    else:
+        step, name = 0, ""
+    progress = checkpoint_progress(run_dir / "checkpoints" / name) if name and rank == 0 else {}
+    return step, name, parallel.broadcast_object(progress, rank) if world > 1 else progress
 
 
 def _restore_small_state(state: dict, scheduler, scaler) -> None:

@@ -159,12 +159,51 @@ def build_optimizer(model, lr: float, weight_decay: float, kind: str, device: st
     return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, foreach=True)
 
 
-def build_scheduler(optimizer, schedule: str, warmup_ratio: float, total_steps: int):
-    from transformers import get_scheduler
+class Schedule:
+    """The learning-rate factor at a step: linear warm-up, then cosine or linear decay to 0
+    at ``total`` (or constant), as transformers' schedulers compute it.
 
-    name = {"cosine": "cosine", "linear": "linear", "constant": "constant_with_warmup"}[schedule]
-    warmup = int(round(warmup_ratio * total_steps))
-    return get_scheduler(name, optimizer, num_warmup_steps=warmup, num_training_steps=total_steps)
+    A callable object rather than a closure: ``LambdaLR`` saves its attributes in checkpoints,
+    and a time-budget run changes ``total`` as it learns its own speed (``resize_schedule``).
+    """
+
+    def __init__(self, kind: str, warmup_ratio: float, total: int):
+        self.kind, self.warmup_ratio = kind, warmup_ratio
+        self.resize(total)
+
+    def resize(self, total: int) -> None:
+        self.total = max(1, int(total))
+        self.warmup = int(round(self.warmup_ratio * self.total))
+
+    def __call__(self, step: int) -> float:
+        if step < self.warmup:
+            return step / max(1, self.warmup)
+        if self.kind == "constant":
+            return 1.0
+        progress = min(1.0, (step - self.warmup) / max(1, self.total - self.warmup))
+        if self.kind == "linear":
+            return 1.0 - progress
+        return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
+def build_scheduler(optimizer, schedule: str, warmup_ratio: float, total_steps: int):
+    """A ``LambdaLR`` over :class:`Schedule` (cosine, linear or constant after warm-up)."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, Schedule(schedule, warmup_ratio, total_steps))
+
+
+def schedule_total(scheduler) -> int:
+    """The step at which ``scheduler``'s decay ends."""
+    return scheduler.lr_lambdas[0].total
+
+
+def resize_schedule(scheduler, total_steps: int) -> None:
+    """Make the schedule end at ``total_steps``; the next optimizer step already uses it."""
+    for fn in scheduler.lr_lambdas:
+        fn.resize(total_steps)
+    lrs = [base * fn(scheduler.last_epoch) for base, fn in zip(scheduler.base_lrs, scheduler.lr_lambdas, strict=True)]
+    for group, lr in zip(scheduler.optimizer.param_groups, lrs, strict=True):
+        group["lr"] = lr
+    scheduler._last_lr = lrs  # what get_last_lr() reports, as step() would set it
 
 
 def make_autocast(device: str, precision: str):

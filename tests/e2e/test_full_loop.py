@@ -85,7 +85,7 @@ def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
 
         if not ON_DEFAULTS:  # a short run: the loop, not the learning, is under test here
             page.get_by_text("Advanced: LoRA and training settings").click()
-            for field, value in (("#train-steps", "8"), ("#train-eval-every", "4")):
+            for field, value in (("#train-budget", "0"), ("#train-steps", "8"), ("#train-eval-every", "4")):
                 page.fill(f"{field} input", value)
                 page.press(f"{field} input", "Tab")
         page.click("#train-start")

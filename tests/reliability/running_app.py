@@ -134,7 +134,7 @@ def tiny_train_inputs(model_dir: Path, adapter_name: str, max_steps: int) -> lis
 
     cfg = forms.ui_defaults()
     cfg.model.name = str(model_dir)
-    cfg.train.batch_size, cfg.train.max_steps = 4, max_steps
+    cfg.train.batch_size, cfg.train.max_steps, cfg.train.time_budget_s = 4, max_steps, 0
     cfg.lora.r, cfg.lora.alpha = 4, 8
     cfg.data.max_length, cfg.data.max_samples, cfg.data.val_fraction = 96, 64, 0.1
     cfg.train.eval_every = cfg.train.probe_every = cfg.train.save_every = 0

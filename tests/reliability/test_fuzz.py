@@ -113,9 +113,9 @@ config_dict = st.fixed_dictionaries(
      for section, values in _DEFAULTS.items()})
 _INT_FIELDS = {("lora", "r"), ("lora", "alpha"), ("data", "max_length"), ("data", "seed"),
                ("train", "batch_size"), ("train", "grad_accum"), ("train", "max_steps"),
-               ("train", "eval_every"), ("train", "probe_every"), ("train", "save_every"),
                ("train", "log_every"), ("train", "seed"), ("train", "cpu_threads"),
                ("run", "nproc_per_node")}
+_AUTO_INT_FIELDS = ("eval_every", "probe_every", "save_every")  # None = auto
 HW = detect()
 
 
@@ -135,7 +135,11 @@ def test_fuzz_config_validation_lists_problems_and_never_raises(d):
     for section, name in _INT_FIELDS:  # what passes can be trained with: right types, finite
         value = getattr(getattr(cfg, section), name)
         assert isinstance(value, int) and not isinstance(value, bool), (section, name, value)
-    for value in (cfg.train.learning_rate, cfg.train.epochs, cfg.lora.dropout, cfg.data.val_fraction):
+    for name in _AUTO_INT_FIELDS:
+        value = getattr(cfg.train, name)
+        assert value is None or (isinstance(value, int) and not isinstance(value, bool)), (name, value)
+    for value in (cfg.train.learning_rate, cfg.train.epochs, cfg.lora.dropout, cfg.data.val_fraction,
+                  cfg.train.time_budget_s):
         assert isinstance(value, (int, float)) and math.isfinite(value)
     assert isinstance(cfg.model.name, str) and isinstance(cfg.data.path, str)
     FUZZ.add("config validation", "valid")
@@ -159,12 +163,12 @@ def test_fuzz_config_files_load_or_raise_one_value_error(tmp_path, content, suff
 
 
 @settings(FUZZ_SETTINGS, max_examples=300)
-@given(changes=st.dictionaries(st.integers(0, 32), anything, max_size=4))
+@given(changes=st.dictionaries(st.integers(0, 33), anything, max_size=4))
 def test_fuzz_train_form_values_give_problems_not_tracebacks(changes):
     from ui.views import forms
 
     values = forms.form_values(forms.ui_defaults())  # the form as it opens, then edited
-    assert len(values) == len(forms.TRAIN_FIELDS) == 33  # one per Train tab setting
+    assert len(values) == len(forms.TRAIN_FIELDS) == 34  # one per Train tab setting
     for index, value in changes.items():
         values[index] = value
     cfg, problems = forms.to_config("assets/demo_support.jsonl", values)

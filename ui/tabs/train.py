@@ -39,6 +39,11 @@ def build_train_tab(state: AppState) -> dict:
                                         elem_id="train-precision")
                 quant = gr.Dropdown(q0.choices, value="none", label="Quantization", elem_id="train-quant")
                 hw_notes = gr.Markdown("\n".join(f"- {n}" for n in dev_offer.notes + p0.notes + q0.notes), elem_id="hw-notes")
+                budget = gr.Number(d.train.time_budget_s / 60, label="Time budget (minutes)", minimum=0,
+                                   elem_id="train-budget",
+                                   info="Train for this long, start to saved adapter: steps, learning-rate "
+                                        "schedule and validation are sized to end on time. 0 = use the steps / "
+                                        "epochs under Advanced.")
                 with gr.Row():
                     batch = gr.Number(d.train.batch_size, precision=0, label="Batch size", minimum=1)
                     accum = gr.Number(d.train.grad_accum, precision=0, label="Gradient accumulation", minimum=1)
@@ -51,8 +56,9 @@ def build_train_tab(state: AppState) -> dict:
                     with gr.Row():
                         lr = gr.Number(d.train.learning_rate, label="Learning rate")
                         sched = gr.Dropdown(["cosine", "linear", "constant"], value=d.train.lr_schedule, label="Schedule")
-                        epochs = gr.Number(d.train.epochs, label="Epochs")
-                        steps = gr.Number(d.train.max_steps, precision=0, label="Max steps (0 = use epochs)", elem_id="train-steps")
+                        epochs = gr.Number(d.train.epochs, label="Epochs (time budget 0)")
+                        steps = gr.Number(d.train.max_steps, precision=0, label="Max steps (time budget 0; 0 = use epochs)",
+                                          elem_id="train-steps")
                     with gr.Row():
                         max_len = gr.Number(d.data.max_length, precision=0, label="Max length (tokens)")
                         samples = gr.Number(d.data.max_samples, precision=0, label="Max rows (0 = all)", elem_id="train-samples")
@@ -62,10 +68,10 @@ def build_train_tab(state: AppState) -> dict:
                                             label="Conversations: train the last answer only (default: every answer)")
                     system = gr.Textbox(label="System prompt (optional)")
                     with gr.Row():
-                        eval_every = gr.Number(d.train.eval_every, precision=0, label="Validate every N steps",
+                        eval_every = gr.Number(d.train.eval_every, precision=0, label="Validate every N steps (blank = auto)",
                                                elem_id="train-eval-every")
-                        probe_every = gr.Number(d.train.probe_every, precision=0, label="Probe answers every N steps")
-                        save_every = gr.Number(d.train.save_every, precision=0, label="Checkpoint every N steps")
+                        probe_every = gr.Number(d.train.probe_every, precision=0, label="Probe answers every N steps (blank = auto)")
+                        save_every = gr.Number(d.train.save_every, precision=0, label="Checkpoint every N steps (blank = auto)")
                         seed = gr.Number(d.train.seed, precision=0, label="Seed")
                     gr.Markdown("Several processes or machines (torchrun). On several machines, start the same "
                                 "settings on each with its own node rank; node 0 hosts the rendezvous endpoint.")
@@ -91,7 +97,7 @@ def build_train_tab(state: AppState) -> dict:
                 name = gr.Textbox(label="Adapter name (optional)", elem_id="train-name")
         settings = [model, device, precision, quant, batch, accum, r, alpha, dropout, mlp, lr, sched, epochs,
                     steps, max_len, samples, val, packing, last_turn, system, eval_every, probe_every, save_every, seed, name,
-                    nproc, nnodes, node_rank, rdzv, sharding, method, from_adapter, beta]
+                    nproc, nnodes, node_rank, rdzv, sharding, method, from_adapter, beta, budget]
         tab.select(lambda: gr.update(choices=["", *state.adapter_choices()]), None, from_adapter)
         with gr.Row():
             check = gr.Button("Check settings & estimate", elem_id="train-check")

@@ -26,11 +26,15 @@ TRAIN_FIELDS = [
     ("run", "sharding"),
     # Preference tuning (dpo / orpo) on pairs, on top of a shelf adapter.
     ("train", "method"), ("train", "from_adapter"), ("train", "beta"),
+    # The default way to train: for N minutes (the form shows minutes; 0 = steps / epochs above).
+    ("train", "time_budget_s"),
 ]
 _INTS = {"batch_size", "grad_accum", "r", "alpha", "max_steps", "max_length", "max_samples",
          "eval_every", "probe_every", "save_every", "seed", "nproc_per_node", "nnodes", "node_rank"}
 _FLOATS = {"dropout", "learning_rate", "epochs", "val_fraction", "beta"}
 _TEXTS = {"system_prompt", "adapter_name", "rdzv_endpoint", "from_adapter"}
+_AUTO = {"eval_every", "probe_every", "save_every"}  # blank = auto (a share of the planned steps)
+_LABELS = {"time_budget_s": "time budget (minutes)"}
 # The Train tab's methods: (label, TrainArgs.method).
 METHOD_CHOICES = [("SFT: learn the answers in the dataset", "sft"),
                   ("DPO: prefer chosen over rejected answers (pairs), from an adapter", "dpo"),
@@ -41,22 +45,24 @@ SHARDING_CHOICES = [("DDP: each process holds the whole model", "ddp"),
 
 
 def ui_defaults() -> RunConfig:
-    """Settings a first-time user can run in a few minutes on a 2-core CPU."""
+    """Settings a first-time user can run on any machine: train for 10 minutes."""
     cfg = RunConfig()
     cfg.data.path = DEMO_DATA
-    # The whole loop (train, compare, evaluate, chat) in under 10 minutes on 2 cores: 60
-    # steps took 9.5 min of training alone (tests/e2e/test_full_loop.py, docs/benchmarks.md).
+    # The run sizes its steps, schedule and validation passes to end within the budget
+    # (finetune/train/budget.py), on a 2-core CPU or a GPU alike.
+    cfg.train.time_budget_s = 600
     cfg.data.max_samples = 400
+    # With the budget at 0: 30 steps took 7 min on 2 cores (docs/benchmarks.md).
     cfg.train.max_steps = 30
-    cfg.train.eval_every = 10
-    cfg.train.probe_every = 15
-    cfg.train.save_every = 15
+    cfg.train.eval_every = cfg.train.probe_every = cfg.train.save_every = None  # auto
     cfg.train.log_every = 2
     return cfg
 
 
 def form_values(cfg: RunConfig) -> list:
-    return [getattr(getattr(cfg, s), f) for s, f in TRAIN_FIELDS]
+    """The Train tab's inputs for ``cfg`` (the time budget in minutes)."""
+    return [cfg.train.time_budget_s / 60 if (s, f) == ("train", "time_budget_s") else getattr(getattr(cfg, s), f)
+            for s, f in TRAIN_FIELDS]
 
 
 def to_config(data_path: str, values: list) -> tuple[RunConfig, list[str]]:
@@ -68,7 +74,7 @@ def to_config(data_path: str, values: list) -> tuple[RunConfig, list[str]]:
             value = _convert(field, value)
         except (TypeError, ValueError, OverflowError):
             kind = "text" if field in _TEXTS else "a number"
-            problems.append(f"{field.replace('_', ' ')} must be {kind} (got {quote(value)})")
+            problems.append(f"{_LABELS.get(field, field.replace('_', ' '))} must be {kind} (got {quote(value)})")
             continue
         setattr(getattr(cfg, section), field, value)
     return cfg, problems
@@ -77,6 +83,10 @@ def to_config(data_path: str, values: list) -> tuple[RunConfig, list[str]]:
 def _convert(field: str, value):
     if field == "max_samples":
         return None if value in (None, "", 0) else int(value)
+    if field in _AUTO and value in (None, ""):
+        return None
+    if field == "time_budget_s":
+        return float(value) * 60
     if field in _INTS:
         if value is None or float(value) != int(float(value)):
             raise ValueError

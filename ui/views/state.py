@@ -236,6 +236,9 @@ def estimate_text(cfg) -> str:
             f"({est['device_gib']:.0f} GiB) — {fits}: weights {est['weights_gib']:.2f}, activations "
             f"{est['activations_gib']:.2f}, logits {est['logits_gib']:.2f}, LoRA+optimizer "
             f"{est['lora_and_optimizer_gib']:.2f} GiB; {est['lora_params']:,} trainable parameters.")
+    if cfg.train.time_budget_s > 0:
+        text += (f" The run takes its time budget, {cfg.train.time_budget_s / 60:g} min from start to saved "
+                 "adapter: it times its first steps and sizes the rest to end on time.")
     return text + (f"\n\n⚠️ {est['warning']}" if est["warning"] else "")
 
 
@@ -249,6 +252,10 @@ def dry_run_text(cfg) -> str:
 
     r = dry_run_in_child(cfg)
     minutes = r.get("projected_seconds", 0) / 60
-    return (f"Dry run: one micro-batch of {r.get('tokens_per_micro_batch', 0):,} tokens took {r.get('seconds_per_step', 0):.2f} s, "
-            f"peak memory {r.get('peak_memory_gib', 0):.2f} GiB. The whole run ({r.get('total_steps')} steps) "
-            f"should take about {minutes:.1f} min.")
+    text = (f"Dry run: one micro-batch of {r.get('tokens_per_micro_batch', 0):,} tokens took {r.get('seconds_per_step', 0):.2f} s, "
+            f"peak memory {r.get('peak_memory_gib', 0):.2f} GiB. ")
+    if cfg.train.time_budget_s > 0:
+        return text + (f"The run takes its time budget ({minutes:g} min): about {r.get('total_steps')} steps of "
+                       "the longest rows fit it (shorter rows go faster; loading, validation and the save "
+                       "come out of it).")
+    return text + f"The whole run ({r.get('total_steps')} steps) should take about {minutes:.1f} min."

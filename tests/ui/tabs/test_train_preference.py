@@ -20,6 +20,7 @@ def _values(model_dir, **train) -> list:
     cfg = forms.ui_defaults()
     cfg.model.name = str(model_dir)
     cfg.train.max_steps, cfg.train.batch_size, cfg.train.learning_rate = 2, 2, 5e-5
+    cfg.train.time_budget_s = 0  # dpo / orpo run steps, not a time budget
     for k, v in train.items():
         setattr(cfg.train, k, v)
     return forms.form_values(cfg)

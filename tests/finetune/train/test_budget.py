@@ -1,0 +1,130 @@
+"""Training for a time budget (finetune/train/budget.py) on the tiny llama model: the run ends
+on time, its schedule ends with it, and the manifest says what the seconds bought."""
+
+import json
+import time
+
+import pytest
+from run_helpers import tiny_run_config
+
+from finetune import config
+from finetune.train import train
+from finetune.train.budget import Cadence
+
+
+@pytest.fixture
+def short_budgets(monkeypatch):
+    """Budgets of a few seconds (the settings allow 30 s and up) so the tests stay fast; the
+    torch threads the runs set (one) are put back after."""
+    import torch
+
+    monkeypatch.setattr(config, "BUDGET_RANGE_S", (1, 7 * 24 * 3600))
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def _timeline(events: list, t0: float) -> str:
+    """When each event came, for an assertion's message (a late run says where time went)."""
+    return "; ".join(f"{e['time'] - t0:.2f} {e['type']} {e.get('step', '')}/{e.get('total_steps', '')}"
+                     for e in events if e["type"] != "status")
+
+
+def _budget_cfg(model_dir, seconds: float, **train):
+    # One thread: the tiny model gains nothing from two, and on cores another job keeps busy two
+    # threads wait on each other (a forward 50x slower was seen): the timings must be the run's own.
+    settings = {"max_steps": 5, "learning_rate": 5e-3, "log_every": 1, "eval_every": None, "probe_every": None,
+                "save_every": None, "cpu_threads": 1, **train}
+    return tiny_run_config(model_dir, time_budget_s=seconds, **settings)
+
+
+def test_a_budget_run_ends_on_time_with_its_schedule_and_says_what_it_bought(tiny_llama_dir, home, short_budgets):
+    events = []
+    t = time.time()
+    result = train(_budget_cfg(tiny_llama_dir, 6.0), on_event=events.append)
+    took = time.time() - t
+    assert 4.0 < took < 6.0 + 0.3, _timeline(events, t)  # within the budget, most of it used
+    progress = [e for e in events if e["type"] == "progress"]
+    done = events[-1]
+    assert done["type"] == "done" and done["status"] == "done" and done["total_steps"] == result.steps
+    # The data does not cap the plan (43 rows, 11 steps an epoch): max_steps=5 is overridden too.
+    assert result.steps > 11, _timeline(events, t)
+    assert progress[-1]["step"] == progress[-1]["total_steps"] == result.steps
+    assert progress[-1]["lr"] == pytest.approx(0.0, abs=1e-9)  # the cosine decay reached its end
+    assert max(e["lr"] for e in progress) == pytest.approx(5e-3, rel=0.05)  # after warming up
+    evals = [e["step"] for e in events if e["type"] == "eval"]
+    # The base, about 3 at quarters of the plan (it moves while the speed is measured), the last.
+    assert evals[0] == 0 and evals[-1] == result.steps and len(evals) in (4, 5) and evals == sorted(set(evals))
+    manifest = json.loads((result.adapter_dir / "manifest.json").read_text())
+    b = manifest["budget"]
+    assert b["seconds"] == 6.0 and b["steps"] == manifest["steps"] == result.steps
+    # 43 training rows in batches of 4: each epoch is 10 batches of 4 and one of 3.
+    steps, epochs = result.steps, result.steps // 11
+    assert 4 * steps - epochs - 1 <= b["rows_seen"] <= 4 * steps - epochs
+    assert b["epochs"] == pytest.approx(steps / 11) and b["epochs"] > 1 and b["tokens_seen"] > b["rows_seen"] * 10
+    assert b["seconds_used"] <= 6.0 + 0.3 and manifest["training"]["time_budget_s"] == 6.0
+    assert "Time budget: " in (result.adapter_dir / "README.md").read_text()
+
+
+def test_stop_during_a_budget_run_saves_and_resume_spends_what_is_left(tiny_llama_dir, home, short_budgets):
+    cfg = _budget_cfg(tiny_llama_dir, 6.0, save_every=2)
+    cfg.run.run_dir, cfg.run.adapter_name = str(home / "runs" / "b1"), "budget-stopped"
+    seen = []
+
+    def stop() -> bool:
+        return sum(e["type"] == "checkpoint" for e in seen) >= 2
+
+    t = time.time()
+    result = train(cfg, on_event=seen.append, stop=stop)
+    assert result.status == "stopped" and result.steps == 4 and time.time() - t < 3
+    manifest = json.loads((result.adapter_dir / "manifest.json").read_text())
+    assert manifest["status"] == "stopped" and manifest["budget"]["steps"] == 4
+    progress = json.loads((home / "runs" / "b1" / "checkpoints" / "step-0000004" / "progress.json").read_text())
+    assert 0 < progress["budget_spent_s"] < 3 and progress["tokens_seen"] > 0
+
+    cfg.run.resume, cfg.run.adapter_name = True, "budget-resumed"
+    events = []
+    t = time.time()
+    resumed = train(cfg, on_event=events.append)
+    assert next(e for e in events if e["type"] == "start")["start_step"] == 4
+    assert resumed.status == "done" and resumed.steps > 4
+    took = time.time() - t
+    assert took < 6.0 - progress["budget_spent_s"] + 0.3, _timeline(events, t)  # only what was left
+    bought = json.loads((resumed.adapter_dir / "manifest.json").read_text())["budget"]
+    assert bought["seconds_used"] <= 6.0 + 0.3 and bought["tokens_seen"] > progress["tokens_seen"]
+
+
+def _fired(every, totals: list[int]) -> list[int]:
+    """The steps a Cadence runs after when the plan is totals[s - 1] at step s."""
+    cadence = Cadence(every)
+    return [s for s, total in enumerate(totals, 1) if s < total and cadence.due(s, total)]
+
+
+def test_auto_extras_fall_at_quarters_of_the_plan_and_a_growing_plan_repeats_none():
+    assert _fired(None, [40] * 40) == [10, 20, 30]
+    assert _fired(None, [8] * 8) == [2, 4, 6] and _fired(None, [7] * 7) == []  # short plans: at the end only
+    assert _fired(4, [12] * 12) == [4, 8] and _fired(0, [12] * 12) == []
+    # The plan grows from 40 to 60 steps after step 10: the first quarter is not run again at 15.
+    assert _fired(None, [40] * 10 + [60] * 50) == [10, 30, 45]
+    for every in (None, 0, 3, 7):  # count() predicts what due() will do
+        for total in (1, 2, 5, 8, 9, 40, 41):
+            for step in range(total):
+                predicted = Cadence(every).count(step, total)
+                later = Cadence(every)
+                later.due(step, total) if step else None  # the state at `step`
+                assert predicted == sum(later.due(s, total) for s in range(step + 1, total)), (every, step, total)
+
+
+def test_budget_settings_are_checked_in_words():
+    cfg = config.RunConfig()
+    for bad in (10, -1, 8 * 24 * 3600, "10m", True, float("nan")):
+        cfg.train.time_budget_s = bad
+        assert any(p.startswith("time budget must be 0 (off) or between 30 seconds and 7 days")
+                   for p in config.validate(cfg)), bad
+    cfg.train.time_budget_s, cfg.train.epochs = 600, 0  # the budget, not the epochs, sizes the run
+    assert config.validate(cfg) == []
+    cfg.train.method, cfg.train.from_adapter = "dpo", "support"
+    assert config.validate(cfg) == ["a time budget trains sft runs only: set it to 0 for dpo, which uses "
+                                    "steps / epochs"]
+    cfg.train.time_budget_s, cfg.train.epochs = 0, 1
+    assert config.validate(cfg) == []

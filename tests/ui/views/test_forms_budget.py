@@ -1,0 +1,42 @@
+"""The Train tab's time budget: the form shows minutes, the config holds seconds; blank
+validation / probe / checkpoint cadences mean auto; Check says the run takes the budget."""
+
+from core.hardware import detect
+from ui.views import forms
+from ui.views import train_actions as train_handlers
+from ui.views.state import estimate_text
+from ui.views.train_actions import DATA_SOURCES
+
+AT = forms.TRAIN_FIELDS.index(("train", "time_budget_s"))
+AUTO = [forms.TRAIN_FIELDS.index(("train", f)) for f in ("eval_every", "probe_every", "save_every")]
+
+
+def _values(model_dir) -> list:
+    cfg = forms.ui_defaults()
+    cfg.model.name = str(model_dir)
+    return forms.form_values(cfg)
+
+
+def test_the_form_opens_on_ten_minutes_with_auto_cadences(tiny_llama_dir):
+    values = _values(tiny_llama_dir)
+    assert values[AT] == 10 and [values[i] for i in AUTO] == [None, None, None]
+    values[AT] = 2.5  # Gradio's Number gives minutes
+    values[AUTO[0]] = ""  # a cleared box
+    cfg, problems = forms.to_config(forms.DEMO_DATA, values)
+    assert problems == [] and cfg.train.time_budget_s == 150 and cfg.train.eval_every is None
+    assert forms.form_values(cfg)[AT] == 2.5
+    values[AT] = "soon"
+    assert forms.to_config(forms.DEMO_DATA, values)[1] == ["time budget (minutes) must be a number (got 'soon')"]
+
+
+def test_check_says_the_run_takes_the_budget_and_refuses_a_short_one(tiny_llama_dir):
+    hw = detect()
+    values = _values(tiny_llama_dir)
+    text = train_handlers.checked_text(hw, estimate_text, DATA_SOURCES[0], None, "", values)
+    assert "The run takes its time budget, 10 min from start to saved adapter" in text
+    values[AT] = 0.25  # 15 s
+    text = train_handlers.checked_text(hw, estimate_text, DATA_SOURCES[0], None, "", values)
+    assert text.startswith("**These settings cannot run:**")
+    assert "time budget must be 0 (off) or between 30 seconds and 7 days (604800 s) (got 15.0)" in text
+    values[AT] = 0  # the steps / epochs under Advanced
+    assert "time budget" not in train_handlers.checked_text(hw, estimate_text, DATA_SOURCES[0], None, "", values)
