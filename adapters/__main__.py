@@ -21,6 +21,8 @@ COMMANDS: cli.CommandTable = {
     "export-gguf": ("adapters.commands.export_gguf",
                     "export an adapter as GGUF (merged and/or base + LoRA) with an Ollama Modelfile"),
     "gate": ("adapters.commands.gate", "show or edit an adapter's release gate rules and whether it passed"),
+    "alias": ("adapters.commands.alias",
+              "stable model names over weighted versions: list, show, set, promote, rollback, delete"),
 }
 
 

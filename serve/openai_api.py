@@ -20,10 +20,9 @@ renders the tools into the model's template and parses tool calls; its answer is
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
-import os
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -32,34 +31,23 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from adapters.shelf.aliases import aliases_path
 from adapters.shelf.gate_rules import entry_status, warning_for
 from adapters.shelf.store import Shelf
 from feedback.store import FeedbackStore
+from serve.alias_api import AliasApi
+from serve.aliases import CONVERSATION_HEADER, VERSION_HEADER, AliasRouter, Pick
+from serve.api_basics import MAX_BODY_BYTES, ApiError, check_bearer, read_json  # noqa: F401 (the limit, re-exported)
 from serve.engines import PINS, label, release_with
 from serve.interface.ticket import ServerBusy
 from serve.llama_server.relay import relay_tools, spelled_control, upstream_metrics
 from serve.requests import ChatRequest, RequestError, parse_chat, parse_feedback
+from serve.version_stats import VersionStats
 
 BASE_ALIASES = ("base", "__base__")
-MAX_BODY_BYTES = int(os.environ.get("TUNEDESK_API_MAX_BODY", str(1 << 20)))
 PIN_HEADER = "X-TuneDesk-Engine"  # a request pins an engine with it; every answer names its own
-MAX_DEPTH = 32  # JSON nesting a chat request needs is 5; deeper is refused
 log = logging.getLogger("tunedesk.serve")
 _END = object()
-
-
-class ApiError(Exception):
-    """An error answer: HTTP status plus OpenAI's error fields."""
-
-    def __init__(self, status: int, message: str, kind: str, code: str | None = None,
-                 param: str | None = None):
-        super().__init__(message)
-        self.status, self.kind, self.code, self.param = status, kind, code, param
-
-    def response(self) -> JSONResponse:
-        body = {"error": {"message": str(self), "type": self.kind, "param": self.param, "code": self.code}}
-        headers = {"Retry-After": "1"} if self.status == 503 else None
-        return JSONResponse(body, status_code=self.status, headers=headers)
 
 
 class OpenAIServer:
@@ -77,6 +65,9 @@ class OpenAIServer:
         self.feedback = feedback or FeedbackStore()
         self._warned: set[tuple[str, str]] = set()  # (adapter, weights hash) warned about
         self._gate_seen: dict[str, tuple | None] = {}  # adapter -> its files' mtimes when last looked at
+        self.stats = VersionStats()  # per version answering under an alias: requests, errors, timings
+        self._aliases: AliasRouter | None = None
+        self._aliases_lock = threading.Lock()
 
     def router(self) -> APIRouter:
         """The FastAPI routes (mount with ``app.include_router`` or ``FastAPI(routes=...)``)."""
@@ -86,13 +77,14 @@ class OpenAIServer:
         router.add_api_route("/v1/chat/completions", self._chat, methods=["POST"])
         router.add_api_route("/v1/feedback", self._feedback, methods=["POST"])
         router.add_api_route("/metrics", self._metrics, methods=["GET"])
+        AliasApi(self).add_to(router)
         return router
 
     # -- routes ---------------------------------------------------------------------------
 
     async def _models(self, request: Request):
         try:
-            self._check_key(request)
+            self.check_key(request)
             cards = await run_in_threadpool(self.model_cards)
         except ApiError as err:
             return err.response()
@@ -100,7 +92,10 @@ class OpenAIServer:
 
     async def _model(self, request: Request, model_id: str):
         try:
-            self._check_key(request)
+            self.check_key(request)
+            split = self.aliases.splits().get(model_id)
+            if split is not None:
+                return _alias_card(model_id, split)
             if await run_in_threadpool(self.resolve_model, model_id) is False:
                 raise _unknown(model_id)
         except ApiError as err:
@@ -108,16 +103,22 @@ class OpenAIServer:
         return _model_card(model_id)
 
     async def _chat(self, request: Request):
+        started = time.perf_counter()
         try:
-            self._check_key(request)
-            chat = parse_chat(await _json(request))
+            self.check_key(request)
+            chat = parse_chat(await read_json(request))
+            conversation = chat.body.get("user") or request.headers.get(CONVERSATION_HEADER)
             # One trip to a worker thread for every check before the answer: each trip is a
             # wake-up on cores llama-server is decoding on, before the first token.
-            adapter, engine, release, prepared = await run_in_threadpool(self._admit, chat, _pin(request, chat))
+            adapter, engine, release, prepared, pick = await run_in_threadpool(
+                self._admit, chat, _pin(request, chat), conversation)
+            if pick is not None:
+                pick.started = started
             try:
-                return await self._answer(chat, engine, release, adapter, prepared)
-            except BaseException:
+                return await self._answer(chat, engine, release, adapter, prepared, pick)
+            except BaseException as err:
                 release()
+                self._count_failure(pick, err)
                 raise
         except RequestError as err:
             return ApiError(400, str(err), "invalid_request_error", param=err.param).response()
@@ -128,12 +129,28 @@ class OpenAIServer:
         except ApiError as err:
             return err.response()
 
-    def _admit(self, chat: ChatRequest, pin: str | None):
-        """(adapter, engine, release, prepared llama.cpp request or None) for one chat: the
-        model resolved, the gate looked at, the engine routed (this may wait its turn)."""
-        adapter = self.resolve_model(chat.model)
+    def _admit(self, chat: ChatRequest, pin: str | None, conversation: str | None = None):
+        """(adapter, engine, release, prepared llama.cpp request or None, alias pick or None)
+        for one chat: the model resolved (an alias's version picked), the gate looked at, the
+        engine routed (this may wait its turn)."""
+        pick = self.aliases.pick(chat.model, conversation)
+        try:
+            return (*self._route(chat, pin, pick.version if pick else chat.model), pick)
+        except BaseException as err:
+            self._count_failure(pick, err)
+            raise
+
+    def _count_failure(self, pick: Pick | None, err: BaseException) -> None:
+        """Count an alias version's failure to answer (not a bad request, a full queue or a
+        client hanging up) in its stats."""
+        if pick is not None and isinstance(err, Exception) and not isinstance(err, RequestError | ServerBusy):
+            self.stats.record(pick.version, "error")
+
+    def _route(self, chat: ChatRequest, pin: str | None, model: str):
+        """(adapter, engine, release, prepared llama.cpp request or None) for ``model``."""
+        adapter = self.resolve_model(model)
         if adapter is False:
-            raise _unknown(chat.model)
+            raise _unknown(model) if model == chat.model else _gone(chat.model, model)
         if adapter is not None:
             self.warn_if_not_passed(adapter)
         if pin is None and (chat.tools or chat.json_schema is not None) and self.engines.llama() is not None:
@@ -151,8 +168,10 @@ class OpenAIServer:
             release()
             raise
 
-    async def _answer(self, chat: ChatRequest, engine, release, adapter: str | None, prepared=None):
-        """The response of a routed request; ``release`` runs when its answer has ended."""
+    async def _answer(self, chat: ChatRequest, engine, release, adapter: str | None, prepared=None,
+                      pick: Pick | None = None):
+        """The response of a routed request; ``release`` runs when its answer has ended.
+        ``pick``: the alias version it answers as (named in the answer, timed in the stats)."""
         is_llama = getattr(engine, "name", "") == "llama.cpp"
         if chat.tools and is_llama:
             at = await run_in_threadpool(spelled_control, engine, chat.body.get("messages") or [])
@@ -161,6 +180,7 @@ class OpenAIServer:
                                    "chat template; remove it", f"messages[{at}].content")
             response = await relay_tools(engine, chat.body, chat.stream, chat.model, adapter)
             release()  # counted until llama-server has it (a relayed stream is its own)
+            response.headers[VERSION_HEADER] = adapter or "base"
             return response
         if chat.json_schema is not None and not is_llama:
             raise RequestError("'response_format' needs the llama.cpp engine, which does not serve "
@@ -174,7 +194,10 @@ class OpenAIServer:
                                              chat.stop, chat.json_schema, routed=(engine, release))
             answer, deltas = ticket, _ticket_deltas(ticket)
         head = _head(chat, answer)
-        headers = {PIN_HEADER: answer.engine}
+        headers = {PIN_HEADER: answer.engine, VERSION_HEADER: adapter or "base"}
+        if pick is not None:  # the answer says which version of the alias gave it
+            head["system_fingerprint"] = f"{answer.engine}; {pick.version}"
+            deltas = self.stats.timed(pick.version, deltas, pick.started)
 
         def remember(text: str) -> None:  # after the answer: nothing here delays a token
             version = self.engines.weights_hash(adapter)
@@ -197,8 +220,8 @@ class OpenAIServer:
         """``POST /v1/feedback``: ``{"id": <a chat completion's id>, "rating": "up"|"down",
         "correction": <a better answer, optional>}``; answers the stored row's id."""
         try:
-            self._check_key(request)
-            answer_id, rating, correction = parse_feedback(await _json(request))
+            self.check_key(request)
+            answer_id, rating, correction = parse_feedback(await read_json(request))
             try:
                 row = await run_in_threadpool(self.feedback.rate, answer_id, rating, correction)
             except KeyError:
@@ -217,7 +240,7 @@ class OpenAIServer:
         from fastapi.responses import PlainTextResponse
 
         try:
-            self._check_key(request)
+            self.check_key(request)
         except ApiError as err:
             return err.response()
         engine = self.engines.llama()
@@ -233,18 +256,29 @@ class OpenAIServer:
         shelf.home = shelf.root.parent
         return shelf
 
+    @property
+    def aliases(self) -> AliasRouter:
+        """The home's aliases, watched by stamp (built at first use, once the home is known)."""
+        if self._aliases is None:
+            with self._aliases_lock:
+                if self._aliases is None:
+                    self._aliases = AliasRouter(aliases_path(self.shelf().home))
+        return self._aliases
+
     def model_ids(self) -> list[str]:
         """The base model's name, then every whole adapter on the session's shelf."""
         return [self.base_id(), *(e.name for e in self.shelf().list() if e.ok)]
 
     def model_cards(self) -> list[dict]:
-        """``/v1/models``: each adapter's card says whether it passed its release gate."""
+        """``/v1/models``: each adapter's card says whether it passed its release gate; then
+        the aliases with their splits (an alias hides an adapter of the same name)."""
+        aliases = self.aliases.splits()
         cards = [_model_card(self.base_id())]
-        for entry in (e for e in self.shelf().list() if e.ok):
+        for entry in (e for e in self.shelf().list() if e.ok and e.name not in aliases):
             status = entry_status(entry)
             cards.append({**_model_card(entry.name), "tunedesk_release_gate": {
                 "state": status.state, "reasons": status.reasons, "eval_id": status.eval_id}})
-        return cards
+        return cards + [_alias_card(name, split) for name, split in aliases.items()]
 
     def warn_if_not_passed(self, adapter: str) -> None:
         """Log once per adapter version that it is served without having passed its gate
@@ -284,34 +318,9 @@ class OpenAIServer:
         except ValueError:  # not even a possible adapter name
             return False
 
-    def _check_key(self, request: Request) -> None:
-        if self.api_key is None:
-            return
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.api_key.encode()):
-            raise ApiError(401, "missing or wrong API key: send the header 'Authorization: Bearer <key>'",
-                           "invalid_request_error", "invalid_api_key")
-
-
-async def _json(request: Request):
-    """The body as JSON, read at most ``MAX_BODY_BYTES`` far and at most ``MAX_DEPTH`` deep."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise _too_large()
-    body = bytearray()
-    async for part in request.stream():
-        body += part
-        if len(body) > MAX_BODY_BYTES:
-            raise _too_large()
-    try:
-        data = json.loads(body)
-    except RecursionError:
-        raise RequestError(f"the request body is nested deeper than {MAX_DEPTH} levels") from None
-    except (ValueError, UnicodeDecodeError):
-        raise RequestError("the request body is not valid JSON") from None
-    if _depth(data) > MAX_DEPTH:
-        raise RequestError(f"the request body is nested deeper than {MAX_DEPTH} levels")
-    return data
+    def check_key(self, request: Request) -> None:
+        """Refuse (401) a request without the bearer key, when the server has one."""
+        check_bearer(request, self.api_key)
 
 
 def _mtime(path) -> int | None:
@@ -336,29 +345,24 @@ def _pin(request: Request, chat: ChatRequest) -> str | None:
     return pin
 
 
-def _too_large() -> ApiError:
-    return ApiError(413, f"the request body is over {MAX_BODY_BYTES:,} bytes; send a shorter "
-                         "conversation", "invalid_request_error", "request_too_large")
-
-
-def _depth(data) -> int:
-    deepest, stack = 0, [(data, 1)]
-    while stack:
-        node, level = stack.pop()
-        if isinstance(node, dict | list):
-            deepest = max(deepest, level)
-            if level <= MAX_DEPTH:
-                stack.extend((child, level + 1) for child in (node.values() if isinstance(node, dict) else node))
-    return deepest
-
-
 def _unknown(model: str) -> ApiError:
     return ApiError(404, f"the model {model!r} does not exist; GET /v1/models lists the base model "
                          "and the adapters on the shelf", "invalid_request_error", "model_not_found", "model")
 
 
+def _gone(alias: str, version: str) -> ApiError:
+    return ApiError(404, f"the alias {alias!r} sent this request to {version!r}, which is no longer "
+                         "on the shelf; set the alias's split again", "invalid_request_error", "model_not_found",
+                    "model")
+
+
 def _model_card(model_id: str) -> dict:
     return {"id": model_id, "object": "model", "created": 0, "owned_by": "tunedesk"}
+
+
+def _alias_card(name: str, split: dict) -> dict:
+    """An alias in ``/v1/models``: its versions and their weights (percent of new conversations)."""
+    return {**_model_card(name), "tunedesk_alias": {"versions": dict(split)}}
 
 
 def _head(chat: ChatRequest, ticket) -> dict:

@@ -1,0 +1,89 @@
+"""What ``python -m adapters alias`` and the Adapters tab do to aliases, with the sentence each says.
+
+Both front ends call these, so a promotion the gate refuses is refused in the same words in
+the browser and on the command line (the API answers the same :class:`AliasError` as a 400
+naming its field). Each change returns the sentence to show; the audit row is in the home.
+"""
+
+from __future__ import annotations
+
+import getpass
+
+from adapters.shelf.alias_rules import parse_split
+from adapters.shelf.aliases import AliasBook
+from adapters.shelf.gate_rules import entry_status
+
+
+def who(where: str) -> str:
+    """``"<login> (<where>)"`` for the audit log; ``"unknown (<where>)"`` without a login."""
+    try:
+        login = getpass.getuser()
+    except (KeyError, OSError):  # no USER and no passwd entry (a bare container)
+        login = "unknown"
+    return f"{login} ({where})"
+
+
+def split_text(split: dict[str, int] | None) -> str:
+    """``support-v3 90% · support-v4 10%``; ``(none)`` for a missing split."""
+    if not split:
+        return "(none)"
+    return " · ".join(f"{v} {w}%" for v, w in split.items())
+
+
+def change_sentence(row: dict) -> str:
+    """What one change did, from its audit row."""
+    name = row["alias"]
+    if not row.get("changed", True):
+        return f"{name} already has that split ({split_text(row['to'])}); nothing changed."
+    if row["to"] is None:
+        return f"Deleted alias {name} (was {split_text(row['from'])}); `alias rollback {name}` restores it."
+    said = f"{name}: {split_text(row['from'])} → {split_text(row['to'])}."
+    if row.get("forced"):
+        said += (f" Override for {', '.join(row['forced'])} (release gate not passed): "
+                 f"{row['override']!r}.")
+    return said
+
+
+def set_split(name: str, split, by: str, force: bool = False, reason: str = "", book: AliasBook | None = None) -> str:
+    """Give ``name`` a split: a dict, or ``["v3=90", "v4=10"]`` as typed."""
+    if isinstance(split, list | tuple):
+        split = parse_split(list(split))
+    return change_sentence((book or AliasBook()).set(name, split, by=by, force=force, reason=reason))
+
+
+def promote(name: str, version: str, by: str, force: bool = False, reason: str = "",
+            book: AliasBook | None = None) -> str:
+    """All new conversations to ``version``; the others keep theirs to the end."""
+    return change_sentence((book or AliasBook()).promote(name, version, by=by, force=force, reason=reason))
+
+
+def rollback(name: str, by: str, force: bool = False, reason: str = "", book: AliasBook | None = None) -> str:
+    """Back to the split before the last change."""
+    return change_sentence((book or AliasBook()).rollback(name, by=by, force=force, reason=reason))
+
+
+def delete(name: str, by: str, book: AliasBook | None = None) -> str:
+    """Remove an alias (a rollback brings it back)."""
+    return change_sentence((book or AliasBook()).delete(name, by=by))
+
+
+def details(name: str, book: AliasBook | None = None, last: int = 5) -> list[str]:
+    """Lines about one alias: its split with each version's gate, then its last changes."""
+    book = book or AliasBook()
+    split = book.get(name)
+    lines = [f"{name}: {split_text(split)}"]
+    for version, weight in split.items():
+        try:
+            gate = entry_status(book.shelf.get(version)).state
+        except ValueError as err:  # deleted since: said, not raised
+            gate = f"missing ({err})"
+        lines.append(f"  {version:32} {weight:3d}%  release gate: {gate}")
+    history = book.history(name)[-last:]
+    if history:
+        lines.append("last changes:")
+    for row in reversed(history):
+        override = f" override: {row['override']!r}" if row.get("override") else ""
+        lines.append(f"  {row['time']} {row['action']:8} by {row['by']}: {split_text(row['from'])} → "
+                     f"{split_text(row['to'])}{override}")
+    return lines
+

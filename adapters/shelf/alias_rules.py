@@ -1,0 +1,133 @@
+"""What makes an alias and its split acceptable, each problem in words a person can act on.
+
+- the alias name: 1-64 letters, digits, ``.``, ``_`` or ``-``; not ``base`` / ``default``, not an
+  adapter's name, not the base model of its versions;
+- the split: 1 to :data:`MAX_VERSIONS` versions, each an intact adapter on the shelf, each
+  weight a whole number from 0 to 100, the weights summing to 100;
+- the gate: a version whose weight goes up must have passed its release gate, unless the
+  change is forced with a reason.
+
+Every problem is collected and raised once (:class:`AliasError`); ``param`` names the first,
+as the API's error shape wants (``name``, ``versions``, ``versions.<version>``, ``reason``).
+"""
+
+from __future__ import annotations
+
+from adapters.shelf.gate_rules import entry_status
+from core.paths import safe_name
+from core.user_text import quote
+
+RESERVED = ("base", "__base__", "default")
+MAX_VERSIONS = 8
+
+
+class AliasError(ValueError):
+    """A refused alias change; ``param`` names the field at fault."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
+
+
+def parse_split(items: list[str]) -> dict[str, int]:
+    """``["v3=90", "v4=10"]`` from the command line as ``{"v3": 90, "v4": 10}``.
+
+    Raises:
+        AliasError: an item is not VERSION=WEIGHT, a weight is not a whole number, or a version
+            is named twice (all at once).
+    """
+    split, problems = {}, []
+    for item in items:
+        version, sep, weight = str(item).partition("=")
+        version, weight = version.strip(), weight.strip()
+        if not sep or not version:
+            problems.append(f"expected VERSION=WEIGHT (e.g. support-v4=10), got {quote(item)}")
+        elif not weight.isdigit():
+            problems.append(f"the weight of {quote(version)} must be a whole number from 0 to 100, got {quote(weight)}")
+        elif version in split:
+            problems.append(f"{quote(version)} is named twice")
+        else:
+            split[version] = int(weight)
+    if problems:
+        raise AliasError("; ".join(problems), "versions")
+    return split
+
+
+def check_name(name, shelf) -> str:
+    """The alias name, or :class:`AliasError` saying why it cannot be one."""
+    try:
+        safe_name(name, "alias name")
+    except ValueError as err:
+        raise AliasError(str(err), "name") from None
+    if name.lower() in RESERVED:
+        raise AliasError(f"{name!r} names the base model; pick another alias name", "name")
+    if shelf.path(name, must_exist=False).exists():
+        raise AliasError(f"{name!r} is an adapter on the shelf; an alias needs a name of its own "
+                         "(clients would not know which one they get)", "name")
+    return name
+
+
+def check_split(split, shelf, alias: str = "") -> dict[str, int]:
+    """The split as ``{version: weight}`` in the given order, checked against the shelf (and
+    ``alias`` against the base model its versions name).
+
+    Raises:
+        AliasError: every problem at once.
+    """
+    if not isinstance(split, dict) or not split:
+        raise AliasError("versions must map at least one adapter on the shelf to its weight, "
+                         "e.g. {\"support-v3\": 90, \"support-v4\": 10}", "versions")
+    problems: list[tuple[str, str]] = []
+    if len(split) > MAX_VERSIONS:
+        problems.append(("versions", f"at most {MAX_VERSIONS} versions per alias, got {len(split)}"))
+    for version, weight in split.items():
+        where = f"versions.{str(version)[:64]}"
+        if type(weight) is not int or not 0 <= weight <= 100:
+            problems.append((where, f"the weight of {quote(version)} must be a whole number from 0 to 100, "
+                                    f"got {quote(weight)}"))
+        entry, problem = _version_entry(version, shelf)
+        if problem:
+            problems.append((where, problem))
+        elif alias and entry.base_model == alias:
+            problems.append(("name", f"{alias!r} names the base model of {version!r}; pick another alias name"))
+    weights = [w for w in split.values() if type(w) is int]
+    if len(weights) == len(split) and sum(weights) != 100:
+        problems.append(("versions", f"the weights must sum to 100, they sum to {sum(weights)}"))
+    if problems:
+        raise AliasError("; ".join(p for _, p in problems), problems[0][0])
+    return dict(split)
+
+
+def gate_problems(split: dict[str, int], old: dict[str, int], shelf, force: bool, reason: str) -> list[str]:
+    """The versions gaining traffic without a passed release gate (allowed only when forced).
+
+    Returns:
+        Those versions (empty when all passed), which a forced change lets through.
+
+    Raises:
+        AliasError: such versions and no ``force``; or ``force`` without a reason.
+    """
+    if force and not str(reason or "").strip():
+        raise AliasError("an override (--force) needs a reason saying why (--reason TEXT); the audit log "
+                         "keeps it", "reason")
+    failing = []
+    for version, weight in split.items():
+        if weight > old.get(version, 0):
+            status = entry_status(shelf.get(version))
+            if not status.passed:
+                failing.append((version, status.sentence(version)))
+    if failing and not force:
+        raise AliasError("; ".join(s for _, s in failing) + ". Only a version whose release gate passed may gain "
+                         "traffic; evaluate it (python -m eval), or override with --force --reason TEXT "
+                         "(API: \"force\": true, \"reason\")", f"versions.{failing[0][0]}")
+    return [v for v, _ in failing]
+
+
+def _version_entry(version, shelf):
+    """(shelf entry, "") or (None, why ``version`` cannot take traffic)."""
+    try:
+        safe_name(version, "adapter name")
+        entry = shelf.get(version)
+    except ValueError:
+        return None, f"{quote(version)} is not an adapter on the shelf (`python -m adapters list` shows them)"
+    return (entry, "") if entry.ok else (None, f"adapter {version!r} is broken: {entry.reason}")

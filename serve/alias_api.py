@@ -1,0 +1,160 @@
+"""The aliases' admin routes, behind the same bearer key as the rest of ``/v1``.
+
+- ``GET /v1/aliases``: every alias and its split;
+- ``GET /v1/aliases/{name}``: one alias, each version's release gate, its last changes;
+- ``PUT /v1/aliases/{name}``: ``{"versions": {"v3": 90, "v4": 10}, "force": false,
+  "reason": "...", "by": "..."}`` sets the split (creates the alias);
+- ``POST /v1/aliases/{name}/promote``: ``{"version": "v4", ...}``; ``.../rollback``: ``{}``;
+- ``DELETE /v1/aliases/{name}``;
+- ``GET /v1/aliases/{name}/stats``: each version's live figures (:mod:`serve.version_stats`).
+
+A refused change answers 400 in OpenAI's error shape, ``param`` naming the field
+(``versions.v4`` for a version whose gate has not passed); an unknown alias 404. The changes
+are the CLI's (:class:`adapters.shelf.aliases.AliasBook`), audited alike; ``by`` defaults to
+``api (<client address>)``.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+
+from adapters.alias_actions import change_sentence
+from adapters.shelf.alias_rules import AliasError
+from adapters.shelf.aliases import AliasBook, AliasNotFoundError
+from adapters.shelf.gate_rules import entry_status
+from serve.api_basics import ApiError, read_json
+from serve.requests import RequestError
+from serve.version_stats import thumbs
+
+BODY_FIELDS = {"versions", "version", "force", "reason", "by"}
+
+
+class AliasApi:
+    """The admin routes over one API server (its key, shelf, live stats and feedback).
+
+    Args:
+        server: the :class:`serve.openai_api.OpenAIServer` these routes belong to.
+    """
+
+    def __init__(self, server):
+        self.server = server
+
+    def add_to(self, router: APIRouter) -> None:
+        """Add the routes to ``router``."""
+        router.add_api_route("/v1/aliases", self._list, methods=["GET"])
+        router.add_api_route("/v1/aliases/{name}", self._show, methods=["GET"])
+        router.add_api_route("/v1/aliases/{name}", self._set, methods=["PUT"])
+        router.add_api_route("/v1/aliases/{name}", self._delete, methods=["DELETE"])
+        router.add_api_route("/v1/aliases/{name}/promote", self._promote, methods=["POST"])
+        router.add_api_route("/v1/aliases/{name}/rollback", self._rollback, methods=["POST"])
+        router.add_api_route("/v1/aliases/{name}/stats", self._stats, methods=["GET"])
+
+    def book(self) -> AliasBook:
+        return AliasBook(self.server.shelf())
+
+    # -- routes ---------------------------------------------------------------------------
+
+    async def _list(self, request: Request):
+        return await self._guarded(request, None, lambda _body: {"object": "list", "data": [
+            {"id": name, "object": "alias", "versions": split} for name, split in self.book().all().items()]})
+
+    async def _show(self, request: Request, name: str):
+        return await self._guarded(request, None, lambda _body: self.card(name))
+
+    async def _stats(self, request: Request, name: str):
+        return await self._guarded(request, None, lambda _body: self.stats(name))
+
+    async def _set(self, request: Request, name: str):
+        return await self._guarded(request, ("versions",), lambda body: _said(self.book().set(
+            name, body["versions"], **_who(request, body))))
+
+    async def _promote(self, request: Request, name: str):
+        return await self._guarded(request, ("version",), lambda body: _said(self.book().promote(
+            name, body["version"], **_who(request, body))))
+
+    async def _rollback(self, request: Request, name: str):
+        return await self._guarded(request, (), lambda body: _said(self.book().rollback(
+            name, **_who(request, body))))
+
+    async def _delete(self, request: Request, name: str):
+        return await self._guarded(request, None, lambda _body: _said(self.book().delete(
+            name, by=_who(request, {})["by"])))
+
+    # -- what they answer -----------------------------------------------------------------
+
+    def card(self, name: str) -> dict:
+        """One alias: its split, each version's gate state, its last 20 changes."""
+        book = self.book()
+        split = book.get(name)
+        gates = {}
+        for version in split:
+            try:
+                gates[version] = entry_status(book.shelf.get(version)).state
+            except ValueError:
+                gates[version] = "missing"
+        return {"id": name, "object": "alias", "versions": split, "release_gates": gates,
+                "history": book.history(name)[-20:]}
+
+    def stats(self, name: str) -> dict:
+        """Each version of alias ``name``: live figures and its thumbs-down rate."""
+        split = self.book().get(name)
+        ratings = self.server.feedback.ratings()
+        versions = {}
+        for version, weight in split.items():
+            try:
+                weights = self.server.engines.weights_hash(version)
+            except ValueError:  # deleted since: no ratings can be its
+                weights = ""
+            versions[version] = {"weight": weight, "weights_hash": weights,
+                                 **self.server.stats.summary(version), **thumbs(ratings, version, weights)}
+        return {"id": name, "object": "alias.stats", "versions": versions}
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    async def _guarded(self, request: Request, required, work):
+        """``work(body)`` in a worker thread, its refusals as OpenAI-shaped errors; ``required``:
+        the body's required fields (None: no body is read)."""
+        try:
+            self.server.check_key(request)
+            body = None if required is None else _checked(await read_json(request, empty={}), required)
+            return await run_in_threadpool(work, body)
+        except ApiError as err:
+            return err.response()
+        except AliasNotFoundError as err:
+            return ApiError(404, str(err), "invalid_request_error", "alias_not_found", err.param).response()
+        except (AliasError, RequestError) as err:
+            return ApiError(400, str(err), "invalid_request_error", param=err.param).response()
+        except ValueError as err:  # the shelf's own sentences
+            return ApiError(400, str(err), "invalid_request_error").response()
+
+
+def _checked(body, required) -> dict:
+    """The JSON body of a change: an object, known fields of the right types, the required ones."""
+    if not isinstance(body, dict):
+        raise RequestError("the request body must be a JSON object")
+    unknown = sorted(set(body) - BODY_FIELDS)
+    if unknown:
+        raise RequestError(f"unknown field {unknown[0][:64]!r}; known: {', '.join(sorted(BODY_FIELDS))}",
+                           unknown[0][:64])
+    for key in required:
+        if key not in body:
+            raise RequestError(f"{key!r} is required", key)
+    if not isinstance(body.get("force", False), bool):
+        raise RequestError("'force' must be true or false", "force")
+    for key in ("reason", "by", "version"):
+        if not isinstance(body.get(key, ""), str):
+            raise RequestError(f"{key!r} must be a string", key)
+    return body
+
+
+def _said(row: dict) -> dict:
+    """A change's answer: its audit row and the sentence the CLI prints."""
+    return {"object": "alias.change", **row, "message": change_sentence(row)}
+
+
+def _who(request: Request, body: dict) -> dict:
+    """Who changes it (``by``, else the client's address) and the gate override asked for."""
+    client = request.client.host if request.client else "unknown"
+    return {"by": body.get("by") or f"api ({client})", "force": body.get("force", False),
+            "reason": body.get("reason", "")}

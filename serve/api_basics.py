@@ -1,0 +1,86 @@
+"""What every API route shares: OpenAI's error shape, the bearer key, and a JSON body read
+within limits (at most ``TUNEDESK_API_MAX_BODY`` bytes, refused while it is read; at most
+:data:`MAX_DEPTH` levels deep)."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+
+from serve.requests import RequestError
+
+MAX_BODY_BYTES = int(os.environ.get("TUNEDESK_API_MAX_BODY", str(1 << 20)))
+MAX_DEPTH = 32  # JSON nesting a chat request needs is 5; deeper is refused
+
+
+class ApiError(Exception):
+    """An error answer: HTTP status plus OpenAI's error fields."""
+
+    def __init__(self, status: int, message: str, kind: str, code: str | None = None,
+                 param: str | None = None):
+        super().__init__(message)
+        self.status, self.kind, self.code, self.param = status, kind, code, param
+
+    def response(self) -> JSONResponse:
+        body = {"error": {"message": str(self), "type": self.kind, "param": self.param, "code": self.code}}
+        headers = {"Retry-After": "1"} if self.status == 503 else None
+        return JSONResponse(body, status_code=self.status, headers=headers)
+
+
+def check_bearer(request: Request, api_key: str | None) -> None:
+    """Refuse (401) a request without ``Authorization: Bearer <api_key>``; None: no key asked."""
+    if api_key is None:
+        return
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), api_key.encode()):
+        raise ApiError(401, "missing or wrong API key: send the header 'Authorization: Bearer <key>'",
+                       "invalid_request_error", "invalid_api_key")
+
+
+async def read_json(request: Request, empty=None):
+    """The body as JSON, read at most ``MAX_BODY_BYTES`` far and at most ``MAX_DEPTH`` deep
+    (``empty``, when not None: what an empty body stands for).
+
+    Raises:
+        ApiError: 413 for a body too large.
+        RequestError: not JSON, or nested too deep.
+    """
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise _too_large()
+    body = bytearray()
+    async for part in request.stream():
+        body += part
+        if len(body) > MAX_BODY_BYTES:
+            raise _too_large()
+    if not body and empty is not None:
+        return empty
+    try:
+        data = json.loads(body)
+    except RecursionError:
+        raise RequestError(f"the request body is nested deeper than {MAX_DEPTH} levels") from None
+    except (ValueError, UnicodeDecodeError):
+        raise RequestError("the request body is not valid JSON") from None
+    if _depth(data) > MAX_DEPTH:
+        raise RequestError(f"the request body is nested deeper than {MAX_DEPTH} levels")
+    return data
+
+
+def _too_large() -> ApiError:
+    return ApiError(413, f"the request body is over {MAX_BODY_BYTES:,} bytes; send a shorter "
+                         "conversation", "invalid_request_error", "request_too_large")
+
+
+def _depth(data) -> int:
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, level)
+            if level <= MAX_DEPTH:
+                stack.extend((child, level + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest

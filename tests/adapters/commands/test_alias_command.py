@@ -1,0 +1,66 @@
+"""`python -m adapters alias ...`: what it prints, what it refuses, and what it writes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from alias_helpers import FAILED, PASSED, put_versions
+
+from adapters.__main__ import main
+
+
+@pytest.fixture
+def versions(home, random_lora_dir):
+    """v3 and v4 passed their release gate; v5 failed it."""
+    return put_versions(random_lora_dir, {"v3": PASSED, "v4": PASSED, "v5": FAILED})
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    code = main(["alias", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_set_show_promote_rollback_and_delete(versions, home, capsys):
+    assert run(capsys, "list")[1].startswith("No aliases yet")
+    code, out, _ = run(capsys, "set", "support-bot", "v3=90", "v4=10", "--by", "ana")
+    assert code == 0 and out.strip() == "support-bot: (none) → v3 90% · v4 10%."
+    code, out, _ = run(capsys, "show", "support-bot")
+    assert "v3                                90%  release gate: passed" in out and "by ana" in out
+    assert run(capsys, "promote", "support-bot", "v4")[1].strip() == (
+        "support-bot: v3 90% · v4 10% → v3 0% · v4 100%.")
+    assert run(capsys, "rollback", "support-bot")[1].strip() == "support-bot: v3 0% · v4 100% → v3 90% · v4 10%."
+    code, out, _ = run(capsys, "list", "--json")
+    assert json.loads(out) == {"support-bot": {"v3": 90, "v4": 10}}
+    assert "rollback support-bot` restores it" in run(capsys, "delete", "support-bot")[1]
+    history = [json.loads(line) for line in (home / "releases" / "audit.jsonl").read_text().splitlines()]
+    assert [r["action"] for r in history] == ["set", "promote", "rollback", "delete"]
+    assert history[0]["by"] == "ana" and history[1]["by"].endswith("(cli)")
+
+
+def test_a_failed_gate_blocks_promotion_until_a_reasoned_override(versions, home, capsys):
+    run(capsys, "set", "support-bot", "v3=100")
+    code, out, err = run(capsys, "promote", "support-bot", "v5")
+    assert code == 2 and not out and "release gate of v5: failed" in err and "--force --reason" in err
+    code, _, err = run(capsys, "promote", "support-bot", "v5", "--force")
+    assert code == 2 and "needs a reason" in err
+    code, out, _ = run(capsys, "promote", "support-bot", "v5", "--force", "--reason", "the refund fix, gate rerun later")
+    assert code == 0 and "Override for v5 (release gate not passed): 'the refund fix, gate rerun later'" in out
+    last = json.loads((home / "releases" / "audit.jsonl").read_text().splitlines()[-1])
+    assert last["override"] == "the refund fix, gate rerun later" and last["forced"] == ["v5"]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["set", "support-bot", "v3=90", "v4=5"], "the weights must sum to 100, they sum to 95"),
+    (["set", "support-bot", "v3=90", "ghost=10"], "'ghost' is not an adapter on the shelf"),
+    (["set", "support-bot", "v3"], "expected VERSION=WEIGHT"),
+    (["set", "v3", "v4=100"], "'v3' is an adapter on the shelf"),
+    (["set", "bad/name", "v4=100"], "invalid alias name"),
+    (["show", "nobody"], "no alias named 'nobody'"),
+    (["rollback", "nobody"], "no earlier split"),
+])
+def test_bad_input_is_one_sentence_and_exit_code_2(versions, home, capsys, argv, words):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and not out and words in err and err.count("\n") == 1
+    assert not (home / "releases" / "audit.jsonl").exists()

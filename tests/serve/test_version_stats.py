@@ -1,0 +1,98 @@
+"""Live figures per version: counts, nearest-rank p50/p95 over the window, per-minute buckets,
+answers timed as they stream, thumbs-down from ratings of that version's weights."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from serve.version_stats import VersionStats, thumbs
+
+
+class Clock:
+    def __init__(self, now: float = 10_000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_counts_and_percentiles_over_the_window():
+    clock = Clock()
+    stats = VersionStats(window_s=600, clock=clock)
+    stats.record("v3", "ok", 9.0, 99.0)  # falls out of the window below
+    clock.now += 700
+    for i in range(1, 21):  # first tokens 0.1 .. 2.0 s, answers 1 .. 20 s
+        stats.record("v3", "ok", i / 10, float(i))
+    stats.record("v3", "error")
+    stats.record("v3", "cancelled", 0.5)
+    got = stats.summary("v3")
+    assert (got["requests"], got["errors"], got["error_rate"]) == (22, 1, round(1 / 22, 4))
+    assert (got["first_token_p50_s"], got["first_token_p95_s"]) == (1.0, 1.9)  # 21: the hung-up one too
+    assert (got["answer_p50_s"], got["answer_p95_s"]) == (10.0, 19.0)
+    assert sum(b["requests"] for b in got["series"]) == 22 and len(got["series"]) == 1
+    empty = stats.summary("v4")
+    assert empty["requests"] == 0 and empty["answer_p95_s"] is None and empty["series"] == []
+
+
+def test_buckets_follow_time_for_the_plots():
+    clock = Clock()
+    stats = VersionStats(window_s=600, clock=clock)
+    for minute in range(3):
+        for _ in range(minute + 1):
+            stats.record("v4", "ok", 0.1, 1.0)
+        clock.now += 60
+    series = stats.summary("v4", bucket_s=60)["series"]
+    assert [b["requests"] for b in series] == [1, 2, 3]
+    assert series[0]["t"] < series[1]["t"] < series[2]["t"] <= clock.now
+
+
+def test_an_answer_is_timed_as_it_streams_and_a_failure_counts_as_an_error():
+    stats = VersionStats()
+
+    async def answer(fail: bool):
+        yield "Hello"
+        await asyncio.sleep(0.05)
+        if fail:
+            raise RuntimeError("the engine died")
+        yield " there"
+
+    async def read(fail: bool):
+        import time
+
+        return [d async for d in stats.timed("v4", answer(fail), time.perf_counter())]
+
+    assert asyncio.run(read(False)) == ["Hello", " there"]
+    with pytest.raises(RuntimeError):
+        asyncio.run(read(True))
+    got = stats.summary("v4")
+    assert (got["requests"], got["errors"]) == (2, 1)
+    assert got["answer_p50_s"] >= 0.05 > got["first_token_p50_s"]
+
+
+def test_a_client_hanging_up_counts_as_a_request_and_closes_the_source():
+    stats, closed = VersionStats(), []
+
+    async def answer():
+        try:
+            for word in ("a", "b", "c"):
+                yield word
+        finally:
+            closed.append(True)
+
+    async def read_one():
+        stream = stats.timed("v3", answer(), 0.0)
+        await stream.__anext__()
+        await stream.aclose()
+
+    asyncio.run(read_one())
+    got = stats.summary("v3")
+    assert closed == [True] and (got["requests"], got["errors"], got["answer_p50_s"]) == (1, 0, None)
+
+
+def test_thumbs_count_only_the_versions_own_weights():
+    ratings = [{"adapter": "v4", "version": "h2", "rating": r} for r in ("up", "down", "down", "up")]
+    ratings += [{"adapter": "v4", "version": "old", "rating": "down"}, {"adapter": "v3", "version": "h2", "rating": "down"}]
+    assert thumbs(ratings, "v4", "h2") == {"thumbs_up": 2, "thumbs_down": 2, "thumbs_down_rate": 0.5}
+    assert thumbs(ratings, "v5", "h5")["thumbs_down_rate"] is None
