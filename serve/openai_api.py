@@ -58,14 +58,17 @@ class OpenAIServer:
         api_key: the bearer key every request must carry; None: no key asked.
         feedback: where answers are remembered (and, when it logs, kept) for ``/v1/feedback``
             (default: a store of the home folder that logs no conversation).
+        stats: where alias versions' live figures go (default: a new one; the app shares its
+            own with the Adapters tab).
     """
 
-    def __init__(self, engines, api_key: str | None = None, feedback: FeedbackStore | None = None):
+    def __init__(self, engines, api_key: str | None = None, feedback: FeedbackStore | None = None,
+                 stats: VersionStats | None = None):
         self.engines, self.api_key = engines, api_key
         self.feedback = feedback or FeedbackStore()
         self._warned: set[tuple[str, str]] = set()  # (adapter, weights hash) warned about
         self._gate_seen: dict[str, tuple | None] = {}  # adapter -> its files' mtimes when last looked at
-        self.stats = VersionStats()  # per version answering under an alias: requests, errors, timings
+        self.stats = stats if stats is not None else VersionStats()  # per alias version: counts, timings
         self._aliases: AliasRouter | None = None
         self._aliases_lock = threading.Lock()
 

@@ -65,7 +65,7 @@ def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, auth=None
     # The API's routes go first into the app Gradio builds (FastAPI's `routes`), so no Gradio
     # route can shadow them; Gradio's login does not cover them, the bearer key does.
     store = FeedbackStore(log_conversations=log_conversations)
-    routes = OpenAIServer(demo.state.serving, api_key, store).router().routes
+    routes = OpenAIServer(demo.state.serving, api_key, store, stats=demo.state.alias_stats).router().routes
     from serve.assembly import warn_unpassed
 
     warn_unpassed()  # the API serves every shelf adapter: say which have not passed their gate

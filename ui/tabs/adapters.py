@@ -1,4 +1,5 @@
-"""Adapters tab: the shelf — inspect, activate (hot-swap), rename, delete, export, import."""
+"""Adapters tab: the shelf — inspect, activate (hot-swap), rename, delete, export, import;
+aliases (one model name over weighted versions) in their own section."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pandas as pd
 
 import adapters.shelf_actions as actions
 from core.user_text import printable
+from ui.tabs.aliases import build_aliases_section
 from ui.views.gguf import DEFAULT_TYPES, GGUF_TYPES, gguf_markdown
 from ui.views.shelf import COLUMNS, details_markdown, shelf_rows
 from ui.views.state import AppState
@@ -40,6 +42,7 @@ def build_adapters_tab(state: AppState) -> dict:
             do_import = gr.Button("Import")
         message = gr.Markdown(elem_id="shelf-message")
         download = gr.File(label="Download", visible=False)
+        build_aliases_section(state)
 
         def refresh_all(selected=None):
             entries = state.shelf().list()

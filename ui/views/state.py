@@ -15,6 +15,7 @@ from core.hardware import detect
 from inference.generate import GenerationSettings
 from serve.assembly import build_services
 from serve.interface.ticket import ServerBusy
+from serve.version_stats import VersionStats
 
 BASE_LABEL = "base model (no adapter)"
 
@@ -38,6 +39,8 @@ class AppState:
         self.session = services.session
         # Who answers Chat and the API: PyTorch or llama.cpp, measured on this machine (auto).
         self.serving = services.engines
+        # The API's live figures per alias version; the Adapters tab plots them.
+        self.alias_stats = VersionStats()
 
     @property
     def active_adapter(self) -> str | None:

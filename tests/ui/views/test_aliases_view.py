@@ -1,0 +1,47 @@
+"""The Adapters tab's aliases behind the page: the CLI's sentences, the gate's refusal, the
+live figures as rows and as the plot's frame."""
+
+from __future__ import annotations
+
+import pytest
+from alias_helpers import FAILED, PASSED, put_versions
+
+from serve.version_stats import VersionStats
+from ui.views import aliases as view
+
+
+@pytest.fixture
+def shelf(home, random_lora_dir):
+    return put_versions(random_lora_dir, {"v3": PASSED, "v4": PASSED, "v5": FAILED})
+
+
+def test_changes_say_what_they_did_and_refusals_start_with_a_warning(shelf, home):
+    assert view.change("set", "support-bot", "v3=90 v4=10", "", False, "", "ana (ui)") == (
+        "support-bot: (none) → v3 90% · v4 10%.")
+    refused = view.change("promote", "support-bot", "", "v5", False, "", "ana (ui)")
+    assert refused.startswith("⚠️ release gate of v5: failed") and "--force --reason" in refused
+    assert view.change("promote", "support-bot", "", "v5", True, "", "ana (ui)").startswith("⚠️ an override")
+    forced = view.change("promote", "support-bot", "", "v5", True, "hotfix", "ana (ui)")
+    assert "Override for v5" in forced and "'hotfix'" in forced
+    assert view.change("rollback", "support-bot", "", "", False, "", "ana (ui)").endswith("→ v3 90% · v4 10%.")
+    assert view.change("set", "support-bot", "v3=50", "", False, "", "x").startswith("⚠️ the weights must sum")
+    assert view.names() == ["support-bot"]
+    shown = view.details("support-bot")
+    assert "release gate: passed" in shown and "by ana (ui)" in shown
+    assert view.details("nobody").startswith("⚠️ no alias named 'nobody'")
+    assert "Deleted alias support-bot" in view.change("delete", "support-bot", "", "", False, "", "x")
+
+
+def test_figures_and_the_plot_frame_show_each_versions_answers(shelf):
+    view.change("set", "support-bot", "v3=90 v4=10", "", False, "", "x")
+    stats = VersionStats()
+    for seconds in (1.0, 2.0, 3.0):
+        stats.record("v4", "ok", seconds / 10, seconds)
+    stats.record("v4", "error")
+    rows = {row[0]: row for row in view.figures(stats, "support-bot")}
+    assert rows["v4"][1:4] == [10, 4, 1] and rows["v4"][5] == "2.00 / 3.00"
+    assert rows["v3"][2] == 0 and rows["v3"][5] == "— / —"
+    frame = view.plot_frame(stats, "support-bot", "answer p95 (s)")
+    assert list(frame.columns) == ["time", "version", "value"] and frame["version"].tolist() == ["v4"]
+    assert frame["value"].tolist() == [3.0]
+    assert view.figures(stats, None) == [] and view.plot_frame(stats, "nobody", "requests").empty

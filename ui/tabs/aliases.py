@@ -1,0 +1,66 @@
+"""The Adapters tab's aliases section: set a split, promote, roll back, and watch each
+version's live figures (layout and wiring only; what the controls do is ui/views/aliases.py)."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from ui.views import aliases as view
+from ui.views.state import AppState
+
+HELP = ("An alias is one model name for clients (`model: \"support-bot\"`) over weighted versions. "
+        "New conversations go to a version by weight and stay on it; a version at 0 finishes its own. "
+        "Only a version whose release gate passed gains traffic, unless you override with a reason. "
+        "Every change is logged in `releases/audit.jsonl`; **Roll back** undoes the last one.")
+
+
+def build_aliases_section(state: AppState) -> None:
+    """The section, inside the Adapters tab."""
+    with gr.Accordion("Aliases: one model name, canary traffic, rollback", open=False):
+        gr.Markdown(HELP)
+        with gr.Row():
+            alias = gr.Dropdown([], label="Alias", allow_custom_value=True, elem_id="alias-name")
+            split = gr.Textbox(label="Split: VERSION=WEIGHT …, summing to 100",
+                               placeholder="support-v3=90 support-v4=10", elem_id="alias-split")
+            version = gr.Dropdown([], label="Version to promote", allow_custom_value=True, elem_id="alias-version")
+        with gr.Row():
+            force = gr.Checkbox(label="Override the release gate", elem_id="alias-force")
+            reason = gr.Textbox(label="Reason for the override (kept in the audit log)", elem_id="alias-reason")
+        with gr.Row():
+            set_split = gr.Button("Set split", variant="primary", elem_id="alias-set")
+            promote = gr.Button("Promote version", elem_id="alias-promote")
+            rollback = gr.Button("Roll back", elem_id="alias-rollback")
+            delete = gr.Button("Delete alias", variant="stop", elem_id="alias-delete")
+            refresh = gr.Button("↻ Refresh", elem_id="alias-refresh")
+        said = gr.Markdown(elem_id="alias-said")
+        about = gr.Markdown(elem_id="alias-details")
+        table = gr.Dataframe(headers=view.COLUMNS, interactive=False, elem_id="alias-stats")
+        metric = gr.Radio(list(view.METRICS), value="answer p95 (s)", label=f"Plot, per {view.PLOT_BUCKET_S} s", elem_id="alias-metric")
+        plot = gr.LinePlot(x="time", y="value", color="version", elem_id="alias-plot", height=260)
+        timer = gr.Timer(10)
+
+        def refresh_aliases(name, chosen_metric):
+            names = view.names()
+            name = name or (names[0] if names else None)  # a name typed for a new alias stays
+            return (gr.update(choices=names, value=name), gr.update(choices=state.adapter_choices()),
+                    view.details(name), view.figures(state.alias_stats, name, state.serving),
+                    view.plot_frame(state.alias_stats, name, chosen_metric))
+
+        def alias_figures(name, chosen_metric):
+            return (view.figures(state.alias_stats, name, state.serving),
+                    view.plot_frame(state.alias_stats, name, chosen_metric))
+
+        def acting(action):
+            def act(name, typed_split, chosen, override, why, request: gr.Request = None):
+                by = f"{getattr(request, 'username', None) or 'page'} (ui)"
+                return view.change(action, name, typed_split, chosen, override, why, by)
+            act.__name__ = f"on_alias_{action}"  # the tests call each by name
+            return act
+
+        inputs, shown = [alias, split, version, force, reason], [alias, version, about, table, plot]
+        for button, action in ((set_split, "set"), (promote, "promote"), (rollback, "rollback"), (delete, "delete")):
+            button.click(acting(action), inputs, said).then(refresh_aliases, [alias, metric], shown)
+        refresh.click(refresh_aliases, [alias, metric], shown)
+        alias.change(refresh_aliases, [alias, metric], shown)
+        metric.change(alias_figures, [alias, metric], [table, plot])
+        timer.tick(alias_figures, [alias, metric], [table, plot], show_progress="hidden")
