@@ -54,9 +54,10 @@ def main(args) -> int:
         aliases = book.all()
         if args.json:
             print(json.dumps(aliases, indent=2))
-        elif not aliases:
+            return 0
+        if not aliases:
             print("No aliases yet: `python -m adapters alias set NAME VERSION=100` makes one.")
-        for name, split in aliases.items() if not args.json else ():
+        for name, split in aliases.items():
             print(f"{name:32} {actions.split_text(split)}")
     elif args.action == "show":
         if args.json:

@@ -53,12 +53,15 @@ def parse_split(items: list[str]) -> dict[str, int]:
     return split
 
 
-def check_name(name, shelf) -> str:
-    """The alias name, or :class:`AliasError` saying why it cannot be one."""
+def check_name(name, shelf, clash: bool = True) -> str:
+    """The alias name, or :class:`AliasError` saying why it cannot be one (``clash`` False:
+    only its spelling is checked, not whether the base model or an adapter has it)."""
     try:
         safe_name(name, "alias name")
     except ValueError as err:
         raise AliasError(str(err), "name") from None
+    if not clash:
+        return name
     if name.lower() in RESERVED:
         raise AliasError(f"{name!r} names the base model; pick another alias name", "name")
     if shelf.path(name, must_exist=False).exists():

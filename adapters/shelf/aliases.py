@@ -20,6 +20,7 @@ Files, under ``$TUNEDESK_HOME/releases/``:
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from pathlib import Path
@@ -146,8 +147,6 @@ class AliasBook:
 
     def history(self, name: str | None = None) -> list[dict]:
         """The audit rows (of alias ``name`` when given), oldest first; torn lines skipped."""
-        import json
-
         try:
             lines = self.audit_path.read_text(encoding="utf-8").splitlines()
         except FileNotFoundError:
@@ -166,7 +165,7 @@ class AliasBook:
         """Read, compute, check, write and audit one change under the file lock."""
         from filelock import FileLock
 
-        check_name(name, self.shelf)
+        check_name(name, self.shelf, clash=action != "delete")  # an alias an adapter shadows since can go
         self.folder.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.folder / ".aliases.lock")):
             aliases = read_splits(self.path)
@@ -183,7 +182,7 @@ class AliasBook:
                 return {**row, "changed": False}
             self._write({**aliases, name: split} if split is not None else
                         {k: v for k, v in aliases.items() if k != name}, by)
-            append_line(self.audit_path, _dumps(row))
+            append_line(self.audit_path, json.dumps(row, ensure_ascii=False))
         return {**row, "changed": True}
 
     def _write(self, aliases: dict, by: str) -> None:
@@ -209,8 +208,3 @@ def _rows(path: Path) -> dict:
     except BrokenAdapterError:
         return {}
 
-
-def _dumps(row: dict) -> str:
-    import json
-
-    return json.dumps(row, ensure_ascii=False)

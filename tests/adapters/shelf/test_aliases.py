@@ -62,6 +62,16 @@ def test_every_problem_is_named_at_once(book):
     assert "'ghost' is not an adapter" in said and "the weight of 'v4' must be a whole number" in said
 
 
+def test_an_alias_an_adapter_took_the_name_of_since_can_still_be_deleted(book, random_lora_dir):
+    from adapters.export import import_adapter
+
+    book.set("support-bot", {"v3": 100}, by="ana")
+    import_adapter(random_lora_dir, name="support-bot")  # trained or imported under that name later
+    with pytest.raises(AliasError, match="is an adapter on the shelf"):
+        book.set("support-bot", {"v4": 100}, by="ana")
+    assert book.delete("support-bot", by="ana")["to"] is None and book.all() == {}
+
+
 def test_the_alias_may_not_be_named_after_its_versions_base_model(book):
     book.shelf.write_manifest_fields("v6", {"base_model": {"name": "gpt2"}})  # a Hub id without an org
     with pytest.raises(AliasError) as err:
