@@ -1,7 +1,8 @@
 """The review queue: ratings filtered, corrected, accepted or dropped, and the accepted ones
 turned into training data.
 
-A rating starts ``new``. A reviewer may edit its correction, then ``accept`` or ``drop`` it.
+A rating starts ``new``. A reviewer may edit its correction and its intent label, then
+``accept`` or ``drop`` it.
 Accepted ratings become two datasets the Train tab and ``python -m finetune train`` take:
 
 - SFT rows: ``messages``, the conversation (system turns left out: training adds its own)
@@ -10,6 +11,9 @@ Accepted ratings become two datasets the Train tab and ``python -m finetune trai
   ``response`` repeat the last customer message and that answer for reading.
 - preference pairs (``prompt``, ``chosen``, ``rejected``): the conversation, the correction,
   and the answer that got the thumbs-down. A thumbs-down without a correction makes no row.
+  A Compare verdict is such a thumbs-down per losing pane (``feedback/compare.py``): chosen =
+  the preferred pane or the written answer, rejected = the pane that lost; its panes share
+  one SFT row.
 
 Only ratings whose conversation was kept (Chat, or ``/v1`` with ``--log-conversations``) can
 become training data; the queue says so for the others.
@@ -22,7 +26,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from feedback.store import MAX_CORRECTION_CHARS, RATINGS_FILE, RATINGS_LOCK, FeedbackStore
+from feedback.store import (
+    MAX_CORRECTION_CHARS,
+    RATINGS_FILE,
+    RATINGS_LOCK,
+    FeedbackStore,
+    check_intent,
+)
 from finetune.data.redact import redact
 
 STATUSES = ("new", "accepted", "dropped")
@@ -36,6 +46,7 @@ class Filter:
     version: str | None = None
     rating: str | None = None
     status: str | None = None
+    intent: str | None = None  # the same label, whatever its case
     since: str | None = None  # "2026-11-25": created on or after that day
     until: str | None = None  # created on or before that day
 
@@ -46,6 +57,7 @@ class Filter:
             self.version is None or str(row.get("version", "")).startswith(self.version),
             self.rating in (None, row.get("rating")),
             self.status in (None, row.get("status", "new")),
+            self.intent is None or str(row.get("intent") or "").casefold() == self.intent.strip().casefold(),
             self.since is None or day >= self.since,
             self.until is None or day <= self.until,
         ))
@@ -57,17 +69,20 @@ def queue(store: FeedbackStore, where: Filter | None = None) -> list[dict]:
     return [r for r in reversed(store.ratings()) if where.keeps(r)]
 
 
-def review(store: FeedbackStore, row_id: str, status: str | None = None, correction: str | None = None) -> dict:
-    """Set a rating's status and/or correction; returns the row as saved.
+def review(store: FeedbackStore, row_id: str, status: str | None = None, correction: str | None = None,
+           intent: str | None = None) -> dict:
+    """Set a rating's status, correction and/or intent (``""`` clears it); returns the row as saved.
 
     Raises:
         KeyError: no rating with that id. ValueError: an unknown status, a correction too long,
-            or accepting a row that cannot become training data.
+            an intent that is not one short line, or accepting a row that cannot become
+            training data.
     """
     if status is not None and status not in STATUSES:
         raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
     if correction is not None and len(correction) > MAX_CORRECTION_CHARS:
         raise ValueError(f"correction is {len(correction)} characters; at most {MAX_CORRECTION_CHARS}")
+    label = check_intent(intent)
     path = store.folder / RATINGS_FILE
     with RATINGS_LOCK:
         rows = store.ratings()
@@ -76,6 +91,8 @@ def review(store: FeedbackStore, row_id: str, status: str | None = None, correct
             raise KeyError(row_id)
         if correction is not None:
             found["correction"] = redact(correction.strip()) or None
+        if intent is not None:
+            found["intent"] = label
         if status == "accepted" and not found.get("messages"):
             raise ValueError("this rating kept no conversation (the API ran without --log-conversations), "
                              "so it cannot become training data; drop it")
@@ -87,7 +104,7 @@ def review(store: FeedbackStore, row_id: str, status: str | None = None, correct
 
 def training_rows(store: FeedbackStore) -> tuple[list[dict], list[dict]]:
     """(SFT rows, preference pairs) from the accepted ratings, oldest first."""
-    sft, pairs = [], []
+    sft, pairs, verdicts = [], [], set()
     for row in store.ratings():
         messages = row.get("messages") or []
         if row.get("status") != "accepted" or not messages:
@@ -97,15 +114,17 @@ def training_rows(store: FeedbackStore) -> tuple[list[dict], list[dict]]:
         if last_user is None:
             continue
         good = row.get("correction") or (row.get("answer") if row.get("rating") == "up" else None)
-        if good:
+        if good and (row.get("verdict"), good) not in verdicts:  # a Compare verdict's panes: one SFT row
+            if row.get("verdict"):
+                verdicts.add((row["verdict"], good))
             sft.append({"messages": [*asked, {"role": "assistant", "content": good}],
                         "instruction": last_user, "response": good,
-                        "source": f"feedback:{row['id']}", "adapter": row.get("adapter"),
-                        "version": row.get("version")})
+                        "intent": row.get("intent"), "source": f"feedback:{row['id']}",
+                        "adapter": row.get("adapter"), "version": row.get("version")})
         if row.get("rating") == "down" and row.get("correction") and row.get("answer"):
             pairs.append({"prompt": messages, "chosen": row["correction"], "rejected": row["answer"],
-                          "source": f"feedback:{row['id']}", "adapter": row.get("adapter"),
-                          "version": row.get("version")})
+                          "intent": row.get("intent"), "source": f"feedback:{row['id']}",
+                          "adapter": row.get("adapter"), "version": row.get("version")})
     return sft, pairs
 
 

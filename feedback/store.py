@@ -7,8 +7,9 @@ Two files under ``$TUNEDESK_HOME/feedback/``:
   and engine that answered, the conversation and the answer, redacted with the helpdesk
   import's redaction (``finetune/data/redact.py``).
 - ``ratings.jsonl``: one line per rating: ``up`` or ``down``, an optional corrected answer
-  (redacted), the answer's adapter and version, and the conversation when it was logged.
-  Each starts ``new`` for the review queue.
+  (redacted), the answer's adapter and version, the conversation when it was logged, and an
+  optional ``intent`` label (the caller's, or the reviewer's). Each starts ``new`` for the
+  review queue. Compare's verdicts land here too (``feedback/compare.py``).
 
 Every answer is remembered in memory (the last :data:`REMEMBERED`, without its text when
 logging is off), so a rating names its adapter version even when nothing was logged; after a
@@ -32,6 +33,7 @@ from finetune.data.redact import redact
 ANSWERS_FILE, RATINGS_FILE = "answers.jsonl", "ratings.jsonl"
 RATINGS = ("up", "down")
 MAX_CORRECTION_CHARS = 8000
+MAX_INTENT_CHARS = 80
 REMEMBERED = 10_000
 RATINGS_LOCK = threading.Lock()  # appends and the review queue's rewrites of ratings.jsonl, in turn
 
@@ -70,9 +72,7 @@ class FeedbackStore:
         """Remember one served answer (and log it, redacted, when logging is on)."""
         served = ServedAnswer(answer_id, adapter, version, engine, source, _now())
         if self.log_conversations:
-            served.messages = [{"role": m.get("role"), "content": redact(content_text(m.get("content")))}
-                               for m in messages]
-            served.answer = redact(text)
+            served.messages, served.answer = redacted(messages, text)
             append_line(self.folder / ANSWERS_FILE, json.dumps(asdict(served), ensure_ascii=False))
         with self._lock:
             self._recent[answer_id] = served
@@ -91,28 +91,66 @@ class FeedbackStore:
                 return ServedAnswer(**{k: row.get(k) for k in ServedAnswer.__dataclass_fields__ if k in row})
         return None
 
-    def rate(self, answer_id: str, rating: str, correction: str | None = None, source: str = "api") -> dict:
+    def rate(self, answer_id: str, rating: str, correction: str | None = None, source: str = "api",
+             intent: str | None = None) -> dict:
         """Store a rating (and a corrected answer) for a served answer; returns the stored row.
 
         Raises:
             KeyError: no answer with this id was served (or logged) here.
-            ValueError: the rating is not up or down, or the correction is not text or too long.
+            ValueError: the rating is not up or down, the correction is not text or too long, or
+                the intent is not a short line of text.
         """
         check_rating(rating, correction)
+        intent = check_intent(intent)
         served = self.answer(answer_id)
         if served is None:
             raise KeyError(answer_id)
-        row = {"id": f"fb-{uuid.uuid4().hex[:16]}", "answer_id": answer_id, "created": _now(),
-               "rating": rating, "correction": redact(correction.strip()) if correction and correction.strip() else None,
-               "adapter": served.adapter, "version": served.version, "engine": served.engine,
-               "source": source, "messages": served.messages, "answer": served.answer, "status": "new"}
-        with RATINGS_LOCK:
-            append_line(self.folder / RATINGS_FILE, json.dumps(row, ensure_ascii=False))
+        row = rating_row(served, rating, correction, source, intent)
+        self.add(row)
         return row
+
+    def add(self, *rows: dict) -> None:
+        """Append rating rows (from :func:`rating_row`) whole, all of them or none."""
+        lines = "\n".join(json.dumps(row, ensure_ascii=False) for row in rows)
+        with RATINGS_LOCK:
+            append_line(self.folder / RATINGS_FILE, lines)
 
     def ratings(self) -> list[dict]:
         """Every stored rating, oldest first (a torn or foreign line is skipped)."""
         return [r for r in _read(self.folder / RATINGS_FILE) if r.get("rating") in RATINGS]
+
+
+def rating_row(served: ServedAnswer, rating: str, correction: str | None, source: str,
+               intent: str | None = None, **extra) -> dict:
+    """A new rating of ``served`` as stored (``new``, its correction redacted); checked by the caller."""
+    return {"id": f"fb-{uuid.uuid4().hex[:16]}", "answer_id": served.id, "created": _now(),
+            "rating": rating, "correction": redact(correction.strip()) if correction and correction.strip() else None,
+            "adapter": served.adapter, "version": served.version, "engine": served.engine,
+            "source": source, "messages": served.messages, "answer": served.answer, "status": "new",
+            "intent": intent, **extra}
+
+
+def redacted(messages: list[dict], text: str) -> tuple[list[dict], str]:
+    """(the conversation, the answer) as kept: plain text, personal data replaced."""
+    return ([{"role": m.get("role"), "content": redact(content_text(m.get("content")))} for m in messages],
+            redact(text))
+
+
+def check_intent(intent) -> str | None:
+    """An intent label as stored: stripped text, None when empty or absent.
+
+    Raises:
+        ValueError: not text, more than one line or longer than :data:`MAX_INTENT_CHARS`.
+    """
+    if intent is None:
+        return None
+    if not isinstance(intent, str):
+        raise ValueError("intent must be a string")
+    intent = intent.strip()
+    if len(intent) > MAX_INTENT_CHARS or "\n" in intent or "\r" in intent:
+        raise ValueError(f"intent must be one line of at most {MAX_INTENT_CHARS} characters, "
+                         f"got {intent[:40]!r}{'…' if len(intent) > 40 else ''}")
+    return intent or None
 
 
 def check_rating(rating, correction) -> None:

@@ -221,12 +221,13 @@ class OpenAIServer:
 
     async def _feedback(self, request: Request):
         """``POST /v1/feedback``: ``{"id": <a chat completion's id>, "rating": "up"|"down",
-        "correction": <a better answer, optional>}``; answers the stored row's id."""
+        "correction": <a better answer, optional>, "intent": <a label, optional>}``; answers the
+        stored row's id."""
         try:
             self.check_key(request)
-            answer_id, rating, correction = parse_feedback(await read_json(request))
+            answer_id, rating, correction, intent = parse_feedback(await read_json(request))
             try:
-                row = await run_in_threadpool(self.feedback.rate, answer_id, rating, correction)
+                row = await run_in_threadpool(self.feedback.rate, answer_id, rating, correction, "api", intent)
             except KeyError:
                 raise ApiError(404, f"no answer with id {answer_id[:80]!r} was served here (or it is no "
                                     "longer remembered: only logged answers outlive a restart)",
@@ -237,7 +238,7 @@ class OpenAIServer:
             return err.response()
         return {"object": "feedback", "id": row["id"], "answer_id": answer_id, "rating": rating,
                 "model": row["adapter"], "version": row["version"], "correction": row["correction"] is not None,
-                "conversation_logged": row["messages"] is not None}
+                "intent": row["intent"], "conversation_logged": row["messages"] is not None}
 
     async def _metrics(self, request: Request):
         from fastapi.responses import PlainTextResponse

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from core.user_text import unicode_problem
-from feedback.store import check_rating
+from feedback.store import check_intent, check_rating
 from inference.generate import MAX_NEW_TOKENS, GenerationSettings
 
 ROLES = ("system", "user", "assistant", "developer", "tool")
@@ -212,17 +212,18 @@ def _stop(raw, problems: list) -> list[str]:
     return [s for s in stops if s]
 
 
-def parse_feedback(body) -> tuple[str, str, str | None]:
-    """A ``/v1/feedback`` body checked: (answer id, rating, correction or None).
+def parse_feedback(body) -> tuple[str, str, str | None, str | None]:
+    """A ``/v1/feedback`` body checked: (answer id, rating, correction or None, intent or None).
 
     Raises:
         RequestError: naming the first bad field.
     """
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object")
-    unknown = sorted(set(body) - {"id", "rating", "correction"})
+    unknown = sorted(set(body) - {"id", "rating", "correction", "intent"})
     if unknown:
-        raise RequestError(f"unknown field {unknown[0]!r}; /v1/feedback takes id, rating and correction", unknown[0])
+        raise RequestError(f"unknown field {unknown[0]!r}; /v1/feedback takes id, rating, correction and intent",
+                           unknown[0])
     answer_id = body.get("id")
     if not isinstance(answer_id, str) or not answer_id.strip():
         raise RequestError("id must be the id of a chat completion this server returned", "id")
@@ -230,4 +231,8 @@ def parse_feedback(body) -> tuple[str, str, str | None]:
         check_rating(body.get("rating"), body.get("correction"))
     except ValueError as err:
         raise RequestError(str(err), "rating" if str(err).startswith("rating") else "correction") from None
-    return answer_id.strip(), body["rating"], body.get("correction")
+    try:
+        intent = check_intent(body.get("intent"))
+    except ValueError as err:
+        raise RequestError(str(err), "intent") from None
+    return answer_id.strip(), body["rating"], body.get("correction"), intent

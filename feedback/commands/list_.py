@@ -14,13 +14,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--version", help="only this version (a prefix of its weights hash)")
     p.add_argument("--rating", choices=RATINGS)
     p.add_argument("--status", choices=STATUSES)
+    p.add_argument("--intent", help="only ratings with this intent label (any case)")
     p.add_argument("--since", help="created on or after this day (YYYY-MM-DD)")
     p.add_argument("--until", help="created on or before this day (YYYY-MM-DD)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
 
 
 def main(args: argparse.Namespace) -> int:
-    rows = queue(FeedbackStore(), Filter(args.adapter, args.version, args.rating, args.status, args.since, args.until))
+    where = Filter(adapter=args.adapter, version=args.version, rating=args.rating, status=args.status,
+                   intent=args.intent, since=args.since, until=args.until)
+    rows = queue(FeedbackStore(), where)
     for row in rows:
         if args.json:
             print(json.dumps(row, ensure_ascii=False))
@@ -28,7 +31,8 @@ def main(args: argparse.Namespace) -> int:
         asked = next((m["content"] for m in reversed(row.get("messages") or []) if m.get("role") == "user"),
                      "(conversation not kept)")
         print(f"{row['id']}  {row.get('created', '')}  {row.get('status', 'new'):8}  {row['rating']:4}  "
-              f"{row.get('adapter')}@{str(row.get('version', ''))[:8]}  {asked[:60]!r}"
+              f"{row.get('adapter')}@{str(row.get('version', ''))[:8]}  "
+              + (f"[{row['intent']}]  " if row.get("intent") else "") + f"{asked[:60]!r}"
               + (f"  -> {row['correction'][:60]!r}" if row.get("correction") else ""))
     if not args.json:
         print(f"{len(rows)} rating(s)")

@@ -50,3 +50,16 @@ def test_bad_ratings_are_refused_and_nothing_is_written(home):
     (home / "feedback" / "ratings.jsonl").write_text('{"rating": "up", "id": "fb-1"}\n{torn\n')
     assert [r["id"] for r in store.ratings()] == ["fb-1"]  # a torn line is skipped, not fatal
     assert json.loads((home / "feedback" / "answers.jsonl").read_text())["id"] == "chatcmpl-3"
+
+
+def test_a_rating_carries_the_intent_its_caller_gives_and_a_bad_one_is_refused(home):
+    store = FeedbackStore(log_conversations=True)
+    store.record("chatcmpl-4", "base", "ffee0011", "pytorch", ASKED, "x")
+    assert store.rate("chatcmpl-4", "down", intent="  track_order ")["intent"] == "track_order"
+    assert store.rate("chatcmpl-4", "up", intent="  ")["intent"] is None  # blank: no intent
+    assert store.rate("chatcmpl-4", "up")["intent"] is None
+    before = (home / "feedback" / "ratings.jsonl").read_text()
+    for intent, words in [(3, "must be a string"), ("a\nb", "one line"), ("x" * 81, "at most 80")]:
+        with pytest.raises(ValueError, match=words):
+            store.rate("chatcmpl-4", "up", intent=intent)
+    assert (home / "feedback" / "ratings.jsonl").read_text() == before

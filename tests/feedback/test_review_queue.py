@@ -84,6 +84,19 @@ def test_the_cli_lists_reviews_and_exports(rated, home, capsys):
     assert cli(["export", "--name", "../escape"]) == 2
 
 
+def test_the_cli_labels_intents_and_filters_by_them(rated, capsys):
+    _, down, up, _ = rated
+    assert cli(["review", down["id"], "--intent", "refund"]) == 0 and "intent 'refund'" in capsys.readouterr().out
+    assert cli(["list", "--intent", "REFUND"]) == 0
+    out = capsys.readouterr().out
+    assert down["id"] in out and "[refund]" in out and up["id"] not in out and "1 rating(s)" in out
+    assert cli(["list", "--intent", "refund", "--json"]) == 0
+    assert [json.loads(line)["intent"] for line in capsys.readouterr().out.splitlines()] == ["refund"]
+    assert cli(["review", down["id"], "--intent", ""]) == 0 and cli(["list", "--intent", "refund"]) == 0
+    assert "0 rating(s)" in capsys.readouterr().out
+    assert cli(["review", down["id"], "--intent", "x" * 100]) == 2 and "at most" in capsys.readouterr().err
+
+
 def test_the_exported_rows_are_a_dataset_training_reads(rated, home):
     from datasets import load_dataset
 

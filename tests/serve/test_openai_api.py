@@ -178,9 +178,10 @@ def test_feedback_on_an_answer_is_kept_per_version_and_bad_feedback_changes_noth
         def send(body, key="k"):
             return httpx.post(f"{url}/v1/feedback", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=30)
 
-        got = send({"id": plain.id, "rating": "down", "correction": "Your order ships today."})
+        got = send({"id": plain.id, "rating": "down", "correction": "Your order ships today.", "intent": " track_order "})
         assert got.status_code == 200, got.text
         assert got.json()["model"] == "a" and got.json()["conversation_logged"] is True
+        assert got.json()["intent"] == "track_order"
         assert got.json()["version"] == Engines(session, "pytorch").weights_hash("a")
         assert send({"id": streamed[0].id, "rating": "up"}).status_code == 200
         before = (home / "feedback" / "ratings.jsonl").read_text()
@@ -188,6 +189,8 @@ def test_feedback_on_an_answer_is_kept_per_version_and_bad_feedback_changes_noth
                                     ({"id": plain.id, "rating": "great"}, 400, "rating"),
                                     ({"id": plain.id, "rating": "up", "correction": "x" * 9000}, 400, "correction"),
                                     ({"id": plain.id, "rating": "up", "user": "me"}, 400, "user"),
+                                    ({"id": plain.id, "rating": "up", "intent": "x" * 200}, 400, "intent"),
+                                    ({"id": plain.id, "rating": "up", "intent": ["a"]}, 400, "intent"),
                                     ({"rating": "up"}, 400, "id"), (["up"], 400, None)]:
             reply = send(body)
             assert (reply.status_code, reply.json()["error"]["param"]) == (status, param), reply.text
@@ -197,7 +200,7 @@ def test_feedback_on_an_answer_is_kept_per_version_and_bad_feedback_changes_noth
         assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
         assert (home / "feedback" / "ratings.jsonl").read_text() == before
     rows = store.ratings()
-    assert [(r["adapter"], r["rating"]) for r in rows] == [("a", "down"), ("b", "up")]
+    assert [(r["adapter"], r["rating"], r["intent"]) for r in rows] == [("a", "down", "track_order"), ("b", "up", None)]
     assert rows[0]["messages"][0]["content"] == "I am [EMAIL]. Where is my order?"
     assert rows[0]["answer"] == plain.choices[0].message.content
     assert rows[1]["answer"] == "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 from serve.interface.ticket import ServerBusy
-from ui.views.feedback import feedback_count, feedback_path, save_feedback
+from ui.views.feedback import engine_of, feedback_count, feedback_path, save_feedback
 from ui.views.state import AppState
 
 NONE = "(none)"
@@ -31,7 +31,7 @@ def build_compare_tab(state: AppState) -> dict:
             panes = [gr.Textbox(label=f"pane {i + 1}", lines=10, interactive=False, visible=i < 2,
                                 elem_id=f"compare-pane-{i}") for i in range(3)]
         timing = gr.Markdown(elem_id="compare-timing")
-        with gr.Accordion("Which answer is better? (saved as training data)", open=True):
+        with gr.Accordion("Which answer is better? (saved as training data and to the review queue)", open=True):
             choice = gr.Radio([], label="Better answer", elem_id="compare-choice")
             correction = gr.Textbox(label="…or write the answer it should have given", lines=3)
             save = gr.Button("Save feedback", elem_id="compare-save")
@@ -62,16 +62,19 @@ def build_compare_tab(state: AppState) -> dict:
                     updates.append(gr.update(value=ans.text, visible=True, label=label))
                 else:
                     updates.append(gr.update(value="", visible=False))
-            shown = [{"adapter": x.adapter, "adapter_hash": x.adapter_hash, "text": x.text} for x in answers]
+            shown = [{"adapter": x.adapter, "adapter_hash": x.adapter_hash, "text": x.text, "engine": engine_of(how)}
+                     for x in answers]
             info = f"{how} (greedy)."
             return [*updates, info, gr.update(choices=[x.adapter for x in answers], value=None), shown, text]
 
         def on_save(text, shown, picked, corrected):
             try:
-                save_feedback(text, shown, picked, corrected)
+                _, rated = save_feedback(text, shown, picked, corrected)
             except (ValueError, OSError) as err:
                 return f"⚠️ {err}"
-            return f"Saved. {feedback_count()} feedback rows in `{feedback_path()}` — train on it from the Train tab (Path)."
+            return (f"Saved. {feedback_count()} feedback rows in `{feedback_path()}` — train on it from the Train "
+                    f"tab (Path); {len(rated)} rating(s) of the other answer(s) in the Review tab's queue, "
+                    "to accept and export as preference pairs.")
 
         tab.select(choices, None, [first, second])
         refresh.click(choices, None, [first, second], api_name="compare_adapters")

@@ -2,7 +2,8 @@
 
 Compare: each choice appends one JSON line to ``feedback/feedback.jsonl`` with ``instruction``
 and ``response`` (the preferred or corrected answer) — the same columns as the demo data — plus
-``rejected`` answers and where they came from, for preference training later.
+``rejected`` answers and where they came from; and it joins the review queue as a thumbs-down
+of each pane that lost (``feedback/compare.py``), whose accepted rows export as preference pairs.
 
 Chat: a thumbs up or down on an answer (and a corrected answer) goes to the feedback store
 (``feedback/store.py``) with the conversation that led to it, redacted, and the adapter version
@@ -16,22 +17,30 @@ import time
 
 from core import paths
 from core.paths import append_line
+from feedback.compare import rate_compare
 from feedback.store import FeedbackStore, check_rating, content_text
 
 FEEDBACK_FILE = "feedback.jsonl"
 
 
-def save_feedback(prompt: str, answers: list[dict], choice: str | None, correction: str = "") -> dict:
-    """Record which answer was better, or a corrected answer.
+def save_feedback(prompt: str, answers: list[dict], choice: str | None,
+                  correction: str = "") -> tuple[dict, list[dict]]:
+    """Record which answer was better, or a corrected answer: a row of ``feedback.jsonl`` and
+    the review queue's ratings of the panes that lost.
 
     Args:
         prompt: the user's question.
-        answers: [{"adapter": label, "adapter_hash": ..., "text": ...}, ...] as shown.
+        answers: [{"adapter": label, "adapter_hash": ..., "text": ..., "engine": ...}, ...] as
+            shown (``engine``, what decoded it, is optional).
         choice: the label of the preferred answer, or None when ``correction`` is given.
         correction: a better answer written by the user (wins over ``choice``).
 
+    Returns:
+        (the ``feedback.jsonl`` row, the ratings added to the review queue).
+
     Raises:
-        ValueError: nothing to save, or the choice is not one of the answers.
+        ValueError: nothing to save, the choice is not one of the answers, or the correction
+            is too long. OSError: a file could not be written (which, in the message).
     """
     if not prompt or not answers:
         raise ValueError("compare some answers first")
@@ -39,6 +48,7 @@ def save_feedback(prompt: str, answers: list[dict], choice: str | None, correcti
     by_label = {a["adapter"]: a for a in answers}
     if not correction and choice not in by_label:
         raise ValueError("pick the better answer or write a corrected one")
+    check_rating("down", correction or None)  # before anything is written
     chosen = correction or by_label[choice]["text"]
     row = {
         "instruction": prompt,
@@ -55,7 +65,19 @@ def save_feedback(prompt: str, answers: list[dict], choice: str | None, correcti
     except OSError as err:
         raise OSError(f"could not save the feedback to {path}: {err.strerror or err}; "
                       "the rows saved before are unchanged") from err
-    return row
+    store = FeedbackStore()  # the verdict keeps its conversation (redacted), as a rating in Chat does
+    try:
+        rated = rate_compare(store, [{"role": "user", "content": prompt}], answers, choice, correction)
+    except OSError as err:
+        raise OSError(f"saved to {path}, but could not add it to the review queue in {store.folder}: "
+                      f"{err.strerror or err}") from err
+    return row, rated
+
+
+def engine_of(how: str) -> str:
+    """The engine's label in Compare's line ("2 answers decoded together on <label> in 1.2 s")."""
+    label = how.partition(" on ")[2].rpartition(" in ")[0]
+    return label or how
 
 
 def feedback_path() -> str:

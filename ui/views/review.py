@@ -6,21 +6,28 @@ from core import paths
 from feedback.review import STATUSES, Filter, export, queue, review
 from feedback.store import FeedbackStore
 
-COLUMNS = ["id", "created", "status", "rating", "adapter", "version", "customer asked", "answer", "correction"]
+COLUMNS = ["id", "created", "status", "rating", "from", "adapter", "version", "intent", "customer asked",
+           "answer", "correction"]
 ANY = "any"
 
 
-def table(adapter: str, rating: str, status: str, since: str, until: str) -> list[list[str]]:
+def table(adapter: str, rating: str, status: str, intent: str, since: str, until: str) -> list[list[str]]:
     """The queue as table rows (newest first) under the chosen filters (``any``: no filter)."""
-    where = Filter(adapter=_opt(adapter), rating=_opt(rating), status=_opt(status),
+    where = Filter(adapter=_opt(adapter), rating=_opt(rating), status=_opt(status), intent=_opt(intent),
                    since=(since or "").strip() or None, until=(until or "").strip() or None)
     rows = []
     for row in queue(FeedbackStore(), where):
         asked = next((m["content"] for m in reversed(row.get("messages") or []) if m.get("role") == "user"),
                      "(conversation not kept)")
-        rows.append([row["id"], row.get("created", ""), row.get("status", "new"), row["rating"], row.get("adapter", ""),
-                     str(row.get("version", ""))[:8], asked, row.get("answer") or "", row.get("correction") or ""])
+        rows.append([row["id"], row.get("created", ""), row.get("status", "new"), row["rating"], _source(row),
+                     row.get("adapter", ""), str(row.get("version", ""))[:8], row.get("intent") or "", asked,
+                     row.get("answer") or "", row.get("correction") or ""])
     return rows
+
+
+def picked(row: list) -> tuple[str, str, str]:
+    """(id, correction, intent) of a table row, for the boxes a click fills."""
+    return tuple(str(row[COLUMNS.index(k)]) for k in ("id", "correction", "intent"))
 
 
 def adapters_seen() -> list[str]:
@@ -28,8 +35,13 @@ def adapters_seen() -> list[str]:
     return [ANY, *sorted({str(r.get("adapter")) for r in FeedbackStore().ratings()})]
 
 
-def act(row_id: str, status: str | None, correction: str | None) -> str:
-    """Accept, drop or correct one rating; one sentence back.
+def intents_seen() -> list[str]:
+    """Intent labels the ratings carry, for the filter."""
+    return [ANY, *sorted({str(r["intent"]) for r in FeedbackStore().ratings() if r.get("intent")})]
+
+
+def act(row_id: str, status: str | None, correction: str | None, intent: str | None = None) -> str:
+    """Accept, drop, correct or label one rating (``intent``: ``""`` clears it); one sentence back.
 
     Raises:
         ValueError: no such rating, or the change is refused (why, in the sentence).
@@ -40,10 +52,11 @@ def act(row_id: str, status: str | None, correction: str | None) -> str:
     if status not in (None, *STATUSES):
         raise ValueError(f"unknown status {status!r}")
     try:
-        row = review(FeedbackStore(), row_id, status, correction)
+        row = review(FeedbackStore(), row_id, status, correction, intent)
     except KeyError:
         raise ValueError(f"no rating with id {row_id!r}") from None
-    return f"{row['id']}: {row['status']}" + (" (correction saved)" if correction is not None else "")
+    return (f"{row['id']}: {row['status']}" + (" (correction saved)" if correction is not None else "")
+            + (f" (intent: {row['intent'] or 'none'})" if intent is not None else ""))
 
 
 def export_accepted(name: str = "feedback") -> str:
@@ -55,6 +68,14 @@ def export_accepted(name: str = "feedback") -> str:
     name = paths.safe_name((name or "").strip() or "feedback", "dataset name")
     sft, pairs, n_sft, n_pairs = export(FeedbackStore(), paths.subdir("datasets"), name)
     return (f"{n_sft} SFT rows in `{sft}` (Train tab: Path) and {n_pairs} preference pairs in `{pairs}`.")
+
+
+def _source(row: dict) -> str:
+    """Where a rating came from; a Compare verdict says which answer won."""
+    source = str(row.get("source") or "")
+    if source != "compare":
+        return source
+    return f"compare: {row['preferred']} preferred" if row.get("preferred") else "compare: answer written"
 
 
 def _opt(value: str) -> str | None:
