@@ -25,14 +25,14 @@ def build_chat_tab(state: AppState) -> dict:
             send = gr.Button("Send", variant="primary", scale=1, elem_id="chat-send")
         with gr.Row():
             retry = gr.Button("Retry last")
-            clear = gr.Button("Clear")
+            clear = gr.Button("Clear", elem_id="chat-clear")
         with gr.Accordion("Correct the last answer", open=False):
             correction = gr.Textbox(label="A better answer (saved with a 👎 for review and training)",
                                     lines=3, elem_id="chat-correction")
             save_correction = gr.Button("Save correction", elem_id="chat-save-correction")
         rated = gr.Markdown("", elem_id="chat-rated")
-        with gr.Accordion("System prompt and generation settings", open=False):
-            system = gr.Textbox(label="System prompt", lines=2,
+        with gr.Accordion("System prompt and generation settings", open=False, elem_id="chat-settings"):
+            system = gr.Textbox(label="System prompt", lines=2, elem_id="chat-system",
                                 value="You are a helpful customer-support assistant.")
             with gr.Row():
                 max_new = gr.Slider(1, 1024, value=200, step=1, label="Max new tokens")
