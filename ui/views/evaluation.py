@@ -98,6 +98,8 @@ def gate_markdown(report) -> str:
     for name, v in report.gate.items():
         icon = {"passed": "✅", "failed": "❌"}.get(v["state"], "⚠️")
         against = f" against {v['against']}, the version it was tuned from" if v.get("against", "base") != "base" else ""
+        if lines:
+            lines.append("")  # a blank line: the next heading is not the last bullet's text
         lines.append(f"{icon} **Release gate of {name}{against}: {v['state']}**")
         lines += [f"- {r}" for r in v["reasons"]] + [f"- _{n}_" for n in v.get("notes", [])]
     if report.slices:

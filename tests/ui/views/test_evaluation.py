@@ -19,3 +19,16 @@ def test_default_intent_slices_where_the_data_has_it_and_says_so_where_not(tmp_p
     assert slice_column("topic", str(without)) == ("topic", "")
     # an unreadable file is left to evaluate(), which says what is wrong with it
     assert slice_column("intent", str(tmp_path / "missing.jsonl")) == ("intent", "")
+
+
+def test_gate_verdicts_are_separate_paragraphs_and_name_the_parent():
+    from types import SimpleNamespace
+
+    from ui.views.evaluation import gate_markdown
+
+    report = SimpleNamespace(slices={}, adapters=["v1", "v2"], gate={
+        "v1": {"state": "passed", "reasons": [], "notes": ["a note"], "against": "base"},
+        "v2": {"state": "failed", "reasons": ["perplexity is worse than v1"], "notes": [], "against": "v1"}})
+    text = gate_markdown(report)
+    assert "- _a note_\n\n❌ **Release gate of v2 against v1, the version it was tuned from: failed**" in text
+    assert text.startswith("✅ **Release gate of v1: passed**")
