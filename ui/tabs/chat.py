@@ -94,28 +94,29 @@ def build_chat_tab(state: AppState) -> dict:
                 gr.Warning(str(err))
                 yield _shown(history), ""
 
-        def on_rate(history, choice, data: gr.LikeData):
+        def on_rate(history, choice, system_prompt, data: gr.LikeData):
             index = data.index if isinstance(data.index, int) else data.index[0]
             try:
                 return state.rate_answer(list(history or []), index, "up" if data.liked else "down",
-                                         state.to_adapter(choice))
+                                         state.to_adapter(choice), system=system_prompt)
             except ValueError as err:
                 gr.Warning(str(err))
                 return ""
 
-        def on_correct(history, choice, text):
+        def on_correct(history, choice, system_prompt, text):
             history = list(history or [])
             last = next((i for i in range(len(history) - 1, -1, -1) if history[i]["role"] == "assistant"), -1)
             try:
                 if not (text or "").strip():
                     raise ValueError("write the better answer first")
-                return state.rate_answer(history, last, "down", state.to_adapter(choice), text), ""
+                return state.rate_answer(history, last, "down", state.to_adapter(choice), text,
+                                         system=system_prompt), ""
             except ValueError as err:
                 gr.Warning(str(err))
                 return "", text
 
-        chatbot.like(on_rate, [chatbot, adapter], rated)
-        save_correction.click(on_correct, [chatbot, adapter, correction], [rated, correction])
+        chatbot.like(on_rate, [chatbot, adapter, system], rated)
+        save_correction.click(on_correct, [chatbot, adapter, system, correction], [rated, correction])
         tab.select(choices, None, adapter)
         refresh.click(choices, None, adapter, api_name="chat_adapters")
         adapter.change(on_switch, adapter, [adapter, status])

@@ -90,8 +90,9 @@ def feedback_count() -> int:
 
 
 def rate_chat_answer(history: list[dict], index: int, rating: str, adapter: str | None, version: str,
-                     engine: str, correction: str | None = None) -> dict:
-    """Store a rating of the Chat answer at ``history[index]`` (with the turns before it).
+                     engine: str, correction: str | None = None, system: str | None = None) -> dict:
+    """Store a rating of the Chat answer at ``history[index]`` (with the turns before it, after
+    the system prompt ``system`` it was asked under: training on it then asks as Chat did).
 
     Raises:
         ValueError: no answer at that place, a bad rating or correction.
@@ -104,6 +105,8 @@ def rate_chat_answer(history: list[dict], index: int, rating: str, adapter: str 
     store = FeedbackStore(log_conversations=True)  # rating in Chat is asking to keep it
     answer_id = f"chat-{uuid.uuid4().hex[:24]}"
     before = [{"role": m["role"], "content": content_text(m.get("content"))} for m in history[:index]]
+    if system and system.strip() and not any(m["role"] == "system" for m in before):
+        before.insert(0, {"role": "system", "content": system})
     store.record(answer_id, adapter or "base", version, engine, before, content_text(history[index].get("content")),
                  source="chat")
     return store.rate(answer_id, rating, correction, source="chat")

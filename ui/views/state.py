@@ -93,8 +93,9 @@ class AppState:
         return f" — ⚠️ release gate {status.state}{why}"
 
     def rate_answer(self, history: list[dict], index: int, rating: str, adapter: str | None,
-                    correction: str | None = None) -> str:
-        """Store a rating of Chat's answer at ``history[index]``; the sentence to show.
+                    correction: str | None = None, system: str | None = None) -> str:
+        """Store a rating of Chat's answer at ``history[index]`` (asked under the system prompt
+        ``system``, kept with the conversation); the sentence to show.
 
         Raises:
             ValueError: nothing to rate there, a bad rating or correction, an unusable adapter.
@@ -104,7 +105,7 @@ class AppState:
 
         version = self.serving.weights_hash(adapter)
         row = rate_chat_answer(history, index, rating, adapter, version, label(self.serving.pick(adapter)),
-                               correction)
+                               correction, system)
         what = "with your correction" if row["correction"] else ""
         return (f"Saved {'👍' if rating == 'up' else '👎'} {what} for {row['adapter']} (version "
                 f"{row['version'][:8]}) to the review queue: feedback/ratings.jsonl.")
