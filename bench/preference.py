@@ -10,7 +10,7 @@ rows (the same rows whatever ``--pairs`` is).
 Preference accuracy is the share of held-out pairs where the adapter gives the chosen answer
 the higher log-probability (``finetune.train.preference.preference_accuracy``).
 
-    python -m bench preference                         # 400 pairs, 200 held out, DPO
+    python -m bench preference                         # 128 pairs, 200 held out, DPO, then the gate
     python -m bench preference --pairs 64 --held-out 100 --method orpo
 """
 
@@ -72,20 +72,46 @@ def accuracy(adapter: str, pairs: list[dict]) -> tuple[float, float]:
     return preference_accuracy(model, tokenizer, pairs)
 
 
+def release_gate(child: str, data: Path, last_rows: int, per_intent: int, max_new_tokens: int, home: Path):
+    """The release gate of ``child`` against the version it was tuned from (``eval.run`` scores
+    the parent beside it), on the file's last ``last_rows`` rows (never trained on), sliced by
+    intent, ``per_intent`` rows each. Returns the report."""
+    from eval.run import evaluate
+    from inference.generate import GenerationSettings
+    from inference.session import ModelSession
+
+    with open(data, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        rows, fields = list(reader), reader.fieldnames
+    held = home / "gate-rows.csv"
+    with open(held, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows[-last_rows:])
+    session = ModelSession("default", dtype="float32")
+    return evaluate(session, [child], str(held), max_samples=min(500, last_rows), use_validation_split=False,
+                    slice_by="intent", rows_per_slice=per_intent,
+                    settings=GenerationSettings(max_new_tokens=max_new_tokens))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench preference", description=__doc__.splitlines()[0])
     p.add_argument("--data", default=str(BITEXT), help="Bitext training CSV")
     p.add_argument("--method", choices=["dpo", "orpo"], default="dpo")
     p.add_argument("--sft-rows", type=int, default=400, help="rows the SFT adapter trains on (Train tab: 400)")
     p.add_argument("--sft-steps", type=int, default=30, help="its optimizer steps (Train tab: 30)")
-    p.add_argument("--pairs", type=int, default=400, help="pairs the preference run trains on")
+    p.add_argument("--pairs", type=int, default=128, help="pairs the preference run trains on")
     p.add_argument("--held-out", type=int, default=200, help="pairs kept out for the accuracy")
     p.add_argument("--epochs", type=float, default=1.0)
     p.add_argument("--batch-size", type=int, default=4)
-    p.add_argument("--lr", type=float, default=5e-5)
-    p.add_argument("--beta", type=float, default=0.1)
-    p.add_argument("--max-length", type=int, default=256)
+    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--beta", type=float, default=0.02)
+    p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--home", help="keep the working files here (default: a temporary folder)")
+    p.add_argument("--gate", type=int, default=3, metavar="ROWS",
+                   help="then the release gate against the starting version on the held-out rows, this many "
+                        "per intent (0: no gate)")
+    p.add_argument("--gate-tokens", type=int, default=48, help="answer length in the gate's evaluation")
     args = p.parse_args(argv)
     data = Path(args.data)
     if not data.is_file():
@@ -111,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(home / "adapters" / cfg.name, ignore_errors=True)  # the last run's, in a kept --home
         result = train_preference(cfg)
         after = accuracy(result.name, held_out)
+        started = time.perf_counter()
+        report = release_gate(result.name, data, args.held_out, args.gate, args.gate_tokens, home) if args.gate else None
+        gate_minutes = (time.perf_counter() - started) / 60
     lines = [f"## Preference tuning on Bitext pairs, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
              f"- command: `python -m bench preference {' '.join(argv or [])}`",
              f"- SFT adapter: the Train tab's defaults ({args.sft_rows} rows, {args.sft_steps} steps), "
@@ -120,5 +149,16 @@ def main(argv: list[str] | None = None) -> int:
              "", "| adapter | held-out preference accuracy | mean log-prob margin |", "|---|---|---|",
              f"| SFT (start) | {before[0]:.3f} | {before[1]:.1f} |",
              f"| after {args.method.upper()} | {after[0]:.3f} | {after[1]:.1f} |", ""]
+    if report is not None:
+        from eval.gate import gate_lines
+
+        verdict = report.gate[result.name]
+        lines += [f"Release gate against the starting version ({report.data['rows']} held-out rows, "
+                  f"{args.gate} per intent, answers of {args.gate_tokens} tokens, {gate_minutes:.1f} min): "
+                  f"**{verdict['state']}**", "", *(f"- {line}" for line in gate_lines(report)),
+                  *(f"- _{note}_" for note in verdict["notes"]), "",
+                  "| model | BLEU | ROUGE-L | perplexity |", "|---|---|---|---|",
+                  *(f"| {m} | {report.metrics[m]['bleu']:.2f} | {report.metrics[m]['rouge_l']:.3f} | "
+                    f"{report.metrics[m]['perplexity']:.2f} |" for m in report.models), ""]
     print("\n".join(lines))
     return 0

@@ -97,7 +97,7 @@ class TrainArgs:
     # on top of the shelf adapter from_adapter: dpo or orpo (finetune/train/preference.py)
     method: str = "sft"
     from_adapter: str = ""
-    beta: float = 0.1  # dpo / orpo: strength of the preference term
+    beta: float = 0.02  # dpo / orpo: strength of the preference term (DPO measured best at 0.02)
 
 
 @dataclass

@@ -39,8 +39,11 @@ class PreferenceConfig:
     pairs: str  # a JSON lines file of pairs
     name: str = ""  # the new adapter's name (default: <adapter>-<method>)
     method: str = "dpo"
-    beta: float = 0.1
-    learning_rate: float = 5e-5
+    # Measured on Bitext (docs/benchmarks.md): DPO at beta 0.02, lr 5e-4 took held-out accuracy
+    # 0.65 -> 0.91 in 128 pairs; beta 0.1 (TRL's default) saturates before the length-driven
+    # gaps close, and lr 5e-5 barely moved it (0.57 -> 0.58).
+    beta: float = 0.02
+    learning_rate: float = 5e-4
     epochs: float = 1.0
     max_steps: int = -1
     batch_size: int = 4

@@ -37,7 +37,7 @@ def test_dpo_moves_the_adapter_toward_the_chosen_answers_and_records_its_lineage
     before, margin_before = preference_accuracy(model, tokenizer, pairs)
     logs = []
     result = train_preference(PreferenceConfig("support", str(pairs_file), name="support-dpo", max_steps=30,
-                                               learning_rate=5e-2, batch_size=4),
+                                               learning_rate=5e-2, batch_size=4, beta=0.1),
                               on_log=lambda step, total, values: logs.append((step, total, values)))
     assert result.steps == 30 and result.pairs == 8 and logs[-1][1] == 30
     after_model, _, manifest = load_policy("support-dpo", trainable=False)
