@@ -107,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lr", type=float, default=5e-4)
     p.add_argument("--beta", type=float, default=0.02)
     p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--sft-weight", type=float, default=1.0, help="DPO: weight of the SFT term on chosen answers")
     p.add_argument("--home", help="keep the working files here (default: a temporary folder)")
     p.add_argument("--gate", type=int, default=3, metavar="ROWS",
                    help="then the release gate against the starting version on the held-out rows, this many "
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         before = accuracy("bench-sft", held_out)
         cfg = PreferenceConfig("bench-sft", str(pairs_file), name=f"bench-{args.method}", method=args.method,
                                beta=args.beta, learning_rate=args.lr, epochs=args.epochs,
-                               batch_size=args.batch_size, max_length=args.max_length)
+                               batch_size=args.batch_size, max_length=args.max_length, sft_weight=args.sft_weight)
         shutil.rmtree(home / "adapters" / cfg.name, ignore_errors=True)  # the last run's, in a kept --home
         result = train_preference(cfg)
         after = accuracy(result.name, held_out)
@@ -145,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
              f"- SFT adapter: the Train tab's defaults ({args.sft_rows} rows, {args.sft_steps} steps), "
              + ("reused from --home" if reused else f"{sft_seconds / 60:.1f} min"),
              f"- {args.method.upper()}: {result.pairs} pairs, {result.steps} steps, batch {args.batch_size}, "
-             f"lr {args.lr}, beta {args.beta}, max length {args.max_length}: {result.seconds / 60:.1f} min",
+             f"lr {args.lr}, beta {args.beta}, max length {args.max_length}"
+             + (f", SFT term weight {args.sft_weight}" if args.method == "dpo" else "") + f": {result.seconds / 60:.1f} min",
              "", "| adapter | held-out preference accuracy | mean log-prob margin |", "|---|---|---|",
              f"| SFT (start) | {before[0]:.3f} | {before[1]:.1f} |",
              f"| after {args.method.upper()} | {after[0]:.3f} | {after[1]:.1f} |", ""]

@@ -44,6 +44,10 @@ class PreferenceConfig:
     # gaps close, and lr 5e-5 barely moved it (0.57 -> 0.58).
     beta: float = 0.02
     learning_rate: float = 5e-4
+    # DPO only: weight of a plain SFT term on the chosen answers beside the preference loss
+    # (RPO). Without it DPO widened the margins by lowering both answers: Bitext perplexity
+    # 3.1 -> 22.7 and the release gate failed (docs/benchmarks.md). ORPO has its own.
+    sft_weight: float = 1.0
     epochs: float = 1.0
     max_steps: int = -1
     batch_size: int = 4
@@ -56,6 +60,8 @@ class PreferenceConfig:
         """Raises ValueError naming the first bad setting."""
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {', '.join(METHODS)} (sft is `finetune train`), got {self.method!r}")
+        if not self.sft_weight >= 0:
+            raise ValueError(f"sft_weight must be 0 or more, got {self.sft_weight}")
         for field, low in (("beta", 0.0), ("learning_rate", 0.0)):
             if not getattr(self, field) > low:
                 raise ValueError(f"{field} must be above {low}, got {getattr(self, field)}")
@@ -259,7 +265,8 @@ def _trainer(cfg: PreferenceConfig, model, tokenizer, pairs: list[dict], run_dir
     if cfg.method == "dpo":
         from trl import DPOConfig, DPOTrainer
 
-        return DPOTrainer(model=model, args=DPOConfig(**common), train_dataset=rows,
+        losses = {"loss_type": ["sigmoid", "sft"], "loss_weights": [1.0, cfg.sft_weight]} if cfg.sft_weight else {}
+        return DPOTrainer(model=model, args=DPOConfig(**common, **losses), train_dataset=rows,
                           processing_class=tokenizer, callbacks=callbacks)
     from trl.experimental.orpo import ORPOConfig, ORPOTrainer
 
