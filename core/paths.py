@@ -95,6 +95,26 @@ def check_writable(folder: Path) -> None:
         raise OSError(f"only {free / 2**20:.0f} MiB free under {folder}; TuneDesk needs at least 200 MiB to save safely")
 
 
+def read_json_lines(path) -> list[dict]:
+    """The JSON objects of a JSON-lines file written by :func:`append_line`, oldest first; a
+    torn or foreign line is skipped; a missing file is no rows."""
+    import json
+
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    rows = []
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
 def append_line(path, line: str) -> None:
     """Append one line whole, or nothing: a full disk must not leave half a row behind.
 

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from core import paths
-from core.paths import append_line
+from core.paths import append_line, read_json_lines
 from finetune.data.redact import redact
 
 ANSWERS_FILE, RATINGS_FILE = "answers.jsonl", "ratings.jsonl"
@@ -86,7 +86,7 @@ class FeedbackStore:
             found = self._recent.get(answer_id)
         if found is not None:
             return found
-        for row in _read(self.folder / ANSWERS_FILE):
+        for row in read_json_lines(self.folder / ANSWERS_FILE):
             if row.get("id") == answer_id:
                 return ServedAnswer(**{k: row.get(k) for k in ServedAnswer.__dataclass_fields__ if k in row})
         return None
@@ -117,7 +117,7 @@ class FeedbackStore:
 
     def ratings(self) -> list[dict]:
         """Every stored rating, oldest first (a torn or foreign line is skipped)."""
-        return [r for r in _read(self.folder / RATINGS_FILE) if r.get("rating") in RATINGS]
+        return [r for r in read_json_lines(self.folder / RATINGS_FILE) if r.get("rating") in RATINGS]
 
 
 def rating_row(served: ServedAnswer, rating: str, correction: str | None, source: str,
@@ -174,22 +174,6 @@ def content_text(content) -> str:
     if isinstance(content, list):  # OpenAI content parts
         return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
     return ""
-
-
-def _read(path: Path) -> list[dict]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return []
-    rows = []
-    for line in lines:
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict):
-            rows.append(row)
-    return rows
 
 
 def _now() -> str:

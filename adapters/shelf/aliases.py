@@ -28,7 +28,7 @@ from pathlib import Path
 from adapters.shelf.alias_rules import AliasError, check_name, check_split, gate_problems
 from adapters.shelf.manifest import BrokenAdapterError, read_json, write_json_atomic
 from adapters.shelf.store import Shelf
-from core.paths import append_line
+from core.paths import append_line, read_json_lines
 
 FORMAT = "tunedesk-aliases/1"
 FOLDER, ALIASES_FILE, AUDIT_FILE = "releases", "aliases.json", "audit.jsonl"
@@ -147,19 +147,7 @@ class AliasBook:
 
     def history(self, name: str | None = None) -> list[dict]:
         """The audit rows (of alias ``name`` when given), oldest first; torn lines skipped."""
-        try:
-            lines = self.audit_path.read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            return []
-        rows = []
-        for line in lines:
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict) and (name is None or row.get("alias") == name):
-                rows.append(row)
-        return rows
+        return [r for r in read_json_lines(self.audit_path) if name is None or r.get("alias") == name]
 
     def _change(self, name, action, new_split, *, by, force=False, reason="", extra=None) -> dict:
         """Read, compute, check, write and audit one change under the file lock."""
