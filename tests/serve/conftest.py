@@ -37,32 +37,3 @@ def realtok_dir(default_model_dir, tmp_path_factory):
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
-
-
-@pytest.fixture(scope="module")
-def llama_session(realtok_dir, tmp_path_factory):
-    """A float32 session on the real-tokenizer tiny llama, adapters a, b, c on the shelf of a
-    home kept for the module (so the GGUFs are converted once, not per test)."""
-    from core.llama_cpp.binaries import missing_reason, server_binary
-    from inference.session import ModelSession
-
-    if server_binary() is None:
-        pytest.skip(missing_reason())
-
-    home = tmp_path_factory.mktemp("llama-home")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TUNEDESK_HOME", str(home))
-        put_adapters(home, realtok_dir)
-        yield ModelSession(str(realtok_dir), dtype="float32")
-
-
-@pytest.fixture(scope="module")
-def llama(llama_session):
-    """llama-server on f32 GGUFs of that model (made by the export code), adapters a, b, c."""
-    from serve.engines import make_llama_engine
-
-    # Flash attention off: with it on, a LoRA's greedy answers on this random-weight model part
-    # from PyTorch's after 2 tokens (near-tied logits); off, they are PyTorch's token for token.
-    engine = make_llama_engine(llama_session, outtype="f32", flash_attn="off")
-    yield engine
-    engine.close()
