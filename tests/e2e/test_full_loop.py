@@ -1,8 +1,9 @@
 """A newcomer's whole loop on the real default model, in Debian's Chromium: train, compare,
 evaluate, switch adapters, chat.
 
-In `make test` the loop is short: training stops after 8 steps (validation every 4) and the
-evaluation scores 8 rows of 32 new tokens without the golden prompts; everything else is the
+In `make test` the loop is short: training takes 64 rows of the demo data and stops after 4
+steps (validation every 2, so the curve still draws its train and validation lines), and the
+evaluation scores 4 rows of 16 new tokens without the golden prompts; everything else is the
 app's default. With TUNEDESK_FULL_LOOP_DEFAULTS=1 nothing is typed but a chat message: every
 setting at its default, the measurement docs/benchmarks.md reports (about 8 minutes on 2
 cores). The stage times go to test-artifacts/full_loop.json; the test asserts what the user
@@ -85,7 +86,8 @@ def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
 
         if not ON_DEFAULTS:  # a short run: the loop, not the learning, is under test here
             page.get_by_text("Advanced: LoRA and training settings").click()
-            for field, value in (("#train-budget", "0"), ("#train-steps", "8"), ("#train-eval-every", "4")):
+            for field, value in (("#train-budget", "0"), ("#train-samples", "64"), ("#train-steps", "4"),
+                                 ("#train-eval-every", "2")):
                 page.fill(f"{field} input", value)
                 page.press(f"{field} input", "Tab")
         page.click("#train-start")
@@ -96,7 +98,7 @@ def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
         assert "step" in page.inner_text("#train-progress")
         assert len(drawn_lines(page, "#loss-curve")) == 2, "the loss curve drew no train and validation lines"
         shot(page, "loop-01-trained")
-        lap("train (the defaults)" if ON_DEFAULTS else "train (8 steps)")
+        lap("train (the defaults)" if ON_DEFAULTS else "train (4 steps)")
 
         page.click("#train-to-compare")
         page.wait_for_timeout(1500)
@@ -116,7 +118,7 @@ def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
         page.get_by_role("option", name=adapter).click()
         page.keyboard.press("Escape")
         if not ON_DEFAULTS:
-            for field, value in (("#eval-rows", "8"), ("#eval-max-new", "32")):
+            for field, value in (("#eval-rows", "4"), ("#eval-max-new", "16")):
                 page.fill(f"{field} input[type=number]", value)
                 page.press(f"{field} input[type=number]", "Tab")
             page.locator("#eval-golden input").uncheck()
