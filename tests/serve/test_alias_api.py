@@ -1,6 +1,6 @@
 """Aliases through the real API (uvicorn, the ``openai`` client, the tiny model on PyTorch):
-16 clients while the split moves, the observed split, the gate on promotion, the admin
-routes' errors, and the live stats."""
+16 clients while the split moves and the split they observe over 1,008 conversations, the gate
+on promotion, the admin routes' errors, and the live stats."""
 
 from __future__ import annotations
 
@@ -53,11 +53,11 @@ def admin(url, method, path, body=None, key=KEY):
                          headers={"Authorization": f"Bearer {key}"})
 
 
-def ask(url, messages, *, user=None, header=None, stream=False):
+def ask(url, messages, *, user=None, header=None, stream=False, max_tokens=2):
     """One answer to ``support-bot``: (version from the header, fingerprint, text)."""
     extra = {"extra_headers": {"X-TuneDesk-Conversation": header}} if header else {}
     raw = client(url).chat.completions.with_raw_response.create(
-        model="support-bot", messages=messages, max_tokens=2, temperature=0, stream=stream,
+        model="support-bot", messages=messages, max_tokens=max_tokens, temperature=0, stream=stream,
         **({"user": user} if user else {}), **extra)
     version = raw.headers["X-TuneDesk-Version"]
     if stream:
@@ -67,64 +67,119 @@ def ask(url, messages, *, user=None, header=None, stream=False):
     return version, done.system_fingerprint, done.choices[0].message.content
 
 
-def test_sixteen_clients_lose_nothing_and_no_conversation_changes_version_while_the_split_moves(served):
+CLIENTS, PER_PHASE = 16, 48  # conversation turns answered per phase, at least
+SPLIT_EACH = 63  # fresh conversations per client in the split part: 16 x 63 = 1,008 requests at 90/10
+
+
+class Traffic:
+    """What 16 clients saw: each conversation's versions, the phase its first answer was picked
+    in (None: during a change), the split part's versions, and the requests that failed."""
+
+    def __init__(self):
+        self.lock, self.stop = threading.Condition(), threading.Event()
+        self.phase, self.mode, self.done, self.failed = 0, "chat", 0, []
+        self.seen = defaultdict(set)  # conversation -> versions that answered it
+        self.first = {}  # conversation -> (phase, version)
+        self.split = Counter()  # the split part's versions
+        self.gate = threading.Barrier(CLIENTS + 1, timeout=120)  # the split part starts and ends together
+
+    def answered(self, key, phase, version, fingerprint):
+        assert fingerprint == f"pytorch float32, batched; {version}"
+        with self.lock:
+            self.seen[key].add(version)
+            self.first.setdefault(key, (phase if self.phase == phase else None, version))
+            self.done += 1
+            self.lock.notify_all()
+
+    def wait(self, count):
+        with self.lock:
+            assert self.lock.wait_for(lambda: self.done >= count or self.failed, timeout=120), self.done
+            return self.done
+
+
+def converse(url, traffic: Traffic, i: int) -> None:
+    """Client ``i``: conversations of 2-4 turns (its own ``user``, or the conversation header), and
+    in the split part 63 fresh one-turn conversations; stops at its first failed request."""
+    n = 0
+    while not traffic.stop.is_set():
+        if traffic.mode == "split":
+            traffic.gate.wait()  # every client is between conversations: the draws start now
+            traffic.gate.wait()
+            for k in range(SPLIT_EACH):
+                version, fingerprint, _ = ask(url, MSGS, user=f"s{i}-{k}", max_tokens=1)
+                traffic.answered(f"s{i}-{k}", traffic.phase, version, fingerprint)
+                with traffic.lock:
+                    traffic.split[version] += 1
+            traffic.gate.wait()
+            continue
+        key, n = f"t{i}-{n}", n + 1
+        messages, phase = list(MSGS), traffic.phase
+        for turn in range(2 + i % 3):  # conversations of 2-4 turns: the clients fall out of step
+            version, fingerprint, text = ask(url, messages, stream=turn == 1,
+                                             **({"user": key} if i % 2 else {"header": key}))
+            traffic.answered(key, phase, version, fingerprint)
+            messages += [{"role": "assistant", "content": text}, {"role": "user", "content": "And now?"}]
+
+
+def test_sixteen_clients_lose_nothing_mix_no_conversation_and_follow_the_split(served):
+    """The issue's goal: 16 clients on ``support-bot`` while the split goes 100/0 -> 90/10 -> 0/100
+    -> 100/0 (through the admin route and the shelf, as the CLI writes), 1,008 fresh conversations
+    at 90/10 in between; the versions read from the X-TuneDesk-Version header and the fingerprint."""
     server, url = served
     book = AliasBook(server.shelf())
     book.set("support-bot", {"a": 100}, by="test")
-    phases = [{"a": 90, "b": 10}, {"a": 0, "b": 100}, {"a": 100, "b": 0}]
-    state = {"phase": 0, "done": 0, "failed": []}
-    lock, stop = threading.Condition(), threading.Event()
-    seen = defaultdict(set)  # conversation -> versions that answered it
-    first = {}  # conversation -> (the phase its first answer was picked in, or None: during a change; version)
+    traffic = Traffic()
 
     def client_loop(i):
-        n = 0
-        while not stop.is_set():
-            key, n = f"t{i}-{n}", n + 1
-            messages = list(MSGS)
-            with lock:
-                phase = state["phase"]
-            for turn in range(2 + i % 3):  # conversations of 2-4 turns: the clients fall out of step
-                try:
-                    version, fingerprint, text = ask(url, messages, stream=turn == 1,
-                                                     **({"user": key} if i % 2 else {"header": key}))
-                except Exception as err:  # a lost request
-                    with lock:
-                        state["failed"].append(repr(err))
-                    return
-                with lock:
-                    phase = phase if state["phase"] == phase else None
-                assert fingerprint == f"pytorch float32, batched; {version}"
-                seen[key].add(version)
-                first.setdefault(key, (phase, version))
-                messages += [{"role": "assistant", "content": text}, {"role": "user", "content": "And now?"}]
-                with lock:
-                    state["done"] += 1
-                    lock.notify_all()
+        try:
+            converse(url, traffic, i)
+        except Exception as err:  # a lost request (or a broken barrier after one)
+            with traffic.lock:
+                traffic.failed.append(repr(err))
+                traffic.lock.notify_all()
+            traffic.gate.abort()
 
-    with ThreadPoolExecutor(16) as pool:
-        clients = [pool.submit(client_loop, i) for i in range(16)]
-        for number, split in enumerate(phases, start=1):
-            with lock:
-                lock.wait_for(lambda at=64 * number: state["done"] >= at or state["failed"], timeout=120)
-            with lock:
-                state["phase"] = number - 0.5  # changing: a conversation begun now is in no phase
-            if number == 2:  # through the admin route, the others as the CLI writes
-                assert admin(url, "PUT", "/support-bot", {"versions": split}).status_code == 200
-            else:
-                book.set("support-bot", split, by="test")
-            with lock:
-                state["phase"] = number  # every conversation begun after this sees the new split
-        with lock:
-            lock.wait_for(lambda: state["done"] >= 64 * (len(phases) + 1) or state["failed"], timeout=120)
-        stop.set()
-        for future in clients:
-            future.result()
-    assert state["failed"] == []
-    assert all(len(versions) == 1 for versions in seen.values()), {k: v for k, v in seen.items() if len(v) > 1}
-    began = Counter((phase, version) for phase, version in first.values())
+    def change(phase, split, through_api):
+        with traffic.lock:
+            traffic.phase = phase - 0.5  # changing: a conversation begun now is in no phase
+        if through_api:
+            assert admin(url, "PUT", "/support-bot", {"versions": split}).status_code == 200
+        else:
+            book.set("support-bot", split, by="test")
+        with traffic.lock:
+            traffic.phase = phase  # every conversation begun after this sees the new split
+
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        clients = [pool.submit(client_loop, i) for i in range(CLIENTS)]
+        try:
+            traffic.wait(PER_PHASE)
+            change(1, {"a": 90, "b": 10}, through_api=True)
+            traffic.wait(traffic.done + PER_PHASE)
+            traffic.mode = "split"
+            traffic.gate.wait()
+            server.aliases.rng = random.Random(32)  # no draw is running: the next 1,008 come from here
+            traffic.gate.wait()
+            traffic.mode = "chat"
+            traffic.gate.wait()
+            traffic.wait(traffic.done + PER_PHASE)
+            change(2, {"a": 0, "b": 100}, through_api=False)
+            traffic.wait(traffic.done + PER_PHASE)
+            change(3, {"a": 100, "b": 0}, through_api=True)
+            traffic.wait(traffic.done + PER_PHASE)
+        finally:
+            traffic.stop.set()
+            traffic.gate.abort()
+            for future in clients:
+                future.result()
+    assert traffic.failed == []
+    assert all(len(v) == 1 for v in traffic.seen.values()), {k: v for k, v in traffic.seen.items() if len(v) > 1}
+    began = Counter(traffic.first.values())
     assert began[(0, "b")] == 0 and began[(2, "a")] == 0 and began[(3, "b")] == 0
-    assert began[(2, "b")] > 0 and began[(3, "a")] > 0, (began, state)
+    assert began[(2, "b")] > 0 and began[(3, "a")] > 0, began
+    total = CLIENTS * SPLIT_EACH
+    assert sum(traffic.split.values()) == total and abs(traffic.split["b"] / total - 0.10) <= 0.03, traffic.split
+    rng = random.Random(32)  # each request one draw, whichever client got which
+    assert traffic.split == Counter(draw({"a": 90, "b": 10}, rng) for _ in range(total))
 
 
 def test_the_observed_split_of_keyless_requests_follows_the_weights(served):
@@ -144,6 +199,9 @@ def test_a_failed_gate_blocks_promotion_through_the_api_unless_overridden(served
     refused = admin(url, "POST", "/support-bot/promote", {"version": "c"})
     assert refused.status_code == 400 and refused.json()["error"]["param"] == "versions.c"
     assert "release gate of c: failed" in refused.json()["error"]["message"]
+    canary = admin(url, "PUT", "/support-bot", {"versions": {"a": 90, "c": 10}})
+    assert canary.status_code == 400 and canary.json()["error"]["param"] == "versions.c"
+    assert admin(url, "GET", "/support-bot").json()["versions"] == {"a": 100}  # refusals change nothing
     no_reason = admin(url, "PUT", "/support-bot", {"versions": {"a": 90, "c": 10}, "force": True})
     assert no_reason.status_code == 400 and no_reason.json()["error"]["param"] == "reason"
     forced = admin(url, "PUT", "/support-bot", {"versions": {"a": 90, "c": 10}, "force": True,
