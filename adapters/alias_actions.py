@@ -10,7 +10,7 @@ from __future__ import annotations
 import getpass
 
 from adapters.shelf.alias_rules import parse_split
-from adapters.shelf.aliases import AliasBook
+from adapters.shelf.aliases import KEEP, AliasBook
 from adapters.shelf.gate_rules import entry_status
 
 
@@ -30,6 +30,14 @@ def split_text(split: dict[str, int] | None) -> str:
     return " · ".join(f"{v} {w}%" for v, w in split.items())
 
 
+def policy_text(policy: dict | None) -> str:
+    """An alias's automatic rollback in words (``off`` when it has none)."""
+    if not policy:
+        return "off"
+    return (f"when a canary's error rate (after {policy['min_requests']} requests) or thumbs-down rate (after "
+            f"{policy['min_ratings']} ratings) exceeds the stable version's by more than {policy['margin']:g}")
+
+
 def change_sentence(row: dict) -> str:
     """What one change did, from its audit row."""
     name = row["alias"]
@@ -38,17 +46,26 @@ def change_sentence(row: dict) -> str:
     if row["to"] is None:
         return f"Deleted alias {name} (was {split_text(row['from'])}); `alias rollback {name}` restores it."
     said = f"{name}: {split_text(row['from'])} → {split_text(row['to'])}."
+    if row["from"] == row["to"] and row["action"] != "rollback":
+        said = f"{name}: {split_text(row['to'])} (split unchanged)."
+    if row.get("auto_rollback"):
+        said += f" Automatic rollback: {policy_text(row['auto_rollback']['to'])}."
+    if row["action"] == "auto-rollback":
+        said += f" Rolled back automatically: {row.get('reason')}."
     if row.get("forced"):
         said += (f" Override for {', '.join(row['forced'])} (release gate not passed): "
                  f"{row['override']!r}.")
     return said
 
 
-def set_split(name: str, split, by: str, force: bool = False, reason: str = "", book: AliasBook | None = None) -> str:
-    """Give ``name`` a split: a dict, or ``["v3=90", "v4=10"]`` as typed."""
+def set_split(name: str, split, by: str, force: bool = False, reason: str = "", book: AliasBook | None = None,
+              auto_rollback=KEEP) -> str:
+    """Give ``name`` a split: a dict, or ``["v3=90", "v4=10"]`` as typed (empty or None: keep
+    the split, change only ``auto_rollback``; None turns that off, leaving it out keeps it)."""
     if isinstance(split, list | tuple):
-        split = parse_split(list(split))
-    return change_sentence((book or AliasBook()).set(name, split, by=by, force=force, reason=reason))
+        split = parse_split(list(split)) if split else None
+    return change_sentence((book or AliasBook()).set(name, split, by=by, force=force, reason=reason,
+                                                     auto_rollback=auto_rollback))
 
 
 def promote(name: str, version: str, by: str, force: bool = False, reason: str = "",
@@ -70,8 +87,9 @@ def delete(name: str, by: str, book: AliasBook | None = None) -> str:
 def details(name: str, book: AliasBook | None = None, last: int = 5) -> list[str]:
     """Lines about one alias: its split with each version's gate, then its last changes."""
     book = book or AliasBook()
-    split = book.get(name)
-    lines = [f"{name}: {split_text(split)}"]
+    row = book.row(name)
+    split = row["versions"]
+    lines = [f"{name}: {split_text(split)}", f"  automatic rollback: {policy_text(row.get('auto_rollback'))}"]
     for version, weight in split.items():
         try:
             gate = entry_status(book.shelf.get(version)).state
@@ -83,6 +101,7 @@ def details(name: str, book: AliasBook | None = None, last: int = 5) -> list[str
         lines.append("last changes:")
     for row in reversed(history):
         override = f" override: {row['override']!r}" if row.get("override") else ""
+        override += f" ({row['reason']})" if row.get("reason") else ""
         lines.append(f"  {row['time']} {row['action']:8} by {row['by']}: {split_text(row['from'])} → "
                      f"{split_text(row['to'])}{override}")
     return lines

@@ -3,7 +3,9 @@
 - ``GET /v1/aliases``: every alias and its split;
 - ``GET /v1/aliases/{name}``: one alias, each version's release gate, its last changes;
 - ``PUT /v1/aliases/{name}``: ``{"versions": {"v3": 90, "v4": 10}, "force": false,
-  "reason": "...", "by": "..."}`` sets the split (creates the alias);
+  "reason": "...", "by": "...", "auto_rollback": {"margin": 0.1, "min_requests": 50,
+  "min_ratings": 10}}`` sets the split (creates the alias); ``auto_rollback`` (null: off) may
+  come alone, keeping the split, and is kept as it is when left out;
 - ``POST /v1/aliases/{name}/promote``: ``{"version": "v4", ...}``; ``.../rollback``: ``{}``;
 - ``DELETE /v1/aliases/{name}``;
 - ``GET /v1/aliases/{name}/stats``: each version's live figures (:mod:`serve.version_stats`).
@@ -21,13 +23,13 @@ from starlette.concurrency import run_in_threadpool
 
 from adapters.alias_actions import change_sentence
 from adapters.shelf.alias_rules import AliasError
-from adapters.shelf.aliases import AliasBook, AliasNotFoundError
+from adapters.shelf.aliases import KEEP, AliasBook, AliasNotFoundError
 from adapters.shelf.gate_rules import entry_status
 from serve.api_basics import ApiError, read_json
 from serve.requests import RequestError
 from serve.version_stats import thumbs
 
-BODY_FIELDS = {"versions", "version", "force", "reason", "by"}
+BODY_FIELDS = {"versions", "version", "force", "reason", "by", "auto_rollback"}
 
 
 class AliasApi:
@@ -66,8 +68,13 @@ class AliasApi:
         return await self._guarded(request, None, lambda _body: self.stats(name))
 
     async def _set(self, request: Request, name: str):
-        return await self._guarded(request, ("versions",), lambda body: _said(self.book().set(
-            name, body["versions"], **_who(request, body))))
+        def put(body):
+            if "versions" not in body and "auto_rollback" not in body:
+                raise RequestError("'versions' is required (or 'auto_rollback' alone, keeping the split)", "versions")
+            return _said(self.book().set(name, body.get("versions"), **_who(request, body),
+                                         auto_rollback=body.get("auto_rollback", KEEP)))
+
+        return await self._guarded(request, (), put)
 
     async def _promote(self, request: Request, name: str):
         return await self._guarded(request, ("version",), lambda body: _said(self.book().promote(
@@ -86,7 +93,8 @@ class AliasApi:
     def card(self, name: str) -> dict:
         """One alias: its split, each version's gate state, its last 20 changes."""
         book = self.book()
-        split = book.get(name)
+        row = book.row(name)
+        split = row["versions"]
         gates = {}
         for version in split:
             try:
@@ -94,6 +102,7 @@ class AliasApi:
             except ValueError:
                 gates[version] = "missing"
         return {"id": name, "object": "alias", "versions": split, "release_gates": gates,
+                "since": row.get("since") or row.get("updated"), "auto_rollback": row.get("auto_rollback"),
                 "history": book.history(name)[-20:]}
 
     def stats(self, name: str) -> dict:

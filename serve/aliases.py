@@ -23,8 +23,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adapters.shelf.alias_rules import AliasError
-from adapters.shelf.aliases import read_splits
+from adapters.shelf.alias_rules import AliasError, check_auto_rollback
+from adapters.shelf.aliases import read_aliases, since_epoch
 
 CONVERSATION_HEADER = "X-TuneDesk-Conversation"
 VERSION_HEADER = "X-TuneDesk-Version"  # every answer names the version that gave it
@@ -34,9 +34,10 @@ log = logging.getLogger("tunedesk.serve")
 
 @dataclass
 class Pick:
-    """The version an alias request went to, and when the request arrived (for its stats)."""
+    """The version a request went to (``alias`` None: asked by name), and when the request
+    arrived (for its stats)."""
 
-    alias: str
+    alias: str | None
     version: str
     started: float = field(default=0.0, compare=False)
 
@@ -67,6 +68,7 @@ class AliasRouter:
         self.rng = rng or random.Random()
         self._stamp: tuple | None = None
         self._splits: dict[str, dict[str, int]] = {}
+        self._policies: dict[str, tuple[dict, float]] = {}  # alias -> (automatic rollback, since)
         self._sticky: OrderedDict[bytes, str] = OrderedDict()  # (alias, conversation) digest -> version
         self._lock = threading.Lock()
 
@@ -82,6 +84,11 @@ class AliasRouter:
                 if stamp != self._stamp:
                     self._reload(stamp)
         return self._splits
+
+    def policies(self) -> dict[str, tuple[dict, float]]:
+        """Alias -> (its automatic rollback, when its split took effect) for the aliases with one."""
+        self.splits()
+        return self._policies
 
     def pick(self, model: str, conversation: str | None = None) -> Pick | None:
         """The version answering ``model`` when it is an alias, else None."""
@@ -108,12 +115,23 @@ class AliasRouter:
 
     def _reload(self, stamp: tuple | None) -> None:
         try:
-            splits = read_splits(self.path) if stamp is not None else {}
+            rows = read_aliases(self.path) if stamp is not None else {}
         except AliasError as err:  # a hand edit gone wrong: keep serving the last good splits
             log.warning("aliases unchanged: %s", err)
             self._stamp = stamp
             return
-        self._splits = {name: {v: w for v, w in split.items() if type(w) is int and w >= 0}
-                        for name, split in splits.items()}
-        self._splits = {name: split for name, split in self._splits.items() if sum(split.values()) > 0}
+        splits = {name: {v: w for v, w in row["versions"].items() if type(w) is int and w >= 0}
+                  for name, row in rows.items()}
+        self._splits = {name: split for name, split in splits.items() if sum(split.values()) > 0}
+        self._policies = {name: (policy, since_epoch(rows[name])) for name in self._splits
+                          if (policy := _policy(name, rows[name].get("auto_rollback")))}
         self._stamp = stamp
+
+
+def _policy(name: str, policy) -> dict | None:
+    """An alias's automatic rollback as checked, or None (a hand-edited bad one is logged, not used)."""
+    try:
+        return check_auto_rollback(policy)
+    except AliasError as err:
+        log.warning("automatic rollback of %s off: %s", name, err)
+        return None

@@ -38,6 +38,7 @@ from feedback.store import FeedbackStore
 from serve.alias_api import AliasApi
 from serve.aliases import CONVERSATION_HEADER, VERSION_HEADER, AliasRouter, Pick
 from serve.api_basics import MAX_BODY_BYTES, ApiError, check_bearer, read_json  # noqa: F401 (the limit, re-exported)
+from serve.auto_rollback import CHECK_EVERY_S, AutoRollback
 from serve.engines import PINS, label, release_with
 from serve.interface.ticket import ServerBusy
 from serve.llama_server.relay import relay_tools, spelled_control, upstream_metrics
@@ -58,19 +59,22 @@ class OpenAIServer:
         api_key: the bearer key every request must carry; None: no key asked.
         feedback: where answers are remembered (and, when it logs, kept) for ``/v1/feedback``
             (default: a store of the home folder that logs no conversation).
-        stats: where alias versions' live figures go (default: a new one; the app shares its
+        stats: where each version's live figures go (default: a new one; the app shares its
             own with the Adapters tab).
+        auto_rollback_every_s: seconds between the automatic rollback's checks at least (0: at
+            every alias request and rating).
     """
 
     def __init__(self, engines, api_key: str | None = None, feedback: FeedbackStore | None = None,
-                 stats: VersionStats | None = None):
+                 stats: VersionStats | None = None, auto_rollback_every_s: float = CHECK_EVERY_S):
         self.engines, self.api_key = engines, api_key
         self.feedback = feedback or FeedbackStore()
         self._warned: set[tuple[str, str]] = set()  # (adapter, weights hash) warned about
         self._gate_seen: dict[str, tuple | None] = {}  # adapter -> its files' mtimes when last looked at
-        self.stats = stats if stats is not None else VersionStats()  # per alias version: counts, timings
+        self.stats = stats if stats is not None else VersionStats()  # per version: counts, timings
         self._aliases: AliasRouter | None = None
         self._aliases_lock = threading.Lock()
+        self.auto_rollback = AutoRollback(self, auto_rollback_every_s)
 
     def router(self) -> APIRouter:
         """The FastAPI routes (mount with ``app.include_router`` or ``FastAPI(routes=...)``)."""
@@ -115,8 +119,7 @@ class OpenAIServer:
             # wake-up on cores llama-server is decoding on, before the first token.
             adapter, engine, release, prepared, pick = await run_in_threadpool(
                 self._admit, chat, _pin(request, chat), conversation)
-            if pick is not None:
-                pick.started = started
+            pick.started = started
             try:
                 return await self._answer(chat, engine, release, adapter, prepared, pick)
             except BaseException as err:
@@ -133,19 +136,28 @@ class OpenAIServer:
             return err.response()
 
     def _admit(self, chat: ChatRequest, pin: str | None, conversation: str | None = None):
-        """(adapter, engine, release, prepared llama.cpp request or None, alias pick or None)
-        for one chat: the model resolved (an alias's version picked), the gate looked at, the
-        engine routed (this may wait its turn)."""
+        """(adapter, engine, release, prepared llama.cpp request or None, pick) for one chat:
+        the model resolved (an alias's version picked, after the automatic rollback had its
+        look), the gate looked at, the engine routed (this may wait its turn). The pick names
+        the version the answer is counted as; its ``alias`` is None for a model asked by name."""
+        if chat.model in self.aliases.splits():
+            self.auto_rollback.maybe_check()
         pick = self.aliases.pick(chat.model, conversation)
         try:
-            return (*self._route(chat, pin, pick.version if pick else chat.model), pick)
+            adapter, *routed = self._route(chat, pin, pick.version if pick else chat.model)
         except BaseException as err:
-            self._count_failure(pick, err)
+            self._count_failure(pick or self._direct(chat.model), err)
             raise
+        return (adapter, *routed, pick or Pick(None, adapter or "base"))
+
+    def _direct(self, model: str) -> Pick | None:
+        """The pick of a model asked by name, when it is the base or an adapter's folder."""
+        adapter = self.resolve_model(model)
+        return None if adapter is False else Pick(None, adapter or "base")
 
     def _count_failure(self, pick: Pick | None, err: BaseException) -> None:
-        """Count an alias version's failure to answer (not a bad request, a full queue or a
-        client hanging up) in its stats."""
+        """Count a version's failure to answer (not a bad request, a full queue or a client
+        hanging up) in its stats."""
         if pick is not None and isinstance(err, Exception) and not isinstance(err, RequestError | ServerBusy):
             self.stats.record(pick.version, "error")
 
@@ -174,7 +186,8 @@ class OpenAIServer:
     async def _answer(self, chat: ChatRequest, engine, release, adapter: str | None, prepared=None,
                       pick: Pick | None = None):
         """The response of a routed request; ``release`` runs when its answer has ended.
-        ``pick``: the alias version it answers as (named in the answer, timed in the stats)."""
+        ``pick``: the version it answers as (timed in the stats; named in the answer when an
+        alias chose it)."""
         is_llama = getattr(engine, "name", "") == "llama.cpp"
         if chat.tools and is_llama:
             at = await run_in_threadpool(spelled_control, engine, chat.body.get("messages") or [])
@@ -198,8 +211,9 @@ class OpenAIServer:
             answer, deltas = ticket, _ticket_deltas(ticket)
         head = _head(chat, answer)
         headers = {PIN_HEADER: answer.engine, VERSION_HEADER: adapter or "base"}
-        if pick is not None:  # the answer says which version of the alias gave it
+        if pick is not None and pick.alias is not None:  # the answer says which version of the alias gave it
             head["system_fingerprint"] = f"{answer.engine}; {pick.version}"
+        if pick is not None:
             deltas = self.stats.timed(pick.version, deltas, pick.started)
 
         def remember(text: str) -> None:  # after the answer: nothing here delays a token
@@ -227,7 +241,7 @@ class OpenAIServer:
             self.check_key(request)
             answer_id, rating, correction, intent = parse_feedback(await read_json(request))
             try:
-                row = await run_in_threadpool(self.feedback.rate, answer_id, rating, correction, "api", intent)
+                row = await run_in_threadpool(self._rate, answer_id, rating, correction, intent)
             except KeyError:
                 raise ApiError(404, f"no answer with id {answer_id[:80]!r} was served here (or it is no "
                                     "longer remembered: only logged answers outlive a restart)",
@@ -239,6 +253,12 @@ class OpenAIServer:
         return {"object": "feedback", "id": row["id"], "answer_id": answer_id, "rating": rating,
                 "model": row["adapter"], "version": row["version"], "correction": row["correction"] is not None,
                 "intent": row["intent"], "conversation_logged": row["messages"] is not None}
+
+    def _rate(self, answer_id: str, rating: str, correction: str | None, intent: str | None) -> dict:
+        """Store a rating, then let the automatic rollback look (a thumbs-down may tip a canary)."""
+        row = self.feedback.rate(answer_id, rating, correction, "api", intent)
+        self.auto_rollback.maybe_check()
+        return row
 
     async def _metrics(self, request: Request):
         from fastapi.responses import PlainTextResponse

@@ -4,6 +4,8 @@
     python -m adapters alias show support-bot
     python -m adapters alias set support-bot support-v3=90 support-v4=10
     python -m adapters alias set support-bot support-v4=100 --force --reason "hotfix, gate pending"
+    python -m adapters alias set support-bot --auto-rollback-margin 0.1 --min-requests 50
+    python -m adapters alias set support-bot --no-auto-rollback
     python -m adapters alias promote support-bot support-v4
     python -m adapters alias rollback support-bot
     python -m adapters alias delete support-bot
@@ -11,6 +13,10 @@
 A version may gain traffic only when its release gate passed (``--force --reason`` overrides,
 and the audit log in ``$TUNEDESK_HOME/releases/audit.jsonl`` keeps why). A running server
 picks up every change at its next request, without a restart.
+
+With ``--auto-rollback-margin`` the server rolls a canary back by itself (audited as
+``auto-rollback``) when its error rate or thumbs-down rate, since the split took effect,
+exceeds the stable version's (the one with the largest weight) by more than the margin.
 """
 
 from __future__ import annotations
@@ -25,9 +31,18 @@ def add_arguments(p) -> None:
     show = sub.add_parser("show", help="one alias: its split, each version's gate, its last changes")
     show.add_argument("name")
     show.add_argument("--json", action="store_true", help="the split and its whole history as JSON")
-    put = sub.add_parser("set", help="give an alias its split (creates it): VERSION=WEIGHT ..., summing to 100")
+    put = sub.add_parser("set", help="give an alias its split (creates it): VERSION=WEIGHT ..., summing to 100; "
+                                     "without one, change only its automatic rollback")
     put.add_argument("name")
-    put.add_argument("split", nargs="+", metavar="VERSION=WEIGHT")
+    put.add_argument("split", nargs="*", metavar="VERSION=WEIGHT")
+    put.add_argument("--auto-rollback-margin", type=float, metavar="M",
+                     help="roll a canary back by itself when its error or thumbs-down rate exceeds the stable "
+                          "version's by more than M (0.1: ten points)")
+    put.add_argument("--min-requests", type=int, metavar="N",
+                     help="answers each version needs since the split before error rates are compared (default 50)")
+    put.add_argument("--min-ratings", type=int, metavar="N",
+                     help="ratings each version needs before thumbs-down rates are compared (default 10)")
+    put.add_argument("--no-auto-rollback", action="store_true", help="turn the automatic rollback off")
     promote = sub.add_parser("promote", help="all new conversations to VERSION (the others finish theirs)")
     promote.add_argument("name")
     promote.add_argument("version")
@@ -41,6 +56,31 @@ def add_arguments(p) -> None:
         gated.add_argument("--force", action="store_true",
                            help="let a version whose release gate has not passed gain traffic (needs --reason)")
         gated.add_argument("--reason", default="", help="why the override: kept in the audit log")
+
+
+def auto_rollback(args, book):
+    """The automatic rollback the flags ask for: the alias's own with the flags laid over it,
+    None (off), or ``KEEP`` when no flag is given."""
+    from adapters.shelf.alias_rules import AliasError
+    from adapters.shelf.aliases import KEEP, AliasNotFoundError
+
+    given = {key: value for key, value in (("margin", args.auto_rollback_margin), ("min_requests", args.min_requests),
+                                            ("min_ratings", args.min_ratings)) if value is not None}
+    if args.no_auto_rollback:
+        if given:
+            raise AliasError("--no-auto-rollback turns it off; leave out --auto-rollback-margin, --min-requests "
+                             "and --min-ratings", "auto_rollback")
+        return None
+    if not given:
+        return KEEP
+    try:
+        current = book.row(args.name).get("auto_rollback") or {}
+    except AliasNotFoundError:
+        current = {}
+    if "margin" not in {**current, **given}:
+        raise AliasError("--min-requests and --min-ratings need --auto-rollback-margin M (the alias has no "
+                         "automatic rollback yet)", "auto_rollback.margin")
+    return {**current, **given}
 
 
 def main(args) -> int:
@@ -58,7 +98,9 @@ def main(args) -> int:
         if not aliases:
             print("No aliases yet: `python -m adapters alias set NAME VERSION=100` makes one.")
         for name, split in aliases.items():
-            print(f"{name:32} {actions.split_text(split)}")
+            policy = book.row(name).get("auto_rollback")
+            guard = f"  (automatic rollback at +{policy['margin']:g})" if policy else ""
+            print(f"{name:32} {actions.split_text(split)}{guard}")
     elif args.action == "show":
         if args.json:
             print(json.dumps({"name": args.name, "versions": book.get(args.name),
@@ -66,7 +108,7 @@ def main(args) -> int:
         else:
             print("\n".join(actions.details(args.name, book)))
     elif args.action == "set":
-        print(actions.set_split(args.name, args.split, by, **gate, book=book))
+        print(actions.set_split(args.name, args.split, by, **gate, book=book, auto_rollback=auto_rollback(args, book)))
     elif args.action == "promote":
         print(actions.promote(args.name, args.version, by, **gate, book=book))
     elif args.action == "rollback":

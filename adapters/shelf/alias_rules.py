@@ -5,7 +5,9 @@
 - the split: 1 to :data:`MAX_VERSIONS` versions, each an intact adapter on the shelf, each
   weight a whole number from 0 to 100, the weights summing to 100;
 - the gate: a version whose weight goes up must have passed its release gate, unless the
-  change is forced with a reason.
+  change is forced with a reason;
+- the automatic rollback, when asked for: a margin above 0 and at most 1 (0.1: ten points of
+  error or thumbs-down rate), whole minimum counts of at least 1.
 
 Every problem is collected and raised once (:class:`AliasError`); ``param`` names the first,
 as the API's error shape wants (``name``, ``versions``, ``versions.<version>``, ``reason``).
@@ -19,6 +21,7 @@ from core.user_text import quote
 
 RESERVED = ("base", "__base__", "default")
 MAX_VERSIONS = 8
+AUTO_ROLLBACK_DEFAULTS = {"min_requests": 50, "min_ratings": 10}
 
 
 class AliasError(ValueError):
@@ -99,6 +102,38 @@ def check_split(split, shelf, alias: str = "") -> dict[str, int]:
     if problems:
         raise AliasError("; ".join(p for _, p in problems), problems[0][0])
     return dict(split)
+
+
+def check_auto_rollback(policy) -> dict | None:
+    """An alias's automatic rollback as stored (defaults filled in), or None for none.
+
+    ``{"margin": 0.1, "min_requests": 50, "min_ratings": 10}``: a canary is rolled back when its
+    error rate, after ``min_requests`` answers, or its thumbs-down rate, after ``min_ratings``
+    ratings, exceeds the stable version's by more than ``margin``.
+
+    Raises:
+        AliasError: every problem at once; ``param`` names the first (``auto_rollback.margin``).
+    """
+    if policy is None:
+        return None
+    if not isinstance(policy, dict):
+        raise AliasError("auto_rollback must be an object like {\"margin\": 0.1, \"min_requests\": 50} "
+                         "or null (off)", "auto_rollback")
+    policy = {**AUTO_ROLLBACK_DEFAULTS, **policy}
+    problems = [(f"auto_rollback.{str(key)[:32]}", f"unknown auto-rollback setting {quote(key)}; known: "
+                 f"margin, {', '.join(AUTO_ROLLBACK_DEFAULTS)}") for key in policy
+                if key != "margin" and key not in AUTO_ROLLBACK_DEFAULTS]
+    margin = policy.get("margin")
+    if isinstance(margin, bool) or not isinstance(margin, int | float) or not 0 < margin <= 1:
+        problems.append(("auto_rollback.margin", "the auto-rollback margin must be a number above 0 and at most 1 "
+                                                 f"(0.1: ten points of error or thumbs-down rate), got {quote(margin)}"))
+    for key in AUTO_ROLLBACK_DEFAULTS:
+        if type(policy[key]) is not int or policy[key] < 1:
+            problems.append((f"auto_rollback.{key}", f"{key.replace('_', ' ')} must be a whole number of at least 1, "
+                                                     f"got {quote(policy[key])}"))
+    if problems:
+        raise AliasError("; ".join(p for _, p in problems), problems[0][0])
+    return {"margin": float(margin), **{key: policy[key] for key in AUTO_ROLLBACK_DEFAULTS}}
 
 
 def gate_problems(split: dict[str, int], old: dict[str, int], shelf, force: bool, reason: str) -> list[str]:

@@ -9,30 +9,47 @@ Promotion goes through the release gate: a version may gain traffic (its weight 
 when its gate passed (:func:`adapters.shelf.gate_rules.entry_status`), unless the change is
 forced with a reason, which the audit log keeps. Lowering a version's weight never needs one.
 
+An alias may ask for an automatic rollback (``auto_rollback``: a margin and minimum counts,
+:func:`~adapters.shelf.alias_rules.check_auto_rollback`); the server judges its versions' live
+figures and, when a canary fails, calls :meth:`AliasBook.fall_back`, audited as
+``auto-rollback``.
+
 Files, under ``$TUNEDESK_HOME/releases/``:
 
-- ``aliases.json``: ``{"format", "aliases": {name: {"versions", "updated", "by"}}}``, written
-  atomically under a file lock, so two writers never lose each other's change and a reader
-  (the server watching its mtime) never sees half a file;
+- ``aliases.json``: ``{"format", "aliases": {name: {"versions", "since", "updated", "by",
+  "auto_rollback"?}}}`` (``since``: when the split took effect; ``updated``: the alias's last
+  change), written atomically under a file lock, so two writers never lose each other's change
+  and a reader (the server watching its mtime) never sees half a file;
 - ``audit.jsonl``: one line per change: id, time, by, alias, action, from, to, override reason,
-  the versions the override let through, and the change a rollback undid.
+  the versions the override let through, the change a rollback undid, and, when it changed,
+  ``auto_rollback`` ``{"from", "to"}``; an automatic rollback adds its ``reason`` with the figures.
 """
 
 from __future__ import annotations
 
+import calendar
 import json
 import time
 import uuid
 from pathlib import Path
 
-from adapters.shelf.alias_rules import AliasError, check_name, check_split, gate_problems
+from adapters.shelf.alias_rules import (
+    AliasError,
+    check_auto_rollback,
+    check_name,
+    check_split,
+    gate_problems,
+)
 from adapters.shelf.manifest import BrokenAdapterError, read_json, write_json_atomic
 from adapters.shelf.store import Shelf
 from core.paths import append_line, read_json_lines
 
 FORMAT = "tunedesk-aliases/1"
 FOLDER, ALIASES_FILE, AUDIT_FILE = "releases", "aliases.json", "audit.jsonl"
-ACTIONS = ("set", "promote", "rollback", "delete")
+ACTIONS = ("set", "promote", "rollback", "delete", "auto-rollback")
+AUTO_BY = "auto-rollback"  # who the audit log names for the server's own rollbacks
+KEEP = object()  # AliasBook.set: leave the automatic rollback as it is
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
 class AliasNotFoundError(AliasError):
@@ -50,6 +67,15 @@ def read_splits(path: Path) -> dict[str, dict[str, int]]:
     Raises:
         AliasError: the file is damaged, in one sentence saying how to recover.
     """
+    return {name: dict(row["versions"]) for name, row in read_aliases(path).items()}
+
+
+def read_aliases(path: Path) -> dict[str, dict]:
+    """Alias name -> its row as stored (``versions``, ``since``, ``auto_rollback`` ...).
+
+    Raises:
+        AliasError: the file is damaged, in one sentence saying how to recover.
+    """
     if not Path(path).exists():
         return {}
     try:
@@ -60,8 +86,15 @@ def read_splits(path: Path) -> dict[str, dict[str, int]]:
     aliases = data.get("aliases")
     if data.get("format") != FORMAT or not isinstance(aliases, dict):
         raise AliasError(f"{path} is not a TuneDesk aliases file (format {FORMAT!r})")
-    return {name: dict(row["versions"]) for name, row in aliases.items()
-            if isinstance(row, dict) and isinstance(row.get("versions"), dict)}
+    return {name: row for name, row in aliases.items() if isinstance(row, dict) and isinstance(row.get("versions"), dict)}
+
+
+def since_epoch(row: dict) -> float:
+    """When an alias's split took effect (``since``, else ``updated``), in seconds since the epoch."""
+    try:
+        return float(calendar.timegm(time.strptime(str(row.get("since") or row.get("updated")), TIME_FORMAT)))
+    except ValueError:
+        return 0.0
 
 
 class AliasBook:
@@ -86,62 +119,96 @@ class AliasBook:
         Raises:
             AliasNotFoundError: there is no such alias.
         """
-        found = read_splits(self.path).get(name)
+        return dict(self.row(name)["versions"])
+
+    def row(self, name: str) -> dict:
+        """One alias as stored: ``versions``, ``since``, ``auto_rollback`` (when set) ...
+
+        Raises:
+            AliasNotFoundError: there is no such alias.
+        """
+        found = read_aliases(self.path).get(name)
         if found is None:
             raise AliasNotFoundError(f"no alias named {str(name)[:64]!r}; `python -m adapters alias list` "
                                      "shows them", "name")
         return found
 
-    def set(self, name: str, split: dict, *, by: str, force: bool = False, reason: str = "") -> dict:
+    def set(self, name: str, split: dict | None, *, by: str, force: bool = False, reason: str = "",
+            auto_rollback=KEEP) -> dict:
         """Give alias ``name`` the split ``split`` (creating the alias when new).
 
         Args:
             name: the alias (a safe name, not an adapter's and not the base model's).
             split: version -> weight; every version an intact adapter on the shelf, weights
-                whole numbers from 0 to 100 summing to 100.
+                whole numbers from 0 to 100 summing to 100. None: keep the split it has.
             by: who changes it (kept in the audit log).
             force: let versions whose release gate has not passed gain traffic.
             reason: why (required with ``force``; kept in the audit log).
+            auto_rollback: the automatic rollback (``{"margin", "min_requests", "min_ratings"}``),
+                None to turn it off; left as it is when not given.
 
         Returns:
-            The audit row written (``changed`` False and nothing written when the split is the
-            same as before).
+            The audit row written (``changed`` False and nothing written when nothing changes).
 
         Raises:
             AliasError: every problem at once; ``param`` names the first (``versions.<v>``).
         """
-        return self._change(name, "set", lambda _old: split, by=by, force=force, reason=reason)
+        def new(old, old_policy):
+            if split is None and old is None:
+                raise AliasNotFoundError(f"no alias named {name!r} yet; give it versions, e.g. "
+                                         f"`python -m adapters alias set {name} VERSION=100`", "versions")
+            return (old if split is None else split), (old_policy if auto_rollback is KEEP else auto_rollback)
+
+        return self._change(name, "set", new, by=by, force=force, reason=reason)
 
     def promote(self, name: str, version: str, *, by: str, force: bool = False, reason: str = "") -> dict:
         """Send all new conversations to ``version``; the others stay at 0, so theirs finish."""
-        def promoted(old):
+        def promoted(old, policy):
             if old is None:
                 raise AliasNotFoundError(f"no alias named {name!r}; create it with "
                                          f"`python -m adapters alias set {name} {version}=100`", "name")
-            return {**{v: 0 for v in old if v != version}, version: 100}
+            return {**{v: 0 for v in old if v != version}, version: 100}, policy
 
         return self._change(name, "promote", promoted, by=by, force=force, reason=reason)
 
     def rollback(self, name: str, *, by: str, force: bool = False, reason: str = "") -> dict:
-        """Back to the split before the last change not yet rolled back (repeat to go further)."""
+        """Back to the split (and automatic rollback) before the last change not yet rolled
+        back (repeat to go further)."""
         target = {}
 
-        def earlier(_old):
+        def earlier(_old, policy):
             row = last_undoable(self.history(name))
             if row is None or row["from"] is None:
                 raise AliasError(f"alias {name!r} has no earlier split to go back to"
                                  + (" (its first change created it)" if row else ""), "name")
             target["undoes"] = row["id"]
-            return row["from"]
+            return row["from"], (row["auto_rollback"]["from"] if "auto_rollback" in row else policy)
 
         return self._change(name, "rollback", earlier, by=by, force=force, reason=reason, extra=target)
 
+    def fall_back(self, name: str, judged: dict[str, int], stable: str, failing: list[str], reason: str) -> dict:
+        """The server's automatic rollback: the ``failing`` versions leave alias ``name`` (their
+        conversations move) and their weight goes to ``stable``. Not gated: the traffic goes back
+        to the version that carried most of it. Audited as ``auto-rollback`` by ``auto-rollback``.
+
+        Raises:
+            AliasError: the split is no longer ``judged`` (someone changed it since).
+        """
+        def fallen(old, policy):
+            if old != judged:
+                raise AliasError(f"alias {name!r} changed while its figures were judged; judged again next time")
+            kept = {v: w for v, w in old.items() if v not in failing}
+            kept[stable] += sum(old[v] for v in failing)
+            return kept, policy
+
+        return self._change(name, "auto-rollback", fallen, by=AUTO_BY, gate=False, extra={"reason": reason})
+
     def delete(self, name: str, *, by: str) -> dict:
         """Remove alias ``name`` (its clients get 404 until it is set again or rolled back)."""
-        def gone(old):
+        def gone(old, _policy):
             if old is None:
                 self.get(name)  # raises, naming the alias
-            return None
+            return None, None
 
         return self._change(name, "delete", gone, by=by)
 
@@ -149,50 +216,50 @@ class AliasBook:
         """The audit rows (of alias ``name`` when given), oldest first; torn lines skipped."""
         return [r for r in read_json_lines(self.audit_path) if name is None or r.get("alias") == name]
 
-    def _change(self, name, action, new_split, *, by, force=False, reason="", extra=None) -> dict:
-        """Read, compute, check, write and audit one change under the file lock."""
+    def _change(self, name, action, new, *, by, force=False, reason="", extra=None, gate=True) -> dict:
+        """Read, compute (``new(old split, old policy) -> (split, policy)``), check, write and
+        audit one change under the file lock."""
         from filelock import FileLock
 
         check_name(name, self.shelf, clash=action != "delete")  # an alias an adapter shadows since can go
         self.folder.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.folder / ".aliases.lock")):
-            aliases = read_splits(self.path)
-            old = aliases.get(name)
-            split = new_split(old)
+            rows = read_aliases(self.path)
+            old, old_policy = (rows[name]["versions"], rows[name].get("auto_rollback")) if name in rows else (None, None)
+            split, policy = new(old, old_policy)
             forced = []
-            if split is not None:
+            if split is not None and split != old:  # a split kept as it is is not judged again
                 split = check_split(split, self.shelf, name)
-                forced = gate_problems(split, old or {}, self.shelf, force, reason)
-            row = {"id": uuid.uuid4().hex[:12], "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                forced = gate_problems(split, old or {}, self.shelf, force, reason) if gate else []
+            if split is not None:
+                policy = check_auto_rollback(policy)
+            row = {"id": uuid.uuid4().hex[:12], "time": time.strftime(TIME_FORMAT, time.gmtime()),
                    "by": str(by)[:200], "alias": name, "action": action, "from": old, "to": split,
                    "override": reason.strip() if force else None, "forced": forced, **(extra or {})}
-            if split == old and action != "rollback":
+            if policy != old_policy:
+                row["auto_rollback"] = {"from": old_policy, "to": policy}
+            if split == old and policy == old_policy and action != "rollback":
                 return {**row, "changed": False}
-            self._write({**aliases, name: split} if split is not None else
-                        {k: v for k, v in aliases.items() if k != name}, by)
+            self._write(rows, name, split, policy, row)
             append_line(self.audit_path, json.dumps(row, ensure_ascii=False))
         return {**row, "changed": True}
 
-    def _write(self, aliases: dict, by: str) -> None:
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        previous = _rows(self.path)
-        rows = {n: previous.get(n) if previous.get(n, {}).get("versions") == s else
-                {"versions": s, "updated": now, "by": str(by)[:200]} for n, s in sorted(aliases.items())}
-        write_json_atomic(self.path, {"format": FORMAT, "aliases": rows})
+    def _write(self, rows: dict, name: str, split: dict | None, policy: dict | None, change: dict) -> None:
+        """``rows`` with alias ``name`` changed; ``since`` moves only when its split does."""
+        before = rows.get(name) or {}
+        rows = {n: r for n, r in rows.items() if n != name}
+        if split is not None:
+            since = before.get("since") or before.get("updated") if before.get("versions") == split else None
+            rows[name] = {"versions": split, "since": since or change["time"], "updated": change["time"],
+                          "by": change["by"], **({"auto_rollback": policy} if policy else {})}
+        write_json_atomic(self.path, {"format": FORMAT, "aliases": dict(sorted(rows.items()))})
 
 
 def last_undoable(rows: list[dict]) -> dict | None:
-    """The newest change in ``rows`` that is not a rollback and was not rolled back."""
+    """The newest change in ``rows`` that is not a rollback and was not rolled back (an
+    automatic rollback is a change like any other: rolling it back brings the canary back)."""
     undone = {r.get("undoes") for r in rows if r.get("action") == "rollback"}
     for row in reversed(rows):
         if row.get("action") != "rollback" and row.get("id") not in undone:
             return row
     return None
-
-
-def _rows(path: Path) -> dict:
-    try:
-        return read_json(path).get("aliases") or {}
-    except BrokenAdapterError:
-        return {}
-

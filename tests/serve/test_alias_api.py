@@ -226,6 +226,9 @@ BAD_REQUESTS = [  # method, path, body, status, the field named
     ("PUT", "/a", {"versions": {"b": 100}}, 400, "name"),
     ("PUT", "/base", {"versions": {"b": 100}}, 400, "name"),
     ("PUT", "/support-bot", {"versions": {"a": 100}, "force": "yes"}, 400, "force"),
+    ("PUT", "/support-bot", {"versions": {"a": 100}, "auto_rollback": {"margin": 2}}, 400, "auto_rollback.margin"),
+    ("PUT", "/support-bot", {"versions": {"a": 100}, "auto_rollback": "on"}, 400, "auto_rollback"),
+    ("PUT", "/support-bot", {"auto_rollback": {"margin": 0.1}}, 404, "versions"),
     ("GET", "/nobody", None, 404, "name"),
     ("GET", "/nobody/stats", None, 404, "name"),
     ("POST", "/nobody/promote", {"version": "a"}, 404, "name"),
@@ -272,6 +275,11 @@ def test_stats_count_each_versions_answers_and_its_thumbs_down(served):
         rated = httpx.post(f"{url}/v1/feedback", json={"id": answer.parse().id, "rating": "down"},
                            headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
         assert rated.status_code == 200
+    direct = client(url).chat.completions.create(model="b", messages=MSGS, max_tokens=2)  # b asked by name
+    assert direct.system_fingerprint == "pytorch float32, batched"  # no alias chose it: no version named
+    by_version["b"] += 1  # a version's figures count every answer it gave through /v1
+    with pytest.raises(openai.NotFoundError):
+        client(url).chat.completions.create(model="ghost", messages=MSGS, max_tokens=1)
     stats = admin(url, "GET", "/support-bot/stats").json()["versions"]
     for version in ("a", "b"):
         assert stats[version]["requests"] == by_version[version] and stats[version]["errors"] == 0

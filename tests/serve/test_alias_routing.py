@@ -59,8 +59,8 @@ def test_the_sticky_map_forgets_the_least_recently_used(tmp_path):
 def test_the_file_is_read_again_only_when_its_stamp_changes(tmp_path, monkeypatch):
     path = tmp_path / "aliases.json"
     reads = []
-    real = routing.read_splits
-    monkeypatch.setattr(routing, "read_splits", lambda p: reads.append(p) or real(p))
+    real = routing.read_aliases
+    monkeypatch.setattr(routing, "read_aliases", lambda p: reads.append(p) or real(p))
     router = AliasRouter(path)
     assert router.pick("bot") is None and reads == []  # no file: nothing to read
     write(path, {"bot": {"v3": 100}})
@@ -81,3 +81,15 @@ def test_a_damaged_file_keeps_the_last_good_splits(tmp_path, caplog):
     path.write_text("{half a file")
     assert router.pick("bot").version == "v3"
     assert "aliases unchanged" in caplog.text
+
+
+def test_the_automatic_rollback_is_read_with_the_split_and_a_bad_one_is_not_used(tmp_path, caplog):
+    path = tmp_path / "aliases.json"
+    path.write_text(json.dumps({"format": "tunedesk-aliases/1", "aliases": {
+        "bot": {"versions": {"v3": 90, "v4": 10}, "since": "2026-12-01T10:00:00Z",
+                "auto_rollback": {"margin": 0.1, "min_requests": 5}},
+        "odd": {"versions": {"v3": 100}, "updated": "2026-12-01T10:00:00Z", "auto_rollback": {"margin": 7}},
+        "plain": {"versions": {"v3": 100}}}}))
+    policies = AliasRouter(path).policies()
+    assert policies == {"bot": ({"margin": 0.1, "min_requests": 5, "min_ratings": 10}, 1796119200.0)}
+    assert "automatic rollback of odd off" in caplog.text

@@ -96,3 +96,27 @@ def test_thumbs_count_only_the_versions_own_weights():
     ratings += [{"adapter": "v4", "version": "old", "rating": "down"}, {"adapter": "v3", "version": "h2", "rating": "down"}]
     assert thumbs(ratings, "v4", "h2") == {"thumbs_up": 2, "thumbs_down": 2, "thumbs_down_rate": 0.5}
     assert thumbs(ratings, "v5", "h5")["thumbs_down_rate"] is None
+
+
+def test_counts_since_the_split_changed_and_thumbs_over_time():
+    from datetime import datetime
+
+    from serve.version_stats import rated_at, thumbs_series
+
+    clock = Clock()
+    stats = VersionStats(window_s=600, clock=clock)
+    stats.record("v4", "error")
+    clock.now += 100
+    stats.record("v4", "ok", 0.1, 1.0)
+    stats.record("v4", "error")
+    assert stats.counts("v4") == (3, 2) and stats.counts("v4", since=clock.now - 50) == (2, 1)
+    assert stats.counts("v3") == (0, 0)
+    start = datetime(2026, 12, 1, 10, 0, 0).timestamp()
+    ratings = [{"adapter": "v4", "version": "h", "rating": r, "created": f"2026-12-01T10:00:{s:02d}"}
+               for r, s in (("down", 1), ("up", 2), ("down", 12), ("down", 13), ("down", 40))]
+    ratings.append({"adapter": "v4", "version": "h", "rating": "down", "created": "not a time"})
+    assert rated_at(ratings[0]) == start + 1 and rated_at(ratings[-1]) == 0.0
+    assert thumbs(ratings, "v4", "h", since=start + 10) == {"thumbs_up": 0, "thumbs_down": 3, "thumbs_down_rate": 1.0}
+    assert thumbs_series(ratings, "v4", "h", start, 10) == [
+        {"t": round(start + 10), "thumbs_down_rate": 0.5}, {"t": round(start + 20), "thumbs_down_rate": 1.0},
+        {"t": round(start + 50), "thumbs_down_rate": 1.0}]

@@ -51,6 +51,41 @@ def test_a_failed_gate_blocks_promotion_until_a_reasoned_override(versions, home
     assert last["override"] == "the refund fix, gate rerun later" and last["forced"] == ["v5"]
 
 
+def test_a_failed_gate_keeps_a_canary_out_of_a_split_and_the_refusal_changes_nothing(versions, home, capsys):
+    run(capsys, "set", "support-bot", "v3=100")
+    before = (home / "releases" / "aliases.json").read_text()
+    code, out, err = run(capsys, "set", "support-bot", "v3=90", "v5=10")
+    assert code == 2 and not out and "release gate of v5: failed" in err
+    code, _, err = run(capsys, "set", "support-bot", "v3=90", "v5=10", "--force", "--reason", " ")
+    assert code == 2 and "needs a reason" in err
+    assert (home / "releases" / "aliases.json").read_text() == before
+    assert len((home / "releases" / "audit.jsonl").read_text().splitlines()) == 1
+    code, out, _ = run(capsys, "set", "support-bot", "v3=90", "v5=10", "--force", "--reason", "canary of the fix")
+    assert code == 0 and "Override for v5" in out
+
+
+def test_the_automatic_rollback_is_set_kept_shown_and_turned_off(versions, home, capsys):
+    code, out, _ = run(capsys, "set", "support-bot", "v3=90", "v4=10", "--auto-rollback-margin", "0.1",
+                       "--min-requests", "40")
+    assert code == 0 and out.strip() == (
+        "support-bot: (none) → v3 90% · v4 10%. Automatic rollback: when a canary's error rate (after 40 "
+        "requests) or thumbs-down rate (after 10 ratings) exceeds the stable version's by more than 0.1.")
+    assert run(capsys, "set", "support-bot", "v3=80", "v4=20")[0] == 0  # no flag: the rollback is kept
+    code, out, _ = run(capsys, "set", "support-bot", "--min-ratings", "5")  # no split: only the setting
+    assert code == 0 and out.startswith("support-bot: v3 80% · v4 20% (split unchanged).") and "after 5" in out
+    stored = json.loads((home / "releases" / "aliases.json").read_text())["aliases"]["support-bot"]
+    assert stored["auto_rollback"] == {"margin": 0.1, "min_requests": 40, "min_ratings": 5}
+    assert "(automatic rollback at +0.1)" in run(capsys, "list")[1]
+    assert "automatic rollback: when a canary's error rate (after 40 requests)" in run(capsys, "show", "support-bot")[1]
+    assert run(capsys, "rollback", "support-bot")[1].strip().endswith("(after 10 ratings) exceeds the stable "
+                                                                       "version's by more than 0.1.")
+    code, out, _ = run(capsys, "set", "support-bot", "--no-auto-rollback", "--by", "ana")
+    assert code == 0 and out.strip().endswith("Automatic rollback: off.")
+    history = [json.loads(line) for line in (home / "releases" / "audit.jsonl").read_text().splitlines()]
+    assert history[-1]["auto_rollback"] == {"from": {"margin": 0.1, "min_requests": 40, "min_ratings": 10},
+                                            "to": None}
+
+
 @pytest.mark.parametrize("argv, words", [
     (["set", "support-bot", "v3=90", "v4=5"], "the weights must sum to 100, they sum to 95"),
     (["set", "support-bot", "v3=90", "ghost=10"], "'ghost' is not an adapter on the shelf"),
@@ -59,6 +94,12 @@ def test_a_failed_gate_blocks_promotion_until_a_reasoned_override(versions, home
     (["set", "bad/name", "v4=100"], "invalid alias name"),
     (["show", "nobody"], "no alias named 'nobody'"),
     (["rollback", "nobody"], "no earlier split"),
+    (["set", "support-bot", "v3=100", "--auto-rollback-margin", "1.5"], "must be a number above 0 and at most 1"),
+    (["set", "support-bot", "v3=100", "--min-requests", "0", "--auto-rollback-margin", "0.1"],
+     "min requests must be a whole number of at least 1, got 0"),
+    (["set", "support-bot", "v3=100", "--min-requests", "20"], "need --auto-rollback-margin"),
+    (["set", "support-bot", "--no-auto-rollback", "--auto-rollback-margin", "0.1"], "turns it off"),
+    (["set", "support-bot", "--auto-rollback-margin", "0.1"], "no alias named 'support-bot' yet"),
 ])
 def test_bad_input_is_one_sentence_and_exit_code_2(versions, home, capsys, argv, words):
     code, out, err = run(capsys, *argv)

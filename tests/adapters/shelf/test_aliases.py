@@ -3,14 +3,22 @@ under a lock, every change audited, rollback one step at a time."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
+import time
 
 import pytest
 from alias_helpers import ABOUT, FAILED, PASSED, put_versions
 
 from adapters.shelf.alias_rules import AliasError, parse_split
-from adapters.shelf.aliases import AliasBook, AliasNotFoundError, aliases_path, read_splits
+from adapters.shelf.aliases import (
+    AliasBook,
+    AliasNotFoundError,
+    aliases_path,
+    read_splits,
+    since_epoch,
+)
 from adapters.shelf.gate_rules import record
 from adapters.shelf.store import Shelf
 
@@ -162,3 +170,43 @@ def test_typed_splits_are_parsed_or_refused_in_words():
         parse_split(["v3", "v4=ten", "v5=1", "v5=2"])
     said = str(err.value)
     assert "expected VERSION=WEIGHT" in said and "'ten'" in said and "'v5' is named twice" in said
+
+
+def test_the_automatic_rollback_is_kept_with_the_alias_and_since_moves_only_with_the_split(book, home, monkeypatch):
+    import adapters.shelf.aliases as shelf_aliases
+
+    clock = itertools.count(1_800_000_000, 10)
+    gmtime = time.gmtime
+    monkeypatch.setattr(shelf_aliases.time, "gmtime", lambda *_: gmtime(next(clock)))
+    policy = {"margin": 0.1, "min_requests": 50}
+    row = book.set("support-bot", {"v3": 90, "v4": 10}, by="ana", auto_rollback=policy)
+    assert row["auto_rollback"] == {"from": None, "to": {"margin": 0.1, "min_requests": 50, "min_ratings": 10}}
+    first = book.row("support-bot")
+    assert since_epoch(first) == 1_800_000_000 and first["auto_rollback"]["min_ratings"] == 10
+    assert not book.set("support-bot", None, by="ana", auto_rollback=policy)["changed"]
+    book.set("support-bot", None, by="ben", auto_rollback={**policy, "margin": 0.2})  # the setting alone
+    assert since_epoch(book.row("support-bot")) == 1_800_000_000  # the split did not change
+    book.set("support-bot", {"v3": 80, "v4": 20}, by="ben")
+    moved = book.row("support-bot")
+    assert since_epoch(moved) > 1_800_000_000 and moved["auto_rollback"]["margin"] == 0.2  # kept
+    with pytest.raises(AliasError) as err:
+        book.set("support-bot", None, by="ana", auto_rollback={"margin": 0, "min_requests": 2.5, "sure": 1})
+    assert err.value.param == "auto_rollback.sure" and "margin must be a number above 0" in str(err.value)
+    assert "min requests must be a whole number" in str(err.value)
+    with pytest.raises(AliasNotFoundError):
+        book.set("new-bot", None, by="ana", auto_rollback=policy)
+
+
+def test_fall_back_takes_the_failing_canary_out_without_the_gate_and_a_rollback_brings_it_back(book):
+    book.set("support-bot", {"v3": 100}, by="ana")
+    book.set("support-bot", {"v3": 80, "v4": 10, "v5": 10}, by="ana", force=True, reason="canary of the fix")
+    record(book.shelf, "v3", FAILED, ABOUT)  # the stable version failed since: a fall-back still goes to it
+    with pytest.raises(AliasError, match="changed while its figures were judged"):
+        book.fall_back("support-bot", {"v3": 90, "v5": 10}, "v3", ["v5"], "v5: error rate 0.50")
+    row = book.fall_back("support-bot", {"v3": 80, "v4": 10, "v5": 10}, "v3", ["v5"], "v5: error rate 0.50")
+    assert (row["by"], row["action"], row["reason"], row["to"]) == (
+        "auto-rollback", "auto-rollback", "v5: error rate 0.50", {"v3": 90, "v4": 10})
+    assert book.get("support-bot") == {"v3": 90, "v4": 10}
+    with pytest.raises(AliasError, match="release gate of v5: failed"):  # undoing it is gated as any change
+        book.rollback("support-bot", by="ana")
+    assert book.rollback("support-bot", by="ana", force=True, reason="fixed")["to"] == {"v3": 80, "v4": 10, "v5": 10}

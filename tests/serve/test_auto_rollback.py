@@ -1,0 +1,139 @@
+"""The automatic rollback: judged on figures alone, then through the real API (uvicorn, the
+``openai`` client, the tiny model on PyTorch) with errors provoked by damaging the canary's
+weights and thumbs-down given through ``POST /v1/feedback``."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import openai
+import pytest
+from alias_helpers import PASSED, set_gate
+from serve_helpers import serving
+
+from adapters.shelf.aliases import AliasBook
+from core.hashing import file_hash
+from serve.auto_rollback import judge, stable_version
+
+KEY = "k"
+MSGS = [{"role": "user", "content": "Where is my order?"}]
+POLICY = {"margin": 0.2, "min_requests": 10, "min_ratings": 3}
+
+
+def figures(requests=0, errors=0, up=0, down=0) -> dict:
+    return {"requests": requests, "errors": errors, "thumbs_up": up, "thumbs_down": down}
+
+
+def test_the_stable_version_is_the_heaviest_and_canaries_fail_only_past_the_margin_and_the_minimums():
+    assert stable_version({"v3": 90, "v4": 10}) == "v3" == stable_version({"v3": 50, "v4": 50})
+    assert stable_version({"v3": 0, "v4": 100}) == "v4"
+    split = {"v3": 80, "v4": 10, "v5": 10}
+    failing = judge(split, {"v3": figures(200, 2), "v4": figures(20, 5), "v5": figures(20, 4)}, POLICY)
+    assert list(failing) == ["v4"]  # v5: 0.20 - 0.01 is within the margin; v4: 0.25 - 0.01 is not
+    assert failing["v4"] == ("v4: error rate 0.25 (5 of 20 requests) against v3's 0.01 (2 of 200), "
+                             "more than the margin 0.2")
+    assert judge(split, {"v3": figures(200), "v4": figures(9, 9), "v5": figures()}, POLICY) == {}  # 9 < 10
+    assert judge(split, {"v3": figures(9), "v4": figures(50, 50), "v5": figures()}, POLICY) == {}
+    rated = {"v3": figures(5, up=3), "v4": figures(5, down=3), "v5": figures(5, up=1, down=1)}
+    failing = judge(split, rated, POLICY)
+    assert list(failing) == ["v4"] and "thumbs-down rate 1.00 (3 of 3 ratings) against v3's 0.00 (0 of 3)" in (
+        failing["v4"])
+    draining = {"v3": 0, "v4": 100}  # after a promotion the old version drains: it is the canary now
+    assert list(judge(draining, {"v3": figures(10, 10), "v4": figures(10)}, POLICY)) == ["v3"]
+
+
+@pytest.fixture
+def served(session, home):
+    """(server, url): a and b passed their gate, b's manifest records its weights (so a damaged
+    file is refused); the automatic rollback checks at every request."""
+    from fastapi import FastAPI
+
+    from feedback.store import FeedbackStore
+    from serve.engines import Engines
+    from serve.openai_api import OpenAIServer
+
+    folder = home / "adapters" / "b"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    weights = folder / "adapter_model.safetensors"
+    manifest.update(adapter_hash=file_hash(weights), adapter_bytes=weights.stat().st_size)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    for name in ("a", "b"):
+        set_gate(name, PASSED)
+    server = OpenAIServer(Engines(session, "pytorch"), KEY, FeedbackStore(), auto_rollback_every_s=0)
+    app = FastAPI()
+    app.include_router(server.router())
+    with serving(app) as url:
+        yield server, url
+
+
+def ask(url, user: str):
+    """(status, version, completion id or None) of one answer to ``support-bot`` for ``user``."""
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0, timeout=60)
+    try:
+        raw = client.chat.completions.with_raw_response.create(model="support-bot", messages=MSGS, max_tokens=1,
+                                                               user=user)
+    except openai.APIStatusError as err:
+        return err.status_code, None, str(err)
+    return 200, raw.headers["X-TuneDesk-Version"], raw.parse().id
+
+
+def admin(url, method, path, body=None):
+    return httpx.request(method, f"{url}/v1/aliases{path}", json=body, timeout=30,
+                         headers={"Authorization": f"Bearer {KEY}"})
+
+
+def test_a_canary_that_errors_is_rolled_back_once_its_alias_asks_for_it(served, home):
+    server, url = served
+    book = AliasBook(server.shelf())
+    book.set("support-bot", {"a": 70, "b": 30}, by="ana")
+    answered = [ask(url, f"u{i}") for i in range(12)]
+    on_b = next(f"u{i}" for i, (_, version, _) in enumerate(answered) if version == "b")
+    weights = home / "adapters" / "b" / "adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes() + b"\0")  # a bad copy: b is broken from now on
+    failed = [got for got in (ask(url, f"v{i}") for i in range(30)) if got[0] != 200]
+    assert failed and all(status == 400 and "adapter 'b'" in said and "safetensors" in said for status, _, said in failed)
+    assert book.get("support-bot") == {"a": 70, "b": 30}  # off unless the alias asks for it
+
+    put = admin(url, "PUT", "/support-bot", {"auto_rollback": {"margin": 0.2, "min_requests": 10}, "by": "ana"})
+    assert put.status_code == 200 and put.json()["to"] == {"a": 70, "b": 30}
+    after = [ask(url, f"w{i}") for i in range(20)]  # the first request finds b failing: nothing fails now
+    assert {status for status, _, _ in after} == {200} and {version for _, version, _ in after} == {"a"}
+    assert ask(url, on_b)[:2] == (200, "a")  # b's conversations moved
+    row = book.history("support-bot")[-1]
+    assert (row["by"], row["action"], row["from"], row["to"]) == (
+        "auto-rollback", "auto-rollback", {"a": 70, "b": 30}, {"a": 100})
+    b_requests = sum(1 for _, version, _ in answered if version == "b") + len(failed)
+    assert row["reason"].startswith(f"b: error rate {len(failed) / b_requests:.2f} ({len(failed)} of {b_requests} "
+                                    "requests) against a's 0.00 (0 of ")
+    card = admin(url, "GET", "/support-bot").json()
+    assert card["auto_rollback"] == {"margin": 0.2, "min_requests": 10, "min_ratings": 10}
+    assert card["history"][-1]["reason"] == row["reason"]
+
+
+def test_a_canary_rated_down_is_rolled_back_at_the_rating_that_tips_it(served):
+    server, url = served
+    book = AliasBook(server.shelf())
+    book.set("support-bot", {"a": 60, "b": 40}, by="ana", auto_rollback={**POLICY, "min_requests": 1000})
+    ids = {"a": [], "b": []}
+    for i in range(60):
+        _, version, answer_id = ask(url, f"u{i}")
+        ids[version].append(answer_id)
+        if min(map(len, ids.values())) >= 3:
+            break
+
+    def rate(answer_id, rating):
+        got = httpx.post(f"{url}/v1/feedback", json={"id": answer_id, "rating": rating}, timeout=30,
+                         headers={"Authorization": f"Bearer {KEY}"})
+        assert got.status_code == 200
+
+    for answer_id in ids["a"][:3]:
+        rate(answer_id, "up")
+    for answer_id in ids["b"][:2]:
+        rate(answer_id, "down")
+    assert book.get("support-bot") == {"a": 60, "b": 40}  # 2 ratings of b: fewer than 3
+    rate(ids["b"][2], "down")
+    assert book.get("support-bot") == {"a": 100}
+    row = book.history("support-bot")[-1]
+    assert row["by"] == "auto-rollback" and row["reason"] == (
+        "b: thumbs-down rate 1.00 (3 of 3 ratings) against a's 0.00 (0 of 3), more than the margin 0.2")
