@@ -1,7 +1,8 @@
 """The whole loop in a real browser: Debian's Chromium driven by Playwright.
 
 The app runs as a subprocess on a tiny llama model (so CI stays fast), in a temporary home.
-Screenshots go to test-artifacts/ for a person to look at.
+Screenshots go to test-artifacts/ for a person to look at. The last test stands alone: an
+alias's canary judged by its figures in the Adapters tab after traffic through ``/v1``.
 """
 
 from __future__ import annotations
@@ -19,13 +20,20 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def app_url(tiny_llama_dir, tmp_path_factory):
+def app_home(tmp_path_factory) -> Path:
+    """The app's TUNEDESK_HOME (tests put adapters and aliases there as the CLI would)."""
+    return tmp_path_factory.mktemp("browser-home")
+
+
+@pytest.fixture(scope="module")
+def app_url(tiny_llama_dir, app_home):
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium is not installed (apt-get install chromium)")
     pytest.importorskip("playwright")
-    home = tmp_path_factory.mktemp("browser-home")
+    home = app_home
     port = free_port()
-    env = {**os.environ, "TUNEDESK_HOME": str(home), "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
+    env = {**os.environ, "TUNEDESK_HOME": str(home), "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False",
+           "TUNEDESK_ALIAS_PLOT_BUCKET_S": "1"}  # the aliases' plots: a point per second, not per 15 s
     with open(home / "app.log", "wb") as log:
         proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port), "--model", str(tiny_llama_dir)],
                                 cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -157,3 +165,85 @@ def test_a_helpdesk_import_hands_its_held_out_conversations_to_evaluate(page):
     page.wait_for_function("() => [...document.querySelectorAll('#eval-data textarea, #eval-data input')]"
                            ".some(box => box.value.endsWith('eval.jsonl'))", timeout=30_000)
     shot(page, "05-import-to-evaluate")
+
+
+def _as_app(home: Path, work):
+    """``work()`` with the app's home as TUNEDESK_HOME (the shelf and aliases as the CLI writes them)."""
+    old = os.environ.get("TUNEDESK_HOME")
+    os.environ["TUNEDESK_HOME"] = str(home)
+    try:
+        return work()
+    finally:
+        if old is None:
+            os.environ.pop("TUNEDESK_HOME")
+        else:
+            os.environ["TUNEDESK_HOME"] = old
+
+
+def _traffic(url: str, seconds: float, prefix: str, each: int = 3) -> dict[str, list[tuple[str, str]]]:
+    """Fresh conversations on ``support-bot`` through /v1, one after another, answered by
+    PyTorch, for ``seconds`` and until each version has ``each`` answers: version ->
+    [(conversation, completion id)]."""
+    import httpx
+
+    got: dict[str, list] = {}
+    deadline, n = time.time() + seconds, 0
+    with httpx.Client(base_url=url, timeout=60) as client:
+        while time.time() < deadline or len(got) < 2 or min(map(len, got.values())) < each:
+            assert n < 500, got
+            n += 1
+            conversation = f"{prefix}-{n}"
+            answer = client.post("v1/chat/completions", json={
+                "model": "support-bot", "max_tokens": 2, "messages": [{"role": "user", "content": "where is my order"}]},
+                headers={"X-TuneDesk-Conversation": conversation, "X-TuneDesk-Engine": "pytorch"})
+            assert answer.status_code == 200, answer.text
+            got.setdefault(answer.headers["X-TuneDesk-Version"], []).append((conversation, answer.json()["id"]))
+    return got
+
+
+def test_the_alias_plots_show_the_canarys_figures(page, app_url, app_home, random_lora_dir):
+    import httpx
+    from alias_helpers import PASSED, put_versions
+
+    from adapters.shelf.aliases import AliasBook
+
+    _as_app(app_home, lambda: put_versions(random_lora_dir, {"bot-v1": PASSED, "bot-v2": PASSED}))
+    _as_app(app_home, lambda: AliasBook().set("support-bot", {"bot-v1": 50, "bot-v2": 50}, by="test"))
+    api = app_url.rstrip("/")
+
+    def rate(answers, rating):
+        assert httpx.post(f"{api}/v1/feedback", json={"id": answers[0][1], "rating": rating}).status_code == 200
+
+    early = _traffic(api, 1.5, "early")
+    rate(early["bot-v2"], "down")
+    rate(early["bot-v1"], "up")
+    late = _traffic(api, 1.5, "late")
+    rate(late["bot-v2"], "down")  # 1.5 s after the first: the thumbs-down rate gets two points
+    weights = app_home / "adapters" / "bot-v2" / "adapter_model.safetensors"
+    good = weights.read_bytes()
+    weights.write_bytes(good + b"\0")  # a bad copy of the canary: its conversations fail
+    for conversation, _ in late["bot-v2"][:3]:
+        failed = httpx.post(f"{api}/v1/chat/completions", json={
+            "model": "support-bot", "max_tokens": 2, "messages": [{"role": "user", "content": "and now?"}]},
+            headers={"X-TuneDesk-Conversation": conversation, "X-TuneDesk-Engine": "pytorch"})
+        assert failed.status_code == 400
+    weights.write_bytes(good)  # restored: its ratings count again
+    canary = len(early["bot-v2"]) + len(late["bot-v2"]) + 3
+
+    _tab(page, "Adapters")
+    page.get_by_text("Aliases: one model name, canary traffic, rollback").click()
+    page.click("#alias-refresh")
+    cells = wait_text(page, "#alias-stats", lambda t: "bot-v2" in t and "0 / 2" in t, 30).split("\n")
+    row = cells[cells.index("bot-v2"):][:7]  # one cell a line
+    assert row[:4] == ["bot-v2", "50", str(canary), "3"], row
+    assert all(p != "—" for p in row[4].split(" / ") + row[5].split(" / ")), row  # p50 / p95 of both kinds
+    assert row[6] == "1.00 (0 / 2)", row
+    for metric, versions in (("requests", 2), ("errors", 2), ("first token p50 (s)", 2),
+                             ("first token p95 (s)", 2), ("thumbs-down rate", 1)):
+        page.locator("#alias-metric").get_by_label(metric, exact=True).check()
+        deadline = time.time() + 20
+        while len(set(drawn_lines(page, "#alias-plot"))) != versions and time.time() < deadline:
+            time.sleep(0.3)
+        assert len(set(drawn_lines(page, "#alias-plot"))) == versions, metric
+        assert "bot-v2" in page.inner_text("#alias-plot"), metric  # the legend names the canary
+    shot(page, "06-alias-canary")

@@ -1,5 +1,5 @@
-"""The Adapters tab's aliases: the split, promotion and rollback as sentences, and each
-version's live figures as a table and a plot. No gradio here.
+"""The Adapters tab's aliases: the split, promotion, rollback and the automatic rollback as
+sentences, and each version's live figures as a table and a plot. No gradio here.
 
 Changes go through :mod:`adapters.alias_actions`, as ``python -m adapters alias`` does, so the
 release gate refuses a promotion here in the CLI's words. The figures are those the API counts
@@ -8,22 +8,44 @@ release gate refuses a promotion here in the CLI's words. The figures are those 
 
 from __future__ import annotations
 
+import os
 import time
 
 import pandas as pd
 
 from adapters import alias_actions as actions
-from adapters.shelf.alias_rules import AliasError
+from adapters.shelf.alias_rules import AUTO_ROLLBACK_DEFAULTS, AliasError
 from adapters.shelf.aliases import AliasBook
 from feedback.store import FeedbackStore
-from serve.version_stats import VersionStats, thumbs
+from serve.version_stats import VersionStats, thumbs, thumbs_series
 
 ACTIONS = ("set", "promote", "rollback", "delete")
 COLUMNS = ["version", "weight %", "requests", "errors", "first token p50 / p95 s", "answer p50 / p95 s",
            "thumbs-down rate (up / down)"]
-PLOT_BUCKET_S = 15  # a canary shows a line within half a minute, not after two minutes
-METRICS = {"answer p95 (s)": "answer_p95_s", "first token p95 (s)": "first_token_p95_s",
-           "requests": "requests", "error rate": "error_rate"}
+PLOT_BUCKET_S = 15.0  # a canary shows a line within half a minute, not after two minutes
+PLOT_BUCKET_ENV = "TUNEDESK_ALIAS_PLOT_BUCKET_S"  # seconds per point of the plot (tests draw per second)
+METRICS = {"answer p95 (s)": "answer_p95_s", "answer p50 (s)": "answer_p50_s",
+           "first token p95 (s)": "first_token_p95_s", "first token p50 (s)": "first_token_p50_s",
+           "requests": "requests", "errors": "errors", "error rate": "error_rate",
+           "thumbs-down rate": "thumbs_down_rate"}
+
+
+def plot_bucket_s() -> float:
+    """Seconds per point of the plot: ``TUNEDESK_ALIAS_PLOT_BUCKET_S``, else 15.
+
+    Raises:
+        ValueError: the variable is not a number of seconds from 1 to 3600.
+    """
+    text = os.environ.get(PLOT_BUCKET_ENV, "").strip()
+    if not text:
+        return PLOT_BUCKET_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 1 <= seconds <= 3600:  # the plot's times are whole seconds
+        raise ValueError(f"{PLOT_BUCKET_ENV} must be a number of seconds from 1 to 3600, got {text[:40]!r}")
+    return seconds
 
 
 def names() -> list[str]:
@@ -59,6 +81,30 @@ def change(action: str, name: str, split: str, version: str, force: bool, reason
     raise ValueError(f"unknown action {action!r}; one of {', '.join(ACTIONS)}")
 
 
+def set_policy(name: str, margin, min_requests, min_ratings, by: str) -> str:
+    """Turn alias ``name``'s automatic rollback on (a margin above 0) or off (0 or empty),
+    keeping its split; the sentence to show (a refusal starts with ⚠️)."""
+    policy = None
+    if margin:
+        policy = {"margin": margin, "min_requests": _whole(min_requests, "min_requests"),
+                  "min_ratings": _whole(min_ratings, "min_ratings")}
+    try:
+        return actions.set_split((name or "").strip(), None, by, auto_rollback=policy)
+    except (ValueError, OSError) as err:
+        return f"⚠️ {err}"
+
+
+def policy_fields(name: str | None) -> tuple[float, int, int]:
+    """(margin, minimum requests, minimum ratings) of alias ``name``'s automatic rollback, for the
+    form (margin 0: off)."""
+    try:
+        policy = AliasBook().row(name).get("auto_rollback") if name else None
+    except (AliasError, OSError):
+        policy = None
+    policy = policy or {"margin": 0.0, **AUTO_ROLLBACK_DEFAULTS}
+    return policy["margin"], policy["min_requests"], policy["min_ratings"]
+
+
 def figures(stats: VersionStats, name: str | None, engines=None) -> list[list]:
     """One row per version of alias ``name``: weight, counts, timings, thumbs-down rate."""
     try:
@@ -77,16 +123,24 @@ def figures(stats: VersionStats, name: str | None, engines=None) -> list[list]:
     return rows
 
 
-def plot_frame(stats: VersionStats, name: str | None, metric: str, bucket_s: float = PLOT_BUCKET_S) -> pd.DataFrame:
-    """``time, version, value`` per ``bucket_s`` for the plot: ``metric`` (a :data:`METRICS` label)."""
-    key = METRICS.get(metric, "answer_p95_s")
+def plot_frame(stats: VersionStats, name: str | None, metric: str, bucket_s: float | None = None,
+               engines=None) -> pd.DataFrame:
+    """``time, version, value`` per ``bucket_s`` (default :func:`plot_bucket_s`) over the stats'
+    window for the plot: ``metric`` (a :data:`METRICS` label; the thumbs-down rate from the
+    ratings of each version's weights)."""
+    key, bucket_s = METRICS.get(metric, "answer_p95_s"), bucket_s or plot_bucket_s()
     try:
         split = AliasBook().get(name) if name else {}
     except (AliasError, OSError):
         split = {}
+    if key == "thumbs_down_rate":
+        ratings, start = FeedbackStore().ratings() if split else [], stats.clock() - stats.window_s
+        series = {v: thumbs_series(ratings, v, _weights(engines, v), start, bucket_s) for v in split}
+    else:
+        series = {v: stats.summary(v, bucket_s)["series"] for v in split}
     rows = [{"time": pd.Timestamp(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(b["t"]))),
              "version": version, "value": b[key]}
-            for version in split for b in stats.summary(version, bucket_s)["series"] if b[key] is not None]
+            for version, points in series.items() for b in points if b[key] is not None]
     return pd.DataFrame(rows, columns=["time", "version", "value"])
 
 
@@ -98,6 +152,13 @@ def _weights(engines, version: str) -> str:
         return engines.weights_hash(version)
     except ValueError:
         return ""
+
+
+def _whole(value, key: str) -> int:
+    """A count typed in a number box (empty: the default); a fraction stays, for the rules to refuse."""
+    if value in (None, ""):
+        return AUTO_ROLLBACK_DEFAULTS[key]
+    return int(value) if float(value).is_integer() else value
 
 
 def _s(value) -> str:

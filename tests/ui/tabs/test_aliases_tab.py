@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from alias_helpers import FAILED, PASSED, put_versions
 from ui_handlers import handlers
 
@@ -11,15 +13,45 @@ def test_set_promote_and_refresh_through_the_tabs_handlers(home, tiny_llama_dir,
     table = handlers(tiny_llama_dir)
     said = table["on_alias_set"]("support-bot", "v3=100", None, False, "")
     assert said == "support-bot: (none) → v3 100%."
-    refused = table["on_alias_promote"]("support-bot", "", "v4", False, "")
-    assert refused.startswith("⚠️ release gate of v4: failed")
     assert "Override for v4" in table["on_alias_promote"]("support-bot", "", "v4", True, "canary of the fix")
-    names, versions, about, rows, frame = table["refresh_aliases"]("support-bot", "requests")
+    names, versions, about, rows, frame, *policy = table["refresh_aliases"]("support-bot", "requests")
     assert names["choices"] == ["support-bot"] and set(versions["choices"]) == {"v3", "v4"}
     assert "v4                               100%" in about and "by page (ui)" in about
     assert [row[:3] for row in rows] == [["v3", 0, 0], ["v4", 100, 0]] and frame.empty
+    assert policy == [0.0, 50, 10]  # no automatic rollback: the form shows margin 0
     state = table["engine"]
     state.alias_stats.record("v4", "ok", 0.2, 1.5)
     rows, frame = table["alias_figures"]("support-bot", "answer p95 (s)")
     assert rows[1][2] == 1 and frame["value"].tolist() == [1.5]
     assert table["on_alias_rollback"]("support-bot", "", "", False, "")== "support-bot: v3 0% · v4 100% → v3 100%."
+
+
+def test_a_failed_gate_keeps_its_version_out_of_the_split_without_a_reasoned_override(home, tiny_llama_dir,
+                                                                                       random_lora_dir):
+    put_versions(random_lora_dir, {"v3": PASSED, "v4": FAILED})
+    table = handlers(tiny_llama_dir)
+    table["on_alias_set"]("support-bot", "v3=100", None, False, "")
+    for action, typed in (("on_alias_promote", ""), ("on_alias_set", "v3=90 v4=10")):
+        refused = table[action]("support-bot", typed, "v4", False, "")
+        assert refused.startswith("⚠️ release gate of v4: failed") and "--force --reason" in refused
+        assert table[action]("support-bot", typed, "v4", True, "  ").startswith("⚠️ an override")
+    audit = (home / "releases" / "audit.jsonl").read_text().splitlines()
+    assert len(audit) == 1 and "v4" not in table["refresh_aliases"]("support-bot", "requests")[2].split("\n")[1]
+    assert "Override for v4" in table["on_alias_set"]("support-bot", "v3=90 v4=10", "", True, "canary of the fix")
+    assert json.loads((home / "releases" / "audit.jsonl").read_text().splitlines()[-1])["forced"] == ["v4"]
+
+
+def test_the_automatic_rollback_is_set_shown_and_turned_off_from_the_tab(home, tiny_llama_dir, random_lora_dir):
+    put_versions(random_lora_dir, {"v3": PASSED, "v4": PASSED})
+    table = handlers(tiny_llama_dir)
+    table["on_alias_set"]("support-bot", "v3=90 v4=10", None, False, "")
+    said = table["on_alias_auto_rollback"]("support-bot", 0.1, 40, 8)
+    assert said == ("support-bot: v3 90% · v4 10% (split unchanged). Automatic rollback: when a canary's error "
+                    "rate (after 40 requests) or thumbs-down rate (after 8 ratings) exceeds the stable version's "
+                    "by more than 0.1.")
+    *_, about, _rows, _frame, margin, requests, ratings = table["refresh_aliases"]("support-bot", "requests")
+    assert (margin, requests, ratings) == (0.1, 40, 8) and "automatic rollback: when a canary's" in about
+    assert table["on_alias_auto_rollback"]("support-bot", 1.5, 40, 8).startswith("⚠️ the auto-rollback margin")
+    assert table["on_alias_auto_rollback"]("support-bot", 0.1, 2.5, 8).startswith("⚠️ min requests must be")
+    assert table["on_alias_auto_rollback"]("support-bot", 0, 40, 8).endswith("Automatic rollback: off.")
+    assert table["refresh_aliases"]("support-bot", "requests")[-3:] == (0.0, 50, 10)

@@ -45,3 +45,44 @@ def test_figures_and_the_plot_frame_show_each_versions_answers(shelf):
     assert list(frame.columns) == ["time", "version", "value"] and frame["version"].tolist() == ["v4"]
     assert frame["value"].tolist() == [3.0]
     assert view.figures(stats, None) == [] and view.plot_frame(stats, "nobody", "requests").empty
+
+
+def test_the_plot_bucket_comes_from_the_environment_and_a_bad_one_is_named(monkeypatch):
+    assert view.plot_bucket_s() == 15.0
+    monkeypatch.setenv("TUNEDESK_ALIAS_PLOT_BUCKET_S", "1")
+    assert view.plot_bucket_s() == 1.0
+    monkeypatch.setenv("TUNEDESK_ALIAS_PLOT_BUCKET_S", "0.01")
+    with pytest.raises(ValueError, match="TUNEDESK_ALIAS_PLOT_BUCKET_S must be a number of seconds from 1"):
+        view.plot_bucket_s()
+
+
+def test_buckets_of_one_second_and_the_thumbs_down_plot(shelf, home):
+    import time
+
+    from feedback.store import FeedbackStore
+
+    view.change("set", "support-bot", "v3=90 v4=10", "", False, "", "x")
+    now = [time.time()]
+    stats = VersionStats(clock=lambda: now[0])
+    for _ in range(3):
+        stats.record("v4", "ok", 0.1, 1.0)
+        now[0] += 1
+    frame = view.plot_frame(stats, "support-bot", "requests", bucket_s=1)
+    assert frame["value"].tolist() == [1, 1, 1] and frame["time"].is_monotonic_increasing
+    created = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now[0] - 2))
+    FeedbackStore().add({"adapter": "v4", "version": "", "rating": "down", "created": created},
+                        {"adapter": "v4", "version": "", "rating": "up", "created": created})
+    thumbs = view.plot_frame(stats, "support-bot", "thumbs-down rate", bucket_s=1)
+    assert thumbs["version"].tolist() == ["v4"] and thumbs["value"].tolist() == [0.5]
+
+
+def test_the_automatic_rollback_as_the_form_sets_and_shows_it(shelf):
+    view.change("set", "support-bot", "v3=90 v4=10", "", False, "", "x")
+    assert view.policy_fields("support-bot") == (0.0, 50, 10) == view.policy_fields(None)
+    said = view.set_policy("support-bot", 0.15, 30.0, None, "ana (ui)")
+    assert said.endswith("Automatic rollback: when a canary's error rate (after 30 requests) or thumbs-down rate "
+                         "(after 10 ratings) exceeds the stable version's by more than 0.15.")
+    assert view.policy_fields("support-bot") == (0.15, 30, 10)
+    assert "automatic rollback: when a canary's error rate" in view.details("support-bot")
+    assert view.set_policy("nobody", 0.1, 30, 10, "x").startswith("⚠️ no alias named 'nobody' yet")
+    assert view.set_policy("support-bot", None, 30, 10, "x").endswith("Automatic rollback: off.")
