@@ -107,7 +107,7 @@ def _wait_listening(app: AppProcess, timeout: float) -> None:
         except OSError:
             if app.proc.poll() is not None:
                 pytest.fail("app exited: " + app.log.read_text(errors="replace")[-2000:])
-            time.sleep(0.5)
+            time.sleep(0.1)
     pytest.fail(f"app did not listen within {timeout:.0f} s: "
                 + app.log.read_text(errors="replace")[-2000:])
 
@@ -154,5 +154,5 @@ def wait_for_run(home: Path, run_id: str, timeout: float = 180) -> dict:
             status = json.loads(status_file.read_text())
             if status.get("state") not in ("queued", "running", "stopping"):
                 return status
-        time.sleep(0.5)
+        time.sleep(0.1)
     pytest.fail(f"run {run_id} still {status.get('state')} after {timeout:.0f} s")
