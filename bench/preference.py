@@ -65,7 +65,7 @@ def train_sft(data: Path, rows: int, steps: int, name: str) -> float:
     return time.perf_counter() - start
 
 
-def accuracy(adapter: str, pairs: list[dict]) -> tuple[float, float]:
+def accuracy(adapter: str, pairs: list[dict]) -> tuple[float, float, float]:
     from finetune.train.preference import load_policy, preference_accuracy
 
     model, tokenizer, _ = load_policy(adapter, trainable=False)
@@ -108,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--beta", type=float, default=0.02)
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--sft-weight", type=float, default=1.0, help="DPO: weight of the SFT term on chosen answers")
+    p.add_argument("--gradient-checkpointing", action="store_true",
+                   help="recompute activations in the backward pass (TRL's default; off here as in SFT)")
     p.add_argument("--home", help="keep the working files here (default: a temporary folder)")
     p.add_argument("--gate", type=int, default=3, metavar="ROWS",
                    help="then the release gate against the starting version on the held-out rows, this many "
@@ -134,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         before = accuracy("bench-sft", held_out)
         cfg = PreferenceConfig("bench-sft", str(pairs_file), name=f"bench-{args.method}", method=args.method,
                                beta=args.beta, learning_rate=args.lr, epochs=args.epochs,
-                               batch_size=args.batch_size, max_length=args.max_length, sft_weight=args.sft_weight)
+                               batch_size=args.batch_size, max_length=args.max_length, sft_weight=args.sft_weight,
+                               gradient_checkpointing=args.gradient_checkpointing)
         shutil.rmtree(home / "adapters" / cfg.name, ignore_errors=True)  # the last run's, in a kept --home
         result = train_preference(cfg)
         after = accuracy(result.name, held_out)
@@ -148,9 +151,10 @@ def main(argv: list[str] | None = None) -> int:
              f"- {args.method.upper()}: {result.pairs} pairs, {result.steps} steps, batch {args.batch_size}, "
              f"lr {args.lr}, beta {args.beta}, max length {args.max_length}"
              + (f", SFT term weight {args.sft_weight}" if args.method == "dpo" else "") + f": {result.seconds / 60:.1f} min",
-             "", "| adapter | held-out preference accuracy | mean log-prob margin |", "|---|---|---|",
-             f"| SFT (start) | {before[0]:.3f} | {before[1]:.1f} |",
-             f"| after {args.method.upper()} | {after[0]:.3f} | {after[1]:.1f} |", ""]
+             "", "| adapter | held-out preference accuracy | mean log-prob margin | perplexity of the chosen answers |",
+             "|---|---|---|---|",
+             f"| SFT (start) | {before[0]:.3f} | {before[1]:.1f} | {before[2]:.2f} |",
+             f"| after {args.method.upper()} | {after[0]:.3f} | {after[1]:.1f} | {after[2]:.2f} |", ""]
     if report is not None:
         from eval.gate import gate_lines
 

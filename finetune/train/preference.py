@@ -55,6 +55,10 @@ class PreferenceConfig:
     max_length: int = 256
     max_pairs: int = 0  # 0: all
     seed: int = 0
+    # TRL's DPO turns it on by default; off, as in supervised training (a 135M model's
+    # activations are small): its recomputation was 9 % of a DPO step's samples in a profile
+    # on 2 cores (docs/benchmarks.md).
+    gradient_checkpointing: bool = False
 
     def check(self) -> None:
         """Raises ValueError naming the first bad setting."""
@@ -260,7 +264,7 @@ def _trainer(cfg: PreferenceConfig, model, tokenizer, pairs: list[dict], run_dir
               "num_train_epochs": cfg.epochs, "max_steps": cfg.max_steps, "max_length": cfg.max_length,
               "beta": cfg.beta, "logging_steps": 1, "save_strategy": "no", "report_to": [], "seed": cfg.seed,
               "use_cpu": True, "bf16": False, "fp16": False, "dataloader_num_workers": 0,
-              "disable_tqdm": True}
+              "disable_tqdm": True, "gradient_checkpointing": cfg.gradient_checkpointing}
     callbacks = [progress.callback()]
     if cfg.method == "dpo":
         from trl import DPOConfig, DPOTrainer
@@ -274,10 +278,13 @@ def _trainer(cfg: PreferenceConfig, model, tokenizer, pairs: list[dict], run_dir
                        processing_class=tokenizer, callbacks=callbacks)
 
 
-def preference_accuracy(model, tokenizer, pairs: list[dict], batch_size: int = 8) -> tuple[float, float]:
+def preference_accuracy(model, tokenizer, pairs: list[dict], batch_size: int = 8) -> tuple[float, float, float]:
     """(share of pairs whose chosen answer the model finds likelier than the rejected one,
-    mean log-probability margin chosen - rejected): the answer's tokens and its end-of-turn
-    token after the rendered prompt, summed."""
+    mean log-probability margin chosen - rejected, perplexity of the chosen answers): the
+    answer's tokens and its end-of-turn token after the rendered prompt, summed. The perplexity
+    says whether the margin was won by lowering both answers (likelihood displacement)."""
+    import math
+
     import torch
 
     from core.templates import end_of_turn_ids, render_prompt
@@ -294,7 +301,9 @@ def preference_accuracy(model, tokenizer, pairs: list[dict], batch_size: int = 8
         for start in range(0, len(sequences), batch_size * 2):
             scores += _answer_logps(model, tokenizer, sequences[start:start + batch_size * 2])
     margins = [scores[i] - scores[i + 1] for i in range(0, len(scores), 2)]
-    return sum(m > 0 for m in margins) / len(margins), sum(margins) / len(margins)
+    chosen_tokens = sum(len(sequences[i][1]) for i in range(0, len(sequences), 2))
+    perplexity = math.exp(-sum(scores[0::2]) / max(chosen_tokens, 1))
+    return sum(m > 0 for m in margins) / len(margins), sum(margins) / len(margins), perplexity
 
 
 def _answer_logps(model, tokenizer, sequences: list[tuple[list[int], list[int]]]) -> list[float]:

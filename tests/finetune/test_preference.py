@@ -34,14 +34,15 @@ def test_dpo_moves_the_adapter_toward_the_chosen_answers_and_records_its_lineage
     parent = put_adapter(tiny_llama_dir, "support", targets=("q_proj", "v_proj", "o_proj"))
     pairs = read_pairs(pairs_file)
     model, tokenizer, _ = load_policy("support", trainable=False)
-    before, margin_before = preference_accuracy(model, tokenizer, pairs)
+    before, margin_before, perplexity = preference_accuracy(model, tokenizer, pairs)
+    assert 1.0 < perplexity < 2 * len(tokenizer)  # a near-uniform tiny model: about its vocabulary's size
     logs = []
     result = train_preference(PreferenceConfig("support", str(pairs_file), name="support-dpo", max_steps=30,
                                                learning_rate=5e-2, batch_size=4, beta=0.1),
                               on_log=lambda step, total, values: logs.append((step, total, values)))
     assert result.steps == 30 and result.pairs == 8 and logs[-1][1] == 30
     after_model, _, manifest = load_policy("support-dpo", trainable=False)
-    after, margin_after = preference_accuracy(after_model, tokenizer, pairs)
+    after, margin_after, _ = preference_accuracy(after_model, tokenizer, pairs)
     print(f"accuracy {before:.2f} -> {after:.2f}, margin {margin_before:.2f} -> {margin_after:.2f}")
     # measured: margin -42.1 -> -28.8 (the near-uniform tiny model needs length-sized moves)
     assert after >= before and margin_after > margin_before + 5
