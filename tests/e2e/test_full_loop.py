@@ -2,9 +2,9 @@
 evaluate, switch adapters, chat.
 
 In `make test` the loop is short: training takes 64 rows of the demo data and stops after 4
-steps (validation every 2, so the curve still draws its train and validation lines), and the
-evaluation scores 4 rows of 16 new tokens without the golden prompts; everything else is the
-app's default. With TUNEDESK_FULL_LOOP_DEFAULTS=1 nothing is typed but a chat message: every
+steps of 2 rows (validation every 2, so the curve still draws its train and validation lines),
+and the evaluation scores 4 rows of 16 new tokens without the golden prompts; everything else
+is the app's default. With TUNEDESK_FULL_LOOP_DEFAULTS=1 nothing is typed but a chat message: every
 setting at its default, the measurement docs/benchmarks.md reports (about 8 minutes on 2
 cores). The stage times go to test-artifacts/full_loop.json; the test asserts what the user
 sees, not how long it took.
@@ -90,6 +90,8 @@ def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
                                  ("#train-eval-every", "2")):
                 page.fill(f"{field} input", value)
                 page.press(f"{field} input", "Tab")
+            page.get_by_label("Batch size", exact=True).fill("2")
+            page.get_by_label("Batch size", exact=True).press("Tab")
         page.click("#train-start")
         wait_text(page, "#train-message", lambda t: "Started run" in t, 60)
         result = wait_text(page, "#train-result", lambda t: "is on the shelf" in t or "failed" in t, 1200)
@@ -98,7 +100,7 @@ def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
         assert "step" in page.inner_text("#train-progress")
         assert len(drawn_lines(page, "#loss-curve")) == 2, "the loss curve drew no train and validation lines"
         shot(page, "loop-01-trained")
-        lap("train (the defaults)" if ON_DEFAULTS else "train (4 steps)")
+        lap("train (the defaults)" if ON_DEFAULTS else "train (4 steps of 2 rows)")
 
         page.click("#train-to-compare")
         page.wait_for_timeout(1500)
