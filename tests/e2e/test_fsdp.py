@@ -153,15 +153,3 @@ def test_an_fsdp_checkpoint_is_not_resumed_as_ddp(tmp_path):
     torch.save({"sharding": "fsdp", "step": 2}, ckpt / "trainer_state.pt")
     with pytest.raises(ValueError, match="written by an fsdp run: resume it with sharding fsdp"):
         load_checkpoint(ckpt, None, None, None)
-
-
-@pytest.mark.slow
-def test_fsdp_from_the_command_line_under_torchrun(tiny_llama_dir, home):
-    cmd = [sys.executable, "-m", "finetune", "train", "--nproc-per-node", "2", "--sharding", "fsdp",
-           "--model", str(tiny_llama_dir), "--data", str(ROOT / "assets" / "demo_support.jsonl"),
-           "--max-samples", "32", "--max-length", "64", "--batch-size", "2", "--max-steps", "2", "--lora-r", "4",
-           "--eval-every", "0", "--probe-every", "0", "--save-every", "0", "--name", "cli-fsdp", "--quiet"]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=os.environ, timeout=300)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    manifest = json.loads((home / "adapters" / "cli-fsdp" / "manifest.json").read_text())
-    assert manifest["training"]["sharding"] == "fsdp" and manifest["training"]["world_size"] == 2

@@ -1,4 +1,7 @@
-"""DDP on the CPU: `python -m finetune train --nproc-per-node 2` (gloo, two processes)."""
+"""Two processes on the CPU: `python -m finetune train --nproc-per-node 2` (torchrun's standalone
+launch, gloo). The run is sharded with FSDP, so the one launch also proves the --sharding flag
+reaches the workers; DDP from the command line runs in tests/finetune/commands/test_train_nodes.py
+(two torchrun launches) and beside FSDP in tests/e2e/test_fsdp.py."""
 
 import json
 import os
@@ -16,8 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 def test_two_processes_train_and_rank_zero_saves_one_adapter(tiny_llama_dir, home):
-    run_dir, events = home / "runs" / "ddp", home / "events.jsonl"
-    cmd = [sys.executable, "-m", "finetune", "train", "--nproc-per-node", "2", "--model", str(tiny_llama_dir),
+    run_dir, events = home / "runs" / "fsdp", home / "events.jsonl"
+    cmd = [sys.executable, "-m", "finetune", "train", "--nproc-per-node", "2", "--sharding", "fsdp",
+           "--model", str(tiny_llama_dir),
            "--data", str(ROOT / "assets" / "demo_support.jsonl"), "--max-samples", "48", "--max-length", "96",
            "--batch-size", "2", "--max-steps", "3", "--lora-r", "4", "--eval-every", "0", "--probe-every", "0",
            "--save-every", "2", "--run-dir", str(run_dir), "--events", str(events), "--quiet"]
@@ -27,6 +31,7 @@ def test_two_processes_train_and_rank_zero_saves_one_adapter(tiny_llama_dir, hom
     assert len(shelf) == 1
     manifest = json.loads((shelf[0] / "manifest.json").read_text())
     assert manifest["training"]["world_size"] == 2 and manifest["steps"] == 3 and manifest["status"] == "done"
+    assert manifest["training"]["sharding"] == "fsdp"
     assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["step-0000002"]
     kinds = [e["type"] for e in read_events(events)[0]]  # rank 0 alone reports
     assert kinds.count("start") == 1 and kinds.count("saved") == 1 and kinds[-1] == "done"
