@@ -8,12 +8,12 @@ when it reports (docs/benchmarks.md has the measurements that justify it).
 
 Setup's pieces live in :mod:`finetune.train.setup` and one step's mechanics in
 :mod:`finetune.train.steps`; both are shared with ``finetune.train.dryrun``, which times one
-step with exactly the model and batches training uses.
+step with exactly the model and batches training uses. Under a time budget the loop asks
+:mod:`finetune.train.budget_run` (the ``Pacer`` wired into the run) how long the plan is.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import time
@@ -24,8 +24,8 @@ import torch
 
 from core.gpu import is_oom, make_scaler
 from finetune.config import RunConfig
-from finetune.train import allocator, oom, parallel
-from finetune.train.budget import PROBE_SHARE, Cadence, Costs, Pacer
+from finetune.train import allocator, budget_run, oom, parallel
+from finetune.train.budget import Cadence
 from finetune.train.dryrun import warn_if_too_big
 from finetune.train.setup import (
     ConfigError,
@@ -195,7 +195,8 @@ def _setup(cfg: RunConfig, on_event, started: float | None = None) -> _Run:
                    "checkpoint": Cadence(t.save_every)}
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     if budget:
-        run.pacer = _pacer(run, trainable, before.get("budget_spent_s", 0.0))
+        run.pacer = budget_run.make_pacer(t, t0, device=device, rank=rank, world=world, cadence=run.cadence,
+                                          n_val_batches=len(val_batches), trainable=trainable, resumed=before)
     emit("start", total_steps=total, start_step=start_step, train_rows=len(train_rows),
          val_rows=len(val_rows), device=device, threads=threads, malloc=allocator.in_use(),
          packing=packing, targets=targets, time_budget_s=t.time_budget_s,
@@ -205,32 +206,6 @@ def _setup(cfg: RunConfig, on_event, started: float | None = None) -> _Run:
         run.metrics.update(base_val_loss=base_loss, base_val_perplexity=math.exp(base_loss))
         emit("eval", step=0, val_loss=base_loss, val_perplexity=math.exp(base_loss))
     return run
-
-
-def _pacer(run: _Run, trainable: int, spent: float) -> Pacer:
-    """The time budget's pacer: rank 0 times the steps and decides, the other ranks follow."""
-    t = run.cfg.train
-    sync = functools.partial(torch.cuda.synchronize, run.device) if run.device.startswith("cuda") else None
-    agree = functools.partial(parallel.broadcast_object, rank=run.rank) if run.world > 1 else None
-    costs = Costs(len(run.val_batches), t.grad_accum, adapter_bytes=4 * trainable,
-                  probe_cap=PROBE_SHARE * t.time_budget_s)
-    return Pacer(t.time_budget_s, run.t0, cadence=run.cadence, costs=costs, spent=spent, sync=sync, agree=agree)
-
-
-def _timed(run: _Run, kind: str):
-    """A context timing one extra for the pacer (nothing without a time budget)."""
-    return run.pacer.timed(kind) if run.pacer else contextlib.nullcontext()
-
-
-def _repace(run: _Run, step: int, total: int) -> int:
-    """Under a time budget: the plan re-sized after ``step``, the schedule resized with it."""
-    new = run.pacer.after_step(step, total)
-    if new != total:
-        if new > len(run.plan):  # more steps than planned so far: more epochs of the same rows
-            run.plan = run.replan(max_steps=max(new, 2 * len(run.plan)))
-        resize_schedule(run.scheduler, new)
-        run.total = new
-    return new
 
 
 def _loop(run: _Run, stop) -> _Progress:
@@ -276,7 +251,9 @@ def _loop(run: _Run, stop) -> _Progress:
         grad_norm = oom.optimizer_step_with_retry(
             lambda: optimizer_step(model, optimizer, scheduler, scaler, t.max_grad_norm), device, not run.sharded)
         step += 1
-        total = _repace(run, step, total) if run.pacer else total
+        if run.pacer:  # a time budget re-sizes the plan from the measured step times
+            total, run.plan = budget_run.resize(run.pacer, step, total, run.plan, run.replan, run.scheduler)
+            run.total = total
         # Under a budget a fast GPU runs thousands of steps: a few hundred progress events say enough.
         log_every = max(t.log_every, total // 500) if run.pacer else t.log_every
         if step % log_every == 0 or step == total:
@@ -302,17 +279,17 @@ def _between_steps(run: _Run, step: int, total: int) -> None:
     emit, cadence = run.emit, run.cadence
     hold = run.pacer is not None and not run.pacer.settled  # auto extras wait for a sized plan
     if cadence["validation"].due(step, total, hold) and run.val_batches:
-        with _timed(run, "validation"):
+        with budget_run.timed(run.pacer, "validation"):
             vl = _validation(run)
         if vl is not None:
             emit("eval", step=step, val_loss=vl, val_perplexity=math.exp(vl))
     if cadence["probes"].due(step, total, hold):
-        with _timed(run, "probes"):
+        with budget_run.timed(run.pacer, "probes"):
             answers = _probes(run, max_time=run.pacer.probe_seconds() if run.pacer else None)
         if answers is not None:
             emit("probe", step=step, answers=answers)
     if cadence["checkpoint"].due(step, total, hold):
-        with _timed(run, "checkpoint"):
+        with budget_run.timed(run.pacer, "checkpoint"):
             _checkpoint(run, step)
 
 
@@ -348,7 +325,7 @@ def _checkpoint(run: _Run, step: int) -> None:
 
     sharded = (parallel.full_trainable_state(run.model), parallel.full_optimizer_state(run.model, run.optimizer)) \
         if run.sharded else None
-    progress = {"tokens_seen": run.tokens, **({"budget_spent_s": run.pacer.spent()} if run.pacer else {})}
+    progress = {"tokens_seen": run.tokens, **budget_run.checkpoint_fields(run.pacer)}
     if run.rank == 0:
         save_checkpoint(run.run_dir, step, run.model, run.optimizer, run.scheduler, scaler=run.scaler, sharded=sharded,
                         progress=progress)
@@ -381,7 +358,7 @@ def _finish(run: _Run, progress: _Progress) -> TrainResult:
             metrics=metrics, probes=probes, run_dir=run.run_dir,
             timings={"train_seconds": train_seconds, "total_seconds": time.time() - t0,
                      "tokens_per_second": progress.tokens_seen * world / max(train_seconds, 1e-9)},
-            budget=_bought(run, step))
+            budget=budget_run.bought(run.pacer, run.plan, step, world, run.tokens))
         adapter_dir = save_adapter(model, tokenizer, name, manifest, state_dict=weights)
         emit("saved", adapter=adapter_dir.name, path=str(adapter_dir), status=status)
     emit("done", status=status, step=step, total_steps=run.total, metrics=metrics,
@@ -392,12 +369,3 @@ def _finish(run: _Run, progress: _Progress) -> TrainResult:
         dist.barrier()  # the other ranks wait while rank 0 writes the adapter
         dist.destroy_process_group()
     return TrainResult(adapter_dir=adapter_dir, status=status, steps=step, metrics=metrics)
-
-
-def _bought(run: _Run, step: int) -> dict | None:
-    """What a time budget bought (the manifest's "budget"), or None without one."""
-    if run.pacer is None:
-        return None
-    rows = sum(len(m) for s in run.plan.steps[:step] for m in s) * run.world  # each rank took its share
-    return {"seconds": run.cfg.train.time_budget_s, "seconds_used": run.pacer.spent(), "steps": step,
-            "rows_seen": rows, "tokens_seen": run.tokens, "epochs": step / run.plan.steps_per_epoch}
