@@ -1,17 +1,30 @@
-"""``python -m bench preference``: DPO (or ORPO) on Bitext preference pairs, on top of an SFT
-adapter trained with the Train tab's defaults; preference accuracy on held-out pairs before and
-after, and the minutes it took.
+"""``python -m bench preference``: DPO (or ORPO) on Bitext preference pairs over an SFT adapter.
 
-Pairs come from the Bitext training rows (``../shared/datasets/bitext/bitext_v1_train.csv``):
-the prompt is a row's instruction, ``chosen`` its own reference answer, ``rejected`` the answer
-of a row with another intent. The SFT adapter trains on the file's first ``--sft-rows`` rows;
-the training pairs come from the rows after them, the ``--held-out`` pairs from the file's last
-rows (the same rows whatever ``--pairs`` is).
+The SFT adapter trains as the Train tab trains it; the report gives the preference accuracy on
+held-out pairs before and after, the minutes each part took, then the release gate of the new
+version against the SFT adapter.
+
+Pairs come from the Bitext training rows (``../shared/datasets/bitext/bitext_v1_train.csv``,
+``bench/preference_pairs.py``): the prompt is a row's instruction, ``chosen`` its own reference
+answer, ``rejected`` the answer of a row with another intent (``--rejected other-intent``) or
+the base model's own greedy answer (``--rejected base``: generated in batches, at most
+``--rejected-tokens`` each, cached in the bench home as ``base-answers.jsonl``; a row whose base
+answer is empty or the reference is left out).
+Rows: the SFT adapter trains on the file's first ``--sft-rows`` rows (written to
+``sft-rows.csv`` in the bench home; the run's shuffle and 5 % validation split stay inside
+them); the training pairs come from the rows after them, the ``--held-out`` pairs and the gate's
+rows from the file's last rows (the same rows whatever ``--pairs`` is).
+SFT: with ``--sft-budget MINUTES`` (default 10) the Train tab's defaults
+(``ui.views.forms.ui_defaults``: a time budget that sizes the steps, evaluation, probes and
+checkpoints on auto); with ``--sft-budget 0`` the settings before the time budget,
+``--sft-steps`` fixed steps. A ``--home`` kept from an earlier run reuses its SFT adapter and
+base answers; the report says how that adapter was trained (its manifest).
 Preference accuracy is the share of held-out pairs where the adapter gives the chosen answer
 the higher log-probability (``finetune.train.preference.preference_accuracy``).
 
     python -m bench preference                         # 128 pairs, 200 held out, DPO, then the gate
-    python -m bench preference --pairs 64 --held-out 100 --method orpo
+    python -m bench preference --rejected base --home /tmp/prefbase
+    python -m bench preference --pairs 64 --held-out 100 --method orpo --sft-budget 0
 """
 
 from __future__ import annotations
@@ -20,49 +33,104 @@ import argparse
 import csv
 import json
 import os
-import random
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
+from bench.preference_pairs import base_answers, bitext_pairs, read_rows, with_base_rejected
+from finetune.config import RunConfig
+
 REPO = Path(__file__).resolve().parents[1]
 BITEXT = REPO.parent / "shared" / "datasets" / "bitext" / "bitext_v1_train.csv"
+SFT_NAME = "bench-sft"
 
 
-def bitext_pairs(path: Path, skip: int, count: int, seed: int = 0) -> list[dict]:
-    """``count`` pairs from the rows after the first ``skip`` (negative: the file's last
-    ``-skip`` rows): chosen = the row's answer, rejected = the answer of a row (anywhere in the
-    file) with another intent."""
-    with open(path, newline="", encoding="utf-8") as fh:
-        rows = [r for r in csv.DictReader(fh) if r.get("instruction") and r.get("response")]
-    rng = random.Random(seed)
-    pool = rows[skip:skip + count] if skip >= 0 else rows[skip:][:count]
-    if len(pool) < count:
-        raise ValueError(f"{path.name} has {len(rows)} rows; {skip} + {count} are needed")
-    pairs = []
-    for row in pool:
-        other = rng.choice(rows)
-        while other["intent"] == row["intent"]:
-            other = rng.choice(rows)
-        pairs.append({"prompt": [{"role": "user", "content": row["instruction"]}], "chosen": row["response"],
-                      "rejected": other["response"], "intent": row["intent"]})
-    return pairs
+def write_rows(path: Path, fields: list[str], rows: list[dict]) -> Path:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
 
 
-def train_sft(data: Path, rows: int, steps: int, name: str) -> float:
-    """The Train tab's defaults on the first ``rows`` rows; returns the seconds it took."""
-    from finetune.config import RunConfig
+def train_tab_defaults() -> RunConfig:
+    """``ui.views.forms.ui_defaults()`` less its demo data: bench may not import ui
+    (docs/architecture.md), so the settings are repeated here and tests/bench/test_preference.py
+    keeps the two equal."""
+    cfg = RunConfig()
+    cfg.train.time_budget_s = 600
+    cfg.data.max_samples = 400
+    cfg.train.max_steps = 30  # ignored under a time budget
+    cfg.train.eval_every = cfg.train.probe_every = cfg.train.save_every = None  # auto
+    cfg.train.log_every = 2
+    return cfg
+
+
+def sft_config(data: Path, rows: int, minutes: float, steps: int, home: Path) -> RunConfig:
+    """The SFT adapter's run on ``data``'s first ``rows`` rows (copied to ``home/sft-rows.csv``:
+    ``max_samples`` alone would take a shuffled sample of the whole file, held-out rows included).
+
+    Args:
+        minutes: > 0: the Train tab's defaults with this time budget (it decides the steps);
+            0: the settings before the budget, ``steps`` fixed steps, no mid-run extras.
+    """
+    head, fields = read_rows(data)
+    path = write_rows(home / "sft-rows.csv", fields, head[:rows])
+    if minutes > 0:
+        cfg = train_tab_defaults()
+        cfg.train.time_budget_s = minutes * 60
+    else:
+        cfg = RunConfig()
+        cfg.train.max_steps = steps
+        cfg.train.eval_every = cfg.train.probe_every = cfg.train.save_every = 0
+    cfg.data.path, cfg.data.max_samples = str(path), rows
+    cfg.run.adapter_name = SFT_NAME
+    return cfg
+
+
+def train_sft(cfg: RunConfig) -> float:
+    """Train ``cfg`` in this process; returns the seconds it took."""
     from finetune.train import train
 
-    cfg = RunConfig()
-    cfg.data.path, cfg.data.max_samples = str(data), rows
-    cfg.train.max_steps = steps
-    cfg.train.eval_every = cfg.train.probe_every = cfg.train.save_every = 0
-    cfg.run.adapter_name = name
     start = time.perf_counter()
     train(cfg)
     return time.perf_counter() - start
+
+
+def sft_summary(manifest: dict, reused: bool, seconds: float) -> str:
+    """How the SFT adapter was trained, from its manifest (``budget``: what a time budget bought)."""
+    d, t, b = manifest["data"], manifest["training"], manifest.get("budget")
+    rows = f"{d['train_rows']} training + {d['val_rows']} validation rows of `{Path(d['path']).name}`"
+    batch = t["batch_size"] * t["grad_accum"]
+    if b:
+        how = (f"the Train tab's defaults for {b['seconds'] / 60:g} min on {rows}: the budget bought {b['steps']} "
+               f"steps of {batch}, {b['rows_seen']} rows seen ({b['epochs']:.2f} epochs) in "
+               f"{b['seconds_used'] / 60:.1f} min")
+    else:
+        how = f"{manifest['steps']} fixed steps of {batch} (no time budget) on {rows}"
+    return how + (", reused from --home" if reused else f"; {seconds / 60:.1f} min in all")
+
+
+def build_pairs(args, data: Path, home: Path) -> tuple[list[dict], list[dict], str]:
+    """The training and held-out pairs, and a report line saying what ``rejected`` is."""
+    train_pairs = bitext_pairs(data, args.sft_rows, args.pairs)
+    held_out = bitext_pairs(data, -args.held_out, args.held_out, seed=1)
+    if args.rejected == "other-intent":
+        return train_pairs, held_out, (f"rejected = the answer of a row with another intent; {len(train_pairs)} "
+                                       f"training pairs, {len(held_out)} held out")
+    from inference.session import ModelSession
+
+    cache = home / "base-answers.jsonl"
+    base = base_answers(ModelSession("default", dtype="float32"),
+                        [p["prompt"][-1]["content"] for p in train_pairs + held_out], cache, args.rejected_tokens)
+    train_pairs, skipped_train = with_base_rejected(train_pairs, base.answers)
+    held_out, skipped_held = with_base_rejected(held_out, base.answers)
+    return train_pairs, held_out, (
+        f"rejected = the base model's greedy answer (at most {args.rejected_tokens} tokens): {base.generated} "
+        f"generated in {base.seconds / 60:.1f} min, {len(set(base.answers)) - base.generated} from `{cache.name}`; "
+        f"{len(train_pairs)} training pairs, {len(held_out)} held out ({skipped_train} and {skipped_held} "
+        "left out: base answer empty or the reference)")
 
 
 def accuracy(adapter: str, pairs: list[dict]) -> tuple[float, float, float]:
@@ -80,28 +148,30 @@ def release_gate(child: str, data: Path, last_rows: int, per_intent: int, max_ne
     from inference.generate import GenerationSettings
     from inference.session import ModelSession
 
-    with open(data, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        rows, fields = list(reader), reader.fieldnames
-    held = home / "gate-rows.csv"
-    with open(held, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows[-last_rows:])
+    rows, fields = read_rows(data)
+    held = write_rows(home / "gate-rows.csv", fields, rows[-last_rows:])
     session = ModelSession("default", dtype="float32")
     return evaluate(session, [child], str(held), max_samples=min(500, last_rows), use_validation_split=False,
                     slice_by="intent", rows_per_slice=per_intent,
                     settings=GenerationSettings(max_new_tokens=max_new_tokens))
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench preference", description=__doc__.splitlines()[0])
     p.add_argument("--data", default=str(BITEXT), help="Bitext training CSV")
     p.add_argument("--method", choices=["dpo", "orpo"], default="dpo")
-    p.add_argument("--sft-rows", type=int, default=400, help="rows the SFT adapter trains on (Train tab: 400)")
-    p.add_argument("--sft-steps", type=int, default=30, help="its optimizer steps (Train tab: 30)")
+    p.add_argument("--rejected", choices=["other-intent", "base"], default="other-intent",
+                   help="the rejected answer: another intent's reference answer, or the base model's own greedy "
+                        "answer (generated once, cached in the bench home)")
+    p.add_argument("--rejected-tokens", type=int, default=96, help="--rejected base: the answers' length cap")
+    p.add_argument("--sft-rows", type=int, default=400,
+                   help="the SFT adapter trains on the file's first N rows, 5 %% of them for validation (Train tab: 400)")
+    p.add_argument("--sft-budget", type=float, default=10.0, metavar="MINUTES",
+                   help="train the SFT adapter with the Train tab's defaults for this long (Train tab: 10); "
+                        "0: --sft-steps fixed steps, the settings before the time budget")
+    p.add_argument("--sft-steps", type=int, default=30, help="with --sft-budget 0: its optimizer steps (was 30)")
     p.add_argument("--pairs", type=int, default=128, help="pairs the preference run trains on")
-    p.add_argument("--held-out", type=int, default=200, help="pairs kept out for the accuracy")
+    p.add_argument("--held-out", type=int, default=200, help="pairs kept out for the accuracy (the file's last rows)")
     p.add_argument("--epochs", type=float, default=1.0)
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--lr", type=float, default=5e-4)
@@ -110,31 +180,51 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sft-weight", type=float, default=1.0, help="DPO: weight of the SFT term on chosen answers")
     p.add_argument("--gradient-checkpointing", action="store_true",
                    help="recompute activations in the backward pass (TRL's default; off here as in SFT)")
-    p.add_argument("--home", help="keep the working files here (default: a temporary folder)")
+    p.add_argument("--home", help="keep the working files here, and reuse the SFT adapter and base answers "
+                                  "found there (default: a temporary folder)")
     p.add_argument("--gate", type=int, default=3, metavar="ROWS",
                    help="then the release gate against the starting version on the held-out rows, this many "
                         "per intent (0: no gate)")
     p.add_argument("--gate-tokens", type=int, default=48, help="answer length in the gate's evaluation")
-    args = p.parse_args(argv)
-    data = Path(args.data)
+    return p.parse_args(argv)
+
+
+def check_args(args: argparse.Namespace, data: Path) -> None:
+    """Raise one ValueError naming every problem with the arguments."""
     if not data.is_file():
         raise ValueError(f"{data} is not there; the Bitext files live in ../shared/datasets/bitext/")
+    total = len(read_rows(data)[0])
+    problems = [text for bad, text in [
+        (args.sft_rows + args.pairs > total - args.held_out,
+         f"--sft-rows + --pairs + --held-out must fit in the file's {total:,} rows"),
+        (args.sft_budget < 0, f"--sft-budget must be 0 (fixed steps) or more minutes, got {args.sft_budget}"),
+        (args.sft_budget == 0 and args.sft_steps < 1, f"--sft-steps must be 1 or more, got {args.sft_steps}"),
+        (not 1 <= args.rejected_tokens <= 2048, f"--rejected-tokens must be from 1 to 2048, got {args.rejected_tokens}"),
+    ] if bad]
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    data = Path(args.data)
+    check_args(args, data)
     from finetune.train.preference import PreferenceConfig, train_preference
 
     with tempfile.TemporaryDirectory(prefix="tunedesk-pref-") as tmp:
         home = Path(args.home or tmp)
+        home.mkdir(parents=True, exist_ok=True)
         os.environ["TUNEDESK_HOME"] = str(home)
-        train_pairs = bitext_pairs(data, args.sft_rows, args.pairs)
-        if args.sft_rows + args.pairs > 4000 - args.held_out:
-            raise ValueError("--sft-rows + --pairs + --held-out must fit in the file's 4,000 rows")
-        held_out = bitext_pairs(data, -args.held_out, args.held_out, seed=1)
+        train_pairs, held_out, pairs_line = build_pairs(args, data, home)
         pairs_file = home / "pairs.jsonl"
-        pairs_file.parent.mkdir(parents=True, exist_ok=True)
         pairs_file.write_text("".join(json.dumps(x) + "\n" for x in train_pairs))
-        reused = (home / "adapters" / "bench-sft").is_dir()  # a --home kept from an earlier run
-        sft_seconds = 0.0 if reused else train_sft(data, args.sft_rows, args.sft_steps, "bench-sft")
-        before = accuracy("bench-sft", held_out)
-        cfg = PreferenceConfig("bench-sft", str(pairs_file), name=f"bench-{args.method}", method=args.method,
+        sft_dir = home / "adapters" / SFT_NAME
+        reused = sft_dir.is_dir()  # a --home kept from an earlier run
+        sft_seconds = 0.0 if reused else train_sft(sft_config(data, args.sft_rows, args.sft_budget,
+                                                              args.sft_steps, home))
+        sft_line = sft_summary(json.loads((sft_dir / "manifest.json").read_text()), reused, sft_seconds)
+        before = accuracy(SFT_NAME, held_out)
+        cfg = PreferenceConfig(SFT_NAME, str(pairs_file), name=f"bench-{args.method}", method=args.method,
                                beta=args.beta, learning_rate=args.lr, epochs=args.epochs,
                                batch_size=args.batch_size, max_length=args.max_length, sft_weight=args.sft_weight,
                                gradient_checkpointing=args.gradient_checkpointing)
@@ -146,8 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         gate_minutes = (time.perf_counter() - started) / 60
     lines = [f"## Preference tuning on Bitext pairs, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
              f"- command: `python -m bench preference {' '.join(argv or [])}`",
-             f"- SFT adapter: the Train tab's defaults ({args.sft_rows} rows, {args.sft_steps} steps), "
-             + ("reused from --home" if reused else f"{sft_seconds / 60:.1f} min"),
+             f"- pairs: {pairs_line}",
+             f"- SFT adapter: {sft_line}",
              f"- {args.method.upper()}: {result.pairs} pairs, {result.steps} steps, batch {args.batch_size}, "
              f"lr {args.lr}, beta {args.beta}, max length {args.max_length}"
              + (f", SFT term weight {args.sft_weight}" if args.method == "dpo" else "") + f": {result.seconds / 60:.1f} min",
@@ -156,15 +246,20 @@ def main(argv: list[str] | None = None) -> int:
              f"| SFT (start) | {before[0]:.3f} | {before[1]:.1f} | {before[2]:.2f} |",
              f"| after {args.method.upper()} | {after[0]:.3f} | {after[1]:.1f} | {after[2]:.2f} |", ""]
     if report is not None:
-        from eval.gate import gate_lines
-
-        verdict = report.gate[result.name]
-        lines += [f"Release gate against the starting version ({report.data['rows']} held-out rows, "
-                  f"{args.gate} per intent, answers of {args.gate_tokens} tokens, {gate_minutes:.1f} min): "
-                  f"**{verdict['state']}**", "", *(f"- {line}" for line in gate_lines(report)),
-                  *(f"- _{note}_" for note in verdict["notes"]), "",
-                  "| model | BLEU | ROUGE-L | perplexity |", "|---|---|---|---|",
-                  *(f"| {m} | {report.metrics[m]['bleu']:.2f} | {report.metrics[m]['rouge_l']:.3f} | "
-                    f"{report.metrics[m]['perplexity']:.2f} |" for m in report.models), ""]
+        lines += gate_report(report, result.name, args, gate_minutes)
     print("\n".join(lines))
     return 0
+
+
+def gate_report(report, child: str, args: argparse.Namespace, minutes: float) -> list[str]:
+    """The release gate's verdict, reasons and per-model scores, as report lines."""
+    from eval.gate import gate_lines
+
+    verdict = report.gate[child]
+    return [f"Release gate against the starting version ({report.data['rows']} held-out rows, "
+            f"{args.gate} per intent, answers of {args.gate_tokens} tokens, {minutes:.1f} min): "
+            f"**{verdict['state']}**", "", *(f"- {line}" for line in gate_lines(report)),
+            *(f"- _{note}_" for note in verdict["notes"]), "",
+            "| model | BLEU | ROUGE-L | perplexity |", "|---|---|---|---|",
+            *(f"| {m} | {report.metrics[m]['bleu']:.2f} | {report.metrics[m]['rouge_l']:.3f} | "
+              f"{report.metrics[m]['perplexity']:.2f} |" for m in report.models), ""]
