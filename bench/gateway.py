@@ -6,7 +6,11 @@ here the way a user would (``-np 16 -c 16384 -t <cores> --lora a,b,c
 --lora-init-without-apply``), asked through its own ``/v1/chat/completions`` with
 ``"lora": [{"id": i, "scale": 1}]``. TuneDesk is ``python -m serve --engine auto`` (as ``make
 run`` starts it; ``--engine`` another) in its own process; the table says which engine answered. Every client streams with the ``openai`` package, asks its own support question,
-greedy, exactly ``--tokens`` tokens; the loads run one after the other, each on a quiet pair.
+greedy, exactly ``--tokens`` tokens; the loads run one after the other, each on a quiet pair,
+the two servers taking turns run by run. Each load is first run once on each server, not
+counted (a llama-server slot that never served computes the prompt's common prefix, the
+system prompt, that a used slot keeps). A one-client run is one request: those loads take
+``--single-runs`` runs so their p95 is not simply the slowest of five.
 The table gives aggregate completion tokens/s and the first-token p95 of each, their ratios,
 and whether the greedy answers were the same text.
 """
@@ -53,19 +57,23 @@ def _adapters(kind: str) -> list:
     return {"base": [None], "one": [NAMES[0]], "mixed": [None, *NAMES]}[kind]
 
 
-def measure(submits: dict, tokens: int, runs: int, alone: bool = True) -> list[dict]:
+def measure(submits: dict, tokens: int, runs: int, alone: bool = True, single_runs: int | None = None) -> list[dict]:
     """Each load on the servers in turn, run by run (A B A B ...: both see the machine as it is
-    then), summed up by :func:`summary`; answers compared."""
+    then), summed up by :func:`summary`; answers compared. A one-client run is one request, so
+    those loads take ``single_runs`` runs (default ``runs``): a p95 over five requests is their
+    slowest one."""
     rows = []
     for label, clients, kind in LOADS:
+        load_runs = single_runs if clients == 1 and single_runs else runs
         row = {"load": label}
         results: dict[str, list] = {name: [] for name in submits}
-        for submit in submits.values():
-            run_clients(submit, 4, _adapters("mixed"), 4)  # warm-up
+        for submit in submits.values():  # warm-up, not counted: the load itself, 4 tokens each
+            # (llama-server's slots keep the common prompt prefix; a slot never used computes it)
+            run_clients(submit, clients, _adapters(kind), 4)
             seen = getattr(submit, "engines", None)
             if seen is not None:
                 seen.clear()
-        for run in range(runs):
+        for run in range(load_runs):
             for name, submit in submits.items():
                 results[name].append(run_clients(submit, clients, _adapters(kind), tokens,
                                                  first_ticket=9000 + 100 * run))
@@ -94,6 +102,15 @@ def summary(results: list[dict]) -> dict:
             "texts": results[0]["texts"], "messages": results[0]["messages"], "runs": len(clean)}
 
 
+def _run_ratios(ratios: list[float]) -> str:
+    """Each run's ratio in parentheses, or their range when there are many."""
+    if len(ratios) <= 1:
+        return ""
+    if len(ratios) > 6:
+        return f" ({len(ratios)} runs: {min(ratios):.2f}-{max(ratios):.2f})"
+    return f" ({', '.join(f'{r:.2f}' for r in ratios)})"
+
+
 def render(rows: list[dict], argv: list[str], tokens: int) -> str:
     lines = [f"## TuneDesk /v1 beside llama-server, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
              f"- command: `python -m bench gateway {' '.join(argv)}`",
@@ -110,7 +127,7 @@ def render(rows: list[dict], argv: list[str], tokens: int) -> str:
             f"| {row['load']} | {ours['aggregate_tps']:.1f}; {ours['ttft_p95_s']:.2f} s | "
             f"{theirs['aggregate_tps']:.1f}; {theirs['ttft_p95_s']:.2f} s | "
             f"{ours['aggregate_tps'] / theirs['aggregate_tps']:.2f}x"
-            + (f" ({', '.join(f'{r:.2f}' for r in row['run ratios'])})" if len(row.get("run ratios", [])) > 1 else "")
+            + _run_ratios(row.get("run ratios", []))
             + f" | {ours['ttft_p95_s'] / theirs['ttft_p95_s']:.2f}x | {row['same_text']}/{len(ours['texts'])} | "
             + (f"{row['alone']['identical']}/{row['alone']['checked']}" if "alone" in row else "—")
             + f" | {len(row['tunedesk failed'])} / {len(row['llama-server failed'])} | "
@@ -135,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="default", help="base model name or folder")
     parser.add_argument("--tokens", type=int, default=64, help="tokens per answer")
     parser.add_argument("--runs", type=int, default=5, help="runs per load and server, taking turns")
+    parser.add_argument("--single-runs", type=int, default=20,
+                        help="runs of the one-client loads (one request each), so their TTFT p95 is not one request's")
     parser.add_argument("--engine", default="auto", choices=("auto", "llama.cpp"),
                         help="TuneDesk's engine choice (python -m serve --engine)")
     parser.add_argument("--pytorch", action="store_true",
@@ -166,11 +185,11 @@ def main(argv: list[str] | None = None) -> int:
                     time.sleep(1)
                 submits = {"tunedesk": openai_submit(url),
                            "llama-server": llama_server_submit(bare.url, dict(zip(NAMES, range(3), strict=True)))}
-                rows = measure(submits, args.tokens, args.runs)
+                rows = measure(submits, args.tokens, args.runs, single_runs=args.single_runs)
             if args.pytorch:
                 with served_in_child(resolved.path, home, "pytorch", "float32") as url:
                     torch_rows = measure({"tunedesk": openai_submit(url), "llama-server": submits["llama-server"]},
-                                         args.tokens, args.runs, alone=False)
+                                         args.tokens, args.runs, alone=False, single_runs=args.single_runs)
                 for row, torch_row in zip(rows, torch_rows, strict=True):
                     row["pytorch"] = torch_row["tunedesk"]
         finally:
