@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 
+from run_helpers import wait_until
 from serve_helpers import put_adapters
 
 from core.llama_cpp.process import LlamaServerProcess
@@ -28,7 +29,10 @@ def test_a_new_adapter_is_served_beside_answers_in_flight(llama, llama_session, 
     assert second is not first and second.process.running
     rest = "".join(reading)
     assert first_part + rest == long.text() and long.finish_reason == "length" and long.completion_tokens == 400
-    assert first.retired and not first.process.running  # stopped once its last answer ended
+    # stopped once its last answer ended: the relay releases its server just after the
+    # reader has the answer's end
+    assert first.retired
+    wait_until(lambda: not first.process.running, "the retired server to stop", timeout=15)
     assert llama.submit(MSGS, "a", GREEDY).text() == compare(llama_session, MSGS, ["a"], GREEDY)[0].text
 
 
