@@ -34,6 +34,7 @@ import csv
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -231,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(home / "adapters" / cfg.name, ignore_errors=True)  # the last run's, in a kept --home
         result = train_preference(cfg)
         after = accuracy(result.name, held_out)
+        print(f"preference accuracy {before[0]:.3f} -> {after[0]:.3f}, chosen perplexity {before[2]:.2f} -> "
+              f"{after[2]:.2f} ({result.seconds / 60:.1f} min){'; the gate next' if args.gate else ''}",
+              file=sys.stderr, flush=True)
         started = time.perf_counter()
         report = release_gate(result.name, data, args.held_out, args.gate, args.gate_tokens, home) if args.gate else None
         gate_minutes = (time.perf_counter() - started) / 60
