@@ -24,10 +24,11 @@ import time
 from pathlib import Path
 
 import pytest
+from reliability_fixtures import write_tallies  # noqa: F401 (fixtures)
 from run_helpers import tiny_run_config
 from run_helpers import wait_until as _wait
 from shelf_state import shelve, snapshot, visible_shelf
-from tally import FAULTS, write_all
+from tally import FAULTS
 from ui_handlers import handlers
 
 from core.events import read_events
@@ -40,12 +41,6 @@ ROOT = Path(__file__).resolve().parents[2]
 HOOKS = Path(__file__).resolve().parent / "hooks"
 MSGS = [{"role": "user", "content": "Where is my order?"}]
 SHORT = GenerationSettings(max_new_tokens=4)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _write_tallies():
-    yield
-    write_all()
 
 
 @pytest.fixture(scope="module")

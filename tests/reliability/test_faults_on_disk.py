@@ -16,9 +16,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from reliability_fixtures import write_tallies  # noqa: F401 (fixtures)
 from run_helpers import tiny_run_config
 from shelf_state import shelve, snapshot, visible_shelf
-from tally import FAULTS, write_all
+from tally import FAULTS
 from ui_handlers import handlers
 
 from adapters.shelf.store import Shelf
@@ -29,12 +30,6 @@ from inference.session import ModelSession
 
 MSGS = [{"role": "user", "content": "Where is my order?"}]
 SHORT = GenerationSettings(max_new_tokens=4)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _write_tallies():
-    yield
-    write_all()
 
 
 @pytest.fixture(scope="module")

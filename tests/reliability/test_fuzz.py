@@ -17,7 +17,8 @@ from dataclasses import fields
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tally import FUZZ, write_all
+from reliability_fixtures import write_tallies  # noqa: F401 (fixtures)
+from tally import FUZZ
 
 from core.hardware import detect
 from finetune.config import RunConfig, validate
@@ -26,12 +27,6 @@ from inference.generate import GenerationSettings
 
 FUZZ_SETTINGS = settings(max_examples=300, deadline=None, derandomize=True,
                          suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _write_tallies():
-    yield
-    write_all()
 
 
 @pytest.fixture(scope="module", autouse=True)

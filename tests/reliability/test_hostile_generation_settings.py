@@ -12,7 +12,8 @@ import math
 import warnings
 
 import pytest
-from tally import HOSTILE, write_all
+from reliability_fixtures import write_tallies  # noqa: F401 (fixtures)
+from tally import HOSTILE
 from ui_handlers import handlers, last
 
 from inference.generate import (
@@ -25,12 +26,6 @@ from inference.generate import (
 from inference.session import ModelSession
 
 MSGS = [{"role": "user", "content": "Where is my order?"}]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _write_tallies():
-    yield
-    write_all()
 
 
 @pytest.fixture(scope="module")

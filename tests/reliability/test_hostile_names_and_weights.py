@@ -16,8 +16,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from reliability_fixtures import write_tallies  # noqa: F401 (fixtures)
 from run_helpers import tiny_run_config
-from tally import HOSTILE, write_all
+from tally import HOSTILE
 
 from adapters.shelf.store import PICKLE_REASON, Shelf, file_hash
 from core import models
@@ -25,12 +26,6 @@ from finetune.config import validate
 from inference.session import ModelSession
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _write_tallies():
-    yield
-    write_all()
 
 
 @pytest.fixture

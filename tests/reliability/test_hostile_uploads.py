@@ -19,16 +19,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from tally import HOSTILE, write_all
+from reliability_fixtures import write_tallies  # noqa: F401 (fixtures)
+from tally import HOSTILE
 from ui_handlers import handlers
 
 from finetune.data.load import load_rows
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _write_tallies():
-    yield
-    write_all()
 
 
 @pytest.fixture(scope="module")

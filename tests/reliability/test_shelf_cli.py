@@ -17,18 +17,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from reliability_fixtures import write_tallies  # noqa: F401 (fixtures)
 from running_app import ROOT, clean_env
-from tally import HOSTILE, write_all
+from tally import HOSTILE
 from ui_handlers import handlers
 
 from core import models
 from core.hashing import file_hash
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _write_tallies():
-    yield
-    write_all()
 
 
 @pytest.fixture
