@@ -57,7 +57,7 @@ def write_rows(path: Path, fields: list[str], rows: list[dict]) -> Path:
 
 def train_tab_defaults() -> RunConfig:
     """``ui.views.forms.ui_defaults()`` less its demo data: bench may not import ui
-    (docs/architecture.md), so the settings are repeated here and tests/bench/test_preference.py
+    (docs/architecture.md), so the settings are repeated here and tests/bench/test_preference_bench.py
     keeps the two equal."""
     cfg = RunConfig()
     cfg.train.time_budget_s = 600
