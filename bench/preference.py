@@ -15,7 +15,7 @@ Rows: the SFT adapter trains on the file's first ``--sft-rows`` rows (written to
 them); the training pairs come from the rows after them, the ``--held-out`` pairs and the gate's
 rows from the file's last rows (the same rows whatever ``--pairs`` is).
 SFT: with ``--sft-budget MINUTES`` (default 10) the Train tab's defaults
-(``ui.views.forms.ui_defaults``: a time budget that sizes the steps, evaluation, probes and
+(``finetune.config.first_run_defaults``, as ``ui_defaults``: a time budget that sizes the steps, evaluation, probes and
 checkpoints on auto); with ``--sft-budget 0`` the settings before the time budget,
 ``--sft-steps`` fixed steps. A ``--home`` kept from an earlier run reuses its SFT adapter and
 base answers; the report says how that adapter was trained (its manifest).
@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 from bench.preference_pairs import base_answers, bitext_pairs, read_rows, with_base_rejected
-from finetune.config import RunConfig
+from finetune.config import RunConfig, first_run_defaults
 
 REPO = Path(__file__).resolve().parents[1]
 BITEXT = REPO.parent / "shared" / "datasets" / "bitext" / "bitext_v1_train.csv"
@@ -55,19 +55,6 @@ def write_rows(path: Path, fields: list[str], rows: list[dict]) -> Path:
     return path
 
 
-def train_tab_defaults() -> RunConfig:
-    """``ui.views.forms.ui_defaults()`` less its demo data: bench may not import ui
-    (docs/architecture.md), so the settings are repeated here and tests/bench/test_preference_bench.py
-    keeps the two equal."""
-    cfg = RunConfig()
-    cfg.train.time_budget_s = 600
-    cfg.data.max_samples = 400
-    cfg.train.max_steps = 30  # ignored under a time budget
-    cfg.train.eval_every = cfg.train.probe_every = cfg.train.save_every = None  # auto
-    cfg.train.log_every = 2
-    return cfg
-
-
 def sft_config(data: Path, rows: int, minutes: float, steps: int, home: Path) -> RunConfig:
     """The SFT adapter's run on ``data``'s first ``rows`` rows (copied to ``home/sft-rows.csv``:
     ``max_samples`` alone would take a shuffled sample of the whole file, held-out rows included).
@@ -79,7 +66,7 @@ def sft_config(data: Path, rows: int, minutes: float, steps: int, home: Path) ->
     head, fields = read_rows(data)
     path = write_rows(home / "sft-rows.csv", fields, head[:rows])
     if minutes > 0:
-        cfg = train_tab_defaults()
+        cfg = first_run_defaults()
         cfg.train.time_budget_s = minutes * 60
     else:
         cfg = RunConfig()

@@ -178,6 +178,20 @@ class RunConfig:
         return cls.from_dict(data)
 
 
+def first_run_defaults() -> RunConfig:
+    """The settings a first-time user can run on any machine (the Train tab's, less its data):
+    train for 10 minutes; the run sizes its steps, schedule and validation passes to end within
+    the budget (finetune/train/budget.py), on a 2-core CPU or a GPU alike."""
+    cfg = RunConfig()
+    cfg.train.time_budget_s = 600
+    cfg.data.max_samples = 400
+    # With the budget at 0: 30 steps took 7 min on 2 cores (docs/benchmarks.md).
+    cfg.train.max_steps = 30
+    cfg.train.eval_every = cfg.train.probe_every = cfg.train.save_every = None  # auto
+    cfg.train.log_every = 2
+    return cfg
+
+
 def _yaml_dump(d: dict) -> str:
     import yaml
 

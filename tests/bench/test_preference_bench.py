@@ -16,7 +16,7 @@ def test_the_budget_run_is_the_train_tabs_on_the_first_rows_only(tmp_path, bitex
     rows = read_rows(data)[0]
     assert read_rows(Path(cfg.data.path))[0] == rows[:400]  # never the held-out rows at the end
     assert [p["prompt"][0]["content"] for p in bitext_pairs(data, -200, 200)] == [r["instruction"] for r in rows[-200:]]
-    expected = ui_defaults()  # bench may not import ui: its copy must stay the same settings
+    expected = ui_defaults()  # the Train tab's settings (both come from first_run_defaults)
     expected.data.path, expected.data.max_samples, expected.run.adapter_name = cfg.data.path, 400, SFT_NAME
     assert cfg.to_dict() == expected.to_dict() and cfg.train.time_budget_s == 600 and validate(cfg) == []
     short = sft_config(data, 400, 2.5, 30, tmp_path)

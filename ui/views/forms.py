@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from core.hardware import PRECISIONS, QUANTIZATIONS, Hardware
 from core.user_text import quote
-from finetune.config import RunConfig
+from finetune.config import RunConfig, first_run_defaults
 
 DEMO_DATA = "assets/demo_support.jsonl"
 
@@ -45,17 +45,9 @@ SHARDING_CHOICES = [("DDP: each process holds the whole model", "ddp"),
 
 
 def ui_defaults() -> RunConfig:
-    """Settings a first-time user can run on any machine: train for 10 minutes."""
-    cfg = RunConfig()
+    """Settings a first-time user can run on any machine: train for 10 minutes, on the demo data."""
+    cfg = first_run_defaults()
     cfg.data.path = DEMO_DATA
-    # The run sizes its steps, schedule and validation passes to end within the budget
-    # (finetune/train/budget.py), on a 2-core CPU or a GPU alike.
-    cfg.train.time_budget_s = 600
-    cfg.data.max_samples = 400
-    # With the budget at 0: 30 steps took 7 min on 2 cores (docs/benchmarks.md).
-    cfg.train.max_steps = 30
-    cfg.train.eval_every = cfg.train.probe_every = cfg.train.save_every = None  # auto
-    cfg.train.log_every = 2
     return cfg
 
 
