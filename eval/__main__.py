@@ -28,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", required=True, help="dataset file (held-out rows are used when known)")
     p.add_argument("--max-samples", type=int, default=100, help="rows to score (default 100)")
     p.add_argument("--batch-size", type=int, default=8, help="prompts per generate call (default 8)")
-    p.add_argument("--max-new-tokens", type=int, default=None, help="answer length cap (default 128)")
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help="answer length cap (default: as long as 95 %% of the scored references, 32-512)")
     p.add_argument("--base", help="base model (default: the adapters' manifest base_model.name)")
     p.add_argument("--no-golden", action="store_true", help="skip the golden prompts")
     p.add_argument("--golden", default="assets/golden.jsonl", help="golden prompts JSONL")
@@ -74,7 +75,7 @@ def _check_data(data: str) -> None:
 def run(args) -> int:
     from eval.gate import gate_lines
     from eval.report import metrics_table
-    from eval.run import EVAL_MAX_NEW_TOKENS, evaluate
+    from eval.run import evaluate
     from inference.generate import GenerationSettings
     from inference.session import ModelSession
 
@@ -88,9 +89,10 @@ def run(args) -> int:
 
         check_slice_column(args.data, args.slice_by)  # before the model loads
     base = args.base or base_model_of(args.adapter)
-    settings = GenerationSettings(max_new_tokens=args.max_new_tokens or EVAL_MAX_NEW_TOKENS,
-                                  seed=args.seed)
-    settings.check()
+    settings = None  # answers as long as the references (eval.run.answer_cap)
+    if args.max_new_tokens is not None:
+        settings = GenerationSettings(max_new_tokens=args.max_new_tokens, seed=args.seed)
+        settings.check()
     if args.threads > 0:
         import torch
 
@@ -108,7 +110,8 @@ def run(args) -> int:
     finally:
         if bar:
             bar.close()
-    print(f"{report.data['rows']} rows of {report.data['path']}: {report.data['selection']}")
+    print(f"{report.data['rows']} rows of {report.data['path']}: {report.data['selection']}; answers of at "
+          f"most {report.settings['generation']['max_new_tokens']} tokens")
     print(metrics_table(report))
     print(f"{report.timings['rows_per_second']} rows/s ({report.timings['total_seconds']} s); "
           f"deltas are adapter - base with paired-bootstrap 95% CIs")

@@ -312,3 +312,31 @@ def test_a_tuned_version_is_gated_against_its_parent(run):
         assert any("not the version it was tuned from" in n for n in stale.gate["tuned-b"]["notes"])
     finally:
         shelf.write_manifest_fields("tuned-b", {"lineage": None})
+
+
+def test_answer_cap_follows_the_references():
+    from eval.run import answer_cap
+
+    class Words:  # one token a word
+        def __call__(self, text, add_special_tokens=False):
+            return type("Encoded", (), {"input_ids": text.split()})
+
+    def cap(lengths):
+        return answer_cap(Words(), [" ".join(["w"] * n) for n in lengths])
+
+    assert cap(range(0, 100)) == 96  # the 95th percentile of 1..100 tokens with the end of turn
+    assert cap([149] * 90 + [199] * 10) == 208  # rounded up to 16
+    assert cap([5] * 10) == 32 and cap([900] * 10) == 512 and cap([]) == 32
+
+
+def test_no_answer_cap_given_means_the_references_length(run, tmp_path):
+    from eval.run import answer_cap
+
+    other = tmp_path / "long.jsonl"
+    rows = [{"prompt": f"question {i}?", "response": " ".join(["word"] * (20 + 10 * i))} for i in range(4)]
+    other.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = evaluate(run["session"], ["tuned-a"], str(other), max_samples=4, batch_size=4, golden=None, save=False)
+    tokenizer = run["session"].tokenizer
+    longest = len(tokenizer(rows[-1]["response"], add_special_tokens=False).input_ids) + 1
+    assert report.settings["generation"]["max_new_tokens"] == answer_cap(tokenizer, [r["response"] for r in rows])
+    assert longest <= report.settings["generation"]["max_new_tokens"] < longest + 16

@@ -38,7 +38,8 @@ def build_evaluate_tab(state: AppState) -> dict:
             upload = gr.File(label="…or upload", file_types=[".jsonl", ".json", ".csv", ".parquet"], scale=1)
         with gr.Row():
             samples = gr.Slider(4, 500, value=24, step=1, label="Rows", elem_id="eval-rows")
-            max_new = gr.Slider(16, 512, value=96, step=16, label="Max new tokens per answer", elem_id="eval-max-new")
+            max_new = gr.Slider(0, 512, value=0, step=16, elem_id="eval-max-new",
+                                label="Max new tokens per answer (0 = as long as 95 % of the references)")
             batch = gr.Slider(1, 32, value=8, step=1, label="Prompts per batch")
             golden = gr.Checkbox(True, label="Check the golden prompts", elem_id="eval-golden")
         with gr.Row():
@@ -80,7 +81,7 @@ def build_evaluate_tab(state: AppState) -> dict:
             data_path = (path or forms.DEMO_DATA).strip()
             try:
                 column, note = slice_column(column, data_path)
-                settings = GenerationSettings(max_new_tokens=int(n), temperature=0.0)
+                settings = GenerationSettings(max_new_tokens=int(n), temperature=0.0) if int(n or 0) else None
                 report = evaluate(state.session, list(names), data_path,
                                   max_samples=int(rows), batch_size=int(b), settings=settings,
                                   golden="assets/golden.jsonl" if check_golden else None,
