@@ -105,10 +105,11 @@ def _cpu_info(bnb: str | None) -> DeviceInfo:
         },
         quantizations={"none": None, "8bit": None if bnb else no_bnb, "4bit": None if bnb else no_bnb},
     )
-    native = "with" if _cpu_bf16_native() else "without"
-    dev.warnings["bf16"] = (
-        f"bf16 on this CPU ({native} native bf16 instructions) was measured much slower than fp32"
-    )
+    from core.cpu_precision import bf16_note, cpu_trains_faster_in_bf16
+
+    if not cpu_trains_faster_in_bf16():
+        native = "with" if _cpu_bf16_native() else "without"
+        dev.warnings["bf16"] = f"{bf16_note()} ({native} native bf16 instructions)"
     if bnb:
         dev.warnings["4bit"] = dev.warnings["8bit"] = (
             "bitsandbytes runs quantized layers on the CPU, but slower than fp32; "

@@ -30,12 +30,30 @@ def test_only_ampere_and_newer_count_as_native_bf16(card, native):
 
 @pytest.mark.parametrize(("card", "precision"), [("Tesla T4", "fp16"), ("Tesla V100-SXM2-32GB", "fp16"),
                                                  ("NVIDIA A100-SXM4-80GB", "bf16"), ("NVIDIA H100 80GB HBM3", "bf16")])
-def test_a_gpu_trains_in_half_precision_by_default_and_the_cpu_in_fp32(card, precision, monkeypatch):
+def test_a_gpu_trains_in_half_precision_by_default(card, precision, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: fake_props(card))
     dev = hardware._cuda_info(0, bnb=None)
     assert gpu.recommended_precision(dev) == precision
+
+
+@pytest.mark.parametrize(("bf16_rate", "precision"), [(400.0, "bf16"), (250.0, "fp32"), (30.0, "fp32")])
+def test_the_cpu_trains_in_bf16_only_where_measured_clearly_faster(bf16_rate, precision, monkeypatch):
+    from core import cpu_precision
+
+    monkeypatch.setattr(cpu_precision, "training_matmul_rates", lambda: {"fp32": 200.0, "bf16": bf16_rate})
     cpu = hardware._cpu_info(bnb=None)
-    assert gpu.recommended_precision(cpu) == "fp32"
+    assert gpu.recommended_precision(cpu) == precision
+    assert ("bf16" in cpu.warnings) == (precision == "fp32")  # the Train tab says why bf16 is not the default
+    if precision == "fp32":
+        assert f"{bf16_rate / 200:.2f}x as fast as fp32" in cpu.warnings["bf16"]
+
+
+def test_the_cpu_probe_measures_both_dtypes():
+    from core import cpu_precision
+
+    rates = cpu_precision.training_matmul_rates()
+    assert set(rates) == {"fp32", "bf16"} and all(r > 0.1 for r in rates.values())  # GFLOP/s
+    assert cpu_precision.cpu_trains_faster_in_bf16(rates) == (rates["bf16"] >= 1.5 * rates["fp32"])
 
 
 def test_use_device_selects_the_gpu_and_turns_tf32_on(monkeypatch):
