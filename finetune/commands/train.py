@@ -202,8 +202,8 @@ def _preference(args, cfg, on_event, stop) -> int:
                             beta=t.beta, epochs=t.epochs, max_steps=t.max_steps or -1, batch_size=t.batch_size,
                             grad_accum=t.grad_accum, max_length=cfg.data.max_length,
                             max_pairs=cfg.data.max_samples or 0, seed=t.seed,
-                            gradient_checkpointing=t.gradient_checkpointing,
-                            **({"learning_rate": t.learning_rate} if set_here else {}))
+                            gradient_checkpointing=t.gradient_checkpointing, device=t.device,
+                            precision=t.precision, **({"learning_rate": t.learning_rate} if set_here else {}))
     result = train_preference(pref, on_event=on_event, stop=stop, run_dir=cfg.run.run_dir or None)
     print(json.dumps({"status": result.status, "adapter": str(result.path), "method": t.method,
                       "from": t.from_adapter, "pairs": result.pairs, "steps": result.steps,

@@ -59,6 +59,8 @@ class PreferenceConfig:
     # activations are small): its recomputation was 9 % of a DPO step's samples in a profile
     # on 2 cores (docs/benchmarks.md).
     gradient_checkpointing: bool = False
+    device: str = "auto"  # cpu, cuda, cuda:N, or auto (a GPU when there is one)
+    precision: str = "fp32"  # fp32, or bf16 / fp16 under autocast (as supervised training)
 
     def check(self) -> None:
         """Raises ValueError naming the first bad setting."""
@@ -123,7 +125,8 @@ def read_pairs(path: str | Path, limit: int = 0) -> list[dict]:
 
 
 def load_policy(adapter: str, trainable: bool = True):
-    """(PeftModel with ``adapter`` loaded, tokenizer, the adapter's manifest), float32 on the CPU.
+    """(PeftModel with ``adapter`` loaded, tokenizer, the adapter's manifest), float32 on the CPU
+    (TRL's trainer moves it to the run's device; bf16 / fp16 run under autocast).
 
     Raises:
         ValueError: no such adapter, a broken one, or one trained on another base.
@@ -165,11 +168,12 @@ def train_preference(cfg: PreferenceConfig, on_log=None, *, on_event=None, stop=
     if (paths.subdir("adapters") / name).exists():
         raise ValueError(f"an adapter named {name!r} is already on the shelf; pick another --name")
     pairs = read_pairs(cfg.pairs, cfg.max_pairs)
+    cfg = _on_this_machine(cfg)
     emit = _emitter(on_event)
     emit("status", message=f"loading {cfg.adapter} for {cfg.method} on {len(pairs)} pairs")
     model, tokenizer, parent = load_policy(cfg.adapter)
     run_dir = Path(run_dir) if run_dir else paths.subdir("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    progress = _Progress(emit, on_log, stop)
+    progress = _Progress(emit, on_log, stop, cfg.device)
     trainer = _trainer(cfg, model, tokenizer, pairs, run_dir, progress)
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
@@ -201,6 +205,23 @@ def train_preference(cfg: PreferenceConfig, on_log=None, *, on_event=None, stop=
     return PreferenceResult(name, path, trainer.state.global_step, len(pairs), seconds, output.training_loss, status)
 
 
+def _on_this_machine(cfg: PreferenceConfig) -> PreferenceConfig:
+    """``cfg`` with ``auto`` resolved to a device here; ValueError if the device or precision
+    cannot run on this machine (fp16 on a CPU, bf16 on a pre-Ampere GPU, no GPU)."""
+    from dataclasses import replace
+
+    from core.gpu import use_device
+    from core.hardware import detect
+
+    hardware = detect()
+    device = hardware.default_device if cfg.device == "auto" else cfg.device
+    problems = hardware.problems(device, cfg.precision, "none")
+    if problems:
+        raise ValueError(f"cannot run {cfg.method} here: " + "; ".join(problems))
+    use_device(device)
+    return replace(cfg, device=device)
+
+
 def _emitter(on_event):
     def emit(kind: str, **data) -> None:
         if on_event is not None:
@@ -211,8 +232,8 @@ def _emitter(on_event):
 class _Progress:
     """TRL's step and log callbacks turned into TuneDesk's events, and the stop request."""
 
-    def __init__(self, emit, on_log, stop):
-        self.emit, self.on_log, self.stop = emit, on_log, stop
+    def __init__(self, emit, on_log, stop, device: str = "cpu"):
+        self.emit, self.on_log, self.stop, self.device = emit, on_log, stop, device
         self.started, self.stopped = None, False
 
     def callback(self):
@@ -249,7 +270,7 @@ class _Progress:
                   grad_norm=float(logs.get("grad_norm", 0.0)),
                   tokens_per_second=float(logs.get("num_tokens", 0.0)) / max(elapsed, 1e-9),
                   elapsed=elapsed, eta=elapsed / max(step, 1) * (total - step),
-                  peak_memory_gib=peak_memory_gib("cpu"),
+                  peak_memory_gib=peak_memory_gib(self.device),
                   reward_accuracy=float(logs.get("rewards/accuracies", 0.0)),
                   reward_margin=float(logs.get("rewards/margins", 0.0)))
 
@@ -263,7 +284,8 @@ def _trainer(cfg: PreferenceConfig, model, tokenizer, pairs: list[dict], run_dir
               "gradient_accumulation_steps": cfg.grad_accum, "learning_rate": cfg.learning_rate,
               "num_train_epochs": cfg.epochs, "max_steps": cfg.max_steps, "max_length": cfg.max_length,
               "beta": cfg.beta, "logging_steps": 1, "save_strategy": "no", "report_to": [], "seed": cfg.seed,
-              "use_cpu": True, "bf16": False, "fp16": False, "dataloader_num_workers": 0,
+              "use_cpu": not cfg.device.startswith("cuda"), "bf16": cfg.precision == "bf16",
+              "fp16": cfg.precision == "fp16", "dataloader_num_workers": 0,
               "disable_tqdm": True, "gradient_checkpointing": cfg.gradient_checkpointing}
     callbacks = [progress.callback()]
     if cfg.method == "dpo":

@@ -4,6 +4,7 @@ preferences toward the chosen answers, and save a new version that names its par
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from shelf_helpers import put_adapter
@@ -62,6 +63,19 @@ def test_orpo_needs_no_reference_and_saves_a_version(home, tiny_llama_dir, pairs
     result = train_preference(PreferenceConfig("support", str(pairs_file), method="orpo", max_steps=2))
     assert result.name == "support-orpo" and result.steps == 2
     assert json.loads((result.path / "manifest.json").read_text())["lineage"]["method"] == "orpo"
+
+
+def test_preference_runs_in_bf16_on_the_cpu_and_refuses_fp16_there(home, tiny_llama_dir, pairs_file):
+    put_adapter(tiny_llama_dir, "support")
+    events = []
+    result = train_preference(PreferenceConfig("support", str(pairs_file), name="support-bf16", max_steps=2,
+                                               batch_size=4, precision="bf16"), on_event=events.append)
+    preference = json.loads((result.path / "manifest.json").read_text())["preference"]
+    assert result.steps == 2 and preference["precision"] == "bf16" and preference["device"] == "cpu"
+    assert all(math.isfinite(e["loss"]) for e in events if e["type"] == "progress")
+    with pytest.raises(ValueError, match="fp16 needs a CUDA GPU"):
+        train_preference(PreferenceConfig("support", str(pairs_file), name="support-fp16", precision="fp16"))
+    assert not (home / "adapters" / "support-fp16").exists()
 
 
 def test_bad_settings_pairs_and_names_are_refused_before_training(home, tiny_llama_dir, pairs_file, tmp_path):
