@@ -101,6 +101,40 @@ def train_row(name: str, model: str, data: str, steps: int, batch: int, max_leng
             "warnings": [e["message"] for e in events if e["type"] == "warning"]}
 
 
+BUDGET_SECONDS = 60.0  # the time-budget row: long enough for several hundred GPU steps
+BUDGET_SLACK = 1.05  # the Train tab's promise: saved within the budget +- 5 %
+
+
+def budget_row(model: str, data: str, batch: int, max_length: int, seconds: float = BUDGET_SECONDS,
+               device: str = "cuda") -> dict:
+    """The Train tab's time budget on ``device``: no step cap, the run sizes itself to
+    ``seconds`` from its start and must save within them (+5 %); the learning rate must have
+    reached the end of its schedule. Reports what the budget bought (the manifest's ``budget``)."""
+    import json
+
+    from core.gpu import recommended_precision
+    from core.hardware import detect
+    from finetune.train import train
+
+    precision = recommended_precision(detect().device(device))
+    cfg = run_config(model, data, precision, "none", 1, batch, max_length, device)
+    cfg.data.max_samples = 1000  # the Train tab's cap
+    cfg.train.time_budget_s, cfg.train.log_every = seconds, 10
+    events: list[dict] = []
+    result = train(cfg, on_event=events.append)
+    manifest = json.loads((Path(result.adapter_dir) / "manifest.json").read_text()) if result.adapter_dir else {}
+    bought = manifest.get("budget") or {}
+    progress = [e for e in events if e["type"] == "progress"]
+    used = bought.get("seconds_used", float("inf"))
+    lr_end = progress[-1]["lr"] if progress else None
+    return {"passed": result.status == "done" and used <= seconds * BUDGET_SLACK and bought.get("steps", 0) > 0
+            and lr_end is not None and lr_end <= 0.05 * cfg.train.learning_rate,
+            "tokens_per_s": progress[-1]["tokens_per_second"] if progress else None,
+            "peak_memory_gib": max((e["peak_memory_gib"] for e in progress), default=None),
+            "budget": bought, "precision": precision, "lr_end": lr_end,
+            "adapter": result.adapter_dir.name if result.adapter_dir else None}
+
+
 MAX_BATCH_LIMIT = 256  # the search stops here: enough to show the finder works, in seconds
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench.gpucheck.cases import TRAINING_ROWS
 
-ROWS = (*TRAINING_ROWS, "forced-oom", "max-batch", "chat", "compare")
+ROWS = (*TRAINING_ROWS, "forced-oom", "max-batch", "time-budget", "chat", "compare")
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 OOM_SHARE = 0.6  # the forced-OOM row gets this share of the bf16 row's peak memory
 
@@ -36,6 +36,7 @@ class CheckArgs:
     batch: int = 64  # micro-batch size of the training rows
     max_length: int = 128  # tokens per example
     row_timeout: float = 150.0  # seconds per row, model loading included
+    budget_seconds: float = 60.0  # the time-budget row's budget
 
 
 @dataclass
@@ -87,6 +88,8 @@ def _row_spec(name: str, args: CheckArgs, results: dict[str, RowResult]) -> dict
                 "memory_limit_gib": OOM_SHARE * bf16.peak_memory_gib}
     if name == "max-batch":
         return {**base, "kind": "max-batch"}
+    if name == "time-budget":
+        return {**base, "kind": "time-budget", "batch": args.batch, "seconds": args.budget_seconds}
     adapter = results.get("bf16")
     if not (adapter and adapter.passed):
         return None
@@ -123,6 +126,9 @@ def run_row(spec: dict) -> dict:
 
     if spec["kind"] == "max-batch":
         return gpucheck_rows.max_batch_row(spec["model"], spec["data"], spec["max_length"])
+    if spec["kind"] == "time-budget":
+        return gpucheck_rows.budget_row(spec["model"], spec["data"], spec["batch"], spec["max_length"],
+                                        spec["seconds"], spec.get("device", "cuda"))
     return gpucheck_rows.train_row(spec["name"], spec["model"], spec["data"], spec["steps"], spec["batch"],
                                    spec["max_length"], spec.get("memory_limit_gib"))
 
@@ -160,6 +166,9 @@ def markdown(results: list[RowResult]) -> str:
         d = r.details
         note = (f"micro-batch {d['oom_retries'][-1]['micro_batch']} after {len(d['oom_retries'])} OOM retries"
                 if d.get("oom_retries") else f"largest batch {d['max_batch']}" if "max_batch" in d
+                else (f"{d['budget'].get('steps')} steps, {d['budget'].get('epochs', 0):.1f} epochs, saved at "
+                      f"{d['budget'].get('seconds_used', 0):.1f} of {d['budget'].get('seconds', 0):g} s, {d['precision']}")
+                if d.get("budget")
                 else d.get("answer", "")[:60].replace("|", "/").replace("\n", " ") if "answer" in d else "")
         mfu = None if r.mfu is None else 100 * r.mfu
         lines.append(f"| {r.name} | {'passed' if r.passed else '**failed**'} | {_fmt(r.tokens_per_s, ',.0f')} | "

@@ -100,3 +100,12 @@ def test_gpu_check_passes_every_row(tiny_llama_dir, home, tmp_path):
     results = json.loads((tmp_path / "results.json").read_text())
     assert out.returncode == 0, out.stdout[-4000:]
     assert [r["name"] for r in results] == list(gpucheck.ROWS) and all(r["passed"] for r in results)
+
+
+def test_the_time_budget_row_trains_until_its_budget_and_saves_within_it(tiny_llama_dir, home):
+    out = gpucheck_rows.budget_row(str(tiny_llama_dir), DATA, batch=4, max_length=64, seconds=30, device="cpu")
+    bought = out["budget"]
+    assert out["passed"], out
+    assert bought["seconds"] == 30 and bought["seconds_used"] <= 30 * 1.05 and bought["steps"] > 3
+    assert out["lr_end"] <= 0.05 * 1e-3  # the schedule ran out with the budget
+    assert (home / "adapters" / out["adapter"] / "manifest.json").is_file()
