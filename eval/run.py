@@ -21,17 +21,17 @@ from core.templates import end_of_turn_ids
 from eval.gate import check_gates, record_gates
 from eval.perplexity import IGNORE_INDEX
 from eval.report import EvalReport, build_report, save_report, write_back
-from eval.scoring_rows import check_slice_column, golden_prompt_ids, load_golden, select_rows
+from eval.scoring_rows import (
+    answer_cap,
+    check_slice_column,
+    golden_prompt_ids,
+    load_golden,
+    select_rows,
+)
 from inference.generate import GenerationSettings
 from inference.session import ModelSession
 
 BASE_LABEL = "base"
-# With no answer cap given, answers may run as long as 95 % of the scored references do (in
-# tokens, rounded up to 16, within these bounds). A fixed 128 cut 77 of 100 Bitext answers
-# (median reference 151 tokens): BLEU's brevity penalty then scored the cap, not the adapter
-# (the same adapter: BLEU 15.9 at 128 tokens, 20.7 at 256; docs/benchmarks.md).
-ANSWER_CAP_PERCENTILE = 95
-ANSWER_CAP_BOUNDS = (32, 512)
 MAX_EVAL_ROWS = 10_000  # rows per evaluation: hours of generation on a CPU already
 MAX_EVAL_BATCH = 64  # prompts per generate call (each answered by every model in the call)
 
@@ -121,18 +121,6 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
         record_gates(report, shelf)
     progress(1.0, f"done: {report.folder or 'not saved'}")
     return report
-
-
-def answer_cap(tokenizer, references: list[str]) -> int:
-    """The answer length an evaluation allows when none is given: the ``ANSWER_CAP_PERCENTILE``
-    percentile of the reference answers' token counts (and an end of turn), rounded up to a
-    multiple of 16, within ``ANSWER_CAP_BOUNDS``."""
-    lo, hi = ANSWER_CAP_BOUNDS
-    lengths = [len(tokenizer(text, add_special_tokens=False).input_ids) + 1 for text in references]
-    if not lengths:
-        return lo
-    at = int(np.percentile(lengths, ANSWER_CAP_PERCENTILE, method="higher"))
-    return min(hi, max(lo, -(-at // 16) * 16))
 
 
 def parents_on_shelf(session: ModelSession, manifests: dict) -> tuple[dict, dict]:

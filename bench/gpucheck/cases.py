@@ -114,11 +114,12 @@ def budget_row(model: str, data: str, batch: int, max_length: int, seconds: floa
 
     from core.gpu import recommended_precision
     from core.hardware import detect
+    from finetune.config import first_run_defaults
     from finetune.train import train
 
     precision = recommended_precision(detect().device(device))
     cfg = run_config(model, data, precision, "none", 1, batch, max_length, device)
-    cfg.data.max_samples = 1000  # the Train tab's cap
+    cfg.data.max_samples = first_run_defaults().data.max_samples  # the Train tab's row cap
     cfg.train.time_budget_s, cfg.train.log_every = seconds, 10
     events: list[dict] = []
     result = train(cfg, on_event=events.append)
