@@ -91,7 +91,12 @@ def test_a_canary_that_errors_is_rolled_back_once_its_alias_asks_for_it(served, 
     on_b = next(f"u{i}" for i, (_, version, _) in enumerate(answered) if version == "b")
     weights = home / "adapters" / "b" / "adapter_model.safetensors"
     weights.write_bytes(weights.read_bytes() + b"\0")  # a bad copy: b is broken from now on
-    failed = [got for got in (ask(url, f"v{i}") for i in range(30)) if got[0] != 200]
+    failed, b_answered = [], sum(1 for _, version, _ in answered if version == "b")
+    for i in range(200):  # the split draws at random: ask until b has failed more than it answered,
+        got = ask(url, f"v{i}")  # 10 times at least (the policy's min_requests below)
+        failed += [got] if got[0] != 200 else []
+        if b_answered + len(failed) >= 10 and len(failed) > b_answered:
+            break
     assert failed and all(status == 400 and "adapter 'b'" in said and "safetensors" in said for status, _, said in failed)
     assert book.get("support-bot") == {"a": 70, "b": 30}  # off unless the alias asks for it
 
@@ -103,7 +108,7 @@ def test_a_canary_that_errors_is_rolled_back_once_its_alias_asks_for_it(served, 
     row = book.history("support-bot")[-1]
     assert (row["by"], row["action"], row["from"], row["to"]) == (
         "auto-rollback", "auto-rollback", {"a": 70, "b": 30}, {"a": 100})
-    b_requests = sum(1 for _, version, _ in answered if version == "b") + len(failed)
+    b_requests = b_answered + len(failed)
     assert row["reason"].startswith(f"b: error rate {len(failed) / b_requests:.2f} ({len(failed)} of {b_requests} "
                                     "requests) against a's 0.00 (0 of ")
     card = admin(url, "GET", "/support-bot").json()
