@@ -47,6 +47,8 @@ def add_arguments(p) -> None:
     p.add_argument("--seed", type=int, default=42, help="data order and initialisation")
     p.add_argument("--out", help="output folder (default $TUNEDESK_HOME/bench/<timestamp>)")
     p.add_argument("--timeout", type=float, default=None, help="seconds allowed per row")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="measure the whole grid this many times in turn; each row reports its median (default 1)")
     p.add_argument("--matmul-rate", action="store_true", help="measure the matmul rate and report MFU")
     p.add_argument("--write-docs", action="store_true", help="append the report to docs/benchmarks-log.md")
     p.add_argument("--find-max-batch", action="store_true", help="largest micro-batch that fits (CUDA only)")
@@ -84,7 +86,7 @@ def _grid(args):
                    for flag, name, kind, _, _ in GRID_FLAGS})
 
 
-def command_line(b, grid) -> str:
+def command_line(b, grid, rounds: int = 1) -> str:
     """The command that reproduces this benchmark (for the docs heading)."""
     parts = ["python -m bench training"]
     for flag, name, _, _, _ in GRID_FLAGS:
@@ -94,6 +96,7 @@ def command_line(b, grid) -> str:
     parts += [f"--max-steps {b.max_steps}"] if b.max_steps else [f"--epochs {b.epochs}"]
     parts += [f"--lora-r {b.lora_r} --lora-alpha {b.lora_alpha} --lora-dropout {b.lora_dropout}"]
     parts += [f"--threads {b.threads}"] if b.threads else []
+    parts += [f"--rounds {rounds}"] if rounds > 1 else []
     if b.model_from_config:
         parts += ["--model-from-config"] + ([f"--config-json {b.config_json}"] if b.config_json else [])
     return " ".join(parts)
@@ -152,7 +155,10 @@ def main(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     threads = b.threads or bench.physical_cores()
     before = bench.matmul_rates(points, threads) if args.matmul_rate else {}
-    rows = bench.run_grid(b, points, on_row=_print_row, timeout=args.timeout)
+    if args.rounds < 1:
+        print("error: --rounds must be 1 or more")
+        return 2
+    rows = bench.run_grid(b, points, on_row=_print_row, timeout=args.timeout, rounds=args.rounds)
     after = bench.matmul_rates(points, threads) if args.matmul_rate else {}
     samples = {d: [r[d] for r in (before, after) if d in r] for d in {**before, **after}}
     rates = {d: max(v) for d, v in samples.items()}  # the ceiling: the best measurement
@@ -169,5 +175,5 @@ def main(args) -> int:
     print("\n" + report + f"\nwritten to {out}")
     if args.write_docs:
         machine = bench_report.machine([p.device for p in points])
-        print(f"appended to {bench_report.append_docs(report, command_line(b, grid), machine)}")
+        print(f"appended to {bench_report.append_docs(report, command_line(b, grid, args.rounds), machine)}")
     return 0 if any(not r["error"] for r in recs) else 1

@@ -214,22 +214,36 @@ def run_isolated(job: dict, device: str, threads: int, timeout: float | None = N
     return {"error": tail[0][:300]}
 
 
-def run_grid(args: BenchArgs, points: list[Point], on_row=None, timeout: float | None = None) -> list[dict]:
-    """Measure every point in its own process; failed rows carry ``error``.
+def run_grid(args: BenchArgs, points: list[Point], on_row=None, timeout: float | None = None,
+             rounds: int = 1) -> list[dict]:
+    """Measure every point in its own process, ``rounds`` times in turn (all points, then all
+    again: rows compared with each other ran minutes apart at most); failed rows carry ``error``.
+
+    Each point's row is its median round (the lower middle of an even count) and lists every
+    round's real tokens/s in ``round_tokens_per_s`` (None for a failed round).
 
     Args:
         on_row: called with ``(index, point, result)`` after each row (progress printing).
     """
     threads = args.threads or physical_cores()
-    rows = []
-    for i, point in enumerate(points):
-        job = {"kind": "row", "args": asdict(args), "point": asdict(point)}
-        result = run_isolated(job, point.device, threads, timeout)
-        result.update(point=point, threads=threads if point.device == "cpu" else None)
-        rows.append(result)
-        if on_row:
-            on_row(i, point, result)
-    return rows
+    runs: list[list[dict]] = [[] for _ in points]
+    for _ in range(rounds):
+        for i, point in enumerate(points):
+            job = {"kind": "row", "args": asdict(args), "point": asdict(point)}
+            result = run_isolated(job, point.device, threads, timeout)
+            result.update(point=point, threads=threads if point.device == "cpu" else None)
+            runs[i].append(result)
+            if on_row:
+                on_row(i, point, result)
+    return [median_round(results) for results in runs]
+
+
+def median_round(results: list[dict]) -> dict:
+    """One point's rounds as one row: the median round by real tokens/s, with every round's."""
+    done = sorted((r for r in results if "error" not in r), key=lambda r: r["real_tokens_per_s"])
+    row = dict(done[(len(done) - 1) // 2] if done else results[0])
+    row["round_tokens_per_s"] = [r.get("real_tokens_per_s") for r in results]
+    return row
 
 
 def matmul_rates(points: list[Point], threads: int) -> dict[str, float]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import os
+import statistics
 import time
 from pathlib import Path
 
@@ -32,7 +33,7 @@ def _record(row: dict, rates: dict[str, float]) -> dict:
     p = row["point"]
     rec = {"experiment": p.name, "recipe": p.recipe, "device": p.device, "batch": p.batch, "accumulation": p.accum,
            "precision": p.precision, "quantization": p.quantization, "threads": row.get("threads"),
-           "error": row.get("error", "")}
+           "error": row.get("error", ""), "round_tokens_per_s": row.get("round_tokens_per_s") or []}
     if rec["error"]:
         return rec
     achieved = row["model_flops"] / max(row["seconds"], 1e-9) / 1e12
@@ -60,7 +61,13 @@ def records(rows: list[dict], rates: dict[str, float] | None = None) -> list[dic
             continue
         same = [s for s in seeds if all(s[k] == rec[k] for k in _KEY)]
         base = (same or seeds)[0]
-        rec["speedup_vs_seed"] = _round(rec["real_tokens_per_s"] / max(base["real_tokens_per_s"], 1e-9), 2)
+        rounds = zip(rec["round_tokens_per_s"], base["round_tokens_per_s"], strict=False)  # one round each, or all
+        paired = [(mine, theirs) for mine, theirs in rounds if mine and theirs]
+        if len(paired) > 1:  # each round's ratio (rows measured minutes apart), then their median
+            rec["speedup_rounds"] = [round(mine / theirs, 2) for mine, theirs in paired]
+            rec["speedup_vs_seed"] = _round(statistics.median(mine / theirs for mine, theirs in paired), 2)
+        else:
+            rec["speedup_vs_seed"] = _round(rec["real_tokens_per_s"] / max(base["real_tokens_per_s"], 1e-9), 2)
     return recs
 
 
@@ -92,6 +99,12 @@ def markdown(recs: list[dict], skipped: list, rates: dict[str, float], settings:
             f"| {r['final_loss']:.3f} | {_cell(r['response_val_loss'], '{:.3f}')} | {_cell(r['mfu'], '{:.1%}')} "
             f"| {_cell(r.get('token_mfu'), '{:.1%}')} |")
     lines.append("")
+    for r in recs:
+        if len(r["round_tokens_per_s"]) > 1 and not r["error"]:
+            speeds = " / ".join(_cell(v, "{:,.0f}") for v in r["round_tokens_per_s"])
+            ratios = " / ".join(f"{v:.2f}x" for v in r.get("speedup_rounds", []))
+            lines.append(f"- rounds, {r['experiment']}: {speeds} real tokens/s (the table shows the median round)"
+                         + (f"; speed-up vs seed per round {ratios} (the table: their median)" if ratios else ""))
     lines += [f"- failed: {r['experiment']}: {r['error']}" for r in recs if r["error"]]
     lines += [f"- skipped: {p.name}: {'; '.join(why)}" for p, why in skipped]
     for d, v in rates.items():

@@ -135,9 +135,17 @@ class _Passthrough(torch.nn.Module):
 def lean_head(model):
     """The frozen LM-head weight if ``model``'s loss can use ``linear_cross_entropy_sum``, else
     None (trainable or biased head, logit soft-capping, DDP-wrapped, FSDP-sharded, or under
-    autocast). Under FSDP the head's weight is a shard outside the model's forward, so the
-    head must run inside it."""
-    if hasattr(model, "module") or torch.is_autocast_enabled(_device_type(model)) or _sharded(model):
+    any autocast but the CPU's bf16). Under FSDP the head's weight is a shard outside the
+    model's forward, so the head must run inside it. Under the CPU's bf16 autocast the weight
+    comes in bf16, cast once (``lean_lora.frozen_cast``; autocast would cast it again for every
+    chunk of rows), and the caller casts the hidden states to it."""
+    from finetune.train.lean_lora import frozen_cast
+
+    kind = _device_type(model)
+    if hasattr(model, "module") or _sharded(model):
+        return None
+    autocast = torch.is_autocast_enabled(kind)
+    if autocast and not (kind == "cpu" and torch.get_autocast_dtype(kind) == torch.bfloat16):
         return None
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
@@ -145,7 +153,7 @@ def lean_head(model):
     if (not isinstance(head, torch.nn.Linear) or head.bias is not None or head.weight.requires_grad
             or getattr(config, "final_logit_softcapping", None) or _name_of(base, head) is None):
         return None
-    return head.weight
+    return frozen_cast(head, head.weight, torch.bfloat16) if autocast else head.weight
 
 
 @contextlib.contextmanager

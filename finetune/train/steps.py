@@ -107,7 +107,7 @@ def loss_sum(model, batch: dict, selective: bool = True) -> tuple[torch.Tensor, 
         if head is not None:  # the head's logits are never kept (finetune/train/fused.py)
             with head_returns_hidden(model):
                 hidden = model(**inputs, logits_to_keep=keep).logits  # (N, H)
-            return linear_cross_entropy_sum(hidden, head, targets), n_tokens
+            return linear_cross_entropy_sum(hidden.to(head.dtype), head, targets), n_tokens
         logits = model(**inputs, logits_to_keep=keep).logits  # (N, V)
     else:
         logits = model(**inputs).logits[:, :-1][keep[:, :-1]]  # (B, T, V) -> (N, V)

@@ -102,10 +102,13 @@ def test_gpu_check_passes_every_row(tiny_llama_dir, home, tmp_path):
     assert [r["name"] for r in results] == list(gpucheck.ROWS) and all(r["passed"] for r in results)
 
 
-def test_the_time_budget_row_trains_until_its_budget_and_saves_within_it(tiny_llama_dir, home):
-    out = gpucheck_rows.budget_row(str(tiny_llama_dir), DATA, batch=4, max_length=64, seconds=30, device="cpu")
+def test_the_time_budget_row_trains_until_its_budget_and_saves_within_it(tiny_llama_dir, home, monkeypatch):
+    import finetune.config
+
+    monkeypatch.setattr(finetune.config, "BUDGET_RANGE_S", (10, 60))  # the product's floor is 30 s: CI time
+    out = gpucheck_rows.budget_row(str(tiny_llama_dir), DATA, batch=4, max_length=64, seconds=10, device="cpu")
     bought = out["budget"]
     assert out["passed"], out
-    assert bought["seconds"] == 30 and bought["seconds_used"] <= 30 * 1.05 and bought["steps"] > 3
+    assert bought["seconds"] == 10 and bought["seconds_used"] <= 10 * 1.05 and bought["steps"] > 3
     assert out["lr_end"] <= 0.05 * 1e-3  # the schedule ran out with the budget
     assert (home / "adapters" / out["adapter"] / "manifest.json").is_file()

@@ -62,6 +62,34 @@ def test_flops_formula_and_speedup_over_the_matching_seed_row():
     assert recs[0]["token_mfu"] == pytest.approx(0.6)  # the head counted on every real token
 
 
+def test_rounds_run_the_grid_in_turn_and_report_median_rounds_and_per_round_speedups(monkeypatch):
+    from bench.training import grid
+    from bench.training.results import markdown
+
+    speeds = iter([100.0, 210.0, 90.0, 150.0, 110.0, 250.0])  # seed, tunedesk, seed, tunedesk, ...
+    order = []
+
+    def measured(job, device, threads, timeout=None):
+        order.append(job["point"]["recipe"])
+        speed = next(speeds)
+        return {"examples": 4, "real_tokens": 100, "seconds": 100 / speed, "peak_memory_gib": 1.0, "final_loss": 2.0,
+                "timed_steps": 1, "packing": False, "logit_positions": 100, "response_val_loss": None,
+                "model_flops": 1e12, "real_tokens_per_s": speed}
+
+    monkeypatch.setattr(grid, "run_isolated", measured)
+    points = [Point("cpu", 8, 1, "fp32", "none", "seed"), Point("cpu", 8, 1, "fp32", "none", "tunedesk")]
+    rows = grid.run_grid(BenchArgs(), points, rounds=3)
+    assert order == ["seed", "tunedesk"] * 3
+    assert [r["real_tokens_per_s"] for r in rows] == [100.0, 210.0]  # each row's median round
+    assert rows[1]["round_tokens_per_s"] == [210.0, 150.0, 250.0]
+    seed, tuned = records(rows)
+    assert tuned["speedup_rounds"] == [2.1, 1.67, 2.27] and tuned["speedup_vs_seed"] == 2.1  # median of the ratios
+    report = markdown([seed, tuned], [], {}, "s")
+    assert "- rounds, tunedesk/cpu/b8x1/fp32/none: 210 / 150 / 250 real tokens/s" in report
+    assert grid.median_round([{"error": "boom"}, {"error": "again"}])["round_tokens_per_s"] == [None, None]
+    assert grid.median_round([{"error": "boom"}, {"real_tokens_per_s": 5.0}])["real_tokens_per_s"] == 5.0
+
+
 def test_search_max_batch_finds_the_threshold_in_few_tries():
     for threshold in [*range(0, 70), 1000, 4095, 4096]:
         tried = []

@@ -125,9 +125,28 @@ def test_lean_ops_keep_fewer_tensors_for_backward(tiny_llama_dir):
     assert lean < 0.9 * plain, (lean, plain)
 
 
+def test_under_bf16_autocast_the_lean_head_computes_the_loss_in_bf16_with_a_weight_cast_once(tiny_llama_dir):
+    batch = _batch()
+    plain, lean = _lora_llama(tiny_llama_dir, lean=False), _lora_llama(tiny_llama_dir, lean=False)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        weight = lean_head(lean)
+        assert weight.dtype == torch.bfloat16 and lean_head(lean) is weight  # cast once, kept
+        with torch.inference_mode():  # a validation pass first: its cast must serve training too
+            val_loss, _ = loss_sum(lean, batch)
+        loss_a, grads_a = _loss_and_grads(plain, batch, selective=False)  # autocast's head, every logit
+        loss_b, grads_b = _loss_and_grads(lean, batch, selective=True)
+    exact_loss, exact = _loss_and_grads(_lora_llama(tiny_llama_dir, lean=False), batch, selective=False)
+    assert lean_head(lean).dtype == torch.float32  # no autocast: the weight itself
+    torch.testing.assert_close(val_loss, loss_b)
+    torch.testing.assert_close(loss_b, loss_a, rtol=1e-2, atol=0)
+    for k in exact:  # both round the head's products to bf16; the lean one no farther from fp32
+        lean_error, plain_error = ((g[k] - exact[k]).norm() for g in (grads_b, grads_a))
+        assert lean_error < 0.05 * exact[k].norm() and lean_error < 2.5 * plain_error + 1e-6, k
+
+
 def test_lean_head_is_not_used_where_it_would_be_wrong(tiny_llama_dir):
     model = _lora_llama(tiny_llama_dir, lean=False)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast("cpu", dtype=torch.float16):
         assert lean_head(model) is None
     model.get_base_model().lm_head.weight.requires_grad_(True)
     assert lean_head(model) is None
