@@ -166,6 +166,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--beta", type=float, default=0.02)
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--sft-weight", type=float, default=1.0, help="DPO: weight of the SFT term on chosen answers")
+    p.add_argument("--loss", choices=["sigmoid", "apo_zero", "ipo"], default="sigmoid",
+                   help="DPO: TRL's preference loss (sigmoid: DPO's own; apo_zero: anchored; ipo: margin-capped)")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
                    help="of the preference run (auto: the Train tab's default here, measured: bf16 on CPUs whose bf16 "
                         "products are clearly faster)")
@@ -219,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg = PreferenceConfig(SFT_NAME, str(pairs_file), name=f"bench-{args.method}", method=args.method,
                                beta=args.beta, learning_rate=args.lr, epochs=args.epochs,
                                batch_size=args.batch_size, max_length=args.max_length, sft_weight=args.sft_weight,
-                               gradient_checkpointing=args.gradient_checkpointing, precision=precision)
+                               gradient_checkpointing=args.gradient_checkpointing, precision=precision,
+                               loss=args.loss)
         shutil.rmtree(home / "adapters" / cfg.name, ignore_errors=True)  # the last run's, in a kept --home
         result = train_preference(cfg)
         after = accuracy(result.name, held_out)
@@ -235,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
              f"- SFT adapter: {sft_line}",
              f"- {args.method.upper()}: {result.pairs} pairs, {result.steps} steps, batch {args.batch_size}, "
              f"lr {args.lr}, beta {args.beta}, max length {args.max_length}, {precision}"
-             + (f", SFT term weight {args.sft_weight}" if args.method == "dpo" else "") + f": {result.seconds / 60:.1f} min",
+             + (f", loss {args.loss}, SFT term weight {args.sft_weight}" if args.method == "dpo" else "") + f": {result.seconds / 60:.1f} min",
              "", "| adapter | held-out preference accuracy | mean log-prob margin | perplexity of the chosen answers |",
              "|---|---|---|---|",
              f"| SFT (start) | {before[0]:.3f} | {before[1]:.1f} | {before[2]:.2f} |",

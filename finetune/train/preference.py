@@ -29,6 +29,7 @@ from core import models, paths
 from core.hashing import file_hash
 
 METHODS = ("dpo", "orpo")
+DPO_LOSSES = ("sigmoid", "apo_zero", "ipo")
 
 
 @dataclass
@@ -48,6 +49,11 @@ class PreferenceConfig:
     # (RPO). Without it DPO widened the margins by lowering both answers: Bitext perplexity
     # 3.1 -> 22.7 and the release gate failed (docs/benchmarks.md). ORPO has its own.
     sft_weight: float = 1.0
+    # DPO only: TRL's preference loss. "sigmoid" is DPO's; "apo_zero" (anchored: raises the
+    # chosen answers' likelihood and lowers the rejected ones' each on its own, for chosen
+    # answers better than the model's own) and "ipo" (a margin it stops pushing at) are the
+    # measured alternatives (docs/benchmarks.md).
+    loss: str = "sigmoid"
     epochs: float = 1.0
     max_steps: int = -1
     batch_size: int = 4
@@ -66,6 +72,8 @@ class PreferenceConfig:
         """Raises ValueError naming the first bad setting."""
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {', '.join(METHODS)} (sft is `finetune train`), got {self.method!r}")
+        if self.loss not in DPO_LOSSES:
+            raise ValueError(f"loss must be one of {', '.join(DPO_LOSSES)}, got {self.loss!r}")
         if not self.sft_weight >= 0:
             raise ValueError(f"sft_weight must be 0 or more, got {self.sft_weight}")
         for field, low in (("beta", 0.0), ("learning_rate", 0.0)):
@@ -291,7 +299,8 @@ def _trainer(cfg: PreferenceConfig, model, tokenizer, pairs: list[dict], run_dir
     if cfg.method == "dpo":
         from trl import DPOConfig, DPOTrainer
 
-        losses = {"loss_type": ["sigmoid", "sft"], "loss_weights": [1.0, cfg.sft_weight]} if cfg.sft_weight else {}
+        losses = ({"loss_type": [cfg.loss, "sft"], "loss_weights": [1.0, cfg.sft_weight]} if cfg.sft_weight
+                  else {"loss_type": [cfg.loss]})
         return DPOTrainer(model=model, args=DPOConfig(**common, **losses), train_dataset=rows,
                           processing_class=tokenizer, callbacks=callbacks)
     from trl.experimental.orpo import ORPOConfig, ORPOTrainer

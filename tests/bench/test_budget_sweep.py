@@ -40,9 +40,9 @@ def test_a_sweep_trains_every_variant_and_scores_them_on_the_same_unseen_rows(tm
     data = _rows_csv(tmp_path / "rows.csv", 60)
     home = tmp_path / "home"
     assert main(["--model", str(tiny_llama_dir), "--data", str(data), "--minutes", "1", "--rows", "40",
-                 "--score-rows", "10", "--variants", "default,lr-2e-3", "--home", str(home)]) == 0
+                 "--score-rows", "10", "--variants", "default,lr-1e-3", "--home", str(home)]) == 0
     out = capsys.readouterr().out
-    table = [line for line in out.splitlines() if line.startswith("| default |") or line.startswith("| lr-2e-3 |")]
+    table = [line for line in out.splitlines() if line.startswith("| default |") or line.startswith("| lr-1e-3 |")]
     assert len(table) == 2
     for line in table:
         cells = [c.strip() for c in line.strip("|").split("|")]
@@ -51,5 +51,5 @@ def test_a_sweep_trains_every_variant_and_scores_them_on_the_same_unseen_rows(tm
         scored = list(csv.DictReader(fh))
     assert [r["instruction"] for r in scored] == [f"question {i} about {('track_order', 'cancel_order')[i % 2]}"
                                                   for i in range(40, 50)]
-    assert (home / "adapters" / "sweep-default").is_dir() and (home / "adapters" / "sweep-lr-2e-3").is_dir()
+    assert sorted(p.name for p in (home / "adapters").iterdir()) == ["sweep-default", "sweep-lr-1e-3"]  # no warm-up
     assert main(["--variants", "nope", "--data", str(data)]) == 2 and "unknown variant" in capsys.readouterr().out

@@ -84,6 +84,7 @@ def test_bad_settings_pairs_and_names_are_refused_before_training(home, tiny_lla
     bad.write_text(json.dumps({"prompt": "hi", "chosen": "a", "rejected": ""}) + "\n")
     cases = [(PreferenceConfig("support", str(pairs_file), method="ppo"), "method must be one of dpo, orpo"),
              (PreferenceConfig("support", str(pairs_file), beta=0), "beta must be above"),
+             (PreferenceConfig("support", str(pairs_file), loss="kto"), "loss must be one of sigmoid, apo_zero, ipo"),
              (PreferenceConfig("missing", str(pairs_file)), "no adapter named"),
              (PreferenceConfig("support", str(bad)), "bad.jsonl line 1: a pair needs"),
              (PreferenceConfig("support", str(tmp_path / "none.jsonl")), "cannot read pairs"),
