@@ -190,14 +190,12 @@ def first_run_defaults() -> RunConfig:
     cfg = RunConfig()
     cfg.train.precision = recommended_precision(detect().device(cfg.train.device))
     cfg.train.time_budget_s = 600
-    # About one pass over the rows the budget buys on 2 cores: on Bitext, 10 minutes bought 101
-    # steps of 8 on 950 rows (held-out BLEU 22.1, ROUGE-L 0.372, perplexity 2.68, at lr 1e-3) against 111
-    # steps on 380 rows (2.3 passes: answers shorter, BLEU 13.7; docs/benchmarks.md). A GPU
-    # takes more passes over the same rows.
+    # About one pass over the rows the budget buys on 2 cores: 10 minutes on Bitext bought 107
+    # steps of 8 on 950 rows; on 380 rows the adapter saw them 2.3 times and answered short
+    # (BLEU 13.7). A GPU takes more passes over the same rows. lr 2e-3 (the CLI: 1e-3) won
+    # `python -m bench budget-sweep` and, held out, scored perplexity 2.53, BLEU 24.1, ROUGE-L
+    # 0.384 against 2.68, 22.1, 0.372 at 1e-3 (docs/benchmarks.md).
     cfg.data.max_samples = 1000
-    # lr 2e-3, not the CLI's 1e-3: chosen by a sweep on training rows (`python -m bench
-    # budget-sweep`) and checked on the held-out ones at 10 minutes: perplexity 2.53 against
-    # 2.68, BLEU 24.1 against 22.1, ROUGE-L 0.384 against 0.372 (docs/benchmarks.md).
     cfg.train.learning_rate = 2e-3
     # With the budget at 0: 30 steps took 7 min on 2 cores (docs/benchmarks.md).
     cfg.train.max_steps = 30

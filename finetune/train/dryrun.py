@@ -106,7 +106,7 @@ def estimate_memory(cfg, resolved, label_share: float = 1.0) -> dict:
     act_bytes = 4 if t.precision == "fp32" else 2
     per_layer = (PACKED_ACT_VALUES if cfg.data.packing else ACT_VALUES) + (DROPOUT_VALUES if cfg.lora.dropout > 0 else 0)
     kept = c["layers"] + per_layer if t.gradient_checkpointing else c["layers"] * per_layer
-    lean_head = (t.precision == "fp32" or t.precision == "bf16" and dev.name == "cpu") and cfg.run.nproc_per_node == 1
+    lean_head = (t.precision == "fp32" or (t.precision == "bf16" and not on_cuda)) and cfg.run.nproc_per_node == 1
     # FSDP keeps 1/world of the weights and AdamW state per process, plus the one layer being
     # all-gathered (and the next, prefetched): counted here as two layers' share of the weights.
     world = cfg.run.nproc_per_node * cfg.run.nnodes

@@ -139,13 +139,13 @@ def lean_head(model):
     model's forward, so the head must run inside it. Under the CPU's bf16 autocast the weight
     comes in bf16, cast once (``lean_lora.frozen_cast``; autocast would cast it again for every
     chunk of rows), and the caller casts the hidden states to it."""
-    from finetune.train.lean_lora import frozen_cast
+    from finetune.train.lean_lora import cpu_bf16_autocast, frozen_cast
 
     kind = _device_type(model)
     if hasattr(model, "module") or _sharded(model):
         return None
     autocast = torch.is_autocast_enabled(kind)
-    if autocast and not (kind == "cpu" and torch.get_autocast_dtype(kind) == torch.bfloat16):
+    if autocast and not cpu_bf16_autocast(kind):
         return None
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None

@@ -200,13 +200,18 @@ def _plain_adapter(module, x: torch.Tensor):
     return None if rate is None else (name, rate, compute)
 
 
+def cpu_bf16_autocast(kind: str) -> bool:
+    """Whether autocast is on for device type ``kind`` and is the CPU's bf16 one."""
+    return kind == "cpu" and torch.is_autocast_enabled(kind) and torch.get_autocast_dtype(kind) == torch.bfloat16
+
+
 def _compute_dtype(x: torch.Tensor) -> torch.dtype | None:
     """The dtype a lean call computes in: ``x``'s without autocast, bf16 under the CPU's bf16
     autocast, None (PEFT's forward) under any other autocast."""
     kind = x.device.type
     if not torch.is_autocast_enabled(kind):
         return x.dtype
-    return torch.bfloat16 if kind == "cpu" and torch.get_autocast_dtype(kind) == torch.bfloat16 else None
+    return torch.bfloat16 if cpu_bf16_autocast(kind) else None
 
 
 def frozen_cast(module, weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

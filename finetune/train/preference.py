@@ -50,9 +50,8 @@ class PreferenceConfig:
     # 3.1 -> 22.7 and the release gate failed (docs/benchmarks.md). ORPO has its own.
     sft_weight: float = 1.0
     # DPO only: TRL's preference loss. "sigmoid" is DPO's; "apo_zero" (anchored: raises the
-    # chosen answers' likelihood and lowers the rejected ones' each on its own, for chosen
-    # answers better than the model's own) and "ipo" (a margin it stops pushing at) are the
-    # measured alternatives (docs/benchmarks.md).
+    # chosen answers' likelihood and lowers the rejected ones' each on its own) measured no
+    # better on Bitext (docs/benchmarks.md); "ipo" (a margin it stops pushing at) not yet run.
     loss: str = "sigmoid"
     epochs: float = 1.0
     max_steps: int = -1

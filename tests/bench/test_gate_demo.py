@@ -5,7 +5,7 @@ config does not learn this in CI time (its loss fell from 6.07 to 5.78 in 40 ste
 hence the default model. Its golden prompts ask for each answer's keyword and the gate asks for
 all of them (golden_all_pass, beside the default rules): with the defaults alone the damaged
 adapter failed on one slice only (payment_issue, BLEU -0.19), too thin a margin for another CPU. 14 steps at 3e-3 (the good adapter's validation loss
-0.007) took 67 s alone where 20 at 2e-3 took 85; 10 at 2e-3 left the good adapter failing
+0.007) took 67 s alone where 20 at 2e-3 took 85 (2-core EPYC with avx512_bf16, fp32 as here); 10 at 2e-3 left the good adapter failing
 cancel_order. The full demo (`python -m bench gate-demo`, Bitext) is in
 docs/benchmarks.md."""
 

@@ -40,6 +40,15 @@ class _GivenMask(torch.nn.Module):
         return x * next(self.masks) * self.scale
 
 
+def _give_masks(model, masks, dropout: float) -> None:
+    """Make ``model``'s LoRA dropouts apply ``masks`` in call order (PEFT calls its LoRA layers
+    in the same order as the lean ones drew them)."""
+    given = iter(masks)
+    for module in model.modules():
+        if hasattr(module, "lora_dropout"):
+            module.lora_dropout["default"] = _GivenMask(given, keep_scale(dropout))
+
+
 def test_keep_mask_has_the_rate_and_follows_torch_seed():
     torch.manual_seed(3)
     a = keep_mask((512, 1024), 0.1)
@@ -67,10 +76,7 @@ def test_lean_layers_match_peft_loss_and_every_gradient(tiny_llama_dir, monkeypa
     reference = _lora_model(tiny_llama_dir, dropout)  # plain PEFT, same weights
     if dropout:
         assert len(masks) == 2 * len(TARGETS)
-        given = iter(masks)  # PEFT calls its LoRA layers in the same order
-        for module in reference.modules():
-            if hasattr(module, "lora_dropout"):
-                module.lora_dropout["default"] = _GivenMask(given, keep_scale(dropout))
+        _give_masks(reference, masks, dropout)
     ref_loss, ref_grads = _loss_and_grads(reference, ids)
 
     torch.testing.assert_close(lean_loss, ref_loss)
@@ -137,16 +143,10 @@ def test_under_bf16_autocast_the_lean_layers_match_peft_and_cast_the_frozen_weig
     with torch.autocast("cpu", dtype=torch.bfloat16):
         lean_loss, lean_grads = _loss_and_grads(lean, ids)
         if dropout:
-            given = iter(masks)
-            for module in reference.modules():
-                if hasattr(module, "lora_dropout"):
-                    module.lora_dropout["default"] = _GivenMask(given, keep_scale(dropout))
+            _give_masks(reference, masks, dropout)
         ref_loss, ref_grads = _loss_and_grads(reference, ids)
     if dropout:
-        given = iter(masks)
-        for module in exact.modules():
-            if hasattr(module, "lora_dropout"):
-                module.lora_dropout["default"] = _GivenMask(given, keep_scale(dropout))
+        _give_masks(exact, masks, dropout)
     exact_grads = _loss_and_grads(exact, ids)[1]  # the same in fp32: what both approximate
     assert len(calls) == 2 * len(TARGETS) and all(a[0].dtype == a[1].dtype == a[3].dtype == torch.bfloat16
                                                    for a in calls)
