@@ -179,6 +179,10 @@ def train_preference(cfg: PreferenceConfig, on_log=None, *, on_event=None, stop=
     emit = _emitter(on_event)
     emit("status", message=f"loading {cfg.adapter} for {cfg.method} on {len(pairs)} pairs")
     model, tokenizer, parent = load_policy(cfg.adapter)
+    if not cfg.device.startswith("cuda"):  # as supervised training on the CPU: -9 % a DPO step in bf16
+        from finetune.train.fused import use_lean_ops
+
+        use_lean_ops(model)
     run_dir = Path(run_dir) if run_dir else paths.subdir("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     progress = _Progress(emit, on_log, stop, cfg.device)
     trainer = _trainer(cfg, model, tokenizer, pairs, run_dir, progress)
