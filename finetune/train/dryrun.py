@@ -15,7 +15,10 @@ weights are read), per training process:
   (13.6 kept by autograd, plus what is in flight); LoRA dropout keeps a dropped-out copy of
   every adapted input (``DROPOUT_VALUES`` more), and packed rows get a dense block mask and
   attention over long rows (48 was measured for 8 packed rows of 1548 tokens). With gradient
-  checkpointing only each layer's input is kept, plus one layer being recomputed;
+  checkpointing only each layer's input is kept, plus one layer being recomputed. Under the
+  CPU's bf16 autocast, short padded rows (``finetune.train.cpu_attention``) also keep each
+  layer's attention weights: ``SHORT_ROW_BYTES`` per head and key (fp32 softmax, bf16 copy) for
+  up to ``SHORT_ROW_TOKENS`` keys (+0.19 GiB measured at 8 x 128 on SmolLM2-135M; 0.20 here);
 * logits: the loss runs the LM head on label tokens only (``finetune.train.steps.loss_sum``) and,
   in fp32 on one process, in chunks of ``CE_CHUNK_ROWS`` whose logits are never kept
   (``finetune.train.fused``); otherwise ``LOGIT_COPIES * label_tokens * vocab`` fp32 values
@@ -33,11 +36,13 @@ import time
 from pathlib import Path
 
 from finetune.config import RunConfig
+from finetune.train.cpu_attention import SHORT_ROW_TOKENS
 from finetune.train.fused import CE_CHUNK_ROWS
 
 ACT_VALUES = 16  # activation values kept per token, layer and hidden unit (see above)
 DROPOUT_VALUES = 10  # more of them with LoRA dropout > 0
 PACKED_ACT_VALUES = 48
+SHORT_ROW_BYTES = 6
 LOGIT_COPIES = 3
 RUNTIME_GIB = {"cpu": 0.6, "cuda": 0.5}  # torch and friends in RSS; the CUDA context
 QUANT_BYTES = {"none": None, "8bit": 1.0, "4bit": 0.53}
@@ -74,7 +79,8 @@ def model_counts(resolved, cfg) -> dict:
         quantizable += weight.numel() if leaf != "lm_head" else 0  # bitsandbytes keeps the head
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     return {"params": sum(p.numel() for p in model.parameters()), "quantizable": quantizable, "lora": lora,
-            "hidden": text.hidden_size, "layers": text.num_hidden_layers, "vocab": text.vocab_size}
+            "hidden": text.hidden_size, "layers": text.num_hidden_layers, "vocab": text.vocab_size,
+            "heads": text.num_attention_heads}
 
 
 def estimate_memory(cfg, resolved, label_share: float = 1.0) -> dict:
@@ -106,6 +112,10 @@ def estimate_memory(cfg, resolved, label_share: float = 1.0) -> dict:
     act_bytes = 4 if t.precision == "fp32" else 2
     per_layer = (PACKED_ACT_VALUES if cfg.data.packing else ACT_VALUES) + (DROPOUT_VALUES if cfg.lora.dropout > 0 else 0)
     kept = c["layers"] + per_layer if t.gradient_checkpointing else c["layers"] * per_layer
+    act = tokens * c["hidden"] * kept * act_bytes
+    if not on_cuda and t.precision == "bf16" and not cfg.data.packing:  # short rows' attention weights
+        layers = 1 if t.gradient_checkpointing else c["layers"]
+        act += tokens * c["heads"] * min(cfg.data.max_length, SHORT_ROW_TOKENS) * SHORT_ROW_BYTES * layers
     lean_head = (t.precision == "fp32" or (t.precision == "bf16" and not on_cuda)) and cfg.run.nproc_per_node == 1
     # FSDP keeps 1/world of the weights and AdamW state per process, plus the one layer being
     # all-gathered (and the next, prefetched): counted here as two layers' share of the weights.
@@ -116,7 +126,7 @@ def estimate_memory(cfg, resolved, label_share: float = 1.0) -> dict:
     parts = {
         "weights_gib": weights / GIB,
         "lora_and_optimizer_gib": c["lora"] * 16 / (world if cfg.run.sharding == "fsdp" else 1) / GIB,
-        "activations_gib": tokens * c["hidden"] * kept * act_bytes / GIB,
+        "activations_gib": act / GIB,
         "logits_gib": logit_values * 4 / GIB,
         "runtime_gib": RUNTIME_GIB["cuda" if on_cuda else "cpu"],
     }

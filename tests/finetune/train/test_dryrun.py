@@ -67,3 +67,15 @@ def test_estimate_says_when_it_will_not_fit(tiny_llama_dir, home, monkeypatch):
     est = estimate_memory(_cfg(tiny_llama_dir), resolve(str(tiny_llama_dir)))
     assert est["fits"] is False and "0.0 GiB" in est["warning"] and "gradient checkpointing" in est["warning"]
 
+
+
+def test_cpu_bf16_estimate_counts_the_short_rows_attention_weights(tiny_llama_dir, home):
+    """Under the CPU's bf16 autocast short rows keep each layer's attention weights (6 bytes per
+    head, query and key); fp32 runs and packed rows go through sdpa and keep none."""
+    resolved = resolve(str(tiny_llama_dir))
+    est = {p: estimate_memory(_cfg(tiny_llama_dir, device="cpu", precision=p), resolved) for p in ("fp32", "bf16")}
+    cfg = _cfg(tiny_llama_dir)
+    tokens = cfg.train.batch_size * 96
+    attention = tokens * 4 * 96 * 6 * 2  # 4 heads, 96 keys, 6 bytes, 2 layers
+    gib = 2**30
+    assert est["bf16"]["activations_gib"] * gib == pytest.approx(est["fp32"]["activations_gib"] * gib / 2 + attention)
