@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import torch
 
+from finetune.train.lean_lora import cpu_bf16_autocast
+
 NAME = "tunedesk_short_rows"
-SHORT_ROW_TOKENS = 192  # eager measured faster at 128 keys, even at 256, slower at 512
+SHORT_ROW_TOKENS = 192  # products measured faster at 128 keys, equal at 256, slower at 512
 PLAIN_ATTENTION = frozenset({"llama", "mistral", "qwen2", "qwen3", "smollm3"})
 
 _registered = False
@@ -39,7 +41,9 @@ def short_row_attention(module, query, key, value, attention_mask, dropout: floa
     """
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    short = _runs_in_bf16(query) and key.shape[2] <= SHORT_ROW_TOKENS
+    # bf16 tensors, or the CPU's bf16 autocast (rotary embeddings hand it fp32 queries)
+    in_bf16 = query.dtype == torch.bfloat16 or cpu_bf16_autocast(query.device.type)
+    short = in_bf16 and key.shape[2] <= SHORT_ROW_TOKENS
     if not short or kwargs.get("softcap") is not None or kwargs.get("output_attentions"):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
                                       scaling=scaling, **kwargs)
@@ -61,14 +65,6 @@ def short_row_attention(module, query, key, value, attention_mask, dropout: floa
     if dropout and module.training:
         probs = torch.nn.functional.dropout(probs, p=dropout)
     return torch.matmul(probs, value).transpose(1, 2).contiguous(), None
-
-
-def _runs_in_bf16(query: torch.Tensor) -> bool:
-    """bf16 tensors, or the CPU's bf16 autocast (rotary embeddings hand fp32 queries to it)."""
-    if query.dtype == torch.bfloat16:
-        return True
-    return (query.device.type == "cpu" and torch.is_autocast_enabled("cpu")
-            and torch.get_autocast_dtype("cpu") == torch.bfloat16)
 
 
 def register() -> str:
