@@ -130,7 +130,7 @@ def slice_summary(slices: dict, adapter: str) -> str:
     cols, rows = table(slices, adapter)
     keep = [0, 1, 4, 7, 10, 11, 12, 13]
     lines = [f"{adapter} by {slices['column']}: {len(rows)} slices, "
-             f"{len(flagged(slices, adapter))} worse than base beyond the 95% CI",
+             f"{len(flagged(slices, adapter))} worse than base beyond chance (corrected over all slices)",
              "| " + " | ".join(cols[k] for k in keep) + " |", "|" + "---|" * len(keep)]
     lines += ["| " + " | ".join(str(r[k]) for k in keep) + " |" for r in rows]
     return "\n".join(lines)

@@ -6,6 +6,13 @@ absent). After scoring, :func:`check_gates` turns each adapter's rules into a ve
 it into the adapter's manifest with the evaluation's id and date. A corrupt gate.json gives
 a ``not evaluated`` verdict whose reason is the sentence saying what is wrong; the scores are
 still saved.
+
+"Worse" is a statistical question asked many times (each slice and metric, the whole-set
+perplexity): each check's paired randomization p-value (``eval.significance``) is corrected over
+all of the gate's checks together (Benjamini-Hochberg), so a change that makes no difference fails
+the gate on them with probability <= 5 %. The notes say how many checks that was and which slices
+are too small for any test to flag. Golden prompts are not statistics: one the reference passes
+and the adapter fails is a reason as it stands.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from adapters.shelf.gate_rules import (
     read_rules,
     record,
 )
+from eval.significance import FALSE_ALARM, benjamini_hochberg, rows_needed
 from eval.slices import LABELS, format_delta, is_worse
 
 
@@ -37,32 +45,81 @@ def check(report, adapter: str, rules: dict) -> dict:
     deltas = parent["deltas"] if parent else report.deltas[adapter]
     slices = parent["slices"] if parent else report.slices
     metrics = rules["slices_not_worse"]
+    checks = []  # (where, metric, delta): every statistical question this gate asks
     if metrics and slices:
         column = slices["column"]
-        for s in slices["slices"]:
-            bad = [k for k in metrics if is_worse(k, s["deltas"][adapter][k])]
-            if bad:
-                reasons.append(f"{column}={s['slice']} is worse than {reference} on " + ", ".join(
-                    f"{LABELS[k]} {format_delta(k, s['deltas'][adapter][k])}" for k in bad))
+        checks += [(f"{column}={s['slice']}", k, s["deltas"][adapter][k])
+                   for s in slices["slices"] if not s["note"] for k in metrics]
         few = [s["slice"] for s in slices["slices"] if s["note"]]
         if few:
             notes.append(f"{len(few)} slice(s) had too few rows for a CI and were not checked: "
                          + ", ".join(few[:10]) + (" ..." if len(few) > 10 else ""))
     elif metrics:
         notes.append("the evaluation was not sliced: the whole set was checked as one slice")
-        bad = [k for k in metrics if is_worse(k, deltas[k])]
-        if bad:
-            reasons.append(f"all rows are worse than {reference} on " + ", ".join(
-                f"{LABELS[k]} {format_delta(k, deltas[k])}" for k in bad))
-    if rules["perplexity_not_worse"] and is_worse("perplexity", deltas["perplexity"]):
-        reasons.append(f"perplexity is worse than {reference} beyond its CI: "
-                       + format_delta("perplexity", deltas["perplexity"]))
+        checks += [("all rows", k, deltas[k]) for k in metrics]
+    if rules["perplexity_not_worse"]:
+        checks.append((WHOLE_SET_PERPLEXITY, "perplexity", deltas["perplexity"]))
+    bad = _worse_checks(checks)
+    for where in dict.fromkeys(w for w, _, _ in bad):
+        found = [(k, d) for w, k, d in bad if w == where]
+        if where == WHOLE_SET_PERPLEXITY:
+            beyond = "chance" if found[0][1].get("p_adjusted") is not None else "its CI"
+            reasons.append(f"perplexity is worse than {reference} beyond {beyond}: " + _described(*found[0]))
+        else:
+            verb = "are" if where == "all rows" else "is"
+            reasons.append(f"{where} {verb} worse than {reference} on "
+                           + ", ".join(_described(k, d) for k, d in found))
+    notes += _power_notes(checks, slices if metrics else None)
     if rules["golden_not_worse"]:
         reasons += _golden_regressions(report, adapter, notes, reference)
     if rules["golden_all_pass"]:
         reasons += _golden_reasons(report, adapter)
     return {"state": FAILED if reasons else PASSED, "reasons": reasons, "notes": notes,
             "rules": rules, "against": reference}
+
+
+WHOLE_SET_PERPLEXITY = "whole-set perplexity"
+
+
+def _worse_checks(checks: list[tuple]) -> list[tuple]:
+    """The checks that are worse beyond chance, in order.
+
+    Deltas with a randomization p-value (``eval.significance``) are corrected together
+    (Benjamini-Hochberg at ``FALSE_ALARM``): a change that makes no difference fails the gate
+    anywhere with probability <= 5 %. A delta without one (a report saved before the tests
+    existed) falls back to its own 95 % CI.
+    """
+    tested = [i for i, (_, _, d) in enumerate(checks) if d.get("p") is not None]
+    adjusted = dict(zip(tested, benjamini_hochberg([checks[i][2]["p"] for i in tested]), strict=True))
+    worse = []
+    for i, (where, metric, d) in enumerate(checks):
+        if i in adjusted:
+            if adjusted[i] <= FALSE_ALARM:
+                worse.append((where, metric, {**d, "p_adjusted": float(adjusted[i])}))
+        elif is_worse(metric, d):
+            worse.append((where, metric, d))
+    return worse
+
+
+def _described(metric: str, d: dict) -> str:
+    """``BLEU -3.00 [-4.00, -2.00]``, with the corrected p-value when there is one."""
+    p = f" (p {d['p_adjusted']:.2g} corrected)" if d.get("p_adjusted") is not None else ""
+    return f"{LABELS[metric]} {format_delta(metric, d)}{p}"
+
+
+def _power_notes(checks: list[tuple], slices: dict | None) -> list[str]:
+    """How many checks were corrected together, and the slices too small to ever be flagged."""
+    tested = sum(d.get("p") is not None for _, _, d in checks)
+    if not tested:
+        return []
+    notes = [f"{tested} checks corrected together ({FALSE_ALARM:.0%} false alarm for the whole gate)"]
+    need = rows_needed(tested)
+    small = [s["slice"] for s in (slices or {}).get("slices", []) if not s["note"] and s["rows"] < need]
+    if small:
+        notes.append(f"{len(small)} slice(s) have fewer than {need} rows, too few for one metric worse on "
+                     f"every row to stand out among {tested} checks (evaluate more rows per slice): "
+                     + ", ".join(small[:10]) + (" ..." if len(small) > 10 else ""))
+    return notes
 
 
 def _golden_regressions(report, adapter: str, notes: list[str], reference: str = "base") -> list[str]:

@@ -2,7 +2,9 @@
 
 Deltas are always adapter minus base on the same rows: positive is better for BLEU and
 ROUGE-L, negative is better for perplexity. Every CI is a paired bootstrap (1000 resamples,
-95 %) over rows, with the same seed, hence the same resamples, for all three metrics.
+95 %) over rows, with the same seed, hence the same resamples, for all three metrics. Each
+delta also carries ``p``: the one-sided paired randomization test that it is worse
+(:mod:`eval.significance`), which the release gate corrects over everything it checks.
 With a slice column, the same is done per slice (:mod:`eval.slices`) and saved as slices.csv;
 each adapter's release gate verdict (:mod:`eval.gate`) goes into report.json and summary.md.
 Saved to ``$TUNEDESK_HOME/evals/<eval_id>/`` (report.json, samples.csv, summary.md, slices.csv)
@@ -31,6 +33,7 @@ from eval.metrics import (
     rouge_l_scores,
     sentence_bleu_scores,
 )
+from eval.significance import bleu_worse_p, mean_worse_p, perplexity_worse_p
 from eval.slices import markdown as slices_markdown
 from eval.slices import slice_scores
 from eval.slices import write_csv as write_slices_csv
@@ -138,7 +141,10 @@ def _deltas(base_texts, texts, refs, base_rows, rows, base_nll, nll, seed) -> di
     found = {"bleu": bleu_bootstrap_delta_ci(base_texts, texts, refs, **opts),
              "rouge_l": bootstrap_delta_ci(base_rows["rouge_l"], rows["rouge_l"], **opts),
              "perplexity": perplexity_delta_ci(base_nll, nll, **opts)}
-    return {k: {"delta": d, "low": lo, "high": hi} for k, (d, lo, hi) in found.items()}
+    p = {"bleu": bleu_worse_p(base_texts, texts, refs, seed),
+         "rouge_l": mean_worse_p(base_rows["rouge_l"], rows["rouge_l"], seed),
+         "perplexity": perplexity_worse_p(base_nll, nll, seed)}
+    return {k: {"delta": d, "low": lo, "high": hi, "p": p[k]} for k, (d, lo, hi) in found.items()}
 
 
 def _samples(rows, texts, per_row, nll, models) -> list[dict]:

@@ -4,11 +4,13 @@ A report over all rows can hide a kind of request that got worse. Each slice (th
 sharing one value of the slice column) is scored like the whole set: corpus BLEU, mean
 ROUGE-L, perplexity and the golden prompts labelled with that value, for the base and each
 adapter, and each adapter's paired bootstrap delta vs base with the same resampling as the
-whole-set CIs (``eval.metrics``). A slice whose CI lies entirely on the worse side of 0
-(below 0 for BLEU and ROUGE-L, above 0 for perplexity) is flagged ``worse``.
+whole-set CIs (``eval.metrics``). The CIs say how large a change is; whether a slice is
+``worse`` is a paired randomization test per slice and metric (``eval.significance``), corrected
+over all of an adapter's slices and metrics (Benjamini-Hochberg at 5 %): a change that makes no
+difference flags no slice, 19 times in 20.
 
 A bootstrap over one or two rows says nothing: slices with fewer than ``MIN_CI_ROWS`` rows
-keep their scores and deltas but no CI, and say so in ``note``; they are never flagged.
+keep their scores and deltas but no CI or test, and say so in ``note``; they are never flagged.
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ from eval.metrics import (
     bootstrap_delta_ci,
     corpus_bleu,
     perplexity_delta_ci,
+)
+from eval.significance import (
+    FALSE_ALARM,
+    benjamini_hochberg,
+    bleu_worse_p,
+    mean_worse_p,
+    perplexity_worse_p,
 )
 
 MIN_CI_ROWS = 5  # fewer rows than this: no CI, never flagged
@@ -64,7 +73,22 @@ def slice_scores(column: str, labels: list, texts: dict, refs: list[str], per_ro
     rows = [_one_slice(name, np.asarray(idx), models, texts, refs, per_row, nll,
                        golden_groups.get(name, []), opts)
             for name, idx in sorted(groups.items())]
-    return {"column": column, "min_rows": MIN_CI_ROWS, "confidence": confidence, "slices": rows}
+    for a in models[1:]:
+        _flag_worse(rows, a)
+    return {"column": column, "min_rows": MIN_CI_ROWS, "confidence": confidence,
+            "false_alarm": FALSE_ALARM, "slices": rows}
+
+
+def _flag_worse(rows: list[dict], adapter: str) -> None:
+    """Set each slice's ``worse`` for ``adapter``: the metrics whose test stays below the
+    false-alarm rate after correcting over every tested slice and metric (``p_adjusted``)."""
+    tested = [(s, k) for s in rows for k in METRICS if s["deltas"][adapter][k].get("p") is not None]
+    adjusted = benjamini_hochberg([s["deltas"][adapter][k]["p"] for s, k in tested])
+    for (s, k), p in zip(tested, adjusted, strict=True):
+        s["deltas"][adapter][k]["p_adjusted"] = float(p)
+    for s in rows:
+        s["worse"][adapter] = [k for k in METRICS if s["deltas"][adapter][k].get("p_adjusted") is not None
+                               and s["deltas"][adapter][k]["p_adjusted"] <= FALSE_ALARM]
 
 
 def _one_slice(name, idx, models, texts, refs, per_row, nll, golden_results, opts) -> dict:
@@ -85,12 +109,17 @@ def _one_slice(name, idx, models, texts, refs, per_row, nll, golden_results, opt
                      "rouge_l": bootstrap_delta_ci(np.asarray(per_row[base]["rouge_l"])[idx],
                                                    np.asarray(per_row[a]["rouge_l"])[idx], **opts),
                      "perplexity": perplexity_delta_ci(sub_nll[base], sub_nll[a], **opts)}
-            deltas[a] = {k: {"delta": d, "low": lo, "high": hi} for k, (d, lo, hi) in found.items()}
+            seed = opts["seed"]
+            p = {"bleu": bleu_worse_p(sub_texts[base], sub_texts[a], sub_refs, seed),
+                 "rouge_l": mean_worse_p(np.asarray(per_row[base]["rouge_l"])[idx],
+                                         np.asarray(per_row[a]["rouge_l"])[idx], seed),
+                 "perplexity": perplexity_worse_p(sub_nll[base], sub_nll[a], seed)}
+            deltas[a] = {k: {"delta": d, "low": lo, "high": hi, "p": p[k]} for k, (d, lo, hi) in found.items()}
         else:
             deltas[a] = {k: {"delta": metrics[a][k] - metrics[base][k], "low": None, "high": None}
                          for k in METRICS}
-        worse[a] = [k for k in METRICS if is_worse(k, deltas[a][k])]
-    note = "" if with_ci else (f"{n} row{'s' if n != 1 else ''}: too few for a CI "
+        worse[a] = []  # set by _flag_worse once every slice is tested
+    note = "" if with_ci else (f"{n} row{'s' if n != 1 else ''}: too few for a CI or test "
                                f"(at least {MIN_CI_ROWS} needed); not flagged")
     return {"slice": name, "rows": n, "golden_total": len(golden_results), "metrics": metrics,
             "deltas": deltas, "worse": worse, "note": note}
@@ -130,13 +159,14 @@ def table(slices: dict, adapter: str) -> tuple[list[str], list[list]]:
                      format_delta("bleu", d["bleu"]), round(b["rouge_l"], 4), round(t["rouge_l"], 4),
                      format_delta("rouge_l", d["rouge_l"]), round(b["perplexity"], 2),
                      round(t["perplexity"], 2), format_delta("perplexity", d["perplexity"]), golden,
-                     ", ".join(LABELS[k] for k in s["worse"][adapter]) or "—", s["note"]])
+                     ", ".join(f"{LABELS[k]} (p {d[k]['p_adjusted']:.3g})" for k in s["worse"][adapter]) or "—",
+                     s["note"]])
     rows.sort(key=lambda r: r[12] == "—")  # stable: flagged first, then by slice name
     return cols, rows
 
 
 def flagged(slices: dict, adapter: str) -> list[dict]:
-    """The slices where ``adapter`` is worse than base beyond the CI on some metric."""
+    """The slices where ``adapter`` is worse than base beyond chance on some metric (corrected)."""
     return [s for s in slices["slices"] if s["worse"].get(adapter)]
 
 
@@ -147,7 +177,8 @@ def markdown(slices: dict, adapters: list[str]) -> str:
         bad = flagged(slices, a)
         few = sum(1 for s in slices["slices"] if s["note"])
         out += [f"## {a} by {slices['column']}: {len(slices['slices'])} slices, "
-                f"{len(bad)} worse than base beyond the 95% CI"
+                f"{len(bad)} worse than base beyond chance (paired randomization tests, corrected over "
+                f"every slice and metric, {slices.get('false_alarm', 0.05):.0%} false alarm)"
                 + (f", {few} too small for a CI" if few else ""), ""]
         for s in bad:
             out.append(f"- **{s['slice']}** worse on " + ", ".join(
@@ -160,10 +191,12 @@ def markdown(slices: dict, adapters: list[str]) -> str:
 
 
 def write_csv(slices: dict, adapters: list[str], path: Path, safe=lambda c: c) -> None:
-    """slices.csv: one line per slice and adapter, numbers unrounded, CI bounds empty when none."""
+    """slices.csv: one line per slice and adapter, numbers unrounded, CI bounds and p-values
+    (one-sided, raw and corrected) empty when none."""
     header = ["column", "slice", "rows", "adapter", "golden_total", "worse", "note"]
     for k in METRICS:
-        header += [f"base_{k}", f"adapter_{k}", f"delta_{k}", f"low_{k}", f"high_{k}"]
+        header += [f"base_{k}", f"adapter_{k}", f"delta_{k}", f"low_{k}", f"high_{k}", f"p_{k}",
+                   f"p_adjusted_{k}"]
     header += ["base_golden_passed", "adapter_golden_passed"]
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
@@ -174,7 +207,8 @@ def write_csv(slices: dict, adapters: list[str], path: Path, safe=lambda c: c) -
                 row = [slices["column"], s["slice"], s["rows"], a, s["golden_total"],
                        " ".join(s["worse"][a]), s["note"]]
                 for k in METRICS:
-                    row += [b[k], t[k], d[k]["delta"], _blank(d[k]["low"]), _blank(d[k]["high"])]
+                    row += [b[k], t[k], d[k]["delta"], _blank(d[k]["low"]), _blank(d[k]["high"]),
+                            _blank(d[k].get("p")), _blank(d[k].get("p_adjusted"))]
                 row += [b["golden_passed"], t["golden_passed"]]
                 writer.writerow([safe(c) for c in row])
 

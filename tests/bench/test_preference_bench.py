@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench.preference import SFT_NAME, sft_config
 from bench.preference_pairs import bitext_pairs, read_rows
 from finetune.config import validate
@@ -28,3 +30,31 @@ def test_budget_zero_is_the_fixed_step_run(tmp_path, bitext_dir):
     t = cfg.train
     assert t.time_budget_s == 0 and t.max_steps == 7 and (t.eval_every, t.probe_every, t.save_every) == (0, 0, 0)
     assert cfg.data.max_samples == 64 and len(read_rows(Path(cfg.data.path))[0]) == 64 and validate(cfg) == []
+
+
+def test_the_start_accuracy_is_cached_under_the_adapters_weights_and_the_pairs(tmp_path, monkeypatch):
+    import bench.preference as bench_preference
+    from adapters.shelf.manifest import WEIGHTS
+
+    calls = []
+    monkeypatch.setattr(bench_preference, "accuracy",
+                        lambda name, pairs: calls.append(name) or (0.5 + len(calls) / 10, 1.0, 2.0))
+    sft = tmp_path / "adapters" / SFT_NAME
+    sft.mkdir(parents=True)
+    (sft / WEIGHTS).write_bytes(b"weights one")
+    pairs = [{"prompt": "p", "chosen": "c", "rejected": "r"}]
+    first = bench_preference.start_accuracy(pairs, sft, tmp_path)
+    assert first == (0.6, 1.0, 2.0) and bench_preference.start_accuracy(pairs, sft, tmp_path) == first
+    (sft / WEIGHTS).write_bytes(b"weights two")  # a new SFT adapter in the same home
+    assert bench_preference.start_accuracy(pairs, sft, tmp_path) == (0.7, 1.0, 2.0)
+    assert bench_preference.start_accuracy(pairs[:0], sft, tmp_path) == (0.8, 1.0, 2.0)  # other pairs
+    assert calls == [SFT_NAME] * 3
+
+
+def test_gate_rows_must_leave_room_for_the_training_rows(bitext_dir):
+    from bench.preference import check_args, parse_args
+
+    data = bitext_dir / "bitext_v1_train.csv"
+    check_args(parse_args(["--sft-rows", "1000", "--pairs", "400", "--gate-from", "600"]), data)
+    with pytest.raises(ValueError, match=r"max\(--held-out, --gate-from\) must fit"):
+        check_args(parse_args(["--sft-rows", "1000", "--pairs", "400", "--gate-from", "2700"]), data)

@@ -103,7 +103,7 @@ def test_a_one_row_slice_says_so_instead_of_a_ci(sliced):
     tiny = next(s for s in out["slices"] if s["slice"] == "tiny")
     d = tiny["deltas"]["tuned"]["rouge_l"]
     assert d["low"] is None and d["high"] is None and d["delta"] < 0
-    assert tiny["note"] == f"1 row: too few for a CI (at least {MIN_CI_ROWS} needed); not flagged"
+    assert tiny["note"] == f"1 row: too few for a CI or test (at least {MIN_CI_ROWS} needed); not flagged"
     assert tiny["worse"]["tuned"] == []
     cols, rows = table(out, "tuned")
     row = next(r for r in rows if r[0] == "tiny")
@@ -195,3 +195,12 @@ def test_a_child_version_is_gated_against_its_parent_not_the_base(sliced):
     assert verdict["reasons"][1].startswith("perplexity is worse than v1 beyond its CI")
     assert verdict["reasons"][2] == "golden prompts v1 passes fail: g1 (0/1 passed, v1 1/1)"
     assert check(fake_report(sliced, golden_passed=False), "tuned", dict(DEFAULT_RULES))["against"] == "base"
+
+
+def test_the_gate_says_how_many_checks_it_corrected_over_and_which_slices_are_too_small(sliced):
+    verdict = check(fake_report(sliced), "tuned", dict(DEFAULT_RULES))
+    assert "6 checks corrected together (5% false alarm for the whole gate)" in verdict["notes"]
+    # 2 ** -7 <= 0.05 / 6: 'good' (8 rows) could be flagged alone, 'bad' (6) only with its other metrics
+    assert "1 slice(s) have fewer than 7 rows, too few for one metric worse on every row to stand out among " \
+           "6 checks (evaluate more rows per slice): bad" in verdict["notes"]
+    assert "(p 0.031 corrected)" in verdict["reasons"][0]  # 1/64 on each metric x 6 checks / 3 flagged

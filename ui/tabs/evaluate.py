@@ -54,7 +54,8 @@ def build_evaluate_tab(state: AppState) -> dict:
         metrics = gr.Dataframe(headers=METRIC_COLUMNS, label="Metrics (Δ = adapter − base, paired bootstrap 95% CI)",
                                interactive=False, wrap=True, elem_id="eval-metrics")
         which = gr.Dropdown([], label="Slice and per-sample tables for adapter")
-        slices = gr.Dataframe(label="By slice: Δ = adapter − base, paired bootstrap 95% CI; worse slices first",
+        slices = gr.Dataframe(label="By slice: Δ = adapter − base, paired bootstrap 95% CI; worse = beyond chance "
+                                    "over all slices (randomization test, corrected p); worse slices first",
                               interactive=False, wrap=True, max_height=400, elem_id="eval-slices")
         per_sample = gr.Dataframe(label="Per-sample scores, worst regressions first", interactive=False,
                                   wrap=True, max_height=400, elem_id="eval-samples")

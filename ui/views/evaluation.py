@@ -104,7 +104,8 @@ def gate_markdown(report) -> str:
         lines += [f"- {r}" for r in v["reasons"]] + [f"- _{n}_" for n in v.get("notes", [])]
     if report.slices:
         flagged = {a: sum(1 for s in report.slices["slices"] if s["worse"][a]) for a in report.adapters}
-        lines.append("Slices by `{}`: {} — worse than base beyond the CI: {}.".format(
+        lines.append("Slices by `{}`: {} — worse than base beyond chance (paired randomization tests, "
+                     "corrected over all slices and metrics): {}.".format(
             report.slices["column"], len(report.slices["slices"]),
             ", ".join(f"{a} {n}" for a, n in flagged.items())))
     return "\n".join(lines)
