@@ -25,15 +25,17 @@ GATE_FILE = "gate.json"
 FORMAT = "tunedesk-gate/1"
 GATE_METRICS = ("bleu", "rouge_l", "perplexity")
 DEFAULT_RULES = {
-    # No slice (or, unsliced, the whole set) may be worse than base beyond its 95% CI on these.
+    # No slice (or, unsliced, the whole set) may be worse than base beyond chance on these
+    # (eval.significance: paired randomization tests, corrected over all the gate's checks).
     "slices_not_worse": list(GATE_METRICS),
-    # No golden prompt the base passes fails with the adapter: the tuning lost nothing the base
-    # could do. "All pass" is opt-in: a small model tuned for minutes rarely says every required
-    # phrase (the full gate demo's good adapter passed 2 of 6, the base 0), so as a default it
+    # The adapter passes at least as many golden prompts as the base (or the parent it was tuned
+    # from); the prompts it lost are named either way. Counted, not per prompt: any retraining
+    # trades a few phrase checks both ways under greedy decoding. "All pass" is opt-in: a small
+    # model tuned for minutes rarely says every required phrase (the full gate demo's good adapter passed 2 of 6, the base 0), so as a default it
     # failed every adapter, good or damaged, and told the user nothing.
     "golden_not_worse": True,
     "golden_all_pass": False,  # every golden prompt passes its must / must-not phrases
-    "perplexity_not_worse": True,  # whole-set perplexity not above base beyond its CI
+    "perplexity_not_worse": True,  # whole-set perplexity not above base beyond chance
 }
 PASSED, FAILED, NOT_EVALUATED = "passed", "failed", "not evaluated"
 

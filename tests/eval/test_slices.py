@@ -204,3 +204,22 @@ def test_the_gate_says_how_many_checks_it_corrected_over_and_which_slices_are_to
     assert "1 slice(s) have fewer than 7 rows, too few for one metric worse on every row to stand out among " \
            "6 checks (evaluate more rows per slice): bad" in verdict["notes"]
     assert "(p 0.031 corrected)" in verdict["reasons"][0]  # 1/64 on each metric x 6 checks / 3 flagged
+
+
+def test_golden_prompts_traded_one_for_one_are_a_note_and_a_net_loss_a_reason(sliced):
+    relaxed = {**DEFAULT_RULES, "slices_not_worse": [], "perplexity_not_worse": False}
+
+    def golden(*pairs):  # (base passes, tuned passes) per prompt
+        return {"total": len(pairs), "results": [
+            {"id": f"g{i}", "checks": {"base": {"passed": b}, "tuned": {"passed": t}}}
+            for i, (b, t) in enumerate(pairs, 1)]}
+
+    report = fake_report(sliced)
+    report.golden = golden((True, False), (False, True), (True, True))
+    traded = check(report, "tuned", relaxed)
+    assert traded["state"] == "passed" and traded["reasons"] == []
+    assert ("golden prompts traded, none lost in number: the base passes g1 and this version does not; "
+            "this version passes g2 and the base does not (2/3 passed, base 2/3)") in traded["notes"]
+    report.golden = golden((True, False), (True, False), (False, True))
+    lost = check(report, "tuned", relaxed)
+    assert lost["reasons"] == ["golden prompts the base passes fail: g1, g2 (1/3 passed, base 2/3; it gains g3)"]
