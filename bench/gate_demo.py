@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: gate {verdict['state']}; BLEU {m['bleu']:.2f} (Δ {d['bleu']['delta']:+.2f}), "
               f"ROUGE-L {m['rouge_l']:.4f}, perplexity {m['perplexity']:.2f}, golden "
               f"{m['golden_passed']}/{m['golden_total']}, {len(result['worse_slices'][name])} of "
-              f"{result['slices']} intents worse beyond the CI")
+              f"{result['slices']} intents worse beyond chance (corrected)")
         for reason in verdict["reasons"]:
             print(f"  - {reason}")
     print(f"report: {result['report']}")

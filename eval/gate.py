@@ -8,9 +8,9 @@ a ``not evaluated`` verdict whose reason is the sentence saying what is wrong; t
 still saved.
 
 "Worse" is a statistical question asked many times (each slice and metric, the whole-set
-perplexity): each check's paired randomization p-value (``eval.significance``) is corrected over
-all of the gate's checks together (Benjamini-Hochberg), so a change that makes no difference fails
-the gate on them with probability <= 5 %. The notes say how many checks that was and which slices
+perplexity): each check's paired randomization p-value (``eval.significance``) is corrected within
+its family (Benjamini-Hochberg), the whole-set checks at 2.5 % and the slice checks at 2.5 %, so a
+change that makes no difference fails the gate on them with probability <= 5 %. The notes say how many checks that was and which slices
 are too small for any test to flag. Golden prompts are counted, not tested: the adapter must pass
 at least as many as the reference (``golden_not_worse``; prompts traded one for one are a note),
 or all of them (``golden_all_pass``).
@@ -26,7 +26,13 @@ from adapters.shelf.gate_rules import (
     read_rules,
     record,
 )
-from eval.significance import FALSE_ALARM, benjamini_hochberg, rows_needed
+from eval.significance import (
+    FALSE_ALARM,
+    SLICE_FALSE_ALARM,
+    WHOLE_SET_FALSE_ALARM,
+    benjamini_hochberg,
+    rows_needed,
+)
 from eval.slices import LABELS, format_delta, is_worse
 
 
@@ -57,7 +63,7 @@ def check(report, adapter: str, rules: dict) -> dict:
                          + ", ".join(few[:10]) + (" ..." if len(few) > 10 else ""))
     elif metrics:
         notes.append("the evaluation was not sliced: the whole set was checked as one slice")
-        checks += [("all rows", k, deltas[k]) for k in metrics]
+        checks += [(ALL_ROWS, k, deltas[k]) for k in metrics]
     if rules["perplexity_not_worse"]:
         checks.append((WHOLE_SET_PERPLEXITY, "perplexity", deltas["perplexity"]))
     bad = _worse_checks(checks)
@@ -67,7 +73,7 @@ def check(report, adapter: str, rules: dict) -> dict:
             beyond = "chance" if found[0][1].get("p_adjusted") is not None else "its CI"
             reasons.append(f"perplexity is worse than {reference} beyond {beyond}: " + _described(*found[0]))
         else:
-            verb = "are" if where == "all rows" else "is"
+            verb = "are" if where == ALL_ROWS else "is"
             reasons.append(f"{where} {verb} worse than {reference} on "
                            + ", ".join(_described(k, d) for k, d in found))
     notes += _power_notes(checks, slices if metrics else None)
@@ -79,27 +85,36 @@ def check(report, adapter: str, rules: dict) -> dict:
             "rules": rules, "against": reference}
 
 
-WHOLE_SET_PERPLEXITY = "whole-set perplexity"
+WHOLE_SET_PERPLEXITY, ALL_ROWS = "whole-set perplexity", "all rows"
 
 
 def _worse_checks(checks: list[tuple]) -> list[tuple]:
     """The checks that are worse beyond chance, in order.
 
-    Deltas with a randomization p-value (``eval.significance``) are corrected together
-    (Benjamini-Hochberg at ``FALSE_ALARM``): a change that makes no difference fails the gate
-    anywhere with probability <= 5 %. A delta without one (a report saved before the tests
-    existed) falls back to its own 95 % CI.
+    Deltas with a randomization p-value (``eval.significance``) are corrected in two families,
+    each with Benjamini-Hochberg at half the gate's 5 %: the whole-set checks (which keep the
+    strength a one-sided 95 % CI gave them) and the slice checks. A change that makes no
+    difference fails the gate on them with probability <= 5 %. A delta without a p-value (a
+    report saved before the tests existed) falls back to its own 95 % CI.
     """
-    tested = [i for i, (_, _, d) in enumerate(checks) if d.get("p") is not None]
-    adjusted = dict(zip(tested, benjamini_hochberg([checks[i][2]["p"] for i in tested]), strict=True))
+    adjusted = {}
+    for whole, q in ((True, WHOLE_SET_FALSE_ALARM), (False, SLICE_FALSE_ALARM)):
+        family = [i for i, (where, _, d) in enumerate(checks)
+                  if d.get("p") is not None and _is_whole_set(where) == whole]
+        p = benjamini_hochberg([checks[i][2]["p"] for i in family], q)
+        adjusted.update({i: (float(a), q) for i, a in zip(family, p, strict=True)})
     worse = []
     for i, (where, metric, d) in enumerate(checks):
         if i in adjusted:
-            if adjusted[i] <= FALSE_ALARM:
-                worse.append((where, metric, {**d, "p_adjusted": float(adjusted[i])}))
+            if adjusted[i][0] <= adjusted[i][1]:
+                worse.append((where, metric, {**d, "p_adjusted": adjusted[i][0]}))
         elif is_worse(metric, d):
             worse.append((where, metric, d))
     return worse
+
+
+def _is_whole_set(where: str) -> bool:
+    return where in (WHOLE_SET_PERPLEXITY, ALL_ROWS)
 
 
 def _described(metric: str, d: dict) -> str:
@@ -110,16 +125,18 @@ def _described(metric: str, d: dict) -> str:
 
 def _power_notes(checks: list[tuple], slices: dict | None) -> list[str]:
     """How many checks were corrected together, and the slices too small to ever be flagged."""
-    tested = sum(d.get("p") is not None for _, _, d in checks)
+    tested = [where for where, _, d in checks if d.get("p") is not None]
     if not tested:
         return []
-    notes = [f"{tested} checks corrected together ({FALSE_ALARM:.0%} false alarm for the whole gate)"]
-    need = rows_needed(tested)
+    whole = sum(map(_is_whole_set, tested))
+    notes = [f"{whole} whole-set and {len(tested) - whole} slice checks, each family corrected at "
+             f"{SLICE_FALSE_ALARM:.1%} ({FALSE_ALARM:.0%} false alarm for the whole gate)"]
+    need = rows_needed(len(tested) - whole)
     small = [s["slice"] for s in (slices or {}).get("slices", []) if not s["note"] and s["rows"] < need]
-    if small:
+    if small and len(tested) > whole:
         notes.append(f"{len(small)} slice(s) have fewer than {need} rows, too few for one metric worse on "
-                     f"every row to stand out among {tested} checks (evaluate more rows per slice): "
-                     + ", ".join(small[:10]) + (" ..." if len(small) > 10 else ""))
+                     f"every row to stand out among {len(tested) - whole} slice checks (evaluate more rows "
+                     "per slice): " + ", ".join(small[:10]) + (" ..." if len(small) > 10 else ""))
     return notes
 
 

@@ -8,11 +8,11 @@ from bench.gate_false_alarm import main, one_evaluation
 
 
 def test_a_regression_in_every_slice_is_caught_with_too_few_rows_to_flag_one_alone():
-    """No 6-row slice can be flagged alone among 54 checks (best p 1/64 > 5 % / 54), but 27 of
-    them worse together pass Benjamini-Hochberg's 27th threshold (27 x 5 % / 54 = 2.5 %)."""
-    worse_everywhere = one_evaluation(np.random.default_rng(0), slices=27, rows=6, worse=27, shift=0.6, seed=0)
+    """No 7-row slice can be flagged alone among 54 checks (best p 1/128 > 2.5 % / 54), but 27 of
+    them worse together pass Benjamini-Hochberg's 27th threshold (27 x 2.5 % / 54 = 1.25 %)."""
+    worse_everywhere = one_evaluation(np.random.default_rng(0), slices=27, rows=7, worse=27, shift=0.6, seed=0)
     assert worse_everywhere[1] and worse_everywhere[2] == 27
-    one_worse = one_evaluation(np.random.default_rng(0), slices=27, rows=6, worse=1, shift=0.6, seed=0)
+    one_worse = one_evaluation(np.random.default_rng(0), slices=27, rows=7, worse=1, shift=0.6, seed=0)
     assert one_worse[0] and not one_worse[1]  # the old rule flags something, as in most null evaluations
 
 

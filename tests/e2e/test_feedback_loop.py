@@ -175,7 +175,7 @@ def test_a_correction_reviewed_and_trained_in_comes_back_in_the_answer(app_url):
                          r"(passed|failed)", gate), gate
         # one pair learnt by heart at a high learning rate costs perplexity: the gate sees it against
         # the parent, not the base
-        assert "perplexity is worse than support beyond its CI" in gate, gate
+        assert "perplexity is worse than support beyond chance" in gate, gate
         shot(page, "feedback-loop-04-evaluate")
 
         # Chat: the new version answers the same message with the correction.

@@ -88,7 +88,8 @@ def test_benjamini_hochberg_by_hand():
     assert benjamini_hochberg([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.02, 0.04, 0.04, 0.02])
     assert benjamini_hochberg([0.5, 0.9]) == pytest.approx([0.9, 0.9])
     assert benjamini_hochberg([]).size == 0
-    assert rows_needed(82) == 11  # 2 ** -11 <= 0.05 / 82 < 2 ** -10
+    assert rows_needed(82, 0.05) == 11  # 2 ** -11 <= 0.05 / 82 < 2 ** -10
+    assert rows_needed(81) == 12  # the gate's slices: 81 checks at 2.5 %
 
 
 def _null_evaluation(rng, slices=27, rows=12):

@@ -26,7 +26,7 @@ def crafted():
         refs.append(f"{REF} {i}")
         base.append(f"hello there friend {i}")
         tuned.append(f"{REF} {i}")
-    for i in range(6):
+    for i in range(7):
         labels.append("bad")
         refs.append(f"{REF} {i}")
         base.append(f"{REF} {i}")
@@ -66,7 +66,7 @@ def test_every_value_is_a_slice_with_its_rows(sliced):
     out, _ = sliced
     by = {s["slice"]: s for s in out["slices"]}
     assert list(by) == sorted(by) and set(by) == {"good", "bad", "tiny", "(empty)"}
-    assert [by[k]["rows"] for k in ("good", "bad", "tiny", "(empty)")] == [8, 6, 1, 1]
+    assert [by[k]["rows"] for k in ("good", "bad", "tiny", "(empty)")] == [8, 7, 1, 1]
     assert out["column"] == "intent" and out["min_rows"] == MIN_CI_ROWS
 
 
@@ -199,11 +199,13 @@ def test_a_child_version_is_gated_against_its_parent_not_the_base(sliced):
 
 def test_the_gate_says_how_many_checks_it_corrected_over_and_which_slices_are_too_small(sliced):
     verdict = check(fake_report(sliced), "tuned", dict(DEFAULT_RULES))
-    assert "6 checks corrected together (5% false alarm for the whole gate)" in verdict["notes"]
-    # 2 ** -7 <= 0.05 / 6: 'good' (8 rows) could be flagged alone, 'bad' (6) only with its other metrics
-    assert "1 slice(s) have fewer than 7 rows, too few for one metric worse on every row to stand out among " \
-           "6 checks (evaluate more rows per slice): bad" in verdict["notes"]
-    assert "(p 0.031 corrected)" in verdict["reasons"][0]  # 1/64 on each metric x 6 checks / 3 flagged
+    # the crafted whole-set deltas have no p-value (a report saved before the tests): CI only
+    assert "0 whole-set and 6 slice checks, each family corrected at 2.5% (5% false alarm for the whole gate)" \
+        in verdict["notes"]
+    # 2 ** -8 <= 0.025 / 6: 'good' (8 rows) could be flagged alone, 'bad' (7) only with its other metrics
+    assert "1 slice(s) have fewer than 8 rows, too few for one metric worse on every row to stand out among " \
+           "6 slice checks (evaluate more rows per slice): bad" in verdict["notes"]
+    assert "(p 0.016 corrected)" in verdict["reasons"][0]  # 1/128 on each metric x 6 checks / 3 flagged
 
 
 def test_golden_prompts_traded_one_for_one_are_a_note_and_a_net_loss_a_reason(sliced):
