@@ -191,26 +191,26 @@ def bleu_bootstrap_delta_ci(
     """
     _check_pairs(predictions_a, references, what="predictions_a")
     _check_pairs(predictions_b, references, what="predictions_b")
-    stats_a = _bleu_row_stats(predictions_a, references)
-    stats_b = _bleu_row_stats(predictions_b, references)
+    stats_a = bleu_row_stats(predictions_a, references)
+    stats_b = bleu_row_stats(predictions_b, references)
 
     def delta_of(idx: np.ndarray) -> float:
-        return _bleu_from_stats(stats_b[idx]) - _bleu_from_stats(stats_a[idx])
+        return bleu_from_stats(stats_b[idx]) - bleu_from_stats(stats_a[idx])
 
     return _paired_bootstrap(len(references), delta_of, n_resamples, confidence, seed)
 
 
-def _bleu_row_stats(predictions: list[str], references: list[str]) -> np.ndarray:
+def bleu_row_stats(predictions: list[str], references: list[str]) -> np.ndarray:
     """Per-row BLEU sufficient statistics, shape (N, 2 + 2 * max_ngram_order)."""
     # Private sacrebleu API, the same calls sacrebleu.significance makes; a test pins
-    # _bleu_from_stats against corpus_score so a sacrebleu change cannot slip past.
+    # bleu_from_stats against corpus_score so a sacrebleu change cannot slip past.
     return np.asarray(
         _CORPUS_BLEU._extract_corpus_statistics(list(predictions), [list(references)]),
         dtype=np.int64,
     )
 
 
-def _bleu_from_stats(stats: np.ndarray) -> float:
+def bleu_from_stats(stats: np.ndarray) -> float:
     """Corpus BLEU of the rows whose statistics are given."""
     return _CORPUS_BLEU._compute_score_from_stats(stats.sum(axis=0).tolist()).score
 

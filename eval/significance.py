@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from eval.metrics import _bleu_from_stats, _bleu_row_stats
+from eval.metrics import bleu_from_stats, bleu_row_stats
 
 MAX_EXACT_ROWS = 12  # up to 4096 swap patterns: all of them
 RANDOM_SWAPS = 9999  # more rows: this many random patterns, plus the observed one
@@ -85,11 +85,11 @@ def mean_worse_p(ref_scores, new_scores, seed: int = 0) -> float:
 def bleu_worse_p(ref_texts: list[str], new_texts: list[str], references: list[str], seed: int = 0) -> float:
     """p that corpus ``BLEU(new) - BLEU(ref)`` is this low by chance; each pattern rescored from
     the rows' n-gram counts (the statistics corpus BLEU sums)."""
-    ref, new = _bleu_row_stats(ref_texts, references), _bleu_row_stats(new_texts, references)
+    ref, new = bleu_row_stats(ref_texts, references), bleu_row_stats(new_texts, references)
     a, b = _swapped_sums(ref, new, swap_patterns(len(references), seed))
-    deltas = np.array([_bleu_from_stats(nb[None]) - _bleu_from_stats(na[None])
+    deltas = np.array([bleu_from_stats(nb[None]) - bleu_from_stats(na[None])
                        for na, nb in zip(a.round().astype(np.int64), b.round().astype(np.int64), strict=True)])
-    return _p_value(deltas, _bleu_from_stats(new) - _bleu_from_stats(ref), worse_is_higher=False)
+    return _p_value(deltas, bleu_from_stats(new) - bleu_from_stats(ref), worse_is_higher=False)
 
 
 def perplexity_worse_p(ref: dict, new: dict, seed: int = 0) -> float:

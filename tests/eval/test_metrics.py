@@ -118,12 +118,12 @@ def test_bootstrap_statistic_and_argument_checks():
 
 def test_bleu_resamples_equal_corpus_bleu_on_the_resampled_rows():
     # Pins the sufficient-statistics shortcut to sacrebleu's public corpus_score.
-    from eval.metrics import _bleu_from_stats, _bleu_row_stats
+    from eval.metrics import bleu_from_stats, bleu_row_stats
 
-    stats = _bleu_row_stats(PREDS, REFS)
+    stats = bleu_row_stats(PREDS, REFS)
     for idx in ([0, 0, 1, 3], [2, 2, 2, 1], [3, 1, 0, 2]):
         expected = corpus_bleu([PREDS[i] for i in idx], [REFS[i] for i in idx])
-        assert _bleu_from_stats(stats[idx]) == pytest.approx(expected)
+        assert bleu_from_stats(stats[idx]) == pytest.approx(expected)
 
 
 _WORDS = st.text(alphabet=string.ascii_letters + string.digits + " .,!?'-", max_size=60)
