@@ -9,11 +9,12 @@ still saved.
 
 "Worse" is a statistical question asked many times (each slice and metric, the whole-set
 perplexity): each check's paired randomization p-value (``eval.significance``) is corrected within
-its family (Benjamini-Hochberg), the whole-set checks at 2.5 % and the slice checks at 2.5 %, so a
-change that makes no difference fails the gate on them with probability <= 5 %. The notes say how many checks that was and which slices
-are too small for any test to flag. Golden prompts are counted, not tested: the adapter must pass
-at least as many as the reference (``golden_not_worse``; prompts traded one for one are a note),
-or all of them (``golden_all_pass``).
+its family (Benjamini-Hochberg), the whole-set checks at 2.5 % and the slice checks at 2.5 %, so
+a change that makes no difference fails the gate on them with probability <= 5 %. The notes say
+how many checks that was and which slices are too small for any test to flag. Golden prompts are
+counted, not tested: the adapter must pass at least as many as the reference
+(``golden_not_worse``; prompts traded one for one are a note), or all of them
+(``golden_all_pass``).
 """
 
 from __future__ import annotations
