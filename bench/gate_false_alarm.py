@@ -41,7 +41,7 @@ def one_evaluation(rng, slices: int, rows: int, worse: int, shift: float, seed: 
         new_nll = {"nll": tokens * rng.uniform(0.8, 1.2, rows), "tokens": tokens}
         old = old or bootstrap_delta_ci(ref, new, seed=seed)[2] < 0 or perplexity_delta_ci(ref_nll, new_nll, seed=seed)[1] > 0
         p += [mean_worse_p(ref, new, seed), perplexity_worse_p(ref_nll, new_nll, seed)]
-    flagged = benjamini_hochberg(p, SLICE_FALSE_ALARM) <= SLICE_FALSE_ALARM
+    flagged = benjamini_hochberg(p) <= SLICE_FALSE_ALARM
     return old, bool(flagged.any()), int(flagged[: 2 * worse : 2].sum())
 
 

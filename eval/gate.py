@@ -102,7 +102,7 @@ def _worse_checks(checks: list[tuple]) -> list[tuple]:
     for whole, q in ((True, WHOLE_SET_FALSE_ALARM), (False, SLICE_FALSE_ALARM)):
         family = [i for i, (where, _, d) in enumerate(checks)
                   if d.get("p") is not None and _is_whole_set(where) == whole]
-        p = benjamini_hochberg([checks[i][2]["p"] for i in family], q)
+        p = benjamini_hochberg([checks[i][2]["p"] for i in family])
         adjusted.update({i: (float(a), q) for i, a in zip(family, p, strict=True)})
     worse = []
     for i, (where, metric, d) in enumerate(checks):

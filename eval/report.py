@@ -33,7 +33,7 @@ from eval.metrics import (
     rouge_l_scores,
     sentence_bleu_scores,
 )
-from eval.significance import bleu_worse_p, mean_worse_p, perplexity_worse_p
+from eval.significance import worse_p_values
 from eval.slices import markdown as slices_markdown
 from eval.slices import slice_scores
 from eval.slices import write_csv as write_slices_csv
@@ -141,9 +141,7 @@ def _deltas(base_texts, texts, refs, base_rows, rows, base_nll, nll, seed) -> di
     found = {"bleu": bleu_bootstrap_delta_ci(base_texts, texts, refs, **opts),
              "rouge_l": bootstrap_delta_ci(base_rows["rouge_l"], rows["rouge_l"], **opts),
              "perplexity": perplexity_delta_ci(base_nll, nll, **opts)}
-    p = {"bleu": bleu_worse_p(base_texts, texts, refs, seed),
-         "rouge_l": mean_worse_p(base_rows["rouge_l"], rows["rouge_l"], seed),
-         "perplexity": perplexity_worse_p(base_nll, nll, seed)}
+    p = worse_p_values(base_texts, texts, refs, base_rows["rouge_l"], rows["rouge_l"], base_nll, nll, seed)
     return {k: {"delta": d, "low": lo, "high": hi, "p": p[k]} for k, (d, lo, hi) in found.items()}
 
 

@@ -107,8 +107,9 @@ def perplexity_worse_p(ref: dict, new: dict, seed: int = 0) -> float:
     return _p_value(deltas, observed, worse_is_higher=True)
 
 
-def benjamini_hochberg(pvalues, q: float = FALSE_ALARM) -> np.ndarray:
-    """Adjusted p-values (Benjamini-Hochberg): a check is flagged when its adjusted p <= ``q``.
+def benjamini_hochberg(pvalues) -> np.ndarray:
+    """Adjusted p-values (Benjamini-Hochberg): a check is flagged when its adjusted p <= its
+    family's false-alarm rate.
 
     The largest ``k`` with ``p_(k) <= k q / m`` flags the ``k`` smallest; the adjusted value of
     ``p_(i)`` is ``min over j >= i of p_(j) m / j``, capped at 1.
@@ -123,6 +124,15 @@ def benjamini_hochberg(pvalues, q: float = FALSE_ALARM) -> np.ndarray:
     out = np.empty(m)
     out[order] = adjusted
     return out
+
+
+def worse_p_values(ref_texts: list[str], new_texts: list[str], references: list[str], ref_rouge_l,
+                   new_rouge_l, ref_nll: dict, new_nll: dict, seed: int = 0) -> dict:
+    """``{"bleu", "rouge_l", "perplexity"}``: each metric's p that the new model is this much worse
+    by chance, on the same rows (what a report's and a slice's deltas carry as ``p``)."""
+    return {"bleu": bleu_worse_p(ref_texts, new_texts, references, seed),
+            "rouge_l": mean_worse_p(ref_rouge_l, new_rouge_l, seed),
+            "perplexity": perplexity_worse_p(ref_nll, new_nll, seed)}
 
 
 def rows_needed(checks: int, q: float = SLICE_FALSE_ALARM) -> int:

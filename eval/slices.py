@@ -27,13 +27,7 @@ from eval.metrics import (
     corpus_bleu,
     perplexity_delta_ci,
 )
-from eval.significance import (
-    SLICE_FALSE_ALARM,
-    benjamini_hochberg,
-    bleu_worse_p,
-    mean_worse_p,
-    perplexity_worse_p,
-)
+from eval.significance import SLICE_FALSE_ALARM, benjamini_hochberg, worse_p_values
 
 MIN_CI_ROWS = 5  # fewer rows than this: no CI, never flagged
 METRICS = ("bleu", "rouge_l", "perplexity")
@@ -109,11 +103,8 @@ def _one_slice(name, idx, models, texts, refs, per_row, nll, golden_results, opt
                      "rouge_l": bootstrap_delta_ci(np.asarray(per_row[base]["rouge_l"])[idx],
                                                    np.asarray(per_row[a]["rouge_l"])[idx], **opts),
                      "perplexity": perplexity_delta_ci(sub_nll[base], sub_nll[a], **opts)}
-            seed = opts["seed"]
-            p = {"bleu": bleu_worse_p(sub_texts[base], sub_texts[a], sub_refs, seed),
-                 "rouge_l": mean_worse_p(np.asarray(per_row[base]["rouge_l"])[idx],
-                                         np.asarray(per_row[a]["rouge_l"])[idx], seed),
-                 "perplexity": perplexity_worse_p(sub_nll[base], sub_nll[a], seed)}
+            p = worse_p_values(sub_texts[base], sub_texts[a], sub_refs, np.asarray(per_row[base]["rouge_l"])[idx],
+                               np.asarray(per_row[a]["rouge_l"])[idx], sub_nll[base], sub_nll[a], opts["seed"])
             deltas[a] = {k: {"delta": d, "low": lo, "high": hi, "p": p[k]} for k, (d, lo, hi) in found.items()}
         else:
             deltas[a] = {k: {"delta": metrics[a][k] - metrics[base][k], "low": None, "high": None}
