@@ -87,7 +87,9 @@ def test_a_canary_that_errors_is_rolled_back_once_its_alias_asks_for_it(served, 
     server, url = served
     book = AliasBook(server.shelf())
     book.set("support-bot", {"a": 70, "b": 30}, by="ana")
-    answered = [ask(url, f"u{i}") for i in range(12)]
+    answered = []
+    while len(answered) < 100 and not any(version == "b" for _, version, _ in answered):
+        answered.append(ask(url, f"u{len(answered)}"))  # the split draws at random: ask until b answers
     on_b = next(f"u{i}" for i, (_, version, _) in enumerate(answered) if version == "b")
     weights = home / "adapters" / "b" / "adapter_model.safetensors"
     weights.write_bytes(weights.read_bytes() + b"\0")  # a bad copy: b is broken from now on
