@@ -106,8 +106,13 @@ def build_pairs(args, data: Path, home: Path) -> tuple[list[dict], list[dict], s
     train_pairs = bitext_pairs(data, args.sft_rows, args.pairs)
     held_out = bitext_pairs(data, -args.held_out, args.held_out, seed=1)
     if args.rejected == "other-intent":
-        return train_pairs, held_out, (f"rejected = the answer of a row with another intent; {len(train_pairs)} "
-                                       f"training pairs, {len(held_out)} held out")
+        opening = ""
+        if args.rejected_opening:  # the training pairs only: the held-out ones keep whole answers
+            train_pairs = [{**p, "rejected": " ".join(p["rejected"].split()[:args.rejected_opening])}
+                           for p in train_pairs]
+            opening = f" (training pairs: its first {args.rejected_opening} words, where it names its intent)"
+        return train_pairs, held_out, (f"rejected = the answer of a row with another intent{opening}; "
+                                       f"{len(train_pairs)} training pairs, {len(held_out)} held out")
     from inference.session import ModelSession
 
     cache = home / "base-answers.jsonl"
@@ -164,11 +169,14 @@ def release_gate(child: str, data: Path, last_rows: int, per_intent: int, max_ne
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench preference", description=__doc__.splitlines()[0])
     p.add_argument("--data", default=str(BITEXT), help="Bitext training CSV")
-    p.add_argument("--method", choices=["dpo", "orpo"], default="dpo")
+    p.add_argument("--method", choices=["dpo", "cpo", "orpo"], default="dpo")
     p.add_argument("--rejected", choices=["other-intent", "base"], default="other-intent",
                    help="the rejected answer: another intent's reference answer, or the base model's own greedy "
                         "answer (generated once, cached in the bench home)")
     p.add_argument("--rejected-tokens", type=int, default=96, help="--rejected base: the answers' length cap")
+    p.add_argument("--rejected-opening", type=int, default=0, metavar="WORDS",
+                   help="--rejected other-intent: train on the rejected answer's first WORDS words only (0: whole); "
+                        "the held-out pairs keep whole answers")
     p.add_argument("--sft-rows", type=int, default=400,
                    help="the SFT adapter trains on the file's first N rows, 5 %% of them for validation (Train tab: 400)")
     p.add_argument("--sft-budget", type=float, default=10.0, metavar="MINUTES",
@@ -181,7 +189,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--lr", type=float, default=5e-4)
     p.add_argument("--beta", type=float, default=0.02)
-    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--max-length", type=int, default=128,
+                   help="prompt + answer tokens a pair trains on (the product's default: 256); 128 cuts most "
+                        "Bitext answers short, and with them the length that decides most lost pairs")
     p.add_argument("--sft-weight", type=float, default=1.0, help="DPO: weight of the SFT term on chosen answers")
     p.add_argument("--loss", choices=["sigmoid", "apo_zero", "ipo"], default="sigmoid",
                    help="DPO: TRL's preference loss (sigmoid: DPO's own; apo_zero: anchored; ipo: margin-capped)")
@@ -213,6 +223,7 @@ def check_args(args: argparse.Namespace, data: Path) -> None:
         (args.gate_from < 0, f"--gate-from must be 0 or more rows, got {args.gate_from}"),
         (args.sft_budget < 0, f"--sft-budget must be 0 (fixed steps) or more minutes, got {args.sft_budget}"),
         (args.sft_budget == 0 and args.sft_steps < 1, f"--sft-steps must be 1 or more, got {args.sft_steps}"),
+        (args.rejected_opening < 0, f"--rejected-opening must be 0 or more words, got {args.rejected_opening}"),
         (not 1 <= args.rejected_tokens <= 2048, f"--rejected-tokens must be from 1 to 2048, got {args.rejected_tokens}"),
     ] if bad]
     if problems:
@@ -260,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
              f"- SFT adapter: {sft_line}",
              f"- {args.method.upper()}: {result.pairs} pairs, {result.steps} steps, batch {args.batch_size}, "
              f"lr {args.lr}, beta {args.beta}, max length {args.max_length}, {precision}"
-             + (f", loss {args.loss}, SFT term weight {args.sft_weight}" if args.method == "dpo" else "") + f": {result.seconds / 60:.1f} min",
+             + (f", loss {args.loss}, SFT term weight {args.sft_weight}" if args.method != "orpo" else "") + f": {result.seconds / 60:.1f} min",
              "", "| adapter | held-out preference accuracy | mean log-prob margin | perplexity of the chosen answers |",
              "|---|---|---|---|",
              f"| SFT (start) | {before[0]:.3f} | {before[1]:.1f} | {before[2]:.2f} |",

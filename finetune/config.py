@@ -97,7 +97,7 @@ class TrainArgs:
     # on top of the shelf adapter from_adapter: dpo or orpo (finetune/train/preference.py)
     method: str = "sft"
     from_adapter: str = ""
-    beta: float = 0.02  # dpo / orpo: strength of the preference term (DPO measured best at 0.02)
+    beta: float = 0.02  # dpo / cpo / orpo: strength of the preference term (DPO measured best at 0.02)
 
 
 @dataclass
@@ -241,7 +241,7 @@ def _type_problems(cfg: RunConfig) -> list[str]:
     return out
 
 
-METHODS = ("sft", "dpo", "orpo")
+METHODS = ("sft", "dpo", "cpo", "orpo")
 
 
 def validate(cfg: RunConfig, hardware=None) -> list[str]:

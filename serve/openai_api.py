@@ -20,12 +20,9 @@ renders the tools into the model's template and parses tool calls; its answer is
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
-import uuid
-from dataclasses import dataclass
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -43,12 +40,12 @@ from serve.engines import PINS, label, release_with
 from serve.interface.ticket import ServerBusy
 from serve.llama_server.relay import relay_tools, spelled_control, upstream_metrics
 from serve.requests import ChatRequest, RequestError, parse_chat, parse_feedback
+from serve.streaming import Tally, llama_deltas, response_head, sse_events, ticket_deltas, usage
 from serve.version_stats import VersionStats
 
 BASE_ALIASES = ("base", "__base__")
 PIN_HEADER = "X-TuneDesk-Engine"  # a request pins an engine with it; every answer names its own
 log = logging.getLogger("tunedesk.serve")
-_END = object()
 
 
 class OpenAIServer:
@@ -202,14 +199,14 @@ class OpenAIServer:
             raise RequestError("'response_format' needs the llama.cpp engine, which does not serve "
                                f"here ({self.engines.llama_error or 'set to pytorch'})", "response_format")
         if is_llama:  # relayed straight, no thread per answer
-            answer = _Tally(prepared.prompt_tokens, label(engine))
-            deltas = _llama_deltas(engine, prepared, answer, release)
+            answer = Tally(prepared.prompt_tokens, label(engine))
+            deltas = llama_deltas(engine, prepared, answer, release)
             release_with(deltas, release)
         else:
             ticket = await run_in_threadpool(self.engines.submit, chat.messages, adapter, chat.settings,
                                              chat.stop, chat.json_schema, routed=(engine, release))
-            answer, deltas = ticket, _ticket_deltas(ticket)
-        head = _head(chat, answer)
+            answer, deltas = ticket, ticket_deltas(ticket)
+        head = response_head(chat, answer)
         headers = {PIN_HEADER: answer.engine, VERSION_HEADER: adapter or "base"}
         if pick is not None and pick.alias is not None:  # the answer says which version of the alias gave it
             head["system_fingerprint"] = f"{answer.engine}; {pick.version}"
@@ -221,7 +218,7 @@ class OpenAIServer:
             self.feedback.record(head["id"], adapter or "base", version, answer.engine, chat.messages, text)
 
         if chat.stream:
-            return StreamingResponse(_events(deltas, answer, head, chat, remember), media_type="text/event-stream",
+            return StreamingResponse(sse_events(deltas, answer, head, chat, remember), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers})
         try:
             text = "".join([delta async for delta in deltas])
@@ -230,7 +227,7 @@ class OpenAIServer:
         await run_in_threadpool(remember, text)
         choice = {"index": 0, "message": {"role": "assistant", "content": text},
                   "finish_reason": answer.finish_reason, "logprobs": None}
-        return JSONResponse({**head, "object": "chat.completion", "choices": [choice], "usage": _usage(answer)},
+        return JSONResponse({**head, "object": "chat.completion", "choices": [choice], "usage": usage(answer)},
                             headers=headers)
 
     async def _feedback(self, request: Request):
@@ -387,79 +384,3 @@ def _model_card(model_id: str) -> dict:
 def _alias_card(name: str, split: dict) -> dict:
     """An alias in ``/v1/models``: its versions and their weights (percent of new conversations)."""
     return {**_model_card(name), "tunedesk_alias": {"versions": dict(split)}}
-
-
-def _head(chat: ChatRequest, ticket) -> dict:
-    """Fields every response and chunk share; ``system_fingerprint`` names the engine."""
-    return {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()), "model": chat.model,
-            "system_fingerprint": getattr(ticket, "engine", None)}
-
-
-def _usage(ticket) -> dict:
-    return {"prompt_tokens": ticket.prompt_tokens, "completion_tokens": ticket.completion_tokens,
-            "total_tokens": ticket.prompt_tokens + ticket.completion_tokens}
-
-
-@dataclass
-class _Tally:
-    """What a relayed llama.cpp answer ends with (a Ticket carries the same for the others)."""
-
-    prompt_tokens: int
-    engine: str
-    completion_tokens: int = 0
-    finish_reason: str | None = None
-
-
-async def _llama_deltas(engine, request, tally: _Tally, release):
-    """The text of a llama.cpp answer as llama-server streams it; ``tally`` gets its end,
-    ``release()`` runs when it has ended."""
-    try:
-        async for event in engine.stream(request):
-            if event.text:
-                yield event.text
-            if event.finish is not None:
-                tally.finish_reason, tally.completion_tokens = event.finish, event.completion_tokens
-            else:
-                tally.completion_tokens += event.tokens
-    finally:
-        release()
-
-
-async def _ticket_deltas(ticket):
-    """A ticket's text, read in a worker thread; leaving early cancels the answer."""
-    deltas = iter(ticket)
-    try:
-        while (delta := await run_in_threadpool(next, deltas, _END)) is not _END:
-            yield delta
-    finally:
-        ticket.cancel()  # no-op once done; stops decoding when the client went away
-
-
-async def _events(deltas, answer, head: dict, chat: ChatRequest, remember=None):
-    """Server-sent events: a role chunk, content chunks, the finish chunk, usage, [DONE].
-
-    An async generator, so a client that hangs up cancels it at once, and with it the
-    answer's source (the engine stops decoding at its next step). A content chunk is the
-    answer's fixed JSON around the delta's: one ``json.dumps`` of the text per token."""
-
-    def chunk(delta: dict, finish=None, **extra) -> str:
-        body = {**head, "object": "chat.completion.chunk",
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **extra}
-        return f"data: {json.dumps(body)}\n\n"
-
-    before, after = chunk({"content": "\x00"}).split(json.dumps("\x00"))
-    parts, whole = [], False
-    try:
-        yield chunk({"role": "assistant", "content": ""})
-        async for delta in deltas:
-            parts.append(delta)
-            yield before + json.dumps(delta) + after
-        yield chunk({}, answer.finish_reason)
-        if chat.include_usage:
-            yield f"data: {json.dumps({**head, 'object': 'chat.completion.chunk', 'choices': [], 'usage': _usage(answer)})}\n\n"
-        whole = True
-    except Exception as err:  # headers are sent: the error goes in the stream, as OpenAI does
-        yield f"data: {json.dumps({'error': {'message': f'the answer failed: {err}', 'type': 'server_error', 'param': None, 'code': None}})}\n\n"
-    yield "data: [DONE]\n\n"
-    if whole and remember is not None:  # a whole answer can be rated; after the client has it
-        await run_in_threadpool(remember, "".join(parts))

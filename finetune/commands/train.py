@@ -88,12 +88,12 @@ def add_arguments(p) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--dry-run", "--dry_run", action="store_true",
                    help="print the memory estimate and one timed step as JSON, then exit (writes nothing)")
-    p.add_argument("--method", dest="train__method", choices=["sft", "dpo", "orpo"], default=None,
-                   help="sft: supervised (default); dpo / orpo: preference pairs from --data (prompt, chosen, "
+    p.add_argument("--method", dest="train__method", choices=["sft", "dpo", "cpo", "orpo"], default=None,
+                   help="sft: supervised (default); dpo / cpo / orpo: preference pairs from --data (prompt, chosen, "
                         "rejected; `python -m feedback export` writes them) on top of --from-adapter")
-    p.add_argument("--from-adapter", dest="train__from_adapter", help="the shelf adapter a dpo / orpo run starts from")
+    p.add_argument("--from-adapter", dest="train__from_adapter", help="the shelf adapter a dpo / cpo / orpo run starts from")
     p.add_argument("--beta", dest="train__beta", type=float, default=None,
-                   help="dpo / orpo: strength of the preference term (default 0.1)")
+                   help="dpo / cpo / orpo: strength of the preference term (default 0.02)")
 
 
 def build_config(args):
@@ -185,13 +185,13 @@ def _print_warning(event: dict) -> None:
 
 
 def _preference(args, cfg, on_event, stop) -> int:
-    """``--method dpo|orpo``: TRL's trainer on the pairs in ``--data`` (finetune/train/preference.py),
+    """``--method dpo|cpo|orpo``: TRL's trainer on the pairs in ``--data`` (finetune/train/preference.py),
     with the same progress events, stop and run folder as supervised training."""
     from finetune.train.preference import PreferenceConfig, train_preference
 
     t = cfg.train
-    if t.method not in ("dpo", "orpo"):
-        raise ValueError(f"method must be sft, dpo or orpo, got {t.method!r}")
+    if t.method not in ("dpo", "cpo", "orpo"):
+        raise ValueError(f"method must be sft, dpo, cpo or orpo, got {t.method!r}")
     if not t.from_adapter:
         raise ValueError(f"--method {t.method} trains an adapter further: name it with --from-adapter")
     if not cfg.data.path:

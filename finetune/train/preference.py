@@ -5,6 +5,10 @@ Methods:
 
 - ``dpo``: TRL's ``DPOTrainer`` (sigmoid loss). The adapter itself trains; its starting copy is
   the reference (TRL adds it as a second, frozen LoRA, so no second model is loaded).
+- ``cpo``: the same trainer and losses without the reference: DPO's loss on the answers' own
+  log-probabilities (CPO, Xu et al. 2024; TRL's documented precomputed-reference input set to
+  zero, so no reference forward runs), beside the SFT term. A pair already won by a wide margin
+  stops pulling; the lost ones pull hardest, which is what the accuracy below counts.
 - ``orpo``: TRL's ``ORPOTrainer`` (``trl.experimental``): reference-free, one forward per side,
   the cheaper of the two on a CPU.
 
@@ -28,7 +32,7 @@ from pathlib import Path
 from core import models, paths
 from core.hashing import file_hash
 
-METHODS = ("dpo", "orpo")
+METHODS = ("dpo", "cpo", "orpo")
 DPO_LOSSES = ("sigmoid", "apo_zero", "ipo")
 
 
@@ -299,13 +303,19 @@ def _trainer(cfg: PreferenceConfig, model, tokenizer, pairs: list[dict], run_dir
               "fp16": cfg.precision == "fp16", "dataloader_num_workers": 0,
               "disable_tqdm": True, "gradient_checkpointing": cfg.gradient_checkpointing}
     callbacks = [progress.callback()]
-    if cfg.method == "dpo":
+    if cfg.method in ("dpo", "cpo"):
         from trl import DPOConfig, DPOTrainer
 
         losses = ({"loss_type": [cfg.loss, "sft"], "loss_weights": [1.0, cfg.sft_weight]} if cfg.sft_weight
                   else {"loss_type": [cfg.loss]})
-        return DPOTrainer(model=model, args=DPOConfig(**common, **losses), train_dataset=rows,
-                          processing_class=tokenizer, callbacks=callbacks)
+        trainer = DPOTrainer(model=model, args=DPOConfig(**common, **losses), train_dataset=rows,
+                             processing_class=tokenizer, callbacks=callbacks)
+        if cfg.method == "cpo":  # reference log-probs of zero: the losses see the policy's own
+            zeros = [0.0] * len(trainer.train_dataset)
+            trainer.train_dataset = (trainer.train_dataset.add_column("ref_chosen_logps", zeros)
+                                     .add_column("ref_rejected_logps", zeros))
+            trainer.precompute_ref_logps = True  # read them from the rows, as TRL does when it precomputes
+        return trainer
     from trl.experimental.orpo import ORPOConfig, ORPOTrainer
 
     return ORPOTrainer(model=model, args=ORPOConfig(**common), train_dataset=rows,

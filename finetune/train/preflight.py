@@ -28,7 +28,7 @@ def preflight(cfg, hardware=None) -> list[str]:
 
     problems = validate(cfg, hardware)
     path, model = cfg.data.path, cfg.model.name
-    preference = getattr(cfg.train, "method", "sft") in ("dpo", "orpo")
+    preference = getattr(cfg.train, "method", "sft") in ("dpo", "cpo", "orpo")
     if isinstance(path, (str, Path)) and str(path).strip():
         problems += pairs_problems(path) if preference else dataset_problems(cfg.data)
     if preference and not problems:

@@ -58,6 +58,26 @@ def test_dpo_moves_the_adapter_toward_the_chosen_answers_and_records_its_lineage
     session.check_usable("support-dpo")  # served like any adapter
 
 
+def test_cpo_scores_the_answers_own_log_probabilities_and_moves_the_margin(home, tiny_llama_dir, pairs_file):
+    put_adapter(tiny_llama_dir, "support", targets=("q_proj", "v_proj", "o_proj"))
+    pairs = read_pairs(pairs_file)
+    model, tokenizer, _ = load_policy("support", trainable=False)
+    _, margin_before, _ = preference_accuracy(model, tokenizer, pairs)
+    logs = []
+    result = train_preference(PreferenceConfig("support", str(pairs_file), method="cpo", max_steps=30,
+                                               learning_rate=5e-2, batch_size=4, beta=0.1),
+                              on_log=lambda step, total, values: logs.append(values))
+    first = logs[0]  # no reference: the rewards are beta x the policy's own summed log-probabilities
+    assert first["logps/chosen"] < -10 and first["logps/rejected"] < -10
+    assert first["rewards/chosen"] == pytest.approx(0.1 * first["logps/chosen"], rel=1e-4)
+    assert first["rewards/rejected"] == pytest.approx(0.1 * first["logps/rejected"], rel=1e-4)
+    after_model, _, manifest = load_policy("support-cpo", trainable=False)
+    _, margin_after, _ = preference_accuracy(after_model, tokenizer, pairs)
+    assert result.steps == 30 and manifest["lineage"]["method"] == "cpo"
+    assert margin_after > margin_before + 5
+    assert not (home / "adapters" / "support-cpo" / "ref").exists()
+
+
 def test_orpo_needs_no_reference_and_saves_a_version(home, tiny_llama_dir, pairs_file):
     put_adapter(tiny_llama_dir, "support")
     result = train_preference(PreferenceConfig("support", str(pairs_file), method="orpo", max_steps=2))
@@ -82,7 +102,7 @@ def test_bad_settings_pairs_and_names_are_refused_before_training(home, tiny_lla
     put_adapter(tiny_llama_dir, "support")
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"prompt": "hi", "chosen": "a", "rejected": ""}) + "\n")
-    cases = [(PreferenceConfig("support", str(pairs_file), method="ppo"), "method must be one of dpo, orpo"),
+    cases = [(PreferenceConfig("support", str(pairs_file), method="ppo"), "method must be one of dpo, cpo, orpo"),
              (PreferenceConfig("support", str(pairs_file), beta=0), "beta must be above"),
              (PreferenceConfig("support", str(pairs_file), loss="kto"), "loss must be one of sigmoid, apo_zero, ipo"),
              (PreferenceConfig("missing", str(pairs_file)), "no adapter named"),
@@ -106,6 +126,10 @@ def test_the_cli_trains_dpo_from_a_shelf_adapter(home, tiny_llama_dir, pairs_fil
     report = json.loads(capsys.readouterr().out)
     assert (report["method"], report["from"], report["steps"], report["pairs"]) == ("dpo", "support", 2, 8)
     assert (home / "adapters" / "cli-dpo" / "adapter_model.safetensors").is_file()
+    assert main(["train", "--method", "cpo", "--from-adapter", "support", "--data", str(pairs_file),
+                 "--max-steps", "1", "--batch-size", "2", "--name", "cli-cpo", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["method"] == "cpo"
+    assert json.loads((home / "adapters" / "cli-cpo" / "manifest.json").read_text())["lineage"]["method"] == "cpo"
 
 
 def test_progress_events_and_a_stop_save_the_step_reached(home, tiny_llama_dir, pairs_file):

@@ -24,7 +24,7 @@ TRAIN_FIELDS = [
     # Several processes or machines (torchrun); checked by finetune.launch like the CLI's flags.
     ("run", "nproc_per_node"), ("run", "nnodes"), ("run", "node_rank"), ("run", "rdzv_endpoint"),
     ("run", "sharding"),
-    # Preference tuning (dpo / orpo) on pairs, on top of a shelf adapter.
+    # Preference tuning (dpo / cpo / orpo) on pairs, on top of a shelf adapter.
     ("train", "method"), ("train", "from_adapter"), ("train", "beta"),
     # The default way to train: for N minutes (the form shows minutes; 0 = steps / epochs above).
     ("train", "time_budget_s"),
@@ -38,6 +38,7 @@ _LABELS = {"time_budget_s": "time budget (minutes)"}
 # The Train tab's methods: (label, TrainArgs.method).
 METHOD_CHOICES = [("SFT: learn the answers in the dataset", "sft"),
                   ("DPO: prefer chosen over rejected answers (pairs), from an adapter", "dpo"),
+                  ("CPO: DPO's loss without a reference pass (faster; pulls hardest on the pairs still lost)", "cpo"),
                   ("ORPO: the same without a reference copy (cheaper on a CPU)", "orpo")]
 # The Train tab's sharding choices: (label, RunArgs.sharding).
 SHARDING_CHOICES = [("DDP: each process holds the whole model", "ddp"),
