@@ -151,7 +151,7 @@ def test_a_correction_reviewed_and_trained_in_comes_back_in_the_answer(app_url):
         _fill(page, "train-budget", "0")
         _fill(page, "train-steps", "100")
         page.get_by_label("Learning rate", exact=True).fill("0.02")
-        _pick(page, "train-method", "ORPO: the same without a reference copy (cheaper on a CPU)")
+        _pick(page, "train-method", "ORPO: an odds-ratio term beside SFT, no reference copy (cheaper on a CPU)")
         _pick(page, "train-from", "support")
         _fill(page, "train-name", "support-orpo")
         page.click("#train-start")

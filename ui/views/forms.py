@@ -39,7 +39,7 @@ _LABELS = {"time_budget_s": "time budget (minutes)"}
 METHOD_CHOICES = [("SFT: learn the answers in the dataset", "sft"),
                   ("DPO: prefer chosen over rejected answers (pairs), from an adapter", "dpo"),
                   ("CPO: DPO's loss without a reference pass (faster; pulls hardest on the pairs still lost)", "cpo"),
-                  ("ORPO: the same without a reference copy (cheaper on a CPU)", "orpo")]
+                  ("ORPO: an odds-ratio term beside SFT, no reference copy (cheaper on a CPU)", "orpo")]
 # The Train tab's sharding choices: (label, RunArgs.sharding).
 SHARDING_CHOICES = [("DDP: each process holds the whole model", "ddp"),
                     ("FSDP: the model is split across processes (FSDP2)", "fsdp")]
