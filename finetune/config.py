@@ -241,7 +241,8 @@ def _type_problems(cfg: RunConfig) -> list[str]:
     return out
 
 
-METHODS = ("sft", "dpo", "cpo", "orpo")
+PREFERENCE_METHODS = ("dpo", "cpo", "orpo")  # finetune/train/preference.py trains these
+METHODS = ("sft", *PREFERENCE_METHODS)
 
 
 def validate(cfg: RunConfig, hardware=None) -> list[str]:

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+from finetune.config import METHODS, PREFERENCE_METHODS
+
 _UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 
 
@@ -88,7 +90,7 @@ def add_arguments(p) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--dry-run", "--dry_run", action="store_true",
                    help="print the memory estimate and one timed step as JSON, then exit (writes nothing)")
-    p.add_argument("--method", dest="train__method", choices=["sft", "dpo", "cpo", "orpo"], default=None,
+    p.add_argument("--method", dest="train__method", choices=list(METHODS), default=None,
                    help="sft: supervised (default); dpo / cpo / orpo: preference pairs from --data (prompt, chosen, "
                         "rejected; `python -m feedback export` writes them) on top of --from-adapter")
     p.add_argument("--from-adapter", dest="train__from_adapter", help="the shelf adapter a dpo / cpo / orpo run starts from")
@@ -190,8 +192,8 @@ def _preference(args, cfg, on_event, stop) -> int:
     from finetune.train.preference import PreferenceConfig, train_preference
 
     t = cfg.train
-    if t.method not in ("dpo", "cpo", "orpo"):
-        raise ValueError(f"method must be sft, dpo, cpo or orpo, got {t.method!r}")
+    if t.method not in PREFERENCE_METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {t.method!r}")
     if not t.from_adapter:
         raise ValueError(f"--method {t.method} trains an adapter further: name it with --from-adapter")
     if not cfg.data.path:

@@ -9,8 +9,8 @@ Methods:
   log-probabilities (CPO, Xu et al. 2024; TRL's documented precomputed-reference input set to
   zero, so no reference forward runs), beside the SFT term. A pair already won by a wide margin
   stops pulling; the lost ones pull hardest, which is what the accuracy below counts.
-- ``orpo``: TRL's ``ORPOTrainer`` (``trl.experimental``): reference-free, one forward per side,
-  the cheaper of the two on a CPU.
+- ``orpo``: TRL's ``ORPOTrainer`` (``trl.experimental``): reference-free too, an odds-ratio term
+  on per-token averages beside the SFT loss.
 
 Pairs come from the review queue (``python -m feedback export`` writes ``<name>-pairs.jsonl``)
 or any JSON lines with ``prompt`` (text or a list of messages), ``chosen`` and ``rejected``
@@ -31,8 +31,8 @@ from pathlib import Path
 
 from core import models, paths
 from core.hashing import file_hash
+from finetune.config import PREFERENCE_METHODS as METHODS
 
-METHODS = ("dpo", "cpo", "orpo")
 DPO_LOSSES = ("sigmoid", "apo_zero", "ipo")
 
 

@@ -24,11 +24,11 @@ def preflight(cfg, hardware=None) -> list[str]:
         The problems of :func:`finetune.config.validate`, then the dataset's, then the base
         model's, each one sentence. Never raises for bad input.
     """
-    from finetune.config import validate
+    from finetune.config import PREFERENCE_METHODS, validate
 
     problems = validate(cfg, hardware)
     path, model = cfg.data.path, cfg.model.name
-    preference = getattr(cfg.train, "method", "sft") in ("dpo", "cpo", "orpo")
+    preference = getattr(cfg.train, "method", "sft") in PREFERENCE_METHODS
     if isinstance(path, (str, Path)) and str(path).strip():
         problems += pairs_problems(path) if preference else dataset_problems(cfg.data)
     if preference and not problems:
