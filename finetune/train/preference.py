@@ -34,6 +34,12 @@ from core.hashing import file_hash
 from finetune.config import PREFERENCE_METHODS as METHODS
 
 DPO_LOSSES = ("sigmoid", "apo_zero", "ipo")
+# What each method starts from unless a run sets it: (beta, SFT term weight), measured on Bitext
+# pairs (docs/benchmarks.md, "Preference tuning"). DPO: beta 0.02 moved the accuracy, 0.1 (TRL's
+# default) saturated first. CPO: beta 0.05 with an SFT term of 6 took held-out accuracy 0.705 ->
+# 0.900 and the chosen answers' perplexity 2.42 -> 2.40 (1.5 epochs of 400 pairs, 7.9 min on
+# 2 cores); with a term of 3 the accuracy reached 0.925 but the perplexity rose to 2.46.
+METHOD_DEFAULTS = {"dpo": (0.02, 1.0), "cpo": (0.05, 6.0), "orpo": (0.02, 0.0)}
 
 
 @dataclass
@@ -44,15 +50,14 @@ class PreferenceConfig:
     pairs: str  # a JSON lines file of pairs
     name: str = ""  # the new adapter's name (default: <adapter>-<method>)
     method: str = "dpo"
-    # Measured on Bitext (docs/benchmarks.md): DPO at beta 0.02, lr 5e-4 took held-out accuracy
-    # 0.65 -> 0.91 in 128 pairs; beta 0.1 (TRL's default) saturates before the length-driven
-    # gaps close, and lr 5e-5 barely moved it (0.57 -> 0.58).
-    beta: float = 0.02
+    beta: float | None = None  # None: the method's (METHOD_DEFAULTS)
+    # lr 5e-5 barely moved DPO's accuracy on Bitext (0.57 -> 0.58); 5e-4 is what every run used.
     learning_rate: float = 5e-4
-    # DPO only: weight of a plain SFT term on the chosen answers beside the preference loss
-    # (RPO). Without it DPO widened the margins by lowering both answers: Bitext perplexity
-    # 3.1 -> 22.7 and the release gate failed (docs/benchmarks.md). ORPO has its own.
-    sft_weight: float = 1.0
+    # DPO / CPO: weight of a plain SFT term on the chosen answers beside the preference loss
+    # (RPO); None: the method's (METHOD_DEFAULTS). Without it DPO widened the margins by
+    # lowering both answers: Bitext perplexity 3.1 -> 22.7 and the release gate failed
+    # (docs/benchmarks.md). ORPO has its own.
+    sft_weight: float | None = None
     # DPO only: TRL's preference loss. "sigmoid" is DPO's; "apo_zero" (anchored: raises the
     # chosen answers' likelihood and lowers the rejected ones' each on its own) measured no
     # better on Bitext (docs/benchmarks.md); "ipo" (a margin it stops pushing at) not yet run.
@@ -68,8 +73,17 @@ class PreferenceConfig:
     # activations are small): its recomputation was 9 % of a DPO step's samples in a profile
     # on 2 cores (docs/benchmarks.md).
     gradient_checkpointing: bool = False
+    # DPO / CPO off a GPU: the answer tokens' log-probs through finetune.train.preference_head
+    # (answer tokens only, in the run's precision, no logits recomputed in backward) instead
+    # of TRL's fused head; False: TRL's own (the benchmark's baseline).
+    lean_head: bool = True
     device: str = "auto"  # cpu, cuda, cuda:N, or auto (a GPU when there is one)
     precision: str = "fp32"  # fp32, or bf16 / fp16 under autocast (as supervised training)
+
+    def __post_init__(self):
+        beta, sft_weight = METHOD_DEFAULTS.get(self.method, METHOD_DEFAULTS["dpo"])
+        self.beta = beta if self.beta is None else self.beta
+        self.sft_weight = sft_weight if self.sft_weight is None else self.sft_weight
 
     def check(self) -> None:
         """Raises ValueError naming the first bad setting."""
@@ -308,8 +322,15 @@ def _trainer(cfg: PreferenceConfig, model, tokenizer, pairs: list[dict], run_dir
 
         losses = ({"loss_type": [cfg.loss, "sft"], "loss_weights": [1.0, cfg.sft_weight]} if cfg.sft_weight
                   else {"loss_type": [cfg.loss]})
-        trainer = DPOTrainer(model=model, args=DPOConfig(**common, **losses), train_dataset=rows,
-                             processing_class=tokenizer, callbacks=callbacks)
+        trainer_class = DPOTrainer
+        if cfg.lean_head and not cfg.device.startswith("cuda"):
+            import torch
+
+            from finetune.train.preference_head import with_lean_head
+
+            trainer_class = with_lean_head(DPOTrainer, torch.bfloat16 if cfg.precision == "bf16" else torch.float32)
+        trainer = trainer_class(model=model, args=DPOConfig(**common, **losses), train_dataset=rows,
+                                processing_class=tokenizer, callbacks=callbacks)
         if cfg.method == "cpo":  # reference log-probs of zero: the losses see the policy's own
             zeros = [0.0] * len(trainer.train_dataset)
             trainer.train_dataset = (trainer.train_dataset.add_column("ref_chosen_logps", zeros)
