@@ -103,7 +103,9 @@ def sft_summary(manifest: dict, reused: bool, seconds: float) -> str:
 
 def build_pairs(args, data: Path, home: Path) -> tuple[list[dict], list[dict], str]:
     """The training and held-out pairs, and a report line saying what ``rejected`` is."""
-    train_pairs = bitext_pairs(data, args.sft_rows, args.pairs)
+    own = args.rejected_rows == "pairs"
+    rows = slice(args.sft_rows, args.sft_rows + args.pairs) if own else slice(0, args.sft_rows + args.pairs)
+    train_pairs = bitext_pairs(data, args.sft_rows, args.pairs, rejected_rows=rows)
     held_out = bitext_pairs(data, -args.held_out, args.held_out, seed=1)
     if args.rejected == "other-intent":
         opening = ""
@@ -111,7 +113,9 @@ def build_pairs(args, data: Path, home: Path) -> tuple[list[dict], list[dict], s
             train_pairs = [{**p, "rejected": " ".join(p["rejected"].split()[:args.rejected_opening])}
                            for p in train_pairs]
             opening = f" (training pairs: its first {args.rejected_opening} words, where it names its intent)"
-        return train_pairs, held_out, (f"rejected = the answer of a row with another intent{opening}; "
+        where = "another training pair's chosen" if own else f"from the first {args.sft_rows + args.pairs} rows"
+        return train_pairs, held_out, (f"rejected = the answer of a row with another intent (training pairs: "
+                                       f"{where}){opening}; "
                                        f"{len(train_pairs)} training pairs, {len(held_out)} held out")
     from inference.session import ModelSession
 
@@ -174,6 +178,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="the rejected answer: another intent's reference answer, or the base model's own greedy "
                         "answer (generated once, cached in the bench home)")
     p.add_argument("--rejected-tokens", type=int, default=96, help="--rejected base: the answers' length cap")
+    p.add_argument("--rejected-rows", choices=["training", "pairs"], default="training",
+                   help="--rejected other-intent: the training pairs' rejected answers come from the training rows "
+                        "(the SFT rows and the pairs') or from the pairs' own rows (each another pair's chosen, so "
+                        "the SFT term holds it up under its own prompt); never from held-out rows")
     p.add_argument("--rejected-opening", type=int, default=0, metavar="WORDS",
                    help="--rejected other-intent: train on the rejected answer's first WORDS words only (0: whole); "
                         "the held-out pairs keep whole answers")
@@ -188,13 +196,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--epochs", type=float, default=1.0)
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--lr", type=float, default=5e-4)
-    p.add_argument("--beta", type=float, default=0.02)
+    p.add_argument("--beta", type=float, default=None, help="default: the method's (DPO 0.02, CPO 0.05)")
     p.add_argument("--max-length", type=int, default=128,
                    help="prompt + answer tokens a pair trains on (the product's default: 256); 128 cuts most "
                         "Bitext answers short, and with them the length that decides most lost pairs")
-    p.add_argument("--sft-weight", type=float, default=1.0, help="DPO: weight of the SFT term on chosen answers")
+    p.add_argument("--sft-weight", type=float, default=None,
+                   help="DPO/CPO: weight of the SFT term on chosen answers (default: the method's, DPO 1, CPO 6)")
     p.add_argument("--loss", choices=["sigmoid", "apo_zero", "ipo"], default="sigmoid",
                    help="DPO: TRL's preference loss (sigmoid: DPO's own; apo_zero: anchored; ipo: margin-capped)")
+    p.add_argument("--trl-head", action="store_true",
+                   help="DPO/CPO on the CPU: TRL's own fused LM head instead of TuneDesk's lean one (the baseline)")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
                    help="of the preference run (auto: the Train tab's default here, measured: bf16 on CPUs whose bf16 "
                         "products are clearly faster)")
@@ -254,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
                                beta=args.beta, learning_rate=args.lr, epochs=args.epochs,
                                batch_size=args.batch_size, max_length=args.max_length, sft_weight=args.sft_weight,
                                gradient_checkpointing=args.gradient_checkpointing, precision=precision,
-                               loss=args.loss)
+                               loss=args.loss, lean_head=not args.trl_head)
         shutil.rmtree(home / "adapters" / cfg.name, ignore_errors=True)  # the last run's, in a kept --home
         result = train_preference(cfg)
         after = accuracy(result.name, held_out)
@@ -270,8 +281,9 @@ def main(argv: list[str] | None = None) -> int:
              f"- pairs: {pairs_line}",
              f"- SFT adapter: {sft_line}",
              f"- {args.method.upper()}: {result.pairs} pairs, {result.steps} steps, batch {args.batch_size}, "
-             f"lr {args.lr}, beta {args.beta}, max length {args.max_length}, {precision}"
-             + (f", loss {args.loss}, SFT term weight {args.sft_weight}" if args.method != "orpo" else "") + f": {result.seconds / 60:.1f} min",
+             f"lr {args.lr}, beta {cfg.beta}, max length {args.max_length}, {precision}"
+             + (f", loss {args.loss}, SFT term weight {cfg.sft_weight}" if args.method != "orpo" else "")
+             + (", TRL's LM head" if args.trl_head else "") + f": {result.seconds / 60:.1f} min",
              "", "| adapter | held-out preference accuracy | mean log-prob margin | perplexity of the chosen answers |",
              "|---|---|---|---|",
              f"| SFT (start) | {before[0]:.3f} | {before[1]:.1f} | {before[2]:.2f} |",

@@ -24,20 +24,23 @@ def read_rows(path: Path) -> tuple[list[dict], list[str]]:
         return list(reader), list(reader.fieldnames or [])
 
 
-def bitext_pairs(path: Path, skip: int, count: int, seed: int = 0) -> list[dict]:
+def bitext_pairs(path: Path, skip: int, count: int, seed: int = 0, rejected_rows: slice | None = None) -> list[dict]:
     """``count`` pairs from the rows after the first ``skip`` (negative: the file's last
-    ``-skip`` rows): chosen = the row's answer, rejected = the answer of a row (anywhere in the
-    file) with another intent."""
+    ``-skip`` rows): chosen = the row's answer, rejected = the answer of a row with another
+    intent, from ``rejected_rows`` of the file (None: anywhere). Training pairs take theirs from
+    training rows: a held-out answer pushed down as a rejected one in training would be scored
+    afterwards as a chosen one."""
     rows = [r for r in read_rows(path)[0] if r.get("instruction") and r.get("response")]
     rng = random.Random(seed)
     pool = rows[skip:skip + count] if skip >= 0 else rows[skip:][:count]
     if len(pool) < count:
         raise ValueError(f"{path.name} has {len(rows)} rows; {skip} + {count} are needed")
+    others = rows[rejected_rows] if rejected_rows else rows
     pairs = []
     for row in pool:
-        other = rng.choice(rows)
+        other = rng.choice(others)
         while other["intent"] == row["intent"]:
-            other = rng.choice(rows)
+            other = rng.choice(others)
         pairs.append({"prompt": [{"role": "user", "content": row["instruction"]}], "chosen": row["response"],
                       "rejected": other["response"], "intent": row["intent"]})
     return pairs

@@ -97,7 +97,9 @@ class TrainArgs:
     # on top of the shelf adapter from_adapter: dpo or orpo (finetune/train/preference.py)
     method: str = "sft"
     from_adapter: str = ""
-    beta: float = 0.02  # dpo / cpo / orpo: strength of the preference term (DPO measured best at 0.02)
+    # dpo / cpo / orpo: strength of the preference term; None: the method's measured default
+    # (finetune.train.preference.METHOD_DEFAULTS: DPO 0.02, CPO 0.05)
+    beta: float | None = None
 
 
 @dataclass
@@ -308,7 +310,8 @@ def _train_problems(t: TrainArgs) -> list[str]:
         out.append(f"method must be one of {', '.join(METHODS)} (got {t.method!r})")
     elif t.method != "sft" and not (isinstance(t.from_adapter, str) and t.from_adapter.strip()):
         out.append(f"{t.method} trains an adapter further: name the adapter to start from")
-    _range(out, "beta", t.beta, 1e-4, 100.0)
+    if t.beta is not None:
+        _range(out, "beta", t.beta, 1e-4, 100.0)
     if t.optimizer not in ("adamw", "paged_adamw_8bit"):
         out.append(f"optimizer must be adamw or paged_adamw_8bit (got {t.optimizer!r})")
     return out

@@ -95,7 +95,11 @@ def add_arguments(p) -> None:
                         "rejected; `python -m feedback export` writes them) on top of --from-adapter")
     p.add_argument("--from-adapter", dest="train__from_adapter", help="the shelf adapter a dpo / cpo / orpo run starts from")
     p.add_argument("--beta", dest="train__beta", type=float, default=None,
-                   help="dpo / cpo / orpo: strength of the preference term (default 0.02)")
+                   help="dpo / cpo / orpo: strength of the preference term (default: the method's measured one, "
+                        "DPO 0.02, CPO 0.05, ORPO 0.02)")
+    p.add_argument("--sft-weight", type=float, default=None,
+                   help="dpo / cpo: weight of the SFT term on the chosen answers beside the preference loss "
+                        "(default: the method's measured one, DPO 1, CPO 6)")
 
 
 def build_config(args):
@@ -205,7 +209,8 @@ def _preference(args, cfg, on_event, stop) -> int:
                             grad_accum=t.grad_accum, max_length=cfg.data.max_length,
                             max_pairs=cfg.data.max_samples or 0, seed=t.seed,
                             gradient_checkpointing=t.gradient_checkpointing, device=t.device,
-                            precision=t.precision, **({"learning_rate": t.learning_rate} if set_here else {}))
+                            precision=t.precision, sft_weight=args.sft_weight,
+                            **({"learning_rate": t.learning_rate} if set_here else {}))
     result = train_preference(pref, on_event=on_event, stop=stop, run_dir=cfg.run.run_dir or None)
     print(json.dumps({"status": result.status, "adapter": str(result.path), "method": t.method,
                       "from": t.from_adapter, "pairs": result.pairs, "steps": result.steps,

@@ -31,6 +31,21 @@ def test_other_intent_pairs_take_the_rows_asked_for(tmp_path):
     assert all(by_answer[p["rejected"]] != p["intent"] for p in pairs)
 
 
+def test_training_pairs_take_their_rejected_answers_from_the_training_rows_only(tmp_path):
+    # 40 rows; pairs from rows 10-19 with rejected answers from the first 20 rows: never one of
+    # the last 20 (held out), which a draw from anywhere would give ~half the time.
+    rows = [{**ROWS[i % 6], "response": f"{ROWS[i % 6]['response']} ({i})"} for i in range(40)]
+    data = write_csv(tmp_path / "rows.csv", rows)
+    held_out = {r["response"] for r in rows[20:]}
+    rejected = [p["rejected"] for seed in range(5)
+                for p in bitext_pairs(data, 10, 10, seed=seed, rejected_rows=slice(0, 20))]
+    assert len(rejected) == 50 and not held_out & set(rejected)
+    own = {r["response"] for r in rows[10:20]}  # or from the pairs' own rows: each is another pair's chosen
+    assert {p["rejected"] for p in bitext_pairs(data, 10, 10, rejected_rows=slice(10, 20))} <= own
+    anywhere = [p["rejected"] for seed in range(5) for p in bitext_pairs(data, 10, 10, seed=seed)]
+    assert held_out & set(anywhere)
+
+
 def test_base_rejected_pairs_are_generated_cached_and_reused(tmp_path, varied_dir):
     data = write_csv(tmp_path / "rows.csv", ROWS)
     instructions = [r["instruction"] for r in ROWS]

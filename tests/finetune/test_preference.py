@@ -127,9 +127,18 @@ def test_the_cli_trains_dpo_from_a_shelf_adapter(home, tiny_llama_dir, pairs_fil
     assert (report["method"], report["from"], report["steps"], report["pairs"]) == ("dpo", "support", 2, 8)
     assert (home / "adapters" / "cli-dpo" / "adapter_model.safetensors").is_file()
     assert main(["train", "--method", "cpo", "--from-adapter", "support", "--data", str(pairs_file),
-                 "--max-steps", "1", "--batch-size", "2", "--name", "cli-cpo", "--quiet"]) == 0
+                 "--max-steps", "1", "--batch-size", "2", "--sft-weight", "2", "--name", "cli-cpo", "--quiet"]) == 0
     assert json.loads(capsys.readouterr().out)["method"] == "cpo"
-    assert json.loads((home / "adapters" / "cli-cpo" / "manifest.json").read_text())["lineage"]["method"] == "cpo"
+    manifest = json.loads((home / "adapters" / "cli-cpo" / "manifest.json").read_text())
+    assert manifest["lineage"]["method"] == "cpo"
+    assert (manifest["preference"]["beta"], manifest["preference"]["sft_weight"]) == (0.05, 2.0)  # CPO's beta
+
+
+def test_each_method_starts_from_its_measured_beta_and_sft_weight():
+    assert {m: (PreferenceConfig("a", "p.jsonl", method=m).beta, PreferenceConfig("a", "p.jsonl", method=m).sft_weight)
+            for m in ("dpo", "cpo", "orpo")} == {"dpo": (0.02, 1.0), "cpo": (0.05, 6.0), "orpo": (0.02, 0.0)}
+    chosen = PreferenceConfig("a", "p.jsonl", method="cpo", beta=0.1, sft_weight=0.0)
+    assert (chosen.beta, chosen.sft_weight) == (0.1, 0.0)  # a setting the run makes is kept, zero included
 
 
 def test_progress_events_and_a_stop_save_the_step_reached(home, tiny_llama_dir, pairs_file):

@@ -33,7 +33,8 @@ _INTS = {"batch_size", "grad_accum", "r", "alpha", "max_steps", "max_length", "m
          "eval_every", "probe_every", "save_every", "seed", "nproc_per_node", "nnodes", "node_rank"}
 _FLOATS = {"dropout", "learning_rate", "epochs", "val_fraction", "beta"}
 _TEXTS = {"system_prompt", "adapter_name", "rdzv_endpoint", "from_adapter"}
-_AUTO = {"eval_every", "probe_every", "save_every"}  # blank = auto (a share of the planned steps)
+# blank = auto: a share of the planned steps; for beta, the preference method's measured default
+_AUTO = {"eval_every", "probe_every", "save_every", "beta"}
 _LABELS = {"time_budget_s": "time budget (minutes)"}
 # The Train tab's methods: (label, TrainArgs.method).
 METHOD_CHOICES = [("SFT: learn the answers in the dataset", "sft"),
