@@ -33,8 +33,7 @@ _INTS = {"batch_size", "grad_accum", "r", "alpha", "max_steps", "max_length", "m
          "eval_every", "probe_every", "save_every", "seed", "nproc_per_node", "nnodes", "node_rank"}
 _FLOATS = {"dropout", "learning_rate", "epochs", "val_fraction", "beta"}
 _TEXTS = {"system_prompt", "adapter_name", "rdzv_endpoint", "from_adapter"}
-# blank = auto: a share of the planned steps; for beta, the preference method's measured default
-_AUTO = {"eval_every", "probe_every", "save_every", "beta"}
+_AUTO = {"eval_every", "probe_every", "save_every"}  # blank = auto (a share of the planned steps)
 _LABELS = {"time_budget_s": "time budget (minutes)"}
 # The Train tab's methods: (label, TrainArgs.method).
 METHOD_CHOICES = [("SFT: learn the answers in the dataset", "sft"),
@@ -77,6 +76,8 @@ def to_config(data_path: str, values: list) -> tuple[RunConfig, list[str]]:
 def _convert(field: str, value):
     if field == "max_samples":
         return None if value in (None, "", 0) else int(value)
+    if field == "beta" and value in (None, "", 0):  # a blank number box sends 0; no beta is 0
+        return None
     if field in _AUTO and value in (None, ""):
         return None
     if field == "time_budget_s":

@@ -40,3 +40,23 @@ def test_check_says_the_run_takes_the_budget_and_refuses_a_short_one(tiny_llama_
     assert "time budget must be 0 (off) or between 30 seconds and 7 days (604800 s) (got 15.0)" in text
     values[AT] = 0  # the steps / epochs under Advanced
     assert "time budget" not in train_handlers.checked_text(hw, estimate_text, DATA_SOURCES[0], None, "", values)
+
+
+def test_a_blank_or_zero_beta_means_the_methods_measured_default(tiny_llama_dir):
+    from finetune.train.preference import PreferenceConfig
+
+    at = forms.TRAIN_FIELDS.index(("train", "beta"))
+    values = _values(tiny_llama_dir)
+    assert values[at] is None  # the form opens blank
+    for blank in (None, "", 0):  # a cleared Number box reaches the handler as 0
+        values[at] = blank
+        cfg, problems = forms.to_config(forms.DEMO_DATA, values)
+        assert problems == [] and cfg.train.beta is None
+    assert PreferenceConfig("a", "p.jsonl", method="cpo", beta=cfg.train.beta).beta == 0.05
+    values[at] = 0.3
+    assert forms.to_config(forms.DEMO_DATA, values)[0].train.beta == 0.3
+    values[at] = -1
+    cfg, _ = forms.to_config(forms.DEMO_DATA, values)
+    from finetune.config import validate
+
+    assert "beta must be a number between 0.0001 and 100.0 (got -1.0)" in validate(cfg)
