@@ -204,6 +204,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="DPO/CPO: weight of the SFT term on chosen answers (default: the method's, DPO 1, CPO 6)")
     p.add_argument("--loss", choices=["sigmoid", "apo_zero", "ipo"], default="sigmoid",
                    help="DPO: TRL's preference loss (sigmoid: DPO's own; apo_zero: anchored; ipo: margin-capped)")
+    p.add_argument("--seed", type=int, default=0, help="the preference run's seed (the pairs' order)")
     p.add_argument("--trl-head", action="store_true",
                    help="DPO/CPO on the CPU: TRL's own fused LM head instead of TuneDesk's lean one (the baseline)")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
@@ -265,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
                                beta=args.beta, learning_rate=args.lr, epochs=args.epochs,
                                batch_size=args.batch_size, max_length=args.max_length, sft_weight=args.sft_weight,
                                gradient_checkpointing=args.gradient_checkpointing, precision=precision,
-                               loss=args.loss, lean_head=not args.trl_head)
+                               loss=args.loss, lean_head=not args.trl_head, seed=args.seed)
         shutil.rmtree(home / "adapters" / cfg.name, ignore_errors=True)  # the last run's, in a kept --home
         result = train_preference(cfg)
         after = accuracy(result.name, held_out)
@@ -283,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
              f"- {args.method.upper()}: {result.pairs} pairs, {result.steps} steps, batch {args.batch_size}, "
              f"lr {args.lr}, beta {cfg.beta}, max length {args.max_length}, {precision}"
              + (f", loss {args.loss}, SFT term weight {cfg.sft_weight}" if args.method != "orpo" else "")
-             + (", TRL's LM head" if args.trl_head else "") + f": {result.seconds / 60:.1f} min",
+             + (", TRL's LM head" if args.trl_head else "") + (f", seed {args.seed}" if args.seed else "") + f": {result.seconds / 60:.1f} min",
              "", "| adapter | held-out preference accuracy | mean log-prob margin | perplexity of the chosen answers |",
              "|---|---|---|---|",
              f"| SFT (start) | {before[0]:.3f} | {before[1]:.1f} | {before[2]:.2f} |",
