@@ -21,7 +21,7 @@ checkpoints on auto); with ``--sft-budget 0`` the settings before the time budge
 ``--sft-steps`` fixed steps. A ``--home`` kept from an earlier run reuses its SFT adapter and
 base answers; the report says how that adapter was trained (its manifest).
 Preference accuracy is the share of held-out pairs where the adapter gives the chosen answer
-the higher log-probability (``finetune.train.preference.preference_accuracy``).
+the higher log-probability (``finetune.train.preference_accuracy``).
 
     python -m bench preference                         # 128 pairs, 200 held out, DPO, then the gate
     python -m bench preference --rejected base --home /tmp/prefbase
@@ -132,7 +132,8 @@ def build_pairs(args, data: Path, home: Path) -> tuple[list[dict], list[dict], s
 
 
 def accuracy(adapter: str, pairs: list[dict]) -> tuple[float, float, float]:
-    from finetune.train.preference import load_policy, preference_accuracy
+    from finetune.train.preference import load_policy
+    from finetune.train.preference_accuracy import preference_accuracy
 
     model, tokenizer, _ = load_policy(adapter, trainable=False)
     return preference_accuracy(model, tokenizer, pairs)

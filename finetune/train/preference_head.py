@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from finetune.train.fused import CE_CHUNK_ROWS, head_returns_hidden, lean_head
+from finetune.train.lean_lora import frozen_cast
 
 
 class _LinearLogProbs(torch.autograd.Function):
@@ -66,10 +67,10 @@ class LeanHeadPolicy:
     """The policy as TRL's preference losses call it, its fused-head calls answered by
     :func:`linear_log_probs` (the output has the fields TRL reads: ``log_probs``, ``entropy``,
     ``mean_logits``, ``is_top1``, ``label_mask``, ``loss``). Other calls and attributes go to the
-    model. ``dtype``: the head's products (bfloat16 under the CPU's bf16 autocast)."""
+    model. ``precision``: the run's (the head's products in bfloat16 for ``bf16``, else float32)."""
 
-    def __init__(self, model, dtype: torch.dtype = torch.float32):
-        self.model, self.dtype = model, dtype
+    def __init__(self, model, precision: str = "fp32"):
+        self.model, self.dtype = model, torch.bfloat16 if precision == "bf16" else torch.float32
 
     def __call__(self, *args, labels=None, fused_lm_head=False, **kwargs):
         if not fused_lm_head:
@@ -79,11 +80,7 @@ class LeanHeadPolicy:
         weight = lean_head(self.model)
         if weight is None:  # a head it cannot take over: TRL's own
             return self.model(*args, labels=labels, fused_lm_head=True, **kwargs)
-        if weight.dtype != self.dtype:
-            from finetune.train.lean_lora import frozen_cast
-
-            head = self.model.get_base_model().get_output_embeddings()
-            weight = frozen_cast(head, head.weight, self.dtype)
+        weight = frozen_cast(self.model.get_base_model().get_output_embeddings(), weight, self.dtype)
         with head_returns_hidden(self.model):
             hidden = self.model(*args, **kwargs).logits[:, :-1]
         targets = labels[:, 1:].to(hidden.device)
@@ -99,12 +96,12 @@ class LeanHeadPolicy:
         return getattr(self.model, name)
 
 
-def with_lean_head(trainer_class, dtype: torch.dtype):
+def with_lean_head(trainer_class, precision: str):
     """``trainer_class`` (TRL's ``DPOTrainer``) whose loss calls the policy through
     :class:`LeanHeadPolicy`."""
 
     class LeanHeadTrainer(trainer_class):
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            return super().compute_loss(LeanHeadPolicy(model, dtype), inputs, return_outputs, num_items_in_batch)
+            return super().compute_loss(LeanHeadPolicy(model, precision), inputs, return_outputs, num_items_in_batch)
 
     return LeanHeadTrainer

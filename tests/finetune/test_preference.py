@@ -9,13 +9,8 @@ import math
 import pytest
 from shelf_helpers import put_adapter
 
-from finetune.train.preference import (
-    PreferenceConfig,
-    load_policy,
-    preference_accuracy,
-    read_pairs,
-    train_preference,
-)
+from finetune.train.preference import PreferenceConfig, load_policy, read_pairs, train_preference
+from finetune.train.preference_accuracy import preference_accuracy
 
 QUESTIONS = ["Where is my order?", "Can I get a refund?", "How do I reset my password?", "Is my parcel late?",
              "Cancel my order please", "Change my address", "Talk to an agent", "My card was charged twice"]
