@@ -194,9 +194,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sft-steps", type=int, default=30, help="with --sft-budget 0: its optimizer steps (was 30)")
     p.add_argument("--pairs", type=int, default=128, help="pairs the preference run trains on")
     p.add_argument("--held-out", type=int, default=200, help="pairs kept out for the accuracy (the file's last rows)")
-    p.add_argument("--epochs", type=float, default=1.0)
+    p.add_argument("--epochs", type=float, default=None, help="default: the method's (CPO 1.5, else 1)")
     p.add_argument("--batch-size", type=int, default=4)
-    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--lr", type=float, default=None, help="default: the method's (CPO 1e-3, else 5e-4)")
     p.add_argument("--beta", type=float, default=None, help="default: the method's (DPO 0.02, CPO 0.05)")
     p.add_argument("--max-length", type=int, default=128,
                    help="prompt + answer tokens a pair trains on (the product's default: 256); 128 cuts most "
@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
              f"- pairs: {pairs_line}",
              f"- SFT adapter: {sft_line}",
              f"- {args.method.upper()}: {result.pairs} pairs, {result.steps} steps, batch {args.batch_size}, "
-             f"lr {args.lr}, beta {cfg.beta}, max length {args.max_length}, {precision}"
+             f"lr {cfg.learning_rate}, beta {cfg.beta}, max length {args.max_length}, {precision}"
              + (f", loss {args.loss}, SFT term weight {cfg.sft_weight}" if args.method != "orpo" else "")
              + (", TRL's LM head" if args.trl_head else "") + (f", seed {args.seed}" if args.seed else "") + f": {result.seconds / 60:.1f} min",
              "", "| adapter | held-out preference accuracy | mean log-prob margin | perplexity of the chosen answers |",

@@ -202,15 +202,17 @@ def _preference(args, cfg, on_event, stop) -> int:
         raise ValueError(f"--method {t.method} trains an adapter further: name it with --from-adapter")
     if not cfg.data.path:
         raise ValueError("--data must name the pairs file (JSON lines with prompt, chosen, rejected)")
-    # An SFT learning rate (1e-3) is far too high for preference tuning: only one the user set counts.
-    set_here = args.config or args.train__learning_rate is not None
+    # SFT's learning rate and epochs are not what each preference method measured best (DPO: 5e-4; CPO:
+    # 1.5 epochs): only what the user set counts (a config file sets all; the Train tab shows the method's).
+    mine = {f: getattr(t, f) for f in ("learning_rate", "epochs")
+            if args.config or getattr(args, f"train__{f}") is not None}
     pref = PreferenceConfig(t.from_adapter, cfg.data.path, name=cfg.run.adapter_name or "", method=t.method,
-                            beta=t.beta, epochs=t.epochs, max_steps=t.max_steps or -1, batch_size=t.batch_size,
+                            beta=t.beta, max_steps=t.max_steps or -1, batch_size=t.batch_size,
                             grad_accum=t.grad_accum, max_length=cfg.data.max_length,
                             max_pairs=cfg.data.max_samples or 0, seed=t.seed,
                             gradient_checkpointing=t.gradient_checkpointing, device=t.device,
                             precision=t.precision, sft_weight=args.sft_weight,
-                            **({"learning_rate": t.learning_rate} if set_here else {}))
+                            **mine)
     result = train_preference(pref, on_event=on_event, stop=stop, run_dir=cfg.run.run_dir or None)
     print(json.dumps({"status": result.status, "adapter": str(result.path), "method": t.method,
                       "from": t.from_adapter, "pairs": result.pairs, "steps": result.steps,

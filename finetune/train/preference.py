@@ -32,16 +32,10 @@ from pathlib import Path
 
 from core import models, paths
 from core.hashing import file_hash
+from finetune.config import METHOD_DEFAULTS
 from finetune.config import PREFERENCE_METHODS as METHODS
 
 DPO_LOSSES = ("sigmoid", "apo_zero", "ipo")
-# What each method starts from unless a run sets it: (beta, SFT term weight), measured on Bitext
-# pairs (docs/benchmarks.md, "Preference tuning"). DPO: beta 0.02 moved the accuracy, 0.1 (TRL's
-# default) saturated first. CPO: beta 0.05 with an SFT term of 6 took held-out accuracy 0.705 ->
-# 0.900 (0.870 with another seed) and the chosen answers' perplexity 2.42 -> 2.40 (1.5 epochs
-# of 400 pairs, 7.9 min on 2 cores), the gate passing; with a term of 3 the accuracy reached
-# 0.925 but the perplexity rose to 2.46 (over the gate's limit).
-METHOD_DEFAULTS = {"dpo": (0.02, 1.0), "cpo": (0.05, 6.0), "orpo": (0.02, 0.0)}
 
 
 @dataclass
@@ -52,19 +46,19 @@ class PreferenceConfig:
     pairs: str  # a JSON lines file of pairs
     name: str = ""  # the new adapter's name (default: <adapter>-<method>)
     method: str = "dpo"
-    beta: float | None = None  # None: the method's (METHOD_DEFAULTS)
-    # lr 5e-5 barely moved DPO's accuracy on Bitext (0.57 -> 0.58); 5e-4 is what every run used.
-    learning_rate: float = 5e-4
+    # None (beta, learning_rate, sft_weight, epochs): the method's measured default
+    # (finetune.config.METHOD_DEFAULTS)
+    beta: float | None = None
+    learning_rate: float | None = None
     # DPO / CPO: weight of a plain SFT term on the chosen answers beside the preference loss
-    # (RPO); None: the method's (METHOD_DEFAULTS). Without it DPO widened the margins by
-    # lowering both answers: Bitext perplexity 3.1 -> 22.7 and the release gate failed
-    # (docs/benchmarks.md). ORPO has its own.
+    # (RPO). Without it DPO widened the margins by lowering both answers: Bitext perplexity
+    # 3.1 -> 22.7 and the release gate failed (docs/benchmarks.md). ORPO has its own.
     sft_weight: float | None = None
     # DPO only: TRL's preference loss. "sigmoid" is DPO's; "apo_zero" (anchored: raises the
     # chosen answers' likelihood and lowers the rejected ones' each on its own) measured no
     # better on Bitext (docs/benchmarks.md); "ipo" (a margin it stops pushing at) not yet run.
     loss: str = "sigmoid"
-    epochs: float = 1.0
+    epochs: float | None = None
     max_steps: int = -1
     batch_size: int = 4
     grad_accum: int = 1
@@ -83,9 +77,10 @@ class PreferenceConfig:
     precision: str = "fp32"  # fp32, or bf16 / fp16 under autocast (as supervised training)
 
     def __post_init__(self):
-        beta, sft_weight = METHOD_DEFAULTS.get(self.method, METHOD_DEFAULTS["dpo"])
-        self.beta = beta if self.beta is None else self.beta
-        self.sft_weight = sft_weight if self.sft_weight is None else self.sft_weight
+        defaults = METHOD_DEFAULTS.get(self.method, METHOD_DEFAULTS["dpo"])  # a bad method: check() says so
+        for field in ("beta", "sft_weight", "learning_rate", "epochs"):
+            if getattr(self, field) is None:
+                setattr(self, field, getattr(defaults, field))
 
     def check(self) -> None:
         """Raises ValueError naming the first bad setting."""

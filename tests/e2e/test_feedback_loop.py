@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 from browser_helpers import CHROMIUM, ROOT, free_port, shot, wait_for_port, wait_text
 
+from finetune.config import METHOD_DEFAULTS
+
 pytestmark = pytest.mark.browser
 
 ASKED = "where is my parcel?"
@@ -148,10 +150,13 @@ def test_a_correction_reviewed_and_trained_in_comes_back_in_the_answer(app_url):
         page.get_by_label("Path on this machine").check()
         _fill(page, "train-path", pairs)
         page.get_by_text("Advanced: LoRA and training settings").click()
-        _fill(page, "train-budget", "0")
-        _fill(page, "train-steps", "100")
-        page.get_by_label("Learning rate", exact=True).fill("0.02")
         _pick(page, "train-method", "ORPO: an odds-ratio term beside SFT, no reference copy (cheaper on a CPU)")
+        # Picking a preference method shows its own learning rate and no time budget (it trains for epochs)
+        learning_rate = page.get_by_label("Learning rate", exact=True)
+        page.wait_for_function("() => document.querySelector('#train-budget input').value === '0'", timeout=15000)
+        assert float(learning_rate.input_value()) == METHOD_DEFAULTS["orpo"].learning_rate
+        _fill(page, "train-steps", "100")
+        learning_rate.fill("0.02")  # one pair, learned in 100 steps
         _pick(page, "train-from", "support")
         _fill(page, "train-name", "support-orpo")
         page.click("#train-start")

@@ -126,14 +126,23 @@ def test_the_cli_trains_dpo_from_a_shelf_adapter(home, tiny_llama_dir, pairs_fil
     assert json.loads(capsys.readouterr().out)["method"] == "cpo"
     manifest = json.loads((home / "adapters" / "cli-cpo" / "manifest.json").read_text())
     assert manifest["lineage"]["method"] == "cpo"
-    assert (manifest["preference"]["beta"], manifest["preference"]["sft_weight"]) == (0.05, 2.0)  # CPO's beta
+    pref = manifest["preference"]
+    # CPO's beta, learning rate and epochs (not SFT's 1e-3 and 1), the SFT weight given
+    assert (pref["beta"], pref["sft_weight"], pref["learning_rate"], pref["epochs"]) == (0.05, 2.0, 1e-3, 1.5)
+    assert main(["train", "--method", "cpo", "--from-adapter", "support", "--data", str(pairs_file), "--lr", "3e-4",
+                 "--epochs", "0.5", "--batch-size", "4", "--name", "cli-cpo-set", "--quiet"]) == 0
+    pref = json.loads((home / "adapters" / "cli-cpo-set" / "manifest.json").read_text())["preference"]
+    assert (pref["learning_rate"], pref["epochs"], json.loads(capsys.readouterr().out)["steps"]) == (3e-4, 0.5, 1)
 
 
-def test_each_method_starts_from_its_measured_beta_and_sft_weight():
-    assert {m: (PreferenceConfig("a", "p.jsonl", method=m).beta, PreferenceConfig("a", "p.jsonl", method=m).sft_weight)
-            for m in ("dpo", "cpo", "orpo")} == {"dpo": (0.02, 1.0), "cpo": (0.05, 6.0), "orpo": (0.02, 0.0)}
-    chosen = PreferenceConfig("a", "p.jsonl", method="cpo", beta=0.1, sft_weight=0.0)
-    assert (chosen.beta, chosen.sft_weight) == (0.1, 0.0)  # a setting the run makes is kept, zero included
+def test_each_method_starts_from_its_measured_settings():
+    def settings(cfg):
+        return cfg.beta, cfg.sft_weight, cfg.learning_rate, cfg.epochs
+
+    assert {m: settings(PreferenceConfig("a", "p.jsonl", method=m)) for m in ("dpo", "cpo", "orpo")} == {
+        "dpo": (0.02, 1.0, 5e-4, 1.0), "cpo": (0.05, 6.0, 1e-3, 1.5), "orpo": (0.02, 0.0, 5e-4, 1.0)}
+    chosen = PreferenceConfig("a", "p.jsonl", method="cpo", beta=0.1, sft_weight=0.0, learning_rate=1e-5, epochs=3)
+    assert settings(chosen) == (0.1, 0.0, 1e-5, 3)  # a setting the run makes is kept, zero included
 
 
 def test_progress_events_and_a_stop_save_the_step_reached(home, tiny_llama_dir, pairs_file):

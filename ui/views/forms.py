@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from core.hardware import PRECISIONS, QUANTIZATIONS, Hardware
 from core.user_text import quote
-from finetune.config import RunConfig, first_run_defaults
+from finetune.config import METHOD_DEFAULTS, RunConfig, first_run_defaults
 
 DEMO_DATA = "assets/demo_support.jsonl"
 
@@ -50,6 +50,17 @@ def ui_defaults() -> RunConfig:
     cfg = first_run_defaults()
     cfg.data.path = DEMO_DATA
     return cfg
+
+
+def method_settings(method: str) -> tuple[float, float, float]:
+    """(learning rate, epochs, time budget in minutes) the Train tab shows for ``method``:
+    SFT's defaults, or a preference method's measured ones with no time budget (it trains for
+    epochs; SFT's learning rate is far too high for it)."""
+    if method in METHOD_DEFAULTS:
+        d = METHOD_DEFAULTS[method]
+        return d.learning_rate, d.epochs, 0
+    t = ui_defaults().train
+    return t.learning_rate, t.epochs, t.time_budget_s / 60
 
 
 def form_values(cfg: RunConfig) -> list:

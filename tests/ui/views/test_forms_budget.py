@@ -60,3 +60,13 @@ def test_a_blank_or_zero_beta_means_the_methods_measured_default(tiny_llama_dir)
     from finetune.config import validate
 
     assert "beta must be a number between 0.0001 and 100.0 (got -1.0)" in validate(cfg)
+
+
+def test_picking_a_method_shows_its_learning_rate_epochs_and_no_time_budget():
+    from finetune.config import METHOD_DEFAULTS
+
+    cpo = METHOD_DEFAULTS["cpo"]
+    assert forms.method_settings("cpo") == (cpo.learning_rate, cpo.epochs, 0)  # a time budget trains SFT only
+    t = forms.ui_defaults().train
+    assert forms.method_settings("sft") == (t.learning_rate, t.epochs, 10)  # back to SFT: its 10 minutes
+    assert forms.method_settings("sft")[0] > cpo.learning_rate  # SFT's is higher
