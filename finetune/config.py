@@ -98,7 +98,7 @@ class TrainArgs:
     method: str = "sft"
     from_adapter: str = ""
     # dpo / cpo / orpo: strength of the preference term; None: the method's measured default
-    # (METHOD_DEFAULTS below: DPO 0.02, CPO 0.05)
+    # (finetune.preference_defaults.METHOD_DEFAULTS: DPO 0.02, CPO 0.05)
     beta: float | None = None
 
 
@@ -246,26 +246,6 @@ def _type_problems(cfg: RunConfig) -> list[str]:
 PREFERENCE_METHODS = ("dpo", "cpo", "orpo")  # finetune/train/preference.py trains these
 METHODS = ("sft", *PREFERENCE_METHODS)
 
-
-@dataclass(frozen=True)
-class MethodDefaults:
-    """What a preference method starts from unless a run sets it."""
-
-    beta: float
-    sft_weight: float  # DPO / CPO: weight of the SFT term on the chosen answers (ORPO has its own)
-    learning_rate: float
-    epochs: float
-
-
-# Measured on Bitext pairs (docs/benchmarks.md, "Preference tuning"). DPO: beta 0.02 moved the
-# accuracy, 0.1 (TRL's default) saturated first; lr 5e-5 barely moved it (0.57 -> 0.58).
-# CPO: beta 0.05, an SFT term of 6 and 1.5 epochs of 400 pairs (~8 min on 2 cores): lr 1e-3 took
-# held-out accuracy 0.705 -> 0.920-0.955 over three seeds, the chosen answers' perplexity held
-# (2.42 -> 2.41-2.42) and the release gate passing; lr 8e-4 gave 0.895-0.950, 5e-4 0.870-0.900;
-# an SFT term of 3 reached 0.925 but raised the perplexity to 2.46 (over the gate's limit).
-METHOD_DEFAULTS = {"dpo": MethodDefaults(0.02, 1.0, 5e-4, 1.0),
-                   "cpo": MethodDefaults(0.05, 6.0, 1e-3, 1.5),
-                   "orpo": MethodDefaults(0.02, 0.0, 5e-4, 1.0)}
 
 
 def validate(cfg: RunConfig, hardware=None) -> list[str]:

@@ -32,8 +32,8 @@ from pathlib import Path
 
 from core import models, paths
 from core.hashing import file_hash
-from finetune.config import METHOD_DEFAULTS
 from finetune.config import PREFERENCE_METHODS as METHODS
+from finetune.preference_defaults import METHOD_DEFAULTS
 
 DPO_LOSSES = ("sigmoid", "apo_zero", "ipo")
 
@@ -47,7 +47,7 @@ class PreferenceConfig:
     name: str = ""  # the new adapter's name (default: <adapter>-<method>)
     method: str = "dpo"
     # None (beta, learning_rate, sft_weight, epochs): the method's measured default
-    # (finetune.config.METHOD_DEFAULTS)
+    # (finetune.preference_defaults.METHOD_DEFAULTS)
     beta: float | None = None
     learning_rate: float | None = None
     # DPO / CPO: weight of a plain SFT term on the chosen answers beside the preference loss

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from browser_helpers import CHROMIUM, ROOT, free_port, shot, wait_for_port, wait_text
 
-from finetune.config import METHOD_DEFAULTS
+from finetune.preference_defaults import METHOD_DEFAULTS
 
 pytestmark = pytest.mark.browser
 

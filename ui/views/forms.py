@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from core.hardware import PRECISIONS, QUANTIZATIONS, Hardware
 from core.user_text import quote
-from finetune.config import METHOD_DEFAULTS, RunConfig, first_run_defaults
+from finetune.config import RunConfig, first_run_defaults
+from finetune.preference_defaults import METHOD_DEFAULTS
 
 DEMO_DATA = "assets/demo_support.jsonl"
 

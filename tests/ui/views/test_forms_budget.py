@@ -63,7 +63,7 @@ def test_a_blank_or_zero_beta_means_the_methods_measured_default(tiny_llama_dir)
 
 
 def test_picking_a_method_shows_its_learning_rate_epochs_and_no_time_budget():
-    from finetune.config import METHOD_DEFAULTS
+    from finetune.preference_defaults import METHOD_DEFAULTS
 
     cpo = METHOD_DEFAULTS["cpo"]
     assert forms.method_settings("cpo") == (cpo.learning_rate, cpo.epochs, 0)  # a time budget trains SFT only
