@@ -1,6 +1,6 @@
-"""What every API route shares: OpenAI's error shape, the bearer key, and a JSON body read
-within limits (at most ``TUNEDESK_API_MAX_BODY`` bytes, refused while it is read; at most
-:data:`MAX_DEPTH` levels deep)."""
+"""What every API route shares: OpenAI's error shape (an engine's failure too), the bearer
+key, and a JSON body read within limits (at most ``TUNEDESK_API_MAX_BODY`` bytes, refused
+while it is read; at most :data:`MAX_DEPTH` levels deep)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ import hmac
 import json
 import os
 
+import httpx
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
+from core.llama_cpp.process import LlamaServerError
 from serve.requests import RequestError
 
 MAX_BODY_BYTES = int(os.environ.get("TUNEDESK_API_MAX_BODY", str(1 << 20)))
@@ -29,6 +31,14 @@ class ApiError(Exception):
         body = {"error": {"message": str(self), "type": self.kind, "param": self.param, "code": self.code}}
         headers = {"Retry-After": "1"} if self.status == 503 else None
         return JSONResponse(body, status_code=self.status, headers=headers)
+
+
+def engine_failure(err: Exception) -> ApiError:
+    """The error answer for an engine that failed to answer: 502 when llama-server did not
+    answer or could not start, else 500; the cause is named either way."""
+    if isinstance(err, httpx.HTTPError | LlamaServerError):
+        return ApiError(502, f"llama-server did not answer: {type(err).__name__}: {err}", "server_error")
+    return ApiError(500, f"the answer failed: {type(err).__name__}: {err}", "server_error")
 
 
 def check_bearer(request: Request, api_key: str | None) -> None:

@@ -34,7 +34,7 @@ from adapters.shelf.store import Shelf
 from feedback.store import FeedbackStore
 from serve.alias_api import AliasApi
 from serve.aliases import CONVERSATION_HEADER, VERSION_HEADER, AliasRouter, Pick
-from serve.api_basics import MAX_BODY_BYTES, ApiError, check_bearer, read_json  # noqa: F401 (the limit, re-exported)
+from serve.api_basics import MAX_BODY_BYTES, ApiError, check_bearer, engine_failure, read_json  # noqa: F401 (the limit, re-exported)
 from serve.auto_rollback import CHECK_EVERY_S, AutoRollback
 from serve.engines import PINS, label, release_with
 from serve.interface.ticket import ServerBusy
@@ -131,6 +131,9 @@ class OpenAIServer:
             return ApiError(400, str(err), "invalid_request_error").response()
         except ApiError as err:
             return err.response()
+        except Exception as err:  # the engine failed: said in OpenAI's error shape, not a bare 500
+            log.exception("a chat answer failed")
+            return engine_failure(err).response()
 
     def _admit(self, chat: ChatRequest, pin: str | None, conversation: str | None = None):
         """(adapter, engine, release, prepared llama.cpp request or None, pick) for one chat:
@@ -223,7 +226,7 @@ class OpenAIServer:
         try:
             text = "".join([delta async for delta in deltas])
         except Exception as err:
-            return ApiError(500, f"the answer failed: {err}", "server_error").response()
+            return engine_failure(err).response()
         await run_in_threadpool(remember, text)
         choice = {"index": 0, "message": {"role": "assistant", "content": text},
                   "finish_reason": answer.finish_reason, "logprobs": None}

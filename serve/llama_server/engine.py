@@ -10,8 +10,10 @@ every other LoRA stays at scale 0. Stop strings are llama-server's own. Closing 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
+import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +60,9 @@ class LlamaServerEngine:
         limits = httpx.Limits(max_connections=max_inflight + 8, max_keepalive_connections=32,
                               keepalive_expiry=KEEPALIVE_S)
         self._http = httpx.Client(limits=limits, timeout=httpx.Timeout(600.0, connect=10.0))
-        self._async_http: httpx.AsyncClient | None = None
+        # One async client per event loop: a client's pooled connections belong to the loop that
+        # opened them, and reused from another (a server restarted in the same process) they fail.
+        self._async_http: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def prepare(self, messages: list[dict], adapter: str | None, settings: GenerationSettings | None = None,
                 stop: list[str] | None = None, json_schema: dict | None = None) -> Request:
@@ -144,11 +148,14 @@ class LlamaServerEngine:
                       set(tokenizer.all_special_tokens))
 
     def async_client(self) -> httpx.AsyncClient:
-        """The client relays use (made in the server's event loop at first use)."""
-        if self._async_http is None:
-            self._async_http = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0),
-                                                 limits=httpx.Limits(keepalive_expiry=KEEPALIVE_S))
-        return self._async_http
+        """The client relays use in the running event loop (made there at first use)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._async_http.get(loop)
+            if client is None:
+                client = self._async_http[loop] = httpx.AsyncClient(
+                    timeout=httpx.Timeout(600.0, connect=10.0), limits=httpx.Limits(keepalive_expiry=KEEPALIVE_S))
+            return client
 
     def _lora(self, name: str) -> Path:
         path = Path(self.lora_file(name))

@@ -12,6 +12,8 @@ import httpx
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from serve.llama_server.engine import stale
+
 
 def spelled_control(engine, messages: list) -> int | None:
     """The index of the first message whose text spells one of the model's control tokens."""
@@ -33,10 +35,8 @@ async def relay_tools(engine, body: dict, stream: bool, model: str, adapter: str
     lora = None if adapter is None else await run_in_threadpool(engine.lora_path, adapter)
     upstream = await run_in_threadpool(engine.upstreams.acquire, lora, engine.known_loras)
     body = {**body, "lora": upstream.lora_scales(lora)}
-    client = engine.async_client()
     try:
-        request = client.build_request("POST", f"{upstream.url}/v1/chat/completions", json=body)
-        response = await client.send(request, stream=True)
+        response = await _post(engine.async_client(), f"{upstream.url}/v1/chat/completions", body)
     except Exception:
         engine.upstreams.release(upstream)
         raise
@@ -58,6 +58,17 @@ async def relay_tools(engine, body: dict, stream: bool, model: str, adapter: str
 
     return StreamingResponse(relay(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def _post(client: httpx.AsyncClient, url: str, body: dict) -> httpx.Response:
+    """``body`` posted to ``url``, the response open for streaming; sent again once on a fresh
+    connection when a reused one had been closed by llama-server before it answered."""
+    try:
+        return await client.send(client.build_request("POST", url, json=body), stream=True)
+    except httpx.RemoteProtocolError as err:
+        if not stale(err):
+            raise
+    return await client.send(client.build_request("POST", url, json=body), stream=True)
 
 
 def _json_answer(payload: bytes, status: int, model: str, label: str) -> JSONResponse:
