@@ -194,15 +194,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sft-steps", type=int, default=30, help="with --sft-budget 0: its optimizer steps (was 30)")
     p.add_argument("--pairs", type=int, default=128, help="pairs the preference run trains on")
     p.add_argument("--held-out", type=int, default=200, help="pairs kept out for the accuracy (the file's last rows)")
-    p.add_argument("--epochs", type=float, default=None, help="default: the method's (CPO 1.5, else 1)")
+    p.add_argument("--epochs", type=float, default=None, help="default: the method's (DPO and CPO 1.5, ORPO 1)")
     p.add_argument("--batch-size", type=int, default=4)
-    p.add_argument("--lr", type=float, default=None, help="default: the method's (CPO 1e-3, else 5e-4)")
-    p.add_argument("--beta", type=float, default=None, help="default: the method's (DPO 0.02, CPO 0.05)")
+    p.add_argument("--lr", type=float, default=None, help="default: the method's (DPO and CPO 1e-3, ORPO 5e-4)")
+    p.add_argument("--beta", type=float, default=None, help="default: the method's (DPO and CPO 0.05, ORPO 0.02)")
     p.add_argument("--max-length", type=int, default=128,
                    help="prompt + answer tokens a pair trains on (the product's default: 256); 128 cuts most "
                         "Bitext answers short, and with them the length that decides most lost pairs")
     p.add_argument("--sft-weight", type=float, default=None,
-                   help="DPO/CPO: weight of the SFT term on chosen answers (default: the method's, DPO 1, CPO 6)")
+                   help="DPO/CPO: weight of the SFT term on chosen answers (default: the method's, 6 for both)")
     p.add_argument("--loss", choices=["sigmoid", "apo_zero", "ipo"], default="sigmoid",
                    help="DPO: TRL's preference loss (sigmoid: DPO's own; apo_zero: anchored; ipo: margin-capped)")
     p.add_argument("--seed", type=int, default=0, help="the preference run's seed (the pairs' order)")
@@ -285,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
              f"- {args.method.upper()}: {result.pairs} pairs, {result.steps} steps, batch {args.batch_size}, "
              f"lr {cfg.learning_rate}, beta {cfg.beta}, max length {args.max_length}, {precision}"
              + (f", loss {args.loss}, SFT term weight {cfg.sft_weight}" if args.method != "orpo" else "")
-             + (", TRL's LM head" if args.trl_head else "") + (f", seed {args.seed}" if args.seed else "") + f": {result.seconds / 60:.1f} min",
+             + (", TRL's LM head" if args.trl_head else "") + (f", seed {args.seed}" if args.seed else "") + f": {result.seconds / 60:.1f} min"
+             + (f" (the reference scored first: {result.reference_seconds / 60:.1f} min)" if result.reference_seconds else ""),
              "", "| adapter | held-out preference accuracy | mean log-prob margin | perplexity of the chosen answers |",
              "|---|---|---|---|",
              f"| SFT (start) | {before[0]:.3f} | {before[1]:.1f} | {before[2]:.2f} |",

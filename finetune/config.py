@@ -98,7 +98,7 @@ class TrainArgs:
     method: str = "sft"
     from_adapter: str = ""
     # dpo / cpo / orpo: strength of the preference term; None: the method's measured default
-    # (finetune.preference_defaults.METHOD_DEFAULTS: DPO 0.02, CPO 0.05)
+    # (finetune.preference_defaults.METHOD_DEFAULTS: DPO and CPO 0.05, ORPO 0.02)
     beta: float | None = None
 
 

@@ -96,10 +96,10 @@ def add_arguments(p) -> None:
     p.add_argument("--from-adapter", dest="train__from_adapter", help="the shelf adapter a dpo / cpo / orpo run starts from")
     p.add_argument("--beta", dest="train__beta", type=float, default=None,
                    help="dpo / cpo / orpo: strength of the preference term (default: the method's measured one, "
-                        "DPO 0.02, CPO 0.05, ORPO 0.02)")
+                        "DPO and CPO 0.05, ORPO 0.02)")
     p.add_argument("--sft-weight", type=float, default=None,
                    help="dpo / cpo: weight of the SFT term on the chosen answers beside the preference loss "
-                        "(default: the method's measured one, DPO 1, CPO 6)")
+                        "(default: the method's measured one, 6 for both)")
 
 
 def build_config(args):
@@ -202,8 +202,8 @@ def _preference(args, cfg, on_event, stop) -> int:
         raise ValueError(f"--method {t.method} trains an adapter further: name it with --from-adapter")
     if not cfg.data.path:
         raise ValueError("--data must name the pairs file (JSON lines with prompt, chosen, rejected)")
-    # SFT's learning rate and epochs are not what each preference method measured best (DPO: 5e-4; CPO:
-    # 1.5 epochs): only what the user set counts (a config file sets all; the Train tab shows the method's).
+    # SFT's learning rate and epochs are not what each preference method measured best (DPO and CPO:
+    # 1e-3, 1.5 epochs): only what the user set counts (a config file sets all; the Train tab shows the method's).
     mine = {f: getattr(t, f) for f in ("learning_rate", "epochs")
             if args.config or getattr(args, f"train__{f}") is not None}
     pref = PreferenceConfig(t.from_adapter, cfg.data.path, name=cfg.run.adapter_name or "", method=t.method,

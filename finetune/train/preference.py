@@ -4,7 +4,9 @@ pairs with TRL's trainers, saved as a new version that names the one it started 
 Methods:
 
 - ``dpo``: TRL's ``DPOTrainer`` (sigmoid loss). The adapter itself trains; its starting copy is
-  the reference (TRL adds it as a second, frozen LoRA, so no second model is loaded).
+  the reference (TRL adds it as a second, frozen LoRA, so no second model is loaded). Off a GPU
+  the reference scores every pair once, before the first step, not at each step
+  (:func:`finetune.train.preference_head.precompute_reference`).
 - ``cpo``: the same trainer and losses without the reference: DPO's loss on the answers' own
   log-probabilities (CPO, Xu et al. 2024; TRL's documented precomputed-reference input set to
   zero, so no reference forward runs), beside the SFT term. A pair already won by a wide margin
@@ -71,7 +73,8 @@ class PreferenceConfig:
     gradient_checkpointing: bool = False
     # DPO / CPO off a GPU: the answer tokens' log-probs through finetune.train.preference_head
     # (answer tokens only, in the run's precision, no logits recomputed in backward) instead
-    # of TRL's fused head; False: TRL's own (the benchmark's baseline).
+    # of TRL's fused head, and DPO's reference scored once before training instead of at each
+    # step; False: TRL's own (the benchmark's baseline).
     lean_head: bool = True
     device: str = "auto"  # cpu, cuda, cuda:N, or auto (a GPU when there is one)
     precision: str = "fp32"  # fp32, or bf16 / fp16 under autocast (as supervised training)
@@ -109,6 +112,7 @@ class PreferenceResult:
     seconds: float
     final_loss: float | None
     status: str = "completed"  # or "stopped" (saved at the step it reached)
+    reference_seconds: float = 0.0  # of ``seconds``: DPO's reference scored before the first step
 
 
 def read_pairs(path: str | Path, limit: int = 0) -> list[dict]:
@@ -206,6 +210,12 @@ def train_preference(cfg: PreferenceConfig, on_log=None, *, on_event=None, stop=
     for quiet in (PrinterCallback, ProgressCallback):  # progress goes to on_log / on_event, not stdout
         trainer.remove_callback(quiet)
     start = time.perf_counter()
+    if cfg.method == "dpo" and _lean(cfg):
+        from finetune.train.preference_head import precompute_reference
+
+        emit("status", message=f"scoring the {len(pairs)} pairs under {cfg.adapter} once (DPO's reference)")
+        precompute_reference(trainer, cfg.precision, cfg.batch_size, stop)
+    reference_seconds = time.perf_counter() - start
     output = trainer.train()
     seconds = time.perf_counter() - start
     status = "stopped" if progress.stopped else "completed"
@@ -222,13 +232,15 @@ def train_preference(cfg: PreferenceConfig, on_log=None, *, on_event=None, stop=
         "lineage": {"parent": cfg.adapter, "parent_hash": parent.get("adapter_hash"), "method": cfg.method,
                     "pairs": len(pairs), "pairs_file": str(cfg.pairs), "pairs_hash": file_hash(Path(cfg.pairs))},
         "preference": {**asdict(cfg), "final_loss": output.training_loss},
-        "timings": {"train_seconds": round(seconds, 1)}, "run_dir": str(run_dir),
+        "timings": {"train_seconds": round(seconds, 1), "reference_seconds": round(reference_seconds, 1)},
+        "run_dir": str(run_dir),
     })
     path = save_adapter(policy, tokenizer, name, manifest)
     emit("saved", adapter=name, path=str(path), status=status)
     emit("done", status=status, step=trainer.state.global_step, adapter=name,
          metrics={"train_loss": output.training_loss})
-    return PreferenceResult(name, path, trainer.state.global_step, len(pairs), seconds, output.training_loss, status)
+    return PreferenceResult(name, path, trainer.state.global_step, len(pairs), seconds, output.training_loss, status,
+                            reference_seconds)
 
 
 def _on_this_machine(cfg: PreferenceConfig) -> PreferenceConfig:
@@ -301,6 +313,11 @@ class _Progress:
                   reward_margin=float(logs.get("rewards/margins", 0.0)))
 
 
+def _lean(cfg: PreferenceConfig) -> bool:
+    """Whether DPO / CPO take their log-probabilities from the lean head (off a GPU)."""
+    return cfg.lean_head and not cfg.device.startswith("cuda")
+
+
 def _trainer(cfg: PreferenceConfig, model, tokenizer, pairs: list[dict], run_dir: Path, progress: _Progress):
     from datasets import Dataset
 
@@ -320,7 +337,7 @@ def _trainer(cfg: PreferenceConfig, model, tokenizer, pairs: list[dict], run_dir
         losses = ({"loss_type": [cfg.loss, "sft"], "loss_weights": [1.0, cfg.sft_weight]} if cfg.sft_weight
                   else {"loss_type": [cfg.loss]})
         trainer_class = DPOTrainer
-        if cfg.lean_head and not cfg.device.startswith("cuda"):
+        if _lean(cfg):
             from finetune.train.preference_head import with_lean_head
 
             trainer_class = with_lean_head(DPOTrainer, cfg.precision)

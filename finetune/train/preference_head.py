@@ -7,8 +7,13 @@ logits again in the backward pass. Here the same call is answered by the model's
 :func:`linear_log_probs`: only the answer tokens are scored, in the run's precision, and the
 gradient with respect to the hidden states is made in the forward pass (one product more, none
 in backward), as ``finetune.train.fused.linear_cross_entropy_sum`` does for supervised training.
-The values match TRL's head (tests/finetune/test_preference_head.py); the speed is in
+The values match TRL's head (tests/finetune/train/test_preference_head.py); the speed is in
 docs/benchmarks.md.
+
+DPO's reference log-probabilities (the starting adapter's, which TRL keeps as a frozen LoRA
+named ``ref``) never change, yet TRL computes them at every step through its own head.
+:func:`precompute_reference` scores them once, before training, through the lean head, and hands
+them to TRL as its own precomputed-reference columns.
 """
 
 from __future__ import annotations
@@ -105,3 +110,33 @@ def with_lean_head(trainer_class, precision: str):
             return super().compute_loss(LeanHeadPolicy(model, precision), inputs, return_outputs, num_items_in_batch)
 
     return LeanHeadTrainer
+
+
+def precompute_reference(trainer, precision: str, batch_size: int, stop=None) -> int:
+    """Score every training pair under DPO's reference once, through the lean head, and give the
+    sums to ``trainer`` (TRL's ``DPOTrainer``) as its precomputed reference: no step runs the
+    reference again. The pairs go in order of length (less padding; the sums go back to their
+    rows). ``stop()``, asked between batches, ends the pass early: TRL then scores the reference
+    at each step, and the run stops after its first. Returns the pairs scored."""
+    from torch.utils.data import DataLoader
+
+    rows = trainer.train_dataset
+    longest = [len(p) + max(len(c), len(r)) for p, c, r in zip(rows["prompt_ids"], rows["chosen_ids"],
+                                                                rows["rejected_ids"], strict=True)]
+    order = sorted(range(len(rows)), key=longest.__getitem__)
+    policy = LeanHeadPolicy(trainer.model, precision)
+    loader = DataLoader(rows.select(order), batch_size=batch_size, collate_fn=trainer.data_collator, shuffle=False)
+    chosen, rejected = torch.zeros(len(rows)), torch.zeros(len(rows))
+    done = 0
+    for batch in loader:
+        if stop is not None and stop():
+            return done
+        batch = {k: v.to(trainer.accelerator.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+        pair_chosen, pair_rejected = trainer.compute_ref_log_probs(policy, batch)
+        at = torch.tensor(order[done:done + len(pair_chosen)])
+        chosen[at], rejected[at] = pair_chosen.float().cpu(), pair_rejected.float().cpu()
+        done += len(pair_chosen)
+    trainer.train_dataset = (rows.add_column("ref_chosen_logps", chosen.tolist())
+                             .add_column("ref_rejected_logps", rejected.tolist()))
+    trainer.precompute_ref_logps = True
+    return done

@@ -140,7 +140,7 @@ def test_each_method_starts_from_its_measured_settings():
         return cfg.beta, cfg.sft_weight, cfg.learning_rate, cfg.epochs
 
     assert {m: settings(PreferenceConfig("a", "p.jsonl", method=m)) for m in ("dpo", "cpo", "orpo")} == {
-        "dpo": (0.02, 1.0, 5e-4, 1.0), "cpo": (0.05, 6.0, 1e-3, 1.5), "orpo": (0.02, 0.0, 5e-4, 1.0)}
+        "dpo": (0.05, 6.0, 1e-3, 1.5), "cpo": (0.05, 6.0, 1e-3, 1.5), "orpo": (0.02, 0.0, 5e-4, 1.0)}
     chosen = PreferenceConfig("a", "p.jsonl", method="cpo", beta=0.1, sft_weight=0.0, learning_rate=1e-5, epochs=3)
     assert settings(chosen) == (0.1, 0.0, 1e-5, 3)  # a setting the run makes is kept, zero included
 
@@ -152,7 +152,9 @@ def test_progress_events_and_a_stop_save_the_step_reached(home, tiny_llama_dir, 
                               on_event=events.append, stop=lambda: True)
     assert (result.status, result.steps) == ("stopped", 1)
     kinds = [e["type"] for e in events]
-    assert kinds[:2] == ["status", "start"] and kinds[-2:] == ["saved", "done"] and "progress" in kinds
+    before = kinds[:kinds.index("start")]  # loading, then DPO's reference pass (cut short by the stop)
+    assert before == ["status", "status"] and "DPO's reference" in events[1]["message"]
+    assert kinds[-2:] == ["saved", "done"] and "progress" in kinds
     progress = next(e for e in events if e["type"] == "progress")
     assert progress["total_steps"] == 5 and progress["step"] == 1 and progress["loss"] > 0
     assert json.loads((result.path / "manifest.json").read_text())["status"] == "stopped"

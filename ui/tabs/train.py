@@ -93,7 +93,7 @@ def build_train_tab(state: AppState) -> dict:
                         method = gr.Dropdown(forms.METHOD_CHOICES, value=d.train.method, label="Method",
                                              elem_id="train-method")
                         from_adapter = gr.Dropdown([""] + state.adapter_choices(), value="", allow_custom_value=True,
-                                                   label="Start from adapter (DPO / ORPO)", elem_id="train-from")
+                                                   label="Start from adapter (DPO / CPO / ORPO)", elem_id="train-from")
                         beta = gr.Number(d.train.beta, label="Beta (DPO / CPO / ORPO; blank or 0: the method's measured default)",
                                          elem_id="train-beta")
                 name = gr.Textbox(label="Adapter name (optional)", elem_id="train-name")
