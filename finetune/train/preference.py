@@ -209,13 +209,13 @@ def train_preference(cfg: PreferenceConfig, on_log=None, *, on_event=None, stop=
 
     for quiet in (PrinterCallback, ProgressCallback):  # progress goes to on_log / on_event, not stdout
         trainer.remove_callback(quiet)
-    start = time.perf_counter()
+    start, reference_seconds = time.perf_counter(), 0.0
     if cfg.method == "dpo" and _lean(cfg):
         from finetune.train.preference_head import precompute_reference
 
         emit("status", message=f"scoring the {len(pairs)} pairs under {cfg.adapter} once (DPO's reference)")
         precompute_reference(trainer, cfg.precision, cfg.batch_size, stop)
-    reference_seconds = time.perf_counter() - start
+        reference_seconds = time.perf_counter() - start
     output = trainer.train()
     seconds = time.perf_counter() - start
     status = "stopped" if progress.stopped else "completed"
