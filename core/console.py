@@ -15,7 +15,9 @@ class ConsoleProgress:
         kind = e.get("type")
         if kind == "start":
             self.bar = tqdm(total=e["total_steps"], initial=e["start_step"], unit="step", dynamic_ncols=True)
-            tqdm.write(f"training {e['train_rows']} rows ({e['val_rows']} validation) on {e['device']}, "
+            what = (f"{e['method']} on {e['pairs']} pairs" if "pairs" in e
+                    else f"{e['train_rows']} rows ({e['val_rows']} validation)")
+            tqdm.write(f"training {what} on {e['device']}, "
                        f"{e['trainable_params']:,} trainable parameters, targets {', '.join(e['targets'])}")
         elif kind == "progress" and self.bar is not None:
             self.bar.total = e["total_steps"]  # a time budget sizes its plan as it goes

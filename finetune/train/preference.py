@@ -203,7 +203,10 @@ def train_preference(cfg: PreferenceConfig, on_log=None, *, on_event=None, stop=
 
         use_lean_ops(model)
     run_dir = Path(run_dir) if run_dir else paths.subdir("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    progress = _Progress(emit, on_log, stop, cfg.device)
+    targets = model.peft_config[model.active_adapter].target_modules
+    progress = _Progress(emit, on_log, stop, cfg.device, pairs=len(pairs), method=cfg.method,
+                         trainable_params=sum(p.numel() for p in model.parameters() if p.requires_grad),
+                         targets=[targets] if isinstance(targets, str) else sorted(targets))
     trainer = _trainer(cfg, model, tokenizer, pairs, run_dir, progress)
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
@@ -270,8 +273,9 @@ def _emitter(on_event):
 class _Progress:
     """TRL's step and log callbacks turned into TuneDesk's events, and the stop request."""
 
-    def __init__(self, emit, on_log, stop, device: str = "cpu"):
+    def __init__(self, emit, on_log, stop, device: str = "cpu", **run):
         self.emit, self.on_log, self.stop, self.device = emit, on_log, stop, device
+        self.run = run  # what the start event says of the run besides its steps (pairs, method ...)
         self.started, self.stopped = None, False
 
     def callback(self):
@@ -282,8 +286,8 @@ class _Progress:
         class Forward(TrainerCallback):
             def on_train_begin(self, args, state, control, **kwargs):
                 outer.started = time.time()
-                outer.emit("start", total_steps=state.max_steps, start_step=0, train_rows=0, val_rows=0,
-                           device="cpu", run_dir=args.output_dir)
+                outer.emit("start", total_steps=state.max_steps, start_step=0, val_rows=0, device=outer.device,
+                           run_dir=args.output_dir, **outer.run)
 
             def on_step_end(self, args, state, control, **kwargs):
                 if outer.stop is not None and outer.stop():

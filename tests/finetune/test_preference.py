@@ -7,6 +7,7 @@ import json
 import math
 
 import pytest
+from safetensors.torch import load_file
 from shelf_helpers import put_adapter
 
 from finetune.train.preference import PreferenceConfig, load_policy, read_pairs, train_preference
@@ -133,6 +134,22 @@ def test_the_cli_trains_dpo_from_a_shelf_adapter(home, tiny_llama_dir, pairs_fil
                  "--epochs", "0.5", "--batch-size", "4", "--name", "cli-cpo-set", "--quiet"]) == 0
     pref = json.loads((home / "adapters" / "cli-cpo-set" / "manifest.json").read_text())["preference"]
     assert (pref["learning_rate"], pref["epochs"], json.loads(capsys.readouterr().out)["steps"]) == (3e-4, 0.5, 1)
+
+
+def test_the_cli_shows_a_preference_runs_progress_in_the_terminal(home, tiny_llama_dir, pairs_file, capsys):
+    """Without --quiet (as a newcomer runs it): the start line names the method, the pairs and
+    the adapter's trainable parameters (the start event once lacked them, and the CLI crashed)."""
+    from finetune.__main__ import main
+
+    put_adapter(tiny_llama_dir, "support", targets=("q_proj", "v_proj"))
+    assert main(["train", "--method", "dpo", "--from-adapter", "support", "--data", str(pairs_file),
+                 "--max-steps", "1", "--batch-size", "4", "--name", "shown"]) == 0
+    shown = capsys.readouterr()
+    printed = shown.out + shown.err
+    assert "scoring the 8 pairs under support once (DPO's reference)" in printed
+    assert "training dpo on 8 pairs on cpu" in printed and "targets q_proj, v_proj" in printed
+    trainable = sum(t.numel() for t in load_file(home / "adapters" / "shown" / "adapter_model.safetensors").values())
+    assert f"{trainable:,} trainable parameters" in printed
 
 
 def test_each_method_starts_from_its_measured_settings():
