@@ -247,7 +247,6 @@ PREFERENCE_METHODS = ("dpo", "cpo", "orpo")  # finetune/train/preference.py trai
 METHODS = ("sft", *PREFERENCE_METHODS)
 
 
-
 def validate(cfg: RunConfig, hardware=None) -> list[str]:
     """Every problem with ``cfg`` (empty list when it can run here).
 

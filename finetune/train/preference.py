@@ -36,6 +36,7 @@ from core import models, paths
 from core.hashing import file_hash
 from finetune.config import PREFERENCE_METHODS as METHODS
 from finetune.preference_defaults import METHOD_DEFAULTS
+from finetune.train.preference_progress import PreferenceProgress, emitter
 
 DPO_LOSSES = ("sigmoid", "apo_zero", "ipo")
 
@@ -195,7 +196,7 @@ def train_preference(cfg: PreferenceConfig, on_log=None, *, on_event=None, stop=
         raise ValueError(f"an adapter named {name!r} is already on the shelf; pick another --name")
     pairs = read_pairs(cfg.pairs, cfg.max_pairs)
     cfg = _on_this_machine(cfg)
-    emit = _emitter(on_event)
+    emit = emitter(on_event)
     emit("status", message=f"loading {cfg.adapter} for {cfg.method} on {len(pairs)} pairs")
     model, tokenizer, parent = load_policy(cfg.adapter)
     if not cfg.device.startswith("cuda"):  # as supervised training on the CPU: -9 % a DPO step in bf16
@@ -204,7 +205,7 @@ def train_preference(cfg: PreferenceConfig, on_log=None, *, on_event=None, stop=
         use_lean_ops(model)
     run_dir = Path(run_dir) if run_dir else paths.subdir("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     targets = model.peft_config[model.active_adapter].target_modules
-    progress = _Progress(emit, on_log, stop, cfg.device, pairs=len(pairs), method=cfg.method,
+    progress = PreferenceProgress(emit, on_log, stop, cfg.device, pairs=len(pairs), method=cfg.method,
                          trainable_params=sum(p.numel() for p in model.parameters() if p.requires_grad),
                          targets=[targets] if isinstance(targets, str) else sorted(targets))
     trainer = _trainer(cfg, model, tokenizer, pairs, run_dir, progress)
@@ -263,66 +264,12 @@ def _on_this_machine(cfg: PreferenceConfig) -> PreferenceConfig:
     return replace(cfg, device=device)
 
 
-def _emitter(on_event):
-    def emit(kind: str, **data) -> None:
-        if on_event is not None:
-            on_event({"type": kind, "time": time.time(), **data})
-    return emit
-
-
-class _Progress:
-    """TRL's step and log callbacks turned into TuneDesk's events, and the stop request."""
-
-    def __init__(self, emit, on_log, stop, device: str = "cpu", **run):
-        self.emit, self.on_log, self.stop, self.device = emit, on_log, stop, device
-        self.run = run  # what the start event says of the run besides its steps (pairs, method ...)
-        self.started, self.stopped = None, False
-
-    def callback(self):
-        from transformers import TrainerCallback
-
-        outer = self
-
-        class Forward(TrainerCallback):
-            def on_train_begin(self, args, state, control, **kwargs):
-                outer.started = time.time()
-                outer.emit("start", total_steps=state.max_steps, start_step=0, val_rows=0, device=outer.device,
-                           run_dir=args.output_dir, **outer.run)
-
-            def on_step_end(self, args, state, control, **kwargs):
-                if outer.stop is not None and outer.stop():
-                    outer.stopped = control.should_training_stop = True
-
-            def on_log(self, args, state, control, logs=None, **kwargs):
-                logs = dict(logs or {})
-                if outer.on_log is not None:
-                    outer.on_log(state.global_step, state.max_steps, logs)
-                if "loss" in logs:
-                    outer.progress(state, logs)
-
-        return Forward()
-
-    def progress(self, state, logs: dict) -> None:
-        from finetune.train.steps import peak_memory_gib
-
-        elapsed = time.time() - (self.started or time.time())
-        step, total = state.global_step, max(state.max_steps, 1)
-        self.emit("progress", step=step, total_steps=total, epoch=float(state.epoch or 0),
-                  loss=float(logs["loss"]), lr=float(logs.get("learning_rate", 0.0)),
-                  grad_norm=float(logs.get("grad_norm", 0.0)),
-                  tokens_per_second=float(logs.get("num_tokens", 0.0)) / max(elapsed, 1e-9),
-                  elapsed=elapsed, eta=elapsed / max(step, 1) * (total - step),
-                  peak_memory_gib=peak_memory_gib(self.device),
-                  reward_accuracy=float(logs.get("rewards/accuracies", 0.0)),
-                  reward_margin=float(logs.get("rewards/margins", 0.0)))
-
-
 def _lean(cfg: PreferenceConfig) -> bool:
     """Whether DPO / CPO take their log-probabilities from the lean head (off a GPU)."""
     return cfg.lean_head and not cfg.device.startswith("cuda")
 
 
-def _trainer(cfg: PreferenceConfig, model, tokenizer, pairs: list[dict], run_dir: Path, progress: _Progress):
+def _trainer(cfg: PreferenceConfig, model, tokenizer, pairs: list[dict], run_dir: Path, progress: PreferenceProgress):
     from datasets import Dataset
 
     rows = Dataset.from_list([{"prompt": p["prompt"], "chosen": [{"role": "assistant", "content": p["chosen"]}],
