@@ -195,6 +195,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--pairs", type=int, default=128, help="pairs the preference run trains on")
     p.add_argument("--held-out", type=int, default=200, help="pairs kept out for the accuracy (the file's last rows)")
     p.add_argument("--epochs", type=float, default=None, help="default: the method's (DPO and CPO 1.5, ORPO 1)")
+    p.add_argument("--time-budget", type=float, default=0.0, metavar="MINUTES",
+                   help="the preference run's time budget, from the call to the saved adapter (0: off; the "
+                        "method's epochs still cap it)")
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--lr", type=float, default=None, help="default: the method's (DPO and CPO 1e-3, ORPO 5e-4)")
     p.add_argument("--beta", type=float, default=None, help="default: the method's (DPO and CPO 0.05, ORPO 0.02)")
@@ -236,6 +239,8 @@ def check_args(args: argparse.Namespace, data: Path) -> None:
         (args.gate_from < 0, f"--gate-from must be 0 or more rows, got {args.gate_from}"),
         (args.sft_budget < 0, f"--sft-budget must be 0 (fixed steps) or more minutes, got {args.sft_budget}"),
         (args.sft_budget == 0 and args.sft_steps < 1, f"--sft-steps must be 1 or more, got {args.sft_steps}"),
+        (args.time_budget != 0 and not 0.5 <= args.time_budget <= 7 * 24 * 60,
+         f"--time-budget must be 0 (off) or from 0.5 minutes to 7 days, got {args.time_budget}"),
         (args.rejected_opening < 0, f"--rejected-opening must be 0 or more words, got {args.rejected_opening}"),
         (not 1 <= args.rejected_tokens <= 2048, f"--rejected-tokens must be from 1 to 2048, got {args.rejected_tokens}"),
     ] if bad]
@@ -267,9 +272,13 @@ def main(argv: list[str] | None = None) -> int:
                                beta=args.beta, learning_rate=args.lr, epochs=args.epochs,
                                batch_size=args.batch_size, max_length=args.max_length, sft_weight=args.sft_weight,
                                gradient_checkpointing=args.gradient_checkpointing, precision=precision,
-                               loss=args.loss, lean_head=not args.trl_head, seed=args.seed)
+                               loss=args.loss, lean_head=not args.trl_head, seed=args.seed,
+                               time_budget_s=args.time_budget * 60)
         shutil.rmtree(home / "adapters" / cfg.name, ignore_errors=True)  # the last run's, in a kept --home
-        result = train_preference(cfg)
+        called = time.time()
+        result = train_preference(cfg, started=called)
+        whole = time.time() - called  # loading, the reference pass, training and the save
+        bought = json.loads((result.path / "manifest.json").read_text()).get("budget")
         after = accuracy(result.name, held_out)
         print(f"preference accuracy {before[0]:.3f} -> {after[0]:.3f}, chosen perplexity {before[2]:.2f} -> "
               f"{after[2]:.2f} ({result.seconds / 60:.1f} min){'; the gate next' if args.gate else ''}",
@@ -286,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
              f"lr {cfg.learning_rate}, beta {cfg.beta}, max length {args.max_length}, {precision}"
              + (f", loss {args.loss}, SFT term weight {cfg.sft_weight}" if args.method != "orpo" else "")
              + (", TRL's LM head" if args.trl_head else "") + (f", seed {args.seed}" if args.seed else "") + f": {result.seconds / 60:.1f} min"
-             + (f" (the reference scored first: {result.reference_seconds / 60:.1f} min)" if result.reference_seconds else ""),
+             + (f" (the reference scored first: {result.reference_seconds / 60:.1f} min)" if result.reference_seconds else "")
+             + f"; {whole / 60:.2f} min from the call to the saved adapter"
+             + (f" under a {args.time_budget:g}-minute budget ({bought['epochs']:.2f} epochs)" if bought else ""),
              "", "| adapter | held-out preference accuracy | mean log-prob margin | perplexity of the chosen answers |",
              "|---|---|---|---|",
              f"| SFT (start) | {before[0]:.3f} | {before[1]:.1f} | {before[2]:.2f} |",

@@ -79,7 +79,8 @@ class TrainArgs:
     max_steps: int = 0  # stop after this many optimizer steps (0 = use epochs)
     # Train for this many seconds, from the run's start (the CLI's process start) to the saved
     # adapter (0 = off): overrides epochs and max_steps; the run times its first steps and sizes
-    # its plan to end on time (finetune/train/budget.py).
+    # its plan to end on time (finetune/train/budget.py). A preference run (dpo / cpo / orpo)
+    # trains its epochs or until the budget ends, whichever is first (preference_budget.py).
     time_budget_s: float = 0.0
     weight_decay: float = 0.0  # AdamW weight decay
     max_grad_norm: float = 1.0  # gradient clipping
@@ -298,12 +299,16 @@ def _train_problems(t: TrainArgs) -> list[str]:
                          ("checkpoint every", t.save_every)):
         if value is not None:  # None: auto
             _range(out, f"{label} N steps", value, 0, 10_000_000, whole=True)
-    out += _budget_problems(t)
+    out += budget_problems(t.time_budget_s)
     _range(out, "log every N steps", t.log_every, 1, 10_000_000, whole=True)
     _range(out, "seed", t.seed, 0, 2**32 - 1, whole=True)
     _range(out, "CPU threads", t.cpu_threads, 0, 1024, whole=True)
-    if t.max_steps == 0 and isinstance(t.epochs, (int, float)) and t.epochs <= 0 and not t.time_budget_s:
-        out.append("set epochs above 0 or max steps above 0: otherwise nothing trains")
+    if t.max_steps == 0 and isinstance(t.epochs, (int, float)) and t.epochs <= 0:
+        if t.method in PREFERENCE_METHODS:  # a budget ends a preference run's epochs early, never later
+            out.append(f"set epochs above 0 or max steps above 0: {t.method} trains for them (a time budget "
+                       "can only end it sooner)")
+        elif not t.time_budget_s:
+            out.append("set epochs above 0 or max steps above 0: otherwise nothing trains")
     if t.lr_schedule not in ("cosine", "linear", "constant"):
         out.append(f"learning-rate schedule must be cosine, linear or constant (got {t.lr_schedule!r})")
     if t.method not in METHODS:
@@ -320,12 +325,11 @@ def _train_problems(t: TrainArgs) -> list[str]:
 BUDGET_RANGE_S = (30, 7 * 24 * 3600)  # a time budget: from 30 seconds to 7 days
 
 
-def _budget_problems(t: TrainArgs) -> list[str]:
-    b, (lo, hi) = t.time_budget_s, BUDGET_RANGE_S
-    if not isinstance(b, (int, float)) or isinstance(b, bool) or not (b == 0 or lo <= b <= hi):
-        return [f"time budget must be 0 (off) or between {lo} seconds and 7 days ({hi} s) (got {quote(b)})"]
-    if b and t.method != "sft":
-        return [f"a time budget trains sft runs only: set it to 0 for {t.method}, which uses steps / epochs"]
+def budget_problems(seconds) -> list[str]:
+    """What is wrong with a time budget of ``seconds`` ([] when nothing): 0 (off) or in range."""
+    lo, hi = BUDGET_RANGE_S
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not (seconds == 0 or lo <= seconds <= hi):
+        return [f"time budget must be 0 (off) or between {lo} seconds and 7 days ({hi} s) (got {quote(seconds)})"]
     return []
 
 

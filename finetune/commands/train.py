@@ -46,8 +46,8 @@ FLAGS = [
     ("--epochs", ["--num_epochs"], "train", "epochs", float, "passes over the data"),
     ("--max-steps", ["--max_steps"], "train", "max_steps", int, "stop after N optimizer steps"),
     ("--time-budget", ["--time_budget"], "train", "time_budget_s", parse_duration,
-     "train for this long, from start to saved adapter: 90s, 10m, 1.5h or seconds (overrides epochs and "
-     "max steps; 0 = off)"),
+     "train for this long, from start to saved adapter: 90s, 10m, 1.5h or seconds (sft: overrides epochs "
+     "and max steps; dpo / cpo / orpo: their epochs or the budget, whichever ends first; 0 = off)"),
     ("--batch-size", ["--batch_size"], "train", "batch_size", int, "micro-batch size"),
     ("--grad-accum", ["--gradient_accumulation_steps"], "train", "grad_accum", int, "micro-batches per step"),
     ("--lr", ["--learning_rate"], "train", "learning_rate", float, "peak learning rate"),
@@ -211,9 +211,11 @@ def _preference(args, cfg, on_event, stop) -> int:
                             grad_accum=t.grad_accum, max_length=cfg.data.max_length,
                             max_pairs=cfg.data.max_samples or 0, seed=t.seed,
                             gradient_checkpointing=t.gradient_checkpointing, device=t.device,
-                            precision=t.precision, sft_weight=args.sft_weight,
+                            precision=t.precision, sft_weight=args.sft_weight, time_budget_s=t.time_budget_s,
                             **mine)
-    result = train_preference(pref, on_event=on_event, stop=stop, run_dir=cfg.run.run_dir or None)
+    # A time budget counts from this process's start, as supervised training's does.
+    result = train_preference(pref, on_event=on_event, stop=stop, run_dir=cfg.run.run_dir or None,
+                              started=process_start())
     print(json.dumps({"status": result.status, "adapter": str(result.path), "method": t.method,
                       "from": t.from_adapter, "pairs": result.pairs, "steps": result.steps,
                       "seconds": round(result.seconds, 1), "final_loss": result.final_loss}, indent=2))

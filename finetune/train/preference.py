@@ -35,6 +35,7 @@ from pathlib import Path
 from core import models, paths
 from core.hashing import file_hash
 from finetune.config import PREFERENCE_METHODS as METHODS
+from finetune.config import budget_problems
 from finetune.preference_defaults import METHOD_DEFAULTS
 from finetune.train.preference_progress import PreferenceProgress, emitter
 
@@ -77,6 +78,9 @@ class PreferenceConfig:
     # of TRL's fused head, and DPO's reference scored once before training instead of at each
     # step; False: TRL's own (the benchmark's baseline).
     lean_head: bool = True
+    # Seconds from the run's start to the saved adapter (0: off); the method's epochs still cap
+    # the steps (finetune/train/preference_budget.py).
+    time_budget_s: float = 0.0
     device: str = "auto"  # cpu, cuda, cuda:N, or auto (a GPU when there is one)
     precision: str = "fp32"  # fp32, or bf16 / fp16 under autocast (as supervised training)
 
@@ -102,6 +106,8 @@ class PreferenceConfig:
                 raise ValueError(f"{field} must be at least 1, got {getattr(self, field)}")
         if self.max_steps == 0 or (self.max_steps < 0 and not self.epochs > 0):
             raise ValueError("train for some steps: --max-steps N or --epochs above 0")
+        if problems := budget_problems(self.time_budget_s):
+            raise ValueError(problems[0])
 
 
 @dataclass
@@ -177,7 +183,7 @@ def load_policy(adapter: str, trainable: bool = True):
 
 
 def train_preference(cfg: PreferenceConfig, on_log=None, *, on_event=None, stop=None,
-                     run_dir: str | Path | None = None) -> PreferenceResult:
+                     run_dir: str | Path | None = None, started: float | None = None) -> PreferenceResult:
     """Train ``cfg.adapter`` on ``cfg.pairs``; the result is a new adapter on the shelf.
 
     Args:
@@ -186,11 +192,13 @@ def train_preference(cfg: PreferenceConfig, on_log=None, *, on_event=None, stop=
             ``saved``, ``done``), so the Train tab's progress and ``--events`` read both.
         stop: asked after each step; True ends the run, which saves at the step it reached.
         run_dir: the run folder (default ``runs/<name>-<time>``).
+        started: when the run began (``time.time()``; default now): a time budget counts from it.
 
     Raises:
         ValueError: a bad setting, adapter or pairs file.
     """
     cfg.check()
+    t0 = started or time.time()
     name = paths.safe_name(cfg.name or f"{cfg.adapter}-{cfg.method}", "adapter name")
     if (paths.subdir("adapters") / name).exists():
         raise ValueError(f"an adapter named {name!r} is already on the shelf; pick another --name")
@@ -208,7 +216,14 @@ def train_preference(cfg: PreferenceConfig, on_log=None, *, on_event=None, stop=
     progress = PreferenceProgress(emit, on_log, stop, cfg.device, pairs=len(pairs), method=cfg.method,
                          trainable_params=sum(p.numel() for p in model.parameters() if p.requires_grad),
                          targets=[targets] if isinstance(targets, str) else sorted(targets))
-    trainer = _trainer(cfg, model, tokenizer, pairs, run_dir, progress)
+    budget = None
+    if cfg.time_budget_s:
+        from finetune.train.preference_budget import PreferenceBudget
+
+        budget = PreferenceBudget(cfg.time_budget_s, t0, device=cfg.device, grad_accum=cfg.grad_accum,
+                                  trainable=progress.run["trainable_params"])
+    trainer = _trainer(cfg, model, tokenizer, pairs, run_dir, [progress.callback()]
+                       + ([budget.callback()] if budget else []))
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     for quiet in (PrinterCallback, ProgressCallback):  # progress goes to on_log / on_event, not stdout
@@ -218,8 +233,12 @@ def train_preference(cfg: PreferenceConfig, on_log=None, *, on_event=None, stop=
         from finetune.train.preference_head import precompute_reference
 
         emit("status", message=f"scoring the {len(pairs)} pairs under {cfg.adapter} once (DPO's reference)")
-        precompute_reference(trainer, cfg.precision, cfg.batch_size, stop)
+        precompute_reference(trainer, cfg.precision, cfg.batch_size, budget.reference_stop(stop) if budget else stop)
         reference_seconds = time.perf_counter() - start
+        if budget and budget.reference_cut:
+            emit("warning", message="the time budget ran out while scoring DPO's reference: the run trains only "
+                                    "in what is left of it (scoring the reference at each step); give it more "
+                                    "minutes or fewer pairs")
     output = trainer.train()
     seconds = time.perf_counter() - start
     status = "stopped" if progress.stopped else "completed"
@@ -233,6 +252,8 @@ def train_preference(cfg: PreferenceConfig, on_log=None, *, on_event=None, stop=
     manifest.update({
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "status": status,
         "steps": trainer.state.global_step, "total_steps": trainer.state.max_steps,
+        **({"budget": budget.bought(trainer.state, len(pairs), cfg.batch_size, cfg.grad_accum, progress.tokens)}
+           if budget else {}),
         "lineage": {"parent": cfg.adapter, "parent_hash": parent.get("adapter_hash"), "method": cfg.method,
                     "pairs": len(pairs), "pairs_file": str(cfg.pairs), "pairs_hash": file_hash(Path(cfg.pairs))},
         "preference": {**asdict(cfg), "final_loss": output.training_loss},
@@ -269,7 +290,7 @@ def _lean(cfg: PreferenceConfig) -> bool:
     return cfg.lean_head and not cfg.device.startswith("cuda")
 
 
-def _trainer(cfg: PreferenceConfig, model, tokenizer, pairs: list[dict], run_dir: Path, progress: PreferenceProgress):
+def _trainer(cfg: PreferenceConfig, model, tokenizer, pairs: list[dict], run_dir: Path, callbacks: list):
     from datasets import Dataset
 
     rows = Dataset.from_list([{"prompt": p["prompt"], "chosen": [{"role": "assistant", "content": p["chosen"]}],
@@ -281,7 +302,6 @@ def _trainer(cfg: PreferenceConfig, model, tokenizer, pairs: list[dict], run_dir
               "use_cpu": not cfg.device.startswith("cuda"), "bf16": cfg.precision == "bf16",
               "fp16": cfg.precision == "fp16", "dataloader_num_workers": 0,
               "disable_tqdm": True, "gradient_checkpointing": cfg.gradient_checkpointing}
-    callbacks = [progress.callback()]
     if cfg.method in ("dpo", "cpo"):
         from trl import DPOConfig, DPOTrainer
 

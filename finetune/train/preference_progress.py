@@ -22,6 +22,7 @@ class PreferenceProgress:
         self.emit, self.on_log, self.stop, self.device = emit, on_log, stop, device
         self.run = run  # what the start event says of the run besides its steps (pairs, method ...)
         self.started, self.stopped = None, False
+        self.tokens = 0  # tokens trained on so far (TRL's count, as last logged)
 
     def callback(self):
         from transformers import TrainerCallback
@@ -51,6 +52,7 @@ class PreferenceProgress:
         from finetune.train.steps import peak_memory_gib
 
         elapsed = time.time() - (self.started or time.time())
+        self.tokens = int(logs.get("num_tokens", self.tokens))
         step, total = state.global_step, max(state.max_steps, 1)
         self.emit("progress", step=step, total_steps=total, epoch=float(state.epoch or 0),
                   loss=float(logs["loss"]), lr=float(logs.get("learning_rate", 0.0)),

@@ -58,3 +58,12 @@ def test_gate_rows_must_leave_room_for_the_training_rows(bitext_dir):
     check_args(parse_args(["--sft-rows", "1000", "--pairs", "400", "--gate-from", "600"]), data)
     with pytest.raises(ValueError, match=r"max\(--held-out, --gate-from\) must fit"):
         check_args(parse_args(["--sft-rows", "1000", "--pairs", "400", "--gate-from", "2700"]), data)
+
+
+def test_the_preference_runs_time_budget_is_checked_in_minutes(bitext_dir):
+    from bench.preference import check_args, parse_args
+
+    data = bitext_dir / "bitext_v1_train.csv"
+    check_args(parse_args(["--time-budget", "10"]), data)
+    with pytest.raises(ValueError, match=r"--time-budget must be 0 \(off\) or from 0.5 minutes to 7 days, got 0.1"):
+        check_args(parse_args(["--time-budget", "0.1"]), data)

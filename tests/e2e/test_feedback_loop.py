@@ -151,9 +151,11 @@ def test_a_correction_reviewed_and_trained_in_comes_back_in_the_answer(app_url):
         _fill(page, "train-path", pairs)
         page.get_by_text("Advanced: LoRA and training settings").click()
         _pick(page, "train-method", "ORPO: an odds-ratio term beside SFT, no reference copy (cheaper on a CPU)")
-        # Picking a preference method shows its own learning rate and no time budget (it trains for epochs)
+        # Picking a preference method shows its own learning rate and max steps 0 (its epochs count);
+        # the time budget stays: the run trains its epochs or until the budget ends
         learning_rate = page.get_by_label("Learning rate", exact=True)
-        page.wait_for_function("() => document.querySelector('#train-budget input').value === '0'", timeout=15000)
+        page.wait_for_function("() => document.querySelector('#train-steps input').value === '0'", timeout=15000)
+        assert page.locator("#train-budget input").input_value() == "10"
         assert float(learning_rate.input_value()) == METHOD_DEFAULTS["orpo"].learning_rate
         _fill(page, "train-steps", "100")
         learning_rate.fill("0.02")  # one pair, learned in 100 steps

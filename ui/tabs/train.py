@@ -87,8 +87,8 @@ def build_train_tab(state: AppState) -> dict:
                                                elem_id="train-sharding")
                     gr.Markdown("Preference tuning: the dataset holds pairs (prompt, chosen, rejected; the Review "
                                 "tab's export writes them) and the run continues an adapter from the shelf. Picking "
-                                "a method sets its measured learning rate and epochs (and a time budget of 0: "
-                                "preference runs train for epochs).")
+                                "a method sets its measured learning rate and epochs; it trains them or until "
+                                "the time budget ends, whichever comes first.")
                     with gr.Row():
                         method = gr.Dropdown(forms.METHOD_CHOICES, value=d.train.method, label="Method",
                                              elem_id="train-method")
@@ -152,8 +152,8 @@ def build_train_tab(state: AppState) -> dict:
             trigger(on_data, [source, upload, path], [data_info, data_preview], api_name=api)
         imported.then(on_data, [source, upload, path], [data_info, data_preview])  # the new dataset's rows
         device.change(on_device, device, [precision, quant, hw_notes])
-        # Each method's own learning rate, epochs and time budget (preference methods train for epochs)
-        method.input(forms.method_settings, method, [lr, epochs, budget])
+        # Each method's own learning rate, epochs, steps and time budget (preference methods: their epochs)
+        method.input(forms.method_settings, method, [lr, epochs, steps, budget])
         check.click(checked(estimate_text), [source, upload, path, *settings], message, api_name="check_settings")
         dry.click(checked(dry_run_text), [source, upload, path, *settings], message, concurrency_id="heavy")
         start.click(on_start, [source, upload, path, *settings], [message, run_id],

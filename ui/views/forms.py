@@ -53,15 +53,16 @@ def ui_defaults() -> RunConfig:
     return cfg
 
 
-def method_settings(method: str) -> tuple[float, float, float]:
-    """(learning rate, epochs, time budget in minutes) the Train tab shows for ``method``:
-    SFT's defaults, or a preference method's measured ones with no time budget (it trains for
-    epochs; SFT's learning rate is far too high for it)."""
+def method_settings(method: str) -> tuple[float, float, int, float]:
+    """(learning rate, epochs, max steps, time budget in minutes) the Train tab shows for
+    ``method``: SFT's defaults, or a preference method's measured learning rate and epochs, with
+    max steps 0 so that its epochs count (SFT's learning rate is far too high for it). The time
+    budget stays the first run's: a preference run trains its epochs or until the budget ends."""
+    t = ui_defaults().train
     if method in METHOD_DEFAULTS:
         d = METHOD_DEFAULTS[method]
-        return d.learning_rate, d.epochs, 0
-    t = ui_defaults().train
-    return t.learning_rate, t.epochs, t.time_budget_s / 60
+        return d.learning_rate, d.epochs, 0, t.time_budget_s / 60
+    return t.learning_rate, t.epochs, t.max_steps, t.time_budget_s / 60
 
 
 def form_values(cfg: RunConfig) -> list:

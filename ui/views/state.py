@@ -240,10 +240,18 @@ def estimate_text(cfg) -> str:
             f"({est['device_gib']:.0f} GiB) — {fits}: weights {est['weights_gib']:.2f}, activations "
             f"{est['activations_gib']:.2f}, logits {est['logits_gib']:.2f}, LoRA+optimizer "
             f"{est['lora_and_optimizer_gib']:.2f} GiB; {est['lora_params']:,} trainable parameters.")
-    if cfg.train.time_budget_s > 0:
+    if cfg.train.time_budget_s > 0 and cfg.train.method != "sft":
+        text += (f" The {cfg.train.method.upper()} run trains {_steps_or_epochs(cfg.train)} or until its time "
+                 f"budget, {cfg.train.time_budget_s / 60:g} min from start to saved adapter, ends: whichever "
+                 "comes first.")
+    elif cfg.train.time_budget_s > 0:
         text += (f" The run takes its time budget, {cfg.train.time_budget_s / 60:g} min from start to saved "
                  "adapter: it times its first steps and sizes the rest to end on time.")
     return text + (f"\n\n⚠️ {est['warning']}" if est["warning"] else "")
+
+
+def _steps_or_epochs(t) -> str:
+    return f"{t.max_steps} steps" if t.max_steps > 0 else f"{t.epochs:g} epochs"
 
 
 def dry_run_text(cfg) -> str:

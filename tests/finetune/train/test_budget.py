@@ -124,7 +124,9 @@ def test_budget_settings_are_checked_in_words():
     cfg.train.time_budget_s, cfg.train.epochs = 600, 0  # the budget, not the epochs, sizes the run
     assert config.validate(cfg) == []
     cfg.train.method, cfg.train.from_adapter = "dpo", "support"
-    assert config.validate(cfg) == ["a time budget trains sft runs only: set it to 0 for dpo, which uses "
-                                    "steps / epochs"]
+    assert config.validate(cfg) == ["set epochs above 0 or max steps above 0: dpo trains for them (a time budget "
+                                    "can only end it sooner)"]
+    cfg.train.epochs = 1.5
+    assert config.validate(cfg) == []  # a preference run trains its epochs or until the budget ends
     cfg.train.time_budget_s, cfg.train.epochs = 0, 1
     assert config.validate(cfg) == []

@@ -62,11 +62,31 @@ def test_a_blank_or_zero_beta_means_the_methods_measured_default(tiny_llama_dir)
     assert "beta must be a number between 0.0001 and 100.0 (got -1.0)" in validate(cfg)
 
 
-def test_picking_a_method_shows_its_learning_rate_epochs_and_no_time_budget():
+def test_picking_a_method_shows_its_learning_rate_and_epochs_with_steps_off_and_the_budget_kept(tmp_path, home,
+                                                                                                 tiny_llama_dir):
+    from shelf_helpers import put_adapter
+
     from finetune.preference_defaults import METHOD_DEFAULTS
 
     cpo = METHOD_DEFAULTS["cpo"]
-    assert forms.method_settings("cpo") == (cpo.learning_rate, cpo.epochs, 0)  # a time budget trains SFT only
+    # max steps 0: the method's epochs count (the first run's 30 steps would cut DPO to 120 pairs)
+    assert forms.method_settings("cpo") == (cpo.learning_rate, cpo.epochs, 0, 10)
     t = forms.ui_defaults().train
-    assert forms.method_settings("sft") == (t.learning_rate, t.epochs, 10)  # back to SFT: its 10 minutes
+    assert forms.method_settings("sft") == (t.learning_rate, t.epochs, 30, 10)  # back to SFT: its own
     assert forms.method_settings("sft")[0] > cpo.learning_rate  # SFT's is higher
+    # What the form then sends: a preference run of the method's epochs under the 10-minute budget.
+    put_adapter(tiny_llama_dir, "support")
+    values = _values(tiny_llama_dir)
+    fields = forms.TRAIN_FIELDS
+    for field, value in zip(("learning_rate", "epochs", "max_steps", "time_budget_s"), forms.method_settings("cpo"), strict=True):
+        values[fields.index(("train", field))] = value
+    values[fields.index(("train", "method"))], values[fields.index(("train", "from_adapter"))] = "cpo", "support"
+    cfg, problems = forms.to_config(forms.DEMO_DATA, values)
+    from finetune.config import validate
+
+    assert problems == [] and validate(cfg) == []
+    assert (cfg.train.max_steps, cfg.train.epochs, cfg.train.time_budget_s) == (0, cpo.epochs, 600)
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text('{"prompt": "Where is my order?", "chosen": "On its way.", "rejected": "No idea."}\n')
+    text = train_handlers.checked_text(detect(), estimate_text, DATA_SOURCES[2], None, str(pairs), values)
+    assert "The CPO run trains 1.5 epochs or until its time budget, 10 min from start to saved adapter, ends" in text
