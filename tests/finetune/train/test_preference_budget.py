@@ -91,16 +91,20 @@ def test_a_budget_spent_before_training_still_saves_and_says_why(home, tiny_llam
     assert manifest["budget"]["reference_cut"] and manifest["steps"] == 1
 
 
-def test_the_cli_trains_a_preference_run_for_a_time_budget(home, tiny_llama_dir, pairs_file, capsys):
+def test_the_cli_trains_a_preference_run_for_a_time_budget(home, tiny_llama_dir, pairs_file, capsys, monkeypatch):
     from finetune.__main__ import main
+    from finetune.commands import train as train_command
 
+    # The budget counts from the process's start: here that is pytest's, minutes ago in a suite.
+    started = []
+    monkeypatch.setattr(train_command, "process_start", lambda: started.append(time.time()) or started[-1])
     put_adapter(tiny_llama_dir, "support")
     assert main(["train", "--method", "cpo", "--from-adapter", "support", "--data", str(pairs_file),
                  "--time-budget", "2m", "--epochs", "1", "--batch-size", "4", "--name", "cli-paced"]) == 0
     shown = capsys.readouterr()
     assert json.loads(shown.out[shown.out.index("{"):])["steps"] == 2
     manifest = json.loads((home / "adapters" / "cli-paced" / "manifest.json").read_text())
-    assert manifest["budget"]["seconds"] == 120 and manifest["budget"]["steps"] == 2
+    assert manifest["budget"]["seconds"] == 120 and manifest["budget"]["steps"] == 2 and len(started) == 1
     assert main(["train", "--method", "cpo", "--from-adapter", "support", "--data", str(pairs_file),
                  "--time-budget", "10s", "--name", "too-short", "--quiet"]) == 2
     assert "time budget must be 0 (off) or between 30 seconds and 7 days" in capsys.readouterr().err
