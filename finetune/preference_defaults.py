@@ -14,6 +14,10 @@ class MethodDefaults:
     sft_weight: float  # DPO / CPO: weight of the SFT term on the chosen answers (ORPO has its own)
     learning_rate: float
     epochs: float
+    # pairs per step: every recipe was measured at 4 (`python -m bench preference`); at the
+    # supervised default of 8 the same DPO run under the 10-minute budget took half the steps and
+    # scored 0.880 held out against 0.920 (docs/benchmarks.md)
+    batch_size: int = 4
 
 
 # Measured on Bitext pairs (docs/benchmarks.md, "Preference tuning"). DPO takes CPO's recipe: at

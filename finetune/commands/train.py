@@ -202,12 +202,13 @@ def _preference(args, cfg, on_event, stop) -> int:
         raise ValueError(f"--method {t.method} trains an adapter further: name it with --from-adapter")
     if not cfg.data.path:
         raise ValueError("--data must name the pairs file (JSON lines with prompt, chosen, rejected)")
-    # SFT's learning rate and epochs are not what each preference method measured best (DPO and CPO:
-    # 1e-3, 1.5 epochs): only what the user set counts (a config file sets all; the Train tab shows the method's).
-    mine = {f: getattr(t, f) for f in ("learning_rate", "epochs")
+    # SFT's learning rate, epochs and batch size are not what each preference method measured best
+    # (DPO and CPO: 1e-3, 1.5 epochs, 4 pairs a step): only what the user set counts (a config file
+    # sets all; the Train tab shows the method's).
+    mine = {f: getattr(t, f) for f in ("learning_rate", "epochs", "batch_size")
             if args.config or getattr(args, f"train__{f}") is not None}
     pref = PreferenceConfig(t.from_adapter, cfg.data.path, name=cfg.run.adapter_name or "", method=t.method,
-                            beta=t.beta, max_steps=t.max_steps or -1, batch_size=t.batch_size,
+                            beta=t.beta, max_steps=t.max_steps or -1,
                             grad_accum=t.grad_accum, max_length=cfg.data.max_length,
                             max_pairs=cfg.data.max_samples or 0, seed=t.seed,
                             gradient_checkpointing=t.gradient_checkpointing, device=t.device,

@@ -50,7 +50,7 @@ class PreferenceConfig:
     pairs: str  # a JSON lines file of pairs
     name: str = ""  # the new adapter's name (default: <adapter>-<method>)
     method: str = "dpo"
-    # None (beta, learning_rate, sft_weight, epochs): the method's measured default
+    # None (beta, learning_rate, sft_weight, epochs, batch_size): the method's measured default
     # (finetune.preference_defaults.METHOD_DEFAULTS)
     beta: float | None = None
     learning_rate: float | None = None
@@ -64,7 +64,7 @@ class PreferenceConfig:
     loss: str = "sigmoid"
     epochs: float | None = None
     max_steps: int = -1
-    batch_size: int = 4
+    batch_size: int | None = None  # None: the method's measured default (4)
     grad_accum: int = 1
     max_length: int = 256
     max_pairs: int = 0  # 0: all
@@ -86,7 +86,7 @@ class PreferenceConfig:
 
     def __post_init__(self):
         defaults = METHOD_DEFAULTS.get(self.method, METHOD_DEFAULTS["dpo"])  # a bad method: check() says so
-        for field in ("beta", "sft_weight", "learning_rate", "epochs"):
+        for field in ("beta", "sft_weight", "learning_rate", "epochs", "batch_size"):
             if getattr(self, field) is None:
                 setattr(self, field, getattr(defaults, field))
 

@@ -131,9 +131,10 @@ def test_the_cli_trains_dpo_from_a_shelf_adapter(home, tiny_llama_dir, pairs_fil
     # CPO's beta, learning rate and epochs (not SFT's 1e-3 and 1), the SFT weight given
     assert (pref["beta"], pref["sft_weight"], pref["learning_rate"], pref["epochs"]) == (0.05, 2.0, 1e-3, 1.5)
     assert main(["train", "--method", "cpo", "--from-adapter", "support", "--data", str(pairs_file), "--lr", "3e-4",
-                 "--epochs", "0.5", "--batch-size", "4", "--name", "cli-cpo-set", "--quiet"]) == 0
+                 "--epochs", "0.5", "--name", "cli-cpo-set", "--quiet"]) == 0
     pref = json.loads((home / "adapters" / "cli-cpo-set" / "manifest.json").read_text())["preference"]
     assert (pref["learning_rate"], pref["epochs"], json.loads(capsys.readouterr().out)["steps"]) == (3e-4, 0.5, 1)
+    assert pref["batch_size"] == 4  # the method's measured batch, not supervised training's 8
 
 
 def test_the_cli_shows_a_preference_runs_progress_in_the_terminal(home, tiny_llama_dir, pairs_file, capsys):
@@ -154,12 +155,13 @@ def test_the_cli_shows_a_preference_runs_progress_in_the_terminal(home, tiny_lla
 
 def test_each_method_starts_from_its_measured_settings():
     def settings(cfg):
-        return cfg.beta, cfg.sft_weight, cfg.learning_rate, cfg.epochs
+        return cfg.beta, cfg.sft_weight, cfg.learning_rate, cfg.epochs, cfg.batch_size
 
     assert {m: settings(PreferenceConfig("a", "p.jsonl", method=m)) for m in ("dpo", "cpo", "orpo")} == {
-        "dpo": (0.05, 6.0, 1e-3, 1.5), "cpo": (0.05, 6.0, 1e-3, 1.5), "orpo": (0.02, 0.0, 5e-4, 1.0)}
-    chosen = PreferenceConfig("a", "p.jsonl", method="cpo", beta=0.1, sft_weight=0.0, learning_rate=1e-5, epochs=3)
-    assert settings(chosen) == (0.1, 0.0, 1e-5, 3)  # a setting the run makes is kept, zero included
+        "dpo": (0.05, 6.0, 1e-3, 1.5, 4), "cpo": (0.05, 6.0, 1e-3, 1.5, 4), "orpo": (0.02, 0.0, 5e-4, 1.0, 4)}
+    chosen = PreferenceConfig("a", "p.jsonl", method="cpo", beta=0.1, sft_weight=0.0, learning_rate=1e-5, epochs=3,
+                              batch_size=2)
+    assert settings(chosen) == (0.1, 0.0, 1e-5, 3, 2)  # a setting the run makes is kept, zero included
 
 
 def test_progress_events_and_a_stop_save_the_step_reached(home, tiny_llama_dir, pairs_file):

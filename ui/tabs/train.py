@@ -87,7 +87,7 @@ def build_train_tab(state: AppState) -> dict:
                                                elem_id="train-sharding")
                     gr.Markdown("Preference tuning: the dataset holds pairs (prompt, chosen, rejected; the Review "
                                 "tab's export writes them) and the run continues an adapter from the shelf. Picking "
-                                "a method sets its measured learning rate and epochs; it trains them or until "
+                                "a method sets its measured learning rate, epochs and batch size; it trains them or until "
                                 "the time budget ends, whichever comes first.")
                     with gr.Row():
                         method = gr.Dropdown(forms.METHOD_CHOICES, value=d.train.method, label="Method",
@@ -152,8 +152,9 @@ def build_train_tab(state: AppState) -> dict:
             trigger(on_data, [source, upload, path], [data_info, data_preview], api_name=api)
         imported.then(on_data, [source, upload, path], [data_info, data_preview])  # the new dataset's rows
         device.change(on_device, device, [precision, quant, hw_notes])
-        # Each method's own learning rate, epochs, steps and time budget (preference methods: their epochs)
-        method.input(forms.method_settings, method, [lr, epochs, steps, budget])
+        # Each method's own learning rate, epochs, steps, batch size and time budget (preference
+        # methods: their epochs)
+        method.input(forms.method_settings, method, [lr, epochs, steps, batch, budget])
         check.click(checked(estimate_text), [source, upload, path, *settings], message, api_name="check_settings")
         dry.click(checked(dry_run_text), [source, upload, path, *settings], message, concurrency_id="heavy")
         start.click(on_start, [source, upload, path, *settings], [message, run_id],

@@ -70,22 +70,23 @@ def test_picking_a_method_shows_its_learning_rate_and_epochs_with_steps_off_and_
 
     cpo = METHOD_DEFAULTS["cpo"]
     # max steps 0: the method's epochs count (the first run's 30 steps would cut DPO to 120 pairs)
-    assert forms.method_settings("cpo") == (cpo.learning_rate, cpo.epochs, 0, 10)
+    assert forms.method_settings("cpo") == (cpo.learning_rate, cpo.epochs, 0, 4, 10)  # measured at 4 pairs a step
     t = forms.ui_defaults().train
-    assert forms.method_settings("sft") == (t.learning_rate, t.epochs, 30, 10)  # back to SFT: its own
+    assert forms.method_settings("sft") == (t.learning_rate, t.epochs, 30, 8, 10)  # back to SFT: its own
     assert forms.method_settings("sft")[0] > cpo.learning_rate  # SFT's is higher
     # What the form then sends: a preference run of the method's epochs under the 10-minute budget.
     put_adapter(tiny_llama_dir, "support")
     values = _values(tiny_llama_dir)
     fields = forms.TRAIN_FIELDS
-    for field, value in zip(("learning_rate", "epochs", "max_steps", "time_budget_s"), forms.method_settings("cpo"), strict=True):
+    for field, value in zip(("learning_rate", "epochs", "max_steps", "batch_size", "time_budget_s"),
+                            forms.method_settings("cpo"), strict=True):
         values[fields.index(("train", field))] = value
     values[fields.index(("train", "method"))], values[fields.index(("train", "from_adapter"))] = "cpo", "support"
     cfg, problems = forms.to_config(forms.DEMO_DATA, values)
     from finetune.config import validate
 
     assert problems == [] and validate(cfg) == []
-    assert (cfg.train.max_steps, cfg.train.epochs, cfg.train.time_budget_s) == (0, cpo.epochs, 600)
+    assert (cfg.train.max_steps, cfg.train.epochs, cfg.train.batch_size, cfg.train.time_budget_s) == (0, cpo.epochs, 4, 600)
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text('{"prompt": "Where is my order?", "chosen": "On its way.", "rejected": "No idea."}\n')
     text = train_handlers.checked_text(detect(), estimate_text, DATA_SOURCES[2], None, str(pairs), values)
