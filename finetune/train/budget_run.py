@@ -36,12 +36,17 @@ def make_pacer(t: TrainArgs, t0: float, *, device: str, rank: int, world: int, c
         n_val_batches: validation batches per pass; trainable: trainable parameters (checkpoint size).
         resumed: the progress read from the checkpoint resumed from ({} for a fresh run).
     """
-    sync = functools.partial(torch.cuda.synchronize, device) if device.startswith("cuda") else None
+    sync = device_sync(device)
     agree = functools.partial(parallel.broadcast_object, rank=rank) if world > 1 else None
     costs = Costs(n_val_batches, t.grad_accum, adapter_bytes=4 * trainable,
                   probe_cap=PROBE_SHARE * t.time_budget_s)
     return Pacer(t.time_budget_s, t0, cadence=cadence, costs=costs, spent=resumed.get(SPENT_KEY, 0.0),
                  sync=sync, agree=agree)
+
+
+def device_sync(device: str):
+    """What waits for ``device`` before a step is timed (CUDA work is asynchronous); None off a GPU."""
+    return functools.partial(torch.cuda.synchronize, device) if device.startswith("cuda") else None
 
 
 def timed(pacer: Pacer | None, kind: str):

@@ -11,14 +11,13 @@ Unlike supervised training, the method's epochs (its measured recipe, DPO and CP
 plan: past them a preference loss keeps widening the margins by lowering both answers
 (docs/benchmarks.md), so a fast GPU ends early rather than taking more passes over the pairs.
 If the budget runs out while DPO's reference is still being scored, the pass stops, the run
-takes one step (TRL scores the rest of the reference itself) and saves: a warning says so.
+trains only in what is left (TRL scoring the reference at each step) and saves: a warning says so.
 """
 
 from __future__ import annotations
 
-import functools
-
 from finetune.train.budget import Cadence, Costs, Pacer
+from finetune.train.budget_run import device_sync
 from finetune.train.steps import Schedule, resize_schedule
 
 # HF's scheduler names that :class:`finetune.train.steps.Schedule` computes alike
@@ -37,9 +36,7 @@ class PreferenceBudget:
             trainable: trainable parameters (the size of the adapter saved at the end).
             grad_accum: micro-batches per optimizer step.
         """
-        import torch
-
-        sync = functools.partial(torch.cuda.synchronize, device) if device.startswith("cuda") else None
+        sync = device_sync(device)
         # No validation, probes or checkpoints during a preference run: only the save is reserved.
         costs = Costs(n_val_batches=0, grad_accum=grad_accum, adapter_bytes=4 * trainable, probe_cap=0.0)
         cadence = {kind: Cadence(0) for kind in ("validation", "probes", "checkpoint")}
