@@ -222,8 +222,9 @@ def train_preference(cfg: PreferenceConfig, on_log=None, *, on_event=None, stop=
 
         budget = PreferenceBudget(cfg.time_budget_s, t0, device=cfg.device, grad_accum=cfg.grad_accum,
                                   trainable=progress.run["trainable_params"])
-    trainer = _trainer(cfg, model, tokenizer, pairs, run_dir, [progress.callback()]
-                       + ([budget.callback()] if budget else []))
+    # The budget's callback first: it decides whether the plan ends at a step; the stop request after it
+    trainer = _trainer(cfg, model, tokenizer, pairs, run_dir, ([budget.callback()] if budget else [])
+                       + [progress.callback()])
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     for quiet in (PrinterCallback, ProgressCallback):  # progress goes to on_log / on_event, not stdout

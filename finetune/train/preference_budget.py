@@ -68,8 +68,10 @@ class PreferenceBudget:
                 outer.begin(args, state, lr_scheduler)
 
             def on_step_end(self, args, state, control, lr_scheduler=None, **kwargs):
-                if outer.after_step(state, lr_scheduler):
-                    control.should_training_stop = True
+                # Set either way: transformers' own flow callback, called first, stops a run whose
+                # step reached the last plan's end, also when this step's plan has grown. Callbacks
+                # after this one (the user's stop) may still set it.
+                control.should_training_stop = outer.after_step(state, lr_scheduler)
 
         return Paced()
 

@@ -108,3 +108,33 @@ def test_the_cli_trains_a_preference_run_for_a_time_budget(home, tiny_llama_dir,
     assert main(["train", "--method", "cpo", "--from-adapter", "support", "--data", str(pairs_file),
                  "--time-budget", "10s", "--name", "too-short", "--quiet"]) == 2
     assert "time budget must be 0 (off) or between 30 seconds and 7 days" in capsys.readouterr().err
+
+
+def test_a_plan_that_grows_at_its_last_step_keeps_training():
+    """transformers' flow callback stops a run whose step reached ``state.max_steps`` (the last
+    plan's end) before the budget's callback re-plans; a plan that grew there goes on (a run
+    in the suite once stopped at step 19 of a plan of 20)."""
+    import torch
+    from transformers import TrainerControl, TrainerState
+
+    from finetune.train.preference_budget import PreferenceBudget
+    from finetune.train.steps import build_scheduler
+
+    budget = PreferenceBudget(600, time.time(), device="cpu", trainable=10, grad_accum=1)
+    budget.pacer.after_step = lambda step, total: 20  # this step's measurement: one more fits
+    budget.cap, budget.planned = 200, 19
+    weight = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([weight], lr=1.0)
+    scheduler = build_scheduler(optimizer, "linear", 0.0, 19)
+    for _ in range(19):  # the 19 steps taken: the decay is at its end
+        optimizer.step()
+        scheduler.step()
+    assert scheduler.get_last_lr() == [0.0]
+    state, control = TrainerState(global_step=19, max_steps=19), TrainerControl(should_training_stop=True)
+    budget.callback().on_step_end(None, state, control, lr_scheduler=scheduler)
+    assert not control.should_training_stop and state.max_steps == 20
+    assert scheduler.get_last_lr() == [pytest.approx(1 / 20)]  # the decay stretched to the new end
+    budget.pacer.after_step = lambda step, total: step  # the next step: time is up
+    state.global_step = 20
+    budget.callback().on_step_end(None, state, control, lr_scheduler=scheduler)
+    assert control.should_training_stop and state.max_steps == 20
