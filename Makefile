@@ -43,7 +43,9 @@ $(CONVERTERS_STAMP): $(LLAMA_SDIST)
 # quantizer makes the K-quants. About 10-12 minutes on 2 cores, so
 # `make run` builds it in the background while the app answers with PyTorch, and picks the
 # server up when the binary appears. Built for this CPU (-march=native): the stamp names the
-# CPU's flags, and a machine with other flags builds again.
+# CPU's flags, and a machine with other flags builds again. AMX stays in: its repacking decodes
+# 1.7x faster where it works, and where it crashes or hangs the first llama-server falls back to
+# --no-repack by itself (core/llama_cpp/repack_check.py; docs/benchmarks.md).
 LLAMA_SRC := $(LLAMA_DIR)/src
 LLAMA_BUILD := $(LLAMA_DIR)/build
 CPU_FLAGS := $(shell grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | md5sum | cut -c1-12)

@@ -317,6 +317,8 @@ class Engines:
             text += f" (llama.cpp not serving: {self.llama_error or 'not started yet'})"
         elif self.choice == "auto" and self.mixed_crowd:
             text += f"; PyTorch takes crowds of {self.mixed_crowd}+ over mixed adapters"
+        if getattr(engine, "note", ""):
+            text += f". {engine.note}"
         return text
 
 

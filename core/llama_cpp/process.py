@@ -4,11 +4,10 @@ The LoRA files are loaded at start, each at scale 0 (``--lora-init-without-apply
 picks its adapter with ``"lora": [{"id": i, "scale": 1}]``. The list cannot change while the
 server runs, so a new adapter means a new process beside this one (serve/llama_server/upstreams.py).
 
-llama.cpp's AMX matmul crashes the process (segmentation fault) decoding Q8_0 weights: seen on
-an Intel Xeon with ``amx_int8`` on every Q8_0 SmolLM2 file, the same bug as llama.cpp issue
-#20824. On such CPUs the server starts with ``--no-repack``: the weights stay in plain CPU
-buffers and the AVX-512 kernels compute, as on every other CPU (``TUNEDESK_LLAMA_AMX=1`` keeps
-AMX on).
+On a CPU with AMX, llama.cpp's weight repacking is 1.7x faster where it works and crashes or
+hangs the server where it does not (machine-dependent: llama.cpp issue #20824): the first
+start on such a machine checks it under short deadlines and falls back to ``--no-repack`` with
+a sentence (:mod:`core.llama_cpp.repack_check`); later starts reuse the verdict.
 
 :func:`greedy`, :func:`top_logprobs` and :func:`tokenize` are one-shot requests for checks
 (GGUF export's agreement with PyTorch, the tests).
@@ -17,7 +16,9 @@ AMX on).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -25,7 +26,10 @@ from pathlib import Path
 
 import httpx
 
+from core.llama_cpp import repack_check
 from core.llama_cpp.binaries import amx_cpu
+
+log = logging.getLogger(__name__)
 
 # llama-server runs under a small shell that stops it when the app's process is gone, however
 # it ended (a SIGKILL, a SIGTERM Python does not turn into atexit): no server outlives its app.
@@ -71,6 +75,8 @@ class LlamaServerProcess:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._proc: subprocess.Popen | None = None
+        self.repack: bool | None = None  # llama.cpp's weight repacking; decided at start
+        self.note = ""  # why repacking is off, when it is
 
     def command(self) -> list[str]:
         cmd = [str(self.binary), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(self.port),
@@ -78,17 +84,71 @@ class LlamaServerProcess:
                "-t", str(self.threads), "-tb", str(self.threads), "--metrics", "--no-webui", "-fa", self.flash_attn]
         if self.loras:
             cmd += ["--lora", ",".join(str(p) for p in self.loras), "--lora-init-without-apply"]
-        if amx_cpu() and os.environ.get("TUNEDESK_LLAMA_AMX") != "1":
+        if not self.repack_allowed():
             cmd.append("--no-repack")
         return cmd
 
+    def repack_allowed(self) -> bool:
+        """Whether this server may repack weights: yes off AMX CPUs; on them, the operator's
+        choice or the machine's remembered check (not asked yet: yes, and start() asks)."""
+        if self.repack is not None:
+            return self.repack
+        if not amx_cpu():
+            return True
+        verdict = repack_check.forced() or repack_check.remembered(self.binary)
+        return verdict.repack if verdict else True
+
     def start(self, timeout: float = 120.0) -> LlamaServerProcess:
-        """Start the process and wait until ``/health`` answers 200.
+        """Start the process and wait until ``/health`` answers 200 (on an AMX CPU whose
+        repacking was never checked, check it first: see :mod:`core.llama_cpp.repack_check`).
 
         Raises:
             LlamaServerError: it exited or did not get ready in ``timeout`` seconds (with the
                 last lines of its log).
         """
+        if not amx_cpu():
+            self.repack, self.note = True, ""
+            return self._launch(timeout)
+        verdict = repack_check.forced() or repack_check.remembered(self.binary)
+        if verdict is None:
+            return self._start_checking_repack(timeout)
+        self.repack, self.note = verdict.repack, verdict.reason
+        return self._launch(timeout)
+
+    def _start_checking_repack(self, timeout: float) -> LlamaServerProcess:
+        self.repack = True
+        try:
+            self._launch(min(timeout, repack_check.CHECK_READY_SECONDS))  # a hang ends here
+            body = {"prompt": "Hello", "n_predict": 8, "top_k": 1, "samplers": ["top_k"], "cache_prompt": False}
+            httpx.post(f"{self.url}/completion", json=body,
+                       timeout=repack_check.CHECK_DECODE_SECONDS).raise_for_status()
+            repack_check.remember(self.binary, repack_check.Verdict(True))
+            return self
+        except (LlamaServerError, httpx.HTTPError) as error:
+            problem = self._problem(error)
+            self.stop()
+        self.repack, self.note = False, repack_check.fallback_sentence(problem)
+        log.warning(self.note)
+        with open(self.log, "a") as out:
+            out.write(f"tunedesk: {self.note}\n")
+        self._launch(timeout)  # raises as before when the server fails without repacking too
+        repack_check.remember(self.binary, repack_check.Verdict(False, self.note))
+        return self
+
+    def _problem(self, error: Exception) -> str:
+        if isinstance(error, LlamaServerError) and "was not ready" in str(error):  # stopped since
+            return f"llama-server was not ready within {repack_check.CHECK_READY_SECONDS:.0f} s"
+        code = self._proc.poll() if self._proc else None
+        if code is not None:
+            number = code - 128 if code > 128 else -code
+            with contextlib.suppress(ValueError):
+                return f"llama-server died of {signal.Signals(number).name}"
+            return f"llama-server exited with code {code}"
+        if isinstance(error, httpx.TimeoutException):
+            return f"its first tokens did not come within {repack_check.CHECK_DECODE_SECONDS:.0f} s"
+        return f"its first tokens failed ({type(error).__name__}: {str(error)[:120]})"
+
+    def _launch(self, timeout: float) -> LlamaServerProcess:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
             self._proc = subprocess.Popen(["sh", "-c", WATCHDOG, "llama-server-watchdog", str(os.getpid()),

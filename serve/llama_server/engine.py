@@ -54,6 +54,7 @@ class LlamaServerEngine:
                  ctx_per_slot: int, max_inflight: int = 80, label: str = "llama.cpp"):
         self.session, self.upstreams, self.lora_file = session, upstreams, lora_file
         self.ctx_per_slot, self.max_inflight, self.label = ctx_per_slot, max_inflight, label
+        self.note = ""  # a sentence for the page, e.g. why llama.cpp's repacking is off here
         self._known: dict[str, Path] = {}  # adapter -> the LoRA file it was last served from
         self._inflight = 0
         self._lock = threading.Lock()

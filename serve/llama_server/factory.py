@@ -55,6 +55,9 @@ def make_llama_engine(session: ModelSession, max_queue: int = 64, outtype: str =
     engine = LlamaServerEngine(session, upstreams, lora_file, ctx_per_slot=ctx_per_slot,
                                max_inflight=max_queue + slots, label=f"llama.cpp {outtype}")
     upstreams.start([engine.known_file(n) for n in whole if engine.known_file(n) is not None])
+    local = next((u.process for u in upstreams.all if u.process is not None), None)
+    if local is not None and local.note:  # repacking failed its check here (or was turned off)
+        engine.label, engine.note = f"{engine.label}, --no-repack", local.note
     return engine
 
 

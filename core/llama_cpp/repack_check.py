@@ -1,0 +1,97 @@
+"""Does llama.cpp's weight repacking work on this machine? Asked once, remembered.
+
+On an Intel Xeon with AMX, llama.cpp repacks quantized weights for its AMX kernels. Where that
+works it is the fastest path by far: measured on an AMX Xeon (the GPU machine's host), one
+client decoded a Q8_0 SmolLM2-135M-shaped model at 107 tokens/s with repacking against 62 with
+``--no-repack``; a build without AMX (AVX-512/VNNI repacks only) decoded at 57-68, no better
+than ``--no-repack`` (docs/benchmarks.md, "llama.cpp on an AMX Xeon"). Where it does not work it
+takes the server down: a segmentation fault in ``ggml_backend_amx_mul_mat`` at the first
+decode (llama.cpp issue #20824, machine-dependent), a SIGILL where the kernel refuses AMX tile
+state, or a start that never gets ready. So the first llama-server on an AMX CPU is started with
+repacking and asked for a few tokens under short deadlines; if it dies or stalls, it is started
+again with ``--no-repack`` and the sentence saying why is logged and kept. The verdict is
+stored beside the binary, keyed on the binary, the CPU's flags and this boot, so a rebuilt
+llama.cpp, another machine or a reboot asks again.
+
+``TUNEDESK_LLAMA_AMX=1`` keeps repacking on without asking, ``TUNEDESK_LLAMA_AMX=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+ENV = "TUNEDESK_LLAMA_AMX"
+CHECK_READY_SECONDS = 60.0  # a 1B Q8_0 model loads in seconds on 2 cores; a hang is far longer
+CHECK_DECODE_SECONDS = 30.0  # 8 tokens take well under a second where repacking works
+VERDICT_FILE = ".repack-check.json"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether repacked kernels may be used, and the sentence that says why not."""
+
+    repack: bool
+    reason: str = ""
+
+
+def forced() -> Verdict | None:
+    """The operator's choice in ``TUNEDESK_LLAMA_AMX``, if any."""
+    value = os.environ.get(ENV)
+    if value == "1":
+        return Verdict(True)
+    if value == "0":
+        return Verdict(False, f"{ENV}=0 turns llama.cpp's weight repacking off")
+    return None
+
+
+def machine_key(binary: Path) -> str:
+    """What a verdict holds for: this build of the binary, this CPU, this boot."""
+    stat = Path(binary).stat()
+    parts = [str(Path(binary).resolve()), str(stat.st_size), str(stat.st_mtime_ns)]
+    for source in ("/proc/cpuinfo", "/proc/sys/kernel/random/boot_id"):
+        try:
+            text = Path(source).read_text()
+        except OSError:
+            text = ""
+        flags = next((line for line in text.splitlines() if line.startswith("flags")), text)
+        parts.append(flags.strip())
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def remembered(binary: Path) -> Verdict | None:
+    """The verdict stored for this binary on this machine, or None if it was never asked."""
+    try:
+        stored = json.loads((Path(binary).parent / VERDICT_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    entry = stored.get(machine_key(binary)) if isinstance(stored, dict) else None
+    if not isinstance(entry, dict) or not isinstance(entry.get("repack"), bool):
+        return None
+    return Verdict(entry["repack"], str(entry.get("reason", "")))
+
+
+def remember(binary: Path, verdict: Verdict) -> None:
+    """Store ``verdict`` beside the binary (best effort: a read-only build folder asks again)."""
+    path = Path(binary).parent / VERDICT_FILE
+    try:
+        stored = json.loads(path.read_text())
+        stored = stored if isinstance(stored, dict) else {}
+    except (OSError, ValueError):
+        stored = {}
+    stored[machine_key(binary)] = {"repack": verdict.repack, "reason": verdict.reason}
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(stored, indent=1))
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+def fallback_sentence(problem: str) -> str:
+    """What the log and the app say when repacking is turned off after a failed check."""
+    return (f"llama.cpp's weight repacking (AMX) failed its start-up check on this CPU ({problem}); "
+            "llama-server runs with --no-repack here: slower, but it answers")
