@@ -46,9 +46,10 @@ def build_compare_tab(state: AppState) -> dict:
                     gr.update(choices=[NONE, *names]))
 
         def relabel(a, b):
+            # Other adapters picked: the answers shown were not theirs, so they go with the old labels.
             names = pane_names(state, a, b)
-            return [gr.update(label=names[i], visible=True) if i < len(names) else gr.update(visible=False)
-                    for i in range(3)]
+            return [gr.update(label=names[i], value="", visible=True) if i < len(names)
+                    else gr.update(value="", visible=False) for i in range(3)]
 
         def run(a, b, text, sys_prompt, n, penalty):
             names = pane_names(state, a, b)
