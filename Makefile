@@ -67,14 +67,29 @@ llama llama-server: $(SERVER_STAMP)
 setup: $(STAMP) $(CONVERTERS_STAMP)
 
 # The app starts at once; llama.cpp builds beside it (log: .venv/llama.cpp/build.log). PyTorch
-# answers until llama-server is there; GGUF export's K-quants and its check say so until then.
-run: setup
-	@if [ ! -f $(SERVER_STAMP) ] && ! pgrep -f "$(LLAMA_DIR)/build.log" > /dev/null; then \
-	  echo "building llama.cpp in the background (about 10-12 minutes on 2 cores; log: $(LLAMA_DIR)/build.log)"; \
-	  nohup sh -c '$(MAKE) --no-print-directory llama > $(LLAMA_DIR)/build.log 2>&1' > /dev/null 2>&1 & fi
-	$(PY) app.py --host $(HOST) --port $(PORT)
+# answers until llama-server is there (the Chat tab shows the build's progress), then
+# llama-server takes over by itself; GGUF export's K-quants and its check say so until then.
+# A build holds build.lock (flock) while it runs: the kernel drops the lock when it ends, so a
+# killed build's leftover files never block the next, and a second `make run` starts none.
+# LLAMA_BUILD_CMD and APP are variables so a test can run this recipe with quick stand-ins.
+LLAMA_LOG = $(LLAMA_DIR)/build.log
+LLAMA_LOCK = $(LLAMA_DIR)/build.lock
+LLAMA_BUILD_CMD = $(MAKE) --no-print-directory llama
+APP = $(PY) app.py --host $(HOST) --port $(PORT)
 
-test: setup llama
+run: setup
+	@mkdir -p $(LLAMA_DIR); \
+	if [ -f $(SERVER_STAMP) ]; then :; \
+	elif ! flock -w 1 $(LLAMA_LOCK) true; then \
+	  echo "llama.cpp is being built in the background (log: $(LLAMA_LOG))"; \
+	else \
+	  echo "building llama.cpp in the background (about 10-12 minutes on 2 cores; log: $(LLAMA_LOG))"; \
+	  nohup flock -w 5 $(LLAMA_LOCK) sh -c '{ $(LLAMA_BUILD_CMD); } > $(LLAMA_LOG) 2>&1' > /dev/null 2>&1 & fi
+	$(APP)
+
+# Under the build's lock: a build `make run` started is waited for, not run twice at once.
+test: setup
+	flock $(LLAMA_LOCK) $(MAKE) --no-print-directory llama
 	$(PY) -m ruff check .
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q
 

@@ -22,6 +22,7 @@ COMMANDS: cli.CommandTable = {
     "gate-false-alarm": ("bench.gate_false_alarm", "how often the gate flags a change that makes no difference"),
     "budget-sweep": ("bench.budget_sweep", "the Train tab's time budget with one setting changed: which recipe it should train"),
     "preference": ("bench.preference", "DPO / ORPO on Bitext pairs over a Train-tab SFT adapter: held-out accuracy"),
+    "screenshots": ("bench.screenshots", "the README's pictures: a short run in the Train tab and Compare, in Chromium"),
 }
 
 

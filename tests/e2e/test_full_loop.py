@@ -107,7 +107,7 @@ def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
         page.click("#compare-go")
         timing = wait_text(page, "#compare-timing", lambda t: "answers decoded" in t, 300)
         labels = " ".join(page.locator("#compare-pane-0 label, #compare-pane-1 label").all_inner_texts())
-        assert "base" in labels and adapter in labels, labels
+        assert "base model SmolLM2-135M-Instruct · version" in labels and f"adapter {adapter} · version" in labels, labels
         page.get_by_label(adapter, exact=False).last.check()
         page.click("#compare-save")
         wait_text(page, "#compare-saved", lambda t: "Saved" in t, 30)

@@ -59,6 +59,32 @@ def test_pytorch_answers_until_llama_server_is_built_then_llama_cpp_does(monkeyp
     assert engines.describe() == "engine: llama.cpp engine; PyTorch takes crowds of 8+ over mixed adapters"
 
 
+def test_the_status_line_follows_the_build_and_llama_server_takes_over_unasked(monkeypatch, tmp_path):
+    """While `make run`'s build runs, the status line shows its progress; when the binary
+    appears llama-server starts and serves with no request and no restart in between."""
+    import fcntl
+
+    monkeypatch.delenv("TUNEDESK_LLAMA_SERVER", raising=False)
+    monkeypatch.setenv("TUNEDESK_LLAMA_CPP_DIR", str(tmp_path))
+    (tmp_path / "build.log").write_text("[ 12%] Building C object\n[ 47%] Building CXX object\n")
+    llama = _Engine("llama.cpp")
+    engines = _engines("auto", lambda session, max_queue: llama)
+    with open(tmp_path / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the build's flock
+        engines.prepare()
+        assert "llama-server is being built, 47% done" in engines.describe()
+        assert engines.pick().name == "pytorch"
+        binary = tmp_path / "build" / "bin" / "llama-server"
+        binary.parent.mkdir(parents=True)
+        binary.write_text("#!/bin/sh\n")
+        binary.chmod(0o755)
+    # the build ended (lock closed): no request, no restart from here on
+    deadline = time.time() + 10
+    while not engines.describe().startswith("engine: llama.cpp engine") and time.time() < deadline:
+        time.sleep(0.1)
+    assert engines.describe().startswith("engine: llama.cpp engine")
+
+
 def test_a_failed_start_leaves_pytorch_serving_with_the_reason(built):
     def factory(session, max_queue):
         raise RuntimeError("the GGUF could not be read")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from inference.session import is_base
 from serve.interface.ticket import ServerBusy
 from ui.views.feedback import engine_of, feedback_count, feedback_path, save_feedback
 from ui.views.state import AppState
@@ -28,8 +29,10 @@ def build_compare_tab(state: AppState) -> dict:
             rep = gr.Slider(1, 2, value=1.1, step=0.05, label="Repetition penalty")
         go = gr.Button("Compare", variant="primary", elem_id="compare-go")
         with gr.Row():
-            panes = [gr.Textbox(label=f"pane {i + 1}", lines=10, interactive=False, visible=i < 2,
-                                elem_id=f"compare-pane-{i}") for i in range(3)]
+            # Each answer is labelled with the model that gives it, from before the first Compare.
+            names = pane_names(state, None, NONE)
+            panes = [gr.Textbox(label=names[i] if i < len(names) else "", lines=10, interactive=False,
+                                visible=i < 2, elem_id=f"compare-pane-{i}") for i in range(3)]
         timing = gr.Markdown(elem_id="compare-timing")
         with gr.Accordion("Which answer is better? (saved as training data and to the review queue)", open=True):
             choice = gr.Radio([], label="Better answer", elem_id="compare-choice")
@@ -42,8 +45,16 @@ def build_compare_tab(state: AppState) -> dict:
             return (gr.update(choices=names, value=names[0] if names else None),
                     gr.update(choices=[NONE, *names]))
 
+        def relabel(a, b):
+            # Other adapters picked: the answers shown were not theirs, so they go with the old labels.
+            names = pane_names(state, a, b)
+            return [gr.update(label=names[i], value="", visible=True) if i < len(names)
+                    else gr.update(value="", visible=False) for i in range(3)]
+
         def run(a, b, text, sys_prompt, n, penalty):
-            hidden = [gr.update(value="", visible=i < 2, label=f"pane {i + 1}") for i in range(3)]
+            names = pane_names(state, a, b)
+            hidden = [gr.update(value="", visible=i < len(names), label=names[i] if i < len(names) else "")
+                      for i in range(3)]
             if not (text or "").strip():
                 gr.Warning("type a customer message first")
                 return [*hidden, "", gr.update(), [], ""]
@@ -58,7 +69,7 @@ def build_compare_tab(state: AppState) -> dict:
             for i in range(3):
                 if i < len(answers):
                     ans = answers[i]
-                    label = f"{ans.adapter} · {ans.adapter_hash[:12]}"
+                    label = f"{answer_name(state, ans.adapter)} · version {ans.adapter_hash[:12]}"
                     updates.append(gr.update(value=ans.text, visible=True, label=label))
                 else:
                     updates.append(gr.update(value="", visible=False))
@@ -77,8 +88,27 @@ def build_compare_tab(state: AppState) -> dict:
                     "to accept and export as preference pairs.")
 
         tab.select(choices, None, [first, second])
+        first.change(relabel, [first, second], panes, show_progress="hidden")
+        second.change(relabel, [first, second], panes, show_progress="hidden")
         refresh.click(choices, None, [first, second], api_name="compare_adapters")
         go.click(run, [first, second, prompt, system, max_new, rep],
                  [*panes, timing, choice, answers_state, prompt_state], api_name="compare")
         save.click(on_save, [prompt_state, answers_state, choice, correction], saved)
     return {"tab": tab, "adapter": first}
+
+
+def base_name(state: AppState) -> str:
+    """The base model as a pane names it: its last path part (``SmolLM2-135M-Instruct``)."""
+    return str(state.base_model).rstrip("/").rsplit("/", 1)[-1] or str(state.base_model)
+
+
+def answer_name(state: AppState, adapter: str | None) -> str:
+    """What gave an answer: ``base model <name>`` or ``adapter <name>``."""
+    if adapter is None or adapter == "base" or is_base(adapter):
+        return f"base model {base_name(state)}"
+    return f"adapter {adapter}"
+
+
+def pane_names(state: AppState, first: str | None, second: str | None) -> list[str]:
+    """The panes' labels for the adapters picked: the base model first, then each adapter."""
+    return [answer_name(state, None)] + [answer_name(state, x) for x in (first, second) if x and x != NONE]

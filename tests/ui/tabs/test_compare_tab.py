@@ -16,6 +16,14 @@ def test_a_verdict_lands_in_feedback_jsonl_and_in_the_review_queue(home, varied_
     table = handlers(varied_dir)
     *panes, info, choice, shown, asked = table["run"]("support", NONE, "where is my parcel?", "", 8, 1.0)
     assert choice["choices"] == ["base", "support"] and "answers decoded together" in info
+    # each answer is labelled with the model that gave it and its version, never "pane N"
+    base = f"base model {varied_dir.name} · version {shown[0]['adapter_hash'][:12]}"
+    assert [p["label"] for p in panes[:2]] == [base, f"adapter support · version {shown[1]['adapter_hash'][:12]}"]
+    assert panes[2]["visible"] is False
+    # picking adapters names the panes before any answer
+    relabelled = table["relabel"]("support", "other")
+    assert [p.get("label") for p in relabelled] == [f"base model {varied_dir.name}", "adapter support", "adapter other"]
+    assert all(p["value"] == "" for p in relabelled)  # the old answers are not the new picks'
     assert shown[0]["text"] != shown[1]["text"], "the panes must differ for a preference"
     said = table["on_save"](asked, shown, "support", "")
     assert said.startswith("Saved. 1 feedback rows") and "1 rating(s)" in said and "Review" in said

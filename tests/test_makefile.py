@@ -1,0 +1,106 @@
+"""`make run`'s real recipe on a copy of the Makefile: with llama.cpp not built it starts the
+build in the background, a second `make run` during the build starts none, and the files a
+finished (or killed) build leaves behind do not stop the next one.
+
+The copy's set-up stamps are in place and its variables point at a temporary folder; the build
+is a stand-in command (LLAMA_BUILD_CMD) and the app an echo (APP), so it costs seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from core.llama_cpp import binaries
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def copy(tmp_path, monkeypatch) -> Path:
+    """A checkout's Makefile and requirements.txt with a venv whose set-up is done."""
+    if not shutil.which("make") or not shutil.which("flock"):
+        pytest.skip("needs make and flock (util-linux)")
+    for name in ("Makefile", "requirements.txt"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").touch()
+    llama = venv / "llama.cpp"
+    llama.mkdir()
+    sdist = llama / "llama_cpp_python-0.3.36.tar.gz"  # LLAMA_VERSION in the Makefile
+    sdist.touch()
+    later = time.time() + 5
+    for stamp in (venv / ".installed", llama / ".converters-0.3.36"):
+        stamp.touch()
+        os.utime(stamp, (later, later))  # newer than what they depend on: set-up is done
+    monkeypatch.setenv("TUNEDESK_LLAMA_CPP_DIR", str(llama))
+    monkeypatch.delenv(binaries.SERVER_ENV, raising=False)
+    return tmp_path
+
+
+def make_run(folder: Path, **extra: str) -> str:
+    """``make run`` in ``folder``: a build that notes its start and writes cmake-like lines."""
+    starts = folder / "starts"
+    build = f"echo started >> {starts}; echo [ 42%] Building CXX object; sleep 3"
+    args = [
+        "make",
+        "--no-print-directory",
+        "-C",
+        str(folder),
+        "run",
+        f"VENV={folder / 'venv'}",
+        f"LLAMA_BUILD_CMD={build}",
+        "APP=echo app-started",
+    ] + [f"{k}={v}" for k, v in extra.items()]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.rstrip().endswith("app-started"), done.stdout  # the app starts either way
+    return done.stdout
+
+
+def count_starts(folder: Path, want: int, timeout: float = 10) -> int:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        n = (folder / "starts").read_text().count("started") if (folder / "starts").exists() else 0
+        if n >= want:
+            return n
+        time.sleep(0.05)
+    return n
+
+
+def test_make_run_starts_the_build_once_and_again_after_it_ended(copy):
+    said = make_run(copy)
+    assert "building llama.cpp in the background" in said
+    assert count_starts(copy, 1) == 1
+    deadline = time.time() + 5
+    while binaries.build_progress() != "42%" and time.time() < deadline:
+        time.sleep(0.05)
+    assert binaries.building() and binaries.build_progress() == "42%"
+    assert "being built, 42% done" in binaries.missing_reason()
+    said = make_run(copy)  # while it builds
+    assert "llama.cpp is being built in the background" in said
+    time.sleep(0.5)
+    assert count_starts(copy, 1) == 1
+    deadline = time.time() + 10
+    while binaries.building() and time.time() < deadline:
+        time.sleep(0.1)
+    assert not binaries.building()  # ended without llama-server: its log and lock file stay
+    assert (copy / "venv" / "llama.cpp" / "build.lock").exists()
+    assert "the last build stopped before it" in binaries.missing_reason()
+    said = make_run(copy)
+    assert "building llama.cpp in the background" in said and count_starts(copy, 2) == 2
+
+
+def test_a_built_llama_cpp_is_not_built_again(copy):
+    stamp = copy / "built-stamp"
+    stamp.touch()
+    said = make_run(copy, SERVER_STAMP=str(stamp))
+    assert "llama.cpp" not in said
+    time.sleep(0.5)
+    assert not (copy / "starts").exists()
