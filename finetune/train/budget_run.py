@@ -81,9 +81,10 @@ def resize(pacer: Pacer, step: int, total: int, plan, replan, scheduler) -> tupl
 def base_validation(model, batches: list, autocast, pacer: Pacer) -> tuple[float, list]:
     """The base model's validation loss on the batches one pass of the budget affords.
 
-    The first two batches are timed (the first also warms the device up); the second's time sizes
-    the pass (``budget_plan.validation_batches``), rank 0 deciding for all ranks. The pacer learns
-    the pass's cost from it and, from then on, prices the shorter pass.
+    The first batch is timed: when it alone takes more than a pass affords, the pass is that batch.
+    Otherwise the second batch's time (the first also warmed the device up) sizes the pass
+    (``budget_plan.validation_batches``), rank 0 deciding for all ranks. The pacer learns the
+    pass's cost from it and, from then on, prices the shorter pass.
 
     Returns:
         The mean loss per label token over the kept batches, and those batches.
@@ -100,8 +101,9 @@ def base_validation(model, batches: list, autocast, pacer: Pacer) -> tuple[float
                 s, n = loss_sum(model, batch)
             total, count = total + float(s), count + int(n)  # float() waits for the device
             per = time.time() - t
-            if i + 1 == min(2, len(batches)):
-                keep = max(i + 1, budget_plan.validation_batches(pacer.seconds, per, len(batches)))
+            if i <= 1:  # the first batch also warms up: it sizes the pass only when it alone is too long
+                fits = budget_plan.validation_batches(pacer.seconds, per, len(batches))
+                keep = max(2, fits) if i == 1 else (1 if fits <= 1 else keep)
                 keep = pacer.agree(keep) if pacer.agree is not None else keep
     model.train(was_training)
     pacer.costs.n_val_batches = keep
@@ -109,6 +111,21 @@ def base_validation(model, batches: list, autocast, pacer: Pacer) -> tuple[float
     pacer.base_validation_s = time.time() - began
     pacer.totals["validation"] = pacer.totals.get("validation", 0.0) + pacer.base_validation_s
     return total / max(count, 1), batches[:keep]
+
+
+def final_validation_fits(pacer: Pacer | None, emit) -> bool:
+    """Whether the final validation pass fits in the time the budget has left (always without a
+    budget). A step far slower than measured, or a start-up that ate the budget, leaves none: the
+    run then saves without it rather than overrun by a whole pass, and says so."""
+    if pacer is None:
+        return True
+    cost = pacer.costs.of("validation", pacer.seconds_per_step())
+    fits = pacer.left() >= cost
+    fits = pacer.agree(fits) if pacer.agree is not None else fits
+    if not fits:
+        emit("status", message=f"no time left in the budget for the final validation (a pass takes about "
+                               f"{cost:.0f} s, {pacer.left():.0f} s are left): the adapter is saved without it")
+    return fits
 
 
 def plan_warning(pacer: Pacer, total: int) -> str:

@@ -361,7 +361,7 @@ def _finish(run: _Run, progress: _Progress) -> TrainResult:
     rank, world, device, t0 = run.rank, run.world, run.device, run.t0
     step, status, split, train_seconds = progress.step, progress.status, progress.split, progress.train_seconds
     with budget_run.timed(run.pacer, "validation"):
-        vl = _validation(run) if val_batches else None
+        vl = _validation(run) if val_batches and budget_run.final_validation_fits(run.pacer, emit) else None
     if vl is not None:
         metrics.update(val_loss=vl, val_perplexity=math.exp(vl))
         emit("eval", step=step, val_loss=vl, val_perplexity=math.exp(vl))

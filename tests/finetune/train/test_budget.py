@@ -142,12 +142,12 @@ def test_a_budget_validates_on_the_rows_it_affords_and_a_short_run_says_so(tiny_
     cfg.data.val_fraction = 0.5  # 24 held-out rows: 6 batches of 4
     events = []
     result = train(cfg, on_event=events.append)
-    # The base pass times two batches, then keeps what a pass affords (at least those two).
-    assert "validating on 8 of 24 held-out rows: a pass of all of them would take more than 3% of the time " \
+    # The first batch alone took more than a pass affords: the pass is that batch, every time.
+    assert "validating on 4 of 24 held-out rows: a pass of all of them would take more than 3% of the time " \
            "budget" in [e["message"] for e in events if e["type"] == "status"]
     manifest = json.loads((result.adapter_dir / "manifest.json").read_text())
     b = manifest["budget"]
-    assert b["val_batches"] == 2 and manifest["data"]["val_rows"] == 24
+    assert b["val_batches"] == 1 and manifest["data"]["val_rows"] == 24
     # Where the seconds went, and a result that says the run is too short, in the manifest, the
     # last events and the result, not a silent "done".
     assert b["startup_s"] > 0 and b["validation_s"] > 0 and b["train_s"] > 0
@@ -197,3 +197,23 @@ def test_a_plan_sized_below_a_useful_run_is_said_with_where_the_time_went():
         "took 80 s, the base validation 20 s, a step takes 9.0 s); it trains them and saves the adapter: give a "
         "longer budget, or a smaller batch or max length")
     assert plan_warning(pacer, 30) == ""
+
+
+def test_the_final_validation_is_left_out_when_the_budget_has_no_time_left_for_it():
+    from finetune.train.budget import Costs, Pacer
+    from finetune.train.budget_run import final_validation_fits
+
+    cadence = {kind: Cadence(None) for kind in ("validation", "probes", "checkpoint")}
+    said = []
+
+    def emit(kind, **data):
+        said.append(data["message"])
+
+    pacer = Pacer(300, time.time() - 250, cadence=cadence, costs=Costs(2, 1, adapter_bytes=0, probe_cap=6.0))
+    pacer.costs.seen["validation"] = 40.0  # a pass measured at 40 s; 50 s are left
+    assert final_validation_fits(pacer, emit) and said == []
+    pacer.deadline -= 20  # a slow last step: 30 s left
+    assert not final_validation_fits(pacer, emit)
+    assert said == ["no time left in the budget for the final validation (a pass takes about 40 s, 30 s are "
+                    "left): the adapter is saved without it"]
+    assert final_validation_fits(None, emit)  # without a budget it always runs
