@@ -114,9 +114,7 @@ def verdict(e: Estimate, m: Measured) -> tuple[str, str]:
 def advice(e: Estimate, m: Measured) -> str:
     """What to change so the budget buys ``MIN_USEFUL_STEPS`` steps."""
     tips = [f"give it at least {budget_for(MIN_USEFUL_STEPS, m) / 60:g} minutes"]
-    tips.append("lower the batch size or max length (each step takes less)")
-    if e.validation_s > 0.15 * e.budget_s:
-        tips.append("lower the validation fraction")
+    tips.append("lower the batch size or max length (each step and validation batch takes less)")
     return ", or ".join(tips)
 
 

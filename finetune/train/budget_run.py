@@ -81,8 +81,8 @@ def resize(pacer: Pacer, step: int, total: int, plan, replan, scheduler) -> tupl
 def base_validation(model, batches: list, autocast, pacer: Pacer) -> tuple[float, list]:
     """The base model's validation loss on the batches one pass of the budget affords.
 
-    The first batch is timed: when it alone takes more than a pass affords, the pass is that batch.
-    Otherwise the second batch's time (the first also warmed the device up) sizes the pass
+    The first batch is timed: when it alone takes more than a whole pass affords, the pass is that
+    batch. Otherwise the second batch's time (the first also warmed the device up) sizes the pass
     (``budget_plan.validation_batches``), rank 0 deciding for all ranks. The pacer learns the
     pass's cost from it and, from then on, prices the shorter pass.
 
@@ -101,9 +101,11 @@ def base_validation(model, batches: list, autocast, pacer: Pacer) -> tuple[float
                 s, n = loss_sum(model, batch)
             total, count = total + float(s), count + int(n)  # float() waits for the device
             per = time.time() - t
-            if i <= 1:  # the first batch also warms up: it sizes the pass only when it alone is too long
-                fits = budget_plan.validation_batches(pacer.seconds, per, len(batches))
-                keep = max(2, fits) if i == 1 else (1 if fits <= 1 else keep)
+            if i == 0 and per > budget_plan.VALIDATION_PASS_SHARE * pacer.seconds:
+                keep = 1  # the first batch alone, warm-up and all, took more than a whole pass affords
+            elif i == 1:  # warm now: this batch's time sizes the pass
+                keep = max(2, budget_plan.validation_batches(pacer.seconds, per, len(batches)))
+            if i <= 1:
                 keep = pacer.agree(keep) if pacer.agree is not None else keep
     model.train(was_training)
     pacer.costs.n_val_batches = keep
@@ -160,7 +162,7 @@ def bought(pacer: Pacer | None, plan, step: int, world: int, tokens: int) -> dic
     note = budget_plan.short_run_note(pacer.seconds, step, parts)
     return {"seconds": pacer.seconds, "seconds_used": pacer.spent(), "steps": step,
             "rows_seen": rows, "tokens_seen": tokens, "epochs": step / plan.steps_per_epoch,
-            "val_batches": pacer.costs.n_val_batches, **{k: round(v, 1) for k, v in parts.items()},
+            "val_batches": pacer.costs.n_val_batches, **{k: round(v, 3) for k, v in parts.items()},
             **({"note": note} if note else {})}
 
 

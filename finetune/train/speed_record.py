@@ -85,7 +85,7 @@ def budget_problems(cfg) -> list[str]:
         return []
     measured, record = found
     level, sentence = verdict(estimate(cfg.train.time_budget_s, measured), measured)
-    return [f"{sentence} ({_when(record)})"] if level == "refuse" else []
+    return [f"{sentence.rstrip('.')} ({_when(record)})."] if level == "refuse" else []
 
 
 def budget_text(cfg) -> str:
@@ -101,7 +101,7 @@ def budget_text(cfg) -> str:
         )
     measured, record = found
     level, sentence = verdict(estimate(cfg.train.time_budget_s, measured), measured)
-    return ("⚠️ " if level == "refuse" else "") + f"{sentence} ({_when(record)})"
+    return ("⚠️ " if level == "refuse" else "") + f"{sentence.rstrip('.')} ({_when(record)})."
 
 
 def _when(record: dict) -> str:

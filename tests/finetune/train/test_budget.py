@@ -157,6 +157,7 @@ def test_a_budget_validates_on_the_rows_it_affords_and_a_short_run_says_so(tiny_
         f"the 0.05-minute budget bought only {steps}, fewer than the 100000 a useful run needs (start-up ")
     warnings = [e["message"] for e in events if e["type"] == "warning"]
     assert warnings[-1] == result.note and events[-1]["note"] == result.note
+    assert f"(**too short to be useful**: {result.note})" in (result.adapter_dir / "README.md").read_text()
     # What it measured is kept: the next check of these settings estimates from it.
     measured, record = speed_record.load(cfg)
     assert record["source"] == "run" and measured.val_batches == 6 and 0 < measured.step_s < 1

@@ -33,9 +33,11 @@ def test_a_budget_too_short_is_refused_with_its_figures_and_what_to_change():
         "A 5-minute budget buys about 15 steps here: start-up 80 s, validation 45 s (3 of 25 "
         "validation batches a pass), probe answers, checkpoints and the save 34 s, then 9.0 s a step. "
         "A useful run needs at least 30 steps: give it at least 8 minutes, or lower the batch size or "
-        "max length (each step takes less)."
+        "max length (each step and validation batch takes less)."
     )
-    assert estimate(8 * 60, m).steps >= MIN_USEFUL_STEPS > estimate(7 * 60, m).steps  # 8 is the least
+    assert (
+        estimate(8 * 60, m).steps >= MIN_USEFUL_STEPS > estimate(7 * 60, m).steps
+    )  # 8 is the least
     assert budget_for(MIN_USEFUL_STEPS, m) == 8 * 60
 
 
