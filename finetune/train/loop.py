@@ -218,7 +218,7 @@ def _base_validation(run: _Run, val_rows: int) -> None:
         before = len(run.val_batches)
         base_loss, run.val_batches = budget_run.base_validation(run.model, run.val_batches, run.autocast, run.pacer)
         if len(run.val_batches) < before:
-            kept = sum(int(b["input_ids"].shape[0]) for b in run.val_batches)
+            kept = min(val_rows, len(run.val_batches) * run.cfg.train.batch_size)  # packed batches hold one row
             run.emit("status", message=f"validating on {kept} of {val_rows} held-out rows: a pass of all of them "
                                        f"would take more than {VALIDATION_PASS_SHARE:.0%} of the time budget")
     run.metrics.update(base_val_loss=base_loss, base_val_perplexity=math.exp(base_loss))
