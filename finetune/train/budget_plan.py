@@ -5,7 +5,8 @@ A budget pays for start-up first (imports, the base model, tokenizing the rows: 
 from the process's start), then for the base model's validation pass, the extras the ``Pacer``
 runs (mid-run validation, probe answers, checkpoints) and the final validation, probes and save;
 the steps get what is left. On a busy 2-core machine a 5-minute budget on 4,000 rows once spent
-59 s starting and more than 90 s validating 200 rows before its first step (docs/benchmarks.md).
+79 s starting, then had not finished validating its 200 held-out rows 11 minutes later
+(docs/benchmarks.md, issue 48).
 
 So a validation pass is sized to the budget: at most ``VALIDATION_PASS_SHARE`` of it, the base
 pass timed batch by batch and cut there (``validation_batches``), every later pass on the same
