@@ -47,7 +47,9 @@ FLAGS = [
     ("--max-steps", ["--max_steps"], "train", "max_steps", int, "stop after N optimizer steps"),
     ("--time-budget", ["--time_budget"], "train", "time_budget_s", parse_duration,
      "train for this long, from start to saved adapter: 90s, 10m, 1.5h or seconds (sft: overrides epochs "
-     "and max steps; dpo / cpo / orpo: their epochs or the budget, whichever ends first; 0 = off)"),
+     "and max steps; dpo / cpo / orpo: their epochs or the budget, whichever ends first; 0 = off). A budget "
+     "the speeds last measured for these settings (--dry-run, or an earlier run) fill with fewer than 30 "
+     "steps is refused, with the figures"),
     ("--batch-size", ["--batch_size"], "train", "batch_size", int, "micro-batch size"),
     ("--grad-accum", ["--gradient_accumulation_steps"], "train", "grad_accum", int, "micro-batches per step"),
     ("--lr", ["--learning_rate"], "train", "learning_rate", float, "peak learning rate"),
@@ -89,7 +91,8 @@ def add_arguments(p) -> None:
     p.add_argument("--events", help="append progress events as JSON lines to this file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--dry-run", "--dry_run", action="store_true",
-                   help="print the memory estimate and one timed step as JSON, then exit (writes nothing)")
+                   help="print the memory estimate and one timed step as JSON, then exit (writes nothing but, under "
+                        "a time budget, the speeds it measured, for the next check of these settings)")
     p.add_argument("--method", dest="train__method", choices=list(METHODS), default=None,
                    help="sft: supervised (default); dpo / cpo / orpo: preference pairs from --data (prompt, chosen, "
                         "rejected; `python -m feedback export` writes them) on top of --from-adapter")
@@ -163,13 +166,26 @@ def _dry_run(cfg) -> int:
     from finetune.train.dryrun import dry_run
 
     try:
-        report = dry_run(cfg)
+        report = dry_run(cfg, started=process_start())  # a budget's start-up counts from here, as a run's
     except ConfigError as err:
         return _print_problems(err)
     if report["estimate"]["warning"]:
         print(f"warning: {report['estimate']['warning']}", file=sys.stderr)
+    if "budget" in report:  # what the time budget buys; "warning:" when too few steps for a useful run
+        b = report["budget"]
+        print(f"{'warning' if b['verdict'] == 'refuse' else 'time budget'}: {b['sentence']}", file=sys.stderr)
     print(json.dumps(report, indent=2))
     return 0
+
+
+def _budget_refusal(cfg) -> int | None:
+    """Exit code 2 with the reason when the speeds last measured for these settings say the time
+    budget buys too few steps for a useful run (``finetune.train.speed_record``); None otherwise."""
+    from finetune.train.speed_record import budget_problems
+
+    if problems := budget_problems(cfg):
+        return _print_problems(SimpleNamespace(problems=problems))
+    return None
 
 
 def process_start() -> float | None:
@@ -229,6 +245,8 @@ def main(args) -> int:
         raise ValueError("--dry-run measures supervised training; it does not cover dpo or orpo yet")
     if args.dry_run:
         return _dry_run(cfg)
+    if (refused := _budget_refusal(cfg)) is not None:
+        return refused
     if (cfg.run.nproc_per_node > 1 or cfg.run.nnodes > 1) and "WORLD_SIZE" not in os.environ:
         from finetune.launch import launch_problems
 
@@ -269,5 +287,7 @@ def main(args) -> int:
         shutil.copytree(result.adapter_dir, dest, dirs_exist_ok=True)
         print(f"copied adapter to {dest}")
     print(json.dumps({"status": result.status, "adapter": str(result.adapter_dir), "steps": result.steps,
-                      "metrics": result.metrics}, indent=2))
+                      "metrics": result.metrics, **({"note": result.note} if result.note else {})}, indent=2))
+    if result.note:  # the last line says it: a budget run that bought too few steps is no quiet "done"
+        print(f"{result.status}, but {result.note}")
     return 0

@@ -10,8 +10,10 @@ is sized: the most steps ``n`` with
 
 where the reserve is the final validation, probe answers and save plus a margin, and the
 extras the validation passes, probes and checkpoints due before the end. Each extra is timed
-when it runs; until then its cost is guessed from the step time (``Costs``; the base model's
-validation is not timed: as the first forward pass it also warms the device up). Once sized,
+when it runs; until then its cost is guessed from the step time (``Costs``). The base model's
+validation pass, before the first step, keeps only the batches one pass of the budget affords
+(``budget_run.base_validation``, ``budget_plan.VALIDATION_PASS_SHARE``) and prices the later
+passes by its second batch (the first also warms the device up). Once sized,
 the plan is re-checked every few seconds of training with the slower of two means, over the
 later half of the timed steps and over the last quarter: a machine that gets busy shortens the
 plan instead of overrunning it, one batch of long rows does not. The caller resizes the
@@ -119,10 +121,15 @@ class Pacer:
         self.first: float | None = None  # the first step's seconds (not trusted)
         self.windows: list[tuple[int, float]] = []  # (steps, seconds) measured since
         self.mark, self.since, self.check_every = time.time(), 0, 1
+        self.t0, self.steps_began = t0, None  # steps_began: when the first step of this session began
+        self.totals: dict = {}  # seconds spent on each extra ("validation", "probes", "checkpoint")
+        self.base_validation_s = 0.0  # the base model's validation pass (before the first step)
+        self.val_batches_all = costs.n_val_batches  # the held-out rows' batches (a pass may keep fewer)
 
     def start(self) -> None:
         """The first step begins now."""
         self.mark, self.since = time.time(), 0
+        self.steps_began = self.mark
 
     def spent(self) -> float:
         """Seconds of the budget used so far (earlier sessions of a resumed run included)."""
@@ -149,6 +156,7 @@ class Pacer:
         self.sync()
         took = time.time() - t
         self.costs.seen[kind] = took
+        self.totals[kind] = self.totals.get(kind, 0.0) + took
         self.mark += took
 
     def after_step(self, step: int, total: int) -> int:

@@ -186,61 +186,65 @@ def _peak(device: str) -> int:
     return _rss_bytes("VmHWM")
 
 
-def dry_run(cfg) -> dict:
+def dry_run(cfg, started: float | None = None) -> dict:
     """Load the model as ``train()`` does and time one optimizer step on the longest rows.
 
-    Nothing is written: no run folder, no checkpoint, no adapter.
+    Nothing is written but, under a time budget, the speeds it measured
+    (``finetune.train.speed_record``): no run folder, no checkpoint, no adapter.
+
+    Args:
+        started: when the process began (``time.time()``; default: now): a time budget's
+            start-up is measured from it, as a run's budget counts from it.
 
     Returns:
         seconds_per_step, peak_memory_gib (process peak: RSS on CPU, allocated on CUDA),
         memory_added_gib (peak minus use before loading), tokens and label tokens per
-        micro-batch, total_steps and projected_seconds (total_steps * seconds_per_step; under a
-        time budget the budget, and the steps it holds at this step's speed).
+        micro-batch, total_steps and projected_seconds (total_steps * seconds_per_step); under a
+        time budget also ``budget``: start-up, a step on typical rows, a validation batch, the
+        steps the budget buys after them (``finetune.train.budget_plan``), its verdict and sentence.
 
     Raises:
         ConfigError: the settings cannot run here.
     """
     import torch
 
+    from finetune.train.budget_check import budget_report, first_resolve_seconds, timed_step
     from finetune.train.setup import check_config, cpu_threads, load_data, load_lora_model, to_batch
-    from finetune.train.steps import build_optimizer, forward_backward, make_autocast, plan_steps
+    from finetune.train.steps import build_optimizer, make_autocast, plan_steps
 
-    t = cfg.train
+    t, started = cfg.train, time.time() if started is None else started
     device = check_config(cfg).device(t.device).name
     cpu_threads(t.cpu_threads, device)
     torch.manual_seed(t.seed)
     before = _reset_peak(device)
+    one_off = first_resolve_seconds(cfg)  # converting or downloading the base happens once
     resolved, tokenizer, prepared = load_data(cfg)
     model, _, packing = load_lora_model(cfg, resolved, device)
     optimizer = build_optimizer(model, t.learning_rate, t.weight_decay, t.optimizer, device)
+    startup = time.time() - started - one_off
     rows = list(prepared.train)
     lengths = [len(r["input_ids"]) for r in rows]
     longest = sorted(range(len(rows)), key=lambda i: -lengths[i])[: t.batch_size]
     batch = to_batch(rows, longest, tokenizer.pad_token_id, packing, device)
     model.train()
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    t0 = time.perf_counter()
-    loss, n_real = forward_backward(model, [batch], make_autocast(device, t.precision))
-    sync()
-    t1 = time.perf_counter()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    sync()
-    micro_s, opt_s = t1 - t0, time.perf_counter() - t1
+    autocast = make_autocast(device, t.precision)
+    micro_s, opt_s, loss, n_real = timed_step(model, optimizer, batch, autocast, device)
     peak = _peak(device)
     # Every micro-batch of a step is timed as the worst one; the optimizer runs once per step.
     per_step = micro_s * t.grad_accum + opt_s
     total = len(plan_steps(lengths, t.batch_size, t.grad_accum, t.epochs, t.max_steps, t.seed))
     projected = total * per_step
-    if t.time_budget_s > 0:  # the longest rows' steps that fit the budget (loading and validation aside)
-        total, projected = max(1, int(t.time_budget_s / per_step)), t.time_budget_s
+    report = {}
+    if t.time_budget_s > 0:
+        report["budget"] = budget_report(cfg, model, optimizer, prepared, tokenizer, packing, device, startup)
+        total, projected = report["budget"]["steps"], t.time_budget_s
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     return {"device": device, "trainable_params": trainable, "rows_per_micro_batch": len(longest), "tokens_per_micro_batch": n_real,
             "label_tokens": batch[1], "loss": float(loss) / max(batch[1], 1),
             "forward_backward_seconds": micro_s, "optimizer_seconds": opt_s, "seconds_per_step": per_step,
             "total_steps": total, "projected_seconds": projected,
             "peak_memory_gib": peak / GIB, "memory_added_gib": max(peak - before, 0) / GIB,
-            "estimate": estimate_memory(cfg, resolved, label_share(prepared.train))}
+            "estimate": estimate_memory(cfg, resolved, label_share(prepared.train)), **report}
 
 
 def warn_if_too_big(cfg: RunConfig, resolved, prepared, emit) -> None:

@@ -26,6 +26,7 @@ from core.gpu import is_oom, make_scaler
 from finetune.config import RunConfig
 from finetune.train import allocator, budget_run, oom, parallel
 from finetune.train.budget import Cadence
+from finetune.train.budget_plan import VALIDATION_PASS_SHARE
 from finetune.train.dryrun import warn_if_too_big
 from finetune.train.setup import (
     ConfigError,
@@ -59,6 +60,7 @@ class TrainResult:
     status: str  # "done" or "stopped"
     steps: int
     metrics: dict = field(default_factory=dict)
+    note: str = ""  # a budget run that bought too few steps to be useful says so here ("" otherwise)
 
 
 @dataclass
@@ -195,17 +197,32 @@ def _setup(cfg: RunConfig, on_event, started: float | None = None) -> _Run:
                    "checkpoint": Cadence(t.save_every)}
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     if budget:
+        run.val_batches = val_batches[:before.get(budget_run.VAL_KEY) or len(val_batches)]  # a resume's rows
         run.pacer = budget_run.make_pacer(t, t0, device=device, rank=rank, world=world, cadence=run.cadence,
-                                          n_val_batches=len(val_batches), trainable=trainable, resumed=before)
+                                          n_val_batches=len(run.val_batches), trainable=trainable, resumed=before)
     emit("start", total_steps=total, start_step=start_step, train_rows=len(train_rows),
          val_rows=len(val_rows), device=device, threads=threads, malloc=allocator.in_use(),
          packing=packing, targets=targets, time_budget_s=t.time_budget_s,
-         trainable_params=trainable, run_dir=str(run_dir), data_stats=prepared.stats)
-    if val_batches and start_step == 0:  # not timed for a budget: the first pass also warms up
-        base_loss = validation_loss(model, val_batches, run.autocast)
-        run.metrics.update(base_val_loss=base_loss, base_val_perplexity=math.exp(base_loss))
-        emit("eval", step=0, val_loss=base_loss, val_perplexity=math.exp(base_loss))
+         trainable_params=trainable, run_dir=str(run_dir), data_stats=prepared.stats,
+         startup_s=time.time() - t0)
+    if run.val_batches and start_step == 0:
+        _base_validation(run, len(val_rows))
     return run
+
+
+def _base_validation(run: _Run, val_rows: int) -> None:
+    """The base model's validation loss; under a time budget on the rows one pass affords."""
+    if run.pacer is None:
+        base_loss = validation_loss(run.model, run.val_batches, run.autocast)
+    else:  # sized to the budget: every later pass runs on the same rows (budget_run.base_validation)
+        before = len(run.val_batches)
+        base_loss, run.val_batches = budget_run.base_validation(run.model, run.val_batches, run.autocast, run.pacer)
+        if len(run.val_batches) < before:
+            kept = min(val_rows, len(run.val_batches) * run.cfg.train.batch_size)  # packed batches hold one row
+            run.emit("status", message=f"validating on {kept} of {val_rows} held-out rows: a pass of all of them "
+                                       f"would take more than {VALIDATION_PASS_SHARE:.0%} of the time budget")
+    run.metrics.update(base_val_loss=base_loss, base_val_perplexity=math.exp(base_loss))
+    run.emit("eval", step=0, val_loss=base_loss, val_perplexity=math.exp(base_loss))
 
 
 def _loop(run: _Run, stop) -> _Progress:
@@ -252,8 +269,11 @@ def _loop(run: _Run, stop) -> _Progress:
             lambda: optimizer_step(model, optimizer, scheduler, scaler, t.max_grad_norm), device, not run.sharded)
         step += 1
         if run.pacer:  # a time budget re-sizes the plan from the measured step times
+            settled = run.pacer.settled
             total, run.plan = budget_run.resize(run.pacer, step, total, run.plan, run.replan, run.scheduler)
             run.total = total
+            if run.pacer.settled and not settled and (short := budget_run.plan_warning(run.pacer, total)):
+                emit("warning", message=short)
         # Under a budget a fast GPU runs thousands of steps: a few hundred progress events say enough.
         log_every = max(t.log_every, total // 500) if run.pacer else t.log_every
         if step % log_every == 0 or step == total:
@@ -340,11 +360,15 @@ def _finish(run: _Run, progress: _Progress) -> TrainResult:
     model, tokenizer, val_batches = run.model, run.tokenizer, run.val_batches
     rank, world, device, t0 = run.rank, run.world, run.device, run.t0
     step, status, split, train_seconds = progress.step, progress.status, progress.split, progress.train_seconds
-    vl = _validation(run) if val_batches else None
+    with budget_run.timed(run.pacer, "validation"):
+        vl = _validation(run) if val_batches and budget_run.final_validation_fits(run.pacer, emit) else None
     if vl is not None:
         metrics.update(val_loss=vl, val_perplexity=math.exp(vl))
         emit("eval", step=step, val_loss=vl, val_perplexity=math.exp(vl))
-    adapter_dir, probes = None, _final_probes(run)
+    with budget_run.timed(run.pacer, "probes"):
+        adapter_dir, probes = None, _final_probes(run)
+    bought = budget_run.bought(run.pacer, run.plan, step, world, run.tokens)
+    note = (bought or {}).get("note", "")
     weights = parallel.full_trainable_state(model) if run.sharded else None  # every rank takes part
     if rank == 0:
         emit("probe", step=step, answers=probes)
@@ -358,14 +382,17 @@ def _finish(run: _Run, progress: _Progress) -> TrainResult:
             metrics=metrics, probes=probes, run_dir=run.run_dir,
             timings={"train_seconds": train_seconds, "total_seconds": time.time() - t0,
                      "tokens_per_second": progress.tokens_seen * world / max(train_seconds, 1e-9)},
-            budget=budget_run.bought(run.pacer, run.plan, step, world, run.tokens))
+            budget=bought)
         adapter_dir = save_adapter(model, tokenizer, name, manifest, state_dict=weights)
         emit("saved", adapter=adapter_dir.name, path=str(adapter_dir), status=status)
+        budget_run.record_speeds(run.pacer, cfg)
+    if note:
+        emit("warning", message=note)
     emit("done", status=status, step=step, total_steps=run.total, metrics=metrics,
-         adapter=adapter_dir.name if adapter_dir else None)
+         adapter=adapter_dir.name if adapter_dir else None, **({"note": note} if note else {}))
     if world > 1:
         import torch.distributed as dist
 
         dist.barrier()  # the other ranks wait while rank 0 writes the adapter
         dist.destroy_process_group()
-    return TrainResult(adapter_dir=adapter_dir, status=status, steps=step, metrics=metrics)
+    return TrainResult(adapter_dir=adapter_dir, status=status, steps=step, metrics=metrics, note=note)

@@ -22,7 +22,9 @@ def preflight(cfg, hardware=None) -> list[str]:
 
     Returns:
         The problems of :func:`finetune.config.validate`, then the dataset's, then the base
-        model's, each one sentence. Never raises for bad input.
+        model's, then (when none) a time budget's that buys too few steps at the speeds last
+        measured for these settings (``finetune.train.speed_record``), each one sentence. Never
+        raises for bad input.
     """
     from finetune.config import PREFERENCE_METHODS, validate
 
@@ -35,6 +37,10 @@ def preflight(cfg, hardware=None) -> list[str]:
         problems += adapter_problems(cfg.train.from_adapter)
     if isinstance(model, str) and model.strip():
         problems += model_problems(model)
+    if not problems:  # a time budget too short for a useful run, from the last measured speeds
+        from finetune.train.speed_record import budget_problems
+
+        problems += budget_problems(cfg)
     return problems
 
 

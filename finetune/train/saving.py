@@ -132,8 +132,9 @@ def model_card(m: dict) -> str:
 
 
 def _budget_line(b: dict) -> str:
+    short = f" (**too short to be useful**: {b['note']})" if b.get("note") else ""
     return (f"- Time budget: {b['seconds'] / 60:g} min bought {b['steps']} steps, {b['rows_seen']} rows "
-            f"({b['epochs']:.2f} epochs), {b['tokens_seen']:,} tokens in {b['seconds_used']:.0f} s")
+            f"({b['epochs']:.2f} epochs), {b['tokens_seen']:,} tokens in {b['seconds_used']:.0f} s{short}")
 
 
 # --- checkpoints -------------------------------------------------------------------------

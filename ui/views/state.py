@@ -245,8 +245,10 @@ def estimate_text(cfg) -> str:
                  f"budget, {cfg.train.time_budget_s / 60:g} min from start to saved adapter, ends: whichever "
                  "comes first.")
     elif cfg.train.time_budget_s > 0:
+        from finetune.train.speed_record import budget_text
+
         text += (f" The run takes its time budget, {cfg.train.time_budget_s / 60:g} min from start to saved "
-                 "adapter: it times its first steps and sizes the rest to end on time.")
+                 "adapter: it times its first steps and sizes the rest to end on time.\n\n" + budget_text(cfg))
     return text + (f"\n\n⚠️ {est['warning']}" if est["warning"] else "")
 
 
@@ -266,8 +268,7 @@ def dry_run_text(cfg) -> str:
     minutes = r.get("projected_seconds", 0) / 60
     text = (f"Dry run: one micro-batch of {r.get('tokens_per_micro_batch', 0):,} tokens took {r.get('seconds_per_step', 0):.2f} s, "
             f"peak memory {r.get('peak_memory_gib', 0):.2f} GiB. ")
-    if cfg.train.time_budget_s > 0:
-        return text + (f"The run takes its time budget ({minutes:g} min): about {r.get('total_steps')} steps of "
-                       "the longest rows fit it (shorter rows go faster; loading, validation and the save "
-                       "come out of it).")
+    if cfg.train.time_budget_s > 0 and "budget" in r:  # the steps left after start-up and validation
+        b = r["budget"]
+        return text + ("⚠️ " if b["verdict"] == "refuse" else "") + b["sentence"]
     return text + f"The whole run ({r.get('total_steps')} steps) should take about {minutes:.1f} min."

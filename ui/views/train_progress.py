@@ -57,7 +57,7 @@ def run_view(run_id: str | None) -> dict:
         "probes": [[a["prompt"], a["answer"]] for a in (probes or {}).get("answers", [])],
         "probe_step": (probes or {}).get("step"),
         "log": runner.log_tail(info.run_dir, 15),
-        "result": _result_text(state, adapter, info.status, evals),
+        "result": _result_text(state, adapter, info.status, evals, _note(events)),
         "adapter": adapter,
         "active": state in runner.ACTIVE,
         "run_id": run_id,
@@ -90,13 +90,20 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 60}:{seconds % 60:02d}"
 
 
-def _result_text(state, adapter, status, evals) -> str:
+def _note(events: list) -> str:
+    """The run's own word on its result ("" when none): a time budget that bought too few steps."""
+    done = next((e for e in reversed(events) if e["type"] == "done"), None)
+    return (done or {}).get("note", "")
+
+
+def _result_text(state, adapter, status, evals, note: str = "") -> str:
     if state in ("done", "stopped") and adapter:
         ppl = ""
         if len(evals) >= 2:
             ppl = f" Validation perplexity {evals[0]['val_perplexity']:.2f} → {evals[-1]['val_perplexity']:.2f}."
         how = "finished" if state == "done" else "was stopped; the adapter was saved at the current step"
-        return f"Training {how}. Adapter **{adapter}** is on the shelf.{ppl}"
+        warn = f"\n\n⚠️ Too short to be useful: {note}." if note else ""
+        return f"Training {how}. Adapter **{adapter}** is on the shelf.{ppl}{warn}"
     if state == "failed":
         return f"Training failed: {status.get('reason', 'unknown reason')}. See the log below."
     return ""

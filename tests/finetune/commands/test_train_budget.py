@@ -48,11 +48,17 @@ def test_a_budget_out_of_range_is_refused_in_words(tiny_llama_dir, home, capsys)
     assert "time budget must be 0 (off) or between 30 seconds and 7 days (604800 s) (got 10.0)" in err
 
 
-def test_the_dry_run_says_the_run_takes_the_budget(tiny_llama_dir, home, capsys):
+def test_the_dry_run_says_the_run_takes_the_budget(tiny_llama_dir, home, capsys, monkeypatch):
+    from finetune.commands import train as train_command
+
+    monkeypatch.setattr(train_command, "process_start", time.time)  # as if this process started now
     code = main(["train", "--dry-run", "--model", str(tiny_llama_dir), "--data", "assets/demo_support.jsonl",
                  "--max-samples", "48", "--max-length", "96", "--batch-size", "4", "--lora-r", "4",
                  "--max-steps", "10", "--time-budget", "1m"])
     assert code == 0
-    report = json.loads(capsys.readouterr().out)
+    out = capsys.readouterr()
+    report = json.loads(out.out)
     assert report["projected_seconds"] == 60
-    assert report["total_steps"] == int(60 / report["seconds_per_step"]) > 10  # the budget, not max-steps
+    b = report["budget"]  # the steps the budget buys once start-up and validation are paid, not max-steps
+    assert report["total_steps"] == b["steps"] > 10 and b["steps"] < int(60 / b["step_s"])
+    assert f"time budget: A 1-minute budget buys about {b['steps']} steps here: start-up " in out.err

@@ -130,3 +130,91 @@ def test_budget_settings_are_checked_in_words():
     assert config.validate(cfg) == []  # a preference run trains its epochs or until the budget ends
     cfg.train.time_budget_s, cfg.train.epochs = 0, 1
     assert config.validate(cfg) == []
+
+
+def test_a_budget_validates_on_the_rows_it_affords_and_a_short_run_says_so(tiny_llama_dir, home, short_budgets,
+                                                                           monkeypatch):
+    from finetune.train import budget_plan, speed_record
+
+    monkeypatch.setattr(budget_plan, "VALIDATION_PASS_SHARE", 1e-9)  # a pass affords fewer batches than there are
+    monkeypatch.setattr(budget_plan, "MIN_USEFUL_STEPS", 100_000)  # no run here buys a useful number
+    cfg = _budget_cfg(tiny_llama_dir, 3.0)
+    cfg.data.val_fraction = 0.5  # 24 held-out rows: 6 batches of 4
+    events = []
+    result = train(cfg, on_event=events.append)
+    # The first batch alone took more than a pass affords: the pass is that batch, every time.
+    assert "validating on 4 of 24 held-out rows: a pass of all of them would take more than 3% of the time " \
+           "budget" in [e["message"] for e in events if e["type"] == "status"]
+    manifest = json.loads((result.adapter_dir / "manifest.json").read_text())
+    b = manifest["budget"]
+    assert b["val_batches"] == 1 and manifest["data"]["val_rows"] == 24
+    # Where the seconds went, and a result that says the run is too short, in the manifest, the
+    # last events and the result, not a silent "done".
+    assert b["startup_s"] > 0 and b["validation_s"] > 0 and b["train_s"] > 0
+    assert b["startup_s"] + b["validation_s"] + b["train_s"] <= b["seconds_used"] + 0.2
+    steps = f"{result.steps} step{'' if result.steps == 1 else 's'}"
+    assert result.note == b["note"] and result.note.startswith(
+        f"the 0.05-minute budget bought only {steps}, fewer than the 100000 a useful run needs (start-up ")
+    warnings = [e["message"] for e in events if e["type"] == "warning"]
+    assert warnings[-1] == result.note and events[-1]["note"] == result.note
+    assert f"(**too short to be useful**: {result.note})" in (result.adapter_dir / "README.md").read_text()
+    # What it measured is kept: the next check of these settings estimates from it.
+    measured, record = speed_record.load(cfg)
+    assert record["source"] == "run" and measured.val_batches == 6 and 0 < measured.step_s < 1
+
+
+def test_the_cli_ends_a_short_budget_run_with_a_sentence_and_then_refuses_it(tiny_llama_dir, home, short_budgets,
+                                                                             monkeypatch, capsys):
+    from finetune.__main__ import main
+    from finetune.commands import train as train_command
+    from finetune.train import budget_plan
+
+    monkeypatch.setattr(budget_plan, "MIN_USEFUL_STEPS", 100_000)
+    monkeypatch.setattr(train_command, "process_start", lambda: time.time() - 1.0)  # a second of it gone
+    argv = ["train", "--model", str(tiny_llama_dir), "--data", "assets/demo_support.jsonl", "--max-samples", "48",
+            "--max-length", "96", "--batch-size", "4", "--lora-r", "4", "--time-budget", "3s", "--quiet"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1].startswith("done, but the 0.05-minute budget bought only ")
+    # The run kept its speeds: the same settings are now refused before anything loads.
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "error: the training settings cannot run here:" in err
+    assert "- A 0.05-minute budget buys about " in err and "A useful run needs at least 100000 steps" in err
+    assert "measured by a training run of these settings at " in err
+
+
+def test_a_plan_sized_below_a_useful_run_is_said_with_where_the_time_went():
+    from finetune.train.budget import Costs, Pacer
+    from finetune.train.budget_run import plan_warning
+
+    now = time.time()
+    cadence = {kind: Cadence(None) for kind in ("validation", "probes", "checkpoint")}
+    pacer = Pacer(300, now - 100, cadence=cadence, costs=Costs(2, 1, adapter_bytes=0, probe_cap=6.0))
+    pacer.steps_began, pacer.base_validation_s, pacer.totals["validation"] = now, 20.0, 20.0
+    pacer.first, pacer.windows = 12.0, [(3, 27.0)]  # the first step (not trusted), then 9 s a step
+    assert plan_warning(pacer, 12) == (
+        "this 5-minute budget leaves time for about 12 steps, fewer than the 30 a useful run needs (start-up "
+        "took 80 s, the base validation 20 s, a step takes 9.0 s); it trains them and saves the adapter: give a "
+        "longer budget, or a smaller batch or max length")
+    assert plan_warning(pacer, 30) == ""
+
+
+def test_the_final_validation_is_left_out_when_the_budget_has_no_time_left_for_it():
+    from finetune.train.budget import Costs, Pacer
+    from finetune.train.budget_run import final_validation_fits
+
+    cadence = {kind: Cadence(None) for kind in ("validation", "probes", "checkpoint")}
+    said = []
+
+    def emit(kind, **data):
+        said.append(data["message"])
+
+    pacer = Pacer(300, time.time() - 250, cadence=cadence, costs=Costs(2, 1, adapter_bytes=0, probe_cap=6.0))
+    pacer.costs.seen["validation"] = 40.0  # a pass measured at 40 s; 50 s are left
+    assert final_validation_fits(pacer, emit) and said == []
+    pacer.deadline -= 20  # a slow last step: 30 s left
+    assert not final_validation_fits(pacer, emit)
+    assert said == ["no time left in the budget for the final validation (a pass takes about 40 s, 30 s are "
+                    "left): the adapter is saved without it"]
+    assert final_validation_fits(None, emit)  # without a budget it always runs

@@ -79,3 +79,23 @@ def test_cpu_bf16_estimate_counts_the_short_rows_attention_weights(tiny_llama_di
     attention = tokens * 4 * 96 * 6 * 2  # 4 heads, 96 keys, 6 bytes, 2 layers
     gib = 2**30
     assert est["bf16"]["activations_gib"] * gib == pytest.approx(est["fp32"]["activations_gib"] * gib / 2 + attention)
+
+
+def test_a_budget_dry_run_says_how_many_steps_the_budget_buys_after_start_up(tiny_llama_dir, home):
+    import time
+
+    from finetune.train.dryrun import dry_run
+    from finetune.train.speed_record import load
+
+    cfg = _cfg(tiny_llama_dir, time_budget_s=60, batch_size=4, cpu_threads=1)
+    cfg.data.max_samples = 48
+    report = dry_run(cfg, started=time.time())
+    b = report["budget"]
+    assert b["startup_s"] > 0 and 0 < b["step_s"] < 5 and b["val_batch_s"] > 0 and b["val_batches"] == 1
+    assert b["verdict"] == "ok" and b["steps"] >= 30 and report["total_steps"] == b["steps"]
+    assert b["sentence"].startswith(f"A 1-minute budget buys about {b['steps']} steps here: start-up ")
+    assert load(cfg)[1]["source"] == "dry run"  # kept for Check and Start
+    # The same settings, started 58 s before the model loads: the budget is gone before a step.
+    late = dry_run(cfg, started=time.time() - 58)["budget"]
+    assert late["verdict"] == "refuse" and late["steps"] == 0
+    assert "A useful run needs at least 30 steps: give it at least 2 minutes" in late["sentence"]

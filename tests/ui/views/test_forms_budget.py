@@ -91,3 +91,26 @@ def test_picking_a_method_shows_its_learning_rate_and_epochs_with_steps_off_and_
     pairs.write_text('{"prompt": "Where is my order?", "chosen": "On its way.", "rejected": "No idea."}\n')
     text = train_handlers.checked_text(detect(), estimate_text, DATA_SOURCES[2], None, str(pairs), values)
     assert "The CPO run trains 1.5 epochs or until its time budget, 10 min from start to saved adapter, ends" in text
+
+
+def test_check_and_start_refuse_a_budget_the_measured_speeds_cannot_fill(tiny_llama_dir, home):
+    from finetune.train import speed_record
+    from finetune.train.budget_plan import Measured
+
+    hw = detect()
+    values = _values(tiny_llama_dir)
+    text = train_handlers.checked_text(hw, estimate_text, DATA_SOURCES[0], None, "", values)
+    assert "No step time is measured yet for these settings on this machine: **Dry run** measures" in text
+    cfg, _ = forms.to_config(forms.DEMO_DATA, values)
+    # A dry run on a busy machine: 5 min to start, 20 s a step, 6 s a validation batch. 10 minutes:
+    # 5 passes of 18 s, probes 4 x 12 s, save 3, margin 6, half a step: (600-300-90-67) / 20 = 7 steps.
+    speed_record.save(cfg, Measured(startup_s=300, step_s=20.0, val_batch_s=6.0, val_batches=3), "dry run")
+    text = train_handlers.checked_text(hw, estimate_text, DATA_SOURCES[0], None, "", values)
+    assert text.startswith("**These settings cannot run:**\n- A 10-minute budget buys about 7 steps here: "
+                           "start-up 300 s, validation 90 s (all 3 validation batches a pass)")
+    assert "A useful run needs at least 30 steps: give it at least 19 minutes" in text
+    message, run_id = train_handlers.start_run(hw, DATA_SOURCES[0], None, "", values)
+    assert run_id is None and message.startswith("**Not started — fix these first:**\n- A 10-minute budget buys")
+    values[AT] = 30  # a longer budget: Check says what it buys, and no problem
+    text = train_handlers.checked_text(hw, estimate_text, DATA_SOURCES[0], None, "", values)
+    assert "A 30-minute budget buys about" in text and "cannot run" not in text
