@@ -124,6 +124,8 @@ def stream_error(err: Exception) -> dict:
     """OpenAI's error object for an answer that failed after its headers were sent."""
     if isinstance(err, AnswerTimeout):
         return {"error": {"message": str(err), "type": "timeout", "param": None, "code": "answer_timeout"}}
+    if isinstance(err, EngineStopping):
+        return {"error": {"message": str(err), "type": "server_error", "param": None, "code": "server_stopping"}}
     return {"error": {"message": f"the answer failed: {err}", "type": "server_error", "param": None, "code": None}}
 
 

@@ -3,7 +3,7 @@ transformers config (2 layers, hidden 64) with the tiny llama's byte-level token
 template (tests/conftest.py), weights large enough that greedy answers are varied text.
 
 Named ``serving_family_dir`` so it can sit beside (or merge with) the family builders of the
-training tests; the point here is the cache the batching scheduler cannot join: Gemma 3's
+training tests; the point here is the sliding window the batching scheduler must honour: Gemma 3's
 local (sliding-window) layers and Mistral's sliding window.
 """
 
@@ -41,7 +41,7 @@ def _config(family: str, tok):
         )
     if family == "mistral":
         return MistralConfig(**shared, sliding_window=WINDOW)
-    raise ValueError(f"no tiny serving model for {family!r}; one of {', '.join(SERVING_FAMILIES)}")
+    raise ValueError(f"no tiny serving model for {family!r}; one of {', '.join(STDS)}")
 
 
 def serving_family_dir(family: str, folder: Path, tokenizer_dir: Path) -> Path:

@@ -16,9 +16,10 @@ Every row computes what it would alone: its own positions, its own causal mask (
 masked), its own adapter, its own sampler (``decoding.py``). Greedy fp32 answers equal the
 solo answers token for token (tests/serve/batching/test_scheduler.py).
 
-A model it cannot batch (sliding-window attention, ``support.py``) is found before its first
-answer and served one request at a time by plain ``generate`` (``solo.py``), labelled
-``unbatched``. Whatever fails inside the thread fails the requests it touched (the ones being
+A model it cannot batch (attention soft-capping, cache layers other than full or sliding
+attention: ``support.py``) is found before its first answer and served one request at a time
+by plain ``generate`` (``solo.py``), labelled ``unbatched``; sliding-window models are batched
+on full-attention caches (``batch_cache.fresh_cache``). Whatever fails inside the thread fails the requests it touched (the ones being
 admitted included), never leaves one waiting, and the thread goes on; if the thread itself
 ends, the next ``submit`` starts another. Each step touches the waiting requests' idle clocks
 (``serve/interface/bounds.py``): they wait on a working engine, not a stuck one.

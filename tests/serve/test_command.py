@@ -85,3 +85,11 @@ def _up(url: str) -> bool:
         return httpx.get(f"{url}/v1/models", timeout=5).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_the_serve_command_refuses_a_bad_answer_bound_in_a_sentence(home):
+    env = {**os.environ, "TUNEDESK_HOME": str(home)}
+    done = subprocess.run([sys.executable, "-m", "serve", "--answer-idle-timeout", "0"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "the idle timeout must be a number of seconds above 0, got 0.0" in done.stderr
