@@ -212,13 +212,18 @@ class Scheduler:
                 except Exception as err:  # a failed step fails the rows it touched; the thread goes on
                     self._fail_running(err)
         finally:  # closed, idle, or ended by something unforeseen: nobody is left waiting
-            left = []
-            with self._cond:
-                if self._thread is threading.current_thread():  # not idle: closed or broken
-                    self._thread = None  # the next submit starts another
-                    left, self._waiting = [*self._waiting, *self._admitting, *self._rows], deque()
-            self._fail_running(EngineStopping("the server closed before this answer was finished")
-                               if self._closed else RuntimeError("the decode thread ended"), left)
+            self._let_go()
+
+    def _let_go(self) -> None:
+        """The decode thread ends: closed or broken, every request it held fails (ended idle,
+        it holds none, and a newer thread may own the batch already)."""
+        with self._cond:
+            if self._thread is not threading.current_thread():
+                return
+            self._thread = None  # the next submit starts another
+            left, self._waiting = [*self._waiting, *self._admitting, *self._rows], deque()
+        self._fail_running(EngineStopping("the server closed before this answer was finished")
+                           if self._closed else RuntimeError("the decode thread ended"), left)
 
     def _wait_for_work(self) -> bool:
         """Wait for requests; False once closed or idle for ``IDLE_SECONDS`` (the thread ends)."""
