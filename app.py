@@ -29,6 +29,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--log-conversations", action="store_true",
                    default=os.environ.get("TUNEDESK_LOG_CONVERSATIONS") == "1",
                    help="keep each /v1 answer's conversation (redacted) for feedback and training (default off)")
+    p.add_argument("--answer-idle-timeout", type=float, default=None, metavar="SECONDS",
+                   help="an answer that makes no progress this long is cancelled with an error "
+                        "(default $TUNEDESK_ANSWER_IDLE_S or 30)")
+    p.add_argument("--answer-timeout", type=float, default=None, metavar="SECONDS",
+                   help="no answer takes longer than this (default $TUNEDESK_ANSWER_TIMEOUT_S or 600)")
     return p.parse_args(argv)
 
 
@@ -61,8 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     creds = check_access(args.host, args.auth, args.share)
     if args.home:
         os.environ["TUNEDESK_HOME"] = args.home
-    from ui.app import build_app, launch
+    from ui.app import build_app, launch, set_answer_bound
 
+    try:
+        set_answer_bound(args.answer_idle_timeout, args.answer_timeout)
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
     demo = build_app(base_model=args.model, serving=args.engine)
     launch(demo, host=args.host, port=args.port, auth=creds, share=args.share,
            api_key=api_key(args.api_key, creds), log_conversations=args.log_conversations)

@@ -81,8 +81,10 @@ def measure_api(model_path, shelf, engine: str, dtype: str, clients: list[int], 
 
 
 @contextmanager
-def served_in_child(model_path, home: Path, engine: str, dtype: str, start_timeout: float = 600.0):
-    """``python -m serve`` on a free port in a child process; yields its base URL.
+def served_in_child(model_path, home: Path, engine: str, dtype: str, start_timeout: float = 600.0,
+                    children: list | None = None):
+    """``python -m serve`` on a free port in a child process; yields its base URL (``children``,
+    when given, gets the child's ``Popen``: a test signals it).
 
     Raises:
         RuntimeError: the server exited or did not answer within ``start_timeout`` seconds
@@ -100,6 +102,8 @@ def served_in_child(model_path, home: Path, engine: str, dtype: str, start_timeo
     root = Path(__file__).resolve().parents[1]
     with open(log_path, "wb") as log:
         child = subprocess.Popen(argv, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    if children is not None:
+        children.append(child)
     url, deadline = f"http://127.0.0.1:{port}", time.time() + start_timeout
     try:
         while True:

@@ -10,6 +10,9 @@ import os
 import sys
 
 from core.hosts import is_local
+from serve.interface.bounds import IDLE_ENV, IDLE_S, TOTAL_ENV, TOTAL_S, set_answer_bound
+
+STOP_GRACE_S = 3.0  # after SIGTERM, responses in flight (now errors) get this long to be sent
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,6 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
                    default=os.environ.get("TUNEDESK_LOG_CONVERSATIONS") == "1",
                    help="keep every answer's conversation (redacted) in the home folder, for feedback "
                         "and training (default off; $TUNEDESK_LOG_CONVERSATIONS=1)")
+    p.add_argument("--answer-idle-timeout", type=float, default=None, metavar="SECONDS",
+                   help=f"an answer that makes no progress this long is cancelled with an error (504) "
+                        f"(default ${IDLE_ENV} or {IDLE_S:g})")
+    p.add_argument("--answer-timeout", type=float, default=None, metavar="SECONDS",
+                   help=f"no answer takes longer than this from its request (default ${TOTAL_ENV} or {TOTAL_S:g})")
     return p
 
 
@@ -52,6 +60,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: refusing to listen on {args.host} without an API key; "
               "set --api-key or TUNEDESK_API_KEY", file=sys.stderr)
         return 2
+    try:
+        set_answer_bound(args.answer_idle_timeout, args.answer_timeout)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if args.home:
         os.environ["TUNEDESK_HOME"] = args.home
     import uvicorn
@@ -63,8 +76,23 @@ def main(argv: list[str] | None = None) -> int:
     app.state.engines.prepare(wait=False)  # load and measure while the server starts
     # Keep idle connections 75 s (uvicorn's default is 5 s): a client reusing one just as the
     # server closes it gets "Server disconnected" (seen in python -m bench gateway).
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=75)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=75,
+                            timeout_graceful_shutdown=STOP_GRACE_S)
+    stopping_server(config, app.state.engines).run()
     return 0
+
+
+def stopping_server(config, engines):
+    """A uvicorn server whose SIGTERM / Ctrl-C first ends every answer in flight with an error
+    (``Engines.close``): uvicorn alone waits for them to finish, forever for a stuck one."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            engines.close()
+            super().handle_exit(sig, frame)
+
+    return Server(config)
 
 
 if __name__ == "__main__":

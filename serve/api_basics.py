@@ -13,6 +13,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from core.llama_cpp.process import LlamaServerError
+from serve.interface.bounds import AnswerTimeout, EngineStopping
 from serve.requests import RequestError
 
 MAX_BODY_BYTES = int(os.environ.get("TUNEDESK_API_MAX_BODY", str(1 << 20)))
@@ -34,8 +35,13 @@ class ApiError(Exception):
 
 
 def engine_failure(err: Exception) -> ApiError:
-    """The error answer for an engine that failed to answer: 502 when llama-server did not
-    answer or could not start, else 500; the cause is named either way."""
+    """The error answer for an engine that failed to answer: 504 when it ran past the answer's
+    bound (``serve/interface/bounds.py``), 503 when the server is stopping, 502 when
+    llama-server did not answer or could not start, else 500; the cause is named either way."""
+    if isinstance(err, AnswerTimeout):
+        return ApiError(504, str(err), "timeout", "answer_timeout")
+    if isinstance(err, EngineStopping):
+        return ApiError(503, str(err), "server_error", "server_stopping")
     if isinstance(err, httpx.HTTPError | LlamaServerError):
         return ApiError(502, f"llama-server did not answer: {type(err).__name__}: {err}", "server_error")
     return ApiError(500, f"the answer failed: {type(err).__name__}: {err}", "server_error")

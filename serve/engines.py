@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
 from collections import Counter
 from collections.abc import Callable
@@ -38,6 +39,7 @@ from collections.abc import Callable
 from core.hashing import file_hash
 from inference.generate import Answer, GenerationSettings
 from inference.session import ModelSession
+from serve.interface.bounds import AnswerTimeout, EngineStopping, answer_bound
 from serve.interface.engine import Engine
 from serve.interface.ticket import Ticket, answers_together
 from serve.llama_server.factory import file_stamps, make_llama_engine
@@ -91,6 +93,7 @@ class Engines:
         self._starting = False
         self._watching = False
         self.llama_error: str | None = None  # why llama.cpp does not serve, while it does not
+        self.stopping = threading.Event()  # set by close(): answers in flight end with an error
 
     # -- building -------------------------------------------------------------------------
 
@@ -197,17 +200,19 @@ class Engines:
             ValueError: as :meth:`pick`.
         """
         keys = [_key(a) for a in adapters]
+        self._check_wait(float("inf"))
         with self._crowd_lock:
             engine = self._choose(keys[0], len(keys), pin, None)
             if engine is None and not wait:
                 engine = self.llama()
             if engine is None:
-                entry = (object(), keys[0])
+                entry, give_up = (object(), keys[0]), time.monotonic() + answer_bound().total_s
                 self._waiting.append(entry)
                 self._crowd_lock.notify_all()  # the ones waiting count this one in their crowd
                 try:
                     while engine is None:
                         self._crowd_lock.wait(0.5)
+                        self._check_wait(give_up)
                         engine = self._choose(keys[0], len(keys), pin, self._waiting.index(entry))
                 finally:
                     self._waiting.remove(entry)
@@ -225,6 +230,24 @@ class Engines:
                     self._crowd_lock.notify_all()
 
         return engine, release
+
+    def _check_wait(self, give_up: float) -> None:
+        """Raise when a request waiting for llama-server must stop waiting: the server is
+        stopping, or the wait reached the answer's whole bound."""
+        if self.stopping.is_set():
+            raise EngineStopping("the server is stopping; this request was not answered")
+        if time.monotonic() >= give_up:
+            raise AnswerTimeout(f"waited {answer_bound().total_s:g} s for llama-server to be free for this "
+                                "adapter (the answer timeout); the request was cancelled")
+
+    def close(self, reason: str = "the server is stopping; this answer was not finished") -> None:
+        """Stop answering: every answer in flight or waiting ends now with ``EngineStopping``
+        (the API says 503), without waiting for a step that may never end."""
+        self.stopping.set()
+        with self._crowd_lock:
+            self._crowd_lock.notify_all()  # the requests waiting for llama-server give up
+        if self._pytorch is not None:
+            self._pytorch.close(EngineStopping(reason), wait=0)
 
     def crowd(self) -> dict[str, int]:
         """Requests in flight per engine, as routed here (``waiting``: for llama-server)."""

@@ -4,8 +4,9 @@
 come from :class:`serve.engines.Engines` (every request names its own adapter, so
 concurrent requests never see each other's), streamed as server-sent events in OpenAI's chunk
 format when ``stream`` is true. Errors use OpenAI's shape, ``{"error": {"message", "type",
-"param", "code"}}``, with 400 (bad request), 401 (API key), 404 (unknown model) and 503
-(queue full), 413 (body over ``TUNEDESK_API_MAX_BODY`` bytes, refused before it is read
+"param", "code"}}``, with 400 (bad request), 401 (API key), 404 (unknown model), 503
+(queue full, server stopping), 504 (no progress within the answer's bound,
+``serve/interface/bounds.py``), 413 (body over ``TUNEDESK_API_MAX_BODY`` bytes, refused before it is read
 whole). With an API key set, every route asks for ``Authorization: Bearer <key>``;
 ``/metrics`` (llama-server's Prometheus counters, one ``upstream`` label each) too.
 
@@ -203,7 +204,7 @@ class OpenAIServer:
                                f"here ({self.engines.llama_error or 'set to pytorch'})", "response_format")
         if is_llama:  # relayed straight, no thread per answer
             answer = Tally(prepared.prompt_tokens, label(engine))
-            deltas = llama_deltas(engine, prepared, answer, release)
+            deltas = llama_deltas(engine, prepared, answer, release, stopping=getattr(self.engines, "stopping", None))
             release_with(deltas, release)
         else:
             ticket = await run_in_threadpool(self.engines.submit, chat.messages, adapter, chat.settings,

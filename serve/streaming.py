@@ -3,16 +3,27 @@ them in OpenAI's chunk format (a role chunk, content chunks, the finish chunk, u
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import threading
 import time
 import uuid
 from dataclasses import dataclass
 
 from starlette.concurrency import run_in_threadpool
 
+from serve.interface.bounds import (
+    AnswerBound,
+    AnswerTimeout,
+    EngineStopping,
+    answer_bound,
+    timeout_error,
+)
 from serve.requests import ChatRequest
 
 _END = object()
+STOP_POLL_S = 0.25  # how often a relayed answer looks whether the server is stopping
 
 
 def response_head(chat: ChatRequest, ticket) -> dict:
@@ -36,11 +47,13 @@ class Tally:
     finish_reason: str | None = None
 
 
-async def llama_deltas(engine, request, tally: Tally, release):
+async def llama_deltas(engine, request, tally: Tally, release, bound: AnswerBound | None = None,
+                       stopping: threading.Event | None = None):
     """The text of a llama.cpp answer as llama-server streams it; ``tally`` gets its end,
-    ``release()`` runs when it has ended."""
+    ``release()`` runs when it has ended. Within ``bound`` (default: the environment's) and
+    until ``stopping`` is set, as :func:`bounded`."""
     try:
-        async for event in engine.stream(request):
+        async for event in bounded(engine.stream(request), bound or answer_bound(), stopping):
             if event.text:
                 yield event.text
             if event.finish is not None:
@@ -51,6 +64,52 @@ async def llama_deltas(engine, request, tally: Tally, release):
         release()
 
 
+async def bounded(events, bound: AnswerBound, stopping: threading.Event | None = None):
+    """``events`` (an async iterator) as they come, while each comes within ``bound.idle_s`` of
+    the last and all within ``bound.total_s``; past either, or once ``stopping`` is set, the
+    pending read is cancelled (closing the upstream request) and ``AnswerTimeout`` or
+    ``EngineStopping`` raised."""
+    source = events.__aiter__()
+    started = progress = time.monotonic()
+    try:
+        while True:
+            pending = asyncio.ensure_future(source.__anext__())
+            try:
+                await _within(pending, min(progress + bound.idle_s, started + bound.total_s), bound, stopping)
+            except BaseException:
+                pending.cancel()
+                with contextlib.suppress(BaseException):
+                    await pending
+                if time.monotonic() >= started + bound.total_s:
+                    raise timeout_error(bound, idle=False) from None
+                raise
+            try:
+                item = pending.result()
+            except StopAsyncIteration:
+                return
+            progress = time.monotonic()
+            yield item
+    finally:
+        closing = getattr(source, "aclose", None)
+        if closing is not None:
+            with contextlib.suppress(Exception):
+                await closing()
+
+
+async def _within(pending: asyncio.Future, due: float, bound: AnswerBound,
+                  stopping: threading.Event | None) -> None:
+    """Wait for ``pending`` until ``due`` (monotonic), looking at ``stopping`` 4 times a second."""
+    while True:
+        left = due - time.monotonic()
+        if left <= 0:
+            raise timeout_error(bound, idle=True)
+        done, _ = await asyncio.wait({pending}, timeout=min(left, STOP_POLL_S))
+        if done:
+            return
+        if stopping is not None and stopping.is_set():
+            raise EngineStopping("the server is stopping; this answer was not finished")
+
+
 async def ticket_deltas(ticket):
     """A ticket's text, read in a worker thread; leaving early cancels the answer."""
     deltas = iter(ticket)
@@ -59,6 +118,15 @@ async def ticket_deltas(ticket):
             yield delta
     finally:
         ticket.cancel()  # no-op once done; stops decoding when the client went away
+
+
+def stream_error(err: Exception) -> dict:
+    """OpenAI's error object for an answer that failed after its headers were sent."""
+    if isinstance(err, AnswerTimeout):
+        return {"error": {"message": str(err), "type": "timeout", "param": None, "code": "answer_timeout"}}
+    if isinstance(err, EngineStopping):
+        return {"error": {"message": str(err), "type": "server_error", "param": None, "code": "server_stopping"}}
+    return {"error": {"message": f"the answer failed: {err}", "type": "server_error", "param": None, "code": None}}
 
 
 async def sse_events(deltas, answer, head: dict, chat: ChatRequest, remember=None):
@@ -85,7 +153,7 @@ async def sse_events(deltas, answer, head: dict, chat: ChatRequest, remember=Non
             yield f"data: {json.dumps({**head, 'object': 'chat.completion.chunk', 'choices': [], 'usage': usage(answer)})}\n\n"
         whole = True
     except Exception as err:  # headers are sent: the error goes in the stream, as OpenAI does
-        yield f"data: {json.dumps({'error': {'message': f'the answer failed: {err}', 'type': 'server_error', 'param': None, 'code': None}})}\n\n"
+        yield f"data: {json.dumps(stream_error(err))}\n\n"
     yield "data: [DONE]\n\n"
     if whole and remember is not None:  # a whole answer can be rated; after the client has it
         await run_in_threadpool(remember, "".join(parts))

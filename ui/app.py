@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import signal
+import threading
+
 import gradio as gr
 
+from serve.interface.bounds import set_answer_bound  # noqa: F401 (app.py sets the flags' bound with it)
 from ui.tabs.adapters import build_adapters_tab
 from ui.tabs.chat import build_chat_tab
 from ui.tabs.compare import build_compare_tab
@@ -69,7 +73,22 @@ def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, auth=None
     from serve.assembly import warn_unpassed
 
     warn_unpassed()  # the API serves every shelf adapter: say which have not passed their gate
+    if not prevent_thread_lock and threading.current_thread() is threading.main_thread():
+        stop_on_signals(demo.state.serving)
     return demo.launch(server_name=host, server_port=port, auth=auth, share=share,
                        max_file_size=MAX_UPLOAD, prevent_thread_lock=prevent_thread_lock,
                        show_error=True, allowed_paths=[str(demo.state.home / "exports")],
                        app_kwargs={"routes": routes})
+
+
+def stop_on_signals(engines) -> None:
+    """SIGTERM and Ctrl-C end every answer in flight with an error now (``Engines.close``),
+    then stop the server the way Gradio stops on Ctrl-C (a ``KeyboardInterrupt`` in the main
+    thread, which closes it within seconds)."""
+
+    def stop(signum, frame):
+        engines.close()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)

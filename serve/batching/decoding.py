@@ -108,3 +108,22 @@ class TextStream:
         upto = max(upto, self.sent)
         delta, self.sent = self.text[self.sent:upto], upto
         return delta
+
+
+def accept_token(request, token: int, stop_ids: set[int]) -> None:
+    """Hand ``token``, the next token of ``request`` (its ticket, text stream, settings), to
+    its reader: the end of the answer at an end-of-turn id, a stop string or the length cap."""
+    ticket, stream = request.ticket, request.stream
+    if token in stop_ids:
+        ticket.put_text(stream.finish())
+        ticket.finish("stop")
+        return
+    request.last = token
+    ticket.completion_tokens += 1
+    delta, hit = stream.push(token)
+    ticket.put_text(delta)
+    if hit:
+        ticket.finish("stop")
+    elif ticket.completion_tokens >= request.settings.max_new_tokens:
+        ticket.put_text(stream.finish())
+        ticket.finish("length")

@@ -15,6 +15,14 @@ routed here) interleave between steps and never see the batch's routing.
 Every row computes what it would alone: its own positions, its own causal mask (padding is
 masked), its own adapter, its own sampler (``decoding.py``). Greedy fp32 answers equal the
 solo answers token for token (tests/serve/batching/test_scheduler.py).
+
+A model it cannot batch (attention soft-capping, cache layers other than full or sliding
+attention: ``support.py``) is found before its first answer and served one request at a time
+by plain ``generate`` (``solo.py``), labelled ``unbatched``; sliding-window models are batched
+on full-attention caches (``batch_cache.fresh_cache``). Whatever fails inside the thread fails the requests it touched (the ones being
+admitted included), never leaves one waiting, and the thread goes on; if the thread itself
+ends, the next ``submit`` starts another. Each step touches the waiting requests' idle clocks
+(``serve/interface/bounds.py``): they wait on a working engine, not a stuck one.
 """
 
 from __future__ import annotations
@@ -34,17 +42,22 @@ from core.limits import KvBudget, device_free_bytes
 from inference.generate import GenerationSettings, encode, fitting, session_stop_ids, with_system
 from inference.session import ModelSession, check_base, is_base, read_adapter_folder
 from serve.batching.batch_cache import BatchCache
-from serve.batching.decoding import TextStream, TokenChooser
+from serve.batching.decoding import TextStream, TokenChooser, accept_token
 from serve.batching.packed_prefill import can_pack, packed_prefill
 from serve.batching.prefill import prefill_prompts, store_row
 from serve.batching.prefix_cache import MEMORY_SHARE, PrefixCache
+from serve.batching.solo import answer_alone
 from serve.batching.step_routes import StepRouter
+from serve.batching.support import batching_refusal
+from serve.interface.bounds import EngineStopping
 from serve.interface.ticket import ServerBusy, Ticket
 
 PREFILL_TOKENS = 1024  # prompt tokens prefilled between two decode steps (always >= 1 prompt)
 POLICY_SECONDS = 1.0  # how often to ask whether a training run shares the cores
 IDLE_SECONDS = 30.0  # the decode thread ends after this long without work (submit restarts it)
 HOLD_POLL_SECONDS = 0.01  # how often a held batch asks again
+CLOSE_JOIN_SECONDS = 5.0  # close() waits this long for the decode thread (a stuck step never ends)
+_UNKNOWN = object()  # whether the model can be batched, before it is loaded
 # prompts of different lengths prefilled without padding (packed_prefill.py); 0 pads them
 PACKED_PREFILL = os.environ.get("TUNEDESK_PACKED_PREFILL", "1").strip() != "0"
 
@@ -97,6 +110,8 @@ class Scheduler:
         self._cond = threading.Condition()
         self._waiting: deque[_Request] = deque()
         self._rows: list[_Request] = []
+        self._admitting: list[_Request] = []  # taken from the queue, not yet rows of the batch
+        self._refusal = _UNKNOWN  # why the model cannot be batched (None: it can)
         self._batch = BatchCache()
         self._budget: KvBudget | None = None
         self._closed, self._policy_at = False, 0.0
@@ -108,7 +123,16 @@ class Scheduler:
 
     @property
     def label(self) -> str:
-        return f"pytorch {self.session.dtype}, batched"
+        refusal = self.unbatched_reason()
+        how = "batched" if refusal is None else f"unbatched ({refusal})"
+        return f"pytorch {self.session.dtype}, {how}"
+
+    def unbatched_reason(self) -> str | None:
+        """Why this model is answered one request at a time (``support.py``), or None; None
+        too until the model is loaded (nothing is loaded to find out)."""
+        if self._refusal is _UNKNOWN and self.session.status()["state"] == "ready":
+            self._refusal = batching_refusal(self.session.model)
+        return None if self._refusal is _UNKNOWN else self._refusal
 
     # -- the clients' side ----------------------------------------------------------------
 
@@ -151,14 +175,19 @@ class Scheduler:
                 "max_batch": budget.max_batch if budget else self._max_batch,
                 "kv_budget_bytes": budget.bytes if budget else None, "prefix_cache": self.prefix.status()}
 
-    def close(self) -> None:
-        """Stop the decode thread; unfinished requests fail with a clear error."""
+    def close(self, error: BaseException | None = None, wait: float = CLOSE_JOIN_SECONDS) -> None:
+        """Stop the decode thread; unfinished requests fail at once with ``error`` (default: the
+        server closed). Waits at most ``wait`` seconds for the thread (0: not at all)."""
+        error = error or EngineStopping("the server closed before this answer was finished")
         with self._cond:
             self._closed = True
             self._cond.notify()
             thread = self._thread
-        if thread is not None and threading.current_thread() is not thread:
-            thread.join()
+            left = [*self._waiting, *self._admitting, *self._rows]
+        for request in left:  # their readers hear it now, even while a step is running
+            request.ticket.fail(error)
+        if wait and thread is not None and threading.current_thread() is not thread:
+            thread.join(wait)
 
     def __enter__(self) -> Scheduler:
         return self
@@ -176,33 +205,73 @@ class Scheduler:
     # -- the decode thread --------------------------------------------------------------
 
     def _run(self) -> None:
-        while True:
-            with self._cond:
-                idle_until = time.monotonic() + IDLE_SECONDS
-                while not (self._closed or self._waiting or self._rows):
-                    if time.monotonic() >= idle_until:  # let go of the session when unused
-                        self._thread = None
-                        return
-                    self._cond.wait(IDLE_SECONDS)
-                if self._closed:
-                    break
-            try:
-                self._drop_ended()
-                if not self._rows and self.hold is not None and self.hold():
-                    time.sleep(HOLD_POLL_SECONDS)
-                    continue
-                self._admit()
-                if self._rows:
-                    self._step()
-            except Exception as err:  # a failed step is every running row's failure
-                for request in self._rows:
-                    request.ticket.fail(err)
-                self._rows, self._batch = [], BatchCache()
-        closed = RuntimeError("the server closed before this answer was finished")
+        try:
+            while self._wait_for_work():
+                try:
+                    self._work()
+                except Exception as err:  # a failed step fails the rows it touched; the thread goes on
+                    self._fail_running(err)
+        finally:  # closed, idle, or ended by something unforeseen: nobody is left waiting
+            self._let_go()
+
+    def _let_go(self) -> None:
+        """The decode thread ends: closed or broken, every request it held fails (ended idle,
+        it holds none, and a newer thread may own the batch already)."""
         with self._cond:
-            left, self._waiting = [*self._waiting, *self._rows], deque()
-        for request in left:
-            request.ticket.fail(closed)
+            if self._thread is not threading.current_thread():
+                return
+            self._thread = None  # the next submit starts another
+            left, self._waiting = [*self._waiting, *self._admitting, *self._rows], deque()
+        self._fail_running(EngineStopping("the server closed before this answer was finished")
+                           if self._closed else RuntimeError("the decode thread ended"), left)
+
+    def _wait_for_work(self) -> bool:
+        """Wait for requests; False once closed or idle for ``IDLE_SECONDS`` (the thread ends)."""
+        with self._cond:
+            idle_until = time.monotonic() + IDLE_SECONDS
+            while not (self._closed or self._waiting or self._rows):
+                if time.monotonic() >= idle_until:  # let go of the session when unused
+                    self._thread = None  # under the lock: a submit from now on starts another
+                    return False
+                self._cond.wait(IDLE_SECONDS)
+            return not self._closed
+
+    def _work(self) -> None:
+        """Admit and decode one step (or, for a model it cannot batch, answer one request)."""
+        self._drop_ended()
+        self._heartbeat()
+        if not self._rows and self.hold is not None and self.hold():
+            time.sleep(HOLD_POLL_SECONDS)
+            return
+        if self.unbatched_reason() is not None:
+            self._answer_one()
+            return
+        self._admit()
+        if self._rows:
+            self._step()
+
+    def _fail_running(self, err: BaseException, requests: list[_Request] | None = None) -> None:
+        """Fail ``requests`` (default: the rows and those being admitted) and empty the batch."""
+        for request in self._rows + self._admitting if requests is None else requests:
+            request.ticket.fail(err)
+        self._rows, self._admitting, self._batch = [], [], BatchCache()
+
+    def _heartbeat(self) -> None:
+        """The waiting requests' idle clocks start again: the engine is working, they wait their turn."""
+        now = time.monotonic()
+        with self._cond:
+            for request in self._waiting:
+                request.ticket.touch(now)
+
+    def _answer_one(self) -> None:
+        """The next waiting request, answered alone by plain ``generate`` (``solo.py``)."""
+        with self._cond:
+            if not self._waiting:
+                return
+            request = self._waiting.popleft()
+            self._admitting = [request]
+        answer_alone(self.session, request, self._heartbeat)
+        self._admitting = []
 
     def _take(self, tokens_left: int = PREFILL_TOKENS) -> list[_Request]:
         """Waiting requests that fit beside the running rows now, first come first served, with
@@ -243,6 +312,7 @@ class Scheduler:
             group = self._take(budget)
             if not group:
                 return
+            self._admitting = group
             budget -= sum(len(r.prompt) for r in group)
             self._admit_group(group)
 
@@ -263,9 +333,15 @@ class Scheduler:
                     except Exception as err:
                         request.ticket.fail(err)
         for rows, (cache, mask, logits) in parts:
-            self._batch.join(cache, mask)
+            try:
+                self._batch.join(cache, mask)
+            except Exception as err:  # a cache this batch cannot take: these rows fail, the batch goes on
+                for request in rows:
+                    request.ticket.fail(err)
+                continue
             self._rows.extend(rows)
             self._consume(rows, logits)
+        self._admitting = []
         self._drop_ended()
 
     def _load(self, request: _Request, keep: set[str]) -> bool:
@@ -316,26 +392,9 @@ class Scheduler:
         for i, request in enumerate(rows):
             try:
                 token = request.chooser.choose(logits[i], best[i])
-                self._accept(request, token, stop_ids)
+                accept_token(request, token, stop_ids)
             except Exception as err:  # this row's sampler failed; its neighbours go on
                 request.ticket.fail(err)
-
-    @staticmethod
-    def _accept(request: _Request, token: int, stop_ids: set[int]) -> None:
-        ticket, stream = request.ticket, request.stream
-        if token in stop_ids:
-            ticket.put_text(stream.finish())
-            ticket.finish("stop")
-            return
-        request.last = token
-        ticket.completion_tokens += 1
-        delta, hit = stream.push(token)
-        ticket.put_text(delta)
-        if hit:
-            ticket.finish("stop")
-        elif ticket.completion_tokens >= request.settings.max_new_tokens:
-            ticket.put_text(stream.finish())
-            ticket.finish("length")
 
     def _drop_ended(self) -> None:
         """Remove finished, failed and cancelled rows from the batch; keep the finished rows'

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Iterator
+
+from serve.interface.bounds import AnswerBound, answer_bound, failure_sentence, timeout_error
 
 _END = object()
 
@@ -17,7 +20,10 @@ class Ticket:
     """One request in a :class:`~serve.batching.scheduler.Scheduler`.
 
     Iterating yields the answer's new text (deltas) as it is decoded and raises the
-    request's error, if it failed. Stopping the iteration early cancels the request.
+    request's error, if it failed. Stopping the iteration early cancels the request. Every
+    wait on it (iterating, :meth:`text`) is bounded by ``bound``
+    (:mod:`serve.interface.bounds`): past it, the request is cancelled and fails with
+    ``AnswerTimeout``, so no reader waits on an engine that lost it or is stuck.
 
     Attributes:
         adapter: the adapter name, or ``"base"``, that produced the answer.
@@ -27,8 +33,10 @@ class Ticket:
         completion_tokens: answer tokens so far, not counting the end-of-turn token.
     """
 
-    def __init__(self, adapter: str, prompt_tokens: int, position_of):
+    def __init__(self, adapter: str, prompt_tokens: int, position_of, bound: AnswerBound | None = None):
         self.adapter, self.prompt_tokens = adapter, prompt_tokens
+        self.bound = bound or answer_bound()
+        self._queued = self._progress = time.monotonic()
         self.finish_reason: str | None = None
         self.completion_tokens = 0
         self.error: BaseException | None = None
@@ -55,11 +63,33 @@ class Ticket:
         """Stop this request; the scheduler drops its row before the next decode step."""
         self._cancelled.set()
 
+    def touch(self, now: float | None = None) -> None:
+        """The engine made progress for this request (a token, or a step while it waits its
+        turn): its idle clock starts again."""
+        self._progress = time.monotonic() if now is None else now
+
+    def _time_left(self) -> float:
+        """Seconds until the first of the two clocks runs out (at least a millisecond)."""
+        due = min(self._progress + self.bound.idle_s, self._queued + self.bound.total_s)
+        return max(0.001, due - time.monotonic())
+
+    def _expire_if_due(self) -> None:
+        """Cancel and fail the request when a clock ran out (a no-op once it is done)."""
+        now = time.monotonic()
+        over = now >= self._queued + self.bound.total_s
+        if over or now >= self._progress + self.bound.idle_s:
+            self.fail(timeout_error(self.bound, idle=not over))
+            self.cancel()
+
     def __iter__(self) -> Iterator[str]:
         finished = False
         try:
             while True:
-                item = self._events.get()
+                try:
+                    item = self._events.get(timeout=self._time_left())
+                except queue.Empty:
+                    self._expire_if_due()  # puts the error in the queue when due
+                    continue
                 if item is _END:
                     finished = True
                     break
@@ -72,8 +102,10 @@ class Ticket:
                 self.cancel()
 
     def text(self) -> str:
-        """Wait for the whole answer and return it (raises the request's error)."""
-        self._done.wait()
+        """Wait for the whole answer and return it (raises the request's error, or
+        ``AnswerTimeout`` past the bound)."""
+        while not self._done.wait(self._time_left()):
+            self._expire_if_due()
         if self.error is not None:
             raise self.error
         return "".join(self._parts)
@@ -95,6 +127,7 @@ class Ticket:
     # -- the engine's side: the writer of the answer ------------------------------------
 
     def put_text(self, delta: str) -> None:
+        self._progress = time.monotonic()
         if delta:
             self._parts.append(delta)
             self._events.put(delta)
@@ -123,7 +156,8 @@ class Ticket:
 def answers_together(submits: list, hashes: list[str]) -> list:
     """Compare's panes: every ``submit()`` in ``submits`` started at once, their texts waited
     for, as :class:`~inference.generate.Answer` objects (one shared wall time, each pane's
-    weights hash from ``hashes``). A failed pane cancels the others and raises."""
+    weights hash from ``hashes``). A failed pane cancels the others and raises (ValueError,
+    in a sentence, for an engine's failure or timeout)."""
     import time
 
     from inference.generate import Answer
@@ -132,6 +166,10 @@ def answers_together(submits: list, hashes: list[str]) -> list:
     try:
         tickets = [submit() for submit in submits]
         texts = [t.text() for t in tickets]
+    except ValueError:
+        raise
+    except Exception as err:  # an engine's failure or timeout, said in a sentence
+        raise ValueError(failure_sentence(err)) from err
     finally:
         for ticket in tickets:
             ticket.cancel()  # a failed pane stops the others

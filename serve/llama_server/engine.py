@@ -23,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 
 from inference.generate import GenerationSettings, encode, with_system
 from inference.session import ModelSession, is_base
+from serve.interface.bounds import answer_bound
 from serve.interface.ticket import ServerBusy, Ticket
 from serve.llama_server.upstreams import Upstream, Upstreams
 
@@ -112,7 +113,8 @@ class LlamaServerEngine:
             body = {**request.body, "lora": upstream.lora_scales(request.lora)}
             for attempt in (1, 2):
                 try:
-                    async with self.async_client().stream("POST", f"{upstream.url}/completion", json=body) as response:
+                    async with self.async_client().stream("POST", f"{upstream.url}/completion", json=body,
+                                                          timeout=read_bound()) as response:
                         if response.status_code != 200:
                             raise RuntimeError(f"llama-server answered HTTP {response.status_code}: "
                                                f"{(await response.aread())[:300]!r}")
@@ -210,7 +212,7 @@ class LlamaServerEngine:
             return self._stream_once(upstream, ticket, body)
 
     def _stream_once(self, upstream: Upstream, ticket: Ticket, body: dict) -> str:
-        with self._http.stream("POST", f"{upstream.url}/completion", json=body) as response:
+        with self._http.stream("POST", f"{upstream.url}/completion", json=body, timeout=read_bound()) as response:
             if response.status_code != 200:
                 raise RuntimeError(f"HTTP {response.status_code}: {response.read()[:300]!r}")
             for line in response.iter_lines():
@@ -249,6 +251,12 @@ class Event:
     tokens: int  # tokens this piece holds
     finish: str | None = None  # "stop" / "length" on the last event
     completion_tokens: int = 0  # on the last event: the answer's tokens, end-of-turn excluded
+
+
+def read_bound() -> httpx.Timeout:
+    """An answer's reads wait at most its idle bound (``serve/interface/bounds.py``): a
+    llama-server that stops sending frees the relay then, not after ten minutes."""
+    return httpx.Timeout(600.0, connect=10.0, read=answer_bound().idle_s)
 
 
 def stale(err: Exception) -> bool:

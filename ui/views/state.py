@@ -14,6 +14,7 @@ from core import paths
 from core.hardware import detect
 from inference.generate import GenerationSettings
 from serve.assembly import build_services
+from serve.interface.bounds import failure_sentence
 from serve.interface.ticket import ServerBusy
 from serve.version_stats import VersionStats
 
@@ -114,7 +115,8 @@ class AppState:
         """Chat's answer from the serving engine; yields the text so far.
 
         Raises:
-            ValueError: bad settings or messages, an unusable adapter, or a full queue.
+            ValueError: bad settings or messages, an unusable adapter, a full queue, or the
+                engine's failure or timeout (said in a sentence).
         """
         try:
             ticket = self.serving.submit(messages, adapter, settings)
@@ -125,6 +127,10 @@ class AppState:
             for delta in ticket:
                 text += delta
                 yield text
+        except ValueError:
+            raise
+        except Exception as err:  # the engine failed or timed out: a sentence for the page
+            raise ValueError(failure_sentence(err)) from err
         finally:
             ticket.cancel()  # the page went away mid-answer: stop decoding
         if not text:
