@@ -60,6 +60,9 @@ class EvalReport:
     timings: dict = field(default_factory=dict)  # seconds per phase, rows_per_second
     slices: dict = field(default_factory=dict)  # per-slice scores (eval.slices); {} unsliced
     gate: dict = field(default_factory=dict)  # adapter -> release gate verdict (eval.gate)
+    # the support checks (eval.checks): right intent, hand-offs, invented spans, leaks per model;
+    # each sample's "checks" holds the same per row
+    support: dict = field(default_factory=dict)
     # adapter -> {"reference", "deltas", "slices"}: the same paired deltas against the version
     # it was tuned from (a preference run's parent), which its release gate is checked against
     against: dict = field(default_factory=dict)
