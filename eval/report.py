@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from core import paths
+from eval.checks.tables import markdown as support_markdown
 from eval.metrics import (
     bleu_bootstrap_delta_ci,
     bootstrap_delta_ci,
@@ -270,10 +271,12 @@ def summary_markdown(report: EvalReport, worst: int = 5) -> str:
            "lower for perplexity); a CI that excludes 0 is a difference the data supports.", ""]
     for a, verdict in report.gate.items():
         out += [f"- Release gate of {a}: **{verdict['state']}**"
-                + "".join(f"\n  - {r}" for r in verdict.get("reasons", []))]
+                + "".join(f"\n  - {r}" for r in [*verdict.get("reasons", []), *verdict.get("floors", [])])]
     out.append("")
     if report.slices:
         out += [slices_markdown(report.slices, report.adapters), ""]
+    if report.support:
+        out += ["## Support checks", "", support_markdown(report.support), ""]
     for a in report.adapters:
         out += [f"## Where {a} got worse (ROUGE-L), {len(report.worse[a])} of "
                 f"{len(report.samples)} rows", ""]

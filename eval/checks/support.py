@@ -200,6 +200,9 @@ def _one_model(
                 if asked[i] is None or named[i] is None
                 else named[i] == str(asked[i]),
                 "handoff": handoff["per_row"][i] if handoff else "",
+                "handoff_due": None
+                if handoff is None or asked[i] is None
+                else str(asked[i]) in result["handoff"]["intents"],
                 "invented": invented,
                 "leaks": leaks,
             }
