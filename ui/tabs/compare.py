@@ -6,6 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 from serve.interface.ticket import ServerBusy
+from ui.views.answer_intent import intents_of
 from ui.views.feedback import engine_of, feedback_count, feedback_path, save_feedback
 from ui.views.state import AppState
 
@@ -55,10 +56,11 @@ def build_compare_tab(state: AppState) -> dict:
                 gr.Warning(str(err))
                 return [*hidden, "", gr.update(), [], ""]
             updates = []
+            named = intents_of(state.shelf(), adapters, [x.text for x in answers])  # answers in adapters' order
             for i in range(3):
                 if i < len(answers):
                     ans = answers[i]
-                    label = f"{ans.adapter} · {ans.adapter_hash[:12]}"
+                    label = f"{ans.adapter} · {ans.adapter_hash[:12]} · {named[i]}"
                     updates.append(gr.update(value=ans.text, visible=True, label=label))
                 else:
                     updates.append(gr.update(value="", visible=False))
