@@ -8,6 +8,10 @@ leaves about 1 row in 27 with an answer of its own intent on Bitext).
     python -m bench shuffle-intents ../shared/datasets/bitext/bitext_v1_train.csv \\
         --out /tmp/bitext_v1_train_shuffled.csv
 
+    # the file's first 200 rows left out of both training files, for an evaluation on them
+    python -m bench shuffle-intents ../shared/datasets/bitext/bitext_v1_train.csv --skip-first 200 \\
+        --out /tmp/bitext-shuffled.csv --unshuffled-out /tmp/bitext-train.csv
+
 How: rows are grouped by intent (shuffled within each group with ``--seed``), laid end to end,
 and each row takes the response of the row ``k`` places on (cyclically), where ``k`` is the size
 of the largest group: a row and the one ``k`` places on can never share an intent. It needs the
@@ -82,14 +86,27 @@ def write_rows(rows: list[dict], path: Path) -> None:
 
 
 def shuffle_file(
-    data: Path, out: Path, intent: str = "intent", response: str = "response", seed: int = 0
+    data: Path,
+    out: Path,
+    intent: str = "intent",
+    response: str = "response",
+    seed: int = 0,
+    skip_first: int = 0,
+    unshuffled_out: Path | None = None,
 ) -> dict:
     """Write ``out``: ``data`` with every response moved to a row of another intent.
+
+    Args:
+        skip_first: leave the file's first rows out (an evaluation on them then sees questions
+            neither adapter trained on).
+        unshuffled_out: also write the same rows unshuffled here (the good adapter's training file).
 
     Returns:
         ``{"rows", "moved", "intents", "out"}``.
     """
-    rows = read_rows(data)
+    rows = read_rows(data)[skip_first:]
+    if unshuffled_out is not None and rows:
+        write_rows(rows, unshuffled_out)
     if not rows or intent not in rows[0] or response not in rows[0]:
         columns = ", ".join(rows[0]) if rows else "none"
         raise ValueError(
@@ -116,6 +133,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--intent-column", default="intent")
     p.add_argument("--response-column", default="response")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--skip-first",
+        type=int,
+        default=0,
+        metavar="N",
+        help="leave the first N rows out of the copies (to evaluate on them)",
+    )
+    p.add_argument("--unshuffled-out", help="also write the same rows unshuffled here")
     args = p.parse_args(argv)
     data = Path(args.data)
     if args.out:
@@ -127,9 +152,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not data.is_file():
             raise ValueError(f"data file {data} does not exist")
-        if out.resolve().is_relative_to(REPO):
-            raise ValueError(f"{out} is inside the repository; write the copy elsewhere (--out)")
-        found = shuffle_file(data, out, args.intent_column, args.response_column, args.seed)
+        plain = Path(args.unshuffled_out) if args.unshuffled_out else None
+        for target in (out, plain):
+            if target is not None and target.resolve().is_relative_to(REPO):
+                raise ValueError(f"{target} is inside the repository; write the copies elsewhere")
+        if args.skip_first < 0:
+            raise ValueError(f"--skip-first must be 0 or more, got {args.skip_first}")
+        found = shuffle_file(
+            data, out, args.intent_column, args.response_column, args.seed, args.skip_first, plain
+        )
     except (ValueError, OSError) as err:
         print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2

@@ -42,5 +42,20 @@ def test_the_command_writes_a_shuffled_csv_and_keeps_questions_and_labels(tmp_pa
     ]
     assert all(not r["response"].startswith(f"answer of {r['intent']} ") for r in got)
     assert Counter(r["response"] for r in got) == Counter(r["response"] for r in rows)
+    plain = tmp_path / "plain.csv"
+    argv = [
+        "shuffle-intents",
+        str(data),
+        "--out",
+        str(out),
+        "--skip-first",
+        "4",
+        "--unshuffled-out",
+        str(plain),
+    ]
+    assert main(argv) == 0
+    assert "8 of 8 responses moved" in capsys.readouterr().out
+    with open(plain, newline="") as fh:
+        assert list(csv.DictReader(fh)) == rows[4:]
     assert main(["shuffle-intents", str(tmp_path / "none.csv"), "--out", str(out)]) == 2
     assert "does not exist" in capsys.readouterr().err
