@@ -193,6 +193,9 @@ def _write_csv(report: EvalReport, path: Path) -> None:
         header += [f"delta_bleu_{a}", f"delta_rouge_l_{a}"]
     if report.slices:
         header.append(f"slice_{report.slices['column']}")
+    checked = [m for m in report.models if m in (report.support or {}).get("models", {})]
+    for m in checked:  # the support checks per row: the intent addressed, the offending spans
+        header += [f"addressed_intent_{m}", f"invented_{m}", f"leaks_{m}"]
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(header)
@@ -204,6 +207,10 @@ def _write_csv(report: EvalReport, path: Path) -> None:
                 row += [round(s["delta"][a]["bleu"], 4), round(s["delta"][a]["rouge_l"], 4)]
             if report.slices:
                 row.append(s.get("slice") or "")
+            for m in checked:
+                c = s.get("checks", {}).get(m) or {}
+                row += [c.get("intent") or "", " | ".join(x["text"] for x in c.get("invented", [])),
+                        " | ".join(x["text"] for x in c.get("leaks", []))]
             writer.writerow([csv_safe(cell) for cell in row])
 
 

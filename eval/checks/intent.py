@@ -27,10 +27,14 @@ class IntentClassifier:
     rows: int  # answers it was fitted on
 
     def predict(self, texts: list[str]) -> list[str]:
-        """The intent each text addresses (an empty text gets the most likely one all the same)."""
-        if not texts:
-            return []
-        return [str(p) for p in self.pipeline.predict([t or "" for t in texts])]
+        """The intent each text addresses; ``""`` for an empty text, which addresses none (the
+        classifier would name one all the same)."""
+        said = [i for i, t in enumerate(texts) if t and t.strip()]
+        named = [""] * len(texts)
+        if said:
+            for i, p in zip(said, self.pipeline.predict([texts[i] for i in said]), strict=True):
+                named[i] = str(p)
+        return named
 
 
 def fit(texts: list[str], labels: list[str]) -> IntentClassifier:

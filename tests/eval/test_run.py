@@ -207,6 +207,8 @@ def test_files_written(run):
         table = list(csv.reader(fh))
     assert table[0][:4] == ["index", "intent", "prompt", "reference"]
     assert "delta_rouge_l_tuned-a" in table[0] and len(table) == N_ROWS + 1
+    column = table[0].index("addressed_intent_tuned-a")
+    assert [r[column] for r in table[1:]] == [s["checks"]["tuned-a"]["intent"] for s in report.samples]
     summary = (folder / "summary.md").read_text()
     assert "| base |" in summary and "| tuned-b |" in summary
 

@@ -38,7 +38,7 @@ def intents_of(shelf, adapters: list[str | None], texts: list[str]) -> list[str]
     named, why = addressed(texts, data_of(shelf, first))
     if not named:
         return [f"intent not shown: {why}"] * len(texts)
-    return [f"addressed: {n}" for n in named]
+    return [f"addressed: {n}" if n else "addressed: no intent (empty answer)" for n in named]
 
 
 def chat_intent_line(shelf, adapter: str | None, history: list[dict]) -> str:
@@ -47,6 +47,6 @@ def chat_intent_line(shelf, adapter: str | None, history: list[dict]) -> str:
     content = last.get("content") if last else None
     if isinstance(content, list):
         content = " ".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-    if not content or not str(content).strip():
+    if last is None:
         return ""
-    return f"Last answer {intents_of(shelf, [adapter], [str(content)])[0]}"
+    return f"Last answer {intents_of(shelf, [adapter], [str(content or '')])[0]}"

@@ -92,6 +92,8 @@ def test_chat_and_compare_name_the_intent_an_answer_addressed(tmp_path):
     ]
     assert chat_intent_line(fake, "tuned", history) == "Last answer addressed: track_order"
     assert chat_intent_line(fake, "tuned", history[:1]) == ""
+    empty = [*history[:1], {"role": "assistant", "content": [{"type": "text", "text": " "}]}]
+    assert chat_intent_line(fake, "tuned", empty) == "Last answer addressed: no intent (empty answer)"
     gone = SimpleNamespace(
         get=lambda name: SimpleNamespace(manifest={"data": {"path": str(tmp_path / "gone.jsonl")}})
     )
