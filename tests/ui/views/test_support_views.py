@@ -93,10 +93,39 @@ def test_chat_and_compare_name_the_intent_an_answer_addressed(tmp_path):
     assert chat_intent_line(fake, "tuned", history) == "Last answer addressed: track_order"
     assert chat_intent_line(fake, "tuned", history[:1]) == ""
     empty = [*history[:1], {"role": "assistant", "content": [{"type": "text", "text": " "}]}]
-    assert chat_intent_line(fake, "tuned", empty) == "Last answer addressed: no intent (empty answer)"
+    assert (
+        chat_intent_line(fake, "tuned", empty) == "Last answer addressed: no intent (empty answer)"
+    )
     gone = SimpleNamespace(
         get=lambda name: SimpleNamespace(manifest={"data": {"path": str(tmp_path / "gone.jsonl")}})
     )
     assert intents_of(gone, ["tuned"], ["x"]) == [
         f"intent not shown: its training data {tmp_path / 'gone.jsonl'} is not on this machine"
     ]
+
+
+def test_the_adapters_tab_shows_the_floors_figures_of_the_recorded_verdict(home, random_lora_dir):
+    from adapters.export import import_adapter
+    from adapters.shelf.gate_rules import read_rules, record
+    from adapters.shelf.store import Shelf
+    from ui.views.shelf import details_markdown
+
+    import_adapter(random_lora_dir, name="tuned")
+    shelf = Shelf()
+    figures = [
+        "right-intent rate 0.93 (93/100 rows) reaches the floor 0.85",
+        "0 leaked personal data",
+    ]
+    verdict = {
+        "state": "passed",
+        "reasons": [],
+        "floors": figures,
+        "rules": read_rules(shelf.path("tuned")),
+    }
+    record(shelf, "tuned", verdict, {"eval_id": "e1", "date": "2026-11-27T00:00:00"})
+    text = details_markdown(shelf.get("tuned"))
+    assert "- **Release gate:** passed (evaluation `e1`" in text
+    assert (
+        "  - right-intent rate 0.93 (93/100 rows) reaches the floor 0.85\n  - 0 leaked personal data"
+        in text
+    )
