@@ -7,6 +7,21 @@ from adapters.shelf.gate_rules import GateRulesError, read_rules
 from eval.checks.support import CheckSettings, settings_for, support_checks
 
 
+def model_settings(report, shelf) -> dict:
+    """Each adapter's check settings from its folder; the base model gets the first adapter's
+    hand-off settings and no facts file."""
+    settings = {}
+    for name in report.adapters:
+        try:
+            rules = read_rules(shelf.path(name))
+        except GateRulesError:
+            rules = None  # the gate says gate.json is broken; the checks use the defaults
+        settings[name] = settings_for(shelf.path(name), rules)
+    first = settings[report.adapters[0]] if report.adapters else CheckSettings()
+    settings[report.models[0]] = CheckSettings(first.handoff_intents, first.handoff_phrases)
+    return settings
+
+
 def attach_support(report, rows, data: str, shelf, manifests: dict) -> None:
     """Run the support checks on ``report``'s answers and store them in it.
 
@@ -20,15 +35,7 @@ def attach_support(report, rows, data: str, shelf, manifests: dict) -> None:
     A file the checks cannot read again leaves ``report.support`` with an ``error`` sentence: the
     scores are kept, and the gate says its floors could not be checked.
     """
-    settings = {}
-    for name in report.adapters:
-        try:
-            rules = read_rules(shelf.path(name))
-        except GateRulesError:
-            rules = None  # the gate says gate.json is broken; the checks use the defaults
-        settings[name] = settings_for(shelf.path(name), rules)
-    first = settings[report.adapters[0]] if report.adapters else CheckSettings()
-    settings[report.models[0]] = CheckSettings(first.handoff_intents, first.handoff_phrases)
+    settings = model_settings(report, shelf)
     texts = {m: [s["answers"][m] for s in report.samples] for m in report.models}
     mapping = (
         (next(iter(manifests.values()), {}).get("data") or {}).get("mapping") if manifests else None

@@ -102,16 +102,7 @@ def support_checks(
     """
     start = time.perf_counter()
     rows, column = file_rows(data, column, mapping)
-    evaluated = set(zip(prompts, references, strict=True))
-    label_of: dict = {}
-    for key in zip(rows["prompt"], rows["response"], rows["label"], strict=True):
-        label_of.setdefault(key[:2], key[2])
-    train = [
-        i
-        for i, key in enumerate(zip(rows["prompt"], rows["response"], strict=True))
-        if key not in evaluated
-    ]
-    asked = [label_of.get(key) for key in zip(prompts, references, strict=True)]
+    asked, train = _asked_and_training(rows, prompts, references)
     out = {"column": column, "skipped": {}, "notes": [], "models": {}, "per_row": {}}
     classifier = _classifier(out, rows, train, asked, references)
     sources = {}
@@ -128,6 +119,20 @@ def support_checks(
         )
     out["seconds"] = round(time.perf_counter() - start, 3)
     return out
+
+
+def _asked_and_training(
+    rows: dict, prompts: list[str], references: list[str]
+) -> tuple[list, list[int]]:
+    """Each evaluated row's label (found by its prompt and reference in the file; rows with equal
+    content keep the first label), and the file's other rows: the training rows."""
+    label_of: dict = {}
+    for key in zip(rows["prompt"], rows["response"], rows["label"], strict=True):
+        label_of.setdefault(key[:2], key[2])
+    evaluated = set(zip(prompts, references, strict=True))
+    keys = zip(rows["prompt"], rows["response"], strict=True)
+    train = [i for i, key in enumerate(keys) if key not in evaluated]
+    return [label_of.get(key) for key in zip(prompts, references, strict=True)], train
 
 
 def _classifier(out: dict, rows: dict, train: list[int], asked: list, references: list[str]):
