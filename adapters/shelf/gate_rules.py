@@ -221,7 +221,9 @@ def gate_status(folder: Path, manifest: dict) -> GateStatus:
     if record.get("adapter_hash") != weights_hash(folder, manifest):
         return GateStatus(NOT_EVALUATED, [f"its weights changed after evaluation {eval_id}"])
     if record.get("rules_hash") != rules_hash(rules):
-        return GateStatus(NOT_EVALUATED, [f"its gate.json changed after evaluation {eval_id}"])
+        return GateStatus(NOT_EVALUATED, [f"its gate rules changed after evaluation {eval_id} (gate.json changed, "
+                                          "or this TuneDesk checks rules that evaluation did not, such as the "
+                                          "support checks' floors): evaluate it again"])
     reasons = [str(r) for r in record.get("reasons") or []]
     floors = [str(f) for f in record.get("floors") or []]
     return GateStatus(record["state"], reasons, eval_id, date, floors)
