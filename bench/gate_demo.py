@@ -56,7 +56,8 @@ def rule_overrides(text: str) -> dict:
     from adapters.shelf.gate_rules import DEFAULT_RULES, check_rules, parse_setting
 
     pairs = [parse_setting(part) for part in text.split(";") if part.strip()]
-    return check_rules({**DEFAULT_RULES, **dict(pairs)})
+    floors = {k: v for key, value in pairs if key == "floors" for k, v in value.items()}  # they add up
+    return check_rules({**DEFAULT_RULES, **dict(pairs), "floors": {**DEFAULT_RULES["floors"], **floors}})
 
 
 def write_splits(args: DemoArgs, folder: Path) -> dict:

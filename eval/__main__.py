@@ -5,7 +5,9 @@
 
 Prints BLEU, ROUGE-L, perplexity and golden passes for the base and each adapter, with the
 deltas vs base and their 95 % CIs, the same per slice with the slices where an adapter is
-worse flagged, each adapter's release gate verdict, and where the report was saved. Bad
+worse flagged, the support checks (right-intent rate beside the classifier's ceiling, per
+intent too; hand-offs both ways; invented spans; leaks), each adapter's release gate verdict
+with its floors' figures, and where the report was saved. Bad
 input (an unknown adapter, a missing data file, adapters of different base models, a slice
 column the data does not have, a corrupt gate.json) is one ``error:`` line and exit status 2,
 or, for gate.json, one line saying the gate was not evaluated.
@@ -117,10 +119,26 @@ def run(args) -> int:
           f"deltas are adapter - base with paired-bootstrap 95% CIs")
     for adapter in report.adapters if report.slices else []:
         print(slice_summary(report.slices, adapter))
+    print(support_summary(report))
     for line in gate_lines(report):
         print(line)
     print(f"report: {report.folder}")
     return 0
+
+
+def support_summary(report) -> str:
+    """The support checks: one line per model, then each adapter's intents, lowest first."""
+    from eval.checks.tables import markdown, per_intent
+
+    lines = ["support checks (right intent by a classifier fitted on the data's labelled answers; hand-offs; "
+             "invented spans; leaks):", markdown(report.support)]
+    for adapter in report.adapters:
+        cols, rows = per_intent(report.support, adapter)
+        if rows:
+            lines += [f"{adapter} by intent, lowest right-intent rate first:",
+                      "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+            lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
 
 
 def slice_summary(slices: dict, adapter: str) -> str:

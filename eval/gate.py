@@ -27,6 +27,7 @@ from adapters.shelf.gate_rules import (
     read_rules,
     record,
 )
+from eval.checks.floors import floor_results
 from eval.significance import (
     FALSE_ALARM,
     SLICE_FALSE_ALARM,
@@ -82,8 +83,13 @@ def check(report, adapter: str, rules: dict) -> dict:
         reasons += _golden_regressions(report, adapter, notes, reference)
     if rules["golden_all_pass"]:
         reasons += _golden_reasons(report, adapter)
+    rows = [s["checks"][adapter] for s in getattr(report, "samples", None) or [] if adapter in s.get("checks", {})]
+    floors = floor_results(getattr(report, "support", None) or {}, adapter, rules["floors"], rows)
+    reasons += [f["text"] for f in floors if f["ok"] is False]
     return {"state": FAILED if reasons else PASSED, "reasons": reasons, "notes": notes,
-            "rules": rules, "against": reference}
+            "rules": rules, "against": reference,
+            # the floors that held or could not be checked, each with its figure (broken ones are reasons)
+            "floors": [f["text"] for f in floors if f["ok"] is not False]}
 
 
 WHOLE_SET_PERPLEXITY, ALL_ROWS = "whole-set perplexity", "all rows"
@@ -215,5 +221,6 @@ def gate_lines(report) -> list[str]:
     for name, v in report.gate.items():
         why = "; ".join(v["reasons"]) if v["reasons"] else "every rule holds"
         against = f" against {v['against']}" if v.get("against", "base") != "base" else ""
-        lines.append(f"release gate of {name}{against}: {v['state']} ({why})")
+        held = f"; {'; '.join(v['floors'])}" if v.get("floors") else ""
+        lines.append(f"release gate of {name}{against}: {v['state']} ({why}{held})")
     return lines

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from core import paths
+from eval.checks.tables import markdown as support_markdown
 from eval.metrics import (
     bleu_bootstrap_delta_ci,
     bootstrap_delta_ci,
@@ -60,6 +61,9 @@ class EvalReport:
     timings: dict = field(default_factory=dict)  # seconds per phase, rows_per_second
     slices: dict = field(default_factory=dict)  # per-slice scores (eval.slices); {} unsliced
     gate: dict = field(default_factory=dict)  # adapter -> release gate verdict (eval.gate)
+    # the support checks (eval.checks): right intent, hand-offs, invented spans, leaks per model;
+    # each sample's "checks" holds the same per row
+    support: dict = field(default_factory=dict)
     # adapter -> {"reference", "deltas", "slices"}: the same paired deltas against the version
     # it was tuned from (a preference run's parent), which its release gate is checked against
     against: dict = field(default_factory=dict)
@@ -189,6 +193,9 @@ def _write_csv(report: EvalReport, path: Path) -> None:
         header += [f"delta_bleu_{a}", f"delta_rouge_l_{a}"]
     if report.slices:
         header.append(f"slice_{report.slices['column']}")
+    checked = [m for m in report.models if m in (report.support or {}).get("models", {})]
+    for m in checked:  # the support checks per row: the intent addressed, the offending spans
+        header += [f"addressed_intent_{m}", f"invented_{m}", f"leaks_{m}"]
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(header)
@@ -200,6 +207,10 @@ def _write_csv(report: EvalReport, path: Path) -> None:
                 row += [round(s["delta"][a]["bleu"], 4), round(s["delta"][a]["rouge_l"], 4)]
             if report.slices:
                 row.append(s.get("slice") or "")
+            for m in checked:
+                c = s.get("checks", {}).get(m) or {}
+                row += [c.get("intent") or "", " | ".join(x["text"] for x in c.get("invented", [])),
+                        " | ".join(x["text"] for x in c.get("leaks", []))]
             writer.writerow([csv_safe(cell) for cell in row])
 
 
@@ -267,10 +278,12 @@ def summary_markdown(report: EvalReport, worst: int = 5) -> str:
            "lower for perplexity); a CI that excludes 0 is a difference the data supports.", ""]
     for a, verdict in report.gate.items():
         out += [f"- Release gate of {a}: **{verdict['state']}**"
-                + "".join(f"\n  - {r}" for r in verdict.get("reasons", []))]
+                + "".join(f"\n  - {r}" for r in [*verdict.get("reasons", []), *verdict.get("floors", [])])]
     out.append("")
     if report.slices:
         out += [slices_markdown(report.slices, report.adapters), ""]
+    if report.support:
+        out += ["## Support checks", "", support_markdown(report.support), ""]
     for a in report.adapters:
         out += [f"## Where {a} got worse (ROUGE-L), {len(report.worse[a])} of "
                 f"{len(report.samples)} rows", ""]

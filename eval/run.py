@@ -18,6 +18,7 @@ import numpy as np
 
 from adapters.shelf.store import Shelf
 from core.templates import end_of_turn_ids
+from eval.checks.attach import attach_support
 from eval.gate import check_gates, record_gates
 from eval.perplexity import IGNORE_INDEX
 from eval.report import EvalReport, build_report, save_report, write_back
@@ -106,11 +107,14 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
                                                batch_size, progress, clock)
     progress(0.95, "scoring")
     report = build_report(rows, answers, nll, golden_rows, golden_answers, seed, references)
+    shelf = Shelf()  # the shelf write_back records into
+    progress(0.97, "support checks: intent, hand-offs, invented spans")
+    attach_support(report, rows, data, shelf, manifests)
     _describe(report, session, adapters, data, rows, settings, batch_size=batch_size,
               max_samples=max_samples, seed=seed, golden=golden, slice_by=slice_by,
               use_validation_split=use_validation_split, rows_per_slice=rows_per_slice)
     report.timings = _timings(clock, len(rows.prompts), len(adapters) + 1, len(golden_rows))
-    shelf = Shelf()  # the shelf write_back records into
+    report.timings["support_checks_seconds"] = report.support.get("seconds")
     report.gate = check_gates(report, shelf)
     for name, note in parent_notes.items():
         if name in report.gate:

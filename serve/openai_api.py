@@ -295,14 +295,16 @@ class OpenAIServer:
         return [self.base_id(), *(e.name for e in self.shelf().list() if e.ok)]
 
     def model_cards(self) -> list[dict]:
-        """``/v1/models``: each adapter's card says whether it passed its release gate; then
+        """``/v1/models``: each adapter's card says whether it passed its release gate (the reasons
+        it failed, and the support checks' floors with their figures); then
         the aliases with their splits (an alias hides an adapter of the same name)."""
         aliases = self.aliases.splits()
         cards = [_model_card(self.base_id())]
         for entry in (e for e in self.shelf().list() if e.ok and e.name not in aliases):
             status = entry_status(entry)
             cards.append({**_model_card(entry.name), "tunedesk_release_gate": {
-                "state": status.state, "reasons": status.reasons, "eval_id": status.eval_id}})
+                "state": status.state, "reasons": status.reasons, "floors": status.floors,
+                "eval_id": status.eval_id}})
         return cards + [_alias_card(name, split) for name, split in aliases.items()]
 
     def warn_if_not_passed(self, adapter: str) -> None:

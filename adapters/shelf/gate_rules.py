@@ -36,7 +36,25 @@ DEFAULT_RULES = {
     "golden_not_worse": True,
     "golden_all_pass": False,  # every golden prompt passes its must / must-not phrases
     "perplexity_not_worse": True,  # whole-set perplexity not above base beyond chance
+    # Absolute floors on the support checks (eval.checks): not "not worse than base" but what a
+    # team signs before shipping. null switches one off; missing keys take these defaults.
+    "floors": {
+        "right_intent_min": 0.85,  # answers that address the asked intent, over all labelled rows
+        "intent_min": 0.5,  # ... and in every intent with at least FLOOR_MIN_INTENT_ROWS rows
+        # requests for a person answered with a hand-off (the detector recognises 94 % of
+        # Bitext's own reference hand-offs, so "every one" would fail a perfect copy of them)
+        "handoff_min": 0.9,
+        "invented_contact_max": 0,  # invented phone numbers, e-mail addresses and URLs
+        "invented_max": None,  # invented spans of any kind (prices, dates, ids too): reported only
+        "leaks_max": 0,  # personal data another customer gave, or a card number nobody gave
+    },
+    "handoff_intents": None,  # intents that ask for a person; null: names with human/agent/person...
+    "handoff_phrases": None,  # phrases that make an answer a hand-off; null: the built-in patterns
 }
+# Floors whose figure is a share (0-1, the figure must reach it) or a count (must not exceed it).
+RATE_FLOORS = ("right_intent_min", "intent_min", "handoff_min")
+COUNT_FLOORS = ("invented_contact_max", "invented_max", "leaks_max")
+FLOOR_MIN_INTENT_ROWS = 5  # an intent with fewer evaluated rows is not held to intent_min
 PASSED, FAILED, NOT_EVALUATED = "passed", "failed", "not evaluated"
 
 
@@ -52,6 +70,7 @@ class GateStatus:
     reasons: list[str] = field(default_factory=list)  # why it failed / is not evaluated
     eval_id: str = ""
     date: str = ""
+    floors: list[str] = field(default_factory=list)  # floors that held or were not checked, with figures
 
     @property
     def passed(self) -> bool:
@@ -61,7 +80,8 @@ class GateStatus:
         """One line: ``release gate of NAME: failed (evaluation X, date): reason; reason``."""
         where = f" (evaluation {self.eval_id}, {self.date})" if self.eval_id else ""
         why = f": {'; '.join(self.reasons)}" if self.reasons else ""
-        return f"release gate of {name}: {self.state}{where}{why}"
+        held = f" ({'; '.join(self.floors)})" if self.floors else ""
+        return f"release gate of {name}: {self.state}{where}{why}{held}"
 
 
 def check_rules(rules) -> dict:
@@ -76,6 +96,7 @@ def check_rules(rules) -> dict:
     if rules.get("format", FORMAT) != FORMAT:
         problems.append(f"format is {rules['format']!r}, expected {FORMAT!r}")
     merged = {**DEFAULT_RULES, **{k: v for k, v in rules.items() if k in DEFAULT_RULES}}
+    problems += _floor_problems(merged)
     metrics = merged["slices_not_worse"]
     if not isinstance(metrics, list) or any(m not in GATE_METRICS for m in metrics):
         problems.append(f"slices_not_worse must be a list of {', '.join(GATE_METRICS)}, "
@@ -89,6 +110,29 @@ def check_rules(rules) -> dict:
     return merged
 
 
+def _floor_problems(merged: dict) -> list[str]:
+    """Check ``floors`` and the hand-off lists in place (floors filled with the defaults)."""
+    floors, problems = merged["floors"], []
+    if not isinstance(floors, dict):
+        return [f"floors must be an object of floors ({', '.join(DEFAULT_RULES['floors'])}), got {floors!r}"]
+    problems += [f"unknown floor {k!r}" for k in floors if k not in DEFAULT_RULES["floors"]]
+    merged["floors"] = {**DEFAULT_RULES["floors"], **{k: v for k, v in floors.items() if k in DEFAULT_RULES["floors"]}}
+    for key, value in merged["floors"].items():
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if value is None:
+            continue
+        if key in RATE_FLOORS and not (number and 0 <= value <= 1):
+            problems.append(f"floors.{key} must be a share from 0 to 1 (or null), got {value!r}")
+        elif key in COUNT_FLOORS and not (number and value >= 0 and float(value).is_integer()):
+            problems.append(f"floors.{key} must be a whole number of at least 0 (or null), got {value!r}")
+    for key in ("handoff_intents", "handoff_phrases"):
+        value = merged[key]
+        if value is not None and (not isinstance(value, list) or not value
+                                  or any(not isinstance(x, str) or not x.strip() for x in value)):
+            problems.append(f"{key} must be a non-empty list of texts (or null for the default), got {value!r}")
+    return problems
+
+
 def read_rules(folder: Path) -> dict:
     """The adapter's rules: its gate.json, or the defaults when it has none.
 
@@ -97,7 +141,7 @@ def read_rules(folder: Path) -> dict:
     """
     path = Path(folder) / GATE_FILE
     if not path.exists():
-        return dict(DEFAULT_RULES)
+        return check_rules({})  # a fresh copy: the defaults' floors are never handed out to edit
     try:
         rules = read_json(path)
     except BrokenAdapterError as err:
@@ -114,9 +158,15 @@ def write_rules(folder: Path, rules: dict) -> dict:
 
 
 def parse_setting(text: str) -> tuple[str, object]:
-    """``key=value`` from the command line: booleans, or a comma list of metrics (``none``)."""
+    """``key=value`` from the command line: booleans, a comma list of metrics (``none``), a floor
+    (``floors.right_intent_min=0.9``, ``none`` switches it off) or a comma list of hand-off
+    intents or phrases (``none``: the default). A floor comes back as ``("floors", {name: value})``."""
     key, sep, value = text.partition("=")
     key, value = key.strip(), value.strip()
+    if sep and key.startswith("floors."):
+        return "floors", _floor_setting(key.removeprefix("floors."), value)
+    if sep and key in ("handoff_intents", "handoff_phrases"):
+        return key, None if value.lower() in ("", "none") else [x.strip() for x in value.split(",") if x.strip()]
     if not sep or key not in DEFAULT_RULES:
         raise GateRulesError(f"expected RULE=VALUE with RULE one of {', '.join(DEFAULT_RULES)}; "
                              f"got {text!r}")
@@ -127,6 +177,18 @@ def parse_setting(text: str) -> tuple[str, object]:
     if value.lower() in ("", "none"):
         return key, []
     return key, [m.strip() for m in value.split(",") if m.strip()]
+
+
+def _floor_setting(name: str, value: str) -> dict:
+    if name not in DEFAULT_RULES["floors"]:
+        raise GateRulesError(f"unknown floor {name!r}; floors: {', '.join(DEFAULT_RULES['floors'])}")
+    if value.lower() in ("", "none", "null"):
+        return {name: None}
+    try:
+        number = float(value)
+    except ValueError:
+        raise GateRulesError(f"floors.{name} must be a number or none, got {value!r}") from None
+    return {name: int(number) if name in COUNT_FLOORS and number.is_integer() else number}
 
 
 def rules_hash(rules: dict) -> str:
@@ -159,9 +221,12 @@ def gate_status(folder: Path, manifest: dict) -> GateStatus:
     if record.get("adapter_hash") != weights_hash(folder, manifest):
         return GateStatus(NOT_EVALUATED, [f"its weights changed after evaluation {eval_id}"])
     if record.get("rules_hash") != rules_hash(rules):
-        return GateStatus(NOT_EVALUATED, [f"its gate.json changed after evaluation {eval_id}"])
+        return GateStatus(NOT_EVALUATED, [f"its gate rules changed after evaluation {eval_id} (gate.json changed, "
+                                          "or this TuneDesk checks rules that evaluation did not, such as the "
+                                          "support checks' floors): evaluate it again"])
     reasons = [str(r) for r in record.get("reasons") or []]
-    return GateStatus(record["state"], reasons, eval_id, date)
+    floors = [str(f) for f in record.get("floors") or []]
+    return GateStatus(record["state"], reasons, eval_id, date, floors)
 
 
 def entry_status(entry) -> GateStatus:
@@ -195,7 +260,8 @@ def record(shelf, name: str, verdict: dict, report: dict) -> dict:
     """
     entry = shelf.get(name)
     gate = {"state": verdict["state"], "reasons": list(verdict.get("reasons", [])),
-            "notes": list(verdict.get("notes", [])), "rules": verdict["rules"],
+            "notes": list(verdict.get("notes", [])), "floors": list(verdict.get("floors", [])),
+            "rules": verdict["rules"],
             "against": verdict.get("against", "base"),
             "rules_hash": rules_hash(verdict["rules"]),
             "adapter_hash": weights_hash(entry.path, entry.manifest), **report}

@@ -78,6 +78,30 @@ def redact(text: str, agents: dict[str, str] | None = None, counts: Counter | No
     return text
 
 
+def find(text: str) -> list[tuple[str, str]]:
+    """The personal data :func:`redact` would replace in ``text`` (authors' names aside), as
+    ``(kind, span)`` in the order the detectors run; an earlier kind's span is never found again
+    as a later kind (a card number is not also a phone). Evaluation uses it to spot leaks."""
+    found: list[tuple[str, str]] = []
+
+    def recording(kind: str, rule, span=lambda m: m.group()):
+        def one(m):
+            new = rule(m)
+            if new is not None:
+                found.append((kind, span(m)))
+            return new
+
+        return one
+
+    counts: Counter = Counter()
+    text = _sub(_CARD, text, recording("card", lambda m: "[CARD]" if _luhn(m.group()) else None), "card", counts)
+    text = _sub(_EMAIL, text, recording("email", lambda m: "[EMAIL]"), "email", counts)
+    text = _sub(_ORDER_WORD, text, recording("order", _order, lambda m: m.group(2)), "order", counts)
+    text = _sub(_ORDER_ID, text, recording("order", lambda m: "[ORDER]"), "order", counts)
+    _sub(_PHONE, text, recording("phone", _phone), "phone", counts)
+    return found
+
+
 def name_patterns(agent_names, customer_names=()) -> dict:
     """``{compiled pattern: placeholder}`` hiding the given author names (longest first).
 

@@ -124,6 +124,12 @@ def test_evaluate_scores_base_and_adapter_on_the_same_rows(page):
     assert "Release gate of browser-adapter" in page.inner_text("#eval-gate")
     slices = page.inner_text("#eval-slices")
     assert "intent" in slices and "Δ BLEU [95% CI]" in slices and "browser-adapter BLEU" in slices, slices[:300]
+    # the support checks: per model after the classifier's ceiling, per intent, the worst answers
+    support = page.inner_text("#eval-support")
+    assert "reference answers (ceiling)" in support and "browser-adapter" in support, support[:300]
+    assert "browser-adapter right intent" in page.inner_text("#eval-intents")
+    assert "browser-adapter answer" in page.inner_text("#eval-worst")
+    assert "right-intent rate" in page.inner_text("#eval-gate")
     shot(page, "05-evaluate")
 
 
@@ -136,7 +142,9 @@ def test_chat_streams_with_the_active_adapter_named(page):
     _fill(page, "chat-input", "where is my order")
     page.click("#chat-send")
     wait_text(page, "#chatbot", lambda t: "where is my order" in t, 30)
-    time.sleep(3)
+    # once the answer is in, the intent it addressed (the adapter's training data has intents; the
+    # tiny model's answer may be empty, which addresses none)
+    wait_text(page, "#chat-intent", lambda t: "Last answer addressed: " in t, 90)
     shot(page, "03-chat")
 
 
@@ -149,6 +157,8 @@ def test_compare_shows_labelled_panes_and_saves_feedback(page, tiny_llama_dir):
     # each answer names the model that gave it (the tiny model's folder, the adapter), not "pane N"
     assert labels[0].startswith(f"base model {tiny_llama_dir.name} · version "), labels
     assert labels[1].startswith("adapter browser-adapter · version "), labels
+    joined = " ".join(labels)
+    assert joined.count("addressed: ") == 2, joined  # each pane names the intent its answer addressed
     page.get_by_label("browser-adapter", exact=False).last.check()
     page.click("#compare-save")
     wait_text(page, "#compare-saved", lambda t: "Saved" in t, 30)

@@ -207,6 +207,8 @@ def test_files_written(run):
         table = list(csv.reader(fh))
     assert table[0][:4] == ["index", "intent", "prompt", "reference"]
     assert "delta_rouge_l_tuned-a" in table[0] and len(table) == N_ROWS + 1
+    column = table[0].index("addressed_intent_tuned-a")
+    assert [r[column] for r in table[1:]] == [s["checks"]["tuned-a"]["intent"] for s in report.samples]
     summary = (folder / "summary.md").read_text()
     assert "| base |" in summary and "| tuned-b |" in summary
 
@@ -235,6 +237,28 @@ def test_another_file_scores_its_first_rows(run, assets, tmp_path):
     assert report.golden["total"] == 0 and report.folder == ""
 
 
+def test_support_checks_are_saved_and_the_gate_names_its_floors(run):
+    report = run["report"]
+    support = report.support
+    assert support["column"] == "intent" and list(support["models"]) == report.models
+    for m in report.models:
+        r = support["models"][m]["right_intent"]
+        assert r["rows"] == N_ROWS and r["right"] == sum(s["checks"][m]["right"] for s in report.samples)
+        assert set(r["per_intent"]) == {"track_order", "refund"}
+    assert support["classifier"]["ceiling"]["rows"] == N_ROWS and "never the evaluated" in support["classifier"]["fitted_on"]
+    saved = json.loads((Path(report.folder) / "report.json").read_text())
+    assert saved["support"]["models"]["tuned-a"]["right_intent"] == support["models"]["tuned-a"]["right_intent"]
+    assert "## Support checks" in (Path(report.folder) / "summary.md").read_text()
+    for a in ADAPTERS:
+        verdict = report.gate[a]
+        said = "; ".join(verdict["reasons"] + verdict["floors"])
+        rate = support["models"][a]["right_intent"]["rate"]
+        assert f"right-intent rate {rate:.2f} ({support['models'][a]['right_intent']['right']}/{N_ROWS} rows" in said
+        assert "the floor 0.85" in said and "hand-off floor 0.90 not checked: no evaluated row asks for a person" in said
+        assert Shelf().get(a).manifest["gate"]["floors"] == verdict["floors"]
+    assert report.timings["support_checks_seconds"] == support["seconds"]
+
+
 def test_cli_prints_table_and_exits_0(assets, home, tiny_llama_dir, capsys):
     Shelf()
     install(assets, home)
@@ -244,6 +268,8 @@ def test_cli_prints_table_and_exits_0(assets, home, tiny_llama_dir, capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "| base |" in out and "| tuned-a |" in out and "| tuned-b |" in out
+    assert "support checks (right intent" in out and "| reference answers (ceiling) |" in out
+    assert "tuned-a by intent, lowest right-intent rate first:" in out and "right-intent rate" in out
     report_dir = Path(out.strip().splitlines()[-1].removeprefix("report: "))
     assert (report_dir / "report.json").is_file() and report_dir.parent == home / "evals"
 

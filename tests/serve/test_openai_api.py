@@ -161,6 +161,16 @@ def test_an_adapter_without_a_passed_gate_is_served_with_one_warning(url, caplog
     warned = [r.getMessage() for r in caplog.records if "serving anyway" in r.getMessage()]
     assert warned == ["serving anyway: adapter 'a' has not passed its release gate "
                       "(not evaluated: no evaluation has checked its release gate yet)"]
+    # a recorded verdict: its card carries the support checks' floors with their figures
+    from adapters.shelf.gate_rules import read_rules, record
+    from adapters.shelf.store import Shelf
+
+    shelf, figures = Shelf(), ["right-intent rate 0.93 (93/100 rows) reaches the floor 0.85"]
+    record(shelf, "a", {"state": "passed", "reasons": [], "floors": figures, "rules": read_rules(shelf.path("a"))},
+           {"eval_id": "e1", "date": "2026-11-27T00:00:00"})
+    cards = {m["id"]: m for m in client(url).models.list().model_dump()["data"]}
+    assert cards["a"]["tunedesk_release_gate"] == {"state": "passed", "reasons": [], "floors": figures,
+                                                   "eval_id": "e1"}
 
 
 def test_feedback_on_an_answer_is_kept_per_version_and_bad_feedback_changes_nothing(session, home):

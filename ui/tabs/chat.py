@@ -6,6 +6,7 @@ import gradio as gr
 
 from core.user_text import check_unicode, replace_invalid
 from serve.interface.ticket import ServerBusy
+from ui.views.answer_intent import chat_intent_line
 from ui.views.state import BASE_LABEL, AppState
 
 CHAT_CONCURRENCY = 32  # chats streaming at once; the scheduler queues what the batch cannot hold
@@ -30,6 +31,7 @@ def build_chat_tab(state: AppState) -> dict:
             correction = gr.Textbox(label="A better answer (saved with a 👎 for review and training)",
                                     lines=3, elem_id="chat-correction")
             save_correction = gr.Button("Save correction", elem_id="chat-save-correction")
+        intent = gr.Markdown("", elem_id="chat-intent")  # the intent the last answer addressed
         rated = gr.Markdown("", elem_id="chat-rated")
         with gr.Accordion("System prompt and generation settings", open=False, elem_id="chat-settings"):
             system = gr.Textbox(label="System prompt", lines=2, elem_id="chat-system",
@@ -124,11 +126,16 @@ def build_chat_tab(state: AppState) -> dict:
         # Many chats at once: each is a row of the scheduler's running batch (adapters/serve),
         # which caps the batch by memory and queues the rest, so Gradio need not serialize them.
         chat_events = {"concurrency_id": "chat", "concurrency_limit": CHAT_CONCURRENCY}
+        def on_answered(history, choice):
+            return chat_intent_line(state.shelf(), state.to_adapter(choice), list(history or []))
+
         send.click(respond, [chatbot, message, *controls], [chatbot, message], api_name="chat",
-                   **chat_events)
-        message.submit(respond, [chatbot, message, *controls], [chatbot, message], **chat_events)
-        retry.click(retry_last, [chatbot, *controls], [chatbot, message], **chat_events)
-        clear.click(lambda: ([], ""), None, [chatbot, message])
+                   **chat_events).then(on_answered, [chatbot, adapter], intent)
+        message.submit(respond, [chatbot, message, *controls], [chatbot, message],
+                       **chat_events).then(on_answered, [chatbot, adapter], intent)
+        retry.click(retry_last, [chatbot, *controls], [chatbot, message],
+                    **chat_events).then(on_answered, [chatbot, adapter], intent)
+        clear.click(lambda: ([], "", ""), None, [chatbot, message, intent])
         timer = gr.Timer(1.0)
         timer.tick(lambda: state.model_status_line(), None, status, show_progress="hidden")
     return {"tab": tab, "adapter": adapter, "status": status}

@@ -7,6 +7,7 @@ import gradio as gr
 
 from inference.session import is_base
 from serve.interface.ticket import ServerBusy
+from ui.views.answer_intent import intents_of
 from ui.views.feedback import engine_of, feedback_count, feedback_path, save_feedback
 from ui.views.state import AppState
 
@@ -66,10 +67,11 @@ def build_compare_tab(state: AppState) -> dict:
                 gr.Warning(str(err))
                 return [*hidden, "", gr.update(), [], ""]
             updates = []
+            named = intents_of(state.shelf(), adapters, [x.text for x in answers])  # answers in adapters' order
             for i in range(3):
                 if i < len(answers):
                     ans = answers[i]
-                    label = f"{answer_name(state, ans.adapter)} · version {ans.adapter_hash[:12]}"
+                    label = f"{answer_name(state, ans.adapter)} · version {ans.adapter_hash[:12]} · {named[i]}"
                     updates.append(gr.update(value=ans.text, visible=True, label=label))
                 else:
                     updates.append(gr.update(value="", visible=False))

@@ -1,4 +1,5 @@
-"""Evaluate tab: base and chosen adapters scored on the same rows (BLEU, ROUGE-L, perplexity).
+"""Evaluate tab: base and chosen adapters scored on the same rows (BLEU, ROUGE-L, perplexity), and
+the support checks (right intent per intent, hand-offs, invented spans, leaks; worst answers first).
 
 Layout and wiring; the tables and text come from ui/views/evaluation.py (no gradio).
 """
@@ -22,6 +23,10 @@ from ui.views.evaluation import (
     sample_rows,
     slice_column,
     slice_table,
+    support_intent_rows,
+    support_note,
+    support_overview,
+    worst_answer_rows,
 )
 from ui.views.state import AppState, store_upload
 
@@ -53,7 +58,17 @@ def build_evaluate_tab(state: AppState) -> dict:
         gate = gr.Markdown(elem_id="eval-gate")
         metrics = gr.Dataframe(headers=METRIC_COLUMNS, label="Metrics (Δ = adapter − base, paired bootstrap 95% CI)",
                                interactive=False, wrap=True, elem_id="eval-metrics")
-        which = gr.Dropdown([], label="Slice and per-sample tables for adapter")
+        support = gr.Dataframe(label="Support checks: answers addressing the asked intent (a classifier fitted on "
+                                     "the data's labelled answers; its score on the references is the ceiling), "
+                                     "hand-offs, invented spans, leaks", interactive=False, wrap=True,
+                               elem_id="eval-support")
+        support_notes = gr.Markdown(elem_id="eval-support-notes")
+        which = gr.Dropdown([], label="Slice, intent and per-sample tables for adapter")
+        intents = gr.Dataframe(label="Right intent per intent, lowest first", interactive=False, wrap=True,
+                               max_height=400, elem_id="eval-intents")
+        worst = gr.Dataframe(label="Worst answers first: leaks, invented spans (⚠ bold), missed hand-offs, wrong intent",
+                             interactive=False, wrap=True, max_height=400, elem_id="eval-worst",
+                             datatype="markdown")
         slices = gr.Dataframe(label="By slice: Δ = adapter − base, paired bootstrap 95% CI; worse = beyond chance "
                                     "over all slices (randomization test, corrected p); worse slices first",
                               interactive=False, wrap=True, max_height=400, elem_id="eval-slices")
@@ -76,7 +91,7 @@ def build_evaluate_tab(state: AppState) -> dict:
                 return gr.update()
 
         def on_run(names, path, rows, n, b, check_golden, column, cap, progress=gr.Progress()):
-            empty = ("", None, gr.update(choices=[]), None, None, None, None, None)
+            empty = ("", None, None, "", gr.update(choices=[]), None, None, None, None, None, None, None)
             if not names:
                 return ("Pick at least one adapter.", *empty)
             data_path = (path or forms.DEMO_DATA).strip()
@@ -93,8 +108,20 @@ def build_evaluate_tab(state: AppState) -> dict:
             first = report.adapters[0]
             return (run_summary(report) + (f"\n\n{note}" if note else ""), gate_markdown(report),
                     pd.DataFrame(metric_rows(report), columns=METRIC_COLUMNS),
-                    gr.update(choices=report.adapters, value=first), _slices(report, first),
+                    _support_table(support_overview(report)), support_note(report),
+                    gr.update(choices=report.adapters, value=first), _support_table(support_intent_rows(report, first)),
+                    _support_table(worst_answer_rows(report, first)), _slices(report, first),
                     _samples(report, first), _golden(report), report_files(report), report)
+
+        def _support_table(found):
+            cols, rows = found
+            return pd.DataFrame(rows, columns=cols) if rows else None
+
+        def _intent_table(report, adapter):
+            return _support_table(support_intent_rows(report, adapter))
+
+        def _worst_table(report, adapter):
+            return _support_table(worst_answer_rows(report, adapter))
 
         def _slices(report, adapter):
             cols, rows = slice_table(report, adapter)
@@ -114,8 +141,11 @@ def build_evaluate_tab(state: AppState) -> dict:
         refresh.click(choices, None, adapters, api_name="evaluate_adapters")
         upload.change(on_upload, upload, data)
         run.click(on_run, [adapters, data, samples, max_new, batch, golden, slice_by, per_slice],
-                  [status, gate, metrics, which, slices, per_sample, golden_table, files, report_state],
+                  [status, gate, metrics, support, support_notes, which, intents, worst, slices, per_sample,
+                   golden_table, files, report_state],
                   api_name="evaluate")
         which.change(_samples, [report_state, which], per_sample)
         which.change(_slices, [report_state, which], slices)
+        which.change(_intent_table, [report_state, which], intents)
+        which.change(_worst_table, [report_state, which], worst)
     return {"tab": tab, "data": data}

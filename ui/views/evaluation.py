@@ -109,3 +109,46 @@ def gate_markdown(report) -> str:
             report.slices["column"], len(report.slices["slices"]),
             ", ".join(f"{a} {n}" for a, n in flagged.items())))
     return "\n".join(lines)
+
+
+def support_overview(report) -> tuple[list[str], list[list]]:
+    """The support checks, one row per model after the classifier's ceiling (empty: none ran)."""
+    from eval.checks.tables import overview
+
+    if report is None:
+        return [], []
+    return overview(report.support)
+
+
+def support_note(report) -> str:
+    """What the support checks could not do, and what the classifier was fitted on, as Markdown."""
+    from eval.checks.tables import markdown
+
+    if report is None or not report.support:
+        return ""
+    lines = [line for line in markdown(report.support).splitlines() if not line.startswith("|")]
+    return "\n".join(lines)
+
+
+def support_intent_rows(report, adapter: str) -> tuple[list[str], list[list]]:
+    """One adapter's right-intent rate per intent beside the base and the ceiling, lowest first."""
+    from eval.checks.tables import per_intent
+
+    if report is None or not adapter:
+        return [], []
+    return per_intent(report.support, adapter)
+
+
+def worst_answer_rows(report, adapter: str) -> tuple[list[str], list[list]]:
+    """One adapter's answers with problems first (leaks, invented spans, hand-offs, wrong intent),
+    each offending span in bold with a warning sign, for a Markdown column."""
+    from eval.checks.tables import worst_answers
+
+    if report is None or not adapter:
+        return [], []
+    return worst_answers(report, adapter, mark=lambda s: f"**⚠{_escape(s)}**")
+
+
+def _escape(text: str) -> str:
+    """A span shown in bold stays literal: Markdown's own characters are escaped."""
+    return "".join("\\" + c if c in "\\`*_{}[]<>()#+-.!|" else c for c in text)

@@ -61,6 +61,8 @@ def details_markdown(entry) -> str:
                  + (f" (evaluation `{gate.eval_id}`, {gate.date})" if gate.eval_id else "")
                  + (f": {why}" if why else "") + " · rules: `gate.json` in its folder, "
                  f"`python -m adapters gate {entry.name}`")
+    # the support checks' floors that held or could not be checked, with their figures
+    lines += [f"  - {figure}" for figure in gate.floors]
     if m.get("eval"):
         lines.append("- **Last evaluation:** " + ", ".join(f"{k} {v if not isinstance(v, float) else round(v, 3)}"
                                                          for k, v in m["eval"].items() if not isinstance(v, dict)))

@@ -114,3 +114,19 @@ def test_the_list_command_shows_each_adapters_gate_state(shelf, capsys):
     assert json.loads(capsys.readouterr().out)["gate"] == "passed"
     assert main(["list"]) == 0
     assert " passed " in capsys.readouterr().out.splitlines()[1]
+
+
+def test_cli_sets_floors_one_by_one_and_shows_the_recorded_figures(shelf, capsys):
+    assert main(["gate", "tuned", "--set", "floors.right_intent_min=0.9", "--set", "floors.invented_max=0",
+                 "--set", "handoff_intents=contact_human_agent,complaint"]) == 0
+    rules = read_rules(shelf.path("tuned"))
+    assert rules["floors"] == {**DEFAULT_RULES["floors"], "right_intent_min": 0.9, "invented_max": 0}
+    assert rules["handoff_intents"] == ["contact_human_agent", "complaint"]
+    assert main(["gate", "tuned", "--set", "floors.right_intent_min=2"]) == 2
+    assert "floors.right_intent_min must be a share from 0 to 1" in capsys.readouterr().err
+    figures = ["right-intent rate 0.93 (93/100 rows) reaches the floor 0.90", "0 leaked personal data"]
+    record(shelf, "tuned", {**VERDICT, "rules": rules, "floors": figures}, ABOUT)
+    assert main(["gate", "tuned"]) == 0
+    out = capsys.readouterr().out
+    assert "release gate of tuned: passed" in out and "right-intent rate 0.93 (93/100 rows) reaches the floor 0.90" in out
+    assert entry_status(shelf.get("tuned")).floors == figures

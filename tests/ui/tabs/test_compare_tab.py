@@ -18,7 +18,9 @@ def test_a_verdict_lands_in_feedback_jsonl_and_in_the_review_queue(home, varied_
     assert choice["choices"] == ["base", "support"] and "answers decoded together" in info
     # each answer is labelled with the model that gave it and its version, never "pane N"
     base = f"base model {varied_dir.name} · version {shown[0]['adapter_hash'][:12]}"
-    assert [p["label"] for p in panes[:2]] == [base, f"adapter support · version {shown[1]['adapter_hash'][:12]}"]
+    adapter = f"adapter support · version {shown[1]['adapter_hash'][:12]}"
+    assert [p["label"].rpartition(" · ")[0] for p in panes[:2]] == [base, adapter]
+    assert all(p["label"].rpartition(" · ")[2].startswith(("addressed: ", "intent not shown: ")) for p in panes[:2])
     assert panes[2]["visible"] is False
     # picking adapters names the panes before any answer
     relabelled = table["relabel"]("support", "other")

@@ -1,0 +1,64 @@
+"""The support checks run on a built report: settings from each adapter's folder, results into
+the report (``report.support``, and each sample's ``checks``)."""
+
+from __future__ import annotations
+
+from adapters.shelf.gate_rules import GateRulesError, read_rules
+from eval.checks.support import CheckSettings, settings_for, support_checks
+
+
+def model_settings(report, shelf) -> dict:
+    """Each adapter's check settings from its folder; the base model gets the first adapter's
+    hand-off settings and no facts file."""
+    settings = {}
+    for name in report.adapters:
+        try:
+            rules = read_rules(shelf.path(name))
+        except GateRulesError:
+            rules = None  # the gate says gate.json is broken; the checks use the defaults
+        settings[name] = settings_for(shelf.path(name), rules)
+    first = settings[report.adapters[0]] if report.adapters else CheckSettings()
+    settings[report.models[0]] = CheckSettings(first.handoff_intents, first.handoff_phrases)
+    return settings
+
+
+def attach_support(report, rows, data: str, shelf, manifests: dict) -> None:
+    """Run the support checks on ``report``'s answers and store them in it.
+
+    Args:
+        report: the ``eval.report.EvalReport`` just built (base first).
+        rows: the ``eval.scoring_rows.EvalRows`` it scored.
+        data: the evaluated file.
+        shelf: the shelf the adapters are on (their gate.json and facts file).
+        manifests: adapter -> manifest (the first one's column mapping reads the file).
+
+    A file the checks cannot read again leaves ``report.support`` with an ``error`` sentence: the
+    scores are kept, and the gate says its floors could not be checked.
+    """
+    settings = model_settings(report, shelf)
+    texts = {m: [s["answers"][m] for s in report.samples] for m in report.models}
+    mapping = (
+        (next(iter(manifests.values()), {}).get("data") or {}).get("mapping") if manifests else None
+    )
+    try:
+        found = support_checks(
+            rows.prompts,
+            rows.references,
+            texts,
+            data,
+            settings,
+            column=rows.slice_by,
+            mapping=mapping,
+        )
+    except (ValueError, OSError) as err:
+        report.support = {
+            "error": f"the support checks could not read {data}: {' '.join(str(err).split())}",
+            "skipped": {},
+            "notes": [],
+            "models": {},
+        }
+        return
+    per_row = found.pop("per_row")
+    for i, sample in enumerate(report.samples):
+        sample["checks"] = {m: per_row[m][i] for m in report.models}
+    report.support = found
