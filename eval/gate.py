@@ -27,6 +27,7 @@ from adapters.shelf.gate_rules import (
     read_rules,
     record,
 )
+from eval.judge_gate import judge_verdict
 from eval.significance import (
     FALSE_ALARM,
     SLICE_FALSE_ALARM,
@@ -82,6 +83,8 @@ def check(report, adapter: str, rules: dict) -> dict:
         reasons += _golden_regressions(report, adapter, notes, reference)
     if rules["golden_all_pass"]:
         reasons += _golden_reasons(report, adapter)
+    judged, judge_notes = judge_verdict(getattr(report, "judge", None), adapter, rules.get("judge"))
+    reasons, notes = reasons + judged, notes + judge_notes
     return {"state": FAILED if reasons else PASSED, "reasons": reasons, "notes": notes,
             "rules": rules, "against": reference}
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adapters.shelf.integrity import cached_hash
+from adapters.shelf.judge_rules import DEFAULT_JUDGE_RULES, check_judge_rules
 from adapters.shelf.manifest import WEIGHTS, BrokenAdapterError, read_json, write_json_atomic
 
 GATE_FILE = "gate.json"
@@ -36,6 +37,9 @@ DEFAULT_RULES = {
     "golden_not_worse": True,
     "golden_all_pass": False,  # every golden prompt passes its must / must-not phrases
     "perplexity_not_worse": True,  # whole-set perplexity not above base beyond chance
+    # An LLM judge's floors, used only when an evaluation asked one and it agrees with people
+    # (adapters.shelf.judge_rules).
+    "judge": dict(DEFAULT_JUDGE_RULES),
 }
 PASSED, FAILED, NOT_EVALUATED = "passed", "failed", "not evaluated"
 
@@ -83,6 +87,8 @@ def check_rules(rules) -> dict:
     for key in ("golden_not_worse", "golden_all_pass", "perplexity_not_worse"):
         if not isinstance(merged[key], bool):
             problems.append(f"{key} must be true or false, got {merged[key]!r}")
+    merged["judge"], judge_problems = check_judge_rules(merged["judge"])
+    problems += judge_problems
     if problems:
         raise GateRulesError("gate.json: " + "; ".join(problems) + " (known rules: "
                              + ", ".join(DEFAULT_RULES) + ")")
