@@ -222,9 +222,13 @@ class Judge:
                 )
             except openai.BadRequestError:
                 # Endpoints without structured output refuse response_format with a 400; the
-                # system prompt asks for the same JSON, so ask again without it (and from now on).
+                # system prompt asks for the same JSON, so ask again without it. Only when that
+                # works is the schema dropped for good: a 400 for this request alone (too long,
+                # say) is raised again here and leaves the schema on for the others.
+                reply = _content(self.client.chat.completions.create(**kwargs))
                 with self._lock:
                     self.use_schema = False
+                return reply
         return _content(self.client.chat.completions.create(**kwargs))
 
 

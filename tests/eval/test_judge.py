@@ -125,3 +125,17 @@ def test_an_http_error_names_its_status():
     with FakeJudge(lambda r: (401, {"error": {"message": "bad key"}})) as judge:
         _, problem = grade_all(fast(judge.url), ITEMS[:1])
     assert "answered HTTP 401" in problem and "bad key" in problem
+
+
+def test_a_request_refused_alone_fails_that_answer_only_and_keeps_the_schema():
+    def reply(request):
+        if "Cancel it" in request["messages"][-1]["content"]:
+            return 400, {"error": {"message": "the prompt is too long"}}
+        return grades_by_word("ships")(request)
+
+    with FakeJudge(reply) as judge:
+        grades, problem = grade_all(fast(judge.url, workers=1), ITEMS)
+    assert problem is None
+    assert [g["status"] for g in grades] == ["graded", "failed", "graded"]
+    assert "refused this request" in grades[1]["error"] and "too long" in grades[1]["error"]
+    assert ["response_format" in r for r in judge.requests] == [True, True, False, True]
