@@ -140,7 +140,8 @@ def judge_check(config: JudgeConfig, ratings: list[dict], rows: int) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m eval judge-check``; bad settings raise ValueError (the caller prints it)."""
+    """``python -m eval judge-check``: 0, or 1 when the judge failed (the saved record says why);
+    bad settings raise ValueError (the caller prints it, exit status 2)."""
     from feedback.store import FeedbackStore
 
     args = build_parser().parse_args(argv)
@@ -160,7 +161,7 @@ def main(argv: list[str]) -> int:
         if args.json
         else "\n".join(check_lines(result))
     )
-    return 0
+    return 1 if result["problem"] else 0  # saved either way; a script sees nothing was measured
 
 
 def save_check(result: dict):
