@@ -2,12 +2,16 @@
 
     python -m eval --adapter NAME [--adapter NAME2] --data FILE --max-samples N
         [--slice-by intent [--rows-per-slice K]]
+        [--judge-url URL --judge-model NAME [--judge-key KEY] [--judge-review-rows N]]
+    python -m eval judge-check --judge-url URL --judge-model NAME [--rows N]
 
 Prints BLEU, ROUGE-L, perplexity and golden passes for the base and each adapter, with the
 deltas vs base and their 95 % CIs, the same per slice with the slices where an adapter is
 worse flagged, the support checks (right-intent rate beside the classifier's ceiling, per
 intent too; hand-offs both ways; invented spans; leaks), each adapter's release gate verdict
-with its floors' figures, and where the report was saved. Bad
+with its floors' figures, and where the report was saved. With a judge (any
+OpenAI-compatible endpoint, eval/judge.py), each answer's grades and the judge's agreement with
+the review queue's human ratings too; ``judge-check`` measures that agreement alone. Bad
 input (an unknown adapter, a missing data file, adapters of different base models, a slice
 column the data does not have, a corrupt gate.json) is one ``error:`` line and exit status 2,
 or, for gate.json, one line saying the gate was not evaluated.
@@ -46,6 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=0,
                    help="CPU threads (default 0: one per physical core); fewer on a busy machine")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    from eval.judge_check import add_judge_arguments
+
+    add_judge_arguments(p)
+    p.add_argument("--judge-review-rows", type=int, default=50, metavar="N",
+                   help="with a judge: also grade N human-rated review-queue answers, for its agreement "
+                        "with people (default 50)")
     return p
 
 
@@ -86,6 +96,9 @@ def run(args) -> int:
     if args.rows_per_slice is not None and not args.slice_by:
         raise ValueError("--rows-per-slice needs --slice-by COLUMN")
     _check_data(args.data)
+    from eval.judge_check import judge_config
+
+    judge = judge_config(args)  # bad judge settings are refused before the model loads
     if args.slice_by:
         from eval.scoring_rows import check_slice_column
 
@@ -108,7 +121,7 @@ def run(args) -> int:
                           use_validation_split=not args.first_rows, seed=args.seed,
                           golden=None if args.no_golden else args.golden,
                           on_progress=bar.update if bar else None, slice_by=args.slice_by,
-                          rows_per_slice=args.rows_per_slice)
+                          rows_per_slice=args.rows_per_slice, judge=judge)
     finally:
         if bar:
             bar.close()
@@ -121,6 +134,10 @@ def run(args) -> int:
         print(slice_summary(report.slices, adapter))
     print(support_summary(report))
     for line in gate_lines(report):
+        print(line)
+    from eval.judge_gate import judge_lines
+
+    for line in judge_lines(report.judge, report.gate):
         print(line)
     print(f"report: {report.folder}")
     return 0
@@ -175,9 +192,13 @@ def _progress_bar(quiet: bool) -> _Bar | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        return run(args)
+        if argv[:1] == ["judge-check"]:  # the judge against the review queue alone, no model
+            from eval.judge_check import main as judge_check
+
+            return judge_check(argv[1:])
+        return run(build_parser().parse_args(argv))
     except (ValueError, OSError) as err:  # FileNotFoundError and the data/adapter errors
         message = " ".join(str(err).split())
         print(f"error: {message}", file=sys.stderr)

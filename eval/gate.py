@@ -28,6 +28,7 @@ from adapters.shelf.gate_rules import (
     record,
 )
 from eval.checks.floors import floor_results
+from eval.judge_gate import judge_verdict
 from eval.significance import (
     FALSE_ALARM,
     SLICE_FALSE_ALARM,
@@ -86,6 +87,8 @@ def check(report, adapter: str, rules: dict) -> dict:
     rows = [s["checks"][adapter] for s in getattr(report, "samples", None) or [] if adapter in s.get("checks", {})]
     floors = floor_results(getattr(report, "support", None) or {}, adapter, rules["floors"], rows)
     reasons += [f["text"] for f in floors if f["ok"] is False]
+    judged, judge_notes = judge_verdict(getattr(report, "judge", None), adapter, rules.get("judge"))
+    reasons, notes = reasons + judged, notes + judge_notes
     return {"state": FAILED if reasons else PASSED, "reasons": reasons, "notes": notes,
             "rules": rules, "against": reference,
             # the floors that held or could not be checked, each with its figure (broken ones are reasons)

@@ -25,6 +25,7 @@ import numpy as np
 
 from core import paths
 from eval.checks.tables import markdown as support_markdown
+from eval.judge_gate import judge_lines
 from eval.metrics import (
     bleu_bootstrap_delta_ci,
     bootstrap_delta_ci,
@@ -67,6 +68,7 @@ class EvalReport:
     # adapter -> {"reference", "deltas", "slices"}: the same paired deltas against the version
     # it was tuned from (a preference run's parent), which its release gate is checked against
     against: dict = field(default_factory=dict)
+    judge: dict = field(default_factory=dict)  # an LLM judge's grades and agreement (eval.judge_run); {} without
     folder: str = ""  # where it was saved; "" when not saved
 
     @property
@@ -280,6 +282,8 @@ def summary_markdown(report: EvalReport, worst: int = 5) -> str:
         out += [f"- Release gate of {a}: **{verdict['state']}**"
                 + "".join(f"\n  - {r}" for r in [*verdict.get("reasons", []), *verdict.get("floors", [])])]
     out.append("")
+    if report.judge:
+        out += [*judge_lines(report.judge, report.gate), ""]
     if report.slices:
         out += [slices_markdown(report.slices, report.adapters), ""]
     if report.support:

@@ -20,6 +20,7 @@ from adapters.shelf.store import Shelf
 from core.templates import end_of_turn_ids
 from eval.checks.attach import attach_support
 from eval.gate import check_gates, record_gates
+from eval.judge_run import judge_evaluation
 from eval.perplexity import IGNORE_INDEX
 from eval.report import EvalReport, build_report, save_report, write_back
 from eval.scoring_rows import (
@@ -52,7 +53,7 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
              golden: str | None = "assets/golden.jsonl",
              on_progress: Callable[[float, str], None] | None = None,
              save: bool = True, slice_by: str | None = None,
-             rows_per_slice: int | None = None) -> EvalReport:
+             rows_per_slice: int | None = None, judge=None) -> EvalReport:
     """Answer and score the same rows with the base model and each adapter.
 
     Args:
@@ -71,6 +72,8 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
             and release gate verdict ``gate``.
         slice_by: a column of the data (``intent``, ...): every metric and CI again per value.
         rows_per_slice: at most this many rows per value of ``slice_by``.
+        judge: an ``eval.judge.JudgeConfig``: an LLM judge grades every answer too, and counts
+            in the gate where it agrees with the review queue's ratings (``eval.judge_run``).
 
     Returns:
         The report (``report.folder`` is where it was saved).
@@ -115,6 +118,9 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
               use_validation_split=use_validation_split, rows_per_slice=rows_per_slice)
     report.timings = _timings(clock, len(rows.prompts), len(adapters) + 1, len(golden_rows))
     report.timings["support_checks_seconds"] = report.support.get("seconds")
+
+    if judge is not None:  # after the timings: the judge's own seconds are in report.judge
+        report.judge = judge_evaluation(report, judge, progress)
     report.gate = check_gates(report, shelf)
     for name, note in parent_notes.items():
         if name in report.gate:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adapters.shelf.integrity import cached_hash
+from adapters.shelf.judge_rules import DEFAULT_JUDGE_RULES, check_judge_rules
 from adapters.shelf.manifest import WEIGHTS, BrokenAdapterError, read_json, write_json_atomic
 
 GATE_FILE = "gate.json"
@@ -50,6 +51,10 @@ DEFAULT_RULES = {
     },
     "handoff_intents": None,  # intents that ask for a person; null: names with human/agent/person...
     "handoff_phrases": None,  # phrases that make an answer a hand-off; null: the built-in patterns
+
+    # An LLM judge's floors, used only when an evaluation asked one and it agrees with people
+    # (adapters.shelf.judge_rules).
+    "judge": dict(DEFAULT_JUDGE_RULES),
 }
 # Floors whose figure is a share (0-1, the figure must reach it) or a count (must not exceed it).
 RATE_FLOORS = ("right_intent_min", "intent_min", "handoff_min")
@@ -104,6 +109,8 @@ def check_rules(rules) -> dict:
     for key in ("golden_not_worse", "golden_all_pass", "perplexity_not_worse"):
         if not isinstance(merged[key], bool):
             problems.append(f"{key} must be true or false, got {merged[key]!r}")
+    merged["judge"], judge_problems = check_judge_rules(merged["judge"])
+    problems += judge_problems
     if problems:
         raise GateRulesError("gate.json: " + "; ".join(problems) + " (known rules: "
                              + ", ".join(DEFAULT_RULES) + ")")
