@@ -82,3 +82,18 @@ def test_streamed_answers_show_the_same_text_in_any_pieces():
         assert not any("<" in p for p in pieces)
     shown = ThinkingFilter()  # a start that may still become "<think>" waits, then shows
     assert shown.feed("<th") == "" and shown.feed("e end") == "<the end" and shown.finish() == ""
+
+
+def test_the_batching_engines_text_stream_hides_qwen3s_reasoning_block(tokenizers):
+    """Token by token, as PyTorch's batching engine decodes: the block never shows, and a
+    stop string inside it does not end the answer."""
+    from serve.batching.decoding import TextStream
+
+    tok = tokenizers("qwen3")
+    ids = tok.encode(
+        "<think>\nthe user says STOP\n</think>\n\nIt ships today.", add_special_tokens=False
+    )
+    stream = TextStream(tok, stops=["STOP"])
+    deltas = [stream.push(t) for t in ids]
+    assert not any(hit for _, hit in deltas)
+    assert "".join(d for d, _ in deltas) + stream.finish() == "It ships today."
