@@ -162,6 +162,21 @@ def _plain_greedy(model_dir: Path, adapter: Path, ids: list[int]) -> list[int]:
     return next((new[:i] for i, t in enumerate(new) if t in stops), new)
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_session_answers_the_plain_greedy_tokens(family, tuned, shelf_home):
+    """Chat's and evaluation's path (packed linear layers, the adapter merged for the call)
+    against transformers + PEFT as they are, every family, sliding windows included."""
+    from inference.generate import GenerationSettings, compare
+
+    run = tuned(family)
+    want = _plain_greedy(run["dir"], shelf_home / "adapters" / run["sft"], _prompt_ids(run["dir"]))
+    (answer,) = compare(
+        run["session"], QUESTION, [run["sft"]], GenerationSettings(max_new_tokens=NEW_TOKENS)
+    )
+    assert answer.text == run["session"].tokenizer.decode(want, skip_special_tokens=True)
+    assert answer.tokens == len(want)
+
+
 def _ask(url: str, model: str, timeout: float = 60) -> dict:
     body = {"model": model, "messages": QUESTION, "max_tokens": NEW_TOKENS, "temperature": 0}
     reply = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=timeout)
@@ -204,7 +219,7 @@ def test_llama_cpp_converts_serves_and_answers_pytorchs_greedy_tokens(family, tu
     # The GGUF export: base (f16) and LoRA by llama.cpp's own converters, with its Modelfile.
     result = run["export"].result()
     names = sorted(f.file for f in result.files)
-    assert "base-f16.gguf" in names and "Modelfile" in names, names
+    assert "base-f16.gguf" in names and "Modelfile.lora" in names, names
     lora = next(result.folder / n for n in names if n.endswith("-lora-f16.gguf"))
     llama_or_skip()
     ids = _prompt_ids(run["dir"])
