@@ -208,7 +208,7 @@ def test_v1_on_pytorch_answers_the_plain_greedy_tokens(family, tuned, shelf_home
     want = _plain_greedy(run["dir"], shelf_home / "adapters" / run["sft"], ids)
     tok = run["session"].tokenizer
     with serving(api_app(Engines(run["session"], "pytorch"))) as url:
-        answer = _ask(url, run["sft"], timeout=20 if family in SLIDING else 120)
+        answer = _ask(url, run["sft"], timeout=8 if family in SLIDING else 120)
     assert "pytorch" in answer["system_fingerprint"]
     assert answer["choices"][0]["message"]["content"] == tok.decode(want, skip_special_tokens=True)
     assert answer["usage"]["completion_tokens"] in (len(want), len(want) + 1)  # + the stop token
