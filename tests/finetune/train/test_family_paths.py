@@ -22,7 +22,7 @@ from core import families
 from finetune.config import LoraArgs
 from finetune.train import cpu_attention
 from finetune.train.fused import lean_head, linear_cross_entropy_sum, use_lean_ops
-from finetune.train.model_loading import apply_lora
+from finetune.train.model_loading import apply_lora, resolve_targets
 from finetune.train.steps import loss_sum
 
 VOCAB = 300
@@ -176,3 +176,14 @@ def test_granites_logits_scaling_reaches_the_chunked_loss():
         )
     torch.testing.assert_close(chunked, plain, rtol=1e-5, atol=1e-5)
     assert abs(float(unscaled - plain)) > 0.05 * abs(float(plain))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_attention_only_lora_names_the_familys_attention_projections(family):
+    """Without the MLP the preset still names the family's own modules: Phi-3's fused
+    ``qkv_proj`` and ``o_proj``, not every linear layer (what "auto" fell back to before)."""
+    model = _base(family)
+    targets = resolve_targets(model, model.config.model_type, LoraArgs(include_mlp=False))
+    assert targets == (
+        ["qkv_proj", "o_proj"] if family == "phi3" else ["q_proj", "k_proj", "v_proj", "o_proj"]
+    )
