@@ -18,7 +18,12 @@ from core.user_text import check_messages_unicode
 
 FALLBACK_PROMPT = "### Instruction:\n{prompt}\n\n### Response:\n"
 ROLES = ("system", "user", "assistant")
-END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>")
+END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|end_of_text|>")
+# Passed to every chat template: a support answer comes without a reasoning block. Qwen3's
+# template then ends the prompt with an empty "<think>\n\n</think>\n\n", the same block it
+# writes before a finished conversation's last answer, so training learns the answer alone and
+# the answer starts where it was trained to; templates without the variable ignore it.
+TEMPLATE_OPTIONS = {"enable_thinking": False}
 
 
 def has_chat_template(tokenizer) -> bool:
@@ -59,7 +64,8 @@ def render_prompt(tokenizer, messages: list[dict]) -> str:
     if problems:
         raise ValueError("cannot render the prompt: " + "; ".join(problems))
     if has_chat_template(tokenizer):
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                             **TEMPLATE_OPTIONS)
     parts = []
     for msg in messages[:-1]:
         if msg["role"] == "system":
@@ -129,7 +135,7 @@ def encode_chats(tokenizer, conversations: list[list[dict]],
     if not has_chat_template(tokenizer):
         return [_fallback_ids(tokenizer, m, add_generation_prompt) for m in conversations]
     texts = [tokenizer.apply_chat_template(m, tokenize=False,
-                                           add_generation_prompt=add_generation_prompt)
+                                           add_generation_prompt=add_generation_prompt, **TEMPLATE_OPTIONS)
              for m in conversations]
     pattern = _control_pattern(tokenizer)
     plain = [i for i, m in enumerate(conversations) if not _holds_control(pattern, m)]
@@ -183,7 +189,7 @@ def _escaped_ids(tokenizer, pattern: re.Pattern, messages: list[dict], rendered:
     """
     marked = [{**m, "content": _MARK.format(i)} for i, m in enumerate(messages)]
     skeleton = tokenizer.apply_chat_template(marked, tokenize=False,
-                                             add_generation_prompt=add_generation_prompt)
+                                             add_generation_prompt=add_generation_prompt, **TEMPLATE_OPTIONS)
     contents = [m["content"] for m in messages]
     if _fill(skeleton, contents) != rendered and _fill(skeleton, [c.strip() for c in contents]) == rendered:
         contents = [c.strip() for c in contents]  # the template trims message text (Llama-3, Gemma)

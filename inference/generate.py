@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from core.templates import encode_chats, end_of_turn_ids
+from core.thinking import visible_answer
 from inference.session import ModelSession, is_base
 
 MAX_NEW_TOKENS = 2048
@@ -112,20 +113,22 @@ def stream_chat(session: ModelSession, messages: list[dict], adapter: str | None
 
     thread = threading.Thread(target=work, daemon=True, name="tunedesk-generate")
     thread.start()
-    text, yielded = "", False
+    text, last = "", None
     try:
         for piece in streamer:
             if piece:
                 text += piece
-                yielded = True
-                yield text
+                shown = visible_answer(text, final=False)  # a reasoning block is no part of it
+                if shown != (last or ""):
+                    last = shown
+                    yield shown
     finally:
         stop.set()
         thread.join()
     if errors:
         raise errors[0]
-    if not yielded:
-        yield text  # an empty answer is still one value for the chat to show
+    if last is None or visible_answer(text) != last:
+        yield visible_answer(text)  # the whole answer last (an empty one too: a value for the chat)
 
 
 def generate_batch(session: ModelSession, prompts: list[list[dict]], adapter_names: list[str | None],
@@ -211,7 +214,7 @@ def _run_batch(session: ModelSession, inputs: dict, adapters: list[str | None],
         end = next((i for i, t in enumerate(row) if t in stop_ids), None)
         ids = row if end is None else row[:end]
         answers.append(Answer("base" if is_base(adapter) else adapter, digest,
-                              session.tokenizer.decode(ids, skip_special_tokens=True), len(ids),
+                              visible_answer(session.tokenizer.decode(ids, skip_special_tokens=True)), len(ids),
                               seconds, "length" if end is None else "stop"))
     return answers
 

@@ -147,6 +147,23 @@ from run_helpers import tiny_run_config, wait_until  # noqa: E402, F401  (old na
 
 
 @pytest.fixture(scope="session")
+def family_dir(default_model_dir, tmp_path_factory):
+    """``family_dir("qwen3")``: a tiny random model of one of the six families in
+    tests/family_models.py (with the default model's tokenizer and the family's own template),
+    built once per session."""
+    from family_models import build_family
+
+    built: dict[str, Path] = {}
+
+    def build(family: str) -> Path:
+        if family not in built:
+            built[family] = build_family(family, tmp_path_factory.mktemp(f"family-{family}"), default_model_dir.path)
+        return built[family]
+
+    return build
+
+
+@pytest.fixture(scope="session")
 def varied_dir(tiny_llama_dir, tmp_path_factory) -> Path:
     """The tiny llama with larger random weights, so greedy answers are varied text
     (the 0.02-std init answers "\\n" forever, which any model would match)."""

@@ -18,7 +18,13 @@ from __future__ import annotations
 
 import json
 
-from core.templates import control_strings, encode_chats, render_prompt
+from core.templates import (
+    END_OF_TURN_TOKENS,
+    TEMPLATE_OPTIONS,
+    control_strings,
+    encode_chats,
+    render_prompt,
+)
 from finetune.data.labels import IGNORE_INDEX, fit  # noqa: F401  (re-exported)
 
 FALLBACK_TEMPLATE = "{system}\n\n### Instruction:\n{prompt}\n\n### Response:\n{response}<eos>"
@@ -211,10 +217,9 @@ class ChatFormat:
         """The special token the template closes an assistant turn with (ChatML: <|im_end|>)."""
         tok = self.tokenizer
         msgs = self.messages("hi")
-        prompt = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-        full = tok.apply_chat_template(
-            msgs + [{"role": "assistant", "content": "ok"}], tokenize=False
-        )
+        prompt = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, **TEMPLATE_OPTIONS)
+        full = tok.apply_chat_template(msgs + [{"role": "assistant", "content": "ok"}], tokenize=False,
+                                       **TEMPLATE_OPTIONS)
         p_ids = tok(prompt, add_special_tokens=False)["input_ids"]
         f_ids = tok(full, add_special_tokens=False)["input_ids"]
         special = set(tok.all_special_ids) | {
@@ -222,6 +227,9 @@ class ChatFormat:
         }
         tail = f_ids[len(p_ids) :] if f_ids[: len(p_ids)] == p_ids else f_ids
         found = [t for t in tail if t in special]
+        # Phi-3 closes the turn with <|end|> and a finished conversation with eos after it:
+        # the turn's own marker is the end, what follows is not the answer's.
+        marked = [t for t in found if tok.convert_ids_to_tokens(t) in END_OF_TURN_TOKENS]
         # A template that closes turns with plain text still needs a stop token: use eos.
-        return found[-1] if found else tok.eos_token_id
+        return marked[0] if marked else found[-1] if found else tok.eos_token_id
 

@@ -12,18 +12,19 @@ boolean (B, 1, T, S) mask, True where a query may attend).
 
 Registered under :data:`NAME` with transformers' attention and mask interfaces;
 :func:`use_short_row_attention` switches a training model to it on the CPU, for the
-architectures whose attention is plain causal softmax attention (no soft-capping, no sinks).
+families whose attention is plain causal softmax attention (no soft-capping, no sinks, no
+extra scales: ``core.families``' ``short_rows``).
 """
 
 from __future__ import annotations
 
 import torch
 
+from core import families
 from finetune.train.lean_lora import cpu_bf16_autocast
 
 NAME = "tunedesk_short_rows"
 SHORT_ROW_TOKENS = 192  # products measured faster at 128 keys, equal at 256, slower at 512
-PLAIN_ATTENTION = frozenset({"llama", "mistral", "qwen2", "qwen3", "smollm3"})
 
 _registered = False
 
@@ -83,12 +84,12 @@ def register() -> str:
 def use_short_row_attention(model) -> bool:
     """Switch a CPU training model from sdpa to :func:`short_row_attention`.
 
-    Only for :data:`PLAIN_ATTENTION` architectures on the CPU whose attention is sdpa now;
+    Only for the families ``core.families`` allows it on the CPU, whose attention is sdpa now;
     returns whether it switched.
     """
     config = model.config
     on_cpu = next(model.parameters()).device.type == "cpu"
-    if not on_cpu or config.model_type not in PLAIN_ATTENTION:
+    if not on_cpu or not families.allows(config.model_type, "short_rows"):
         return False
     if getattr(config, "_attn_implementation", None) != "sdpa":
         return False

@@ -21,6 +21,8 @@ import types
 import torch
 import torch.nn.functional as F  # noqa: N812
 
+from core import families
+
 CE_CHUNK_ROWS = 256  # logits of 256 label tokens x 49k vocabulary in fp32: 48 MiB at a time
 
 
@@ -61,7 +63,10 @@ def _swiglu_forward(self, x):
 
 def use_lean_swiglu(model) -> int:
     """Route every SwiGLU MLP (``gate_proj``/``up_proj``/``down_proj`` with SiLU) of ``model``
-    through ``silu_mul``; LoRA layers inside stay as they are. Returns how many were changed."""
+    through ``silu_mul``, for the families proven equal (``core.families``); LoRA layers inside
+    stay as they are. Returns how many were changed."""
+    if not families.allows(_model_type(model), "lean_swiglu"):
+        return 0
     changed = 0
     for module in model.modules():
         if all(hasattr(module, n) for n in ("gate_proj", "up_proj", "down_proj")) and _is_silu(
@@ -137,15 +142,16 @@ class _Passthrough(torch.nn.Module):
 
 def lean_head(model):
     """The frozen LM-head weight if ``model``'s loss can use ``linear_cross_entropy_sum``, else
-    None (trainable or biased head, logit soft-capping, DDP-wrapped, FSDP-sharded, or under
-    any autocast but the CPU's bf16). Under FSDP the head's weight is a shard outside the
+    None (a family not proven equal in ``core.families``, such as Granite, whose logits are
+    scaled after the head; a trainable or biased head, logit soft-capping, DDP-wrapped,
+    FSDP-sharded, or under any autocast but the CPU's bf16). Under FSDP the head's weight is a shard outside the
     model's forward, so the head must run inside it. Under the CPU's bf16 autocast the weight
     comes in bf16, cast once (``lean_lora.frozen_cast``; autocast would cast it again for every
     chunk of rows), and the caller casts the hidden states to it."""
     from finetune.train.lean_lora import cpu_bf16_autocast, frozen_cast
 
     kind = _device_type(model)
-    if hasattr(model, "module") or _sharded(model):
+    if hasattr(model, "module") or _sharded(model) or not families.allows(_model_type(model), "lean_head"):
         return None
     autocast = torch.is_autocast_enabled(kind)
     if autocast and not cpu_bf16_autocast(kind):
@@ -171,6 +177,10 @@ def head_returns_hidden(model):
         yield
     finally:
         setattr(base, name, head)
+
+
+def _model_type(model) -> str:
+    return getattr(getattr(model, "config", None), "model_type", "")
 
 
 def _sharded(model) -> bool:

@@ -9,14 +9,13 @@ from __future__ import annotations
 import logging
 import os
 
+from core import families
 from core.models import ResolvedModel
 from finetune.config import LoraArgs
 
 log = logging.getLogger(__name__)
 
 DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
-_LLAMA_ATTN = ["q_proj", "k_proj", "v_proj", "o_proj"]
-_LLAMA_MLP = ["gate_proj", "up_proj", "down_proj"]
 
 
 def torch_dtype(precision: str):
@@ -92,12 +91,21 @@ def _bnb_config(quantization: str, precision: str, on_cuda: bool):
 
 
 def resolve_targets(model, architecture: str, lora: LoraArgs) -> list[str]:
-    """LoRA target module names: explicit list, or chosen per architecture for "auto"."""
+    """LoRA target module names: explicit list, or chosen per architecture for "auto".
+
+    "auto" takes the family's own projections (``core.families``: Phi-3's fused ``qkv_proj``
+    and ``gate_up_proj`` among them) when the model has them all; otherwise Llama's names or
+    GPT-2's when present, and every linear layer but the head as the last resort.
+    """
     if lora.target_modules != "auto":
         return list(lora.target_modules)
     leaf_names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
-    if set(_LLAMA_ATTN) <= leaf_names:
-        return _LLAMA_ATTN + (_LLAMA_MLP if lora.include_mlp and set(_LLAMA_MLP) <= leaf_names else [])
+    preset = families.lora_targets(architecture, lora.include_mlp)
+    if preset and set(preset) <= leaf_names:
+        return preset
+    attn, mlp = list(families.LLAMA_ATTN), list(families.LLAMA_MLP)
+    if set(attn) <= leaf_names:
+        return attn + (mlp if lora.include_mlp and set(mlp) <= leaf_names else [])
     if architecture == "gpt2" or {"c_attn", "c_proj"} <= leaf_names:
         return ["c_attn", "c_proj"] + (["c_fc"] if lora.include_mlp else [])
     return _linear_leaf_names(model)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from core.thinking import visible_answer
 from inference.generate import GenerationSettings
 
 
@@ -86,7 +87,8 @@ class TextStream:
     def push(self, token: int) -> tuple[str, bool]:
         """Add a token; returns (new text safe to show, True when a stop string was hit)."""
         self.ids.append(token)
-        self.text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
+        # A reasoning block (Qwen3's <think>) is no part of the answer, nor a place for stops.
+        self.text = visible_answer(self.tokenizer.decode(self.ids, skip_special_tokens=True), final=False)
         found = [at for at in (self.text.find(s) for s in self.stops) if at >= 0]
         if found:  # the earliest stop string ends the answer; it is not part of the text
             self.text = self.text[:min(found)]
@@ -102,6 +104,7 @@ class TextStream:
 
     def finish(self) -> str:
         """The held-back rest once the answer ended without a stop string."""
+        self.text = visible_answer(self.tokenizer.decode(self.ids, skip_special_tokens=True))
         return self._flush(len(self.text))
 
     def _flush(self, upto: int) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 from starlette.concurrency import run_in_threadpool
 
+from core.thinking import ThinkingFilter
 from inference.generate import GenerationSettings, encode, with_system
 from inference.session import ModelSession, is_base
 from serve.interface.bounds import answer_bound
@@ -215,22 +216,30 @@ class LlamaServerEngine:
         with self._http.stream("POST", f"{upstream.url}/completion", json=body, timeout=read_bound()) as response:
             if response.status_code != 200:
                 raise RuntimeError(f"HTTP {response.status_code}: {response.read()[:300]!r}")
+            shown = ThinkingFilter()  # a reasoning block is no part of the answer
             for line in response.iter_lines():
                 if ticket.cancelled:
                     return "cancelled"  # leaving the block closes the stream: llama-server stops
                 if not line.startswith("data: "):
                     continue
                 event = parse_event(line[6:])
-                ticket.put_text(event.text)
+                _put(ticket, shown.feed(event.text))
                 if event.finish is not None:
+                    _put(ticket, shown.finish())
                     ticket.completion_tokens = event.completion_tokens
                     return event.finish
                 ticket.completion_tokens += event.tokens
+            _put(ticket, shown.finish())
         return "length"
 
     def close(self) -> None:
         self.upstreams.close()
         self._http.close()
+
+
+def _put(ticket: Ticket, text: str) -> None:
+    if text:
+        ticket.put_text(text)
 
 
 @dataclass

@@ -10,7 +10,7 @@ import time
 
 import httpx
 import pytest
-from family_models import SERVING_FAMILIES, WINDOW, serving_family_dir
+from serving_families import SERVING_FAMILIES, WINDOW, serving_family_dir
 from serve_helpers import api_app
 
 from bench.local_server import serving
