@@ -10,8 +10,8 @@ import time
 
 import httpx
 import pytest
-from serving_families import SERVING_FAMILIES, WINDOW, serving_family_dir
 from serve_helpers import api_app
+from serving_families import SERVING_FAMILIES, WINDOW, serving_family_dir
 
 from bench.local_server import serving
 from inference.generate import GenerationSettings, compare, encode, session_stop_ids
