@@ -29,7 +29,6 @@ QUESTION = [{"role": "user", "content": "Where is my order?"}]
 NEW_TOKENS = 8
 # The PyTorch batching engine refuses sliding-window caches and, until serving handles that
 # (issue 47, item 1), such a request waits for ever: asked with a deadline, and expected to fail.
-SLIDING = {"gemma3", "mistral"}
 # llama.cpp converts the tiny Phi-3 but its loader refuses the vocabulary ("unordered_map::at"):
 # Phi-3 with a GPT-2 BPE is Phi-4 mini's layout, and this made-up tokenizer (SmolLM2's vocabulary
 # under Phi-3's markers) is not one llama.cpp's Phi-3 loader knows. The app says so and
@@ -189,17 +188,7 @@ def _ask(url: str, model: str, timeout: float = 60) -> dict:
     return reply.json()
 
 
-@pytest.mark.parametrize(
-    "family",
-    [
-        pytest.param(
-            f, marks=pytest.mark.xfail(strict=False, reason="sliding-window cache: issue 47 item 1")
-        )
-        if f in SLIDING
-        else f
-        for f in FAMILIES
-    ],
-)
+@pytest.mark.parametrize("family", FAMILIES)
 def test_v1_on_pytorch_answers_the_plain_greedy_tokens(family, tuned, shelf_home):
     from serve.engines import Engines
 
@@ -208,7 +197,7 @@ def test_v1_on_pytorch_answers_the_plain_greedy_tokens(family, tuned, shelf_home
     want = _plain_greedy(run["dir"], shelf_home / "adapters" / run["sft"], ids)
     tok = run["session"].tokenizer
     with serving(api_app(Engines(run["session"], "pytorch"))) as url:
-        answer = _ask(url, run["sft"], timeout=8 if family in SLIDING else 120)
+        answer = _ask(url, run["sft"], timeout=120)
     assert "pytorch" in answer["system_fingerprint"]
     assert answer["choices"][0]["message"]["content"] == tok.decode(want, skip_special_tokens=True)
     assert answer["usage"]["completion_tokens"] in (len(want), len(want) + 1)  # + the stop token
