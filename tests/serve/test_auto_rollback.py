@@ -94,10 +94,12 @@ def test_a_canary_that_errors_is_rolled_back_once_its_alias_asks_for_it(served, 
     weights = home / "adapters" / "b" / "adapter_model.safetensors"
     weights.write_bytes(weights.read_bytes() + b"\0")  # a bad copy: b is broken from now on
     failed, b_answered = [], sum(1 for _, version, _ in answered if version == "b")
-    for i in range(200):  # the split draws at random: ask until b has failed more than it answered,
-        got = ask(url, f"v{i}")  # 10 times at least (the policy's min_requests below)
+    a_answered = len(answered) - b_answered
+    for i in range(400):  # the split draws at random: ask until b has failed more than it answered,
+        got = ask(url, f"v{i}")  # and both a and b were asked 10 times at least (min_requests below)
         failed += [got] if got[0] != 200 else []
-        if b_answered + len(failed) >= 10 and len(failed) > b_answered:
+        a_answered += got[1] == "a"
+        if b_answered + len(failed) >= 10 and len(failed) > b_answered and a_answered >= 10:
             break
     assert failed and all(status == 400 and "adapter 'b'" in said and "safetensors" in said for status, _, said in failed)
     assert book.get("support-bot") == {"a": 70, "b": 30}  # off unless the alias asks for it
