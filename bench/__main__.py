@@ -13,6 +13,7 @@ from core import cli
 COMMANDS: cli.CommandTable = {
     "training": ("bench.training.command", "training throughput: the seeds' HF Trainer recipe vs TuneDesk's, over a grid"),
     "serving": ("bench.serving", "adapter switch/load latency, decode speed, Compare, many clients through the API"),
+    "model-costs": ("bench.model_costs", "each recommended model's training and llama-server cost here, for the Train tab"),
     "llama-repack": ("bench.llama_repack", "llama-server's decode speed with and without llama.cpp's weight repacking (AMX)"),
     "gateway": ("bench.gateway", "TuneDesk's /v1 beside llama.cpp's own llama-server: same GGUFs, same run"),
     "turns": ("bench.turns", "first-token time along one support chat, with and without reused beginnings"),

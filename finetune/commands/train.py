@@ -164,6 +164,7 @@ def _print_problems(err) -> int:
 def _dry_run(cfg) -> int:
     from finetune.train import ConfigError
     from finetune.train.dryrun import dry_run
+    from finetune.train.model_cost import cost_text
 
     try:
         report = dry_run(cfg, started=process_start())  # a budget's start-up counts from here, as a run's
@@ -174,6 +175,8 @@ def _dry_run(cfg) -> int:
     if "budget" in report:  # what the time budget buys; "warning:" when too few steps for a useful run
         b = report["budget"]
         print(f"{'warning' if b['verdict'] == 'refuse' else 'time budget'}: {b['sentence']}", file=sys.stderr)
+    if cost := cost_text(cfg):  # the measured table's figures for a recommended model
+        print(f"model cost: {cost.replace('**', '')}", file=sys.stderr)
     print(json.dumps(report, indent=2))
     return 0
 

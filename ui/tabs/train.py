@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from core.model_catalog import choices as model_choices
 from ui.views import forms, transcripts
 from ui.views import train_actions as handlers
 from ui.views.state import AppState, dry_run_text, estimate_text
@@ -24,7 +25,7 @@ def build_train_tab(state: AppState) -> dict:
         curve_key = gr.State(None)  # (run, points) last drawn: redraw the plot only when it changed
         with gr.Row():
             with gr.Column(scale=1):
-                model = gr.Textbox(d.model.name, label="Base model (Hub id, local folder or 'default')", elem_id="train-model")
+                model = model_picker(d.model.name)
                 source = gr.Radio(DATA_SOURCES, value=DATA_SOURCES[0], label="Dataset")
                 upload = gr.File(label="Upload (.jsonl .json .csv .parquet)", file_types=list(forms_types()), visible=False)
                 path = gr.Textbox(label="Dataset path", visible=False, elem_id="train-path")
@@ -168,6 +169,13 @@ def build_train_tab(state: AppState) -> dict:
         on_load = [(poll, [run_id, gr.State(None)], outputs), (on_data, [source, upload, path], [data_info, data_preview])]
     return {"tab": tab, "to_compare": to_compare, "run_id": run_id, "on_load": on_load,
             "imported": imported, "held_out_file": held_out_file}
+
+
+def model_picker(value: str) -> gr.Dropdown:
+    """The base-model picker: the recommended models by name, or any Hub id or folder typed in."""
+    return gr.Dropdown(model_choices(), value=value, allow_custom_value=True, filterable=True, elem_id="train-model",
+                       label="Base model (pick one, or type a Hub id or local folder)",
+                       info="Check settings & estimate quotes what the picked model costs, as measured.")
 
 
 def _helpdesk_import(source, path):

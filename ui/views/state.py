@@ -239,8 +239,10 @@ def estimate_text(cfg) -> str:
     """Memory estimate for the Train tab (reads the model config only; loads no weights)."""
     from core.models import resolve
     from finetune.train.dryrun import estimate_memory
+    from finetune.train.model_cost import cost_text
 
-    est = estimate_memory(cfg, resolve(cfg.model.name))
+    resolved = resolve(cfg.model.name)
+    est = estimate_memory(cfg, resolved)
     fits = "fits" if est["fits"] else "**will not fit**"
     text = (f"Settings are valid. Estimated peak memory {est['total_gib']:.1f} GiB on {est['device']} "
             f"({est['device_gib']:.0f} GiB) — {fits}: weights {est['weights_gib']:.2f}, activations "
@@ -255,7 +257,10 @@ def estimate_text(cfg) -> str:
 
         text += (f" The run takes its time budget, {cfg.train.time_budget_s / 60:g} min from start to saved "
                  "adapter: it times its first steps and sizes the rest to end on time.\n\n" + budget_text(cfg))
-    return text + (f"\n\n⚠️ {est['warning']}" if est["warning"] else "")
+    text += f"\n\n⚠️ {est['warning']}" if est["warning"] else ""
+    # The picked model's measured speed and serving rate, when the table has it.
+    cost = cost_text(cfg, name=resolved.name)
+    return text + (f"\n\n{cost}" if cost else "")
 
 
 def _steps_or_epochs(t) -> str:
