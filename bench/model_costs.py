@@ -155,8 +155,6 @@ def main(args) -> int:
     s = train_settings()
     machine = model_costs.machine_info()
     print(f"machine: {model_costs.describe_machine(machine)}; settings: {s}", flush=True)
-    with tempfile.TemporaryDirectory(prefix="tunedesk-model-costs-") as tmp:
-        rows = {m.hub_id: measure_model(m, s, args, Path(tmp)) for m in models}
     table = {
         "machine": machine,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -168,8 +166,12 @@ def main(args) -> int:
             "decode_tokens": args.tokens,
             "decode_runs": args.runs,
         },
-        "models": rows,
+        "models": {},
     }
-    path = model_costs.write(table, args.table)
+    with tempfile.TemporaryDirectory(prefix="tunedesk-model-costs-") as tmp:
+        for m in models:  # written after each model: a run cut short keeps the rows it finished
+            table["models"][m.hub_id] = measure_model(m, s, args, Path(tmp))
+            path = model_costs.write(table, args.table)
     print("\n" + model_costs.markdown(table) + f"\n\nwritten to {path}")
-    return 0 if any(r.get("training") or r.get("serving") for r in rows.values()) else 1
+    rows = table["models"].values()
+    return 0 if any(r.get("training") or r.get("serving") for r in rows) else 1
