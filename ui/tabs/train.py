@@ -10,7 +10,7 @@ import gradio as gr
 from core.model_catalog import choices as model_choices
 from ui.views import forms, transcripts
 from ui.views import train_actions as handlers
-from ui.views.state import AppState, dry_run_text, estimate_text
+from ui.views.state import AppState, dry_run_text, estimate_text, model_note
 from ui.views.train_actions import DATA_SOURCES
 from ui.views.train_progress import curve_frame, run_view
 
@@ -26,6 +26,7 @@ def build_train_tab(state: AppState) -> dict:
         with gr.Row():
             with gr.Column(scale=1):
                 model = model_picker(d.model.name)
+                cost_note = gr.Markdown(model_note(d.model.name), elem_id="train-model-cost")
                 source = gr.Radio(DATA_SOURCES, value=DATA_SOURCES[0], label="Dataset")
                 upload = gr.File(label="Upload (.jsonl .json .csv .parquet)", file_types=list(forms_types()), visible=False)
                 path = gr.Textbox(label="Dataset path", visible=False, elem_id="train-path")
@@ -153,6 +154,7 @@ def build_train_tab(state: AppState) -> dict:
             trigger(on_data, [source, upload, path], [data_info, data_preview], api_name=api)
         imported.then(on_data, [source, upload, path], [data_info, data_preview])  # the new dataset's rows
         device.change(on_device, device, [precision, quant, hw_notes])
+        model.change(model_note, model, cost_note, show_progress="hidden")
         # Each method's own learning rate, epochs, steps, batch size and time budget (preference
         # methods: their epochs)
         method.input(forms.method_settings, method, [lr, epochs, steps, batch, budget])

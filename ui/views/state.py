@@ -263,6 +263,18 @@ def estimate_text(cfg) -> str:
     return text + (f"\n\n{cost}" if cost else "")
 
 
+def model_note(name: str | None) -> str:
+    """What the picked model cost as measured, shown under the picker as soon as it is picked
+    (nothing is downloaded; Check adds the steps the settings' time budget holds); "" for a model
+    the table lacks."""
+    from finetune.config import RunConfig
+    from finetune.train.model_cost import cost_text
+
+    cfg = RunConfig()  # no time budget: steps depend on settings Check reads
+    cfg.model.name = name or ""
+    return cost_text(cfg)
+
+
 def _steps_or_epochs(t) -> str:
     return f"{t.max_steps} steps" if t.max_steps > 0 else f"{t.epochs:g} epochs"
 

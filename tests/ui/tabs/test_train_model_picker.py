@@ -23,3 +23,19 @@ def test_a_custom_starting_value_is_kept():
     with gr.Blocks():
         picker = model_picker("/srv/models/tuned-base")
     assert picker.value == "/srv/models/tuned-base"
+
+
+def test_the_note_under_the_picker_quotes_the_shipped_table():
+    from core import model_costs
+    from core.model_catalog import find
+    from ui.views.state import model_note
+
+    table = model_costs.read()  # assets/model_costs.json ships with the app
+    assert table is not None and table["models"]
+    hub_id = next(iter(table["models"]))
+    text = model_note(hub_id)
+    assert (
+        text.startswith(f"**Measured cost of {find(hub_id).name}**") and "budget holds" not in text
+    )
+    assert model_costs.describe_machine(table["machine"]) in text
+    assert model_note("my-org/my-support-model") == "" and model_note("") == ""
