@@ -12,6 +12,7 @@ assets/model_costs.json) and prints it as markdown.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 import tempfile
@@ -46,6 +47,11 @@ def add_arguments(p) -> None:
     p.add_argument("--timeout", type=float, default=900, help="seconds allowed per training row")
     p.add_argument("--skip-serving", action="store_true", help="training rows only")
     p.add_argument("--table", type=Path, default=model_costs.TABLE, help="where to write the table")
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the other models' rows of the table there when it was measured on this machine",
+    )
 
 
 def selected(text: str) -> list[model_catalog.CatalogModel]:
@@ -142,6 +148,9 @@ def measure_model(model, s: dict, args, work: Path) -> dict:
         if "error" in serving:
             row["errors"]["serving"] = serving.pop("error")
         row["serving"] = serving
+    # On a shared machine another process on the cores slows every row: the 1-minute load
+    # average (this row's own threads count ~2 of it) says whether one did.
+    row["load_average_1min_after"] = round(os.getloadavg()[0], 2)
     print(f"{model.name}: {json.dumps(row)} ({time.perf_counter() - t0:.0f} s)", flush=True)
     return row
 
@@ -168,9 +177,13 @@ def main(args) -> int:
         },
         "models": {},
     }
+    earlier = model_costs.read(args.table) if args.merge else None
+    if earlier and model_costs.same_machine(earlier["machine"], machine):
+        table["models"] = dict(earlier["models"])  # a row is replaced once its model is measured
     with tempfile.TemporaryDirectory(prefix="tunedesk-model-costs-") as tmp:
         for m in models:  # written after each model: a run cut short keeps the rows it finished
-            table["models"][m.hub_id] = measure_model(m, s, args, Path(tmp))
+            row = measure_model(m, s, args, Path(tmp))
+            table["models"][m.hub_id] = {**row, "date": table["date"], "command": table["command"]}
             path = model_costs.write(table, args.table)
     print("\n" + model_costs.markdown(table) + f"\n\nwritten to {path}")
     rows = table["models"].values()

@@ -101,7 +101,10 @@ def markdown(table: dict) -> str:
             m.get("training", {}).get("seed", {}),
         )
         serving = m.get("serving", {})
-        notes = "; ".join(f"{k}: {v}" for k, v in m.get("errors", {}).items())
+        notes = [f"{k}: {v}" for k, v in m.get("errors", {}).items()]
+        if "load_average_1min_after" in m:  # another process on the cores shows here
+            notes.append(f"load average {m['load_average_1min_after']:.1f} after")
+        notes = "; ".join(notes)
         rows.append(
             f"| {m.get('name', hub_id)} (`{hub_id}`) | {m.get('params', 0) / 1e6:,.0f} M "
             f"| {_cell(tuned.get('tokens_per_s'), ',.0f')} | {_cell(tuned.get('peak_memory_gib'), '.2f')} "
