@@ -47,6 +47,12 @@ def _llama(*, hidden, inter, layers, heads, kv, vocab, **extra) -> dict:
     }
 
 
+def _smollm2(*, hidden, inter, layers, heads, kv) -> dict:
+    """SmolLM2's config.json: a Llama with its own vocabulary, norm epsilon, RoPE base and ids."""
+    return _llama(hidden=hidden, inter=inter, layers=layers, heads=heads, kv=kv, vocab=49152, rms_norm_eps=1e-5,
+                  rope_theta=100000.0, max_position_embeddings=8192, bos_token_id=1, eos_token_id=2)
+
+
 _GEMMA3_LAYERS = 18
 # Gemma 3: five sliding-window (local) layers, then one full-attention (global) layer.
 _GEMMA3_TYPES = [
@@ -59,18 +65,12 @@ CATALOG: tuple[CatalogModel, ...] = (
         DEFAULT_MODEL,
         "llama",
         135_000_000,
-        _llama(
+        _smollm2(
             hidden=576,
             inter=1536,
             layers=30,
             heads=9,
             kv=3,
-            vocab=49152,
-            rms_norm_eps=1e-5,
-            rope_theta=100000.0,
-            max_position_embeddings=8192,
-            bos_token_id=1,
-            eos_token_id=2,
         ),
         note="default, bundled",
     ),
@@ -110,18 +110,12 @@ CATALOG: tuple[CatalogModel, ...] = (
         "HuggingFaceTB/SmolLM2-360M-Instruct",
         "llama",
         360_000_000,
-        _llama(
+        _smollm2(
             hidden=960,
             inter=2560,
             layers=32,
             heads=15,
             kv=5,
-            vocab=49152,
-            rms_norm_eps=1e-5,
-            rope_theta=100000.0,
-            max_position_embeddings=8192,
-            bos_token_id=1,
-            eos_token_id=2,
         ),
     ),
     CatalogModel(
