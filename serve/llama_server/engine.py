@@ -24,7 +24,7 @@ from starlette.concurrency import run_in_threadpool
 from core.thinking import ThinkingFilter
 from inference.generate import GenerationSettings, encode, with_system
 from inference.session import ModelSession, is_base
-from serve.interface.bounds import answer_bound
+from serve.interface.bounds import answer_bound, timeout_error
 from serve.interface.ticket import ServerBusy, Ticket
 from serve.llama_server.upstreams import Upstream, Upstreams
 
@@ -131,6 +131,8 @@ class LlamaServerEngine:
                 except httpx.RemoteProtocolError as err:
                     if attempt == 2 or not stale(err):
                         raise
+        except httpx.ReadTimeout as err:  # the read waited the idle bound: the API's 504, whichever clock ran out first
+            raise timeout_error(answer_bound(), idle=True) from err
         finally:
             if upstream is not None:
                 self.upstreams.release(upstream)
@@ -196,6 +198,8 @@ class LlamaServerEngine:
             upstream = self.upstreams.acquire(request.lora, self.known_loras)
             body = {**request.body, "lora": upstream.lora_scales(request.lora)}
             ticket.finish(self._stream(upstream, ticket, body))
+        except httpx.ReadTimeout:  # the read waited the idle bound: the same error as the ticket's own clock
+            ticket.fail(timeout_error(answer_bound(), idle=True))
         except Exception as err:  # the reader gets the error from the ticket
             ticket.fail(err if isinstance(err, ValueError | ServerBusy) else
                         RuntimeError(f"llama-server failed: {type(err).__name__}: {err}"))
