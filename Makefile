@@ -5,6 +5,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 7860
+# The suite runs in this many pytest-xdist workers, each on its own cores (tests/conftest.py).
+TEST_WORKERS ?= 2
 
 .PHONY: setup run test lint bench clean-venv llama-server llama
 
@@ -91,7 +93,7 @@ run: setup
 test: setup
 	flock $(LLAMA_LOCK) $(MAKE) --no-print-directory llama
 	$(PY) -m ruff check .
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup
 	$(PY) -m ruff check . && $(PY) -m ruff format --check .

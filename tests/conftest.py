@@ -15,6 +15,23 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+
+def _own_cores_per_worker() -> None:
+    """Under pytest-xdist (`make test` runs two workers), each worker, and every process it
+    starts (training runs, llama-server), keeps to its own share of the cores: two PyTorch
+    threads on a core another process also uses stall each other (docs/benchmarks.md). Runs
+    before torch loads, so its thread pool is sized for the share."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or count < 2 or not hasattr(os, "sched_setaffinity"):
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) >= count:
+        os.sched_setaffinity(0, cores[int(worker[2:]) % count :: count])
+
+
+_own_cores_per_worker()
+
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
