@@ -93,7 +93,7 @@ run: setup
 test: setup
 	flock $(LLAMA_LOCK) $(MAKE) --no-print-directory llama
 	$(PY) -m ruff check .
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: setup
 	$(PY) -m ruff check . && $(PY) -m ruff format --check .

@@ -32,6 +32,28 @@ def _own_cores_per_worker() -> None:
 
 _own_cores_per_worker()
 
+
+def _file_weight(items: list) -> int:
+    """0 for a file that drives the browser, 1 that uses the real default model, 2 for the
+    end-to-end and fault-injection folders, else 3: the heaviest files go first."""
+    marks = {mark.name for item in items for mark in item.iter_markers()}
+    if "browser" in marks:
+        return 0
+    if "slow" in marks:
+        return 1
+    return 2 if items[0].path.parent.name in ("e2e", "reliability") else 3
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    """Heaviest files first (the order is stable otherwise): `make test`'s two workers take
+    whole files (``--dist loadfile --no-loadscope-reorder``) as they free up, so a minutes-long
+    file met last would leave one worker waiting on the other."""
+    by_file: dict = {}
+    for item in items:
+        by_file.setdefault(item.path, []).append(item)
+    ordered = sorted(by_file.values(), key=_file_weight)
+    items[:] = [item for group in ordered for item in group]
+
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
