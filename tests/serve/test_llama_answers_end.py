@@ -112,3 +112,25 @@ def test_a_stalled_llama_server_answer_ends_chats_ticket_within_the_bound(engine
         ticket.text()
     assert BOUND_S - 0.3 < time.perf_counter() - start < BOUND_S + 3
     assert ticket.cancelled
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_upstream_read_timeout_first_is_still_the_answer_timeout(engines, stream, monkeypatch):
+    """The relay's own read timeout and the API's idle clock run out together; when the read's
+    fires first (forced here: it waits half the bound) the answer is the same 504, not a 502."""
+    import serve.llama_server.engine as llama_engine
+
+    monkeypatch.setattr(llama_engine, "read_bound", lambda: httpx.Timeout(600.0, connect=10.0, read=BOUND_S / 2))
+    body = {"model": "base", "messages": MSGS, "max_tokens": 16, "temperature": 0, "stream": stream}
+    with serving(api_app(engines)) as url:
+        reply = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)
+    if stream:
+        error = [json.loads(x[6:]) for x in reply.text.splitlines() if x.startswith("data: {")][-1]["error"]
+    else:
+        assert reply.status_code == 504, reply.text
+        error = reply.json()["error"]
+    assert error["code"] == "answer_timeout" and "idle timeout" in error["message"], error
+    ticket = engines.submit(MSGS, None)  # Chat's ticket too
+    with pytest.raises(AnswerTimeout):
+        ticket.text()
+    assert engines.crowd() == {}
