@@ -25,6 +25,14 @@ def pairs_file(tmp_path):
     return path
 
 
+def warm_up(pairs_file) -> None:
+    """One untimed step first: the first preference run in a process imports TRL, peft and the
+    model classes (4 s of a 6-second budget here when this test ran first in its process, none
+    after another preference test), so the budget's pacing is what the test measures."""
+    train_preference(PreferenceConfig("support", str(pairs_file), name="warm", method="cpo", max_steps=1,
+                                      batch_size=2, learning_rate=1e-3))
+
+
 @pytest.fixture
 def short_budgets(monkeypatch):
     """Budgets of a few seconds (the settings allow 30 s and up), so the tests stay fast."""
@@ -40,6 +48,7 @@ def test_a_budget_ends_a_preference_run_on_time_with_its_schedule(home, tiny_lla
             logs.append((step, total, values))
             time.sleep(0.25)
 
+    warm_up(pairs_file)
     t0 = time.time()
     # 8 pairs in batches of 2: 4 steps an epoch; 50 epochs (200 steps) would take ~50 s
     result = train_preference(PreferenceConfig("support", str(pairs_file), name="paced", method="cpo", epochs=50,
@@ -50,8 +59,12 @@ def test_a_budget_ends_a_preference_run_on_time_with_its_schedule(home, tiny_lla
     assert result.status == "completed" and 8 <= result.steps < 200
     last_step, last_total, last_values = logs[-1]
     assert last_step == last_total == result.steps  # the plan shown ends where the run did
-    # The linear decay ends with the run: its last step takes the last 1/N of the learning rate.
-    assert last_values["learning_rate"] == pytest.approx(1e-3 / result.steps, rel=1e-6)
+    # The linear decay ends with the run: its last step takes the last 1/N of the learning rate,
+    # or 2/(N+1) when a step slower than the plan (the machine got busy) took the last planned
+    # step away only after the lr of the step before was set: never more.
+    last_lr = last_values["learning_rate"]
+    assert last_lr == pytest.approx(1e-3 / result.steps, rel=1e-6) or \
+        last_lr == pytest.approx(2e-3 / (result.steps + 1), rel=1e-6), (last_lr, result.steps)
     assert max(v["learning_rate"] for _, _, v in logs) > 0.5e-3
     progress = [e for e in events if e["type"] == "progress"]
     assert progress[-1]["step"] == progress[-1]["total_steps"] == result.steps
