@@ -5,8 +5,10 @@ loads (``finetune.train.budget_plan``).
 One JSON file per settings key under ``$TUNEDESK_HOME/speed/``: the key holds everything that
 changes the start-up, a step or a validation pass (model, device, precision, quantization, batch,
 accumulation, max length, LoRA shape, packing, threads, the data file and its split), not the
-budget, the learning rate or the seed. A newer measurement replaces the older one; without one
-the check says how to get it (a dry run) instead of guessing.
+budget, the learning rate or the seed. A newer measurement replaces the older one, unless the
+older one was taken on the same machine (CPU model, cores, flags) with faster steps: a machine
+busy with other work only slows a step, and its record would refuse budgets the machine trains
+when quiet. Without one the check says how to get it (a dry run) instead of guessing.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from dataclasses import asdict
 
 from core import paths
+from core.model_costs import machine_info, same_machine
 from core.user_text import quote
 from finetune.train.budget_plan import Measured, estimate, verdict
 
@@ -52,7 +55,10 @@ def save(cfg, measured: Measured, source: str) -> None:
     """Keep ``measured`` for ``cfg``'s settings (``source``: "dry run" or "run"); a home that
     cannot take the file loses only the record."""
     folder = paths.home() / "speed"
-    record = {**asdict(measured), "source": source, "measured_at": time.time()}
+    record = {**asdict(measured), "source": source, "measured_at": time.time(), "machine": machine_info()}
+    found = load(cfg)
+    if found is not None and kept_over(found[1], record):
+        return
     try:
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / f".{settings_key(cfg)}.tmp"
@@ -60,6 +66,14 @@ def save(cfg, measured: Measured, source: str) -> None:
         tmp.replace(folder / f"{settings_key(cfg)}.json")
     except OSError:
         pass  # the run itself is fine; the next check just has no figure to go on
+
+
+def kept_over(old: dict, new: dict) -> bool:
+    """Whether the ``old`` record stays in place of ``new``: measured on the same machine, with
+    faster steps (records from before machines were noted are replaced)."""
+    machine = old.get("machine")
+    return (isinstance(machine, dict) and same_machine(machine, new["machine"])
+            and isinstance(old.get("step_s"), int | float) and old["step_s"] < new["step_s"])
 
 
 def load(cfg) -> tuple[Measured, dict] | None:
