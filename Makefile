@@ -7,6 +7,10 @@ HOST ?= 127.0.0.1
 PORT ?= 7860
 # The suite runs in this many pytest-xdist workers, each on its own cores (tests/conftest.py).
 TEST_WORKERS ?= 2
+# A TuneDesk home the tests keep between runs for what they only read: the default model
+# converted to safetensors and its Q8_0 GGUF (made once, under a lock, by whichever worker needs
+# it first). Empty it to time a first run: `make test TEST_MODEL_CACHE=`.
+TEST_MODEL_CACHE ?= $(VENV)/test-model-home
 
 .PHONY: setup run test lint bench clean-venv llama-server llama
 
@@ -93,7 +97,8 @@ run: setup
 test: setup
 	flock $(LLAMA_LOCK) $(MAKE) --no-print-directory llama
 	$(PY) -m ruff check .
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+	  TUNEDESK_TEST_MODEL_CACHE=$(if $(TEST_MODEL_CACHE),$(abspath $(TEST_MODEL_CACHE))) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: setup
 	$(PY) -m ruff check . && $(PY) -m ruff format --check .

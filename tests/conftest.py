@@ -25,9 +25,11 @@ def _own_cores_per_worker() -> None:
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if not worker.startswith("gw") or count < 2 or not hasattr(os, "sched_setaffinity"):
         return
-    cores = sorted(os.sched_getaffinity(0))
+    cores, index = sorted(os.sched_getaffinity(0)), int(worker[2:])
     if len(cores) >= count:
-        os.sched_setaffinity(0, cores[int(worker[2:]) % count :: count])
+        os.sched_setaffinity(0, cores[index % count :: count])
+    else:  # more workers than cores: each on one core, the cores shared round-robin
+        os.sched_setaffinity(0, [cores[index % len(cores)]])
 
 
 _own_cores_per_worker()
@@ -44,15 +46,48 @@ def _file_weight(items: list) -> int:
     return 2 if items[0].path.parent.name in ("e2e", "reliability") else 3
 
 
-def pytest_collection_modifyitems(items: list) -> None:
-    """Heaviest files first (the order is stable otherwise): `make test`'s two workers take
-    whole files (``--dist loadfile --no-loadscope-reorder``) as they free up, so a minutes-long
-    file met last would leave one worker waiting on the other."""
+# What a file never timed is guessed to take, by its weight above (seconds).
+GUESSED_SECONDS = {0: 120.0, 1: 60.0, 2: 30.0, 3: 1.0}
+FILE_SECONDS_KEY = "tunedesk/file_seconds"  # in pytest's cache (.pytest_cache), per test file
+
+
+def pytest_collection_modifyitems(config, items: list) -> None:
+    """Longest files first (the order is stable otherwise): `make test`'s workers take whole
+    files (``--dist loadfile --no-loadscope-reorder``) as they free up, so a minutes-long file met
+    last would leave one worker waiting on the other. How long a file takes is what it took in
+    the last run that ran it (kept by :func:`pytest_sessionfinish`); a file never timed is
+    guessed from its weight. Every worker reads the same record, so all collect the same order."""
+    timed = config.cache.get(FILE_SECONDS_KEY, {}) if config.cache else {}
     by_file: dict = {}
     for item in items:
         by_file.setdefault(item.path, []).append(item)
-    ordered = sorted(by_file.values(), key=_file_weight)
+
+    def seconds(group: list) -> float:
+        key = group[0].nodeid.split("::")[0]
+        return timed.get(key, GUESSED_SECONDS[_file_weight(group)])
+
+    ordered = sorted(by_file.values(), key=lambda group: -seconds(group))
     items[:] = [item for group in ordered for item in group]
+
+
+_ran_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report) -> None:
+    """Each file's time (setup, call and teardown of its tests), as the controller sees it."""
+    key = report.nodeid.split("::")[0]
+    _ran_seconds[key] = _ran_seconds.get(key, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session) -> None:
+    """Keep this run's file times for the next run's order (files not run keep their record);
+    only the controller writes, once, after every worker has reported."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or session.config.cache is None or not _ran_seconds:
+        return
+    timed = session.config.cache.get(FILE_SECONDS_KEY, {})
+    timed.update({k: round(v, 2) for k, v in _ran_seconds.items()})
+    session.config.cache.set(FILE_SECONDS_KEY, timed)
+
 
 from pathlib import Path  # noqa: E402
 

@@ -48,6 +48,7 @@ def default_app(default_model_dir, tmp_path_factory):
     home = tmp_path_factory.mktemp("loop-home")
     (home / "models").mkdir()
     (home / "models" / default_model_dir.path.name).symlink_to(default_model_dir.path)
+    link_llama_cpp_copy(default_model_dir, home)
     port = free_port()
     env = {**os.environ, "TUNEDESK_HOME": str(home), "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
     started = time.time()
@@ -60,6 +61,27 @@ def default_app(default_model_dir, tmp_path_factory):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def link_llama_cpp_copy(model, home: Path) -> None:
+    """Where llama-server is built, the app serves from the default model's Q8_0 GGUF: it is
+    made before the app starts (kept in TUNEDESK_TEST_MODEL_CACHE's home and linked in, as the
+    model's safetensors are, when `make test` sets it), so the app's start does not convert it
+    on the core the training run uses."""
+    from core.llama_cpp.binaries import server_binary
+
+    if server_binary() is None:
+        return
+    from adapters.export.gguf_cache import ensure_base_gguf
+
+    cache = os.environ.get("TUNEDESK_TEST_MODEL_CACHE")
+    if not cache:
+        ensure_base_gguf(model, "q8_0", home=home)
+        return
+    made = ensure_base_gguf(model, "q8_0", home=Path(cache))
+    kept = home / "exports" / "gguf" / "base" / made.parent.name
+    kept.mkdir(parents=True)
+    (kept / made.name).symlink_to(made)
 
 
 def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
