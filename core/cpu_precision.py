@@ -5,7 +5,10 @@ every weight of the model, forward and back. On a CPU with native bf16 products 
 AMX) bf16 runs those products about twice as fast as fp32; without them bf16 is emulated and
 several times slower. Flags alone do not say how fast a given CPU's kernels are, so
 :func:`cpu_trains_faster_in_bf16` times one training-shaped product in both (about 0.3 s,
-once per process).
+once per process). Emulated bf16 is the slow case to time: on 2 AMD EPYC cores with AVX2 only
+it ran at 1.6-1.7 GFLOP/s against fp32's 54-92, so the full probe took 4.5-4.9 s, paid by every
+training run and app start. A small product is timed first, and where bf16 is that far behind
+it decides alone (about 0.4 s there).
 
 Measured on 2 AMD EPYC cores with AVX512-BF16 (docs/benchmarks.md): the product ran 2.1x
 faster in bf16, and a LoRA step of 8 x 256 tokens of SmolLM2-135M 1.4x faster (fp32 weights
@@ -19,6 +22,10 @@ import time
 
 # 8 examples x 128 tokens through SmolLM2-135M's MLP up-projection (576 -> 1536).
 PROBE_SHAPE = (1024, 576, 1536)
+# First, one example's worth of the same product: where bf16 runs under half fp32's rate on it
+# (emulated bf16: a thirtieth or less), the full probe could only confirm a "no".
+SCREEN_SHAPE = (128, 576, 1536)
+SCREEN_VERDICT = 0.5
 # bf16 must multiply this much faster before a run trains in it: the step gains less than the
 # product does (1.4x of 2.1x above), and bf16 costs some precision.
 BF16_TRAIN_MARGIN = 1.5
@@ -27,10 +34,20 @@ BF16_TRAIN_MARGIN = 1.5
 @functools.cache
 def training_matmul_rates(repeats: int = 3) -> dict[str, float]:
     """GFLOP/s of :data:`PROBE_SHAPE`'s product on this CPU, ``{"fp32": r, "bf16": r}`` (best
-    of ``repeats`` after one warm-up, the two dtypes interleaved so a busy moment hits both)."""
+    of ``repeats`` after one warm-up, the two dtypes interleaved so a busy moment hits both);
+    :data:`SCREEN_SHAPE`'s rates where bf16 was far behind on that smaller product already."""
+    screen = matmul_rates(SCREEN_SHAPE, repeats=2)
+    if screen["bf16"] < SCREEN_VERDICT * screen["fp32"]:
+        return screen
+    return matmul_rates(PROBE_SHAPE, repeats)
+
+
+def matmul_rates(shape: tuple[int, int, int], repeats: int) -> dict[str, float]:
+    """GFLOP/s of an (m x k) @ (k x n) product in fp32 and bf16: best of ``repeats`` timed runs
+    after one warm-up, the dtypes interleaved."""
     import torch
 
-    m, k, n = PROBE_SHAPE
+    m, k, n = shape
     pairs = {name: (torch.full((m, k), 0.5, dtype=dtype), torch.full((k, n), 0.01, dtype=dtype))
              for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))}
     best = dict.fromkeys(pairs, float("inf"))

@@ -56,6 +56,39 @@ def test_the_cpu_probe_measures_both_dtypes():
     assert cpu_precision.cpu_trains_faster_in_bf16(rates) == (rates["bf16"] >= 1.5 * rates["fp32"])
 
 
+@pytest.mark.parametrize(("screen_bf16", "probed"), [(3.0, False), (110.0, True), (400.0, True)])
+def test_a_small_product_decides_alone_only_where_bf16_is_far_behind(screen_bf16, probed, monkeypatch):
+    """Emulated bf16 (AVX2 only) ran the full probe in 4.5-4.9 s per process; the small product
+    answers there, and anywhere bf16 might reach the margin the full probe still decides."""
+    from core import cpu_precision
+
+    timed = []
+
+    def rates(shape, repeats):
+        timed.append(shape)
+        return {"fp32": 200.0, "bf16": screen_bf16 if shape == cpu_precision.SCREEN_SHAPE else 420.0}
+
+    monkeypatch.setattr(cpu_precision, "matmul_rates", rates)
+    cpu_precision.training_matmul_rates.cache_clear()
+    try:
+        got = cpu_precision.training_matmul_rates()
+    finally:
+        cpu_precision.training_matmul_rates.cache_clear()
+    assert timed == [cpu_precision.SCREEN_SHAPE] + ([cpu_precision.PROBE_SHAPE] if probed else [])
+    assert got["bf16"] == (420.0 if probed else screen_bf16)
+    assert cpu_precision.cpu_trains_faster_in_bf16(got) == probed
+
+
+def test_the_real_small_product_agrees_with_the_full_probe_where_it_decides():
+    from core import cpu_precision
+
+    screen = cpu_precision.matmul_rates(cpu_precision.SCREEN_SHAPE, repeats=2)
+    if screen["bf16"] >= cpu_precision.SCREEN_VERDICT * screen["fp32"]:
+        pytest.skip(f"bf16 is not far behind fp32 on this CPU ({screen}): the full probe decides")
+    full = cpu_precision.matmul_rates(cpu_precision.PROBE_SHAPE, repeats=1)
+    assert not cpu_precision.cpu_trains_faster_in_bf16(full), (screen, full)
+
+
 def test_use_device_selects_the_gpu_and_turns_tf32_on(monkeypatch):
     chosen, before = [], torch.get_float32_matmul_precision()
     monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
