@@ -51,23 +51,50 @@ GUESSED_SECONDS = {0: 120.0, 1: 60.0, 2: 30.0, 3: 1.0}
 FILE_SECONDS_KEY = "tunedesk/file_seconds"  # in pytest's cache (.pytest_cache), per test file
 
 
+# Folders whose files share a session fixture that costs more than their tests (the llama
+# fixture of tests/serve/llama_server/: a tiny model's GGUFs and a llama-server, ~25 s on one
+# core): `make test` gives all of a folder's files to one worker, so the fixture is made once.
+SHARED_FIXTURE_FOLDERS = ("tests/serve/llama_server/",)
+
+
+def schedule_group(file: str) -> str:
+    """What one worker runs as a whole: the test file, or its folder where that shares a
+    costly session fixture (``file`` as in a node id: ``tests/x/test_y.py``)."""
+    return next((folder for folder in SHARED_FIXTURE_FOLDERS if file.startswith(folder)), file)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` hands out :func:`schedule_group` groups instead of single files."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class GroupScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return schedule_group(nodeid.split("::", 1)[0])
+
+    return GroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items: list) -> None:
-    """Longest files first (the order is stable otherwise): `make test`'s workers take whole
-    files (``--dist loadfile --no-loadscope-reorder``) as they free up, so a minutes-long file met
-    last would leave one worker waiting on the other. How long a file takes is what it took in
-    the last run that ran it (kept by :func:`pytest_sessionfinish`); a file never timed is
-    guessed from its weight. Every worker reads the same record, so all collect the same order."""
+    """Longest groups first (the order is stable otherwise): `make test`'s workers take whole
+    files, or :func:`schedule_group`'s folders (``--dist loadfile --no-loadscope-reorder``), as
+    they free up, so a minutes-long file met last would leave one worker waiting on the other.
+    How long a file takes is what it took in the last run that ran it (kept by
+    :func:`pytest_sessionfinish`); a file never timed is guessed from its weight. Every worker
+    reads the same record, so all collect the same order."""
     timed = config.cache.get(FILE_SECONDS_KEY, {}) if config.cache else {}
     by_file: dict = {}
     for item in items:
-        by_file.setdefault(item.path, []).append(item)
-
-    def seconds(group: list) -> float:
-        key = group[0].nodeid.split("::")[0]
-        return timed.get(key, GUESSED_SECONDS[_file_weight(group)])
-
-    ordered = sorted(by_file.values(), key=lambda group: -seconds(group))
-    items[:] = [item for group in ordered for item in group]
+        by_file.setdefault(item.nodeid.split("::")[0], []).append(item)
+    groups: dict = {}
+    for file, group in by_file.items():
+        seconds = timed.get(file, GUESSED_SECONDS[_file_weight(group)])
+        entry = groups.setdefault(schedule_group(file), [0.0, []])
+        entry[0] += seconds
+        entry[1].extend(group)
+    ordered = sorted(groups.values(), key=lambda entry: -entry[0])
+    items[:] = [item for _, group in ordered for item in group]
 
 
 _ran_seconds: dict[str, float] = {}

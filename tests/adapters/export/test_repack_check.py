@@ -30,9 +30,16 @@ def amx(monkeypatch):
     monkeypatch.delenv(repack_check.ENV, raising=False)
 
 
+@pytest.fixture(scope="module")
+def converted(tiny_real_tok, tmp_path_factory):
+    """The tiny model's Q8_0 GGUF, converted once for the module (7-8 s on one core)."""
+    return ensure_base_gguf(str(tiny_real_tok("llama")), "q8_0", home=tmp_path_factory.mktemp("repack-gguf"))
+
+
 @pytest.fixture
-def gguf(home, tiny_real_tok):
-    return ensure_base_gguf(str(tiny_real_tok("llama")), "q8_0")
+def gguf(home, converted):
+    """That GGUF, with a fresh home for each test (where the verdicts are remembered)."""
+    return converted
 
 
 def serve(binary, gguf, log):
