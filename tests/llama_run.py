@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 from pathlib import Path
 
@@ -19,6 +20,15 @@ def llama_or_skip() -> Path:
     if binary is None:
         pytest.skip(missing_reason())
     return binary
+
+
+def default_model_gguf(model, home: Path) -> Path:
+    """The default model's Q8_0 GGUF, made by the export code: kept in the developer's
+    TUNEDESK_TEST_MODEL_CACHE home when that is set (`make test` sets it), else in ``home``."""
+    from adapters.export.gguf_cache import ensure_base_gguf
+
+    cache = os.environ.get("TUNEDESK_TEST_MODEL_CACHE")
+    return ensure_base_gguf(model, "q8_0", home=Path(cache) if cache else home)
 
 
 @contextlib.contextmanager

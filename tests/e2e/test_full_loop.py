@@ -31,6 +31,7 @@ from browser_helpers import (
     wait_for_port,
     wait_text,
 )
+from llama_run import default_model_gguf
 
 # The hang guard is wider than the suite's 900 s: the loop took 7.5-8 min alone in CI, and a
 # busy machine (another job on the 2 cores) doubles that without anything being wrong.
@@ -72,16 +73,11 @@ def link_llama_cpp_copy(model, home: Path) -> None:
 
     if server_binary() is None:
         return
-    from adapters.export.gguf_cache import ensure_base_gguf
-
-    cache = os.environ.get("TUNEDESK_TEST_MODEL_CACHE")
-    if not cache:
-        ensure_base_gguf(model, "q8_0", home=home)
-        return
-    made = ensure_base_gguf(model, "q8_0", home=Path(cache))
-    kept = home / "exports" / "gguf" / "base" / made.parent.name
-    kept.mkdir(parents=True)
-    (kept / made.name).symlink_to(made)
+    made = default_model_gguf(model, home)
+    kept = home / "exports" / "gguf" / "base" / made.parent.name / made.name
+    if not kept.exists():
+        kept.parent.mkdir(parents=True)
+        kept.symlink_to(made)
 
 
 def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):

@@ -11,14 +11,12 @@ says whether it counted.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
-from llama_run import llama_or_skip
+from llama_run import default_model_gguf, llama_or_skip
 from shelf_helpers import put_adapter
 
-from adapters.export.gguf_cache import ensure_base_gguf
 from adapters.shelf.store import Shelf
 from core.llama_cpp.process import LlamaServerProcess
 from eval.__main__ import main
@@ -45,8 +43,7 @@ def judge_server(default_model_dir, tmp_path_factory):
     2 cores; kept in the developer's TUNEDESK_TEST_MODEL_CACHE home when that is set)."""
     binary = llama_or_skip()
     root = tmp_path_factory.mktemp("judge-server")
-    cache = os.environ.get("TUNEDESK_TEST_MODEL_CACHE")
-    gguf = ensure_base_gguf(default_model_dir, "q8_0", home=Path(cache) if cache else root)
+    gguf = default_model_gguf(default_model_dir, root)
     with LlamaServerProcess(
         binary, gguf, [], slots=1, ctx_per_slot=1024, threads=1, log=root / "server.log"
     ) as server:
