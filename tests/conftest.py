@@ -83,7 +83,8 @@ def pytest_collection_modifyitems(config, items: list) -> None:
     How long a file takes is what it took in the last run that ran it (kept by
     :func:`pytest_sessionfinish`); a file never timed is guessed from its weight. Every worker
     reads the same record, so all collect the same order."""
-    timed = config.cache.get(FILE_SECONDS_KEY, {}) if config.cache else {}
+    cache = getattr(config, "cache", None)  # None under `-p no:cacheprovider`
+    timed = cache.get(FILE_SECONDS_KEY, {}) if cache else {}
     by_file: dict = {}
     for item in items:
         by_file.setdefault(item.nodeid.split("::")[0], []).append(item)
@@ -109,11 +110,12 @@ def pytest_runtest_logreport(report) -> None:
 def pytest_sessionfinish(session) -> None:
     """Keep this run's file times for the next run's order (files not run keep their record);
     only the controller writes, once, after every worker has reported."""
-    if os.environ.get("PYTEST_XDIST_WORKER") or session.config.cache is None or not _ran_seconds:
+    cache = getattr(session.config, "cache", None)
+    if os.environ.get("PYTEST_XDIST_WORKER") or cache is None or not _ran_seconds:
         return
-    timed = session.config.cache.get(FILE_SECONDS_KEY, {})
+    timed = cache.get(FILE_SECONDS_KEY, {})
     timed.update({k: round(v, 2) for k, v in _ran_seconds.items()})
-    session.config.cache.set(FILE_SECONDS_KEY, timed)
+    cache.set(FILE_SECONDS_KEY, timed)
 
 
 from pathlib import Path  # noqa: E402
