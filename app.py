@@ -79,4 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from core.optional_imports import keep_bitsandbytes_out
+
+    keep_bitsandbytes_out()  # the app quantizes nothing itself (training and dry runs are child processes)
     sys.exit(main())

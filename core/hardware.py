@@ -7,7 +7,6 @@ validation uses it to refuse impossible combinations before anything is loaded.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 from dataclasses import dataclass, field
 
@@ -142,13 +141,14 @@ def _cuda_info(index: int, bnb: str | None) -> DeviceInfo:
 @functools.lru_cache(maxsize=1)
 def detect() -> Hardware:
     """Inspect the machine once per process (torch is imported here, not at module load)."""
+    from importlib.metadata import PackageNotFoundError, version
+
     import torch
 
-    bnb = None
-    if importlib.util.find_spec("bitsandbytes") is not None:
-        from importlib.metadata import version
-
+    try:  # the metadata, not an import: a process may keep it out (core/optional_imports.py)
         bnb = version("bitsandbytes")
+    except PackageNotFoundError:
+        bnb = None
     devices = [_cpu_info(bnb)]
     if torch.cuda.is_available():
         devices += [_cuda_info(i, bnb) for i in range(torch.cuda.device_count())]
