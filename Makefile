@@ -94,10 +94,13 @@ run: setup
 	$(APP)
 
 # Under the build's lock: a build `make run` started is waited for, not run twice at once.
+# PYTHONDONTWRITEBYTECODE emptied: where a shell sets it, each of the ~150 Python processes the
+# tests start compiled the project's modules anew and each worker re-wrote every test module's
+# asserts (~8 s); cached, they are compiled once (__pycache__ is git-ignored).
 test: setup
 	flock $(LLAMA_LOCK) $(MAKE) --no-print-directory llama
 	$(PY) -m ruff check .
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+	PYTHONDONTWRITEBYTECODE= HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
 	  TUNEDESK_TEST_MODEL_CACHE=$(if $(TEST_MODEL_CACHE),$(abspath $(TEST_MODEL_CACHE))) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: setup
