@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 pytest.importorskip("bitsandbytes")
 
 
-def run_python(code: str) -> dict:
+def run_python(code: str):
+    """What a fresh interpreter running ``code`` printed last, as JSON."""
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
