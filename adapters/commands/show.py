@@ -26,7 +26,8 @@ def main(args) -> int:
             f"  hash        {entry.adapter_hash or '?'} · created {entry.created}"
             + (" · imported" if entry.imported else ""),
             f"  LoRA        r={lora.get('r')} alpha={lora.get('alpha')} dropout={lora.get('dropout')} "
-            f"targets {', '.join(lora.get('target_modules') or [])}",
+            f"targets {', '.join(lora.get('target_modules') or [])}"
+            + (f" in the last {lora['top_layers']} blocks" if lora.get("top_layers") else ""),
             f"  size        {entry.size_bytes / 2**20:.1f} MB at {entry.path}",
         ]
         if entry.data:

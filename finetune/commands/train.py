@@ -64,6 +64,8 @@ FLAGS = [
     ("--lora-r", ["--lora_r"], "lora", "r", int, "LoRA rank"),
     ("--lora-alpha", ["--lora_alpha"], "lora", "alpha", int, "LoRA alpha"),
     ("--lora-dropout", ["--lora_dropout"], "lora", "dropout", float, "LoRA dropout"),
+    ("--lora-top-layers", [], "lora", "top_layers", int,
+     "adapt only the last N transformer blocks (0 = all): faster steps, backward stops below them"),
     ("--name", ["--adapter-name"], "run", "adapter_name", str, "adapter name on the shelf"),
     ("--run-dir", [], "run", "run_dir", str, "run folder (events, checkpoints)"),
     ("--nproc-per-node", ["--nproc_per_node"], "run", "nproc_per_node", int, "processes per machine (torchrun)"),

@@ -58,24 +58,32 @@ def label_share(rows) -> float:
     return labelled / total if total else 1.0
 
 
+def _block_index(module_name: str) -> int | None:
+    """The transformer block a module sits in (``model.layers.12.mlp.up_proj`` -> 12)."""
+    return next((int(part) for part in module_name.split(".") if part.isdigit()), None)
+
+
 def model_counts(resolved, cfg) -> dict:
     """Parameter counts of the base and of its LoRA adapter, from the config alone."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from finetune.train.model_loading import resolve_targets
+    from finetune.train.model_loading import resolve_targets, top_layer_indices
 
     trust = cfg.model.trust_remote_code
     config = AutoConfig.from_pretrained(resolved.path, trust_remote_code=trust)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, trust_remote_code=trust)
     targets = set(resolve_targets(model, resolved.architecture, cfg.lora))
+    blocks = top_layer_indices(model, cfg.lora.top_layers)
+    adapted = set(blocks) if blocks is not None else None
     quantizable = lora = 0
     for name, module in model.named_modules():
         weight, leaf = getattr(module, "weight", None), name.rsplit(".", 1)[-1]
         if not isinstance(weight, torch.Tensor) or weight.dim() != 2 or isinstance(module, torch.nn.Embedding):
             continue
-        lora += cfg.lora.r * sum(weight.shape) if leaf in targets else 0
+        if leaf in targets and (adapted is None or _block_index(name) in adapted):
+            lora += cfg.lora.r * sum(weight.shape)
         quantizable += weight.numel() if leaf != "lm_head" else 0  # bitsandbytes keeps the head
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     return {"params": sum(p.numel() for p in model.parameters()), "quantizable": quantizable, "lora": lora,

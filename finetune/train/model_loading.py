@@ -142,7 +142,28 @@ def apply_lora(model, architecture: str, lora: LoraArgs, quantization: str = "no
         lora_alpha=lora.alpha,
         lora_dropout=lora.dropout,
         target_modules=targets,
+        layers_to_transform=top_layer_indices(model, lora.top_layers),
         task_type="CAUSAL_LM",
         fan_in_fan_out=architecture == "gpt2",  # GPT-2 uses Conv1D (weights stored transposed)
     )
     return get_peft_model(model, config)
+
+
+def top_layer_indices(model, top_layers: int) -> list[int] | None:
+    """The indices of the last ``top_layers`` transformer blocks (None: adapt every block).
+
+    Raises:
+        ValueError: the model's config names no block count, so "the last N" has no meaning.
+    """
+    if not top_layers:
+        return None
+    config = getattr(model, "config", None)
+    config = getattr(config, "text_config", None) or config  # multimodal configs nest the LM's
+    blocks = next((getattr(config, key) for key in ("num_hidden_layers", "n_layer", "num_layers")
+                   if isinstance(getattr(config, key, None), int)), None)
+    if blocks is None:
+        raise ValueError("LoRA top layers needs the model's block count, and its config names none: "
+                         "set top layers to 0 (adapt every block)")
+    if top_layers >= blocks:
+        return None
+    return list(range(blocks - top_layers, blocks))

@@ -61,7 +61,8 @@ def build_manifest(cfg, resolved, tokenizer, prepared, *, status: str, steps: in
         "base_model": resolved.to_dict(),
         "tokenizer_hash": _folder_tokenizer_hash(resolved.path),
         "chat_template_hash": text_hash(getattr(tokenizer, "chat_template", None)),
-        "lora": {"r": lc.r, "alpha": lc.alpha, "dropout": lc.dropout, "target_modules": targets},
+        "lora": {"r": lc.r, "alpha": lc.alpha, "dropout": lc.dropout, "target_modules": targets,
+                 "top_layers": lc.top_layers},
         "training": {**asdict(cfg.train), **training},
         "data": {"path": dc.path, "fingerprint": prepared.fingerprint, "train_rows": len(prepared.train),
                  "val_rows": len(prepared.val), "max_length": dc.max_length, "system_prompt": dc.system_prompt,
@@ -118,7 +119,8 @@ def model_card(m: dict) -> str:
         "",
         f"- Data: `{d.get('path')}` ({d.get('train_rows')} training rows, fingerprint `{d.get('fingerprint')}`)",
         f"- LoRA: r={lora.get('r')}, alpha={lora.get('alpha')}, dropout={lora.get('dropout')}, "
-        f"targets {', '.join(lora.get('target_modules', []))}",
+        f"targets {', '.join(lora.get('target_modules', []))}"
+        + (f" in the last {lora['top_layers']} blocks" if lora.get("top_layers") else ""),
         f"- Training: {t.get('device')} {t.get('precision')} quantization={t.get('quantization')}, "
         f"batch {t.get('batch_size')} x accumulation {t.get('grad_accum')}, lr {t.get('learning_rate')}, "
         f"{m.get('steps')} steps",

@@ -55,6 +55,8 @@ def build_train_tab(state: AppState) -> dict:
                         alpha = gr.Number(d.lora.alpha, precision=0, label="LoRA alpha")
                         dropout = gr.Number(d.lora.dropout, label="LoRA dropout")
                         mlp = gr.Checkbox(d.lora.include_mlp, label="Adapt MLP layers too")
+                        top = gr.Number(d.lora.top_layers, precision=0, minimum=0, elem_id="train-top-layers",
+                                        label="Adapt only the last N blocks (0 = all; faster steps)")
                     with gr.Row():
                         lr = gr.Number(d.train.learning_rate, label="Learning rate")
                         sched = gr.Dropdown(["cosine", "linear", "constant"], value=d.train.lr_schedule, label="Schedule")
@@ -99,7 +101,7 @@ def build_train_tab(state: AppState) -> dict:
                         beta = gr.Number(d.train.beta, label="Beta (DPO / CPO / ORPO; blank or 0: the method's measured default)",
                                          elem_id="train-beta")
                 name = gr.Textbox(label="Adapter name (optional)", elem_id="train-name")
-        settings = [model, device, precision, quant, batch, accum, r, alpha, dropout, mlp, lr, sched, epochs,
+        settings = [model, device, precision, quant, batch, accum, r, alpha, dropout, mlp, top, lr, sched, epochs,
                     steps, max_len, samples, val, packing, last_turn, system, eval_every, probe_every, save_every, seed, name,
                     nproc, nnodes, node_rank, rdzv, sharding, method, from_adapter, beta, budget]
         tab.select(lambda: gr.update(choices=["", *state.adapter_choices()]), None, from_adapter)

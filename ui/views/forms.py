@@ -16,7 +16,7 @@ TRAIN_FIELDS = [
     ("model", "name"),
     ("train", "device"), ("train", "precision"), ("train", "quantization"),
     ("train", "batch_size"), ("train", "grad_accum"),
-    ("lora", "r"), ("lora", "alpha"), ("lora", "dropout"), ("lora", "include_mlp"),
+    ("lora", "r"), ("lora", "alpha"), ("lora", "dropout"), ("lora", "include_mlp"), ("lora", "top_layers"),
     ("train", "learning_rate"), ("train", "lr_schedule"), ("train", "epochs"), ("train", "max_steps"),
     ("data", "max_length"), ("data", "max_samples"), ("data", "val_fraction"), ("data", "packing"),
     ("data", "last_turn_only"), ("data", "system_prompt"),
@@ -30,7 +30,7 @@ TRAIN_FIELDS = [
     # The default way to train: for N minutes (the form shows minutes; 0 = steps / epochs above).
     ("train", "time_budget_s"),
 ]
-_INTS = {"batch_size", "grad_accum", "r", "alpha", "max_steps", "max_length", "max_samples",
+_INTS = {"batch_size", "grad_accum", "r", "alpha", "top_layers", "max_steps", "max_length", "max_samples",
          "eval_every", "probe_every", "save_every", "seed", "nproc_per_node", "nnodes", "node_rank"}
 _FLOATS = {"dropout", "learning_rate", "epochs", "val_fraction", "beta"}
 _TEXTS = {"system_prompt", "adapter_name", "rdzv_endpoint", "from_adapter"}

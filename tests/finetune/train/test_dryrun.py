@@ -58,6 +58,9 @@ def test_estimate_grows_with_batch_and_length_and_shrinks_when_quantized(tiny_ll
     # r * (in + out) for q, o (64->64), k, v (64->32), gate, up, down (64<->128), two layers
     assert base["lora_params"] == 4 * 2 * (2 * (64 + 64) + 2 * (64 + 32) + 3 * (64 + 128))
     assert base["fits"] and base["warning"] == ""
+    top = _cfg(tiny_llama_dir)
+    top.lora.top_layers = 1  # the last of the two blocks only: half the LoRA weights
+    assert estimate_memory(top, resolved)["lora_params"] == base["lora_params"] // 2
 
 
 def test_estimate_says_when_it_will_not_fit(tiny_llama_dir, home, monkeypatch):
