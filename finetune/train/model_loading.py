@@ -158,10 +158,9 @@ def top_layer_indices(model, top_layers: int) -> list[int] | None:
     if not top_layers:
         return None
     config = getattr(model, "config", None)
-    config = getattr(config, "text_config", None) or config  # multimodal configs nest the LM's
-    blocks = next((getattr(config, key) for key in ("num_hidden_layers", "n_layer", "num_layers")
-                   if isinstance(getattr(config, key, None), int)), None)
-    if blocks is None:
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config  # GPT-2: n_layer
+    blocks = getattr(text, "num_hidden_layers", None)
+    if not isinstance(blocks, int):
         raise ValueError("LoRA top layers needs the model's block count, and its config names none: "
                          "set top layers to 0 (adapt every block)")
     if top_layers >= blocks:
