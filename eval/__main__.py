@@ -112,6 +112,11 @@ def run(args) -> int:
         import torch
 
         torch.set_num_threads(args.threads)  # the session uses at most this many
+    from adapters.shelf.store import Shelf
+    from eval.run import untrained_notes
+
+    for note in untrained_notes({name: Shelf().get(name).manifest for name in args.adapter}).values():
+        print(f"warning: {note}", file=sys.stderr)  # before the minutes of answering, not after
     session = ModelSession(base, device=args.device,
                            max_loaded_adapters=max(4, len(args.adapter)))
     bar = _progress_bar(args.quiet)

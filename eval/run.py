@@ -122,7 +122,7 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
     if judge is not None:  # after the timings: the judge's own seconds are in report.judge
         report.judge = judge_evaluation(report, judge, progress)
     report.gate = check_gates(report, shelf)
-    for name, note in parent_notes.items():
+    for name, note in [*parent_notes.items(), *untrained_notes(manifests).items()]:
         if name in report.gate:
             report.gate[name]["notes"].append(note)
     if save:
@@ -131,6 +131,19 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
         record_gates(report, shelf)
     progress(1.0, f"done: {report.folder or 'not saved'}")
     return report
+
+
+def untrained_notes(manifests: dict) -> dict:
+    """adapter -> a sentence, for adapters whose run stopped before its first optimizer step.
+
+    Their LoRA B matrices are still zero (PEFT's initialization), so they answer exactly as the
+    base model and every score equals the base's: a user who evaluates one should be told, not
+    left to read identical rows. Adapters without a step count (imported ones) are not named.
+    """
+    return {name: (f"{name} was trained 0 steps (its run stopped before the first optimizer step): its "
+                   "LoRA update is still zero, so it answers exactly as the base model and every score "
+                   "here equals the base's")
+            for name, manifest in manifests.items() if manifest.get("steps") == 0}
 
 
 def parents_on_shelf(session: ModelSession, manifests: dict) -> tuple[dict, dict]:

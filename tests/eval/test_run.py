@@ -274,6 +274,32 @@ def test_cli_prints_table_and_exits_0(assets, home, tiny_llama_dir, capsys):
     assert (report_dir / "report.json").is_file() and report_dir.parent == home / "evals"
 
 
+def test_an_adapter_trained_0_steps_is_named_as_the_base_in_disguise(assets, home, tiny_llama_dir, capsys):
+    # A run stopped before its first optimizer step saves PEFT's initial adapter: B = 0.
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    Shelf()
+    install(assets, home)
+    folder = home / "adapters" / "untrained"
+    base = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
+    get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"])).save_pretrained(folder)
+    manifest = json.loads((assets["folders"]["tuned-a"] / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "name": "untrained", "steps": 0}))
+    code = main(["--adapter", "untrained", "--data", str(assets["data"]), "--max-samples", "3",
+                 "--max-new-tokens", "3", "--batch-size", "3", "--no-golden", "--threads", "1", "--quiet"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "warning: untrained was trained 0 steps" in captured.err
+    report = json.loads((Path(captured.out.strip().splitlines()[-1].removeprefix("report: "))
+                         / "report.json").read_text())
+    assert [s["answers"]["untrained"] for s in report["samples"]] == [s["answers"]["base"] for s in report["samples"]]
+    assert any("answers exactly as the base model" in n for n in report["gate"]["untrained"]["notes"])
+    trained = evaluate(ModelSession(str(tiny_llama_dir), dtype="float32"), ["tuned-a"], str(assets["data"]),
+                       max_samples=2, settings=GenerationSettings(max_new_tokens=2), golden=None, save=False)
+    assert not any("trained 0 steps" in n for n in trained.gate["tuned-a"]["notes"])
+
+
 @pytest.mark.parametrize("case", ["unknown adapter", "missing data", "mixed bases"])
 def test_cli_bad_input_is_one_error_line(assets, home, capsys, case):
     Shelf()
