@@ -136,7 +136,15 @@ def apply_lora(model, architecture: str, lora: LoraArgs, quantization: str = "no
                                                 gradient_checkpointing_kwargs={"use_reentrant": False})
     elif gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.enable_input_require_grads()
+    # Checkpointing makes the embeddings' output require a gradient (transformers adds that hook
+    # here and PEFT again in get_peft_model, for reentrant checkpointing's sake), and backward
+    # then runs through every block, also those below `top_layers` that hold no adapter.
+    # Non-reentrant checkpointing reaches the LoRA weights inside a block without it (PEFT's
+    # k-bit preparation skips it for the same reason), so both hooks go: this one before PEFT's
+    # call overwrites its handle.
+    drop_input_grad_hooks = gradient_checkpointing and hasattr(model, "disable_input_require_grads")
+    if drop_input_grad_hooks:
+        model.disable_input_require_grads()
     config = LoraConfig(
         r=lora.r,
         lora_alpha=lora.alpha,
@@ -146,7 +154,10 @@ def apply_lora(model, architecture: str, lora: LoraArgs, quantization: str = "no
         task_type="CAUSAL_LM",
         fan_in_fan_out=architecture == "gpt2",  # GPT-2 uses Conv1D (weights stored transposed)
     )
-    return get_peft_model(model, config)
+    peft_model = get_peft_model(model, config)
+    if drop_input_grad_hooks:
+        model.disable_input_require_grads()
+    return peft_model
 
 
 def top_layer_indices(model, top_layers: int) -> list[int] | None:

@@ -26,10 +26,13 @@ def test_top_layer_indices_counts_from_the_last_block(tiny_llama_dir, tiny_gpt2_
     assert top_layer_indices(gpt2, 1) == [1]
 
 
-def test_only_the_top_block_is_adapted_and_backward_skips_the_one_below(tiny_llama_dir):
+@pytest.mark.parametrize("checkpointing", [False, True], ids=["plain", "gradient-checkpointing"])
+@pytest.mark.parametrize("top_layers", [1, 0], ids=["top-1", "all-blocks"])
+def test_only_the_top_block_is_adapted_and_backward_skips_the_one_below(tiny_llama_dir, top_layers, checkpointing):
     base = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
-    model = apply_lora(base, "llama", LoraArgs(r=4, alpha=8, dropout=0.0, top_layers=1)).train()
-    assert _adapted_blocks(model) == {1}
+    model = apply_lora(base, "llama", LoraArgs(r=4, alpha=8, dropout=0.0, top_layers=top_layers),
+                       gradient_checkpointing=checkpointing).train()
+    assert _adapted_blocks(model) == ({1} if top_layers else {0, 1})
     needs_grad = {}
 
     def record(index):
@@ -41,13 +44,16 @@ def test_only_the_top_block_is_adapted_and_backward_skips_the_one_below(tiny_lla
         block.register_forward_hook(record(index))
     ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
     model(input_ids=ids, labels=ids).loss.backward()
-    # Block 0's output needs no gradient, so autograd never runs backward through it.
-    assert needs_grad == {0: False, 1: True}
+    # Block 0's output needs no gradient, so autograd never runs backward through it (with
+    # checkpointing too); with every block adapted it does, and every LoRA B still learns.
+    assert needs_grad == {0: not top_layers, 1: True}
     grads = {n: p.grad for n, p in model.named_parameters() if p.requires_grad}
-    assert grads and all(g is not None and g.abs().sum() > 0 for n, g in grads.items() if "lora_B" in n)
+    assert len(grads) == 2 * len(_adapted_blocks(model)) * len(model.peft_config["default"].target_modules)
+    assert all(g is not None and g.abs().sum() > 0 for n, g in grads.items() if "lora_B" in n)
 
 
-def test_a_run_with_top_layers_trains_saves_and_reloads_them(tiny_llama_dir, home):
+@pytest.mark.parametrize("checkpointing", [False, True], ids=["plain", "gradient-checkpointing"])
+def test_a_run_with_top_layers_trains_saves_and_reloads_them(tiny_llama_dir, home, checkpointing):
     from peft import PeftModel
 
     cfg = RunConfig()
@@ -56,7 +62,7 @@ def test_a_run_with_top_layers_trains_saves_and_reloads_them(tiny_llama_dir, hom
     cfg.lora.r, cfg.lora.alpha, cfg.lora.top_layers = 4, 8, 1
     t = cfg.train
     t.max_steps, t.batch_size, t.log_every, t.eval_every, t.probe_every, t.save_every = 4, 4, 2, 4, 0, 0
-    t.learning_rate = 5e-3
+    t.learning_rate, t.gradient_checkpointing = 5e-3, checkpointing
     result = train(cfg)
     assert result.metrics["val_loss"] < result.metrics["base_val_loss"]
     manifest = json.loads((result.adapter_dir / "manifest.json").read_text())
