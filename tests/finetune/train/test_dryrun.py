@@ -9,7 +9,7 @@ from core import hardware
 from core.models import resolve
 from finetune.__main__ import main
 from finetune.config import RunConfig
-from finetune.train.dryrun import estimate_memory
+from finetune.train.dryrun import ACT_VALUES, estimate_memory
 
 
 def _cfg(model_dir, **train_overrides) -> RunConfig:
@@ -60,7 +60,16 @@ def test_estimate_grows_with_batch_and_length_and_shrinks_when_quantized(tiny_ll
     assert base["fits"] and base["warning"] == ""
     top = _cfg(tiny_llama_dir)
     top.lora.top_layers = 1  # the last of the two blocks only: half the LoRA weights
-    assert estimate_memory(top, resolved)["lora_params"] == base["lora_params"] // 2
+    top_estimate = estimate_memory(top, resolved)
+    assert top_estimate["lora_params"] == base["lora_params"] // 2
+    # block 0 keeps no activations for backward (it needs no gradient): half of them
+    assert top_estimate["activations_gib"] == pytest.approx(base["activations_gib"] / 2)
+    # with checkpointing each block keeps its input: one block input less
+    every = _cfg(tiny_llama_dir, gradient_checkpointing=True)
+    top = _cfg(tiny_llama_dir, gradient_checkpointing=True)
+    top.lora.top_layers = 1
+    one_input = estimate_memory(every, resolved)["activations_gib"] - estimate_memory(top, resolved)["activations_gib"]
+    assert one_input == pytest.approx(base["activations_gib"] / 2 / ACT_VALUES)
 
 
 def test_estimate_says_when_it_will_not_fit(tiny_llama_dir, home, monkeypatch):
