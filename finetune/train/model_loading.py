@@ -134,7 +134,9 @@ def apply_lora(model, architecture: str, lora: LoraArgs, quantization: str = "no
         # use_reentrant=False as below: otherwise torch picks reentrant checkpointing here only.
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=gradient_checkpointing,
                                                 gradient_checkpointing_kwargs={"use_reentrant": False})
-    elif gradient_checkpointing:
+    elif gradient_checkpointing and hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    elif gradient_checkpointing:  # the older name, deprecated since
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     # Checkpointing makes the embeddings' output require a gradient (transformers adds that hook
     # here and PEFT again in get_peft_model, for reentrant checkpointing's sake), and backward

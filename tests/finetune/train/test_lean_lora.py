@@ -191,7 +191,7 @@ def test_gradient_checkpointing_recomputes_the_same_dropout_masks(tiny_llama_dir
     for checkpointing in (False, True):
         model = _lora_model(tiny_llama_dir, 0.3)
         if checkpointing:
-            model.get_base_model().gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.get_base_model().activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
             model.enable_input_require_grads()
         use_lean_lora(model)
         torch.manual_seed(7)
