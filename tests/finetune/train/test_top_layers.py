@@ -4,6 +4,7 @@ import json
 
 import pytest
 import torch
+from family_models import FAMILIES
 from transformers import AutoModelForCausalLM
 
 from finetune.__main__ import main
@@ -90,3 +91,25 @@ def test_the_cli_flag_reaches_the_dry_run_and_its_estimate(tiny_llama_dir, home,
     top = json.loads(capsys.readouterr().out)
     assert top["trainable_params"] == every["trainable_params"] // 2  # one of the two blocks
     assert top["estimate"]["lora_params"] == top["trainable_params"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_with_checkpointing_backpropagates_only_through_the_top_block(family):
+    from family_models import family_config
+
+    torch.manual_seed(0)
+    config = family_config(family, vocab_size=256, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    base = AutoModelForCausalLM.from_config(config)
+    model = apply_lora(base, config.model_type, LoraArgs(r=4, alpha=8, dropout=0.0, top_layers=1),
+                       gradient_checkpointing=True).train()
+    assert _adapted_blocks(model) == {1}
+    blocks = model.get_base_model().model.layers
+    needs_grad = {}
+    for index, block in enumerate(blocks):
+        block.register_forward_hook(lambda _m, _i, out, index=index: needs_grad.__setitem__(
+            index, (out[0] if isinstance(out, tuple) else out).requires_grad))
+    ids = torch.randint(3, 256, (2, 12))
+    model(input_ids=ids, labels=ids).loss.backward()
+    assert needs_grad == {0: False, 1: True}
+    lora_b = [p.grad for n, p in model.named_parameters() if "lora_B" in n]
+    assert lora_b and all(g is not None and g.abs().sum() > 0 for g in lora_b)
