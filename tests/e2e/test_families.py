@@ -27,8 +27,6 @@ from bench.local_server import serving
 pytestmark = pytest.mark.timeout(600)
 QUESTION = [{"role": "user", "content": "Where is my order?"}]
 NEW_TOKENS = 8
-# The PyTorch batching engine refuses sliding-window caches and, until serving handles that
-# (issue 47, item 1), such a request waits for ever: asked with a deadline, and expected to fail.
 # llama.cpp converts the tiny Phi-3 but its loader refuses the vocabulary ("unordered_map::at"):
 # Phi-3 with a GPT-2 BPE is Phi-4 mini's layout, and this made-up tokenizer (SmolLM2's vocabulary
 # under Phi-3's markers) is not one llama.cpp's Phi-3 loader knows. The app says so and
