@@ -54,6 +54,10 @@ from finetune.train.steps import (
 __all__ = ["ConfigError", "TrainResult", "train"]
 
 
+UNTRAINED_NOTE = ("no optimizer step was taken: the saved adapter's LoRA update is still "
+                  "zero, so it answers exactly as the base model")
+
+
 @dataclass
 class TrainResult:
     adapter_dir: Path | None
@@ -369,6 +373,8 @@ def _finish(run: _Run, progress: _Progress) -> TrainResult:
         adapter_dir, probes = None, _final_probes(run)
     bought = budget_run.bought(run.pacer, run.plan, step, world, run.tokens)
     note = (bought or {}).get("note", "")
+    if step == 0:  # stopped before its first update: no quiet "stopped" for an adapter equal to the base
+        note = "; ".join(filter(None, [UNTRAINED_NOTE, note]))
     weights = parallel.full_trainable_state(model) if run.sharded else None  # every rank takes part
     if rank == 0:
         emit("probe", step=step, answers=probes)

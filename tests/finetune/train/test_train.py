@@ -90,6 +90,24 @@ def test_stop_saves_at_the_current_step_and_resume_continues(tiny_llama_dir, hom
     assert start["start_step"] == 4 and resumed.steps == 8 and resumed.status == "done"
 
 
+def test_a_run_stopped_before_its_first_step_says_its_adapter_is_the_base(tiny_llama_dir, home):
+    from safetensors.torch import load_file
+
+    cfg = _cfg(tiny_llama_dir, max_steps=8)
+    cfg.run.adapter_name = "never-stepped"
+    seen = []
+    result = train(cfg, on_event=seen.append, stop=lambda: True)
+    assert result.status == "stopped" and result.steps == 0
+    assert result.note.startswith("no optimizer step was taken")
+    weights = load_file(result.adapter_dir / "adapter_model.safetensors")
+    assert all(not w.any() for name, w in weights.items() if "lora_B" in name)  # what the note says
+    assert any(e["type"] == "warning" and "no optimizer step" in e["message"] for e in seen)
+    done = next(e for e in seen if e["type"] == "done")
+    assert done["note"] == result.note
+    stepped = train(_cfg(tiny_llama_dir, max_steps=1))
+    assert "no optimizer step" not in stepped.note
+
+
 @pytest.mark.parametrize("quantization", ["4bit", "8bit"])
 def test_quantized_runs_train_a_few_steps_on_cpu(tiny_llama_dir, home, quantization):
     pytest.importorskip("bitsandbytes")
