@@ -134,9 +134,9 @@ def apply_lora(model, architecture: str, lora: LoraArgs, quantization: str = "no
         # use_reentrant=False as below: otherwise torch picks reentrant checkpointing here only.
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=gradient_checkpointing,
                                                 gradient_checkpointing_kwargs={"use_reentrant": False})
-    elif gradient_checkpointing and hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x
+    elif gradient_checkpointing and hasattr(model, "activation_checkpointing_enable"):  # the pinned transformers
         model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-    elif gradient_checkpointing:  # the older name, deprecated since
+    elif gradient_checkpointing:  # an older transformers (a GPU machine's own install): the old name
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     # Checkpointing makes the embeddings' output require a gradient (transformers adds that hook
     # here and PEFT again in get_peft_model, for reentrant checkpointing's sake), and backward
@@ -144,8 +144,7 @@ def apply_lora(model, architecture: str, lora: LoraArgs, quantization: str = "no
     # Non-reentrant checkpointing reaches the LoRA weights inside a block without it (PEFT's
     # k-bit preparation skips it for the same reason), so both hooks go: this one before PEFT's
     # call overwrites its handle.
-    drop_input_grad_hooks = gradient_checkpointing and hasattr(model, "disable_input_require_grads")
-    if drop_input_grad_hooks:
+    if gradient_checkpointing:
         model.disable_input_require_grads()
     config = LoraConfig(
         r=lora.r,
@@ -157,7 +156,7 @@ def apply_lora(model, architecture: str, lora: LoraArgs, quantization: str = "no
         fan_in_fan_out=architecture == "gpt2",  # GPT-2 uses Conv1D (weights stored transposed)
     )
     peft_model = get_peft_model(model, config)
-    if drop_input_grad_hooks:
+    if gradient_checkpointing:
         model.disable_input_require_grads()
     return peft_model
 
