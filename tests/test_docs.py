@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HISTORY = {"benchmarks-log.md"}  # dated records of what ran then; its old spellings stay
 CODE_BLOCK = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
 INLINE = re.compile(r"`([^`]+)`")
-PYTHON_M = re.compile(r"(?:^|[\s(])(?:\S*/)?python3?\s+-m\s+(.+)")
+PYTHON_M = re.compile(r"(?:^|[\s(])(?:\S*/)?python3?\s+(?:-m\s+)?(.+)")
 MAKE = re.compile(r"(?:^|[\s(])make\s+(.+)")
 SUBCOMMAND = re.compile(r"[a-z][a-z0-9-]*")
 FLAG = re.compile(r"--[A-Za-z][\w-]*")
@@ -70,13 +70,14 @@ def _words(text: str) -> list[str]:
 
 
 def python_commands(text: str) -> list[list[str]]:
-    """Each ``python -m`` command as words (package first); ``a | b`` alternatives become one
+    """Each ``python -m`` (or ``python script``) command as words, package (or script) first;
+    ``a | b`` alternatives become one
     command each, sharing the first one's words before its last subcommand."""
     commands = []
     for snippet, inline in snippets(text):
         for piece in _pieces(snippet, inline):
             found = PYTHON_M.search(piece)
-            if not found:
+            if not found or found.group(1).startswith("-"):  # `python -c ...`
                 continue
             alternatives = found.group(1).split("|") if inline else [found.group(1)]
             first = _words(alternatives[0])
@@ -124,12 +125,13 @@ def project_packages() -> set[str]:
 
 @cache
 def help_of(argv: tuple[str, ...]) -> tuple[int, str]:
-    """Exit code and output of ``python -m <argv> --help``, in this process: the package's
-    ``__main__.main`` called with the words (its ``if __name__ == "__main__"`` lines skipped)."""
+    """Exit code and output of ``python -m <argv> --help`` (``python app.py`` for ``app.py``), in
+    this process: ``main`` called with the words (``if __name__ == "__main__"`` lines skipped)."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         try:
-            code = importlib.import_module(f"{argv[0]}.__main__").main([*argv[1:], "--help"])
+            module = "app" if argv[0] == "app.py" else f"{argv[0]}.__main__"
+            code = importlib.import_module(module).main([*argv[1:], "--help"])
         except SystemExit as done:
             code = done.code if isinstance(done.code, int) else 0 if done.code is None else 1
         except Exception as err:  # an import that fails is a command that does not run
@@ -182,18 +184,20 @@ def problem(command: list[str]) -> str | None:
             break
         path, text = [*path, word], deeper
     missing = [f for f in (FLAG.match(w) for w in command[1:]) if f]
-    missing = [f.group() for f in missing if not re.search(rf"(?<![\w-]){f.group()}(?![\w-])", text)]
+    missing = [f.group() for f in missing
+               if not re.search(rf"(?<![\w-]){f.group()}(?![\w-])", text)]
     if missing:
         return f"`python -m {' '.join(path)} --help` names no {', '.join(missing)}"
     return None
 
 
 def documented_python_commands() -> dict[str, list[list[str]]]:
-    """Each document's ``python -m`` commands of this project's packages."""
-    ours = project_packages()
+    """Each document's ``python -m`` commands of this project's packages, and ``python app.py``."""
+    ours = project_packages() | {"app.py"}
     found = {}
     for doc in documents():
-        commands = [c for c in python_commands(doc.read_text()) if c[0].split(".")[0] in ours]
+        commands = [c for c in python_commands(doc.read_text())
+                    if c[0] in ours or c[0].split(".")[0] in ours]
         if commands:
             found[doc.relative_to(ROOT).as_posix()] = commands
     return found
@@ -214,11 +218,11 @@ def linked_files(doc: Path) -> set[Path]:
 def test_the_extractors_find_commands_alternatives_and_targets_in_made_up_text():
     text = (
         "Run `python -m finetune train --data d.csv [--name N]` or\n"
-        "`python -m adapters alias list \\| show NAME \\| set NAME v3=90 [--force \\| --no-x]`, then\n"
+        "`python -m adapters alias list \\| show NAME \\| set NAME v3=90 [--force \\| --no-x]`,\n"
         "`python -m feedback review ID --accept | --drop`.\n\n"
         "```bash\n.venv/bin/python -m bench gpu-check \\\n  --row-timeout 75 | tee log  # note\n"
         "TEST_WORKERS=1 make test TEST_MODEL_CACHE=   # fresh\n```\n"
-        "`make run HOST=0.0.0.0`, and `cmake --build` is not make.\n"
+        "`make run HOST=0.0.0.0`, and `cmake --build` is not make; `python app.py --port 80`.\n"
     )
     assert python_commands(text) == [
         ["bench", "gpu-check", "--row-timeout", "75"],
@@ -229,6 +233,7 @@ def test_the_extractors_find_commands_alternatives_and_targets_in_made_up_text()
         ["adapters", "alias", "set", "NAME", "--no-x"],
         ["feedback", "review", "ID", "--accept"],
         ["feedback", "review", "ID", "--drop"],
+        ["app.py", "--port", "80"],
     ]
     assert make_targets(text) == ["test", "run"]
     assert {"run", "test", "setup", "llama", "llama-server"} <= makefile_rules(
@@ -246,12 +251,15 @@ def test_the_checker_refuses_a_renamed_subcommand_and_an_unknown_flag():
         ["finetune", "train", "--colour", "red"],
         ["finetune", "train", "--lora"],  # no --lora-top-layers: flags match whole
         ["adapters", "alias", "sets", "support-bot"],
+        ["app.py", "--host", "127.0.0.1", "--auth", "a:b"],
+        ["app.py", "--hots", "127.0.0.1"],
     ])
     assert found[:3] == [None, None, None], found
     assert "finetune trian --help` exits 2" in found[3] and "invalid choice" in found[3]
     assert found[4].endswith("finetune train --help` names no --colour")
     assert found[5].endswith("names no --lora")
     assert "adapters alias sets --help` exits 2" in found[6]
+    assert found[7] is None and found[8].endswith("app.py --help` names no --hots")
 
 
 def test_every_documented_python_command_parses():
@@ -276,7 +284,7 @@ def test_every_doc_is_linked_from_the_readme_or_the_guide():
     linked = linked_files(ROOT / "README.md") | linked_files(ROOT / "docs" / "guide.md")
     docs = [p for p in (ROOT / "docs").rglob("*") if p.is_file() and "img" not in p.parts]
     unlinked = sorted(p.relative_to(ROOT).as_posix() for p in docs if p.resolve() not in linked)
-    assert docs and unlinked == [], f"docs linked from neither README.md nor docs/guide.md: {unlinked}"
+    assert docs and unlinked == [], f"linked from neither README.md nor docs/guide.md: {unlinked}"
 
 
 if __name__ == "__main__":  # a child of problems(): commands as JSON in, their problems out
