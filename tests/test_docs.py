@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 HISTORY = {"benchmarks-log.md"}  # dated records of what ran then; its old spellings stay
-CODE_BLOCK = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
+CODE_BLOCK = re.compile(r"^[ \t]*```[^\n]*\n(.*?)^[ \t]*```", re.M | re.S)  # list items indent
 INLINE = re.compile(r"`([^`]+)`")
 PYTHON_M = re.compile(r"(?:^|[\s(])(?:\S*/)?python3?\s+(?:-m\s+)?(.+)")
 MAKE = re.compile(r"(?:^|[\s(])make\s+(.+)")
@@ -222,10 +222,12 @@ def test_the_extractors_find_commands_alternatives_and_targets_in_made_up_text()
         "`python -m feedback review ID --accept | --drop`.\n\n"
         "```bash\n.venv/bin/python -m bench gpu-check \\\n  --row-timeout 75 | tee log  # note\n"
         "TEST_WORKERS=1 make test TEST_MODEL_CACHE=   # fresh\n```\n"
+        "- an item:\n\n  ```bash\n  python -m serve --port 80 \\\n    --engine auto\n  ```\n"
         "`make run HOST=0.0.0.0`, and `cmake --build` is not make; `python app.py --port 80`.\n"
     )
     assert python_commands(text) == [
         ["bench", "gpu-check", "--row-timeout", "75"],
+        ["serve", "--port", "80", "--engine", "auto"],
         ["finetune", "train", "--data", "d.csv", "--name", "N"],
         ["adapters", "alias", "list"],
         ["adapters", "alias", "show", "NAME"],
