@@ -10,7 +10,7 @@ the pages answer without the API and are not counted.
 
 With a store (the server's and the app's), the outcomes go to its ``answer_stats`` table, so
 every replica sharing the store sees the same figures and a restart keeps them: each answer is
-queued in memory when it ends and written by a timer thread shortly after, never on the token
+queued in memory when it ends and written by a writer thread shortly after, never on the token
 path. Without one (tests, tools), they stay in this process's memory (at most :data:`KEEP` per
 version).
 """
@@ -48,7 +48,8 @@ class VersionStats:
         self.window_s, self.clock, self.store = window_s, clock, store
         self._rows: dict[str, deque] = {}
         self._pending: list[tuple] = []
-        self._timer: threading.Timer | None = None
+        self._wake = threading.Event()
+        self._writer: threading.Thread | None = None
         self._pruned = 0.0
         self._lock = threading.Lock()
 
@@ -61,15 +62,22 @@ class VersionStats:
                 self._rows.setdefault(version, deque(maxlen=KEEP)).append(row)
                 return
             self._pending.append((version, *row))
-            if self._timer is None:  # the first answer since the last write starts the timer
-                self._timer = threading.Timer(FLUSH_AFTER_S, self.flush)
-                self._timer.daemon = True
-                self._timer.start()
+            if self._writer is None:  # one writer thread, so one store connection, for good
+                self._writer = threading.Thread(target=self._write_on, name="version-stats", daemon=True)
+                self._writer.start()
+        self._wake.set()
+
+    def _write_on(self) -> None:
+        while True:
+            self._wake.wait()
+            time.sleep(FLUSH_AFTER_S)  # gathers the answers ending meanwhile into one write
+            self._wake.clear()
+            self.flush()
 
     def flush(self) -> None:
         """Write the queued outcomes to the store now (a failure is logged, never raised)."""
         with self._lock:
-            rows, self._pending, self._timer = self._pending, [], None
+            rows, self._pending = self._pending, []
         if not rows or self.store is None:
             return
         try:

@@ -50,7 +50,7 @@ class Store:
 
     def query(self, sql: str, params: tuple | list = ()) -> list[dict]:
         """The rows ``sql`` selects, as dicts."""
-        cursor = self._connection().execute(self._sql(sql), tuple(params))
+        cursor = self._run(sql, params)
         if cursor.description is None:
             return []
         if self.dialect == "sqlite":
@@ -60,7 +60,7 @@ class Store:
 
     def execute(self, sql: str, params: tuple | list = ()) -> int:
         """Run one statement; the number of rows it changed."""
-        return self._connection().execute(self._sql(sql), tuple(params)).rowcount
+        return self._run(sql, params).rowcount
 
     @contextmanager
     def transaction(self):
@@ -112,6 +112,18 @@ class Store:
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+    def _run(self, sql: str, params):
+        conn = self._connection()
+        try:
+            return conn.execute(self._sql(sql), tuple(params))
+        except Exception:
+            # A PostgreSQL that restarted (or a network that dropped) closes this thread's
+            # connection: outside a transaction the statement is tried again on a new one.
+            if self.dialect != "postgres" or not conn.closed or getattr(self._local, "depth", 0):
+                raise
+            self._local.conn = None
+            return self._connection().execute(self._sql(sql), tuple(params))
 
     def _sql(self, sql: str) -> str:
         return sql.replace("?", "%s") if self.dialect == "postgres" else sql

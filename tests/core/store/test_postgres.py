@@ -43,3 +43,12 @@ def test_an_answer_of_one_replica_is_rated_through_another_once_per_rater(postgr
     assert stats_a.counts("support-v2") == stats_b.counts("support-v2") == (2, 1)
     put_audit(one.store, {"id": "x1", "time": "t", "alias": "bot", "by": "ana"})
     assert [r["by"] for r in audit_rows(open_store(tmp_path / "b"), "bot")] == ["ana"]
+
+
+def test_a_connection_the_server_dropped_is_made_again(postgres_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("TUNEDESK_DATABASE_URL", postgres_server())
+    store = open_store(tmp_path / "a")
+    pid = store.query("SELECT pg_backend_pid() AS pid")[0]["pid"]
+    other = FeedbackStore(tmp_path / "b").store
+    other.execute("SELECT pg_terminate_backend(?)", (pid,))
+    assert store.query("SELECT pg_backend_pid() AS pid")[0]["pid"] != pid
