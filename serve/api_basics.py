@@ -28,7 +28,9 @@ class ApiError(Exception):
                  param: str | None = None, retry_after: int | None = None):
         super().__init__(message)
         self.status, self.kind, self.code, self.param = status, kind, code, param
-        self.retry_after = retry_after if retry_after is not None else (1 if status == 503 else None)
+        if retry_after is None and status == 503:
+            retry_after = 1
+        self.retry_after = retry_after
 
     def response(self) -> JSONResponse:
         body = {"error": {"message": str(self), "type": self.kind, "param": self.param, "code": self.code}}

@@ -255,12 +255,15 @@ class OpenAIServer:
             rater = key_name(request)
             wait = self.feedback_limit.take(rater)
             if wait:
-                raise ApiError(429, f"too many ratings from this key: at most {self.feedback_limit.size:g} a "
-                                    f"minute ({FEEDBACK_ENV}); try again in {math.ceil(wait)} s",
-                               "rate_limit_error", "rate_limit_exceeded", retry_after=math.ceil(wait))
+                limit = self.feedback_limit.size
+                raise ApiError(429, f"too many ratings from this key: at most {limit:g} a minute "
+                                    f"({FEEDBACK_ENV}); try again in {math.ceil(wait)} s",
+                               "rate_limit_error", "rate_limit_exceeded",
+                               retry_after=math.ceil(wait))
             answer_id, rating, correction, intent = parse_feedback(await read_json(request))
             try:
-                row = await run_in_threadpool(self._rate, answer_id, rating, correction, intent, rater)
+                row = await run_in_threadpool(self._rate, answer_id, rating, correction, intent,
+                                              rater)
             except KeyError:
                 raise ApiError(404, f"no answer with id {answer_id[:80]!r} was served here (or it is no "
                                     "longer remembered: only logged answers outlive a restart)",

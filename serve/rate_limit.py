@@ -32,7 +32,9 @@ def feedback_per_minute() -> float:
     except ValueError:
         value = 0.0
     if not value > 0 or math.isinf(value):
-        raise ValueError(f"{FEEDBACK_ENV} must be a positive number of ratings per minute, got {raw!r}")
+        raise ValueError(
+            f"{FEEDBACK_ENV} must be a positive number of ratings per minute, got {raw!r}"
+        )
     return value
 
 

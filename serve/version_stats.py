@@ -63,7 +63,8 @@ class VersionStats:
                 return
             self._pending.append((version, *row))
             if self._writer is None:  # one writer thread, so one store connection, for good
-                self._writer = threading.Thread(target=self._write_on, name="version-stats", daemon=True)
+                self._writer = threading.Thread(target=self._write_on, name="version-stats",
+                                                daemon=True)
                 self._writer.start()
         self._wake.set()
 
@@ -84,12 +85,14 @@ class VersionStats:
             put_outcomes(self.store, rows)
             if rows[-1][1] - self._pruned > 600:
                 self._pruned = rows[-1][1]
-                self.store.execute("DELETE FROM answer_stats WHERE at < ?", (rows[-1][1] - PRUNE_AFTER_S,))
+                self.store.execute("DELETE FROM answer_stats WHERE at < ?",
+                                   (rows[-1][1] - PRUNE_AFTER_S,))
         except Exception:  # figures lost must not fail an answer
-            log.exception("version stats: %d outcomes could not be written to %s", len(rows), self.store)
+            log.exception("version stats: %d outcomes could not be written to %s", len(rows),
+                          self.store)
 
     def rows(self, version: str, since: float) -> list[tuple]:
-        """``(time, outcome, first token s, full answer s)`` of ``version`` at ``since`` or later."""
+        """``(time, outcome, first token s, full answer s)`` of ``version`` from ``since`` on."""
         if self.store is None:
             with self._lock:
                 return [r for r in self._rows.get(version, ()) if r[0] >= since]
@@ -131,12 +134,14 @@ class VersionStats:
         return {**figures, "window_s": self.window_s, "series": series}
 
 
-def latest_per_answer(ratings: list[dict], adapter: str, version: str, since: float = 0.0) -> list[dict]:
+def latest_per_answer(ratings: list[dict], adapter: str, version: str,
+                      since: float = 0.0) -> list[dict]:
     """The ratings of ``adapter`` at weights ``version`` (given at ``since`` or later), one per
     answer rated: its latest. However many raters or ratings an answer got, it counts once."""
     latest: dict[str, dict] = {}
     for i, row in enumerate(ratings):  # oldest first: a later rating of an answer replaces it here
-        if row.get("adapter") == adapter and row.get("version") == version and (not since or rated_at(row) >= since):
+        mine = row.get("adapter") == adapter and row.get("version") == version
+        if mine and (not since or rated_at(row) >= since):
             latest[str(row.get("answer_id") or row.get("id") or f"#{i}")] = row
     return list(latest.values())
 

@@ -45,7 +45,9 @@ class Store:
         self._local = threading.local()
 
     def __repr__(self) -> str:
-        where = self.target if self.dialect == "sqlite" else re.sub(r"//[^@/]*@", "//***@", self.target)
+        where = (
+            self.target if self.dialect == "sqlite" else re.sub(r"//[^@/]*@", "//***@", self.target)
+        )
         return f"Store({self.dialect}: {where})"
 
     def query(self, sql: str, params: tuple | list = ()) -> list[dict]:
@@ -93,16 +95,20 @@ class Store:
         with self.transaction():
             if self.dialect == "postgres":
                 self.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
-            self.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
-                         "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied TEXT NOT NULL)")
+            self.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied TEXT NOT NULL)"
+            )
             done = {r["version"] for r in self.query("SELECT version FROM schema_migrations")}
             for number, path in migrations():
                 if number in done:
                     continue
                 for statement in statements(path.read_text(encoding="utf-8"), self.dialect):
                     self.execute(statement)
-                self.execute("INSERT INTO schema_migrations (version, name, applied) VALUES (?, ?, ?)",
-                             (number, path.name, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
+                self.execute(
+                    "INSERT INTO schema_migrations (version, name, applied) VALUES (?, ?, ?)",
+                    (number, path.name, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
+                )
                 applied.append(number)
         return applied
 
@@ -135,8 +141,9 @@ class Store:
         if self.dialect == "sqlite":
             Path(self.target).parent.mkdir(parents=True, exist_ok=True)
             # autocommit (isolation_level None): transactions are begun explicitly, above
-            conn = sqlite3.connect(self.target, timeout=BUSY_TIMEOUT_S, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(
+                self.target, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")  # WAL keeps this crash-safe
@@ -156,8 +163,10 @@ def postgres_connection(url: str):
         import psycopg
         from psycopg.rows import dict_row
     except ImportError:
-        raise RuntimeError(f"{URL_ENV} names a PostgreSQL database, but psycopg is not installed: "
-                           "pip install 'psycopg[binary]'") from None
+        raise RuntimeError(
+            f"{URL_ENV} names a PostgreSQL database, but psycopg is not installed: "
+            "pip install 'psycopg[binary]'"
+        ) from None
     return psycopg.connect(url, autocommit=True, row_factory=dict_row)
 
 

@@ -17,8 +17,11 @@ from core.paths import read_json_lines
 from core.store.db import Store
 from core.store.tables import put_answer, put_audit, put_ratings
 
-FILES = {"feedback/answers.jsonl": put_answer, "feedback/ratings.jsonl": "ratings",
-         "releases/audit.jsonl": put_audit}
+FILES = {
+    "feedback/answers.jsonl": put_answer,
+    "feedback/ratings.jsonl": "ratings",
+    "releases/audit.jsonl": put_audit,
+}
 
 
 def import_json_lines(store: Store, home: Path) -> dict[str, int]:
@@ -37,8 +40,10 @@ def import_json_lines(store: Store, home: Path) -> dict[str, int]:
             else:
                 for row in rows:
                     put(store, row)
-            store.execute("INSERT INTO imports (name, at, rows_imported) VALUES (?, ?, ?)",
-                          (str(path), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), len(rows)))
+            store.execute(
+                "INSERT INTO imports (name, at, rows_imported) VALUES (?, ?, ?)",
+                (str(path), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), len(rows)),
+            )
         done[name] = len(rows)
     return done
 

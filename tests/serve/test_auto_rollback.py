@@ -156,7 +156,8 @@ def _rate(url, answer_id, rating, key=KEY):
 def test_a_flood_of_ratings_from_one_key_counts_once_and_rolls_nothing_back(served):
     server, url = served
     book = AliasBook(server.shelf())
-    book.set("support-bot", {"a": 60, "b": 40}, by="ana", auto_rollback={**POLICY, "min_requests": 1000})
+    book.set("support-bot", {"a": 60, "b": 40}, by="ana",
+             auto_rollback={**POLICY, "min_requests": 1000})
     ids = {"a": [], "b": []}
     for i in range(60):
         _, version, answer_id = ask(url, f"u{i}")
@@ -169,9 +170,11 @@ def test_a_flood_of_ratings_from_one_key_counts_once_and_rolls_nothing_back(serv
     assert len(stored) == 1  # one key, one answer: one vote, replaced 24 times
     assert book.get("support-bot") == {"a": 60, "b": 40}  # 1 answer rated: fewer than min_ratings 3
     stats = admin(url, "GET", "/support-bot/stats").json()["versions"]
-    assert (stats["b"]["thumbs_down"], stats["b"]["thumbs_up"], stats["a"]["thumbs_up"]) == (1, 0, 3)
+    assert (stats["b"]["thumbs_down"], stats["b"]["thumbs_up"]) == (1, 0)
+    assert stats["a"]["thumbs_up"] == 3
     assert server.auto_rollback.figures({"a": 60, "b": 40}, 0.0)["b"]["thumbs_down"] == 1
-    assert [r["rating"] for r in server.feedback.ratings() if r["answer_id"] == ids["b"][0]] == ["down"]
+    rows = server.feedback.ratings()
+    assert [r["rating"] for r in rows if r["answer_id"] == ids["b"][0]] == ["down"]
 
 
 def test_feedback_past_the_keys_limit_is_429_with_retry_after(served, monkeypatch):
@@ -186,7 +189,8 @@ def test_feedback_past_the_keys_limit_is_429_with_retry_after(served, monkeypatc
     refused = _rate(url, answer_id, "down")
     assert refused.status_code == 429 and 1 <= int(refused.headers["Retry-After"]) <= 20
     error = refused.json()["error"]
-    assert error["code"] == "rate_limit_exceeded" and "TUNEDESK_FEEDBACK_PER_MINUTE" in error["message"]
+    assert error["code"] == "rate_limit_exceeded"
+    assert "TUNEDESK_FEEDBACK_PER_MINUTE" in error["message"]
     assert _rate(url, answer_id, "down", key="wrong").status_code == 401  # the key is checked first
     monkeypatch.setenv("TUNEDESK_FEEDBACK_PER_MINUTE", "lots")
     with pytest.raises(ValueError, match="positive number"):

@@ -17,4 +17,6 @@ def test_a_key_gets_its_burst_then_waits_and_other_keys_are_not_held_back():
     now[0] += 0.5
     assert limit.take("a") == 0.0 and limit.take("a") > 0
     now[0] += 3600
-    assert [limit.take("a") for _ in range(60)] == [0.0] * 60 and limit.take("a") > 0  # never above the burst
+    assert [limit.take("a") for _ in range(60)] == [0.0] * 60 and limit.take(
+        "a"
+    ) > 0  # never above the burst

@@ -68,10 +68,11 @@ def save_feedback(prompt: str, answers: list[dict], choice: str | None,
                       "the rows saved before are unchanged") from err
     store = FeedbackStore()  # the verdict keeps its conversation (redacted), as a rating in Chat does
     try:
-        rated = rate_compare(store, [{"role": "user", "content": prompt}], answers, choice, correction,
-                             rater=rater)
+        asked = [{"role": "user", "content": prompt}]
+        rated = rate_compare(store, asked, answers, choice, correction, rater=rater)
     except OSError as err:
-        raise OSError(f"saved to {path}, but could not add it to the review queue in {store.store}: "
+        raise OSError(f"saved to {path}, but could not add it to the review queue in "
+                      f"{store.store}: "
                       f"{err.strerror or err}") from err
     return row, rated
 

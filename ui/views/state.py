@@ -95,7 +95,8 @@ class AppState:
         return f" — ⚠️ release gate {status.state}{why}"
 
     def rate_answer(self, history: list[dict], index: int, rating: str, adapter: str | None,
-                    correction: str | None = None, system: str | None = None, rater: str | None = None) -> str:
+                    correction: str | None = None, system: str | None = None,
+                    rater: str | None = None) -> str:
         """Store a rating of Chat's answer at ``history[index]`` (asked under the system prompt
         ``system``, kept with the conversation) by ``rater`` (the page's session: rating the
         same answer again replaces its rating); the sentence to show.

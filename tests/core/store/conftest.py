@@ -27,21 +27,57 @@ def postgres_server():
     function giving the URL of a new empty database. Skipped where PostgreSQL is not installed."""
     bin_dir = postgres_bin()
     if bin_dir is None:
-        pytest.skip("PostgreSQL's server programs (initdb, pg_ctl) are not installed "
-                    "(Debian: apt-get install postgresql; .ci/run installs it)")
-    pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'psycopg[binary]')")
+        pytest.skip(
+            "PostgreSQL's server programs (initdb, pg_ctl) are not installed "
+            "(Debian: apt-get install postgresql; .ci/run installs it)"
+        )
+    pytest.importorskip(
+        "psycopg", reason="psycopg is not installed (pip install 'psycopg[binary]')"
+    )
     import psycopg
 
-    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []  # initdb refuses root
+    as_user = (
+        ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    )  # initdb refuses root
     root = Path(tempfile.mkdtemp(prefix="tunedesk-pg-"))
     if as_user:
         shutil.chown(root, "postgres")
     data, log = root / "data", root / "log.txt"
-    subprocess.run([*as_user, str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
-                    "-E", "UTF8", "--no-sync"], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            *as_user,
+            str(bin_dir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     options = f"-c listen_addresses='' -k {root} -p 5432 -c fsync=off"
-    subprocess.run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options,
-                    "-w", "start"], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            *as_user,
+            str(bin_dir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(log),
+            "-o",
+            options,
+            "-w",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     base = f"postgresql://postgres@/{{}}?host={root}&port=5432"
     made = []
 
@@ -55,6 +91,9 @@ def postgres_server():
     try:
         yield new_database
     finally:
-        subprocess.run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-                       capture_output=True, timeout=60)
+        subprocess.run(
+            [*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+            capture_output=True,
+            timeout=60,
+        )
         shutil.rmtree(root, ignore_errors=True)

@@ -24,16 +24,26 @@ from feedback.store import FeedbackStore  # noqa: E402
 ASKED = [{"role": "user", "content": "Where is my order?"}]
 
 
-def run_both(rater_home: Path, reviewer_home: Path, count: int, url: str | None = None) -> tuple[dict, float]:
+def run_both(
+    rater_home: Path, reviewer_home: Path, count: int, url: str | None = None
+) -> tuple[dict, float]:
     """Rate ``count`` answers in one process while another reviews them; (the reviewer's
     decisions by rating id, seconds taken)."""
     env = {**os.environ, "TUNEDESK_DATABASE_URL": url or ""}
     started = time.perf_counter()
-    rater = subprocess.Popen([sys.executable, __file__, "rate", str(count), "api"],
-                             env={**env, "TUNEDESK_HOME": str(rater_home)}, stderr=subprocess.PIPE, text=True)
-    reviewer = subprocess.Popen([sys.executable, __file__, "review", str(count)],
-                                env={**env, "TUNEDESK_HOME": str(reviewer_home)}, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+    rater = subprocess.Popen(
+        [sys.executable, __file__, "rate", str(count), "api"],
+        env={**env, "TUNEDESK_HOME": str(rater_home)},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    reviewer = subprocess.Popen(
+        [sys.executable, __file__, "review", str(count)],
+        env={**env, "TUNEDESK_HOME": str(reviewer_home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     out, review_err = reviewer.communicate(timeout=300)
     _, rate_err = rater.communicate(timeout=300)
     assert rater.returncode == 0, rate_err

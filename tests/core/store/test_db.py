@@ -15,7 +15,14 @@ def test_the_migrations_run_once_in_order_on_both_dialects(tmp_path):
     assert store.migrate() == [n for n, _ in migrations()]
     assert store.migrate() == []  # a second start applies nothing
     tables = {r["name"] for r in store.query("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert {"answers", "ratings", "alias_audit", "answer_stats", "imports", "schema_migrations"} <= tables
+    assert {
+        "answers",
+        "ratings",
+        "alias_audit",
+        "answer_stats",
+        "imports",
+        "schema_migrations",
+    } <= tables
     assert store.query("PRAGMA journal_mode")[0]["journal_mode"] == "wal"
     script = migrations()[0][1].read_text()
     assert any("BIGSERIAL PRIMARY KEY" in s for s in statements(script, "postgres"))

@@ -12,12 +12,16 @@ from feedback.store import FeedbackStore
 from serve.version_stats import VersionStats, thumbs
 
 
-def test_two_replicas_share_1000_ratings_and_their_review(postgres_server, tmp_path, monkeypatch, capsys):
+def test_two_replicas_share_1000_ratings_and_their_review(
+    postgres_server, tmp_path, monkeypatch, capsys
+):
     url = postgres_server()
     decisions, took = run_both(tmp_path / "replica-a", tmp_path / "replica-b", 1000, url)
     monkeypatch.setenv("TUNEDESK_DATABASE_URL", url)
     store = FeedbackStore(tmp_path / "replica-c")
-    assert store.store.dialect == "postgres" and not (tmp_path / "replica-c" / "tunedesk.db").exists()
+    assert (
+        store.store.dialect == "postgres" and not (tmp_path / "replica-c" / "tunedesk.db").exists()
+    )
     rows = store.ratings()
     assert len(rows) == 1000 and len({r["id"] for r in rows}) == 1000
     assert {r["answer_id"] for r in rows} == {f"api-{i}" for i in range(1000)}
@@ -26,8 +30,9 @@ def test_two_replicas_share_1000_ratings_and_their_review(postgres_server, tmp_p
         print(f"\nPostgreSQL: 1000 ratings + 1000 reviews from 2 replicas in {took:.1f} s")
 
 
-def test_an_answer_of_one_replica_is_rated_through_another_once_per_rater(postgres_server, tmp_path,
-                                                                            monkeypatch):
+def test_an_answer_of_one_replica_is_rated_through_another_once_per_rater(
+    postgres_server, tmp_path, monkeypatch
+):
     monkeypatch.setenv("TUNEDESK_DATABASE_URL", postgres_server())
     one, two = FeedbackStore(tmp_path / "a"), FeedbackStore(tmp_path / "b")
     assert one.store is not two.store  # two replicas' own connections
