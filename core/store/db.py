@@ -29,6 +29,7 @@ BUSY_TIMEOUT_S = 30.0
 MIGRATIONS = Path(__file__).with_name("migrations")
 SERIAL = {"sqlite": "INTEGER PRIMARY KEY AUTOINCREMENT", "postgres": "BIGSERIAL PRIMARY KEY"}
 MIGRATION_LOCK = 560_001  # PostgreSQL advisory lock id held while migrating
+_CLOSING = threading.Lock()
 
 
 class Store:
@@ -43,6 +44,8 @@ class Store:
         self.dialect = "postgres" if re.match(r"postgres(ql)?://", target) else "sqlite"
         self.target = target
         self._local = threading.local()
+        self._opened: list = []  # every thread's connection, so close() can reach them all
+        self._generation = 0
 
     def __repr__(self) -> str:
         where = (
@@ -113,11 +116,13 @@ class Store:
         return applied
 
     def close(self) -> None:
-        """Close this thread's connection (others close when their threads end)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
+        """Close every thread's connection (a thread's next statement opens a new one): for
+        tools and tests that need the database file closed, e.g. before remounting the home."""
+        with _CLOSING:
+            opened, self._opened = self._opened, []
+            self._generation += 1
+        for conn in opened:
             conn.close()
-            self._local.conn = None
 
     def _run(self, sql: str, params):
         conn = self._connection()
@@ -136,7 +141,7 @@ class Store:
 
     def _connection(self):
         conn = getattr(self._local, "conn", None)
-        if conn is not None and getattr(self._local, "pid", None) == os.getpid():
+        if conn is not None and self._local.key == (os.getpid(), self._generation):
             return conn
         if self.dialect == "sqlite":
             Path(self.target).parent.mkdir(parents=True, exist_ok=True)
@@ -149,7 +154,9 @@ class Store:
             conn.execute("PRAGMA synchronous = NORMAL")  # WAL keeps this crash-safe
         else:
             conn = postgres_connection(self.target)
-        self._local.conn, self._local.pid = conn, os.getpid()
+        self._local.conn, self._local.key = conn, (os.getpid(), self._generation)
+        with _CLOSING:
+            self._opened.append(conn)
         return conn
 
 

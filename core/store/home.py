@@ -30,3 +30,11 @@ def open_store(home: Path | None = None) -> Store:
             import_json_lines(store, home)
             _OPEN[key] = store
     return store
+
+
+def close_stores() -> None:
+    """Close every connection this process holds to any store (opened again when next used)."""
+    with _OPEN_LOCK:
+        stores = list(_OPEN.values())
+    for store in stores:
+        store.close()
