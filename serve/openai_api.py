@@ -23,7 +23,6 @@ renders the tools into the model's template and parses tool calls; its answer is
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 
@@ -49,7 +48,7 @@ from serve.auto_rollback import CHECK_EVERY_S, AutoRollback
 from serve.engines import PINS, label, release_with
 from serve.interface.ticket import ServerBusy
 from serve.llama_server.relay import relay_tools, spelled_control, upstream_metrics
-from serve.rate_limit import FEEDBACK_ENV, RateLimiter, feedback_per_minute
+from serve.rate_limit import RateLimiter, check_feedback_rate, feedback_per_minute
 from serve.requests import ChatRequest, RequestError, parse_chat, parse_feedback
 from serve.streaming import Tally, llama_deltas, response_head, sse_events, ticket_deltas, usage
 from serve.version_stats import VersionStats
@@ -253,13 +252,7 @@ class OpenAIServer:
         try:
             self.check_key(request)
             rater = key_name(request)
-            wait = self.feedback_limit.take(rater)
-            if wait:
-                limit = self.feedback_limit.size
-                raise ApiError(429, f"too many ratings from this key: at most {limit:g} a minute "
-                                    f"({FEEDBACK_ENV}); try again in {math.ceil(wait)} s",
-                               "rate_limit_error", "rate_limit_exceeded",
-                               retry_after=math.ceil(wait))
+            check_feedback_rate(self.feedback_limit, rater)
             answer_id, rating, correction, intent = parse_feedback(await read_json(request))
             try:
                 row = await run_in_threadpool(self._rate, answer_id, rating, correction, intent,

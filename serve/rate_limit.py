@@ -13,6 +13,8 @@ import os
 import threading
 import time
 
+from serve.api_basics import ApiError
+
 FEEDBACK_PER_MINUTE = 60
 FEEDBACK_ENV = "TUNEDESK_FEEDBACK_PER_MINUTE"
 MAX_KEYS = 10_000  # buckets kept at most; full ones are forgotten first (they say nothing)
@@ -69,3 +71,16 @@ class RateLimiter:
         for key, (tokens, then) in list(self._buckets.items()):
             if tokens + (now - then) * self.per_s >= self.size:
                 del self._buckets[key]
+
+
+def check_feedback_rate(limiter: RateLimiter, key: str) -> None:
+    """Take one of ``key``'s ratings from ``limiter``.
+
+    Raises:
+        ApiError: 429 with ``Retry-After`` (whole seconds) when the key has none left.
+    """
+    wait = limiter.take(key)
+    if wait:
+        raise ApiError(429, f"too many ratings from this key: at most {limiter.size:g} a minute "
+                            f"({FEEDBACK_ENV}); try again in {math.ceil(wait)} s",
+                       "rate_limit_error", "rate_limit_exceeded", retry_after=math.ceil(wait))
