@@ -8,11 +8,17 @@ the preferred pane or the written answer, rejected = the pane that lost) and an 
 rows of one verdict share a ``verdict`` id; ``preferred`` names the winning pane (None when
 the user wrote the answer).
 
+A pane's answer id comes from what was asked and what the pane answered, so a rater (the
+page's session) giving a new verdict on the same panes replaces their earlier one: one vote
+per answer.
+
 Rating in Compare is asking to keep the conversation, as in Chat: it is stored redacted.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 
 from feedback.store import (
@@ -26,7 +32,8 @@ from feedback.store import (
 
 
 def rate_compare(store: FeedbackStore, messages: list[dict], panes: list[dict], preferred: str | None,
-                 correction: str = "", intent: str | None = None) -> list[dict]:
+                 correction: str = "", intent: str | None = None,
+                 rater: str | None = None) -> list[dict]:
     """Store a Compare verdict as thumbs-down ratings of the panes that lost; returns the rows.
 
     Args:
@@ -36,6 +43,7 @@ def rate_compare(store: FeedbackStore, messages: list[dict], panes: list[dict], 
         preferred: the label of the better pane; ignored when ``correction`` is written.
         correction: the answer it should have given (wins over ``preferred``).
         intent: an optional intent label for the conversation.
+        rater: who gives the verdict (the page's session); None: nobody to replace.
 
     Raises:
         ValueError: no panes, a preferred label that is not a pane, a correction that is too
@@ -55,9 +63,10 @@ def rate_compare(store: FeedbackStore, messages: list[dict], panes: list[dict], 
         if pane["adapter"] == winner or pane["text"].strip() == chosen:
             continue  # the winner, or a pane that said the same: no pair to learn from
         kept, answer = redacted(messages, pane["text"])
-        served = ServedAnswer(f"compare-{uuid.uuid4().hex[:24]}", pane["adapter"], pane.get("adapter_hash", ""),
+        shown = json.dumps([messages, pane["adapter"], pane.get("adapter_hash", ""), pane["text"]])
+        answer_id = "compare-" + hashlib.sha256(shown.encode("utf-8")).hexdigest()[:24]
+        served = ServedAnswer(answer_id, pane["adapter"], pane.get("adapter_hash", ""),
                               pane.get("engine", ""), "compare", "", kept, answer)
-        rows.append(rating_row(served, "down", chosen, "compare", intent, preferred=winner, verdict=verdict))
-    if rows:
-        store.add(*rows)
-    return rows
+        rows.append(rating_row(served, "down", chosen, "compare", intent, preferred=winner,
+                               verdict=verdict, rater=rater))
+    return store.add(*rows) if rows else []

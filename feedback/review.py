@@ -26,13 +26,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from feedback.store import (
-    MAX_CORRECTION_CHARS,
-    RATINGS_FILE,
-    RATINGS_LOCK,
-    FeedbackStore,
-    check_intent,
-)
+from core.store.tables import rating_for_update, update_rating
+from feedback.store import MAX_CORRECTION_CHARS, FeedbackStore, check_intent
 from finetune.data.redact import redact
 
 STATUSES = ("new", "accepted", "dropped")
@@ -83,10 +78,8 @@ def review(store: FeedbackStore, row_id: str, status: str | None = None, correct
     if correction is not None and len(correction) > MAX_CORRECTION_CHARS:
         raise ValueError(f"correction is {len(correction)} characters; at most {MAX_CORRECTION_CHARS}")
     label = check_intent(intent)
-    path = store.folder / RATINGS_FILE
-    with RATINGS_LOCK:
-        rows = store.ratings()
-        found = next((r for r in rows if r.get("id") == row_id), None)
+    with store.store.transaction():  # one row, locked: a rating given meanwhile is never lost
+        found = rating_for_update(store.store, row_id)
         if found is None:
             raise KeyError(row_id)
         if correction is not None:
@@ -98,7 +91,7 @@ def review(store: FeedbackStore, row_id: str, status: str | None = None, correct
                              "so it cannot become training data; drop it")
         if status is not None:
             found["status"] = status
-        _rewrite(path, rows)
+        update_rating(store.store, found)
     return found
 
 

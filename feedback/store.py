@@ -1,41 +1,37 @@
-"""The feedback store: served answers and the ratings given to them, as JSON lines.
+"""The feedback store: served answers and the ratings given to them, in the store.
 
-Two files under ``$TUNEDESK_HOME/feedback/``:
+Two tables of the home's store (``core/store``: ``<home>/tunedesk.db``, or the PostgreSQL that
+``TUNEDESK_DATABASE_URL`` names):
 
-- ``answers.jsonl``: one line per served answer *when conversation logging is on*
-  (``--log-conversations``; off by default): its id, the adapter and version (weights hash)
-  and engine that answered, the conversation and the answer, redacted with the helpdesk
-  import's redaction (``finetune/data/redact.py``).
-- ``ratings.jsonl``: one line per rating: ``up`` or ``down``, an optional corrected answer
+- ``answers``: one row per served answer: its id, the adapter and version (weights hash) and
+  engine that answered; the conversation and the answer too, redacted with the helpdesk
+  import's redaction (``finetune/data/redact.py``), only when conversation logging is on
+  (``--log-conversations``; off by default). Written after the answer, never while it streams.
+- ``ratings``: one row per answer and rater: ``up`` or ``down``, an optional corrected answer
   (redacted), the answer's adapter and version, the conversation when it was logged, and an
-  optional ``intent`` label (the caller's, or the reviewer's). Each starts ``new`` for the
-  review queue. Compare's verdicts land here too (``feedback/compare.py``).
+  optional ``intent`` label (the caller's, or the reviewer's). The rater (an API key's name,
+  a Chat or Compare session) has one vote per answer: rating again replaces the earlier
+  rating. Each starts ``new`` for the review queue. Compare's verdicts land here too
+  (``feedback/compare.py``).
 
-Every answer is remembered in memory (the last :data:`REMEMBERED`, without its text when
-logging is off), so a rating names its adapter version even when nothing was logged; after a
-restart, only logged answers can be rated. Nothing leaves the home folder.
+The old ``feedback/answers.jsonl`` and ``ratings.jsonl`` are imported once, at first start, and
+left as they were. Nothing leaves the home folder (or the database named).
 """
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 import uuid
-from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from core import paths
-from core.paths import append_line, read_json_lines
+from core.store.home import open_store
+from core.store.tables import get_answer, put_answer, put_ratings, rating_rows
 from finetune.data.redact import redact
 
-ANSWERS_FILE, RATINGS_FILE = "answers.jsonl", "ratings.jsonl"
 RATINGS = ("up", "down")
 MAX_CORRECTION_CHARS = 8000
 MAX_INTENT_CHARS = 80
-REMEMBERED = 10_000
-RATINGS_LOCK = threading.Lock()  # appends and the review queue's rewrites of ratings.jsonl, in turn
 
 
 @dataclass
@@ -54,49 +50,41 @@ class ServedAnswer:
 
 
 class FeedbackStore:
-    """Served answers and their ratings, in one home folder.
+    """Served answers and their ratings, in one home's store.
 
     Args:
-        folder: where the files go (default ``$TUNEDESK_HOME/feedback``).
+        home: the home folder whose store it is (default ``$TUNEDESK_HOME``).
         log_conversations: keep each answer's conversation and text (redacted).
     """
 
-    def __init__(self, folder: Path | None = None, log_conversations: bool = False):
-        self.folder = Path(folder) if folder else paths.subdir("feedback")
+    def __init__(self, home: Path | None = None, log_conversations: bool = False):
+        self.store = open_store(home)
         self.log_conversations = log_conversations
-        self._recent: OrderedDict[str, ServedAnswer] = OrderedDict()
-        self._lock = threading.Lock()
 
     def record(self, answer_id: str, adapter: str, version: str, engine: str, messages: list[dict],
                text: str, source: str = "api") -> ServedAnswer:
-        """Remember one served answer (and log it, redacted, when logging is on)."""
+        """Keep one served answer (with its conversation, redacted, when logging is on)."""
         served = ServedAnswer(answer_id, adapter, version, engine, source, _now())
         if self.log_conversations:
             served.messages, served.answer = redacted(messages, text)
-            append_line(self.folder / ANSWERS_FILE, json.dumps(asdict(served), ensure_ascii=False))
-        with self._lock:
-            self._recent[answer_id] = served
-            while len(self._recent) > REMEMBERED:
-                self._recent.popitem(last=False)
+        put_answer(self.store, asdict(served))
         return served
 
     def answer(self, answer_id: str) -> ServedAnswer | None:
-        """A served answer by id: remembered, or logged before (None if neither)."""
-        with self._lock:
-            found = self._recent.get(answer_id)
-        if found is not None:
-            return found
-        for row in read_json_lines(self.folder / ANSWERS_FILE):
-            if row.get("id") == answer_id:
-                return ServedAnswer(**{k: row.get(k) for k in ServedAnswer.__dataclass_fields__ if k in row})
-        return None
+        """A served answer by id (None if none was served with it)."""
+        row = get_answer(self.store, answer_id)
+        if row is None:
+            return None
+        return ServedAnswer(**{k: row.get(k) for k in ServedAnswer.__dataclass_fields__})
 
     def rate(self, answer_id: str, rating: str, correction: str | None = None, source: str = "api",
-             intent: str | None = None) -> dict:
+             intent: str | None = None, rater: str | None = None) -> dict:
         """Store a rating (and a corrected answer) for a served answer; returns the stored row.
+        ``rater`` (an API key's name, a UI session) has one vote per answer: rating the same
+        answer again replaces the earlier rating (the row keeps its id).
 
         Raises:
-            KeyError: no answer with this id was served (or logged) here.
+            KeyError: no answer with this id was served here.
             ValueError: the rating is not up or down, the correction is not text or too long, or
                 the intent is not a short line of text.
         """
@@ -105,19 +93,16 @@ class FeedbackStore:
         served = self.answer(answer_id)
         if served is None:
             raise KeyError(answer_id)
-        row = rating_row(served, rating, correction, source, intent)
-        self.add(row)
-        return row
+        row = rating_row(served, rating, correction, source, intent, rater=rater)
+        return self.add(row)[0]
 
-    def add(self, *rows: dict) -> None:
-        """Append rating rows (from :func:`rating_row`) whole, all of them or none."""
-        lines = "\n".join(json.dumps(row, ensure_ascii=False) for row in rows)
-        with RATINGS_LOCK:
-            append_line(self.folder / RATINGS_FILE, lines)
+    def add(self, *rows: dict) -> list[dict]:
+        """Store rating rows (from :func:`rating_row`), all of them or none; the rows as stored."""
+        return put_ratings(self.store, *rows)
 
     def ratings(self) -> list[dict]:
-        """Every stored rating, oldest first (a torn or foreign line is skipped)."""
-        return [r for r in read_json_lines(self.folder / RATINGS_FILE) if r.get("rating") in RATINGS]
+        """Every stored rating, oldest first."""
+        return rating_rows(self.store)
 
 
 def rating_row(served: ServedAnswer, rating: str, correction: str | None, source: str,

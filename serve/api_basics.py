@@ -4,6 +4,7 @@ while it is read; at most :data:`MAX_DEPTH` levels deep)."""
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import os
@@ -24,13 +25,16 @@ class ApiError(Exception):
     """An error answer: HTTP status plus OpenAI's error fields."""
 
     def __init__(self, status: int, message: str, kind: str, code: str | None = None,
-                 param: str | None = None):
+                 param: str | None = None, retry_after: int | None = None):
         super().__init__(message)
         self.status, self.kind, self.code, self.param = status, kind, code, param
+        if retry_after is None and status == 503:
+            retry_after = 1
+        self.retry_after = retry_after
 
     def response(self) -> JSONResponse:
         body = {"error": {"message": str(self), "type": self.kind, "param": self.param, "code": self.code}}
-        headers = {"Retry-After": "1"} if self.status == 503 else None
+        headers = {"Retry-After": str(self.retry_after)} if self.retry_after is not None else None
         return JSONResponse(body, status_code=self.status, headers=headers)
 
 
@@ -55,6 +59,15 @@ def check_bearer(request: Request, api_key: str | None) -> None:
     if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), api_key.encode()):
         raise ApiError(401, "missing or wrong API key: send the header 'Authorization: Bearer <key>'",
                        "invalid_request_error", "invalid_api_key")
+
+
+def key_name(request: Request) -> str:
+    """Who a request's key says it is, for one vote per answer and the rate limits: a short
+    fingerprint of its bearer key (never the key itself), ``anonymous`` without one."""
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        return "anonymous"
+    return "key-" + hashlib.sha256(given.strip().encode()).hexdigest()[:12]
 
 
 async def read_json(request: Request, empty=None):

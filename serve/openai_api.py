@@ -4,7 +4,8 @@
 come from :class:`serve.engines.Engines` (every request names its own adapter, so
 concurrent requests never see each other's), streamed as server-sent events in OpenAI's chunk
 format when ``stream`` is true. Errors use OpenAI's shape, ``{"error": {"message", "type",
-"param", "code"}}``, with 400 (bad request), 401 (API key), 404 (unknown model), 503
+"param", "code"}}``, with 400 (bad request), 401 (API key), 404 (unknown model), 429 (too
+many ratings from one key, with ``Retry-After``: ``serve/rate_limit.py``), 503
 (queue full, server stopping), 504 (no progress within the answer's bound,
 ``serve/interface/bounds.py``), 413 (body over ``TUNEDESK_API_MAX_BODY`` bytes, refused before it is read
 whole). With an API key set, every route asks for ``Authorization: Bearer <key>``;
@@ -35,11 +36,19 @@ from adapters.shelf.store import Shelf
 from feedback.store import FeedbackStore
 from serve.alias_api import AliasApi
 from serve.aliases import CONVERSATION_HEADER, VERSION_HEADER, AliasRouter, Pick
-from serve.api_basics import MAX_BODY_BYTES, ApiError, check_bearer, engine_failure, read_json  # noqa: F401 (the limit, re-exported)
+from serve.api_basics import (  # noqa: F401 (the limit, re-exported)
+    MAX_BODY_BYTES,
+    ApiError,
+    check_bearer,
+    engine_failure,
+    key_name,
+    read_json,
+)
 from serve.auto_rollback import CHECK_EVERY_S, AutoRollback
 from serve.engines import PINS, label, release_with
 from serve.interface.ticket import ServerBusy
 from serve.llama_server.relay import relay_tools, spelled_control, upstream_metrics
+from serve.rate_limit import RateLimiter, check_feedback_rate, feedback_per_minute
 from serve.requests import ChatRequest, RequestError, parse_chat, parse_feedback
 from serve.streaming import Tally, llama_deltas, response_head, sse_events, ticket_deltas, usage
 from serve.version_stats import VersionStats
@@ -69,7 +78,9 @@ class OpenAIServer:
         self.feedback = feedback or FeedbackStore()
         self._warned: set[tuple[str, str]] = set()  # (adapter, weights hash) warned about
         self._gate_seen: dict[str, tuple | None] = {}  # adapter -> its files' mtimes when last looked at
-        self.stats = stats if stats is not None else VersionStats()  # per version: counts, timings
+        # per version: counts, timings; in the store, so every replica sharing it sees them
+        self.stats = stats if stats is not None else VersionStats(store=self.feedback.store)
+        self.feedback_limit = RateLimiter(feedback_per_minute())  # ratings per key
         self._aliases: AliasRouter | None = None
         self._aliases_lock = threading.Lock()
         self.auto_rollback = AutoRollback(self, auto_rollback_every_s)
@@ -240,9 +251,12 @@ class OpenAIServer:
         stored row's id."""
         try:
             self.check_key(request)
+            rater = key_name(request)
+            check_feedback_rate(self.feedback_limit, rater)
             answer_id, rating, correction, intent = parse_feedback(await read_json(request))
             try:
-                row = await run_in_threadpool(self._rate, answer_id, rating, correction, intent)
+                row = await run_in_threadpool(self._rate, answer_id, rating, correction, intent,
+                                              rater)
             except KeyError:
                 raise ApiError(404, f"no answer with id {answer_id[:80]!r} was served here (or it is no "
                                     "longer remembered: only logged answers outlive a restart)",
@@ -255,9 +269,11 @@ class OpenAIServer:
                 "model": row["adapter"], "version": row["version"], "correction": row["correction"] is not None,
                 "intent": row["intent"], "conversation_logged": row["messages"] is not None}
 
-    def _rate(self, answer_id: str, rating: str, correction: str | None, intent: str | None) -> dict:
-        """Store a rating, then let the automatic rollback look (a thumbs-down may tip a canary)."""
-        row = self.feedback.rate(answer_id, rating, correction, "api", intent)
+    def _rate(self, answer_id: str, rating: str, correction: str | None, intent: str | None,
+              rater: str) -> dict:
+        """Store ``rater``'s rating (replacing their earlier one of the same answer), then let the
+        automatic rollback look (a thumbs-down may tip a canary)."""
+        row = self.feedback.rate(answer_id, rating, correction, "api", intent, rater=rater)
         self.auto_rollback.maybe_check()
         return row
 

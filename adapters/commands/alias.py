@@ -11,7 +11,7 @@
     python -m adapters alias delete support-bot
 
 A version may gain traffic only when its release gate passed (``--force --reason`` overrides,
-and the audit log in ``$TUNEDESK_HOME/releases/audit.jsonl`` keeps why). A running server
+and the audit log in the home's store keeps why: ``core/store``). A running server
 picks up every change at its next request, without a restart.
 
 With ``--auto-rollback-margin`` the server rolls a canary back by itself (audited as

@@ -20,15 +20,18 @@ Files, under ``$TUNEDESK_HOME/releases/``:
   "auto_rollback"?}}}`` (``since``: when the split took effect; ``updated``: the alias's last
   change), written atomically under a file lock, so two writers never lose each other's change
   and a reader (the server watching its mtime) never sees half a file;
-- ``audit.jsonl``: one line per change: id, time, by, alias, action, from, to, override reason,
-  the versions the override let through, the change a rollback undid, and, when it changed,
-  ``auto_rollback`` ``{"from", "to"}``; an automatic rollback adds its ``reason`` with the figures.
+
+The audit, in the home's store (``core/store``: the ``alias_audit`` table of ``tunedesk.db``, or
+the PostgreSQL that ``TUNEDESK_DATABASE_URL`` names), one row per change: id, time, by, alias,
+action, from, to, override reason, the versions the override let through, the change a rollback
+undid, and, when it changed, ``auto_rollback`` ``{"from", "to"}``; an automatic rollback adds its
+``reason`` with the figures. The ``audit.jsonl`` of older versions is imported once, at first
+start, and left as it was.
 """
 
 from __future__ import annotations
 
 import calendar
-import json
 import time
 import uuid
 from pathlib import Path
@@ -42,7 +45,8 @@ from adapters.shelf.alias_rules import (
 )
 from adapters.shelf.manifest import BrokenAdapterError, read_json, write_json_atomic
 from adapters.shelf.store import Shelf
-from core.paths import append_line, read_json_lines
+from core.store.home import open_store
+from core.store.tables import audit_rows, put_audit
 
 FORMAT = "tunedesk-aliases/1"
 FOLDER, ALIASES_FILE, AUDIT_FILE = "releases", "aliases.json", "audit.jsonl"
@@ -81,8 +85,8 @@ def read_aliases(path: Path) -> dict[str, dict]:
     try:
         data = read_json(Path(path))
     except BrokenAdapterError as err:
-        raise AliasError(f"{err} at {path}; fix it by hand, or restore a split from "
-                         f"{Path(path).parent / AUDIT_FILE}") from None
+        raise AliasError(f"{err} at {path}; fix it by hand, or restore a split from its audit "
+                         "(`python -m adapters alias show NAME --json`)") from None
     aliases = data.get("aliases")
     if data.get("format") != FORMAT or not isinstance(aliases, dict):
         raise AliasError(f"{path} is not a TuneDesk aliases file (format {FORMAT!r})")
@@ -108,6 +112,7 @@ class AliasBook:
         self.shelf = shelf or Shelf()
         self.folder = Path(self.shelf.home) / FOLDER
         self.path, self.audit_path = self.folder / ALIASES_FILE, self.folder / AUDIT_FILE
+        self.store = open_store(Path(self.shelf.home))
 
     def all(self) -> dict[str, dict[str, int]]:
         """Every alias and its split, by name."""
@@ -213,8 +218,8 @@ class AliasBook:
         return self._change(name, "delete", gone, by=by)
 
     def history(self, name: str | None = None) -> list[dict]:
-        """The audit rows (of alias ``name`` when given), oldest first; torn lines skipped."""
-        return [r for r in read_json_lines(self.audit_path) if name is None or r.get("alias") == name]
+        """The audit rows (of alias ``name`` when given), oldest first."""
+        return audit_rows(self.store, name)
 
     def _change(self, name, action, new, *, by, force=False, reason="", extra=None, gate=True) -> dict:
         """Read, compute (``new(old split, old policy) -> (split, policy)``), check, write and
@@ -240,8 +245,8 @@ class AliasBook:
                 row["auto_rollback"] = {"from": old_policy, "to": policy}
             if split == old and policy == old_policy and action != "rollback":
                 return {**row, "changed": False}
+            put_audit(self.store, row)  # audited first: a change the audit lacks is never live
             self._write(rows, name, split, policy, row)
-            append_line(self.audit_path, json.dumps(row, ensure_ascii=False))
         return {**row, "changed": True}
 
     def _write(self, rows: dict, name: str, split: dict | None, policy: dict | None, change: dict) -> None:

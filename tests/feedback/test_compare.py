@@ -28,7 +28,7 @@ def test_a_preferred_pane_makes_pairs_against_each_other_pane(home):
     assert rows[0]["verdict"] == rows[1]["verdict"] and rows[0]["engine"] == "pytorch float32"
     assert rows[0]["messages"] == [{"role": "user", "content": "I am [EMAIL], where is order [ORDER]?"}]
     assert rows[1]["answer"] == "Mail [EMAIL] for that."  # redacted like every kept answer
-    assert "example.com" not in (home / "feedback" / "ratings.jsonl").read_text()
+    assert "example.com" not in json.dumps(store.ratings())
     assert [r["id"] for r in queue(store, Filter(adapter="support-v2", intent="track_order"))] == [rows[1]["id"]]
 
     for row in rows:
@@ -65,4 +65,4 @@ def test_bad_verdicts_are_refused_and_nothing_is_written(home):
             (PANES, "base", "", 7, "intent must be a string")]:
         with pytest.raises(ValueError, match=words):
             rate_compare(store, ASKED, panes, preferred, correction, intent)
-    assert not (home / "feedback" / "ratings.jsonl").exists()
+    assert store.ratings() == []

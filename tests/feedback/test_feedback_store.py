@@ -1,9 +1,8 @@
 """The feedback store: answers remembered by id, ratings kept per adapter version, personal
-data redacted, conversations only when logging is on, bad input refused with nothing written."""
+data redacted, conversations only when logging is on, bad input refused with nothing written,
+one vote per answer and rater."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 
@@ -19,9 +18,9 @@ def test_a_logged_answer_is_rated_with_its_version_and_redacted_conversation(hom
     assert (row["adapter"], row["version"], row["engine"], row["rating"]) == ("support-v2", "ab12cd34", "llama.cpp q8_0", "down")
     assert row["messages"] == [{"role": "user", "content": "My email is [EMAIL], where is order [ORDER]?"}]
     assert row["answer"] == "Write to [EMAIL]" and "[PHONE]" in row["correction"] and row["status"] == "new"
-    saved = (home / "feedback" / "ratings.jsonl").read_text()
-    assert "example.com" not in saved and "7946" not in saved
-    # a restart forgets what it remembered, not what it logged
+    saved = stored(home)
+    assert "example.com" not in saved and "7946" not in saved and "88231" not in saved
+    # a restart keeps what was logged
     again = FeedbackStore(log_conversations=True)
     assert again.rate("chatcmpl-1", "up")["messages"] == row["messages"]
     assert [r["rating"] for r in again.ratings()] == ["down", "up"]
@@ -32,9 +31,10 @@ def test_without_logging_a_rating_names_the_version_but_keeps_no_conversation(ho
     store.record("chatcmpl-2", "base", "ffee0011", "pytorch float32, batched", ASKED, "an answer")
     row = store.rate("chatcmpl-2", "up")
     assert row["messages"] is None and row["answer"] is None and row["version"] == "ffee0011"
-    assert not (home / "feedback" / "answers.jsonl").exists()
-    with pytest.raises(KeyError):
-        FeedbackStore().rate("chatcmpl-2", "up")  # not logged: gone after a restart
+    assert "an answer" not in stored(home) and "88231" not in stored(home)
+    # not logged, yet known after a restart (and to every replica): its version, not its text
+    again = FeedbackStore().rate("chatcmpl-2", "down")
+    assert again["messages"] is None and again["version"] == "ffee0011"
 
 
 def test_bad_ratings_are_refused_and_nothing_is_written(home):
@@ -46,10 +46,7 @@ def test_bad_ratings_are_refused_and_nothing_is_written(home):
             store.rate("chatcmpl-3", rating, correction)
     with pytest.raises(KeyError):
         store.rate("chatcmpl-nope", "up")
-    assert not (home / "feedback" / "ratings.jsonl").exists()
-    (home / "feedback" / "ratings.jsonl").write_text('{"rating": "up", "id": "fb-1"}\n{torn\n')
-    assert [r["id"] for r in store.ratings()] == ["fb-1"]  # a torn line is skipped, not fatal
-    assert json.loads((home / "feedback" / "answers.jsonl").read_text())["id"] == "chatcmpl-3"
+    assert store.ratings() == [] and store.answer("chatcmpl-3").answer == "x"
 
 
 def test_a_rating_carries_the_intent_its_caller_gives_and_a_bad_one_is_refused(home):
@@ -58,8 +55,31 @@ def test_a_rating_carries_the_intent_its_caller_gives_and_a_bad_one_is_refused(h
     assert store.rate("chatcmpl-4", "down", intent="  track_order ")["intent"] == "track_order"
     assert store.rate("chatcmpl-4", "up", intent="  ")["intent"] is None  # blank: no intent
     assert store.rate("chatcmpl-4", "up")["intent"] is None
-    before = (home / "feedback" / "ratings.jsonl").read_text()
+    before = store.ratings()
     for intent, words in [(3, "must be a string"), ("a\nb", "one line"), ("x" * 81, "at most 80")]:
         with pytest.raises(ValueError, match=words):
             store.rate("chatcmpl-4", "up", intent=intent)
-    assert (home / "feedback" / "ratings.jsonl").read_text() == before
+    assert store.ratings() == before
+
+
+def test_a_raters_new_rating_of_an_answer_replaces_the_earlier_one(home):
+    store = FeedbackStore(log_conversations=True)
+    store.record("chatcmpl-5", "support-v2", "ab12cd34", "pytorch", ASKED, "x")
+    first = store.rate("chatcmpl-5", "down", rater="key-a")
+    for _ in range(24):
+        last = store.rate("chatcmpl-5", "down", "Better.", rater="key-a")
+    up = store.rate("chatcmpl-5", "up", rater="key-b")  # another rater: a vote of their own
+    rows = store.ratings()
+    assert [(r["id"], r["rater"], r["rating"]) for r in rows] == [
+        (first["id"], "key-a", "down"), (up["id"], "key-b", "up")]
+    assert last["id"] == first["id"] and rows[0]["correction"] == "Better."
+    assert store.rate("chatcmpl-5", "up", rater="key-a")["id"] == first["id"]
+    assert [r["rating"] for r in store.ratings()] == ["up", "up"]
+
+
+def stored(home) -> str:
+    """Every row of the home's store as text (what a copy of the database would show)."""
+    import sqlite3
+
+    with sqlite3.connect(home / "tunedesk.db") as db:
+        return "\n".join(db.iterdump())

@@ -54,7 +54,7 @@ def test_filters_edits_and_the_accepted_rows_become_sft_rows_and_pairs(rated, ho
 
 def test_bad_reviews_are_refused_and_change_nothing(rated, home):
     store, down, _, _ = rated
-    before = (home / "feedback" / "ratings.jsonl").read_text()
+    before = store.ratings()
     with pytest.raises(ValueError, match="status must be one of"):
         review(store, down["id"], "maybe")
     with pytest.raises(KeyError):
@@ -63,7 +63,7 @@ def test_bad_reviews_are_refused_and_change_nothing(rated, home):
         review(store, down["id"], correction="x" * 9000)
     with pytest.raises(ValueError, match="nothing accepted|no accepted feedback"):
         export(store, home / "datasets")
-    assert (home / "feedback" / "ratings.jsonl").read_text() == before
+    assert store.ratings() == before
     unlogged = FeedbackStore()
     unlogged.record("c9", "base", "dddd", "pytorch", TURNS, "x")
     row = unlogged.rate("c9", "down", "better")

@@ -23,6 +23,7 @@ from tally import FAULTS
 from ui_handlers import handlers
 
 from adapters.shelf.store import Shelf
+from core.store.home import close_stores
 from finetune.data.load import load_rows
 from finetune.train import runner
 from inference.generate import GenerationSettings, compare
@@ -142,6 +143,7 @@ def test_read_only_home_gives_clear_errors_and_loses_nothing(
     with zipfile.ZipFile(archive, "w") as zf:
         for f in random_lora_dir.iterdir():
             zf.write(f, f.name)
+    close_stores()  # an open database is a file open for writing: the remount would be refused
     before = snapshot(home)
     tmpfs_home("ro")
 

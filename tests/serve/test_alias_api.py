@@ -17,6 +17,8 @@ from alias_helpers import FAILED, PASSED, set_gate
 from serve_helpers import serving
 
 from adapters.shelf.aliases import AliasBook
+from core.store.home import open_store
+from core.store.tables import audit_rows
 from serve.aliases import draw
 
 MSGS = [{"role": "user", "content": "Where is my order?"}]
@@ -242,7 +244,7 @@ def test_bad_admin_requests_are_named_4xx_and_change_nothing(served, home):
         got = admin(url, method, path, body)
         assert got.status_code == status, (path, body, got.text)
         assert got.json()["error"]["param"] == param and got.json()["error"]["type"] == "invalid_request_error"
-    assert not (home / "releases" / "audit.jsonl").exists()
+    assert audit_rows(open_store(home)) == []
 
 
 def test_the_admin_routes_need_the_key(served):

@@ -146,3 +146,52 @@ def test_a_canary_rated_down_is_rolled_back_at_the_rating_that_tips_it(served):
     row = book.history("support-bot")[-1]
     assert row["by"] == "auto-rollback" and row["reason"] == (
         "b: thumbs-down rate 1.00 (3 of 3 ratings) against a's 0.00 (0 of 3), more than the margin 0.2")
+
+
+def _rate(url, answer_id, rating, key=KEY):
+    return httpx.post(f"{url}/v1/feedback", json={"id": answer_id, "rating": rating}, timeout=30,
+                      headers={"Authorization": f"Bearer {key}"})
+
+
+def test_a_flood_of_ratings_from_one_key_counts_once_and_rolls_nothing_back(served):
+    server, url = served
+    book = AliasBook(server.shelf())
+    book.set("support-bot", {"a": 60, "b": 40}, by="ana",
+             auto_rollback={**POLICY, "min_requests": 1000})
+    ids = {"a": [], "b": []}
+    for i in range(60):
+        _, version, answer_id = ask(url, f"u{i}")
+        ids[version].append(answer_id)
+        if len(ids["a"]) >= 3 and ids["b"]:
+            break
+    for answer_id in ids["a"][:3]:
+        assert _rate(url, answer_id, "up").status_code == 200
+    stored = {_rate(url, ids["b"][0], "down").json()["id"] for _ in range(25)}
+    assert len(stored) == 1  # one key, one answer: one vote, replaced 24 times
+    assert book.get("support-bot") == {"a": 60, "b": 40}  # 1 answer rated: fewer than min_ratings 3
+    stats = admin(url, "GET", "/support-bot/stats").json()["versions"]
+    assert (stats["b"]["thumbs_down"], stats["b"]["thumbs_up"]) == (1, 0)
+    assert stats["a"]["thumbs_up"] == 3
+    assert server.auto_rollback.figures({"a": 60, "b": 40}, 0.0)["b"]["thumbs_down"] == 1
+    rows = server.feedback.ratings()
+    assert [r["rating"] for r in rows if r["answer_id"] == ids["b"][0]] == ["down"]
+
+
+def test_feedback_past_the_keys_limit_is_429_with_retry_after(served, monkeypatch):
+    from serve.rate_limit import RateLimiter, feedback_per_minute
+
+    server, url = served
+    monkeypatch.setenv("TUNEDESK_FEEDBACK_PER_MINUTE", "3")
+    server.feedback_limit = RateLimiter(feedback_per_minute())
+    AliasBook(server.shelf()).set("support-bot", {"a": 100}, by="ana")
+    _, _, answer_id = ask(url, "u1")
+    assert [_rate(url, answer_id, "down").status_code for _ in range(3)] == [200, 200, 200]
+    refused = _rate(url, answer_id, "down")
+    assert refused.status_code == 429 and 1 <= int(refused.headers["Retry-After"]) <= 20
+    error = refused.json()["error"]
+    assert error["code"] == "rate_limit_exceeded"
+    assert "TUNEDESK_FEEDBACK_PER_MINUTE" in error["message"]
+    assert _rate(url, answer_id, "down", key="wrong").status_code == 401  # the key is checked first
+    monkeypatch.setenv("TUNEDESK_FEEDBACK_PER_MINUTE", "lots")
+    with pytest.raises(ValueError, match="positive number"):
+        feedback_per_minute()

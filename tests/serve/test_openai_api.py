@@ -194,7 +194,7 @@ def test_feedback_on_an_answer_is_kept_per_version_and_bad_feedback_changes_noth
         assert got.json()["intent"] == "track_order"
         assert got.json()["version"] == Engines(session, "pytorch").weights_hash("a")
         assert send({"id": streamed[0].id, "rating": "up"}).status_code == 200
-        before = (home / "feedback" / "ratings.jsonl").read_text()
+        before = store.ratings()
         for body, status, param in [({"id": "chatcmpl-unknown", "rating": "up"}, 404, "id"),
                                     ({"id": plain.id, "rating": "great"}, 400, "rating"),
                                     ({"id": plain.id, "rating": "up", "correction": "x" * 9000}, 400, "correction"),
@@ -208,7 +208,7 @@ def test_feedback_on_an_answer_is_kept_per_version_and_bad_feedback_changes_noth
         bad = httpx.post(f"{url}/v1/feedback", content=b"{not json", timeout=30,
                          headers={"Authorization": "Bearer k", "Content-Type": "application/json"})
         assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
-        assert (home / "feedback" / "ratings.jsonl").read_text() == before
+        assert store.ratings() == before
     rows = store.ratings()
     assert [(r["adapter"], r["rating"], r["intent"]) for r in rows] == [("a", "down", "track_order"), ("b", "up", None)]
     assert rows[0]["messages"][0]["content"] == "I am [EMAIL]. Where is my order?"

@@ -120,3 +120,22 @@ def test_counts_since_the_split_changed_and_thumbs_over_time():
     assert thumbs_series(ratings, "v4", "h", start, 10) == [
         {"t": round(start + 10), "thumbs_down_rate": 0.5}, {"t": round(start + 20), "thumbs_down_rate": 1.0},
         {"t": round(start + 50), "thumbs_down_rate": 1.0}]
+
+
+def test_with_a_store_the_outcomes_are_written_after_the_answer_and_every_replica_sees_them(home):
+    import time
+
+    from core.store.home import open_store
+    from core.store.tables import outcome_rows
+
+    store = open_store(home)
+    mine, other = VersionStats(store=store), VersionStats(store=store)
+    mine.record("v4", "ok", 0.2, 1.0)
+    mine.record("v4", "error")
+    assert outcome_rows(store, "v4", 0) == []  # queued, not written while the answer ends
+    deadline = time.monotonic() + 10
+    while not outcome_rows(store, "v4", 0) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the writer thread's turn
+    assert [r[1] for r in outcome_rows(store, "v4", 0)] == ["ok", "error"]
+    assert other.counts("v4") == (2, 1) and other.summary("v4")["first_token_p50_s"] == 0.2
+    assert VersionStats(store=open_store(home)).counts("v4") == (2, 1)  # a restart keeps them

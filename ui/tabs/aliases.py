@@ -11,7 +11,7 @@ from ui.views.state import AppState
 HELP = ("An alias is one model name for clients (`model: \"support-bot\"`) over weighted versions. "
         "New conversations go to a version by weight and stay on it; a version at 0 finishes its own. "
         "Only a version whose release gate passed gains traffic, unless you override with a reason. "
-        "Every change is logged in `releases/audit.jsonl`; **Roll back** undoes the last one.")
+        "Every change is logged in the store's audit; **Roll back** undoes the last one.")
 AUTO_HELP = ("**Automatic rollback** (margin 0: off): the server takes a canary out, its traffic back to the "
              "version with the largest weight, when the canary's error rate or thumbs-down rate since the split "
              "exceeds that version's by more than the margin, once both have the minimum requests (ratings).")

@@ -96,23 +96,24 @@ def build_chat_tab(state: AppState) -> dict:
                 gr.Warning(str(err))
                 yield _shown(history), ""
 
-        def on_rate(history, choice, system_prompt, data: gr.LikeData):
+        def on_rate(history, choice, system_prompt, data: gr.LikeData, request: gr.Request = None):
             index = data.index if isinstance(data.index, int) else data.index[0]
             try:
                 return state.rate_answer(list(history or []), index, "up" if data.liked else "down",
-                                         state.to_adapter(choice), system=system_prompt)
+                                         state.to_adapter(choice), system=system_prompt,
+                                         rater=_session(request))
             except ValueError as err:
                 gr.Warning(str(err))
                 return ""
 
-        def on_correct(history, choice, system_prompt, text):
+        def on_correct(history, choice, system_prompt, text, request: gr.Request = None):
             history = list(history or [])
             last = next((i for i in range(len(history) - 1, -1, -1) if history[i]["role"] == "assistant"), -1)
             try:
                 if not (text or "").strip():
                     raise ValueError("write the better answer first")
                 return state.rate_answer(history, last, "down", state.to_adapter(choice), text,
-                                         system=system_prompt), ""
+                                         system=system_prompt, rater=_session(request)), ""
             except ValueError as err:
                 gr.Warning(str(err))
                 return "", text
@@ -154,3 +155,9 @@ def _text(content) -> str:
     if isinstance(content, list):
         return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
     return str(content)
+
+
+def _session(request) -> str | None:
+    """The page's session (the rater of its ratings: one vote per answer), None outside one."""
+    session = getattr(request, "session_hash", None)
+    return f"session-{session}" if session else None

@@ -80,9 +80,11 @@ def build_compare_tab(state: AppState) -> dict:
             info = f"{how} (greedy)."
             return [*updates, info, gr.update(choices=[x.adapter for x in answers], value=None), shown, text]
 
-        def on_save(text, shown, picked, corrected):
+        def on_save(text, shown, picked, corrected, request: gr.Request = None):
+            session = getattr(request, "session_hash", None)
             try:
-                _, rated = save_feedback(text, shown, picked, corrected)
+                _, rated = save_feedback(text, shown, picked, corrected,
+                                         rater=f"session-{session}" if session else None)
             except (ValueError, OSError) as err:
                 return f"⚠️ {err}"
             return (f"Saved. {feedback_count()} feedback rows in `{feedback_path()}` — train on it from the Train "

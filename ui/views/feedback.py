@@ -24,7 +24,7 @@ FEEDBACK_FILE = "feedback.jsonl"
 
 
 def save_feedback(prompt: str, answers: list[dict], choice: str | None,
-                  correction: str = "") -> tuple[dict, list[dict]]:
+                  correction: str = "", rater: str | None = None) -> tuple[dict, list[dict]]:
     """Record which answer was better, or a corrected answer: a row of ``feedback.jsonl`` and
     the review queue's ratings of the panes that lost.
 
@@ -34,6 +34,7 @@ def save_feedback(prompt: str, answers: list[dict], choice: str | None,
             shown (``engine``, what decoded it, is optional).
         choice: the label of the preferred answer, or None when ``correction`` is given.
         correction: a better answer written by the user (wins over ``choice``).
+        rater: the page's session (a new verdict on the same panes replaces its earlier one).
 
     Returns:
         (the ``feedback.jsonl`` row, the ratings added to the review queue).
@@ -67,9 +68,11 @@ def save_feedback(prompt: str, answers: list[dict], choice: str | None,
                       "the rows saved before are unchanged") from err
     store = FeedbackStore()  # the verdict keeps its conversation (redacted), as a rating in Chat does
     try:
-        rated = rate_compare(store, [{"role": "user", "content": prompt}], answers, choice, correction)
+        asked = [{"role": "user", "content": prompt}]
+        rated = rate_compare(store, asked, answers, choice, correction, rater=rater)
     except OSError as err:
-        raise OSError(f"saved to {path}, but could not add it to the review queue in {store.folder}: "
+        raise OSError(f"saved to {path}, but could not add it to the review queue in "
+                      f"{store.store}: "
                       f"{err.strerror or err}") from err
     return row, rated
 
@@ -90,9 +93,12 @@ def feedback_count() -> int:
 
 
 def rate_chat_answer(history: list[dict], index: int, rating: str, adapter: str | None, version: str,
-                     engine: str, correction: str | None = None, system: str | None = None) -> dict:
+                     engine: str, correction: str | None = None, system: str | None = None,
+                     rater: str | None = None) -> dict:
     """Store a rating of the Chat answer at ``history[index]`` (with the turns before it, after
     the system prompt ``system`` it was asked under: training on it then asks as Chat did).
+    The answer's id comes from what was asked and answered, so ``rater`` (the page's session)
+    rating it again replaces their rating.
 
     Raises:
         ValueError: no answer at that place, a bad rating or correction.
@@ -100,13 +106,14 @@ def rate_chat_answer(history: list[dict], index: int, rating: str, adapter: str 
     if not 0 <= index < len(history) or history[index].get("role") != "assistant":
         raise ValueError("rate one of the assistant's answers")
     check_rating(rating, correction)
-    import uuid
+    import hashlib
 
     store = FeedbackStore(log_conversations=True)  # rating in Chat is asking to keep it
-    answer_id = f"chat-{uuid.uuid4().hex[:24]}"
     before = [{"role": m["role"], "content": content_text(m.get("content"))} for m in history[:index]]
     if system and system.strip() and not any(m["role"] == "system" for m in before):
         before.insert(0, {"role": "system", "content": system})
+    asked = json.dumps([adapter, version, before, content_text(history[index].get("content"))])
+    answer_id = "chat-" + hashlib.sha256(asked.encode("utf-8")).hexdigest()[:24]
     store.record(answer_id, adapter or "base", version, engine, before, content_text(history[index].get("content")),
                  source="chat")
-    return store.rate(answer_id, rating, correction, source="chat")
+    return store.rate(answer_id, rating, correction, source="chat", rater=rater)

@@ -12,6 +12,7 @@ from pathlib import Path
 from adapters.shelf.store import Shelf
 from core import paths
 from core.hardware import detect
+from core.store.home import open_store
 from inference.generate import GenerationSettings
 from serve.assembly import build_services
 from serve.interface.bounds import failure_sentence
@@ -41,7 +42,7 @@ class AppState:
         # Who answers Chat and the API: PyTorch or llama.cpp, measured on this machine (auto).
         self.serving = services.engines
         # The API's live figures per alias version; the Adapters tab plots them.
-        self.alias_stats = VersionStats()
+        self.alias_stats = VersionStats(store=open_store())
 
     @property
     def active_adapter(self) -> str | None:
@@ -94,9 +95,11 @@ class AppState:
         return f" — ⚠️ release gate {status.state}{why}"
 
     def rate_answer(self, history: list[dict], index: int, rating: str, adapter: str | None,
-                    correction: str | None = None, system: str | None = None) -> str:
+                    correction: str | None = None, system: str | None = None,
+                    rater: str | None = None) -> str:
         """Store a rating of Chat's answer at ``history[index]`` (asked under the system prompt
-        ``system``, kept with the conversation); the sentence to show.
+        ``system``, kept with the conversation) by ``rater`` (the page's session: rating the
+        same answer again replaces its rating); the sentence to show.
 
         Raises:
             ValueError: nothing to rate there, a bad rating or correction, an unusable adapter.
@@ -106,10 +109,10 @@ class AppState:
 
         version = self.serving.weights_hash(adapter)
         row = rate_chat_answer(history, index, rating, adapter, version, label(self.serving.pick(adapter)),
-                               correction, system)
+                               correction, system, rater)
         what = "with your correction" if row["correction"] else ""
         return (f"Saved {'👍' if rating == 'up' else '👎'} {what} for {row['adapter']} (version "
-                f"{row['version'][:8]}) to the review queue: feedback/ratings.jsonl.")
+                f"{row['version'][:8]}) to the review queue.")
 
     def stream_answer(self, messages: list[dict], adapter: str | None, settings: GenerationSettings):
         """Chat's answer from the serving engine; yields the text so far.

@@ -8,6 +8,8 @@ import pytest
 from alias_helpers import FAILED, PASSED, put_versions
 
 from adapters.__main__ import main
+from core.store.home import open_store
+from core.store.tables import audit_rows
 
 
 @pytest.fixture
@@ -34,7 +36,7 @@ def test_set_show_promote_rollback_and_delete(versions, home, capsys):
     code, out, _ = run(capsys, "list", "--json")
     assert json.loads(out) == {"support-bot": {"v3": 90, "v4": 10}}
     assert "rollback support-bot` restores it" in run(capsys, "delete", "support-bot")[1]
-    history = [json.loads(line) for line in (home / "releases" / "audit.jsonl").read_text().splitlines()]
+    history = audit_rows(open_store(home))
     assert [r["action"] for r in history] == ["set", "promote", "rollback", "delete"]
     assert history[0]["by"] == "ana" and history[1]["by"].endswith("(cli)")
 
@@ -47,7 +49,7 @@ def test_a_failed_gate_blocks_promotion_until_a_reasoned_override(versions, home
     assert code == 2 and "needs a reason" in err
     code, out, _ = run(capsys, "promote", "support-bot", "v5", "--force", "--reason", "the refund fix, gate rerun later")
     assert code == 0 and "Override for v5 (release gate not passed): 'the refund fix, gate rerun later'" in out
-    last = json.loads((home / "releases" / "audit.jsonl").read_text().splitlines()[-1])
+    last = audit_rows(open_store(home))[-1]
     assert last["override"] == "the refund fix, gate rerun later" and last["forced"] == ["v5"]
 
 
@@ -59,7 +61,7 @@ def test_a_failed_gate_keeps_a_canary_out_of_a_split_and_the_refusal_changes_not
     code, _, err = run(capsys, "set", "support-bot", "v3=90", "v5=10", "--force", "--reason", " ")
     assert code == 2 and "needs a reason" in err
     assert (home / "releases" / "aliases.json").read_text() == before
-    assert len((home / "releases" / "audit.jsonl").read_text().splitlines()) == 1
+    assert len(audit_rows(open_store(home))) == 1
     code, out, _ = run(capsys, "set", "support-bot", "v3=90", "v5=10", "--force", "--reason", "canary of the fix")
     assert code == 0 and "Override for v5" in out
 
@@ -81,7 +83,7 @@ def test_the_automatic_rollback_is_set_kept_shown_and_turned_off(versions, home,
                                                                        "version's by more than 0.1.")
     code, out, _ = run(capsys, "set", "support-bot", "--no-auto-rollback", "--by", "ana")
     assert code == 0 and out.strip().endswith("Automatic rollback: off.")
-    history = [json.loads(line) for line in (home / "releases" / "audit.jsonl").read_text().splitlines()]
+    history = audit_rows(open_store(home))
     assert history[-1]["auto_rollback"] == {"from": {"margin": 0.1, "min_requests": 40, "min_ratings": 10},
                                             "to": None}
 
@@ -104,4 +106,4 @@ def test_the_automatic_rollback_is_set_kept_shown_and_turned_off(versions, home,
 def test_bad_input_is_one_sentence_and_exit_code_2(versions, home, capsys, argv, words):
     code, out, err = run(capsys, *argv)
     assert code == 2 and not out and words in err and err.count("\n") == 1
-    assert not (home / "releases" / "audit.jsonl").exists()
+    assert audit_rows(open_store(home)) == []

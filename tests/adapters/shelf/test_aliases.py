@@ -21,6 +21,8 @@ from adapters.shelf.aliases import (
 )
 from adapters.shelf.gate_rules import record
 from adapters.shelf.store import Shelf
+from core.store.home import open_store
+from core.store.tables import audit_rows
 
 
 @pytest.fixture
@@ -37,7 +39,7 @@ def test_a_split_is_written_atomically_and_every_change_is_audited(book, home):
     assert not book.set("support-bot", {"v3": 90, "v4": 10}, by="ben")["changed"]  # same split: nothing written
     stored = json.loads((home / "releases" / "aliases.json").read_text())
     assert stored["format"] == "tunedesk-aliases/1" and stored["aliases"]["support-bot"]["by"] == "ben"
-    rows = [json.loads(line) for line in (home / "releases" / "audit.jsonl").read_text().splitlines()]
+    rows = audit_rows(open_store(home))
     assert [(r["by"], r["action"], r["from"], r["to"], r["override"]) for r in rows] == [
         ("ana", "set", None, {"v3": 100}, None), ("ben", "set", {"v3": 100}, {"v3": 90, "v4": 10}, None)]
     assert all(r["time"].endswith("Z") and len(r["id"]) == 12 for r in rows)
@@ -104,7 +106,7 @@ def test_a_version_without_a_passed_gate_gains_traffic_only_with_a_reasoned_over
     with pytest.raises(AliasError):
         book.promote("support-bot", "v5", by="ana")
     assert book.get("support-bot") == {"v3": 95, "v5": 5}
-    last = json.loads((home / "releases" / "audit.jsonl").read_text().splitlines()[-1])
+    last = audit_rows(open_store(home))[-1]
     assert last["to"] == {"v3": 95, "v5": 5} and last["override"] is None
 
 
@@ -160,7 +162,7 @@ def test_concurrent_writers_lose_no_change(book):
 def test_a_damaged_file_is_one_sentence_saying_how_to_recover(book, home):
     book.set("support-bot", {"v3": 100}, by="ana")
     (home / "releases" / "aliases.json").write_text("{oops")
-    with pytest.raises(AliasError, match="audit.jsonl"):
+    with pytest.raises(AliasError, match="its audit"):
         book.get("support-bot")
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 from alias_helpers import FAILED, PASSED, put_versions
 from ui_handlers import handlers
+
+from core.store.home import open_store
+from core.store.tables import audit_rows
 
 
 def test_set_promote_and_refresh_through_the_tabs_handlers(home, tiny_llama_dir, random_lora_dir):
@@ -35,10 +36,10 @@ def test_a_failed_gate_keeps_its_version_out_of_the_split_without_a_reasoned_ove
         refused = table[action]("support-bot", typed, "v4", False, "")
         assert refused.startswith("⚠️ release gate of v4: failed") and "--force --reason" in refused
         assert table[action]("support-bot", typed, "v4", True, "  ").startswith("⚠️ an override")
-    audit = (home / "releases" / "audit.jsonl").read_text().splitlines()
+    audit = audit_rows(open_store(home))
     assert len(audit) == 1 and "v4" not in table["refresh_aliases"]("support-bot", "requests")[2].split("\n")[1]
     assert "Override for v4" in table["on_alias_set"]("support-bot", "v3=90 v4=10", "", True, "canary of the fix")
-    assert json.loads((home / "releases" / "audit.jsonl").read_text().splitlines()[-1])["forced"] == ["v4"]
+    assert audit_rows(open_store(home))[-1]["forced"] == ["v4"]
 
 
 def test_the_automatic_rollback_is_set_shown_and_turned_off_from_the_tab(home, tiny_llama_dir, random_lora_dir):

@@ -1,0 +1,185 @@
+"""The store's rows as the rest of TuneDesk uses them: answers, ratings, the alias audit and
+each answer's outcome. All the SQL of the product lives here and in the migrations.
+
+A rating is a dict (``id``, ``answer_id``, ``rater``, ``created``, ``rating``, ``correction``,
+``adapter``, ``version``, ``engine``, ``source``, ``messages``, ``answer``, ``status``,
+``intent``, and any other key, e.g. a Compare verdict's ``verdict`` and ``preferred``, kept
+in ``extra``). One rater has one rating per answer: a new one replaces it (same row id, back
+to ``new`` in the review queue).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from core.store.db import Store
+
+ANSWER_COLUMNS = ("id", "adapter", "version", "engine", "source", "created", "messages", "answer")
+RATING_COLUMNS = (
+    "id",
+    "answer_id",
+    "rater",
+    "created",
+    "rating",
+    "correction",
+    "adapter",
+    "version",
+    "engine",
+    "source",
+    "messages",
+    "answer",
+    "status",
+    "intent",
+)
+REPLACED = (
+    "created",
+    "rating",
+    "correction",
+    "engine",
+    "source",
+    "messages",
+    "answer",
+    "status",
+    "intent",
+    "extra",
+)  # what a rater's new rating of the same answer overwrites
+
+
+def put_answer(store: Store, row: dict) -> None:
+    """Keep one served answer (an id seen before is left as it is)."""
+    values = [
+        _cell(row.get(c)) if c in ("messages", "answer") else str(row.get(c) or "")
+        for c in ANSWER_COLUMNS
+    ]
+    extra = dict(row.get("extra") or {})
+    extra.update({k: v for k, v in row.items() if k not in (*ANSWER_COLUMNS, "extra")})
+    store.execute(
+        f"INSERT INTO answers ({', '.join(ANSWER_COLUMNS)}, extra) VALUES "
+        f"({', '.join('?' * (len(ANSWER_COLUMNS) + 1))}) ON CONFLICT (id) DO NOTHING",
+        [*values, json.dumps(extra or {}, ensure_ascii=False)],
+    )
+
+
+def get_answer(store: Store, answer_id: str) -> dict | None:
+    """A served answer by id (its ``messages`` and ``extra`` decoded), or None."""
+    rows = store.query("SELECT * FROM answers WHERE id = ?", (answer_id,))
+    if not rows:
+        return None
+    row = rows[0]
+    return {**row, "messages": _json(row["messages"]), "extra": _json(row["extra"]) or {}}
+
+
+def put_ratings(store: Store, *rows: dict) -> list[dict]:
+    """Store ratings, all of them or none; each replaces its rater's earlier rating of the
+    same answer. Returns the rows as stored (a replaced rating keeps its first id)."""
+    stored = []
+    with store.transaction():
+        for row in rows:
+            stored.append(_put_rating(store, row))
+    return stored
+
+
+def _put_rating(store: Store, row: dict) -> dict:
+    row = {**row, "id": row.get("id") or f"fb-{uuid.uuid4().hex[:16]}"}
+    row.setdefault("answer_id", row["id"])  # a row that names no answer is its own
+    row.setdefault("status", "new")
+    row.setdefault("created", "")
+    values = [_cell(row.get(c)) for c in RATING_COLUMNS]
+    extra = json.dumps(
+        {k: v for k, v in row.items() if k not in RATING_COLUMNS}, ensure_ascii=False
+    )
+    insert = (
+        f"INSERT INTO ratings ({', '.join(RATING_COLUMNS)}, extra) "
+        f"VALUES ({', '.join('?' * (len(RATING_COLUMNS) + 1))}) "
+    )
+    if row.get("rater") is None:  # nobody to replace: kept beside the others (NULL never clashes)
+        store.execute(insert + "ON CONFLICT (id) DO NOTHING", [*values, extra])
+        return dict(row)
+    updates = ", ".join(f"{c} = excluded.{c}" for c in REPLACED)
+    kept = store.query(
+        insert + f"ON CONFLICT (answer_id, rater) DO UPDATE SET {updates} RETURNING id",
+        [*values, extra],
+    )
+    return {**row, "id": kept[0]["id"]}
+
+
+def rating_rows(store: Store) -> list[dict]:
+    """Every rating, oldest first."""
+    return [rating_dict(r) for r in store.query("SELECT * FROM ratings ORDER BY seq")]
+
+
+def rating_for_update(store: Store, row_id: str) -> dict | None:
+    """One rating by id, locked until the transaction ends (call inside ``store.transaction()``)."""
+    lock = " FOR UPDATE" if store.dialect == "postgres" else ""  # SQLite's BEGIN IMMEDIATE locks
+    rows = store.query(f"SELECT * FROM ratings WHERE id = ?{lock}", (row_id,))
+    return rating_dict(rows[0]) if rows else None
+
+
+def update_rating(store: Store, row: dict) -> None:
+    """Write back a rating's review fields: its status, correction and intent."""
+    store.execute(
+        "UPDATE ratings SET status = ?, correction = ?, intent = ? WHERE id = ?",
+        (row.get("status"), row.get("correction"), row.get("intent"), row["id"]),
+    )
+
+
+def rating_dict(row: dict) -> dict:
+    """A stored rating as the rest of the code reads it (its extra keys back on top)."""
+    extra = _json(row.get("extra")) or {}
+    found = {c: row.get(c) for c in RATING_COLUMNS}
+    found["messages"] = _json(found["messages"])
+    return {**found, **extra}
+
+
+def put_audit(store: Store, row: dict) -> None:
+    """Append one alias change to the audit (an id seen before is left as it is)."""
+    store.execute(
+        "INSERT INTO alias_audit (id, time, alias, body) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (id) DO NOTHING",
+        (
+            row["id"],
+            str(row.get("time", "")),
+            str(row.get("alias", "")),
+            json.dumps(row, ensure_ascii=False),
+        ),
+    )
+
+
+def audit_rows(store: Store, alias: str | None = None) -> list[dict]:
+    """The audit's rows (of ``alias`` when given), oldest first."""
+    where, params = ("WHERE alias = ? ", (alias,)) if alias is not None else ("", ())
+    return [
+        json.loads(r["body"])
+        for r in store.query(f"SELECT body FROM alias_audit {where}ORDER BY seq", params)
+    ]
+
+
+def put_outcomes(store: Store, rows: list[tuple]) -> None:
+    """Append answers' outcomes: ``(version, at, outcome, first token s, full answer s)``."""
+    with store.transaction():
+        for row in rows:
+            store.execute(
+                "INSERT INTO answer_stats (version, at, outcome, first_token_s, total_s) "
+                "VALUES (?, ?, ?, ?, ?)",
+                row,
+            )
+
+
+def outcome_rows(store: Store, version: str, since: float) -> list[tuple]:
+    """``(at, outcome, first token s, full answer s)`` of ``version`` at ``since`` or later."""
+    rows = store.query(
+        "SELECT at, outcome, first_token_s, total_s FROM answer_stats "
+        "WHERE version = ? AND at >= ? ORDER BY seq",
+        (version, since),
+    )
+    return [(r["at"], r["outcome"], r["first_token_s"], r["total_s"]) for r in rows]
+
+
+def _cell(value):
+    """A value as a column keeps it: lists and dicts as JSON text."""
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, list | dict) else value
+
+
+def _json(text):
+    return json.loads(text) if isinstance(text, str) and text else None
