@@ -26,6 +26,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.redact import redact
 from feedback.store import (
     MAX_CORRECTION_CHARS,
     RATINGS_FILE,
@@ -33,7 +34,6 @@ from feedback.store import (
     FeedbackStore,
     check_intent,
 )
-from finetune.data.redact import redact
 
 STATUSES = ("new", "accepted", "dropped")
 

@@ -5,7 +5,7 @@ Two files under ``$TUNEDESK_HOME/feedback/``:
 - ``answers.jsonl``: one line per served answer *when conversation logging is on*
   (``--log-conversations``; off by default): its id, the adapter and version (weights hash)
   and engine that answered, the conversation and the answer, redacted with the helpdesk
-  import's redaction (``finetune/data/redact.py``).
+  import's redaction (``core/redact.py``).
 - ``ratings.jsonl``: one line per rating: ``up`` or ``down``, an optional corrected answer
   (redacted), the answer's adapter and version, the conversation when it was logged, and an
   optional ``intent`` label (the caller's, or the reviewer's). Each starts ``new`` for the
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from core import paths
 from core.paths import append_line, read_json_lines
-from finetune.data.redact import redact
+from core.redact import redact
 
 ANSWERS_FILE, RATINGS_FILE = "answers.jsonl", "ratings.jsonl"
 RATINGS = ("up", "down")
