@@ -2,8 +2,8 @@
 the known remedies buy.
 
 A small model's LoRA step is launch-bound: hundreds of small kernels, each a few microseconds
-of GPU work behind the CPU's launch cost (gpu-check measured 3.5 % MFU on an H100 at batch
-64 x 128). This command builds the step the way ``finetune.train`` does (the base loaded by
+of GPU work behind the CPU's launch cost, so MFU stays low (gpu-check's figures are in
+docs/benchmarks-log.md). This command builds the step the way ``finetune.train`` does (the base loaded by
 :func:`finetune.train.setup.load_lora_model`, LoRA from the run config, the selective
 cross-entropy of :func:`finetune.train.steps.loss_sum`, fused AdamW), on random tokens of a
 fixed length, and measures for each variant steady tokens/s, the GPU's busy share of a step

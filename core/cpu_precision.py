@@ -4,15 +4,10 @@ Training a LoRA is compute-bound: every step multiplies a few thousand tokens' a
 every weight of the model, forward and back. On a CPU with native bf16 products (AVX512-BF16,
 AMX) bf16 runs those products about twice as fast as fp32; without them bf16 is emulated and
 several times slower. Flags alone do not say how fast a given CPU's kernels are, so
-:func:`cpu_trains_faster_in_bf16` times one training-shaped product in both (about 0.3 s,
-once per process). Emulated bf16 is the slow case to time: on 2 AMD EPYC cores with AVX2 only
-it ran at 1.6-1.7 GFLOP/s against fp32's 54-92, so the full probe took 4.5-4.9 s, paid by every
-training run and app start. A small product is timed first, and where bf16 is that far behind
-it decides alone (about 0.4 s there).
-
-Measured on 2 AMD EPYC cores with AVX512-BF16 (docs/benchmarks.md): the product ran 2.1x
-faster in bf16, and a LoRA step of 8 x 256 tokens of SmolLM2-135M 1.4x faster (fp32 weights
-under bf16 autocast; the rest of the step is not matmuls).
+:func:`cpu_trains_faster_in_bf16` times one training-shaped product in both, once per process.
+Emulated bf16 is the slow case to time, and the probe is paid by every training run and app
+start, so a small product is timed first, and where bf16 is that far behind it decides alone.
+docs/benchmarks.md has the probe's cost and the speed-ups it found.
 """
 
 from __future__ import annotations

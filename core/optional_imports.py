@@ -15,9 +15,10 @@ def keep_bitsandbytes_out() -> None:
     """Make ``import bitsandbytes`` fail in this process as if it were not installed.
 
     peft and transformers import bitsandbytes whenever it is installed, only to offer quantized
-    layers, and it brings triton and parts of torch's inductor with it: 1.3-1.5 s of every process
-    start on a 2-core CPU. Call it first thing in a process that quantizes nothing (a command's
-    ``__main__``, never a library function: a later caller in the same process may need it).
+    layers, and it brings triton and parts of torch's inductor with it: a noticeable share of
+    every process start on a small CPU. Call it first thing in a process that quantizes nothing
+    (a command's ``__main__``, never a library function: a later caller in the same process may
+    need it).
     :func:`core.hardware.detect` still reports the installed version (it reads the package's
     metadata). A process that already imported it keeps it.
     """

@@ -3,7 +3,7 @@
 People rate answers with a thumbs-up or -down (Chat, Compare, ``POST /v1/feedback``; stored by
 :mod:`feedback.store`). A rating is matched to a judged answer when both are the same question
 (the customer's last message) and the same answer text, compared as the store keeps them:
-redacted (``finetune.data.redact``) and with runs of whitespace made one space. Ratings the
+redacted (``core.redact``) and with runs of whitespace made one space. Ratings the
 review queue dropped are left out (a reviewer judged them unusable); an answer rated several
 times takes the majority, and a tie leaves it out.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import warnings
 from collections import Counter
 
-from finetune.data.redact import redact
+from core.redact import redact
 
 DROPPED = "dropped"
 

@@ -175,8 +175,8 @@ def bleu_bootstrap_delta_ci(
     Corpus BLEU is not a mean of per-row scores, so each resample recomputes it. The
     per-row n-gram counts are extracted once and summed per resample, which is how
     sacrebleu's own paired bootstrap test (``sacrebleu.significance``) does it and gives
-    exactly ``corpus_score`` on the resampled rows: 100 rows x 1000 resamples take ~0.1 s
-    instead of ~19 s re-tokenizing every resample (measured on 2 CPU cores).
+    exactly ``corpus_score`` on the resampled rows, far faster than re-tokenizing every
+    resample.
 
     Args:
         predictions_a: Answers of system A (e.g. the base model).

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from core.store.tables import rating_for_update, update_rating
 from feedback.store import MAX_CORRECTION_CHARS, FeedbackStore, check_intent
-from finetune.data.redact import redact
+from core.redact import redact
 
 STATUSES = ("new", "accepted", "dropped")
 

@@ -5,7 +5,7 @@ Two tables of the home's store (``core/store``: ``<home>/tunedesk.db``, or the P
 
 - ``answers``: one row per served answer: its id, the adapter and version (weights hash) and
   engine that answered; the conversation and the answer too, redacted with the helpdesk
-  import's redaction (``finetune/data/redact.py``), only when conversation logging is on
+  import's redaction (``core/redact.py``), only when conversation logging is on
   (``--log-conversations``; off by default). Written after the answer, never while it streams.
 - ``ratings``: one row per answer and rater: ``up`` or ``down``, an optional corrected answer
   (redacted), the answer's adapter and version, the conversation when it was logged, and an
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from core.store.home import open_store
 from core.store.tables import get_answer, put_answer, put_ratings, rating_rows
-from finetune.data.redact import redact
+from core.redact import redact
 
 RATINGS = ("up", "down")
 MAX_CORRECTION_CHARS = 8000

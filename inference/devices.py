@@ -81,7 +81,8 @@ def cpu_decode_rates(repeats: int = 3) -> dict[str, dict[int, float]]:
 
     One pass multiplies the activations by 32M parameters of weights, the memory traffic of a
     quarter of SmolLM2-135M's decode step. fp32 runs the kernel the session runs it with
-    (oneDNN's prepacked matmul, ``packed_linears.py``, unless switched off). About 0.5 s in all.
+    (oneDNN's prepacked matmul, ``packed_linears.py``, unless switched off). Well under a second
+    in all.
     """
     import torch
 

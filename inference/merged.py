@@ -1,19 +1,20 @@
 """Fast single-adapter decoding: the adapter folded into copies of the base weights.
 
-With LoRA unmerged, every adapted layer adds ``lora_B(lora_A(x)) * scaling`` to its output: on
-2 CPU cores, r=16 on all 7 projections of SmolLM2-135M's 30 layers, that is 210 small extra
-products a token and decode fell from ~31 to ~20-25 tokens/s (docs/benchmarks.md). When every
-row of a call uses the same adapter (chat, evaluation), the session instead points each adapted
-layer at ``W + scaling * B @ A``, computed once per adapter in fp32 and stored in the serving
-dtype, and runs with the adapter layers off: the speed of the base model.
+With LoRA unmerged, every adapted layer adds ``lora_B(lora_A(x)) * scaling`` to its output:
+on the CPU, LoRA on every projection of a small model means hundreds of small extra products a
+token, a large share of decode time. When every row of a call uses the same adapter (chat,
+evaluation), the session instead points each adapted layer at ``W + scaling * B @ A``,
+computed once per adapter in fp32 and stored in the serving dtype, and runs with the adapter
+layers off: the speed of the base model.
 
 The base weights are never modified: the merged weights are separate tensors, swapped in for
 one call and swapped back in ``finally``. Up to ``max_sets`` adapters keep their merged
-weights (~0.2 GB each in bf16 for the default model), least recently used dropped first. Where
+weights (each a copy of every adapted base weight), least recently used dropped first. Where
 the base layers run through oneDNN's prepacked matmul (CPU float32, ``packed_linears.py``), a
-set gets packed copies too (another ~0.4 GB for the default model) while they fit in memory.
-In fp32 merged and unmerged answers agree; in bf16 the merged sum is rounded once, so a long
-answer can differ from the unmerged compare pane by a token here and there.
+set gets packed copies too while they fit in memory. In fp32 merged and unmerged answers
+agree; in bf16 the merged sum is rounded once, so a long answer can differ from the unmerged
+compare pane by a token here and there. The LoRA pieces are read through
+:mod:`core.lora_layers`.
 """
 
 from __future__ import annotations
@@ -23,25 +24,15 @@ from contextlib import contextmanager
 
 import torch
 
+from core import lora_layers
 from inference.layers_off import adapters_off
 from inference.packed_linears import add_pack, drop_pack, fits_packed
 
 
-def _lora_layers(model, adapter: str) -> list:
-    from peft.tuners.lora.layer import Linear as LoraLinear
-
-    return [m for m in model.modules() if isinstance(m, LoraLinear) and adapter in m.lora_B]
-
-
 def can_merge(model, adapter: str) -> bool:
     """Plain LoRA on Linear layers only (variants such as DoRA merge differently)."""
-    from peft.tuners.lora.layer import Linear as LoraLinear
-    from peft.tuners.tuners_utils import BaseTunerLayer
-
-    held = [m for m in model.modules()
-            if isinstance(m, BaseTunerLayer) and adapter in getattr(m, "lora_B", {})]
-    return all(isinstance(m, LoraLinear) and not m.merged
-               and adapter not in getattr(m, "lora_variant", {}) for m in held)
+    return all(lora_layers.is_plain(m, [adapter])
+               for m in lora_layers.adapter_layers(model, adapter))
 
 
 class MergedWeights:
@@ -57,18 +48,15 @@ class MergedWeights:
             _forget(self._sets.pop(name, []))
 
     def _build(self, model, adapter: str) -> list[tuple[torch.nn.Module, torch.Tensor]]:
-        merged, layers = [], _lora_layers(model, adapter)
-        pack = fits_packed(sum(m.get_base_layer().weight.nbytes for m in layers))
+        merged, layers = [], lora_layers.lora_linears(model, adapter)
+        pack = fits_packed(sum(lora_layers.base_layer(m).weight.nbytes for m in layers))
         with torch.no_grad():
             for layer in layers:
-                base = layer.get_base_layer().weight
-                a, b = layer.lora_A[adapter].weight, layer.lora_B[adapter].weight
-                delta = (b.float() @ a.float()) * layer.scaling[adapter]
-                if getattr(layer, "fan_in_fan_out", False):
-                    delta = delta.t()
-                weight = (base.float() + delta).to(base.dtype)
+                base = lora_layers.base_layer(layer)
+                delta = lora_layers.parts(layer, adapter).delta()
+                weight = (base.weight.float() + delta).to(base.weight.dtype)
                 if pack:  # a packed copy too, where the base layer runs packed
-                    add_pack(layer.get_base_layer(), weight)
+                    add_pack(base, weight)
                 merged.append((layer, weight))
         return merged
 
@@ -83,7 +71,7 @@ class MergedWeights:
         swapped = []
         try:
             for layer, weight in self._sets[adapter]:
-                param = layer.get_base_layer().weight
+                param = lora_layers.base_layer(layer).weight
                 swapped.append((param, param.data))
                 param.data = weight
             with adapters_off(model):
@@ -96,4 +84,4 @@ class MergedWeights:
 def _forget(merged: list[tuple[torch.nn.Module, torch.Tensor]]) -> None:
     """Drop the packed copies of a merged set that is being forgotten."""
     for layer, weight in merged:
-        drop_pack(layer.get_base_layer(), weight)
+        drop_pack(lora_layers.base_layer(layer), weight)

@@ -1,23 +1,21 @@
 """A float32 model's linear layers on a CPU through oneDNN's prepacked matmul.
 
-PyTorch's plain ``F.linear`` goes to MKL, which on small batches runs on ONE thread: on 2 AMD
-EPYC cores without AVX512, the 210 projections of SmolLM2-135M took 122 ms for a 16-row decode
-step with 2 threads or 1 alike. oneDNN's prepacked weights (``torch.ops.mkldnn.
-_reorder_linear_weight`` + ``_linear_pointwise``, the kernels ``torch.compile`` freezes CPU
-linears into) use every thread: 70 ms for the same step, 31 against 34 ms for one row, and as
-fast or faster for prompt prefill (1.05-1.2x at 40-640 rows). The output layer (49,152 x 576,
-tied to the embeddings) took 5.3 / 10.6 ms for 1 / 16 rows against 9.6 / 24.9 ms. oneDNN's rows
-are also batch-invariant: a row's output is bit-identical alone or beside 15 others (the
-plain matmul's differ in the last bits), which keeps batched greedy answers equal to solo ones.
+PyTorch's plain ``F.linear`` goes to MKL, which on small batches runs on ONE thread, so a
+decode step is as slow with two threads as with one. oneDNN's prepacked weights
+(``torch.ops.mkldnn._reorder_linear_weight`` + ``_linear_pointwise``, the kernels
+``torch.compile`` freezes CPU linears into) use every thread, and are as fast or faster for
+prompt prefill and for the large output layer (tied to the embeddings). oneDNN's rows are also
+batch-invariant: a row's output is bit-identical alone or beside other rows (the plain
+matmul's differ in the last bits), which keeps batched greedy answers equal to solo ones.
 
 Each layer keeps a packed copy of the weights it was packed for, and uses it only while it
 holds exactly those weights: :mod:`inference.merged` swaps merged copies in by replacing
 ``weight.data``, and registers a packed copy of each merged weight here (:func:`add_pack`), so
 a single-adapter batch runs packed too; any weight without a packed copy goes through
 ``F.linear``. Nothing in the session modifies weights in place. The copies cost memory (one
-more copy of the packed weights: 540 MB in fp32 for the default model), so projections are
-packed only while they take at most a quarter of the memory free at load; the output layer
-always. Every swap is checked against ``F.linear`` first; any failure leaves the plain layer.
+more copy of the packed weights), so projections are packed only while they take at most a
+quarter of the memory free at load; the output layer always. Every swap is checked against
+``F.linear`` first; any failure leaves the plain layer.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """One batched forward pass where each row uses its own adapter (or none): the compare panes.
 
 PEFT's ``adapter_names`` does this by indexing every LoRA layer's input and output per
-adapter, in Python, at each token: on 2 CPU cores that cost ~25 ms a token for 210 LoRA
-layers (a two-pane compare took 1.64x one answer, docs/benchmarks.md). Running PEFT's own
-LoRA forward for the whole batch and zeroing other rows' ``lora_B`` outputs still cost
-~22 ms a token (PEFT calls four modules per adapter per layer).
+adapter, in Python, at each token, which on the CPU costs more than the LoRA products
+themselves. Running PEFT's own LoRA forward for the whole batch and zeroing other rows'
+``lora_B`` outputs is hardly cheaper (PEFT calls four modules per adapter per layer).
 
 So while ``masked_rows`` is open, PEFT's adapter layers are switched off, and each LoRA
 layer that holds one of the batch's adapters runs its own forward instead of PEFT's: its
@@ -17,17 +16,15 @@ and ``M`` holds, for each row, its adapter's scaling on that adapter's rank bloc
 elsewhere. Rows of other adapters and base rows get exactly zero from a block, so each row
 computes what it would alone (a base row is bit-identical to the base model), with a few
 tensor operations per layer whatever the number of adapters. Layers that read the same
-input (q, k, v; gate, up) share one ``x @ A`` product. The two-pane compare went from 1.6x
-to about 1.25x one answer (docs/benchmarks.md).
+input (q, k, v; gate, up) share one ``x @ A`` product.
 
 A prompt (more than one token a row) whose rows come grouped by adapter (the scheduler sorts
 newcomers so) runs each adapter on its own rows only, ``out[rows] += ((x[rows] @ A) * s) @ B``:
-the mask would run every adapter on every prompt token. For 16 prompts over three adapters and
-the base that took the LoRA share of a prefill from 0.27 to 0.09 s (2 EPYC cores). A decode
-step (one token a row) keeps the mask: one product a layer beats one per adapter there.
+the mask would run every adapter on every prompt token. A decode step (one token a row) keeps
+the mask: one product a layer beats one per adapter there.
 
-The session calls this under its lock, so
-no other request sees the swapped forwards; they are restored when the block exits.
+The LoRA pieces are read through :mod:`core.lora_layers`. The session calls this under its
+lock, so no other request sees the swapped forwards; they are restored when the block exits.
 """
 
 from __future__ import annotations
@@ -37,6 +34,7 @@ from contextlib import contextmanager
 
 import torch
 
+from core import lora_layers
 from inference.layers_off import adapters_off
 
 
@@ -44,19 +42,9 @@ def can_mask(model, adapters: list[str]) -> bool:
     """True when every LoRA layer holding one of ``adapters`` is a plain (vanilla, unmerged,
     bias-free) LoRA ``Linear``; other layer kinds and variants (DoRA, …) need PEFT's
     ``adapter_names``."""
-    from peft.tuners.lora.layer import Linear as LoraLinear
-    from peft.tuners.tuners_utils import BaseTunerLayer
-
-    for module in model.modules():
-        if not isinstance(module, BaseTunerLayer):
-            continue
-        held = [a for a in adapters if a in getattr(module, "lora_B", {})]
-        if not held:
-            continue
-        variants = getattr(module, "lora_variant", {})
-        if not isinstance(module, LoraLinear) or module.merged or any(a in variants for a in held):
-            return False
-        if any(module.lora_B[a].bias is not None or module.lora_A[a].bias is not None for a in held):
+    for module in lora_layers.tuner_layers(model):
+        held = [a for a in adapters if lora_layers.holds(module, a)]
+        if held and not lora_layers.is_plain(module, held, bias_free=True):
             return False
     return True
 
@@ -104,25 +92,26 @@ class _StackedLora:
     per batch layout by :class:`RowRouter`.
 
     Kept in float32 whatever the model's dtype: at decode sizes (a few rows × rank 16) a
-    bf16 matmul on the CPU costs 16-24 µs against 5 µs in fp32, and the update is added to
-    the layer's output once, at its dtype.
+    bf16 matmul on the CPU is slower than an fp32 one, and the update is added to the layer's
+    output once, at its dtype.
     """
 
     def __init__(self, module, held: list[str], shared: _SharedInput):
-        a_t = torch.cat([module.lora_A[a].weight for a in held]).t().float()  # (in, sum r)
+        loras = [lora_layers.parts(module, a) for a in held]
+        a_t = torch.cat([lora.a.weight for lora in loras]).t().float()  # (in, sum r)
         self.mask = None  # (rows, 1, sum r)
         self.shared, self.columns = shared, shared.add(a_t, self)
-        self.b_t = torch.cat([module.lora_B[a].weight for a in held], dim=1).t().float().contiguous()  # (sum r, out)
+        # (sum r, out)
+        self.b_t = torch.cat([lora.b.weight for lora in loras], dim=1).t().float().contiguous()
         # layers with the same adapters, ranks and scalings share one row mask
-        self.signature = tuple((a, module.lora_A[a].weight.shape[0], float(module.scaling[a]))
-                               for a in held)
-        self.device = module.lora_A[held[0]].weight.device
+        self.signature = tuple((lora.adapter, lora.rank, lora.scaling) for lora in loras)
+        self.device = loras[0].a.weight.device
         # per adapter, for prompts whose rows come grouped by adapter (set_rows' ranges)
-        self.blocks = [(module.lora_A[a].weight.t().float().contiguous(),
-                        module.lora_B[a].weight.t().float().contiguous()) for a in held]
+        self.blocks = [(lora.a.weight.t().float().contiguous(),
+                        lora.b.weight.t().float().contiguous()) for lora in loras]
         self.ranges: list | None = None  # [(first row, end row, block index, scaling), ...]
         self.packed = False  # prompts packed into row 0: ranges count tokens along it
-        base = module.base_layer
+        base = lora_layers.wrapped_layer(module)
         # a plain Linear is called without nn.Module's hooks machinery: its own forward, which
         # is oneDNN's packed matmul where packed_linears.py swapped it in
         self.base = base.forward if type(base) is torch.nn.Linear else base
@@ -186,14 +175,12 @@ class RowRouter:
     """
 
     def __init__(self, model, adapters: list[str]):
-        from peft.tuners.lora.layer import Linear as LoraLinear
-
         self.model, self.layers, self.groups = model, [], {}
         self.rows: tuple | None = None
         for parent in model.modules():
             for module in parent.children():
-                held = [a for a in adapters if a in getattr(module, "lora_A", {})]
-                if isinstance(module, LoraLinear) and held:
+                held = [a for a in adapters if lora_layers.holds(module, a)]
+                if held and lora_layers.is_lora_linear(module):
                     shared = self.groups.setdefault((id(parent), module.in_features), _SharedInput())
                     self.layers.append((module, _StackedLora(module, held, shared)))
 

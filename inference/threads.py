@@ -1,11 +1,11 @@
 """How many threads a model call uses on the CPU.
 
 OpenMP's default lets idle threads spin briefly between operations, which decode (hundreds
-of small matrix-vector products per token) needs: passive waiting was measured at 19.8
-tokens/s against 34.6 (2 cores, docs/benchmarks.md). While a training process shares the
-cores, spinning threads would starve it and be starved in turn (decode fell to ~2 tokens/s),
-so then a call runs on one thread, which has no team to wait for (26 tokens/s alone). The
-session's ``cores_busy`` says when that is; the training child waits passively.
+of small matrix-vector products per token) needs: passive waiting makes decode much slower
+(docs/benchmarks-log.md, "OpenMP waiting"). While a training process shares the cores,
+spinning threads would starve it and be starved in turn, so then a call runs on one thread,
+which has no team to wait for. The session's ``cores_busy`` says when that is; the training
+child waits passively.
 """
 
 from __future__ import annotations

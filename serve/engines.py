@@ -2,15 +2,15 @@
 crowd of mixed adapters arrives.
 
 - ``llama.cpp`` (the default on a CPU): llama-server (serve/llama_server/), continuous
-  batching, one LoRA per request. Measured beside TuneDesk's own PyTorch engine on the same
-  machine it decodes about four times as fast for one client and as fast or faster for many on
-  one adapter (docs/benchmarks.md).
+  batching, one LoRA per request. Beside TuneDesk's own PyTorch engine on the same machine it
+  decodes several times as fast for one client and as fast or faster for many on one adapter
+  (docs/benchmarks.md).
 - ``pytorch``: the continuous-batching scheduler over the session (serve/batching/). The
   reference: evaluation uses the session directly, a GPU session always serves here, and it
   answers while llama-server is not built yet or failed to start. It decodes requests for
   different adapters in one batch, which llama-server does not (it batches only requests with
-  the same LoRA set): with 16 clients over base + 3 adapters its first token came 0.06x as late
-  and its aggregate was 1.77x llama-server's.
+  the same LoRA set): with many clients over several adapters its first token comes far sooner
+  and its aggregate is higher than llama-server's (docs/serving.md).
 
 ``auto`` therefore routes by the crowd: llama.cpp whenever it is ready, except that a request
 goes to PyTorch when llama-server is busy with another adapter and the requests in flight
@@ -18,13 +18,13 @@ goes to PyTorch when llama-server is busy with another adapter and the requests 
 8; 0 never), or while PyTorch still has such a crowd. Below that, such a request waits in the
 gateway, first come first served, until llama-server is free for its adapter (llama-server
 would make it wait as long: it decodes one LoRA set at a time), so that when a crowd forms the
-waiting requests go to PyTorch instead of queueing behind each other's adapters. The two never decode at once: PyTorch's batch starts when
-llama-server's answers in flight have ended (both at once on 2 cores collapsed: a first token
-after 35-156 s instead of 1-9 s). So the engine, and with greedy decoding possibly the
-answer, depends on the load: every answer is labelled with the engine and weights that produced
-it (``Ticket.engine``; the API's ``system_fingerprint`` and ``X-TuneDesk-Engine`` header), and a
-request may pin one (``pin``; the API's ``X-TuneDesk-Engine`` request header), which then
-answers it whatever the load.
+waiting requests go to PyTorch instead of queueing behind each other's adapters. The two
+never decode at once: PyTorch's batch starts when llama-server's answers in flight have ended
+(both at once on a small CPU starve each other: first tokens came minutes late). So the
+engine, and with greedy decoding possibly the answer, depends on the load: every answer is
+labelled with the engine and weights that produced it (``Ticket.engine``; the API's
+``system_fingerprint`` and ``X-TuneDesk-Engine`` header), and a request may pin one (``pin``;
+the API's ``X-TuneDesk-Engine`` request header), which then answers it whatever the load.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ ALLOWED = {
     "adapters": {"core", "adapters"},
     "finetune": {"core", "adapters", "finetune"},
     "inference": {"core", "adapters", "inference"},
-    "feedback": {"core", "finetune", "feedback"},
+    "feedback": {"core", "feedback"},
     "serve": {"core", "adapters", "inference", "feedback", "serve"},
     "eval": {"core", "adapters", "finetune", "inference", "feedback", "eval"},
     "ui": {"core", "adapters", "finetune", "inference", "serve", "eval", "feedback", "ui"},

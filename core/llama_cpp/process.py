@@ -4,7 +4,7 @@ The LoRA files are loaded at start, each at scale 0 (``--lora-init-without-apply
 picks its adapter with ``"lora": [{"id": i, "scale": 1}]``. The list cannot change while the
 server runs, so a new adapter means a new process beside this one (serve/llama_server/upstreams.py).
 
-On a CPU with AMX, llama.cpp's weight repacking is 1.7x faster where it works and crashes or
+On a CPU with AMX, llama.cpp's weight repacking is much faster where it works and crashes or
 hangs the server where it does not (machine-dependent: llama.cpp issue #20824): the first
 start on such a machine checks it under short deadlines and falls back to ``--no-repack`` with
 a sentence (:mod:`core.llama_cpp.repack_check`); later starts reuse the verdict.

@@ -1,10 +1,9 @@
 """Does llama.cpp's weight repacking work on this machine? Asked once, remembered.
 
 On an Intel Xeon with AMX, llama.cpp repacks quantized weights for its AMX kernels. Where that
-works it is the fastest path by far: measured on an AMX Xeon (the GPU machine's host), one
-client decoded a Q8_0 SmolLM2-135M-shaped model at 107 tokens/s with repacking against 62 with
-``--no-repack``; a build without AMX (AVX-512/VNNI repacks only) decoded at 57-68, no better
-than ``--no-repack`` (docs/benchmarks.md, "llama.cpp on an AMX Xeon"). Where it does not work it
+works it is the fastest path by far, and a build without AMX (AVX-512/VNNI repacks only) is no
+better than ``--no-repack`` (docs/benchmarks.md, "llama.cpp on an AMX Xeon"). Where it does
+not work it
 takes the server down: a segmentation fault in ``ggml_backend_amx_mul_mat`` at the first
 decode (llama.cpp issue #20824, machine-dependent), a SIGILL where the kernel refuses AMX tile
 state, or a start that never gets ready. So the first llama-server on an AMX CPU is started with

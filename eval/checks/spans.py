@@ -1,7 +1,7 @@
 """Spans an answer may state as facts: contact details, prices, order and account numbers, dates.
 
 Personal data (cards, e-mails, order numbers, phones) is found by the transcript redaction's
-own detectors (``finetune.data.redact.find``), so evaluation and import agree on what personal
+own detectors (``core.redact.find``), so evaluation and import agree on what personal
 data is; URLs, prices, account numbers and dates are added here. Template placeholders
 (``{{Order Number}}`` in Bitext, ``[ORDER]`` left by the redaction) are removed first: a
 placeholder states nothing.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from finetune.data.redact import find as find_personal
+from core.redact import find as find_personal
 
 CONTACT_KINDS = ("phone", "email", "url")
 PERSONAL_KINDS = ("card", "email", "order", "phone")  # the redaction's kinds (names aside)

@@ -8,9 +8,9 @@ Loading and its guards live in :mod:`finetune.data.load`, column mapping in
 Tokenization runs through ``datasets.map`` in memory (``keep_in_memory=True``), not through the
 library's on-disk cache: for support datasets (thousands of rows) it takes seconds, the explicit
 ``save_prepared`` folder keyed by the fingerprint is the cache worth having, and the default
-cache would keep a copy of every uploaded file under ~/.cache. ``num_proc`` stays 1: on 2 cores,
-tokenizing the Bitext file (4 000 rows, SmolLM2 tokenizer) took 1.1 s in one process and 1.2 s
-with ``num_proc=2`` (worker start-up and pickling the tokenizer eat the gain).
+cache would keep a copy of every uploaded file under ~/.cache. ``num_proc`` stays 1: on a
+small CPU a second process is no faster for files of this size (worker start-up and pickling
+the tokenizer eat the gain).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 ``import_transcripts(path)`` reads the export (``finetune.data.helpdesk``), groups its messages
 by ticket, orders each ticket by timestamp (stable: equal or missing times keep file order),
 drops internal notes, merges consecutive messages from the same side, and redacts personal data
-(``finetune.data.redact``). The output rows are ``{"conversation_id", "messages"}`` in the
+(``core.redact``). The output rows are ``{"conversation_id", "messages"}`` in the
 OpenAI shape the training pipeline reads (``finetune.data.conversations``).
 
 A ticket that cannot be trained on is skipped, counted by reason, and described in a sentence:
@@ -27,11 +27,11 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.redact import name_patterns, redact
 from core.user_text import quote
 from finetune.data.checks import DataError
 from finetune.data.conversations import MAX_MESSAGE_CHARS, BadConversation, parse_messages
 from finetune.data.helpdesk import Message, read_export
-from finetune.data.redact import name_patterns, redact
 
 SKIP_REASONS = {
     "no_agent_reply": "no agent reply after the customer's first message",

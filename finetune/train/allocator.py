@@ -1,12 +1,11 @@
 """Training processes allocate through tcmalloc when the machine has it (Debian package
 ``libtcmalloc-minimal4``).
 
-A training step allocates and frees gigabytes of activations in blocks of a few MiB. Measured
-on SmolLM2-135M at batch 8 x 128, fp32, 2 cores (docs/benchmarks.md): with glibc's malloc the
-process's peak memory grew to 4.2 GiB over six steps while about 2.3 GiB was ever live (freed
-blocks stay resident, fragmented); tcmalloc peaked at 2.4 GiB at the same speed. Making glibc
-hand large blocks back (``mmap`` for every block) also kept memory down but halved the speed,
-because every step then faults its pages in again.
+A training step allocates and frees gigabytes of activations in blocks of a few MiB. With
+glibc's malloc the freed blocks stay resident, fragmented, so the process's peak memory grows
+step after step far beyond what is ever live; tcmalloc keeps it near the live size at the same
+speed (docs/benchmarks.md). Making glibc hand large blocks back (``mmap`` for every block)
+also kept memory down but was much slower, because every step then faults its pages in again.
 
 The allocator is chosen when a process starts (``LD_PRELOAD``), so ``python -m finetune train``
 and ``python -m bench training`` re-execute themselves once with it; ``TUNEDESK_ALLOCATOR=system`` keeps glibc.

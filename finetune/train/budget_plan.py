@@ -4,9 +4,8 @@ and at its end.
 A budget pays for start-up first (imports, the base model, tokenizing the rows: the budget counts
 from the process's start), then for the base model's validation pass, the extras the ``Pacer``
 runs (mid-run validation, probe answers, checkpoints) and the final validation, probes and save;
-the steps get what is left. On a busy 2-core machine a 5-minute budget on 4,000 rows once spent
-79 s starting, then had not finished validating its 200 held-out rows 11 minutes later
-(docs/benchmarks.md, issue 48).
+the steps get what is left. On a busy small machine a short budget can go to start-up and an
+unbounded validation pass before a single step is taken.
 
 So a validation pass is sized to the budget: at most ``VALIDATION_PASS_SHARE`` of it, the base
 pass timed batch by batch and cut there (``validation_batches``), every later pass on the same

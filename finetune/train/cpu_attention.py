@@ -1,11 +1,10 @@
 """Attention for bf16 training on the CPU: plain products for short rows, sdpa for long ones.
 
 Under the CPU's bf16 autocast, PyTorch's sdpa runs its CPU flash kernel, whose backward is
-slow on short rows: at the seeds' settings (8 x 128 tokens, the default model) forward and
-backward took 18 % of a training step for ~3 % of its FLOPs. transformers' eager attention
-(two bf16 batched products and an fp32 softmax) made the whole step ~8-15 % faster at 128
-tokens, the same at 256, and 1.6x slower at 512 (it keeps every (T x T) score matrix for
-backward). In fp32 the two were the same at 128. So :func:`short_row_attention` takes the
+slow on short rows: a large share of a training step for a small share of its FLOPs.
+transformers' eager attention (two bf16 batched products and an fp32 softmax) is faster on
+short rows and slower on long ones (it keeps every (T x T) score matrix for backward); in
+fp32 the two are alike (docs/benchmarks.md). So :func:`short_row_attention` takes the
 products for bf16 rows of at most :data:`SHORT_ROW_TOKENS` keys and hands everything else to
 transformers' sdpa, with sdpa's own masks (``None`` for causal rows without padding, else a
 boolean (B, 1, T, S) mask, True where a query may attend).

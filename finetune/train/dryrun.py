@@ -10,17 +10,16 @@ weights are read), per training process:
   and AdamW's two moments);
 * activations: ``ACT_VALUES * batch * max_length * hidden * layers`` values kept for the
   backward pass, 4 bytes each in fp32 and 2 under autocast. Korthikanti et al. (2022) count
-  about 17 values per hidden unit for a GPT layer. 16 is measured for SmolLM2-135M with the
-  lean SwiGLU (``finetune.train.fused``), r=16 on every linear layer, no LoRA dropout, batch 8 x 128
-  (13.6 kept by autograd, plus what is in flight); LoRA dropout keeps a dropped-out copy of
-  every adapted input (``DROPOUT_VALUES`` more), and packed rows get a dense block mask and
-  attention over long rows (48 was measured for 8 packed rows of 1548 tokens). With gradient
-  checkpointing only each layer's input is kept, plus one layer being recomputed. With LoRA on
-  the last N blocks only, the blocks below need no gradient and keep nothing: N layers count
-  (SmolLM2-135M, 8 x 256, last 15 of 30 blocks: the dry run's peak 2.86 -> 2.05 GiB). Under the
+  about 17 values per hidden unit for a GPT layer; ``ACT_VALUES`` is the count taken from a
+  measured step of the default model with the lean SwiGLU (``finetune.train.fused``), LoRA on
+  every linear layer and no LoRA dropout. LoRA dropout keeps a dropped-out copy of every
+  adapted input (``DROPOUT_VALUES`` more), and packed rows get a dense block mask and attention
+  over long rows (``PACKED_ACT_VALUES``). With gradient checkpointing only each layer's input is
+  kept, plus one layer being recomputed. With LoRA on the last N blocks only, the blocks below
+  need no gradient and keep nothing: N layers count. Under the
   CPU's bf16 autocast, short padded rows (``finetune.train.cpu_attention``) also keep each
   layer's attention weights: ``SHORT_ROW_BYTES`` per head and key (fp32 softmax, bf16 copy) for
-  up to ``SHORT_ROW_TOKENS`` keys (+0.19 GiB measured at 8 x 128 on SmolLM2-135M; 0.20 here);
+  up to ``SHORT_ROW_TOKENS`` keys;
 * logits: the loss runs the LM head on label tokens only (``finetune.train.steps.loss_sum``) and,
   in fp32 on one process, in chunks of ``CE_CHUNK_ROWS`` whose logits are never kept
   (``finetune.train.fused``); otherwise ``LOGIT_COPIES * label_tokens * vocab`` fp32 values

@@ -1,13 +1,12 @@
 """Memory-lean training ops in plain torch: a SwiGLU that saves two tensors instead of three,
 and a cross-entropy that never keeps the (tokens x vocabulary) logits.
 
-Measured on SmolLM2-135M, batch 8 x 128, fp32 (docs/benchmarks.md): autograd keeps about
-1.3 GiB of activations per step. The MLP's ``silu(gate) * up`` saves ``gate``, ``silu(gate)``
-and ``up`` (three 1536-wide tensors a token a layer); recomputing the cheap ``silu`` in backward
-saves one of them, and keeping the other two in bf16 halves what is left. The LM head over a 49k vocabulary keeps its logits and their softmax for
-backward; computing the gradient with respect to the hidden states chunk by chunk during the
-forward pass keeps only a (tokens x hidden) tensor. Both do the same matrix products as
-autograd would.
+Activations are most of a LoRA step's memory. The MLP's ``silu(gate) * up`` saves ``gate``,
+``silu(gate)`` and ``up`` (three intermediate-width tensors a token a layer); recomputing the
+cheap ``silu`` in backward saves one of them, and keeping the other two in bf16 halves what is
+left. The LM head over a large vocabulary keeps its logits and their softmax for backward;
+computing the gradient with respect to the hidden states chunk by chunk during the forward pass
+keeps only a (tokens x hidden) tensor. Both do the same matrix products as autograd would.
 
 On the CPU, training also runs its LoRA layers and their dropout through
 ``finetune.train.lean_lora`` (``use_lean_ops`` below).

@@ -3,10 +3,8 @@
 PEFT's LoRA ``Linear`` runs, per layer and step, ``base(x) + lora_B(lora_A(dropout(x))) *
 scaling``: five modules, a dropped-out copy of ``x`` kept for backward by every layer (q, k
 and v each keep their own copy of one input), two full-width elementwise passes for the
-scaling and the sum, and weight gradients in matmul layouts that run at 12-23 GFLOP/s here
-(``grad_B = g^T @ h`` with the long dimension inner). A profile of a step at the seeds'
-settings (Bitext, 8 x 128, r=8, dropout 0.1; docs/benchmarks.md) put 9 % of it in drawing
-dropout masks and 8-9 % in those skinny LoRA matmuls.
+scaling and the sum, and weight gradients in matmul layouts that are slow on the CPU
+(``grad_B = g^T @ h`` with the long dimension inner).
 
 ``lean_lora_forward`` computes the same function with the same parameters:
 
@@ -17,22 +15,23 @@ dropout masks and 8-9 % in those skinny LoRA matmuls.
   ``(r x tokens) @ (tokens x width)`` products (the fast layout).
 
 Dropout masks come from :func:`keep_mask`: NumPy's PCG64 fills 64-bit words that give four
-16-bit draws each (~5x faster than ``torch``'s ``random_``), seeded from torch's generator so
+16-bit draws each (cheaper than ``torch``'s ``random_``), seeded from torch's generator so
 ``torch.manual_seed`` still makes a run reproducible. The drop rate is rounded to a multiple
-of 1/65536 and the kept values are scaled by the exact inverse of the kept fraction, so
-the layer's output is unbiased as with ``torch.nn.Dropout``. ``LeanDropout`` applies the same
-masks where a LoRA layer falls back to PEFT's forward (``torch.nn.Dropout``'s ``bernoulli_``
-took 16 % of a step on the demo data; 4.7 → 0.5 ms for an (8 x 128 x 576) input).
+of 1/65536 and the kept values are scaled by the exact inverse of the kept fraction, so the
+layer's output is unbiased as with ``torch.nn.Dropout``. ``LeanDropout`` applies the same
+masks where a LoRA layer falls back to PEFT's forward, in place of ``torch.nn.Dropout``'s
+slower ``bernoulli_``.
 
-Under bf16 autocast on the CPU the same function runs in bf16, as autocast would run it: ``x``
-and the LoRA weights are cast per call (the LoRA weights' gradients flow back to their fp32
-copies through the cast), the frozen base weight is cast *once* and kept beside the layer
-(:func:`frozen_cast`). Autocast itself re-casts frozen fp32 weights on every use (it caches
-casts only of weights that train): about 9 % of a bf16 step at the seeds' settings.
+Under the CPU's bf16 autocast the same function runs in bf16: ``x`` and the LoRA weights are
+cast per call (their gradients flow back to the fp32 copies through the cast), the frozen base
+weight is cast *once* and kept beside the layer (:func:`frozen_cast`), where autocast would
+re-cast it on every use (it caches casts only of weights that train).
 
 Used for training on the CPU only (``use_lean_lora``); any call it does not cover (evaluation,
 autocast in another dtype, merged or disabled adapters, several active adapters, DoRA and
-other variants, LoRA bias, quantized base layers, mixed dtypes) runs PEFT's own forward.
+other variants, LoRA bias, quantized base layers, mixed dtypes) runs PEFT's own forward. The
+layers' internals are read through :mod:`core.lora_layers`; the step profile behind this and
+its effect are in docs/benchmarks-log.md ("Lean LoRA layers").
 """
 
 from __future__ import annotations
@@ -42,6 +41,8 @@ import types
 
 import numpy as np
 import torch
+
+from core import lora_layers
 
 DRAW_LEVELS = 1 << 16  # each dropout draw is a uniform 16-bit integer
 
@@ -61,9 +62,8 @@ def keep_mask(shape, p: float, device="cpu") -> torch.Tensor:
     """A 0/1 ``uint8`` mask of ``shape``, each element 0 with probability ``p`` (rounded to a
     multiple of 1/65536), drawn from a PCG64 stream seeded from torch's default generator.
 
-    ``uint8`` rather than ``bool``: torch's kernels for boolean operands are slow on the CPU
-    (``x * bool_mask`` took 0.81 ms for 1.5M elements, against 0.16 ms with a float mask,
-    which :func:`as_float` makes from this one in 0.06 ms).
+    ``uint8`` rather than ``bool``: torch's kernels for boolean operands are slow on the CPU,
+    and :func:`as_float` turns this mask into a float one cheaply.
     """
     n = math.prod(shape)
     seed = int(torch.randint(0, 2**62, (), dtype=torch.int64))
@@ -113,12 +113,9 @@ def use_lean_dropout(model) -> int:
     fused dropout kernel is already one pass). Returns how many were swapped."""
     changed = 0
     for module in model.modules():
-        dropouts = getattr(module, "lora_dropout", None)
-        if not isinstance(dropouts, torch.nn.ModuleDict):
-            continue
-        for name, dropout in list(dropouts.items()):
+        for name, dropout in lora_layers.dropouts(module).items():
             if type(dropout) is torch.nn.Dropout and dropout.p > 0 and _on_cpu(module):
-                dropouts[name] = LeanDropout(dropout.p)
+                lora_layers.set_dropout(module, name, LeanDropout(dropout.p))
                 changed += 1
     return changed
 
@@ -175,20 +172,20 @@ def _dropout_rate(dropout) -> float | None:
 
 
 def _plain_adapter(module, x: torch.Tensor):
-    """``(adapter, dropout rate, compute dtype)`` when the lean function covers this call, else None."""
-    if not (module.training and torch.is_grad_enabled()) or module.disable_adapters or module.merged:
+    """``(LoRA parts, dropout rate, compute dtype)`` when the lean function covers this call,
+    else None."""
+    if not (module.training and torch.is_grad_enabled()):
         return None
     compute = _compute_dtype(x)
-    if compute is None:
+    name = None if compute is None else lora_layers.single_active_adapter(module)
+    if name is None:
         return None
-    active = [a for a in module.active_adapters if a in module.lora_A]
-    if len(active) != 1 or active[0] in module.lora_variant:
+    lora = lora_layers.parts(module, name)
+    base, lora_a, lora_b = lora.base, lora.a, lora.b
+    if type(base) is not torch.nn.Linear or base.weight.requires_grad or lora.fan_in_fan_out:
         return None
-    name = active[0]
-    base, lora_a, lora_b = module.base_layer, module.lora_A[name], module.lora_B[name]
-    if type(base) is not torch.nn.Linear or base.weight.requires_grad or module.fan_in_fan_out:
-        return None
-    if lora_a.bias is not None or lora_b.bias is not None or (base.bias is not None and base.bias.requires_grad):
+    if lora_layers.has_lora_bias(module, name) or (base.bias is not None
+                                                   and base.bias.requires_grad):
         return None
     weights = {base.weight.dtype, lora_a.weight.dtype, lora_b.weight.dtype}
     if torch.is_autocast_enabled(x.device.type):  # fp32 weights, cast to the compute dtype
@@ -196,8 +193,8 @@ def _plain_adapter(module, x: torch.Tensor):
             return None
     elif weights != {x.dtype}:
         return None
-    rate = _dropout_rate(module.lora_dropout[name])
-    return None if rate is None else (name, rate, compute)
+    rate = _dropout_rate(lora.dropout)
+    return None if rate is None else (lora, rate, compute)
 
 
 def cpu_bf16_autocast(kind: str) -> bool:
@@ -233,26 +230,26 @@ def lean_lora_forward(self, x, *args, **kwargs):
     plan = None if (args or kwargs) else _plain_adapter(self, x)
     if plan is None:
         return type(self).forward(self, x, *args, **kwargs)
-    name, rate, compute = plan
-    base = self.base_layer
+    lora, rate, compute = plan
+    base = lora.base
     keep = keep_mask(x.shape, rate, x.device) if rate > 0 else None
-    weight, bias, lora_a, lora_b = base.weight, base.bias, self.lora_A[name].weight, self.lora_B[name].weight
+    weight, bias, lora_a, lora_b = base.weight, base.bias, lora.a.weight, lora.b.weight
     if compute == weight.dtype:
-        return _LoraLinear.apply(x, weight, bias, lora_a, lora_b, float(self.scaling[name]), keep, keep_scale(rate))
+        return _LoraLinear.apply(x, weight, bias, lora_a, lora_b, lora.scaling, keep,
+                                 keep_scale(rate))
     weight, bias = frozen_cast(base, weight, compute), None if bias is None else bias.to(compute)
     with torch.autocast(x.device.type, enabled=False):
-        return _LoraLinear.apply(x.to(compute), weight, bias, lora_a.to(compute), lora_b.to(compute),
-                                 float(self.scaling[name]), keep, keep_scale(rate))
+        return _LoraLinear.apply(x.to(compute), weight, bias, lora_a.to(compute),
+                                 lora_b.to(compute), lora.scaling, keep, keep_scale(rate))
 
 
 def use_lean_lora(model) -> int:
     """Route every PEFT LoRA ``Linear`` of ``model`` on the CPU through ``lean_lora_forward``
     (calls it does not cover fall back to PEFT's forward). Returns how many were routed."""
-    from peft.tuners.lora.layer import Linear as LoraLinear
-
+    linear = lora_layers.lora_linear_class()
     changed = 0
     for module in model.modules():
-        if type(module) is LoraLinear and _on_cpu(module):
+        if type(module) is linear and _on_cpu(module):
             module.forward = types.MethodType(lean_lora_forward, module)
             changed += 1
     return changed

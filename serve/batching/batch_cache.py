@@ -14,8 +14,8 @@ cache is never longer than its longest row.
 
 The batch's layers keep their keys and values in buffers with spare columns
 (:class:`GrowingLayer`), so a decode step writes one column in place where transformers'
-``DynamicLayer`` copies the whole cache (``torch.cat``) at every step of every layer: 17 ms of
-a 16-row step at 55 columns on 2 CPU cores, growing with the answer.
+``DynamicLayer`` copies the whole cache (``torch.cat``) at every step of every layer, a cost
+that grows with the answer (docs/serving.md).
 """
 
 from __future__ import annotations

@@ -5,9 +5,8 @@ in every conversation, and a conversation's whole history at each new turn. A to
 and values depend only on the tokens before it (and on the weights), so once a prompt has
 been prefilled, any later prompt for the same adapter that begins with the same tokens can
 take those columns instead of computing them again (vLLM's automatic prefix caching and
-llama.cpp's prompt cache do the same). On 2 CPU cores a prompt token costs about 3 ms of
-prefill for the default model, so a 24-token template header is ~70 ms a request, and the
-history of a 10-turn chat a second or more at every turn.
+llama.cpp's prompt cache do the same). On a CPU every prompt token costs prefill time, so a
+template header is paid on every request and a long chat's history again at every turn.
 
 Entries are kept per adapter *version* (its name and weights hash; the base as ``None``): an
 adapter changes every layer's keys and values, and a retrained adapter must not meet its

@@ -96,8 +96,8 @@ class Scheduler:
             reuse off.
 
     ``hold``, when set, is asked before a batch starts: while it says True, waiting requests
-    wait (another engine has the cores; two engines decoding at once on the same cores were
-    measured to collapse, 156 s to a first token on 2 cores).
+    wait (another engine has the cores; two engines decoding at once on the same cores starve
+    each other, docs/serving.md).
     """
 
     def __init__(self, session: ModelSession, *, max_batch: int | None = None, max_queue: int = 64,

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from core import paths
+from core.redact import KINDS
 from finetune.data.helpdesk import parse_column_map, parse_role_map
-from finetune.data.redact import KINDS
 
 EXPORT_TYPES = (".csv", ".tsv", ".jsonl", ".ndjson", ".json")
 PREVIEW_HEADERS = ["conversation", "role", "message"]

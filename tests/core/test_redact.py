@@ -1,4 +1,4 @@
-"""finetune.data.redact: each kind caught; dates, prices and plain numbers left alone."""
+"""core.redact: each kind caught; dates, prices and plain numbers left alone."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from finetune.data.redact import name_patterns, redact
+from core.redact import name_patterns, redact
 
 
 @pytest.mark.parametrize(
