@@ -22,9 +22,19 @@ from pathlib import Path
 from knowledge import index
 from knowledge.importers import table_passages
 
-DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "bitext" / "bitext_v1_train.csv"
-WEIGHTINGS = {"default": index.WEIGHTS, "equal (1, 1, 1)": (1.0, 1.0, 1.0),
-              "question only (0, 1, 0)": (0.0, 1.0, 0.0), "answer only (0, 0, 1)": (0.0, 0.0, 1.0)}
+DEFAULT_DATA = (
+    Path(__file__).resolve().parents[1].parent
+    / "shared"
+    / "datasets"
+    / "bitext"
+    / "bitext_v1_train.csv"
+)
+WEIGHTINGS = {
+    "default": index.WEIGHTS,
+    "equal (1, 1, 1)": (1.0, 1.0, 1.0),
+    "question only (0, 1, 0)": (0.0, 1.0, 0.0),
+    "answer only (0, 0, 1)": (0.0, 0.0, 1.0),
+}
 
 
 def measure(rows: list[dict], shelf_rows: int, queries: int, tail: int) -> dict:
@@ -38,7 +48,9 @@ def measure(rows: list[dict], shelf_rows: int, queries: int, tail: int) -> dict:
     shelf, held = rows[:shelf_rows], rows[-tail:]
     asked = held[:: max(1, len(held) // queries)][:queries]
     passages = table_passages(shelf, list(shelf[0]), "bench")
-    intent_of = {i: shelf[int(p.source.rsplit(" ", 1)[1]) - 1]["intent"] for i, p in enumerate(passages, 1)}
+    intent_of = {
+        i: shelf[int(p.source.rsplit(" ", 1)[1]) - 1]["intent"] for i, p in enumerate(passages, 1)
+    }
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "index.sqlite"
         t0 = time.perf_counter()
@@ -53,16 +65,30 @@ def measure(rows: list[dict], shelf_rows: int, queries: int, tail: int) -> dict:
                 top1 += bool(ids) and intent_of[ids[0]] == row["intent"]
                 top2 += any(intent_of[i] == row["intent"] for i in ids)
             per_query = (time.perf_counter() - t0) / len(asked)
-            results[label] = {"weights": weights, "top1": top1 / len(asked), "top2": top2 / len(asked),
-                              "ms_per_query": per_query * 1000}
-    return {"passages": len(passages), "queries": len(asked), "build_s": built,
-            "intents_asked": len({r["intent"] for r in asked}), "results": results}
+            results[label] = {
+                "weights": weights,
+                "top1": top1 / len(asked),
+                "top2": top2 / len(asked),
+                "ms_per_query": per_query * 1000,
+            }
+    return {
+        "passages": len(passages),
+        "queries": len(asked),
+        "build_s": built,
+        "intents_asked": len({r["intent"] for r in asked}),
+        "results": results,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench knowledge-retrieval", description=__doc__.splitlines()[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--data", default=str(DEFAULT_DATA), help="labelled CSV (instruction, response, intent)")
+    p = argparse.ArgumentParser(
+        prog="python -m bench knowledge-retrieval",
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument(
+        "--data", default=str(DEFAULT_DATA), help="labelled CSV (instruction, response, intent)"
+    )
     p.add_argument("--shelf-rows", type=int, default=3000, help="first rows put on the shelf")
     p.add_argument("--queries", type=int, default=200, help="questions asked")
     p.add_argument("--tail", type=int, default=1000, help="the last rows the questions come from")
@@ -70,12 +96,18 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.data, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     if len(rows) < args.shelf_rows + args.tail:
-        print(f"error: {args.data} has {len(rows):,} rows; --shelf-rows + --tail need "
-              f"{args.shelf_rows + args.tail:,}", file=sys.stderr)
+        print(
+            f"error: {args.data} has {len(rows):,} rows; --shelf-rows + --tail need "
+            f"{args.shelf_rows + args.tail:,}",
+            file=sys.stderr,
+        )
         return 2
     m = measure(rows, args.shelf_rows, args.queries, args.tail)
-    print(f"{m['passages']:,} passages (built in {m['build_s']:.2f} s), {m['queries']} held-out questions "
-          f"over {m['intents_asked']} intents")
+    print(
+        f"{m['passages']:,} passages (built in {m['build_s']:.2f} s), "
+        f"{m['queries']} held-out questions "
+        f"over {m['intents_asked']} intents"
+    )
     print(f"{'bm25 weights (title, question, text)':40} {'top-1':>6} {'top-2':>6} {'ms/query':>9}")
     for label, r in m["results"].items():
         name = f"{label} {r['weights']}" if label == "default" else label

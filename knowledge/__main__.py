@@ -12,10 +12,19 @@ import sys
 from core import cli
 
 COMMANDS: cli.CommandTable = {
-    "import": ("knowledge.commands.import_", "import Markdown, HTML, text, CSV or JSONL files as a new version"),
-    "list": ("knowledge.commands.list_", "list knowledge bases, one's versions, or one version's passages"),
+    "import": (
+        "knowledge.commands.import_",
+        "import Markdown, HTML, text, CSV or JSONL files as a new version",
+    ),
+    "list": (
+        "knowledge.commands.list_",
+        "list knowledge bases, one's versions, or one version's passages",
+    ),
     "search": ("knowledge.commands.search", "search a version (BM25 over its FTS5 index)"),
-    "delete": ("knowledge.commands.delete", "delete a version, or a whole knowledge base (needs --yes)"),
+    "delete": (
+        "knowledge.commands.delete",
+        "delete a version, or a whole knowledge base (needs --yes)",
+    ),
 }
 
 

@@ -18,8 +18,14 @@ MAX_K = 20  # passages one search returns at most: a prompt holds a few
 DELETE_UNCONFIRMED = "Deleting is for good: confirm it (--yes, or tick the box)."
 
 
-def import_files(files: list, name: str = DEFAULT_NAME, *, kind: str | None = None, replace: bool = False,
-                 shelf: KnowledgeShelf | None = None) -> str:
+def import_files(
+    files: list,
+    name: str = DEFAULT_NAME,
+    *,
+    kind: str | None = None,
+    replace: bool = False,
+    shelf: KnowledgeShelf | None = None,
+) -> str:
     """Read every file, then make one new version of ``name`` from them.
 
     Every file is read before anything is written: one bad file refuses the whole import,
@@ -37,14 +43,24 @@ def import_files(files: list, name: str = DEFAULT_NAME, *, kind: str | None = No
         passages += read_passages(f, kind)
     version, created = shelf.add(name, passages, [f.name for f in files], replace=replace)
     if not created:
-        return (f"{name} {version.version} already holds exactly this content "
-                f"({version.passages:,} passages); no new version made.")
-    return (f"Imported {len(passages):,} passage(s) from {len(files)} file(s) into {name} {version.version} "
-            f"({version.passages:,} passages in all, fingerprint {version.fingerprint}).")
+        return (
+            f"{name} {version.version} already holds exactly this content "
+            f"({version.passages:,} passages); no new version made."
+        )
+    return (
+        f"Imported {len(passages):,} passage(s) from {len(files)} file(s) "
+        f"into {name} {version.version} "
+        f"({version.passages:,} passages in all, fingerprint {version.fingerprint})."
+    )
 
 
-def search(query: str, name: str = DEFAULT_NAME, version: str = LATEST, k: int = 3,
-           shelf: KnowledgeShelf | None = None) -> dict:
+def search(
+    query: str,
+    name: str = DEFAULT_NAME,
+    version: str = LATEST,
+    k: int = 3,
+    shelf: KnowledgeShelf | None = None,
+) -> dict:
     """The ``k`` best passages for ``query``, with the version they come from.
 
     Returns:
@@ -61,9 +77,14 @@ def search(query: str, name: str = DEFAULT_NAME, version: str = LATEST, k: int =
         raise ValueError(f"k must be a whole number from 1 to {MAX_K}, not {cut(str(k))}")
     chosen = (shelf or KnowledgeShelf()).get(name, version or LATEST)
     hits = chosen.search(query, k)
-    return {"object": "knowledge.search", "knowledge": chosen.name, "version": chosen.version,
-            "fingerprint": chosen.fingerprint, "query": query,
-            "passages": [{**h.to_dict(), "spells_control": spells_control(h.passage)} for h in hits]}
+    return {
+        "object": "knowledge.search",
+        "knowledge": chosen.name,
+        "version": chosen.version,
+        "fingerprint": chosen.fingerprint,
+        "query": query,
+        "passages": [{**h.to_dict(), "spells_control": spells_control(h.passage)} for h in hits],
+    }
 
 
 def version_rows(name: str | None = None, shelf: KnowledgeShelf | None = None) -> list[dict]:
@@ -78,15 +99,25 @@ def version_rows(name: str | None = None, shelf: KnowledgeShelf | None = None) -
     return [v.to_dict() for v in versions]
 
 
-def passage_rows(name: str, version: str = LATEST, offset: int = 0, limit: int | None = 20,
-                 shelf: KnowledgeShelf | None = None) -> list[dict]:
+def passage_rows(
+    name: str,
+    version: str = LATEST,
+    offset: int = 0,
+    limit: int | None = 20,
+    shelf: KnowledgeShelf | None = None,
+) -> list[dict]:
     """One row per passage of a version, in id order."""
     chosen = (shelf or KnowledgeShelf()).get(name, version or LATEST)
     return [{"id": i, **p.to_dict()} for i, p in chosen.passages_page(offset, limit)]
 
 
-def delete(name: str, version: str | None = None, *, confirmed: bool = False,
-           shelf: KnowledgeShelf | None = None) -> str:
+def delete(
+    name: str,
+    version: str | None = None,
+    *,
+    confirmed: bool = False,
+    shelf: KnowledgeShelf | None = None,
+) -> str:
     """Delete one version of ``name``, or all of it.
 
     Raises:

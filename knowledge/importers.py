@@ -27,8 +27,17 @@ from core.columns import MESSAGES_NAMES, PROMPT_NAMES, RESPONSE_NAMES
 from core.user_text import cut
 from knowledge.passages import Passage, check
 
-FORMATS = {".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html",
-           ".txt": "text", ".text": "text", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
+FORMATS = {
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".html": "html",
+    ".htm": "html",
+    ".txt": "text",
+    ".text": "text",
+    ".csv": "csv",
+    ".jsonl": "jsonl",
+    ".json": "jsonl",
+}
 TITLE_NAMES = ("title", "name", "subject", "heading")
 BODY_NAMES = ("body", "text", "content", "article", "macro")
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
@@ -52,11 +61,18 @@ def read_passages(path: str | Path, kind: str | None = None) -> list[Passage]:
     path = Path(path)
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
-        raise ImportProblem(f"{cut(path.name)}: unknown file type {path.suffix or '(none)'!r}; "
-                            f"import one of {', '.join(sorted(FORMATS))}")
+        raise ImportProblem(
+            f"{cut(path.name)}: unknown file type {path.suffix or '(none)'!r}; "
+            f"import one of {', '.join(sorted(FORMATS))}"
+        )
     text = _text_of(path)
-    reader = {"markdown": markdown_passages, "html": html_passages, "text": text_passages,
-              "csv": csv_passages, "jsonl": jsonl_passages}[fmt]
+    reader = {
+        "markdown": markdown_passages,
+        "html": html_passages,
+        "text": text_passages,
+        "csv": csv_passages,
+        "jsonl": jsonl_passages,
+    }[fmt]
     passages = reader(text, path.name)
     if not passages:
         raise ImportProblem(f"{cut(path.name)} holds no passage with text")
@@ -73,13 +89,17 @@ def _text_of(path: Path) -> str:
     except IsADirectoryError:
         raise ImportProblem(f"{cut(str(path))} is a folder; name the files in it") from None
     if b"\x00" in data[:8192]:
-        raise ImportProblem(f"{cut(path.name)} is not text (a binary file); export it as Markdown, "
-                            "HTML, plain text, CSV or JSONL")
+        raise ImportProblem(
+            f"{cut(path.name)} is not text (a binary file); export it as Markdown, "
+            "HTML, plain text, CSV or JSONL"
+        )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        raise ImportProblem(f"{cut(path.name)} is not UTF-8 text (byte {err.start:,}); "
-                            "save it as UTF-8 and import it again") from None
+        raise ImportProblem(
+            f"{cut(path.name)} is not UTF-8 text (byte {err.start:,}); "
+            "save it as UTF-8 and import it again"
+        ) from None
     if not text.strip():
         raise ImportProblem(f"{cut(path.name)} is empty")
     return text
@@ -108,7 +128,21 @@ def _add(passages: list, title: str, body: list[str], source: str) -> None:
 
 class _TextOfPage(HTMLParser):
     SKIP = {"script", "style", "noscript", "template"}
-    BLOCKS = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "section", "article"}
+    BLOCKS = {
+        "p",
+        "div",
+        "br",
+        "li",
+        "tr",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "section",
+        "article",
+    }
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
@@ -121,7 +155,7 @@ class _TextOfPage(HTMLParser):
 
     def handle_endtag(self, tag):
         if tag in self._in:  # unclosed tags inside are closed with it
-            del self._in[len(self._in) - 1 - self._in[::-1].index(tag):]
+            del self._in[len(self._in) - 1 - self._in[::-1].index(tag) :]
         if tag in self.BLOCKS:
             self.parts.append("\n")
 
@@ -194,18 +228,22 @@ def table_passages(rows: list[dict], columns: list[str], source: str) -> list[Pa
     answer = _first(lower, RESPONSE_NAMES, exclude=question)
     messages = _first(lower, MESSAGES_NAMES)
     title, body = _first(lower, TITLE_NAMES), _first(lower, BODY_NAMES)
-    if question and answer:
-        make = lambda row, i: _pair(_field(row, question), _field(row, answer), f"{source}:row {i}")  # noqa: E731
-    elif messages:
-        make = lambda row, i: _pair(*_last_exchange(row.get(messages)), f"{source}:row {i}")  # noqa: E731
-    elif body:
-        make = lambda row, i: Passage(_field(row, title) or _field(row, body)[:80], _field(row, body),  # noqa: E731
-                                      f"{source}:row {i}")
-    else:
+    if not ((question and answer) or messages or body):
+        found = ", ".join(map(str, columns))
         raise ImportProblem(
-            f"{cut(source)}: cannot tell which columns hold the text (columns: {', '.join(map(str, columns))}); "
-            "expected question/answer (or instruction/response), messages, or title/body")
-    passages = [make(row, i) for i, row in enumerate(rows, start=1)]
+            f"{cut(source)}: cannot tell which columns hold the text (columns: {found}); "
+            "expected question/answer (or instruction/response), messages, or title/body"
+        )
+    passages = []
+    for i, row in enumerate(rows, start=1):
+        where = f"{source}:row {i}"
+        if question and answer:
+            passages.append(_pair(_field(row, question), _field(row, answer), where))
+        elif messages:
+            passages.append(_pair(*_last_exchange(row.get(messages)), where))
+        else:
+            text = _field(row, body)
+            passages.append(Passage(_field(row, title) or text[:80], text, where))
     return [p for p in passages if p is not None and p.text.strip()]
 
 

@@ -22,9 +22,60 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 # Words that say little about what is asked; dropped from a query that has others, since in a
 # small knowledge base BM25 still weighs them (a FAQ's "how do I ..." matches every "do I").
 STOPWORDS = frozenset(
-    "a an and are as at be but by can could do does for from have hi hello i if in is it its me "
-    "my of on or our please so that the this to u was we will with would you your yo hey thanks "
-    "thank im ur pls".split())  # "when", "where", "how" stay: they tell delivery from tracking
+    (  # "when", "where", "how" stay: they tell delivery from tracking
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "can",
+        "could",
+        "do",
+        "does",
+        "for",
+        "from",
+        "have",
+        "hi",
+        "hello",
+        "i",
+        "if",
+        "in",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "please",
+        "so",
+        "that",
+        "the",
+        "this",
+        "to",
+        "u",
+        "was",
+        "we",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yo",
+        "hey",
+        "thanks",
+        "thank",
+        "im",
+        "ur",
+        "pls",
+    )
+)
 
 _SCHEMA = """
 CREATE TABLE passages (id INTEGER PRIMARY KEY, kind TEXT, title TEXT, question TEXT,
@@ -63,13 +114,19 @@ def build(path: Path, passages: list[Passage]) -> None:
         RuntimeError: this Python's SQLite has no FTS5.
     """
     if not fts5_available():
-        raise RuntimeError(f"this Python's SQLite ({sqlite3.sqlite_version}) has no FTS5; "
-                           "the knowledge shelf needs a Python built with it")
+        raise RuntimeError(
+            f"this Python's SQLite ({sqlite3.sqlite_version}) has no FTS5; "
+            "the knowledge shelf needs a Python built with it"
+        )
     with closing(sqlite3.connect(path)) as db, db:
         db.executescript(_SCHEMA)
-        db.executemany("INSERT INTO passages VALUES (?, ?, ?, ?, ?, ?)",
-                       [(i, p.kind, p.title, p.question, p.text, p.source)
-                        for i, p in enumerate(passages, start=1)])
+        db.executemany(
+            "INSERT INTO passages VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (i, p.kind, p.title, p.question, p.text, p.source)
+                for i, p in enumerate(passages, start=1)
+            ],
+        )
         db.execute("INSERT INTO fts(fts) VALUES ('rebuild')")
         db.execute("INSERT INTO fts(fts) VALUES ('optimize')")
 
@@ -89,9 +146,11 @@ def search(path: Path, query: str, k: int = 3, weights: tuple = WEIGHTS) -> list
     expression = match_expression(query)
     if expression is None or k <= 0:
         return []
-    sql = ("SELECT p.id, -bm25(fts, ?, ?, ?) AS score, p.kind, p.title, p.question, p.text, p.source "
-           "FROM fts JOIN passages p ON p.id = fts.rowid WHERE fts MATCH ? "
-           "ORDER BY bm25(fts, ?, ?, ?) LIMIT ?")
+    sql = (
+        "SELECT p.id, -bm25(fts, ?, ?, ?) AS score, p.kind, p.title, p.question, p.text, p.source "
+        "FROM fts JOIN passages p ON p.id = fts.rowid WHERE fts MATCH ? "
+        "ORDER BY bm25(fts, ?, ?, ?) LIMIT ?"
+    )
     with closing(_open(path)) as db:
         rows = db.execute(sql, (*weights, expression, *weights, int(k))).fetchall()
     return [Hit(r[0], r[1], Passage(r[3], r[5], r[6], r[2], r[4])) for r in rows]
@@ -100,8 +159,11 @@ def search(path: Path, query: str, k: int = 3, weights: tuple = WEIGHTS) -> list
 def passages(path: Path, offset: int = 0, limit: int | None = None) -> list[tuple[int, Passage]]:
     """``(id, passage)`` of the index at ``path`` in id order, ``limit`` of them from ``offset``."""
     with closing(_open(path)) as db:
-        rows = db.execute("SELECT id, kind, title, question, text, source FROM passages ORDER BY id "
-                          "LIMIT ? OFFSET ?", (-1 if limit is None else int(limit), int(offset))).fetchall()
+        rows = db.execute(
+            "SELECT id, kind, title, question, text, source FROM passages ORDER BY id "
+            "LIMIT ? OFFSET ?",
+            (-1 if limit is None else int(limit), int(offset)),
+        ).fetchall()
     return [(r[0], Passage(r[2], r[4], r[5], r[1], r[3])) for r in rows]
 
 
@@ -111,11 +173,16 @@ def by_ids(path: Path, ids: list[int]) -> dict[int, Passage]:
     if not wanted:
         return {}
     with closing(_open(path)) as db:
-        rows = db.execute(f"SELECT id, kind, title, question, text, source FROM passages WHERE id IN "
-                          f"({','.join('?' * len(wanted))})", wanted).fetchall()
+        rows = db.execute(
+            f"SELECT id, kind, title, question, text, source FROM passages WHERE id IN "
+            f"({','.join('?' * len(wanted))})",
+            wanted,
+        ).fetchall()
     return {r[0]: Passage(r[2], r[4], r[5], r[1], r[3]) for r in rows}
 
 
 def _open(path: Path) -> sqlite3.Connection:
     # Read-only: a version is immutable, and a search must never create a missing file.
-    return sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+    return sqlite3.connect(
+        f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
+    )

@@ -15,7 +15,9 @@ from dataclasses import asdict, dataclass
 KINDS = ("past_answer", "article", "macro")
 # Spellings shared by the chat templates TuneDesk serves (ChatML, Llama 3, Gemma, Phi, Mistral):
 # used when no tokenizer is at hand; with one, its own special tokens are the list.
-_GENERIC_CONTROL = re.compile(r"<\|[A-Za-z0-9_]{1,40}\|>|<start_of_turn>|<end_of_turn>|</?s>|\[/?INST\]")
+_GENERIC_CONTROL = re.compile(
+    r"<\|[A-Za-z0-9_]{1,40}\|>|<start_of_turn>|<end_of_turn>|</?s>|\[/?INST\]"
+)
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,9 @@ def check(passage: Passage) -> Passage:
         ValueError: an unknown kind, or no text.
     """
     if passage.kind not in KINDS:
-        raise ValueError(f"unknown passage kind {passage.kind!r}; expected one of {', '.join(KINDS)}")
+        raise ValueError(
+            f"unknown passage kind {passage.kind!r}; expected one of {', '.join(KINDS)}"
+        )
     if not passage.text.strip():
         raise ValueError(f"the passage {passage.title!r} from {passage.source} has no text")
     return passage
@@ -72,4 +76,6 @@ def control_spellings(text: str, tokenizer=None) -> list[str]:
 
 def spells_control(passage: Passage, tokenizer=None) -> bool:
     """Whether any field of ``passage`` spells a control token of the model."""
-    return any(control_spellings(t, tokenizer) for t in (passage.title, passage.question, passage.text))
+    return any(
+        control_spellings(t, tokenizer) for t in (passage.title, passage.question, passage.text)
+    )

@@ -29,6 +29,10 @@ _VERSION = re.compile(r"^v([1-9][0-9]{0,8})$")
 LATEST = "latest"
 
 
+class KnowledgeNotFound(ValueError):
+    """No knowledge base, or no version, by the name asked for."""
+
+
 @dataclass(frozen=True)
 class Version:
     """One immutable version of a knowledge base."""
@@ -48,9 +52,16 @@ class Version:
         return self.folder / "index.sqlite"
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "version": self.version, "fingerprint": self.fingerprint,
-                "created": self.created, "passages": self.passages, "sources": self.sources,
-                "kinds": self.kinds, **self.extra}
+        return {
+            "name": self.name,
+            "version": self.version,
+            "fingerprint": self.fingerprint,
+            "created": self.created,
+            "passages": self.passages,
+            "sources": self.sources,
+            "kinds": self.kinds,
+            **self.extra,
+        }
 
     def search(self, query: str, k: int = 3) -> list[index.Hit]:
         """The ``k`` passages that best match ``query`` (BM25), best first."""
@@ -75,8 +86,11 @@ class KnowledgeShelf:
         """Every knowledge base with at least one version, sorted."""
         if not self.root.is_dir():
             return []
-        return sorted(p.name for p in self.root.iterdir()
-                      if p.is_dir() and not p.name.startswith(".") and self._numbers(p.name))
+        return sorted(
+            p.name
+            for p in self.root.iterdir()
+            if p.is_dir() and not p.name.startswith(".") and self._numbers(p.name)
+        )
 
     def versions(self, name: str) -> list[Version]:
         """The versions of ``name``, oldest first (none when it does not exist)."""
@@ -86,22 +100,33 @@ class KnowledgeShelf:
         """One version (``latest``: the newest).
 
         Raises:
-            ValueError: no such knowledge base or version, named with what there is.
+            KnowledgeNotFound: no such knowledge base or version, named with what there is.
         """
         numbers = self._numbers(name)
         if not numbers:
             known = ", ".join(self.names()) or "none yet; import a file first"
-            raise ValueError(f"no knowledge base named {quote(name)} (knowledge bases: {known})")
+            raise KnowledgeNotFound(
+                f"no knowledge base named {quote(name)} (knowledge bases: {known})"
+            )
         if version in (LATEST, "", None):
             return self._read(name, numbers[-1])
         match = _VERSION.fullmatch(str(version))
         if not match or int(match.group(1)) not in numbers:
-            raise ValueError(f"{name} has no version {quote(version)} "
-                             f"(versions: {', '.join(f'v{n}' for n in numbers)})")
+            raise KnowledgeNotFound(
+                f"{name} has no version {quote(version)} "
+                f"(versions: {', '.join(f'v{n}' for n in numbers)})"
+            )
         return self._read(name, int(match.group(1)))
 
-    def add(self, name: str, passages: list[Passage], sources: list[str], *, replace: bool = False,
-            extra: dict | None = None) -> tuple[Version, bool]:
+    def add(
+        self,
+        name: str,
+        passages: list[Passage],
+        sources: list[str],
+        *,
+        replace: bool = False,
+        extra: dict | None = None,
+    ) -> tuple[Version, bool]:
         """Make the next version of ``name`` from the latest one's passages and ``passages``.
 
         Args:
@@ -176,22 +201,42 @@ class KnowledgeShelf:
         if not folder.is_dir():
             return []
         found = (_VERSION.fullmatch(p.name) for p in folder.iterdir())
-        return sorted(int(m.group(1)) for m in found if m and (folder / m.group(0) / "version.json").is_file())
+        return sorted(
+            int(m.group(1)) for m in found if m and (folder / m.group(0) / "version.json").is_file()
+        )
 
     def _read(self, name: str, number: int) -> Version:
         folder = self.root / name / f"v{number}"
         meta = json.loads((folder / "version.json").read_text(encoding="utf-8"))
-        return Version(name, f"v{number}", folder, meta["fingerprint"], meta["created"], meta["passages"],
-                       meta.get("sources", []), meta.get("kinds", {}), meta.get("extra", {}))
+        return Version(
+            name,
+            f"v{number}",
+            folder,
+            meta["fingerprint"],
+            meta["created"],
+            meta["passages"],
+            meta.get("sources", []),
+            meta.get("kinds", {}),
+            meta.get("extra", {}),
+        )
 
     def _write(self, name, number, passages, sources, digest, extra) -> Version:
         kinds: dict[str, int] = {}
         for p in passages:
             kinds[p.kind] = kinds.get(p.kind, 0) + 1
-        meta = {"name": name, "version": f"v{number}", "fingerprint": digest,
-                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "passages": len(passages),
-                "sources": sources, "kinds": kinds, "extra": extra}
+        meta = {
+            "name": name,
+            "version": f"v{number}",
+            "fingerprint": digest,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "passages": len(passages),
+            "sources": sources,
+            "kinds": kinds,
+            "extra": extra,
+        }
         with paths.atomic_dir(self.root / name / f"v{number}") as tmp:
             index.build(tmp / "index.sqlite", passages)
-            (tmp / "version.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False), encoding="utf-8")
+            (tmp / "version.json").write_text(
+                json.dumps(meta, indent=2, ensure_ascii=False), encoding="utf-8"
+            )
         return self._read(name, number)

@@ -21,8 +21,14 @@ def knowledge_name(data_path: str) -> str:
     return f"answers-{stem}"[:64]
 
 
-def shelve_pairs(questions: list[str], answers: list[str], *, dataset_fingerprint: str, data_path: str,
-                 shelf: KnowledgeShelf | None = None) -> Version:
+def shelve_pairs(
+    questions: list[str],
+    answers: list[str],
+    *,
+    dataset_fingerprint: str,
+    data_path: str,
+    shelf: KnowledgeShelf | None = None,
+) -> Version:
     """Put question/answer pairs on the shelf as past answers (one version per fingerprint).
 
     Args:
@@ -40,9 +46,16 @@ def shelve_pairs(questions: list[str], answers: list[str], *, dataset_fingerprin
     if found is not None:
         return found
     source = Path(str(data_path)).name
-    passages = [Passage((q or "")[:120] or a[:80], a, f"{source}:train row {i}", "past_answer", q or "")
-                for i, (q, a) in enumerate(zip(questions, answers, strict=True), start=1)
-                if isinstance(a, str) and a.strip()]
-    version, _ = shelf.add(name, passages, [source], replace=True,
-                           extra={"dataset_fingerprint": dataset_fingerprint, "split": "train"})
+    passages = [
+        Passage((q or "")[:120] or a[:80], a, f"{source}:train row {i}", "past_answer", q or "")
+        for i, (q, a) in enumerate(zip(questions, answers, strict=True), start=1)
+        if isinstance(a, str) and a.strip()
+    ]
+    version, _ = shelf.add(
+        name,
+        passages,
+        [source],
+        replace=True,
+        extra={"dataset_fingerprint": dataset_fingerprint, "split": "train"},
+    )
     return version

@@ -1,4 +1,5 @@
-"""The OpenAI-compatible HTTP API: ``GET /v1/models`` and ``POST /v1/chat/completions``.
+"""The OpenAI-compatible HTTP API: ``GET /v1/models`` and ``POST /v1/chat/completions``
+(aliases: :mod:`serve.alias_api`; the knowledge shelf's search: :mod:`serve.knowledge_api`).
 
 ``model`` is an adapter's name on the shelf or the base model (its name, or ``base``). Answers
 come from :class:`serve.engines.Engines` (every request names its own adapter, so
@@ -39,6 +40,7 @@ from serve.api_basics import MAX_BODY_BYTES, ApiError, check_bearer, engine_fail
 from serve.auto_rollback import CHECK_EVERY_S, AutoRollback
 from serve.engines import PINS, label, release_with
 from serve.interface.ticket import ServerBusy
+from serve.knowledge_api import KnowledgeApi
 from serve.llama_server.relay import relay_tools, spelled_control, upstream_metrics
 from serve.requests import ChatRequest, RequestError, parse_chat, parse_feedback
 from serve.streaming import Tally, llama_deltas, response_head, sse_events, ticket_deltas, usage
@@ -83,6 +85,7 @@ class OpenAIServer:
         router.add_api_route("/v1/feedback", self._feedback, methods=["POST"])
         router.add_api_route("/metrics", self._metrics, methods=["GET"])
         AliasApi(self).add_to(router)
+        KnowledgeApi(self).add_to(router)
         return router
 
     # -- routes ---------------------------------------------------------------------------

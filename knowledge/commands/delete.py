@@ -5,7 +5,9 @@ from __future__ import annotations
 
 def add_arguments(p) -> None:
     p.add_argument("name", help="knowledge base name")
-    p.add_argument("--version", default=None, help="delete only this version (default: every version)")
+    p.add_argument(
+        "--version", default=None, help="delete only this version (default: every version)"
+    )
     p.add_argument("--yes", action="store_true", help="confirm: deleted for good")
 
 

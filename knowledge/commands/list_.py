@@ -6,10 +6,18 @@ import json
 
 
 def add_arguments(p) -> None:
-    p.add_argument("name", nargs="?", default=None,
-                   help="a knowledge base: list its versions (default: list every knowledge base)")
-    p.add_argument("--version", default=None, help="list this version's passages ('latest': the newest)")
-    p.add_argument("--limit", type=int, default=20, help="passages shown with --version (default: %(default)s)")
+    p.add_argument(
+        "name",
+        nargs="?",
+        default=None,
+        help="a knowledge base: list its versions (default: list every knowledge base)",
+    )
+    p.add_argument(
+        "--version", default=None, help="list this version's passages ('latest': the newest)"
+    )
+    p.add_argument(
+        "--limit", type=int, default=20, help="passages shown with --version (default: %(default)s)"
+    )
     p.add_argument("--json", action="store_true", help="one JSON object a line")
 
 

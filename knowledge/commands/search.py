@@ -9,7 +9,9 @@ from knowledge.actions import DEFAULT_NAME
 
 def add_arguments(p) -> None:
     p.add_argument("query", help="what a customer asks")
-    p.add_argument("--name", default=DEFAULT_NAME, help="knowledge base name (default: %(default)s)")
+    p.add_argument(
+        "--name", default=DEFAULT_NAME, help="knowledge base name (default: %(default)s)"
+    )
     p.add_argument("--version", default="latest", help="version to search (default: %(default)s)")
     p.add_argument("-k", type=int, default=3, help="passages returned (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="the answer as the /v1 route gives it")

@@ -10,12 +10,27 @@ from knowledge import index
 from knowledge.passages import Passage
 
 CORPUS = [
-    Passage("Refund policy", "Refunds are paid within 30 days of the return reaching us.", "kb.md#Refund"),
-    Passage("Change the shipping address", "Open My Orders, pick the order and edit the delivery address.",
-            "kb.md#Address", "article"),
-    Passage("Reset password", "Use the forgot password link on the sign-in page.", "kb.md#Password"),
-    Passage("cancel order", "Cancel it from My Orders before it ships.", "faq.csv:row 1", "past_answer",
-            "how do I cancel my order"),
+    Passage(
+        "Refund policy",
+        "Refunds are paid within 30 days of the return reaching us.",
+        "kb.md#Refund",
+    ),
+    Passage(
+        "Change the shipping address",
+        "Open My Orders, pick the order and edit the delivery address.",
+        "kb.md#Address",
+        "article",
+    ),
+    Passage(
+        "Reset password", "Use the forgot password link on the sign-in page.", "kb.md#Password"
+    ),
+    Passage(
+        "cancel order",
+        "Cancel it from My Orders before it ships.",
+        "faq.csv:row 1",
+        "past_answer",
+        "how do I cancel my order",
+    ),
 ]
 
 
@@ -30,12 +45,15 @@ def test_fts5_is_here():
     assert index.fts5_available()
 
 
-@pytest.mark.parametrize(("query", "expected"), [
-    ("I need to change the shipping address on my order", 2),
-    ("when do I get my refund", 1),
-    ("forgot my password", 3),
-    ("please cancel the order I placed", 4),
-])
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("I need to change the shipping address on my order", 2),
+        ("when do I get my refund", 1),
+        ("forgot my password", 3),
+        ("please cancel the order I placed", 4),
+    ],
+)
 def test_bm25_ranks_the_right_passage_first(built, query, expected):
     hits = index.search(built, query, k=3)
     assert hits[0].id == expected

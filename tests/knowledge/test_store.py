@@ -42,7 +42,9 @@ def test_search_finds_in_the_chosen_version(home):
     shelf = KnowledgeShelf()
     shelf.add("kb", A, ["a"])
     shelf.add("kb", B, ["b"])
-    assert [h.passage.title for h in shelf.get("kb", "v1").search("how many days for shipping")] == ["Refunds"]
+    assert [
+        h.passage.title for h in shelf.get("kb", "v1").search("how many days for shipping")
+    ] == ["Refunds"]
     assert shelf.get("kb").search("how many days for shipping")[0].passage.title == "Shipping"
 
 
