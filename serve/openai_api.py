@@ -39,6 +39,8 @@ from serve.aliases import CONVERSATION_HEADER, VERSION_HEADER, AliasRouter, Pick
 from serve.api_basics import MAX_BODY_BYTES, ApiError, check_bearer, engine_failure, read_json  # noqa: F401 (the limit, re-exported)
 from serve.auto_rollback import CHECK_EVERY_S, AutoRollback
 from serve.engines import PINS, label, release_with
+from serve.grounding import apply as apply_grounding
+from serve.grounding import header as grounding_header
 from serve.interface.ticket import ServerBusy
 from serve.knowledge_api import KnowledgeApi
 from serve.llama_server.relay import relay_tools, spelled_control, upstream_metrics
@@ -172,6 +174,7 @@ class OpenAIServer:
             raise _unknown(model) if model == chat.model else _gone(chat.model, model)
         if adapter is not None:
             self.warn_if_not_passed(adapter)
+        chat.grounding = apply_grounding(chat, adapter, self.shelf())  # before any engine sees it
         if pin is None and (chat.tools or chat.json_schema is not None) and self.engines.llama() is not None:
             pin = "llama.cpp"  # only llama.cpp follows tools and schemas
         try:
@@ -214,7 +217,7 @@ class OpenAIServer:
                                              chat.stop, chat.json_schema, routed=(engine, release))
             answer, deltas = ticket, ticket_deltas(ticket)
         head = response_head(chat, answer)
-        headers = {PIN_HEADER: answer.engine, VERSION_HEADER: adapter or "base"}
+        headers = {PIN_HEADER: answer.engine, VERSION_HEADER: adapter or "base", **grounding_header(chat.grounding)}
         if pick is not None and pick.alias is not None:  # the answer says which version of the alias gave it
             head["system_fingerprint"] = f"{answer.engine}; {pick.version}"
         if pick is not None:
@@ -234,8 +237,9 @@ class OpenAIServer:
         await run_in_threadpool(remember, text)
         choice = {"index": 0, "message": {"role": "assistant", "content": text},
                   "finish_reason": answer.finish_reason, "logprobs": None}
-        return JSONResponse({**head, "object": "chat.completion", "choices": [choice], "usage": usage(answer)},
-                            headers=headers)
+        grounded = {"tunedesk_grounding": chat.grounding} if chat.grounding else {}
+        return JSONResponse({**head, "object": "chat.completion", "choices": [choice], "usage": usage(answer),
+                             **grounded}, headers=headers)
 
     async def _feedback(self, request: Request):
         """``POST /v1/feedback``: ``{"id": <a chat completion's id>, "rating": "up"|"down",
