@@ -225,7 +225,8 @@ class OpenAIServer:
 
         def remember(text: str) -> None:  # after the answer: nothing here delays a token
             version = self.engines.weights_hash(adapter)
-            self.feedback.record(head["id"], adapter or "base", version, answer.engine, chat.messages, text)
+            self.feedback.record(head["id"], adapter or "base", version, answer.engine, chat.messages, text,
+                                 grounding=chat.grounding)
 
         if chat.stream:
             return StreamingResponse(sse_events(deltas, answer, head, chat, remember), media_type="text/event-stream",

@@ -90,3 +90,17 @@ def test_a_deleted_version_is_said(url):
         answer.status_code == 400
         and "no knowledge base named 'faq'" in answer.json()["error"]["message"]
     )
+
+
+def test_a_rating_keeps_the_knowledge_the_answer_was_shown(url):
+    from feedback.store import FeedbackStore
+
+    grounded, plain = ask(url, "a", "faq").json(), ask(url, "a", None).json()
+    for answer in (grounded, plain):
+        rated = httpx.post(
+            f"{url}/v1/feedback", json={"id": answer["id"], "rating": "down"}, timeout=30
+        )
+        assert rated.status_code == 200, rated.text
+    first, second = FeedbackStore().ratings()
+    assert first["grounding"] == grounded["tunedesk_grounding"]
+    assert first["grounding"]["passage_ids"] == [1] and "grounding" not in second
