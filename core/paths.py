@@ -15,7 +15,7 @@ from pathlib import Path
 
 from core.user_text import quote
 
-SUBFOLDERS = ("models", "runs", "adapters", "evals", "datasets", "feedback", "exports")
+SUBFOLDERS = ("models", "runs", "adapters", "evals", "datasets", "feedback", "exports", "knowledge")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 

@@ -62,9 +62,12 @@ class FeedbackStore:
         self.log_conversations = log_conversations
 
     def record(self, answer_id: str, adapter: str, version: str, engine: str, messages: list[dict],
-               text: str, source: str = "api") -> ServedAnswer:
-        """Keep one served answer (with its conversation, redacted, when logging is on)."""
-        served = ServedAnswer(answer_id, adapter, version, engine, source, _now())
+               text: str, source: str = "api", grounding: dict | None = None) -> ServedAnswer:
+        """Keep one served answer (with its conversation, redacted, when logging is on); ``grounding``:
+        the knowledge version and passage ids it was shown (``knowledge.grounding``), kept with
+        it and with its ratings."""
+        served = ServedAnswer(answer_id, adapter, version, engine, source, _now(),
+                              extra={"grounding": grounding} if grounding else {})
         if self.log_conversations:
             served.messages, served.answer = redacted(messages, text)
         put_answer(self.store, asdict(served))
@@ -112,7 +115,13 @@ def rating_row(served: ServedAnswer, rating: str, correction: str | None, source
             "rating": rating, "correction": redact(correction.strip()) if correction and correction.strip() else None,
             "adapter": served.adapter, "version": served.version, "engine": served.engine,
             "source": source, "messages": served.messages, "answer": served.answer, "status": "new",
-            "intent": intent, **extra}
+            "intent": intent, **_grounding(served), **extra}
+
+
+def _grounding(served: ServedAnswer) -> dict:
+    """The knowledge an answer was shown, for its rating row (none when it was not grounded)."""
+    grounding = (served.extra or {}).get("grounding")
+    return {"grounding": grounding} if grounding else {}
 
 
 def redacted(messages: list[dict], text: str) -> tuple[list[dict], str]:

@@ -1,4 +1,5 @@
-"""The OpenAI-compatible HTTP API: ``GET /v1/models`` and ``POST /v1/chat/completions``.
+"""The OpenAI-compatible HTTP API: ``GET /v1/models`` and ``POST /v1/chat/completions``
+(aliases: :mod:`serve.alias_api`; the knowledge shelf's search: :mod:`serve.knowledge_api`).
 
 ``model`` is an adapter's name on the shelf or the base model (its name, or ``base``). Answers
 come from :class:`serve.engines.Engines` (every request names its own adapter, so
@@ -46,7 +47,10 @@ from serve.api_basics import (  # noqa: F401 (the limit, re-exported)
 )
 from serve.auto_rollback import CHECK_EVERY_S, AutoRollback
 from serve.engines import PINS, label, release_with
+from serve.grounding import apply as apply_grounding
+from serve.grounding import header as grounding_header
 from serve.interface.ticket import ServerBusy
+from serve.knowledge_api import KnowledgeApi
 from serve.llama_server.relay import relay_tools, spelled_control, upstream_metrics
 from serve.rate_limit import RateLimiter, check_feedback_rate, feedback_per_minute
 from serve.requests import ChatRequest, RequestError, parse_chat, parse_feedback
@@ -94,6 +98,7 @@ class OpenAIServer:
         router.add_api_route("/v1/feedback", self._feedback, methods=["POST"])
         router.add_api_route("/metrics", self._metrics, methods=["GET"])
         AliasApi(self).add_to(router)
+        KnowledgeApi(self).add_to(router)
         return router
 
     # -- routes ---------------------------------------------------------------------------
@@ -180,6 +185,7 @@ class OpenAIServer:
             raise _unknown(model) if model == chat.model else _gone(chat.model, model)
         if adapter is not None:
             self.warn_if_not_passed(adapter)
+        chat.grounding = apply_grounding(chat, adapter, self.shelf())  # before any engine sees it
         if pin is None and (chat.tools or chat.json_schema is not None) and self.engines.llama() is not None:
             pin = "llama.cpp"  # only llama.cpp follows tools and schemas
         try:
@@ -222,7 +228,7 @@ class OpenAIServer:
                                              chat.stop, chat.json_schema, routed=(engine, release))
             answer, deltas = ticket, ticket_deltas(ticket)
         head = response_head(chat, answer)
-        headers = {PIN_HEADER: answer.engine, VERSION_HEADER: adapter or "base"}
+        headers = {PIN_HEADER: answer.engine, VERSION_HEADER: adapter or "base", **grounding_header(chat.grounding)}
         if pick is not None and pick.alias is not None:  # the answer says which version of the alias gave it
             head["system_fingerprint"] = f"{answer.engine}; {pick.version}"
         if pick is not None:
@@ -230,7 +236,8 @@ class OpenAIServer:
 
         def remember(text: str) -> None:  # after the answer: nothing here delays a token
             version = self.engines.weights_hash(adapter)
-            self.feedback.record(head["id"], adapter or "base", version, answer.engine, chat.messages, text)
+            self.feedback.record(head["id"], adapter or "base", version, answer.engine, chat.messages, text,
+                                 grounding=chat.grounding)
 
         if chat.stream:
             return StreamingResponse(sse_events(deltas, answer, head, chat, remember), media_type="text/event-stream",
@@ -242,8 +249,9 @@ class OpenAIServer:
         await run_in_threadpool(remember, text)
         choice = {"index": 0, "message": {"role": "assistant", "content": text},
                   "finish_reason": answer.finish_reason, "logprobs": None}
-        return JSONResponse({**head, "object": "chat.completion", "choices": [choice], "usage": usage(answer)},
-                            headers=headers)
+        grounded = {"tunedesk_grounding": chat.grounding} if chat.grounding else {}
+        return JSONResponse({**head, "object": "chat.completion", "choices": [choice], "usage": usage(answer),
+                             **grounded}, headers=headers)
 
     async def _feedback(self, request: Request):
         """``POST /v1/feedback``: ``{"id": <a chat completion's id>, "rating": "up"|"down",

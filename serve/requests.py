@@ -46,6 +46,7 @@ class ChatRequest:
     tools: list | None = None  # tools offered to the model (with tool_choice); llama.cpp only
     tool_choice: object = None
     body: dict = field(default_factory=dict)  # the request as sent (relayed for tools)
+    grounding: dict | None = None  # what the answer was shown (serve.grounding), once grounded
 
 
 def parse_chat(body) -> ChatRequest:

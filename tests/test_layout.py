@@ -18,14 +18,15 @@ ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = {
     "core": {"core"},
     "adapters": {"core", "adapters"},
-    "finetune": {"core", "adapters", "finetune"},
+    "knowledge": {"core", "knowledge"},
+    "finetune": {"core", "adapters", "knowledge", "finetune"},
     "inference": {"core", "adapters", "inference"},
     "feedback": {"core", "feedback"},
-    "serve": {"core", "adapters", "inference", "feedback", "serve"},
-    "eval": {"core", "adapters", "finetune", "inference", "feedback", "eval"},
-    "ui": {"core", "adapters", "finetune", "inference", "serve", "eval", "feedback", "ui"},
+    "serve": {"core", "adapters", "inference", "feedback", "knowledge", "serve"},
+    "eval": {"core", "adapters", "finetune", "inference", "feedback", "knowledge", "eval"},
+    "ui": {"core", "adapters", "finetune", "inference", "serve", "eval", "feedback", "knowledge", "ui"},
     "app": {"core", "ui"},
-    "bench": {"core", "adapters", "finetune", "inference", "serve", "eval", "feedback", "bench"},
+    "bench": {"core", "adapters", "finetune", "inference", "serve", "eval", "feedback", "knowledge", "bench"},
 }
 UI_ONLY = {"gradio"}
 HEAVY = {"torch", "transformers", "peft", "gradio"}

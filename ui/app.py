@@ -12,6 +12,7 @@ from ui.tabs.adapters import build_adapters_tab
 from ui.tabs.chat import build_chat_tab
 from ui.tabs.compare import build_compare_tab
 from ui.tabs.evaluate import build_evaluate_tab
+from ui.tabs.knowledge import build_knowledge_tab
 from ui.tabs.review import build_review_tab
 from ui.tabs.train import build_train_tab
 from ui.views.state import AppState
@@ -34,6 +35,7 @@ def build_app(base_model: str = "default", state: AppState | None = None, servin
             build_chat_tab(state)
             compare = build_compare_tab(state)
             build_review_tab(state)
+            build_knowledge_tab(state)
         # A helpdesk import's held-out conversations become the Evaluate tab's dataset.
         train["imported"].then(lambda held_out: held_out or gr.skip(), train["held_out_file"], evaluate["data"])
         train["to_compare"].click(

@@ -21,14 +21,12 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
+from core.columns import MESSAGES_NAMES, PROMPT_NAMES, RESPONSE_NAMES
 from core.user_text import quote
 from finetune.data.conversations import BadConversation, parse_messages
 from finetune.data.load import DataError
 
 MAX_FIELD_CHARS = 4_000_000  # one prompt or response; real support replies are a few KB
-PROMPT_NAMES = ("instruction", "prompt", "question", "query", "input", "user")
-RESPONSE_NAMES = ("response", "completion", "output", "answer", "reply", "assistant")
-MESSAGES_NAMES = ("messages", "conversations", "conversation", "chat")
 
 
 @dataclass

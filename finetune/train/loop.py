@@ -358,6 +358,7 @@ def _checkpoint(run: _Run, step: int) -> None:
 
 def _finish(run: _Run, progress: _Progress) -> TrainResult:
     """Final validation and probes, then rank 0 saves the adapter with its manifest."""
+    from finetune.train.past_answers import shelve_or_warn
     from finetune.train.saving import adapter_name_for, build_manifest, save_adapter
 
     cfg, emit, metrics, t, dc = run.cfg, run.emit, run.metrics, run.cfg.train, run.cfg.data
@@ -379,6 +380,7 @@ def _finish(run: _Run, progress: _Progress) -> TrainResult:
     if rank == 0:
         emit("probe", step=step, answers=probes)
         name = adapter_name_for(cfg.run.adapter_name, dc.path)
+        knowledge = shelve_or_warn(run.prepared, dc.path, emit)  # the answers it may be shown
         manifest = build_manifest(
             cfg, run.resolved, tokenizer, run.prepared, status=status, steps=step, total_steps=run.total,
             targets=run.targets,
@@ -388,7 +390,7 @@ def _finish(run: _Run, progress: _Progress) -> TrainResult:
             metrics=metrics, probes=probes, run_dir=run.run_dir,
             timings={"train_seconds": train_seconds, "total_seconds": time.time() - t0,
                      "tokens_per_second": progress.tokens_seen * world / max(train_seconds, 1e-9)},
-            budget=bought)
+            budget=bought, knowledge=knowledge)
         adapter_dir = save_adapter(model, tokenizer, name, manifest, state_dict=weights)
         emit("saved", adapter=adapter_dir.name, path=str(adapter_dir), status=status)
         budget_run.record_speeds(run.pacer, cfg)

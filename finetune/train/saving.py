@@ -46,13 +46,15 @@ def adapter_name_for(requested: str, data_path: str) -> str:
 
 def build_manifest(cfg, resolved, tokenizer, prepared, *, status: str, steps: int, total_steps: int,
                    targets: list[str], training: dict, metrics: dict, probes: list, timings: dict,
-                   run_dir: Path, budget: dict | None = None) -> dict:
+                   run_dir: Path, budget: dict | None = None, knowledge: dict | None = None) -> dict:
     """Everything needed to reproduce and judge the adapter (``manifest.json``).
 
     Args:
         training: run facts beyond ``cfg.train`` (device, packing, world_size, oom_retries...).
         budget: what a time budget bought (seconds, seconds_used, steps, rows_seen,
             tokens_seen, epochs); kept only for a budget run.
+        knowledge: the knowledge version the adapter was trained beside (its training split's
+            past answers: name, version, fingerprint, passages); None: none was made.
     """
     lc, dc = cfg.lora, cfg.data
     mapping = prepared.mapping
@@ -74,6 +76,7 @@ def build_manifest(cfg, resolved, tokenizer, prepared, *, status: str, steps: in
         "metrics": metrics, "probes": probes, "timings": timings,
         "versions": versions(), "run_dir": str(run_dir),
         **({"budget": budget} if budget else {}),
+        **({"knowledge": knowledge} if knowledge else {}),
     }
 
 

@@ -6,6 +6,7 @@ import gradio as gr
 
 from core.user_text import check_unicode, replace_invalid
 from serve.interface.ticket import ServerBusy
+from ui.views import chat_grounding
 from ui.views.answer_intent import chat_intent_line
 from ui.views.state import BASE_LABEL, AppState
 
@@ -18,6 +19,8 @@ def build_chat_tab(state: AppState) -> dict:
         with gr.Row():
             adapter = gr.Dropdown([BASE_LABEL], value=BASE_LABEL, label="Adapter", scale=3,
                                   elem_id="chat-adapter", allow_custom_value=False)
+            knowledge = gr.Dropdown(chat_grounding.choices(), value=state.chat_knowledge, scale=2,
+                                    label="Answer from knowledge", elem_id="chat-knowledge")
             refresh = gr.Button("↻ Refresh adapters", scale=1)
         chatbot = gr.Chatbot(label="Conversation", height=420, elem_id="chatbot")
         with gr.Row():
@@ -32,6 +35,7 @@ def build_chat_tab(state: AppState) -> dict:
                                     lines=3, elem_id="chat-correction")
             save_correction = gr.Button("Save correction", elem_id="chat-save-correction")
         intent = gr.Markdown("", elem_id="chat-intent")  # the intent the last answer addressed
+        answered_from = gr.Markdown("", elem_id="chat-answered-from")  # the passages it was shown
         rated = gr.Markdown("", elem_id="chat-rated")
         with gr.Accordion("System prompt and generation settings", open=False, elem_id="chat-settings"):
             system = gr.Textbox(label="System prompt", lines=2, elem_id="chat-system",
@@ -49,7 +53,12 @@ def build_chat_tab(state: AppState) -> dict:
             # the Adapters tab may have changed since this tab was last drawn.
             names = state.adapter_choices()
             active = state.active_adapter
-            return gr.update(choices=[BASE_LABEL, *names], value=active if active in names else BASE_LABEL)
+            shown = active if active in names else BASE_LABEL
+            return (gr.update(choices=[BASE_LABEL, *names], value=shown),
+                    gr.update(choices=chat_grounding.choices(), value=state.chat_knowledge))
+
+        def on_knowledge(chosen):
+            state.chat_knowledge = chosen or chat_grounding.AUTO
 
         def on_switch(choice):
             name = state.to_adapter(choice)
@@ -87,6 +96,10 @@ def build_chat_tab(state: AppState) -> dict:
             try:
                 settings = state.settings(*settings_values)
                 messages = [{"role": m["role"], "content": _text(m["content"])} for m in history]
+                # the Knowledge dropdown's choice, app-wide like the adapter
+                messages, _ = chat_grounding.grounded(
+                    messages, state.shelf(), state.to_adapter(choice), state.chat_knowledge,
+                    settings.system_prompt, settings.max_new_tokens)
                 history.append({"role": "assistant", "content": ""})
                 for partial in state.stream_answer(messages, state.to_adapter(choice), settings):
                     history[-1]["content"] = partial
@@ -120,23 +133,30 @@ def build_chat_tab(state: AppState) -> dict:
 
         chatbot.like(on_rate, [chatbot, adapter, system], rated)
         save_correction.click(on_correct, [chatbot, adapter, system, correction], [rated, correction])
-        tab.select(choices, None, adapter)
-        refresh.click(choices, None, adapter, api_name="chat_adapters")
+        tab.select(choices, None, [adapter, knowledge])
+        refresh.click(choices, None, [adapter, knowledge], api_name="chat_adapters")
+        knowledge.input(on_knowledge, knowledge, None)
         adapter.change(on_switch, adapter, [adapter, status])
         # Stable API name for scripted clients (gradio_client, the load test).
         # Many chats at once: each is a row of the scheduler's running batch (adapters/serve),
         # which caps the batch by memory and queues the rest, so Gradio need not serialize them.
         chat_events = {"concurrency_id": "chat", "concurrency_limit": CHAT_CONCURRENCY}
-        def on_answered(history, choice):
-            return chat_intent_line(state.shelf(), state.to_adapter(choice), list(history or []))
+        def on_answered(history, choice, system_prompt):
+            history = list(history or [])
+            asked = [{"role": m["role"], "content": _text(m["content"])} for m in history
+                     if m["role"] == "user"][-1:]
+            line = chat_grounding.grounded(asked, state.shelf(), state.to_adapter(choice),
+                                           state.chat_knowledge, system_prompt)[1] if asked else ""
+            return chat_intent_line(state.shelf(), state.to_adapter(choice), history), line
 
+        answered = ([chatbot, adapter, system], [intent, answered_from])
         send.click(respond, [chatbot, message, *controls], [chatbot, message], api_name="chat",
-                   **chat_events).then(on_answered, [chatbot, adapter], intent)
+                   **chat_events).then(on_answered, *answered)
         message.submit(respond, [chatbot, message, *controls], [chatbot, message],
-                       **chat_events).then(on_answered, [chatbot, adapter], intent)
+                       **chat_events).then(on_answered, *answered)
         retry.click(retry_last, [chatbot, *controls], [chatbot, message],
-                    **chat_events).then(on_answered, [chatbot, adapter], intent)
-        clear.click(lambda: ([], "", ""), None, [chatbot, message, intent])
+                    **chat_events).then(on_answered, *answered)
+        clear.click(lambda: ([], "", "", ""), None, [chatbot, message, intent, answered_from])
         timer = gr.Timer(1.0)
         timer.tick(lambda: state.model_status_line(), None, status, show_progress="hidden")
     return {"tab": tab, "adapter": adapter, "status": status}

@@ -18,6 +18,7 @@ from serve.assembly import build_services
 from serve.interface.bounds import failure_sentence
 from serve.interface.ticket import ServerBusy
 from serve.version_stats import VersionStats
+from ui.views import chat_grounding
 
 BASE_LABEL = "base model (no adapter)"
 
@@ -43,6 +44,8 @@ class AppState:
         self.serving = services.engines
         # The API's live figures per alias version; the Adapters tab plots them.
         self.alias_stats = VersionStats(store=open_store())
+        # What Chat's answers are grounded in (ui/views/chat_grounding.py), app-wide like the adapter.
+        self.chat_knowledge = chat_grounding.AUTO
 
     @property
     def active_adapter(self) -> str | None:

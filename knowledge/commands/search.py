@@ -1,0 +1,32 @@
+"""`python -m knowledge search QUERY --name NAME`: the passages that best match, best first."""
+
+from __future__ import annotations
+
+import json
+
+from knowledge.actions import DEFAULT_NAME
+
+
+def add_arguments(p) -> None:
+    p.add_argument("query", help="what a customer asks")
+    p.add_argument(
+        "--name", default=DEFAULT_NAME, help="knowledge base name (default: %(default)s)"
+    )
+    p.add_argument("--version", default="latest", help="version to search (default: %(default)s)")
+    p.add_argument("-k", type=int, default=3, help="passages returned (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="the answer as the /v1 route gives it")
+
+
+def main(args) -> int:
+    from knowledge.actions import search
+
+    found = search(args.query, args.name, args.version, args.k)
+    if args.json:
+        print(json.dumps(found, ensure_ascii=False, indent=2))
+        return 0
+    print(f"{found['knowledge']} {found['version']}: {len(found['passages'])} passage(s)")
+    for hit in found["passages"]:
+        print(f"\n#{hit['id']}  score {hit['score']:.3f}  {hit['kind']}  {hit['source']}")
+        print(f"  {hit['title']}")
+        print("  " + hit["text"][:300].replace("\n", "\n  "))
+    return 0

@@ -1,0 +1,138 @@
+"""The prompt's grounding: the best passages for the customer's question, as a system message.
+
+:func:`ground` searches a knowledge version with the last user message, keeps the passages
+that fit the model's context (count and characters capped), refuses any passage that spells a
+control token of the model (it stays on the shelf; it is never shown), and puts the rest in
+the conversation's system message, after the system prompt. What was shown is recorded
+(:meth:`Grounding.record`) with the answer, and said to the reader (:meth:`Grounding.line`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from knowledge.passages import Passage, spells_control
+from knowledge.store import LATEST, KnowledgeShelf
+
+DEFAULT_K = 2
+MAX_K = 5
+MAX_PASSAGE_CHARS = 1200  # one passage: a support answer is a few hundred characters
+CHARS_PER_TOKEN = 3.5  # English text in a ~50k-token BPE vocabulary; a cautious estimate
+TEMPLATE_TOKENS = 64  # the chat template's markers and the instruction line
+INSTRUCTION = (
+    "Answer the customer from the team's knowledge below when it fits, adapting it to "
+    "this customer's question."
+)
+
+
+@dataclass
+class Grounding:
+    """What one answer was grounded in."""
+
+    knowledge: str
+    version: str
+    fingerprint: str
+    shown: list[tuple[int, Passage]] = field(default_factory=list)  # (id, passage), best first
+    refused: list[int] = field(default_factory=list)  # ids that spell a control token
+    dropped: list[int] = field(default_factory=list)  # ids the context had no room for
+
+    def record(self) -> dict:
+        """The facts kept with the answer: the version and the passages' ids."""
+        return {
+            "knowledge": self.knowledge,
+            "version": self.version,
+            "fingerprint": self.fingerprint,
+            "passage_ids": [i for i, _ in self.shown],
+            "refused_ids": self.refused,
+            "dropped_ids": self.dropped,
+        }
+
+    def line(self) -> str:
+        """``answered from: <name> <version> #id "title", ...`` (or why nothing was shown)."""
+        if not self.shown:
+            return f"answered from: no passage of {self.knowledge} {self.version} matched"
+        titles = ", ".join(f'#{i} "{_short(p.title)}"' for i, p in self.shown)
+        line = f"answered from: {self.knowledge} {self.version} {titles}"
+        if self.refused:
+            line += (
+                f" ({len(self.refused)} passage(s) refused: they spell the model's control tokens)"
+            )
+        return line
+
+
+def ground(
+    messages: list[dict],
+    name: str,
+    version: str = LATEST,
+    *,
+    k: int = DEFAULT_K,
+    system_prompt: str = "",
+    context_tokens: int = 2048,
+    answer_tokens: int = 256,
+    tokenizer=None,
+    shelf: KnowledgeShelf | None = None,
+) -> tuple[list[dict], Grounding]:
+    """The conversation with the best passages for its last user message in its system message.
+
+    Args:
+        messages: ``[{"role", "content"}, ...]`` ending with the customer's message.
+        name, version: the knowledge version to search.
+        k: passages shown at most (1..MAX_K).
+        system_prompt: the system prompt, used when ``messages`` has no system message.
+        context_tokens: the model's context; the passages get what the conversation and the
+            answer (``answer_tokens``) leave of it.
+        tokenizer: the model's tokenizer, for its own control tokens (None: the common ones).
+
+    Returns:
+        ``(messages, grounding)``: the system message holds the prompt, then the passages.
+
+    Raises:
+        ValueError: no user message, ``k`` out of range, an unknown knowledge base or version.
+    """
+    if not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise ValueError(f"the number of passages must be from 1 to {MAX_K}, not {k!r}")
+    asked = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), None)
+    if not isinstance(asked, str):
+        raise ValueError("grounding needs the customer's message (the last user message)")
+    chosen = (shelf or KnowledgeShelf()).get(name, version or LATEST)
+    grounding = Grounding(chosen.name, chosen.version, chosen.fingerprint)
+    used = sum(len(str(m.get("content", ""))) for m in messages) + len(system_prompt)
+    room = int((context_tokens - answer_tokens - TEMPLATE_TOKENS) * CHARS_PER_TOKEN) - used
+    blocks = []
+    for hit in chosen.search(asked, k):
+        if spells_control(hit.passage, tokenizer):
+            grounding.refused.append(hit.id)
+            continue
+        block = _block(len(blocks) + 1, hit.passage)
+        if len(block) + 2 > room:
+            grounding.dropped.append(hit.id)
+            continue
+        room -= len(block) + 2
+        blocks.append(block)
+        grounding.shown.append((hit.id, hit.passage))
+    if not blocks:
+        return list(messages), grounding
+    return _with_system(messages, system_prompt, "\n\n".join([INSTRUCTION, *blocks])), grounding
+
+
+def _block(number: int, p: Passage) -> str:
+    text = p.text if len(p.text) <= MAX_PASSAGE_CHARS else p.text[:MAX_PASSAGE_CHARS] + "…"
+    if p.kind == "past_answer" and p.question:
+        return f"[{number}] A customer asked: {p.question}\nThe team answered: {text}"
+    return f"[{number}] {p.title}\n{text}"
+
+
+def _with_system(messages: list[dict], system_prompt: str, knowledge: str) -> list[dict]:
+    """Knowledge appended to the first system message (one system turn: some templates take
+    no second), or a new one made of the system prompt and the knowledge."""
+    out = [dict(m) for m in messages]
+    if out and out[0].get("role") == "system":
+        out[0]["content"] = f"{out[0].get('content') or ''}\n\n{knowledge}".lstrip()
+        return out
+    head = f"{system_prompt}\n\n{knowledge}" if system_prompt else knowledge
+    return [{"role": "system", "content": head}, *out]
+
+
+def _short(title: str, limit: int = 48) -> str:
+    title = " ".join(title.split())
+    return title if len(title) <= limit else title[: limit - 1] + "…"

@@ -1,0 +1,188 @@
+"""One version's index: its passages in SQLite with an FTS5 table, searched by BM25.
+
+The passages live in the same file as their index (``index.sqlite``), so a version is one
+file to copy or delete. FTS5's ``bm25()`` ranks; the question column weighs most, since a
+customer's question is best matched by the question a past answer answered.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+
+from knowledge.passages import Passage
+
+# bm25() weights per column (title, question, text): see `python -m bench knowledge-retrieval`
+WEIGHTS = (2.0, 4.0, 1.0)
+MAX_QUERY_WORDS = 64  # a pasted e-mail is cut to its first words: each adds a term to rank
+_WORD = re.compile(r"\w+", re.UNICODE)
+# Words that say little about what is asked; dropped from a query that has others, since in a
+# small knowledge base BM25 still weighs them (a FAQ's "how do I ..." matches every "do I").
+STOPWORDS = frozenset(
+    (  # "when", "where", "how" stay: they tell delivery from tracking
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "can",
+        "could",
+        "do",
+        "does",
+        "for",
+        "from",
+        "have",
+        "hi",
+        "hello",
+        "i",
+        "if",
+        "in",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "please",
+        "so",
+        "that",
+        "the",
+        "this",
+        "to",
+        "u",
+        "was",
+        "we",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yo",
+        "hey",
+        "thanks",
+        "thank",
+        "im",
+        "ur",
+        "pls",
+    )
+)
+
+_SCHEMA = """
+CREATE TABLE passages (id INTEGER PRIMARY KEY, kind TEXT, title TEXT, question TEXT,
+                       text TEXT, source TEXT);
+CREATE VIRTUAL TABLE fts USING fts5(title, question, text, content='passages',
+                                    content_rowid='id', tokenize='porter unicode61');
+"""
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A passage found by a search: its id in the version, its BM25 score (higher: better)."""
+
+    id: int
+    score: float
+    passage: Passage
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "score": round(self.score, 4), **self.passage.to_dict()}
+
+
+def fts5_available() -> bool:
+    """Whether this Python's SQLite was built with FTS5."""
+    with closing(sqlite3.connect(":memory:")) as db:
+        try:
+            db.execute("CREATE VIRTUAL TABLE t USING fts5(a)")
+        except sqlite3.OperationalError:
+            return False
+    return True
+
+
+def build(path: Path, passages: list[Passage]) -> None:
+    """Write ``passages`` (ids 1..n in order) and their FTS5 index into a new file at ``path``.
+
+    Raises:
+        RuntimeError: this Python's SQLite has no FTS5.
+    """
+    if not fts5_available():
+        raise RuntimeError(
+            f"this Python's SQLite ({sqlite3.sqlite_version}) has no FTS5; "
+            "the knowledge shelf needs a Python built with it"
+        )
+    with closing(sqlite3.connect(path)) as db, db:
+        db.executescript(_SCHEMA)
+        db.executemany(
+            "INSERT INTO passages VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (i, p.kind, p.title, p.question, p.text, p.source)
+                for i, p in enumerate(passages, start=1)
+            ],
+        )
+        db.execute("INSERT INTO fts(fts) VALUES ('rebuild')")
+        db.execute("INSERT INTO fts(fts) VALUES ('optimize')")
+
+
+def match_expression(query: str) -> str | None:
+    """The FTS5 query for text a customer typed: its words, quoted, any of them (None: no word).
+
+    Quoting keeps FTS5's own syntax (``AND``, ``NEAR``, ``*``, ``"``) from ever being read in it.
+    """
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query or "")))
+    words = ([w for w in words if w not in STOPWORDS] or words)[:MAX_QUERY_WORDS]
+    return " OR ".join(f'"{w}"' for w in words) or None
+
+
+def search(path: Path, query: str, k: int = 3, weights: tuple = WEIGHTS) -> list[Hit]:
+    """The ``k`` passages of the index at ``path`` that best match ``query``, best first."""
+    expression = match_expression(query)
+    if expression is None or k <= 0:
+        return []
+    sql = (
+        "SELECT p.id, -bm25(fts, ?, ?, ?) AS score, p.kind, p.title, p.question, p.text, p.source "
+        "FROM fts JOIN passages p ON p.id = fts.rowid WHERE fts MATCH ? "
+        "ORDER BY bm25(fts, ?, ?, ?) LIMIT ?"
+    )
+    with closing(_open(path)) as db:
+        rows = db.execute(sql, (*weights, expression, *weights, int(k))).fetchall()
+    return [Hit(r[0], r[1], Passage(r[3], r[5], r[6], r[2], r[4])) for r in rows]
+
+
+def passages(path: Path, offset: int = 0, limit: int | None = None) -> list[tuple[int, Passage]]:
+    """``(id, passage)`` of the index at ``path`` in id order, ``limit`` of them from ``offset``."""
+    with closing(_open(path)) as db:
+        rows = db.execute(
+            "SELECT id, kind, title, question, text, source FROM passages ORDER BY id "
+            "LIMIT ? OFFSET ?",
+            (-1 if limit is None else int(limit), int(offset)),
+        ).fetchall()
+    return [(r[0], Passage(r[2], r[4], r[5], r[1], r[3])) for r in rows]
+
+
+def by_ids(path: Path, ids: list[int]) -> dict[int, Passage]:
+    """The passages with these ids (a missing id is left out)."""
+    wanted = [int(i) for i in ids]
+    if not wanted:
+        return {}
+    with closing(_open(path)) as db:
+        rows = db.execute(
+            f"SELECT id, kind, title, question, text, source FROM passages WHERE id IN "
+            f"({','.join('?' * len(wanted))})",
+            wanted,
+        ).fetchall()
+    return {r[0]: Passage(r[2], r[4], r[5], r[1], r[3]) for r in rows}
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    # Read-only: a version is immutable, and a search must never create a missing file.
+    return sqlite3.connect(
+        f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
+    )

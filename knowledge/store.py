@@ -1,0 +1,242 @@
+"""Named knowledge bases with immutable versions, under ``<home>/knowledge/``.
+
+```
+knowledge/<name>/v<N>/version.json   fingerprint, created, sources, passage counts, extra facts
+knowledge/<name>/v<N>/index.sqlite   the passages and their FTS5 index (knowledge.index)
+```
+
+A version is written whole into a temporary folder and renamed (``core.paths.atomic_dir``),
+and never changed after: an import makes the next version, holding the latest version's
+passages plus the new ones not already there (or only the new ones, with ``replace``). An
+import whose content equals the latest version's makes no new version.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core import paths
+from core.user_text import quote
+from knowledge import index
+from knowledge.passages import Passage, check, fingerprint
+
+_VERSION = re.compile(r"^v([1-9][0-9]{0,8})$")
+LATEST = "latest"
+
+
+class KnowledgeNotFound(ValueError):
+    """No knowledge base, or no version, by the name asked for."""
+
+
+@dataclass(frozen=True)
+class Version:
+    """One immutable version of a knowledge base."""
+
+    name: str
+    version: str  # "v1", "v2", ...
+    folder: Path
+    fingerprint: str
+    created: str
+    passages: int
+    sources: list = field(default_factory=list)
+    kinds: dict = field(default_factory=dict)  # kind -> passage count
+    extra: dict = field(default_factory=dict)  # e.g. the dataset fingerprint of training pairs
+
+    @property
+    def index_path(self) -> Path:
+        return self.folder / "index.sqlite"
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "fingerprint": self.fingerprint,
+            "created": self.created,
+            "passages": self.passages,
+            "sources": self.sources,
+            "kinds": self.kinds,
+            **self.extra,
+        }
+
+    def search(self, query: str, k: int = 3) -> list[index.Hit]:
+        """The ``k`` passages that best match ``query`` (BM25), best first."""
+        return index.search(self.index_path, query, k)
+
+    def passages_page(self, offset: int = 0, limit: int | None = None) -> list[tuple[int, Passage]]:
+        """``(id, passage)`` in id order."""
+        return index.passages(self.index_path, offset, limit)
+
+
+class KnowledgeShelf:
+    """The knowledge bases of one home folder.
+
+    Args:
+        root: the folder holding them (default ``<home>/knowledge``).
+    """
+
+    def __init__(self, root: Path | None = None):
+        self.root = Path(root) if root is not None else paths.subdir("knowledge")
+
+    def names(self) -> list[str]:
+        """Every knowledge base with at least one version, sorted."""
+        if not self.root.is_dir():
+            return []
+        return sorted(
+            p.name
+            for p in self.root.iterdir()
+            if p.is_dir() and not p.name.startswith(".") and self._numbers(p.name)
+        )
+
+    def versions(self, name: str) -> list[Version]:
+        """The versions of ``name``, oldest first (none when it does not exist)."""
+        return [self._read(name, n) for n in self._numbers(name)]
+
+    def get(self, name: str, version: str = LATEST) -> Version:
+        """One version (``latest``: the newest).
+
+        Raises:
+            KnowledgeNotFound: no such knowledge base or version, named with what there is.
+        """
+        numbers = self._numbers(name)
+        if not numbers:
+            known = ", ".join(self.names()) or "none yet; import a file first"
+            raise KnowledgeNotFound(
+                f"no knowledge base named {quote(name)} (knowledge bases: {known})"
+            )
+        if version in (LATEST, "", None):
+            return self._read(name, numbers[-1])
+        match = _VERSION.fullmatch(str(version))
+        if not match or int(match.group(1)) not in numbers:
+            raise KnowledgeNotFound(
+                f"{name} has no version {quote(version)} "
+                f"(versions: {', '.join(f'v{n}' for n in numbers)})"
+            )
+        return self._read(name, int(match.group(1)))
+
+    def add(
+        self,
+        name: str,
+        passages: list[Passage],
+        sources: list[str],
+        *,
+        replace: bool = False,
+        extra: dict | None = None,
+    ) -> tuple[Version, bool]:
+        """Make the next version of ``name`` from the latest one's passages and ``passages``.
+
+        Args:
+            replace: the new version holds ``passages`` only.
+            extra: facts kept in ``version.json`` (the dataset fingerprint of training pairs).
+
+        Returns:
+            ``(version, created)``; ``created`` is False when the content equals the latest
+            version's, which is then returned unchanged.
+
+        Raises:
+            ValueError: a bad name, or no passage.
+        """
+        paths.safe_name(name, "knowledge base name")
+        passages = [check(p) for p in passages]
+        if not passages:
+            raise ValueError("nothing to add: no passage with text")
+        numbers = self._numbers(name)
+        latest = self._read(name, numbers[-1]) if numbers else None
+        if latest is not None and not replace:
+            kept = [p for _, p in latest.passages_page()]
+            seen = set(kept)  # a file imported again adds only what changed in it
+            passages = kept + [p for p in dict.fromkeys(passages) if p not in seen]
+            sources = list(dict.fromkeys([*latest.sources, *sources]))
+        digest = fingerprint(passages)
+        if latest is not None and latest.fingerprint == digest:
+            return latest, False
+        for _ in range(5):  # another import may take the number between the look and the rename
+            number = (self._numbers(name) or [0])[-1] + 1
+            try:
+                return self._write(name, number, passages, sources, digest, extra or {}), True
+            except FileExistsError:
+                continue
+        raise RuntimeError(f"could not make a new version of {name}: others keep writing it")
+
+    def find(self, name: str, **facts) -> Version | None:
+        """The newest version of ``name`` whose extra facts include ``facts``."""
+        for version in reversed(self.versions(name)):
+            if all(version.extra.get(k) == v for k, v in facts.items()):
+                return version
+        return None
+
+    def delete(self, name: str, version: str | None = None) -> list[str]:
+        """Delete one version of ``name``, or every version (``version`` None).
+
+        Returns:
+            The versions deleted.
+
+        Raises:
+            ValueError: no such knowledge base or version.
+        """
+        if version is None:
+            gone = [v.version for v in self.versions(name)]
+            if not gone:
+                self.get(name)  # raises the sentence naming what there is
+            shutil.rmtree(paths.inside(self.root, self.root / name))
+            return gone
+        target = self.get(name, version)
+        shutil.rmtree(paths.inside(self.root, target.folder))
+        if not self._numbers(name):
+            shutil.rmtree(self.root / name, ignore_errors=True)
+        return [target.version]
+
+    # -- files ------------------------------------------------------------------------------
+
+    def _numbers(self, name: str) -> list[int]:
+        try:
+            paths.safe_name(name, "knowledge base name")
+        except ValueError:
+            return []
+        folder = self.root / name
+        if not folder.is_dir():
+            return []
+        found = (_VERSION.fullmatch(p.name) for p in folder.iterdir())
+        return sorted(
+            int(m.group(1)) for m in found if m and (folder / m.group(0) / "version.json").is_file()
+        )
+
+    def _read(self, name: str, number: int) -> Version:
+        folder = self.root / name / f"v{number}"
+        meta = json.loads((folder / "version.json").read_text(encoding="utf-8"))
+        return Version(
+            name,
+            f"v{number}",
+            folder,
+            meta["fingerprint"],
+            meta["created"],
+            meta["passages"],
+            meta.get("sources", []),
+            meta.get("kinds", {}),
+            meta.get("extra", {}),
+        )
+
+    def _write(self, name, number, passages, sources, digest, extra) -> Version:
+        kinds: dict[str, int] = {}
+        for p in passages:
+            kinds[p.kind] = kinds.get(p.kind, 0) + 1
+        meta = {
+            "name": name,
+            "version": f"v{number}",
+            "fingerprint": digest,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "passages": len(passages),
+            "sources": sources,
+            "kinds": kinds,
+            "extra": extra,
+        }
+        with paths.atomic_dir(self.root / name / f"v{number}") as tmp:
+            index.build(tmp / "index.sqlite", passages)
+            (tmp / "version.json").write_text(
+                json.dumps(meta, indent=2, ensure_ascii=False), encoding="utf-8"
+            )
+        return self._read(name, number)

@@ -1,0 +1,48 @@
+"""bench/knowledge_retrieval.py: the hit rates are counted from real searches of a made-up table."""
+
+from __future__ import annotations
+
+import csv
+
+from bench.knowledge_retrieval import main, measure
+
+WORDS = {
+    "track_order": "parcel tracking",
+    "get_refund": "money back refund",
+    "cancel_order": "cancel",
+}
+
+
+def rows(n: int) -> list[dict]:
+    intents = list(WORDS)
+    return [
+        {
+            "instruction": f"please {WORDS[intents[i % 3]]} {i}",
+            "intent": intents[i % 3],
+            "response": f"Answer about {WORDS[intents[i % 3]]}.",
+        }
+        for i in range(n)
+    ]
+
+
+def test_distinct_intents_are_all_found():
+    m = measure(rows(60), shelf_rows=30, queries=15, tail=30)
+    assert (m["passages"], m["queries"], m["intents_asked"]) == (30, 15, 3)
+    assert m["results"]["default"]["top1"] == 1.0 and m["results"]["default"]["top2"] == 1.0
+
+
+def test_wrong_answers_lower_the_rate(tmp_path):
+    table = rows(60)
+    for row in table[:30]:  # every shelf answer and question now says another intent's words
+        row["intent"] = {
+            "track_order": "get_refund",
+            "get_refund": "cancel_order",
+            "cancel_order": "track_order",
+        }[row["intent"]]
+    assert measure(table, 30, 15, 30)["results"]["default"]["top1"] == 0.0
+    path = tmp_path / "t.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["instruction", "intent", "response"])
+        writer.writeheader()
+        writer.writerows(rows(20))
+    assert main(["--data", str(path), "--shelf-rows", "30", "--tail", "10"]) == 2

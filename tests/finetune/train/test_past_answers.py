@@ -1,0 +1,95 @@
+"""finetune/train/past_answers.py: training puts its training split, and only it, on the shelf."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from finetune import data
+from finetune.config import DataArgs
+from knowledge.store import KnowledgeShelf
+
+
+@pytest.fixture
+def unique_rows(tmp_path):
+    """40 rows, each answer its own (so a row of the evaluation split is findable by it)."""
+    path = tmp_path / "support.jsonl"
+    rows = [
+        {
+            "instruction": f"question {i} about order {i}",
+            "intent": "track_order",
+            "response": f"Answer {i}: your parcel {i} is on its way.",
+        }
+        for i in range(40)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def shelf_texts(version) -> set[str]:
+    return {p.text for _, p in version.passages_page()}
+
+
+def test_only_the_training_split_goes_on_the_shelf(home, tiny_llama_dir, unique_rows):
+    from transformers import AutoTokenizer
+
+    from finetune.train.past_answers import shelve_train_split
+
+    tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    prepared = data.prepare(DataArgs(path=str(unique_rows), val_fraction=0.25), tok)
+    train, val = (
+        set(prepared.rows_raw["train"]["response"]),
+        set(prepared.rows_raw["val"]["response"]),
+    )
+    assert train and val and not train & val
+    entry = shelve_train_split(prepared, str(unique_rows))
+    version = KnowledgeShelf().get(entry["name"], entry["version"])
+    assert entry["name"] == "answers-support" and entry["passages"] == len(train)
+    assert shelf_texts(version) == train and not shelf_texts(version) & val
+    for question in prepared.rows_raw["val"][
+        "prompt"
+    ]:  # an evaluated question never finds its answer
+        assert not {h.passage.text for h in version.search(question, 5)} & val
+    assert version.extra == {"dataset_fingerprint": prepared.fingerprint, "split": "train"}
+    again = shelve_train_split(prepared, str(unique_rows))  # the same data: the same version
+    assert again == entry and len(KnowledgeShelf().versions("answers-support")) == 1
+
+
+def test_a_failure_is_a_warning_not_a_lost_adapter():
+    from finetune.train.past_answers import shelve_or_warn
+
+    events = []
+
+    class Empty:
+        rows_raw: dict = {}
+
+    assert shelve_or_warn(Empty(), "x.jsonl", lambda kind, **f: events.append((kind, f))) is None
+    assert events[0][0] == "warning" and "knowledge shelf" in events[0][1]["message"]
+
+
+def test_the_adapter_manifest_names_the_knowledge_version(tiny_llama_dir, home):
+    from finetune.config import RunConfig
+    from finetune.train import train
+
+    cfg = RunConfig()
+    cfg.model.name = str(tiny_llama_dir)
+    cfg.data.path, cfg.data.max_samples, cfg.data.max_length = "assets/demo_support.jsonl", 48, 96
+    cfg.data.val_fraction = 0.25
+    cfg.lora.r, cfg.lora.alpha = 4, 8
+    t = cfg.train
+    t.max_steps, t.batch_size, t.log_every, t.eval_every, t.probe_every, t.save_every = (
+        1,
+        4,
+        1,
+        0,
+        0,
+        0,
+    )
+    result = train(cfg)
+    manifest = json.loads((result.adapter_dir / "manifest.json").read_text())
+    entry = manifest["knowledge"]
+    version = KnowledgeShelf().get(entry["name"], entry["version"])
+    assert (entry["name"], entry["split"]) == ("answers-demo_support", "train")
+    assert entry["passages"] == manifest["data"]["train_rows"] == version.passages
+    assert version.extra["dataset_fingerprint"] == manifest["data"]["fingerprint"]

@@ -1,0 +1,131 @@
+"""knowledge/importers.py: each format becomes the passages it holds; bad input is a sentence."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from knowledge.importers import ImportProblem, read_passages
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_markdown_splits_by_heading_and_keeps_code_fences(tmp_path):
+    path = write(
+        tmp_path,
+        "help.md",
+        "Intro line.\n# Refunds\nWithin 30 days.\n```\n# not a heading\n```\n"
+        "## Shipping\nTwo to five days.\n",
+    )
+    passages = read_passages(path)
+    assert [p.title for p in passages] == ["help", "Refunds", "Shipping"]
+    assert "# not a heading" in passages[1].text
+    assert passages[2].text == "Two to five days." and passages[2].source == "help.md#Shipping"
+    assert {p.kind for p in passages} == {"article"}
+
+
+def test_html_strips_tags_scripts_and_takes_the_title(tmp_path):
+    page = (
+        "<html><head><title>Return policy</title><style>p{color:red}</style></head><body>"
+        "<h1>Returns</h1><p>Send it back within <b>30</b> days.</p><script>alert(1)</script>"
+        "</body></html>"
+    )
+    (passage,) = read_passages(write(tmp_path, "returns.html", page))
+    assert passage.title == "Return policy"
+    assert passage.text == "Returns\nSend it back within 30 days."
+
+
+def test_html_title_falls_back_to_h1(tmp_path):
+    (passage,) = read_passages(write(tmp_path, "p.htm", "<h1>Gift cards</h1><p>Never expire.</p>"))
+    assert passage.title == "Gift cards"
+
+
+def test_plain_text_is_one_passage_titled_by_its_first_line(tmp_path):
+    (passage,) = read_passages(
+        write(tmp_path, "macro.txt", "\nGreeting macro\nHello {{Customer Name}}!\n"), kind="macro"
+    )
+    assert (passage.title, passage.kind) == ("Greeting macro", "macro")
+    assert passage.text == "Greeting macro\nHello {{Customer Name}}!"
+
+
+def test_csv_question_answer_rows_are_past_answers(tmp_path):
+    path = write(
+        tmp_path,
+        "faq.csv",
+        "question,answer\nWhere is my order?,Track it in My Orders.\nEmpty answer?,\n",
+    )
+    (passage,) = read_passages(path)
+    assert (passage.kind, passage.question, passage.text) == (
+        "past_answer",
+        "Where is my order?",
+        "Track it in My Orders.",
+    )
+    assert passage.source == "faq.csv:row 1"
+
+
+def test_bitext_columns_use_the_training_data_names(tmp_path):
+    path = write(
+        tmp_path,
+        "bitext.csv",
+        "flags,instruction,category,intent,response\n"
+        "B,cancel my order,ORDER,cancel_order,Open My Orders and cancel.\n",
+    )
+    (passage,) = read_passages(path)
+    assert passage.question == "cancel my order" and passage.text == "Open My Orders and cancel."
+
+
+def test_csv_title_body_rows_are_articles(tmp_path):
+    (passage,) = read_passages(
+        write(tmp_path, "kb.csv", "title,body\nWarranty,Two years on all items.\n")
+    )
+    assert (passage.title, passage.text, passage.kind) == (
+        "Warranty",
+        "Two years on all items.",
+        "article",
+    )
+
+
+def test_jsonl_demo_format_and_messages(tmp_path):
+    demo = json.dumps(
+        {"instruction": "refund?", "intent": "get_refund", "response": "Here is how."}
+    )
+    chat = json.dumps(
+        {
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "hello"},
+                {"role": "user", "content": "late parcel"},
+                {"role": "assistant", "content": "Sorry, tracking says..."},
+            ]
+        }
+    )
+    assert [
+        (p.question, p.text) for p in read_passages(write(tmp_path, "d.jsonl", demo + "\n"))
+    ] == [("refund?", "Here is how.")]
+    assert [
+        (p.question, p.text) for p in read_passages(write(tmp_path, "c.jsonl", chat + "\n"))
+    ] == [("late parcel", "Sorry, tracking says...")]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "said"),
+    [
+        ("a.md", b"\x00\x01binary", "is not text"),
+        ("b.md", b"   \n", "is empty"),
+        ("c.txt", b"\xff\xfe\xfa", "is not UTF-8"),
+        ("d.csv", b"foo,bar\n1,2\n", "cannot tell which columns"),
+        ("e.pdf", b"%PDF", "unknown file type"),
+        ("f.jsonl", b"{not json\n", "is not JSON lines"),
+    ],
+)
+def test_bad_input_is_one_sentence(tmp_path, name, content, said):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(ImportProblem, match=said) as err:
+        read_passages(path)
+    assert "\n" not in str(err.value) and name in str(err.value)

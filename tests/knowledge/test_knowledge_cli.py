@@ -1,0 +1,107 @@
+"""`python -m knowledge`: the table of commands, their exit codes and sentences, end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from knowledge.__main__ import COMMANDS, main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def files(tmp_path):
+    md = tmp_path / "help.md"
+    md.write_text(
+        "# Refunds\nRefunds are paid within 30 days.\n# Shipping\nParcels take two to five days.\n"
+    )
+    csv = tmp_path / "faq.csv"
+    csv.write_text("question,answer\nhow do I reset my password,Use the forgot password link.\n")
+    return md, csv
+
+
+def test_import_list_search_delete(home, files, capsys):
+    md, csv = files
+    assert main(["import", str(md), "--name", "kb"]) == 0
+    assert "into kb v1" in capsys.readouterr().out
+    assert main(["import", str(csv), "--name", "kb"]) == 0
+    assert "kb v2 (3 passages in all" in capsys.readouterr().out
+    assert main(["list", "kb", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["version"], r["passages"]) for r in rows] == [("v1", 2), ("v2", 3)]
+    assert main(["list", "kb", "--version", "v1", "--json"]) == 0
+    assert [json.loads(line)["title"] for line in capsys.readouterr().out.splitlines()] == [
+        "Refunds",
+        "Shipping",
+    ]
+    assert main(["search", "forgot my password", "--name", "kb", "-k", "1", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert (found["version"], found["passages"][0]["question"]) == (
+        "v2",
+        "how do I reset my password",
+    )
+    assert main(["delete", "kb", "--version", "v1", "--yes"]) == 0
+    assert capsys.readouterr().out.strip() == "Deleted kb v1."
+    assert main(["list", "kb", "--json"]) == 0
+    assert [json.loads(line)["version"] for line in capsys.readouterr().out.splitlines()] == ["v2"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["search", "refund", "--name", "nope"], "no knowledge base named 'nope'"),
+        (["search", "  ", "--name", "kb"], "the query is empty"),
+        (["search", "refund", "--name", "kb", "-k", "0"], "k must be a whole number from 1 to 20"),
+        (["search", "refund", "--name", "kb", "--version", "v9"], "kb has no version 'v9'"),
+        (["delete", "kb"], "Deleting is for good"),
+        (["list", "--version", "v1"], "--version needs a knowledge base name"),
+    ],
+)
+def test_bad_input_exits_2_with_one_sentence(home, files, capsys, argv, said):
+    assert main(["import", str(files[0]), "--name", "kb"]) == 0
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1
+    assert main(["list", "kb", "--json"]) == 0  # nothing was lost
+    assert len(capsys.readouterr().out.splitlines()) == 1
+
+
+def test_a_bad_file_among_good_ones_imports_nothing(home, files, tmp_path, capsys):
+    binary = tmp_path / "manual.txt"
+    binary.write_bytes(b"\x00\x01\x02")
+    assert main(["import", str(files[0]), str(binary), "--name", "kb"]) == 2
+    assert "manual.txt is not text" in capsys.readouterr().err
+    assert not (home / "knowledge" / "kb").exists()
+
+
+def test_help_lists_every_command_and_defaults_in_a_real_process(home):
+    run = subprocess.run(
+        [sys.executable, "-m", "knowledge", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0 and all(name in run.stdout for name in COMMANDS)
+    run = subprocess.run(
+        [sys.executable, "-m", "knowledge", "search", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "(default: articles)" in run.stdout and "(default: 3)" in run.stdout
+    run = subprocess.run(
+        [sys.executable, "-m", "knowledge", "frobnicate"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2 and "invalid choice" in run.stderr

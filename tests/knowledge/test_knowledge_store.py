@@ -1,0 +1,81 @@
+"""knowledge/store.py: versions are immutable, numbered, fingerprinted; delete removes them."""
+
+from __future__ import annotations
+
+import pytest
+
+from knowledge.passages import Passage
+from knowledge.store import KnowledgeShelf
+
+A = [Passage("Refunds", "Paid within 30 days.", "kb.md#Refunds")]
+B = [Passage("Shipping", "Two to five days.", "kb.md#Shipping")]
+
+
+def test_each_import_is_a_new_version_and_old_ones_stay_as_they_were(home):
+    shelf = KnowledgeShelf()
+    v1, made = shelf.add("kb", A, ["kb.md"])
+    assert made and v1.version == "v1" and v1.passages == 1
+    v2, made = shelf.add("kb", B, ["kb2.md"])
+    assert made and (v2.version, v2.passages, v2.sources) == ("v2", 2, ["kb.md", "kb2.md"])
+    assert [p for _, p in shelf.get("kb", "v1").passages_page()] == A
+    assert [p for _, p in shelf.get("kb").passages_page()] == A + B
+    assert shelf.get("kb", "v1").fingerprint == v1.fingerprint != v2.fingerprint
+    assert (home / "knowledge" / "kb" / "v1" / "index.sqlite").is_file()
+
+
+def test_the_same_content_makes_no_new_version(home):
+    shelf = KnowledgeShelf()
+    shelf.add("kb", A + B, ["kb.md"])
+    again, made = shelf.add("kb", B, ["kb.md"])
+    assert not made and again.version == "v1"
+    assert [v.version for v in shelf.versions("kb")] == ["v1"]
+
+
+def test_replace_keeps_only_the_new_passages(home):
+    shelf = KnowledgeShelf()
+    shelf.add("kb", A, ["a"])
+    v2, _ = shelf.add("kb", B, ["b"], replace=True)
+    assert [p for _, p in v2.passages_page()] == B and v2.sources == ["b"]
+
+
+def test_search_finds_in_the_chosen_version(home):
+    shelf = KnowledgeShelf()
+    shelf.add("kb", A, ["a"])
+    shelf.add("kb", B, ["b"])
+    assert [
+        h.passage.title for h in shelf.get("kb", "v1").search("how many days for shipping")
+    ] == ["Refunds"]
+    assert shelf.get("kb").search("how many days for shipping")[0].passage.title == "Shipping"
+
+
+def test_unknown_names_and_versions_are_sentences(home):
+    shelf = KnowledgeShelf()
+    with pytest.raises(ValueError, match="no knowledge base named 'nope'"):
+        shelf.get("nope")
+    shelf.add("kb", A, ["a"])
+    with pytest.raises(ValueError, match=r"kb has no version 'v7' \(versions: v1\)"):
+        shelf.get("kb", "v7")
+    with pytest.raises(ValueError, match="invalid knowledge base name"):
+        shelf.add("../up", A, ["a"])
+    with pytest.raises(ValueError, match="no passage"):
+        shelf.add("kb", [], ["a"])
+
+
+def test_delete_a_version_then_all(home):
+    shelf = KnowledgeShelf()
+    shelf.add("kb", A, ["a"])
+    shelf.add("kb", B, ["b"])
+    assert shelf.delete("kb", "v1") == ["v1"]
+    assert [v.version for v in shelf.versions("kb")] == ["v2"]
+    assert shelf.delete("kb") == ["v2"]
+    assert shelf.names() == [] and not (home / "knowledge" / "kb").exists()
+    with pytest.raises(ValueError):
+        shelf.delete("kb")
+
+
+def test_find_by_extra_facts(home):
+    shelf = KnowledgeShelf()
+    shelf.add("kb", A, ["a"], extra={"dataset_fingerprint": "abc"})
+    shelf.add("kb", B, ["b"], extra={"dataset_fingerprint": "def"})
+    assert shelf.find("kb", dataset_fingerprint="abc").version == "v1"
+    assert shelf.find("kb", dataset_fingerprint="zzz") is None

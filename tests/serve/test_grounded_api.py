@@ -1,0 +1,106 @@
+"""serve/grounding.py through the API: a request's ``knowledge`` puts the best passages in the
+prompt the engine answers (the answer equals the session's on the grounded conversation), and
+the answer names the version and passages it was shown."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from serve_helpers import api_app, serving
+
+from inference.generate import GenerationSettings, compare
+from knowledge.grounding import ground
+from knowledge.passages import Passage
+from knowledge.store import KnowledgeShelf
+from serve.engines import Engines
+
+ASKED = [{"role": "user", "content": "I need to change the shipping address on my order"}]
+ADDRESS = Passage(
+    "change address",
+    "Open My Orders and edit the delivery address.",
+    "faq:row 1",
+    "past_answer",
+    "how do I change the shipping address of my order",
+)
+REFUND = Passage("Refunds", "Refunds are paid within 30 days of the return.", "kb.md#Refunds")
+
+
+@pytest.fixture
+def url(session, home):
+    KnowledgeShelf().add("faq", [ADDRESS, REFUND], ["faq.csv"])
+    manifest_path = home / "adapters" / "a" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["knowledge"] = {"name": "faq", "version": "v1", "split": "train"}
+    manifest_path.write_text(json.dumps(manifest))
+    with serving(api_app(Engines(session, "pytorch"))) as base_url:
+        yield base_url
+
+
+def ask(url, model, knowledge, stream=False):
+    body = {"model": model, "messages": ASKED, "max_tokens": 8, "temperature": 0, "stream": stream}
+    if knowledge is not None:
+        body["knowledge"] = knowledge
+    return httpx.post(f"{url}/v1/chat/completions", json=body, timeout=120)
+
+
+def test_the_answer_is_the_sessions_on_the_grounded_conversation(url, session):
+    grounded, _ = ground(ASKED, "faq", k=2, answer_tokens=8)
+    want = compare(session, grounded, ["a"], GenerationSettings(max_new_tokens=8))[0]
+    plain = ask(url, "a", None).json()
+    for knowledge in ("faq", "auto", {"name": "faq", "version": "v1", "k": 2}):
+        answer = ask(url, "a", knowledge)
+        body = answer.json()
+        assert body["choices"][0]["message"]["content"] == want.text
+        assert body["usage"]["prompt_tokens"] > plain["usage"]["prompt_tokens"]
+        assert body["tunedesk_grounding"]["passage_ids"] == [1]
+        assert body["tunedesk_grounding"]["version"] == "v1"
+        assert answer.headers["X-TuneDesk-Knowledge"] == "faq v1 passages=1"
+    assert (
+        "tunedesk_grounding" not in plain
+        and "X-TuneDesk-Knowledge" not in ask(url, "a", None).headers
+    )
+    streamed = ask(url, "a", "faq", stream=True)
+    assert streamed.headers["X-TuneDesk-Knowledge"] == "faq v1 passages=1"
+
+
+@pytest.mark.parametrize(
+    ("model", "knowledge", "said"),
+    [
+        ("base", "auto", "the base model has none"),
+        ("b", "auto", "b has none"),
+        ("a", "gone", "no knowledge base named 'gone'"),
+        ("a", {"name": "faq", "version": "v9"}, "faq has no version 'v9'"),
+        ("a", {"name": "faq", "k": 9}, "'knowledge.k' must be a whole number from 1 to 5"),
+        ("a", {"name": "faq", "top": 1}, "unknown field knowledge.top"),
+        ("a", 7, "'knowledge' must be a knowledge base's name"),
+    ],
+)
+def test_bad_knowledge_is_a_400_naming_it(url, model, knowledge, said):
+    answer = ask(url, model, knowledge)
+    assert answer.status_code == 400 and said in answer.json()["error"]["message"]
+    assert answer.json()["error"]["param"].startswith("knowledge")
+
+
+def test_a_deleted_version_is_said(url):
+    KnowledgeShelf().delete("faq")
+    answer = ask(url, "a", "auto")
+    assert (
+        answer.status_code == 400
+        and "no knowledge base named 'faq'" in answer.json()["error"]["message"]
+    )
+
+
+def test_a_rating_keeps_the_knowledge_the_answer_was_shown(url):
+    from feedback.store import FeedbackStore
+
+    grounded, plain = ask(url, "a", "faq").json(), ask(url, "a", None).json()
+    for answer in (grounded, plain):
+        rated = httpx.post(
+            f"{url}/v1/feedback", json={"id": answer["id"], "rating": "down"}, timeout=30
+        )
+        assert rated.status_code == 200, rated.text
+    first, second = FeedbackStore().ratings()
+    assert first["grounding"] == grounded["tunedesk_grounding"]
+    assert first["grounding"]["passage_ids"] == [1] and "grounding" not in second

@@ -1,0 +1,86 @@
+"""serve/knowledge_api.py through the real router of the API server: the key, the search, errors."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from knowledge.passages import Passage
+from knowledge.store import KnowledgeShelf
+
+KEY = "k"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+@pytest.fixture
+def client(home):
+    from feedback.store import FeedbackStore
+    from serve.openai_api import OpenAIServer
+
+    shelf = KnowledgeShelf()
+    shelf.add(
+        "faq",
+        [
+            Passage("Refunds", "Refunds are paid within 30 days.", "kb.md#Refunds"),
+            Passage("Password", "Use the forgot password link.", "kb.md#Password"),
+        ],
+        ["kb.md"],
+    )
+    shelf.add(
+        "faq",
+        [Passage("Shipping", "Parcels take two to five days to arrive.", "kb2.md#Shipping")],
+        ["kb2.md"],
+    )
+    app = FastAPI()
+    app.include_router(OpenAIServer(None, KEY, FeedbackStore()).router())
+    return TestClient(app)
+
+
+def test_search_returns_passages_with_their_version(client):
+    answer = client.get(
+        "/v1/knowledge/search",
+        params={"q": "how long until my parcel arrives", "k": 2, "knowledge": "faq"},
+        headers=AUTH,
+    )
+    assert answer.status_code == 200
+    body = answer.json()
+    assert (body["knowledge"], body["version"]) == ("faq", "v2")
+    assert body["passages"][0]["title"] == "Shipping" and body["passages"][0]["id"] == 3
+    assert body["passages"][0]["spells_control"] is False
+    older = client.get(
+        "/v1/knowledge/search",
+        params={"q": "parcel arrives", "knowledge": "faq", "version": "v1"},
+        headers=AUTH,
+    ).json()
+    assert older["version"] == "v1" and all(p["title"] != "Shipping" for p in older["passages"])
+
+
+def test_list(client):
+    body = client.get("/v1/knowledge", headers=AUTH).json()
+    assert [(r["name"], r["version"], r["passages"]) for r in body["data"]] == [("faq", "v2", 3)]
+
+
+@pytest.mark.parametrize(
+    ("params", "status", "said"),
+    [
+        ({"q": "refund", "knowledge": "nope"}, 404, "no knowledge base named 'nope'"),
+        ({"q": "refund", "knowledge": "faq", "version": "v9"}, 404, "faq has no version 'v9'"),
+        ({"q": "", "knowledge": "faq"}, 400, "the query is empty"),
+        ({"q": "refund", "knowledge": "faq", "k": "many"}, 400, "k must be a whole number"),
+        (
+            {"q": "refund", "knowledge": "faq", "k": "500"},
+            400,
+            "k must be a whole number from 1 to 20",
+        ),
+    ],
+)
+def test_errors_in_openai_shape(client, params, status, said):
+    answer = client.get("/v1/knowledge/search", params=params, headers=AUTH)
+    assert answer.status_code == status and said in answer.json()["error"]["message"]
+
+
+def test_the_key_is_asked(client):
+    answer = client.get("/v1/knowledge/search", params={"q": "refund", "knowledge": "faq"})
+    assert answer.status_code == 401
+    assert client.get("/v1/knowledge", headers={"Authorization": "Bearer wrong"}).status_code == 401

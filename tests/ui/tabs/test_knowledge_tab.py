@@ -1,0 +1,62 @@
+"""The Knowledge tab: import, browse versions and passages, search, delete, through the app's
+own handlers; bad input is a warning sentence and nothing changes."""
+
+from __future__ import annotations
+
+import pytest
+from ui_handlers import handlers
+
+from knowledge.store import KnowledgeShelf
+from ui.views import knowledge as view
+
+
+@pytest.fixture
+def files(tmp_path):
+    md = tmp_path / "help.md"
+    md.write_text(
+        "# Refunds\nRefunds are paid within 30 days.\n# Shipping\nParcels take two to five days.\n"
+    )
+    faq = tmp_path / "faq.csv"
+    faq.write_text("question,answer\nhow do I reset my password,Use the forgot password link.\n")
+    return md, faq
+
+
+def test_import_browse_search_delete_from_the_tab(home, tiny_llama_dir, files):
+    table = handlers(tiny_llama_dir)
+    said, names, versions, about, rows = table["knowledge_import"](
+        [str(files[0])], "kb", "auto", False
+    )
+    assert said.startswith("Imported 2 passage(s) from 1 file(s) into kb v1")
+    assert (names["choices"], names["value"], versions["value"]) == (["kb"], "kb", "v1")
+    assert "2 articles" in about and [r[2] for r in rows] == ["Refunds", "Shipping"]
+    said, _, versions, about, rows = table["knowledge_import"]([str(files[1])], "kb", "auto", False)
+    assert "kb v2" in said and versions["choices"] == ["v2", "v1"] and "1 past answers" in about
+    assert len(rows) == 3
+    hits = table["knowledge_search"]("I forgot my password", "kb", "v2", 2)
+    assert hits[0][3] == "how do I reset my password" and hits[0][0] == 1
+    assert all(
+        h[3] != "how do I reset my password"
+        for h in table["knowledge_search"]("password", "kb", "v1", 3)
+    )
+    assert table["knowledge_show"]("kb", "v1")[1] == rows[:2]
+    said, names, versions, *_ = table["knowledge_delete"]("kb", "v1", True)
+    assert said == "Deleted kb v1." and versions["choices"] == ["v2"]
+
+
+def test_bad_input_changes_nothing(home, files, tmp_path):
+    binary = tmp_path / "scan.txt"
+    binary.write_bytes(b"\x00PDF")
+    with pytest.raises(ValueError, match="scan.txt is not text"):
+        view.import_upload([str(files[0]), str(binary)], "kb")
+    with pytest.raises(ValueError, match="choose at least one file"):
+        view.import_upload([], "kb")
+    with pytest.raises(ValueError, match="invalid knowledge base name"):
+        view.import_upload([str(files[0])], "../kb")
+    assert KnowledgeShelf().names() == []
+    view.import_upload([str(files[0])], "kb")
+    with pytest.raises(ValueError, match="Deleting is for good"):
+        view.delete_version("kb", "v1", False)
+    with pytest.raises(ValueError, match="choose a knowledge base"):
+        view.search_table("refund", None, None)
+    assert view.versions("kb") == ["v1"]
+    assert view.about(None, None).startswith("The knowledge shelf is empty")

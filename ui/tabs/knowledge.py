@@ -1,0 +1,103 @@
+"""Knowledge tab: what the bot may answer from. Import files as a new version, browse a
+version's passages, try a search (layout and wiring only; ui/views/knowledge.py does the work)."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from knowledge.actions import DEFAULT_NAME
+from ui.views import knowledge as view
+from ui.views.state import AppState
+
+HELP = (
+    "Past answers, articles and macros the bot may answer from. Each import makes a new version "
+    "(the old ones stay as they were); training puts its training rows' answers here by itself. "
+    "Markdown (one passage per heading), HTML, plain text, CSV (question/answer or title/body) "
+    "and JSONL files."
+)
+
+
+def build_knowledge_tab(state: AppState) -> dict:
+    with gr.Tab("Knowledge", id="knowledge") as tab:
+        gr.Markdown(HELP)
+        with gr.Row():
+            files = gr.File(
+                label="Files to import", file_count="multiple", elem_id="knowledge-files"
+            )
+            with gr.Column():
+                name = gr.Textbox(
+                    value=DEFAULT_NAME,
+                    label="Import into (knowledge base name)",
+                    elem_id="knowledge-import-name",
+                )
+                kind = gr.Dropdown(list(view.KINDS), value="auto", label="Passage kind")
+                replace = gr.Checkbox(label="Replace: the new version holds these files only")
+                do_import = gr.Button("Import", variant="primary", elem_id="knowledge-import")
+        said = gr.Markdown(elem_id="knowledge-said")
+        with gr.Row():
+            base = gr.Dropdown([], label="Knowledge base", elem_id="knowledge-name")
+            version = gr.Dropdown([], label="Version", elem_id="knowledge-version")
+            refresh = gr.Button("↻ Refresh", elem_id="knowledge-refresh")
+        about = gr.Markdown(elem_id="knowledge-about")
+        with gr.Row():
+            query = gr.Textbox(
+                label="Try a search: what a customer asks", scale=4, elem_id="knowledge-query"
+            )
+            k = gr.Slider(1, 10, value=3, step=1, label="Passages")
+            search = gr.Button("Search", elem_id="knowledge-search")
+        hits = gr.Dataframe(
+            headers=view.HIT_COLUMNS, interactive=False, wrap=True, elem_id="knowledge-hits"
+        )
+        passages = gr.Dataframe(
+            headers=view.PASSAGE_COLUMNS, interactive=False, wrap=True, elem_id="knowledge-passages"
+        )
+        with gr.Row():
+            confirm = gr.Checkbox(label="Delete the chosen version for good")
+            delete = gr.Button("Delete version", variant="stop", elem_id="knowledge-delete")
+
+        def knowledge_refresh(chosen=None):
+            names = view.names()
+            chosen = chosen if chosen in names else (names[0] if names else None)
+            return gr.update(choices=names, value=chosen), *knowledge_pick(chosen)
+
+        def knowledge_pick(chosen):
+            versions = view.versions(chosen)
+            first = versions[0] if versions else None
+            return gr.update(choices=versions, value=first), *knowledge_show(chosen, first)
+
+        def knowledge_show(chosen, which):
+            return view.about(chosen, which), view.passage_table(chosen, which)
+
+        def knowledge_import(uploaded, into, chosen_kind, only_these):
+            try:
+                message = view.import_upload(uploaded, into, chosen_kind, only_these)
+            except ValueError as err:
+                gr.Warning(str(err))
+                return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return message, *knowledge_refresh(into.strip())
+
+        def knowledge_search(asked, chosen, which, count):
+            try:
+                return view.search_table(asked, chosen, which, count)
+            except ValueError as err:
+                gr.Warning(str(err))
+                return gr.skip()
+
+        def knowledge_delete(chosen, which, confirmed):
+            try:
+                message = view.delete_version(chosen, which, confirmed)
+            except ValueError as err:
+                gr.Warning(str(err))
+                return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return message, *knowledge_refresh(chosen)
+
+        shown = [base, version, about, passages]
+        for trigger in (tab.select, refresh.click):
+            trigger(knowledge_refresh, base, shown)
+        base.input(knowledge_pick, base, [version, about, passages])
+        version.input(knowledge_show, [base, version], [about, passages])
+        do_import.click(knowledge_import, [files, name, kind, replace], [said, *shown])
+        search.click(knowledge_search, [query, base, version, k], hits)
+        query.submit(knowledge_search, [query, base, version, k], hits)
+        delete.click(knowledge_delete, [base, version, confirm], [said, *shown])
+    return {"tab": tab}

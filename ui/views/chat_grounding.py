@@ -1,0 +1,56 @@
+"""Chat's grounding: which knowledge a Chat answer is grounded in, and the line that says so.
+
+``auto`` (the default) grounds an adapter's answers in the knowledge version it was trained
+beside (its manifest's ``knowledge``), so a first adapter is grounded with no extra click; the
+base model, or an adapter without one, answers ungrounded. ``off`` never grounds; a knowledge
+base's name grounds any model in its newest version.
+"""
+
+from __future__ import annotations
+
+from knowledge.grounding import ground
+from knowledge.store import LATEST, KnowledgeShelf
+
+AUTO = "auto (the adapter's own)"
+OFF = "off"
+CONTEXT_TOKENS = 2048  # a llama-server slot's context (core/llama_cpp/process.py), PyTorch's too
+
+
+def choices() -> list[str]:
+    """The Chat dropdown's choices: auto, off, every knowledge base."""
+    return [AUTO, OFF, *KnowledgeShelf().names()]
+
+
+def source(adapters_shelf, adapter: str | None, choice: str | None) -> tuple[str, str] | None:
+    """``(knowledge name, version)`` to ground in, or None for an ungrounded answer."""
+    if choice == OFF:
+        return None
+    if choice and choice != AUTO:
+        return choice, LATEST
+    if not adapter:
+        return None
+    try:
+        entry = (adapters_shelf.get(adapter).manifest or {}).get("knowledge") or {}
+    except ValueError:  # a deleted or broken adapter: its own answer says so
+        return None
+    if not entry.get("name") or not entry.get("version"):
+        return None
+    return entry["name"], entry["version"]
+
+
+def grounded(messages: list[dict], adapters_shelf, adapter: str | None, choice: str | None,
+             system_prompt: str = "", answer_tokens: int = 256) -> tuple[list[dict], str]:
+    """The conversation to answer (grounded when asked) and the ``answered from`` line.
+
+    A knowledge version that is gone (deleted since the adapter was trained) is said in the
+    line, and the answer is given ungrounded.
+    """
+    chosen = source(adapters_shelf, adapter, choice)
+    if chosen is None:
+        return messages, ""
+    try:
+        out, grounding = ground(messages, *chosen, system_prompt=system_prompt,
+                                context_tokens=CONTEXT_TOKENS, answer_tokens=answer_tokens)
+    except ValueError as err:
+        return messages, f"answered without knowledge: {err}"
+    return out, grounding.line()

@@ -1,0 +1,90 @@
+"""What the Knowledge tab shows and does, in plain Python: import files, browse a version's
+passages, try a search (each a call of :mod:`knowledge.actions`)."""
+
+from __future__ import annotations
+
+from knowledge import actions
+from knowledge.store import LATEST, KnowledgeShelf
+
+KINDS = ("auto", "article", "macro", "past_answer")
+PASSAGE_COLUMNS = ["id", "kind", "title", "question", "text", "source"]
+HIT_COLUMNS = ["rank", "id", "score", "title", "text", "source"]
+SHOWN = 200  # passages listed at once: a version of 20,000 past answers is browsed by search
+TEXT_CHARS = 300
+
+
+def names() -> list[str]:
+    """Every knowledge base on the shelf."""
+    return KnowledgeShelf().names()
+
+
+def versions(name: str | None) -> list[str]:
+    """``name``'s versions, newest first (none for no name)."""
+    return [v.version for v in reversed(KnowledgeShelf().versions(name))] if name else []
+
+
+def import_upload(files, name: str, kind: str = "auto", replace: bool = False) -> str:
+    """Import uploaded files (paths, or Gradio's file objects) as ``name``'s next version.
+
+    Raises:
+        ValueError: no file, a bad file, a bad name (nothing imported).
+    """
+    paths = [getattr(f, "name", f) for f in (files or [])]
+    chosen = None if kind in ("auto", "", None) else kind
+    return actions.import_files(paths, (name or "").strip(), kind=chosen, replace=bool(replace))
+
+
+def about(name: str | None, version: str | None) -> str:
+    """One version in a line: passages by kind, sources, fingerprint, created."""
+    if not name:
+        return (
+            "The knowledge shelf is empty: import a file, or train an adapter "
+            "(its training answers go here)."
+        )
+    v = KnowledgeShelf().get(name, version or LATEST)
+    kinds = ", ".join(f"{n:,} {k.replace('_', ' ')}s" for k, n in sorted(v.kinds.items()))
+    trained = " (a training split's answers)" if v.extra.get("split") == "train" else ""
+    return (
+        f"**{v.name} {v.version}**{trained}: {v.passages:,} passages ({kinds}) from "
+        f"{', '.join(v.sources) or '-'}; fingerprint `{v.fingerprint}`, created {v.created}."
+    )
+
+
+def passage_table(name: str | None, version: str | None) -> list[list]:
+    """The first :data:`SHOWN` passages of a version as table rows."""
+    if not name:
+        return []
+    rows = actions.passage_rows(name, version or LATEST, limit=SHOWN)
+    return [
+        [r["id"], r["kind"], r["title"], r["question"], _cut(r["text"]), r["source"]] for r in rows
+    ]
+
+
+def search_table(query: str, name: str | None, version: str | None, k: int = 3) -> list[list]:
+    """The best passages for ``query`` as table rows, best first.
+
+    Raises:
+        ValueError: no knowledge base chosen, an empty query, a bad ``k``.
+    """
+    if not name:
+        raise ValueError("choose a knowledge base first (or import a file)")
+    found = actions.search(query, name, version or LATEST, int(k))
+    return [
+        [rank, h["id"], round(h["score"], 3), h["title"], _cut(h["text"]), h["source"]]
+        for rank, h in enumerate(found["passages"], start=1)
+    ]
+
+
+def delete_version(name: str | None, version: str | None, confirmed: bool) -> str:
+    """Delete one version (the chosen one) for good, when confirmed.
+
+    Raises:
+        ValueError: nothing chosen, not confirmed.
+    """
+    if not name or not version:
+        raise ValueError("choose a knowledge base and a version to delete")
+    return actions.delete(name, version, confirmed=bool(confirmed))
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS] + "…"
