@@ -26,9 +26,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.redact import redact
 from core.store.tables import rating_for_update, update_rating
 from feedback.store import MAX_CORRECTION_CHARS, FeedbackStore, check_intent
-from core.redact import redact
 
 STATUSES = ("new", "accepted", "dropped")
 

@@ -25,9 +25,9 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from core.redact import redact
 from core.store.home import open_store
 from core.store.tables import get_answer, put_answer, put_ratings, rating_rows
-from core.redact import redact
 
 RATINGS = ("up", "down")
 MAX_CORRECTION_CHARS = 8000
