@@ -15,8 +15,10 @@ Every answer names the engine and weights that produced it (``system_fingerprint
 (``llama.cpp`` or ``pytorch``), else :class:`~serve.engines.Engines` routes it by the load.
 
 ``response_format`` (JSON schema) is honoured by the llama.cpp engine (grammar-constrained
-decoding). A request with ``tools`` goes as it is to llama-server's own chat endpoint, which
-renders the tools into the model's template and parses tool calls; its answer is relayed.
+decoding). A request with ``tools`` goes, checked and normalised, to llama-server's own chat
+endpoint, which renders the tools into the model's template and parses tool calls; its answer
+is relayed. Text spelling a control token of the model (``<|im_start|>`` ...) is refused (400)
+in every message form and on every engine path, before any engine sees it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from starlette.concurrency import run_in_threadpool
 from adapters.shelf.aliases import aliases_path
 from adapters.shelf.gate_rules import entry_status, warning_for
 from adapters.shelf.store import Shelf
+from core.templates import control_sentence
 from feedback.store import FeedbackStore
 from serve.alias_api import AliasApi
 from serve.aliases import CONVERSATION_HEADER, VERSION_HEADER, AliasRouter, Pick
@@ -40,7 +43,7 @@ from serve.auto_rollback import CHECK_EVERY_S, AutoRollback
 from serve.engines import PINS, label, release_with
 from serve.interface.ticket import ServerBusy
 from serve.llama_server.relay import relay_tools, spelled_control, upstream_metrics
-from serve.requests import ChatRequest, RequestError, parse_chat, parse_feedback
+from serve.requests import ChatRequest, RequestError, parse_chat, parse_feedback, relay_body
 from serve.streaming import Tally, llama_deltas, response_head, sse_events, ticket_deltas, usage
 from serve.version_stats import VersionStats
 
@@ -141,6 +144,9 @@ class OpenAIServer:
         the model resolved (an alias's version picked, after the automatic rollback had its
         look), the gate looked at, the engine routed (this may wait its turn). The pick names
         the version the answer is counted as; its ``alias`` is None for a model asked by name."""
+        at = spelled_control(self.engines.session.tokenizer, chat)  # before any engine sees it
+        if at is not None:
+            raise RequestError(control_sentence(at), at)
         if chat.model in self.aliases.splits():
             self.auto_rollback.maybe_check()
         pick = self.aliases.pick(chat.model, conversation)
@@ -191,11 +197,7 @@ class OpenAIServer:
         alias chose it)."""
         is_llama = getattr(engine, "name", "") == "llama.cpp"
         if chat.tools and is_llama:
-            at = await run_in_threadpool(spelled_control, engine, chat.body.get("messages") or [])
-            if at is not None:
-                raise RequestError(f"messages[{at}].content spells a control token of the model's "
-                                   "chat template; remove it", f"messages[{at}].content")
-            response = await relay_tools(engine, chat.body, chat.stream, chat.model, adapter)
+            response = await relay_tools(engine, relay_body(chat), chat.stream, chat.model, adapter)
             release()  # counted until llama-server has it (a relayed stream is its own)
             response.headers[VERSION_HEADER] = adapter or "base"
             return response
