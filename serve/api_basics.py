@@ -1,10 +1,9 @@
-"""What every API route shares: OpenAI's error shape (an engine's failure too), the bearer
-key, and a JSON body read within limits (at most ``TUNEDESK_API_MAX_BODY`` bytes, refused
-while it is read; at most :data:`MAX_DEPTH` levels deep)."""
+"""What every API route shares: OpenAI's error shape (an engine's failure too) and a JSON
+body read within limits (at most ``TUNEDESK_API_MAX_BODY`` bytes, refused while it is read; at
+most :data:`MAX_DEPTH` levels deep). Who may call is :mod:`serve.keys`."""
 
 from __future__ import annotations
 
-import hmac
 import json
 import os
 
@@ -45,16 +44,6 @@ def engine_failure(err: Exception) -> ApiError:
     if isinstance(err, httpx.HTTPError | LlamaServerError):
         return ApiError(502, f"llama-server did not answer: {type(err).__name__}: {err}", "server_error")
     return ApiError(500, f"the answer failed: {type(err).__name__}: {err}", "server_error")
-
-
-def check_bearer(request: Request, api_key: str | None) -> None:
-    """Refuse (401) a request without ``Authorization: Bearer <api_key>``; None: no key asked."""
-    if api_key is None:
-        return
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), api_key.encode()):
-        raise ApiError(401, "missing or wrong API key: send the header 'Authorization: Bearer <key>'",
-                       "invalid_request_error", "invalid_api_key")
 
 
 async def read_json(request: Request, empty=None):

@@ -7,8 +7,9 @@ format when ``stream`` is true. Errors use OpenAI's shape, ``{"error": {"message
 "param", "code"}}``, with 400 (bad request), 401 (API key), 404 (unknown model), 503
 (queue full, server stopping), 504 (no progress within the answer's bound,
 ``serve/interface/bounds.py``), 413 (body over ``TUNEDESK_API_MAX_BODY`` bytes, refused before it is read
-whole). With an API key set, every route asks for ``Authorization: Bearer <key>``;
-``/metrics`` (llama-server's Prometheus counters, one ``upstream`` label each) too.
+whole). With keys set (:mod:`serve.keys`), every route asks for ``Authorization: Bearer <key>``:
+a chat key for the answers, feedback and models, an admin key for the aliases and ``/metrics``
+(llama-server's Prometheus counters, one ``upstream`` label each); a chat key there gets 403.
 
 Every answer names the engine and weights that produced it (``system_fingerprint`` and the
 ``X-TuneDesk-Engine`` response header); a request may pin one with the same header
@@ -38,10 +39,11 @@ from core.templates import control_sentence
 from feedback.store import FeedbackStore
 from serve.alias_api import AliasApi
 from serve.aliases import CONVERSATION_HEADER, VERSION_HEADER, AliasRouter, Pick
-from serve.api_basics import MAX_BODY_BYTES, ApiError, check_bearer, engine_failure, read_json  # noqa: F401 (the limit, re-exported)
+from serve.api_basics import MAX_BODY_BYTES, ApiError, engine_failure, read_json  # noqa: F401 (the limit, re-exported)
 from serve.auto_rollback import CHECK_EVERY_S, AutoRollback
 from serve.engines import PINS, label, release_with
 from serve.interface.ticket import ServerBusy
+from serve.keys import ADMIN, CHAT, Caller, KeyRing, as_ring
 from serve.llama_server.relay import relay_tools, spelled_control, upstream_metrics
 from serve.requests import ChatRequest, RequestError, parse_chat, parse_feedback, relay_body
 from serve.streaming import Tally, llama_deltas, response_head, sse_events, ticket_deltas, usage
@@ -57,7 +59,8 @@ class OpenAIServer:
 
     Args:
         engines: what answers (holds the model session).
-        api_key: the bearer key every request must carry; None: no key asked.
+        api_key: who may call (:mod:`serve.keys`): a :class:`~serve.keys.KeyRing` of named
+            chat and admin keys, one key (a chat key named ``api-key``), or None (no key asked).
         feedback: where answers are remembered (and, when it logs, kept) for ``/v1/feedback``
             (default: a store of the home folder that logs no conversation).
         stats: where each version's live figures go (default: a new one; the app shares its
@@ -66,9 +69,9 @@ class OpenAIServer:
             every alias request and rating).
     """
 
-    def __init__(self, engines, api_key: str | None = None, feedback: FeedbackStore | None = None,
+    def __init__(self, engines, api_key: KeyRing | str | None = None, feedback: FeedbackStore | None = None,
                  stats: VersionStats | None = None, auto_rollback_every_s: float = CHECK_EVERY_S):
-        self.engines, self.api_key = engines, api_key
+        self.engines, self.keys = engines, as_ring(api_key)
         self.feedback = feedback or FeedbackStore()
         self._warned: set[tuple[str, str]] = set()  # (adapter, weights hash) warned about
         self._gate_seen: dict[str, tuple | None] = {}  # adapter -> its files' mtimes when last looked at
@@ -267,7 +270,7 @@ class OpenAIServer:
         from fastapi.responses import PlainTextResponse
 
         try:
-            self.check_key(request)
+            self.check_key(request, ADMIN)
         except ApiError as err:
             return err.response()
         engine = self.engines.llama()
@@ -347,9 +350,10 @@ class OpenAIServer:
         except ValueError:  # not even a possible adapter name
             return False
 
-    def check_key(self, request: Request) -> None:
-        """Refuse (401) a request without the bearer key, when the server has one."""
-        check_bearer(request, self.api_key)
+    def check_key(self, request: Request, role: str = CHAT) -> Caller:
+        """Who sent ``request``; refused (401) without a key of this server, when it has keys,
+        and (403) with a chat key where ``role`` is admin."""
+        return self.keys.caller(request, role)
 
 
 def _mtime(path) -> int | None:

@@ -56,9 +56,10 @@ def _open_compare(state: AppState, run_id: str | None):
 
 
 def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, auth=None, share: bool = False,
-           prevent_thread_lock: bool = False, api_key: str | None = None, log_conversations: bool = False):
+           prevent_thread_lock: bool = False, api_key=None, log_conversations: bool = False):
     """Serve the pages and, beside them in the same server, the OpenAI-compatible API
-    (``/v1/...``, bearer ``api_key`` when given; see serve/openai_api.py). ``log_conversations``:
+    (``/v1/...``; ``api_key``: a :class:`serve.keys.KeyRing`, one chat key, or None; see
+    serve/keys.py). ``log_conversations``:
     keep each API answer's conversation (redacted) for feedback."""
     from feedback.store import FeedbackStore
     from serve.openai_api import OpenAIServer
