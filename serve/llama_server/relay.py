@@ -36,7 +36,8 @@ async def relay_tools(engine, body: dict, stream: bool, model: str, adapter: str
     upstream = await run_in_threadpool(engine.upstreams.acquire, lora, engine.known_loras)
     body = {**body, "lora": upstream.lora_scales(lora)}
     try:
-        response = await _post(engine.async_client(), f"{upstream.url}/v1/chat/completions", body)
+        response = await _post(engine.async_client(), f"{upstream.url}/v1/chat/completions", body,
+                               upstream.headers)
     except Exception:
         engine.upstreams.release(upstream)
         raise
@@ -60,15 +61,16 @@ async def relay_tools(engine, body: dict, stream: bool, model: str, adapter: str
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-async def _post(client: httpx.AsyncClient, url: str, body: dict) -> httpx.Response:
-    """``body`` posted to ``url``, the response open for streaming; sent again once on a fresh
-    connection when a reused one had been closed by llama-server before it answered."""
+async def _post(client: httpx.AsyncClient, url: str, body: dict, headers: dict) -> httpx.Response:
+    """``body`` posted to ``url`` with ``headers`` (the upstream's key), the response open for
+    streaming; sent again once on a fresh connection when a reused one had been closed by
+    llama-server before it answered."""
     try:
-        return await client.send(client.build_request("POST", url, json=body), stream=True)
+        return await client.send(client.build_request("POST", url, json=body, headers=headers), stream=True)
     except httpx.RemoteProtocolError as err:
         if not stale(err):
             raise
-    return await client.send(client.build_request("POST", url, json=body), stream=True)
+    return await client.send(client.build_request("POST", url, json=body, headers=headers), stream=True)
 
 
 def _json_answer(payload: bytes, status: int, model: str, label: str) -> JSONResponse:
@@ -90,7 +92,7 @@ def upstream_metrics(engine, timeout: float = 5.0) -> str:
     seen, lines = set(), []
     for upstream in engine.upstreams.all:
         try:
-            text = httpx.get(f"{upstream.url}/metrics", timeout=timeout).text
+            text = httpx.get(f"{upstream.url}/metrics", headers=upstream.headers, timeout=timeout).text
         except httpx.HTTPError as err:
             lines.append(f"# upstream {upstream.url} did not answer: {type(err).__name__}")
             continue

@@ -60,10 +60,10 @@ def test_a_cancelled_answer_stops_decoding_upstream(llama):
     ticket = llama.submit(MSGS, "a", GenerationSettings(max_new_tokens=1500, min_new_tokens=1500))
     next(iter(ticket))  # decoding has begun
     ticket.cancel()
-    url = llama.upstreams.all[0].url
+    url, key = llama.upstreams.all[0].url, llama.upstreams.all[0].headers
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        slots = httpx.get(f"{url}/slots", timeout=5).json()
+        slots = httpx.get(f"{url}/slots", headers=key, timeout=5).json()
         if not any(s.get("is_processing") for s in slots):
             break
         time.sleep(0.05)
@@ -149,7 +149,7 @@ def test_json_schema_tools_and_metrics_through_the_api(llama_session, llama):
 def test_a_client_that_hangs_up_stops_llama_server_within_a_step(llama_session, llama):
     engines = Engines(llama_session, "llama.cpp", llama_factory=lambda session, max_queue: llama)
     engines.prepare()
-    upstream = llama.upstreams.all[0].url
+    upstream, key = llama.upstreams.all[0].url, llama.upstreams.all[0].headers
     body = {"model": "a", "messages": MSGS, "stream": True, "max_tokens": 1500, "min_tokens": 1500}
     with serving(api_app(engines)) as url:
         with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=60) as response:
@@ -157,7 +157,7 @@ def test_a_client_that_hangs_up_stops_llama_server_within_a_step(llama_session, 
                 if '"content": "' in line and '"role"' not in line:
                     break  # text is streaming: hang up
         gone = time.monotonic()
-        while any(s.get("is_processing") for s in httpx.get(f"{upstream}/slots", timeout=5).json()):
+        while any(s.get("is_processing") for s in httpx.get(f"{upstream}/slots", headers=key, timeout=5).json()):
             assert time.monotonic() - gone < 2, "llama-server kept decoding after the client left"
             time.sleep(0.02)
     assert llama._inflight == 0
