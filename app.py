@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 
-from core.hosts import is_local
+from core.hosts import is_local, set_exposed
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     creds = check_access(args.host, args.auth, args.share)
     keys = api_keys(args.api_key, creds, "0.0.0.0" if args.share else args.host)
+    set_exposed(args.host, args.share)  # off localhost: path boxes stay in the home, errors say no internals
     if args.home:
         os.environ["TUNEDESK_HOME"] = args.home
     from ui.app import build_app, launch, set_answer_bound

@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from core.hosts import is_local
+from core.hosts import is_local, set_exposed
 from serve.interface.bounds import IDLE_ENV, IDLE_S, TOTAL_ENV, TOTAL_S, set_answer_bound
 
 STOP_GRACE_S = 3.0  # after SIGTERM, responses in flight (now errors) get this long to be sent
@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.home:
         os.environ["TUNEDESK_HOME"] = args.home
+    set_exposed(args.host)  # off localhost: error answers carry no class names or server paths
     import uvicorn
 
     from serve.assembly import warn_unpassed

@@ -12,6 +12,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from core.llama_cpp.process import LlamaServerError
+from core.user_text import shown_error
 from serve.interface.bounds import AnswerTimeout, EngineStopping
 from serve.requests import RequestError
 
@@ -41,9 +42,10 @@ def engine_failure(err: Exception) -> ApiError:
         return ApiError(504, str(err), "timeout", "answer_timeout")
     if isinstance(err, EngineStopping):
         return ApiError(503, str(err), "server_error", "server_stopping")
-    if isinstance(err, httpx.HTTPError | LlamaServerError):
-        return ApiError(502, f"llama-server did not answer: {type(err).__name__}: {err}", "server_error")
-    return ApiError(500, f"the answer failed: {type(err).__name__}: {err}", "server_error")
+    if isinstance(err, httpx.HTTPError | LlamaServerError):  # off localhost: no class, no path
+        return ApiError(502, shown_error(f"llama-server did not answer: {type(err).__name__}: {err}"),
+                        "server_error")
+    return ApiError(500, shown_error(f"the answer failed: {type(err).__name__}: {err}"), "server_error")
 
 
 async def read_json(request: Request, empty=None):

@@ -7,6 +7,7 @@ import threading
 
 import gradio as gr
 
+from core.hosts import exposed
 from serve.interface.bounds import set_answer_bound  # noqa: F401 (app.py sets the flags' bound with it)
 from ui.tabs.adapters import build_adapters_tab
 from ui.tabs.chat import build_chat_tab
@@ -78,7 +79,7 @@ def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, auth=None
         stop_on_signals(demo.state.serving)
     return demo.launch(server_name=host, server_port=port, auth=auth, share=share,
                        max_file_size=MAX_UPLOAD, prevent_thread_lock=prevent_thread_lock,
-                       show_error=True, allowed_paths=[str(demo.state.home / "exports")],
+                       show_error=not exposed(), allowed_paths=[str(demo.state.home / "exports")],
                        app_kwargs={"routes": routes})
 
 
