@@ -56,6 +56,13 @@ def build(model: str = "default", engine: str = "auto", api_key=None, log_conver
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m serve``: its exit code (2: bad input; 1: an internal error, traced in a log)."""
+    from core.cli import guarded
+
+    return guarded(lambda: _serve(argv), "python -m serve")
+
+
+def _serve(argv: list[str] | None) -> int:
     from serve.keys import ADMIN_ENV, CHAT_ENV, key_ring
 
     args = build_parser().parse_args(argv)
