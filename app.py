@@ -58,14 +58,14 @@ def check_access(host: str, auth: str | None, share: bool) -> tuple[str, str] | 
 
 
 def api_keys(given: str | None, creds: tuple[str, str] | None, host: str = "127.0.0.1"):
-    """The /v1 API's keys (:func:`serve.keys.key_ring`: the named chat and admin keys, plus
+    """The /v1 API's keys (``serve.keys.key_ring``: the named chat and admin keys, plus
     ``--api-key`` as a chat key). The pages' login is not a key: a server behind a login or off
     localhost with no key refuses every API request in a sentence saying what to set.
 
     Raises:
         SystemExit: a malformed key variable, in a sentence.
     """
-    from serve.keys import key_ring
+    from ui.app import key_ring
 
     try:
         return key_ring(given, closed=creds is not None or not is_local(host))

@@ -35,7 +35,7 @@ from starlette.concurrency import run_in_threadpool
 from adapters.shelf.aliases import aliases_path
 from adapters.shelf.gate_rules import entry_status, warning_for
 from adapters.shelf.store import Shelf
-from core.templates import control_sentence
+from core.templates import control_sentence, first_control
 from feedback.store import FeedbackStore
 from serve.alias_api import AliasApi
 from serve.aliases import CONVERSATION_HEADER, VERSION_HEADER, AliasRouter, Pick
@@ -44,8 +44,15 @@ from serve.auto_rollback import CHECK_EVERY_S, AutoRollback
 from serve.engines import PINS, label, release_with
 from serve.interface.ticket import ServerBusy
 from serve.keys import ADMIN, CHAT, Caller, KeyRing, as_ring
-from serve.llama_server.relay import relay_tools, spelled_control, upstream_metrics
-from serve.requests import ChatRequest, RequestError, parse_chat, parse_feedback, relay_body
+from serve.llama_server.relay import relay_tools, upstream_metrics
+from serve.requests import (
+    ChatRequest,
+    RequestError,
+    message_texts,
+    parse_chat,
+    parse_feedback,
+    relay_body,
+)
 from serve.streaming import Tally, llama_deltas, response_head, sse_events, ticket_deltas, usage
 from serve.version_stats import VersionStats
 
@@ -147,7 +154,8 @@ class OpenAIServer:
         the model resolved (an alias's version picked, after the automatic rollback had its
         look), the gate looked at, the engine routed (this may wait its turn). The pick names
         the version the answer is counted as; its ``alias`` is None for a model asked by name."""
-        at = spelled_control(self.engines.session.tokenizer, chat)  # before any engine sees it
+        # Every text of every message form, before any engine sees it (issue 56).
+        at = first_control(self.engines.session.tokenizer, message_texts(chat))
         if at is not None:
             raise RequestError(control_sentence(at), at)
         if chat.model in self.aliases.splits():

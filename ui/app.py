@@ -9,6 +9,7 @@ import gradio as gr
 
 from core.hosts import exposed
 from serve.interface.bounds import set_answer_bound  # noqa: F401 (app.py sets the flags' bound with it)
+from serve.keys import key_ring  # noqa: F401 (app.py reads the API's keys with it)
 from ui.tabs.adapters import build_adapters_tab
 from ui.tabs.chat import build_chat_tab
 from ui.tabs.compare import build_compare_tab

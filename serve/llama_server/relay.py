@@ -3,8 +3,8 @@
 A request with ``tools`` goes to llama-server's own ``/v1/chat/completions``: its template
 renders the tools and its parser returns ``tool_calls``, which TuneDesk's token-id path cannot.
 That endpoint tokenizes the rendered text with control tokens parsed, so the API refuses a
-request any of whose texts spells one (``<|im_start|>`` ...) before it comes here
-(:func:`spelled_control`, on every engine path), and relays only the checked, normalised body
+request any of whose texts spells one (``<|im_start|>`` ...) before it comes here (on every
+engine path: ``serve.openai_api``), and relays only the checked, normalised body
 (:func:`serve.requests.relay_body`), never the raw one.
 """
 
@@ -14,15 +14,7 @@ import httpx
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from core.templates import first_control
 from serve.llama_server.engine import stale
-from serve.requests import ChatRequest, message_texts
-
-
-def spelled_control(tokenizer, chat: ChatRequest) -> str | None:
-    """Where the first text of ``chat`` that spells one of the model's control tokens is
-    (``messages[0].content``), or None: every message form, its name, tool calls and the tools."""
-    return first_control(tokenizer, message_texts(chat))
 
 
 async def relay_tools(engine, body: dict, stream: bool, model: str, adapter: str | None):
