@@ -112,7 +112,9 @@ def test_json_schema_tools_and_metrics_through_the_api(llama_session, llama):
     offered = [{"type": "function", "function": {"name": "track_order", "description": "Where an order is",
                                                   "parameters": {"type": "object", "properties": {
                                                       "order": {"type": "integer"}}, "required": ["order"]}}}]
-    with serving(api_app(engines, api_key="k")) as url:
+    from serve.keys import KeyRing
+
+    with serving(api_app(engines, api_key=KeyRing(chat={"app": "k"}, admin={"ops": "k-admin"}))) as url:
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0, timeout=120)
         got = client.chat.completions.create(model="a", messages=MSGS, temperature=0, max_tokens=60,
                                              response_format={"type": "json_schema", "json_schema": {
@@ -142,7 +144,8 @@ def test_json_schema_tools_and_metrics_through_the_api(llama_session, llama):
             assert refused.value.status_code == 400
             assert refused.value.body["param"] == "messages[0].content"
         assert httpx.get(f"{url}/metrics", timeout=10).status_code == 401
-        metrics = httpx.get(f"{url}/metrics", headers={"Authorization": "Bearer k"}, timeout=10).text
+        assert httpx.get(f"{url}/metrics", headers={"Authorization": "Bearer k"}, timeout=10).status_code == 403
+        metrics = httpx.get(f"{url}/metrics", headers={"Authorization": "Bearer k-admin"}, timeout=10).text
         assert 'llamacpp:tokens_predicted_total{upstream="http://127.0.0.1:' in metrics
 
 
