@@ -88,6 +88,8 @@ def test_eval_and_serve_exit_1_on_an_internal_error_and_2_on_bad_input(home, cap
     import eval.__main__ as eval_cli
     import serve.__main__ as serve_cli
 
+    monkeypatch.setenv("TUNEDESK_EXPOSED", "0")  # serve's main records it: restored after the test
+
     def crash(*args, **kwargs):
         raise RuntimeError("library state broken")
 
