@@ -2,7 +2,8 @@
 
 Listens on 127.0.0.1 by default and refuses any other address (or a share link) without
 authentication. Settings can also come from TUNEDESK_HOST / TUNEDESK_PORT / TUNEDESK_AUTH /
-TUNEDESK_HOME.
+TUNEDESK_HOME. The /v1 API's keys are set apart from the pages' login: TUNEDESK_CHAT_KEYS and
+TUNEDESK_ADMIN_KEYS (``name:key,...``; see serve/keys.py and docs/guide.md "Keys and roles").
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import argparse
 import os
 import sys
 
-from core.hosts import is_local
+from core.hosts import is_local, set_exposed
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -25,7 +26,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--engine", default=os.environ.get("TUNEDESK_ENGINE", "auto"),
                    choices=["auto", "pytorch", "llama.cpp"], help="who answers Chat and the API")
     p.add_argument("--api-key", default=os.environ.get("TUNEDESK_API_KEY"),
-                   help="bearer key of the /v1 API (default with --auth: the --auth password)")
+                   help="a chat key of the /v1 API, named api-key (named keys: $TUNEDESK_CHAT_KEYS, "
+                        "$TUNEDESK_ADMIN_KEYS)")
     p.add_argument("--log-conversations", action="store_true",
                    default=os.environ.get("TUNEDESK_LOG_CONVERSATIONS") == "1",
                    help="keep each /v1 answer's conversation (redacted) for feedback and training (default off)")
@@ -55,15 +57,27 @@ def check_access(host: str, auth: str | None, share: bool) -> tuple[str, str] | 
     return creds
 
 
-def api_key(given: str | None, creds: tuple[str, str] | None) -> str | None:
-    """The /v1 API's bearer key: ``--api-key`` / TUNEDESK_API_KEY, else with ``--auth`` its
-    password (the API asks for a key whenever the pages ask for a login), else none."""
-    return given or (creds[1] if creds else None)
+def api_keys(given: str | None, creds: tuple[str, str] | None, host: str = "127.0.0.1"):
+    """The /v1 API's keys (``serve.keys.key_ring``: the named chat and admin keys, plus
+    ``--api-key`` as a chat key). The pages' login is not a key: a server behind a login or off
+    localhost with no key refuses every API request in a sentence saying what to set.
+
+    Raises:
+        SystemExit: a malformed key variable, in a sentence.
+    """
+    from ui.app import key_ring
+
+    try:
+        return key_ring(given, closed=creds is not None or not is_local(host))
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     creds = check_access(args.host, args.auth, args.share)
+    keys = api_keys(args.api_key, creds, "0.0.0.0" if args.share else args.host)
+    set_exposed(args.host, args.share)  # off localhost: path boxes stay in the home, errors say no internals
     if args.home:
         os.environ["TUNEDESK_HOME"] = args.home
     from ui.app import build_app, launch, set_answer_bound
@@ -74,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"error: {err}") from None
     demo = build_app(base_model=args.model, serving=args.engine)
     launch(demo, host=args.host, port=args.port, auth=creds, share=args.share,
-           api_key=api_key(args.api_key, creds), log_conversations=args.log_conversations)
+           api_key=keys, log_conversations=args.log_conversations)
     return 0
 
 

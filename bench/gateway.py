@@ -35,11 +35,12 @@ LOADS = [("1 client, base", 1, "base"), ("1 client, an adapter", 1, "one"),
 NAMES = ("bench-a", "bench-b", "bench-c")
 
 
-def llama_server_submit(url: str, lora_ids: dict):
-    """A submit callable for the bare llama-server: the adapter as its LoRA id in the request."""
+def llama_server_submit(url: str, lora_ids: dict, key: str = "bench"):
+    """A submit callable for the bare llama-server (``key``: its ``--api-key``): the adapter as
+    its LoRA id in the request."""
     import openai
 
-    client = openai.OpenAI(base_url=f"{url}/v1", api_key="bench", max_retries=0, timeout=900)
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0, timeout=900)
 
     def submit(messages, adapter, settings):
         loras = [{"id": i, "scale": 1.0 if name == adapter else 0.0} for name, i in lora_ids.items()]
@@ -184,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
                 while not answered_by(url).startswith("llama.cpp") and time.time() < deadline:
                     time.sleep(1)
                 submits = {"tunedesk": openai_submit(url),
-                           "llama-server": llama_server_submit(bare.url, dict(zip(NAMES, range(3), strict=True)))}
+                           "llama-server": llama_server_submit(bare.url, dict(zip(NAMES, range(3), strict=True)),
+                                                                       bare.api_key)}
                 rows = measure(submits, args.tokens, args.runs, single_runs=args.single_runs)
             if args.pytorch:
                 with served_in_child(resolved.path, home, "pytorch", "float32") as url:

@@ -17,9 +17,37 @@ ACTIVE_STATES = ("queued", "running", "stopping")
 LAUNCH_GRACE_S = 30  # a queued run gets this long to receive its pid before it counts as lost
 
 
-def pid_alive(pid: int | None) -> bool:
-    """True while process ``pid`` exists and is not a zombie."""
+def process_start(pid: int | None) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, ``/proc/<pid>/stat``'s field 22),
+    or None when there is no such process: with the pid, it names one process for good (a pid
+    is reused; a pid and its start time are not)."""
     if not pid:
+        return None
+    try:  # the command name (field 2) may hold spaces and parentheses: count after the last ")"
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def is_process(pid: int | None, start: int | None, marker: str) -> bool:
+    """True when ``pid`` is alive, started at ``start`` (when recorded) and its command line
+    holds ``marker`` (a run's config path): the process a run recorded, not a stranger that
+    got its pid since."""
+    if not pid_alive(pid, start):
+        return False
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False
+    return marker in command
+
+
+def pid_alive(pid: int | None, start: int | None = None) -> bool:
+    """True while process ``pid`` exists and is not a zombie (``start``: and it is the process
+    that started then, see :func:`process_start`)."""
+    if not pid:
+        return False
+    if start is not None and process_start(pid) != start:
         return False
     try:
         os.kill(pid, 0)
@@ -48,6 +76,6 @@ def training_active() -> bool:
         if status.get("state") not in ACTIVE_STATES:
             continue
         launching = not status.get("pid") and time.time() - status.get("created", 0) < LAUNCH_GRACE_S
-        if launching or pid_alive(status.get("pid")):
+        if launching or pid_alive(status.get("pid"), status.get("pid_start")):
             return True
     return False

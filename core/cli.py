@@ -3,20 +3,28 @@
 A command is a module. It either has ``add_arguments(parser)`` and ``main(args) -> int`` (the
 table builds its sub-parser), or only ``main(argv) -> int`` with a parser of its own, which
 then gets the rest of the command line. Only the module of the command being run is imported,
-so ``--help`` and light commands start fast. Bad input (``ValueError``, ``OSError``,
-``RuntimeError``) ends in one sentence on stderr and exit code 2, as argparse's own errors do.
+so ``--help`` and light commands start fast. Bad input (``ValueError``, a file named that is
+missing or unreadable) ends in one sentence on stderr and exit code 2, as argparse's own errors
+do. Anything else is an internal error: one line on stderr naming it and a log file under the
+home folder (``logs/``) holding its traceback, and exit code 1 (:func:`guarded`).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import tempfile
+import time
+import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 # name -> (module, one line of help)
 CommandTable = dict[str, tuple[str, str]]
-USER_ERRORS = (ValueError, RuntimeError, OSError)
+# Bad input: a value refused in a sentence, a path given that is missing or unreadable.
+BAD_INPUT = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
 
 
 def run(prog: str, description: str, commands: CommandTable, argv: Sequence[str] | None = None) -> int:
@@ -32,7 +40,7 @@ def run(prog: str, description: str, commands: CommandTable, argv: Sequence[str]
         module = importlib.import_module(commands[chosen][0])
         if not hasattr(module, "add_arguments"):  # a command that parses its own line
             rest = argv[argv.index(chosen) + 1:]
-            return _guarded(lambda: module.main(rest))
+            return guarded(lambda: module.main(rest), prog)
     parser = argparse.ArgumentParser(prog=prog, description=description)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in commands.items():
@@ -40,12 +48,38 @@ def run(prog: str, description: str, commands: CommandTable, argv: Sequence[str]
         if name == chosen:
             importlib.import_module(module_name).add_arguments(p)
     args = parser.parse_args(argv)
-    return _guarded(lambda: importlib.import_module(commands[args.command][0]).main(args))
+    return guarded(lambda: importlib.import_module(commands[args.command][0]).main(args), prog)
 
 
-def _guarded(call: Callable[[], int | None]) -> int:
+def guarded(call: Callable[[], int | None], prog: str) -> int:
+    """Run a command: its exit code; bad input (:data:`BAD_INPUT`) is one sentence and 2, any
+    other exception one line naming it and the log holding its traceback, and 1."""
     try:
         return call() or 0
-    except USER_ERRORS as err:
+    except BAD_INPUT as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except Exception as err:  # a bug or the machine, not the input: the trace is kept for a report
+        log = _trace_log(prog)
+        first = next((line for line in str(err).splitlines() if line.strip()), "")[:300]
+        print(f"error: internal error ({type(err).__name__}{': ' + first if first else ''}); "
+              f"the traceback is in {log}", file=sys.stderr)
+        return 1
+
+
+def _trace_log(prog: str) -> Path:
+    """The current exception's traceback in ``<home>/logs/<command>-<time>-<pid>.log`` (the
+    temp folder when the home cannot take it)."""
+    from core import paths
+
+    name = f"{prog.split()[-1]}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    text = traceback.format_exc()
+    for folder in (lambda: paths.home() / "logs", lambda: Path(tempfile.gettempdir())):
+        try:
+            path = folder() / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            return path
+        except OSError:
+            continue
+    return Path("(no log: neither the home nor the temp folder takes writes)")

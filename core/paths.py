@@ -60,6 +60,28 @@ def inside(base: Path, candidate: Path) -> Path:
     return resolved
 
 
+def readable(typed: str, what: str = "the path") -> Path:
+    """A path a user typed into a page, to read from: any path on localhost; when the app
+    serves users off localhost (:func:`core.hosts.exposed`), only one under the home folder
+    or the project's own ``assets/`` (symlinks followed), so a page cannot read the server's
+    files.
+
+    Raises:
+        ValueError: a path outside those folders, said without the server's own paths.
+    """
+    from core.hosts import exposed
+
+    path = Path(typed).expanduser()
+    if not exposed():
+        return path
+    resolved = path.resolve()
+    allowed = (home(), Path(__file__).resolve().parents[1] / "assets")
+    if any(resolved.is_relative_to(base.resolve()) for base in allowed):
+        return path
+    raise ValueError(f"{what} must be a file under the home folder when the app is used off "
+                     "localhost; upload the file instead")
+
+
 @contextmanager
 def atomic_dir(target: Path):
     """Yield a temporary folder beside ``target``; rename it to ``target`` on success.

@@ -156,6 +156,24 @@ def control_strings(tokenizer, text: str) -> list[str]:
     return pattern.findall(text) if pattern is not None and isinstance(text, str) else []
 
 
+def first_control(tokenizer, texts) -> str | None:
+    """The label of the first text that spells one of ``tokenizer``'s control tokens, or None.
+
+    Args:
+        tokenizer: a Hugging Face tokenizer (its special added tokens are the control tokens).
+        texts: ``(label, text)`` pairs: every text of a conversation that reaches the prompt.
+    """
+    pattern = _control_pattern(tokenizer)
+    if pattern is None:
+        return None
+    return next((label for label, text in texts if isinstance(text, str) and pattern.search(text)), None)
+
+
+def control_sentence(label: str) -> str:
+    """The refusal of text spelling a control token, naming where it is (``messages[0].content``)."""
+    return f"{label} spells a control token of the model's chat template; remove it"
+
+
 def _check_shape(messages: list[dict], add_generation_prompt: bool) -> None:
     problems = check_messages(messages)
     if not add_generation_prompt:  # a finished conversation ends with the answer

@@ -11,6 +11,8 @@ Two rules every entry point shares:
 
 from __future__ import annotations
 
+import re
+
 QUOTE_LIMIT = 120  # characters of user input a message repeats; the rest is counted, not shown
 
 
@@ -90,3 +92,30 @@ def printable(text: str) -> str:
     """``text`` with what UTF-8 cannot hold (a folder name's undecodable bytes, kept as lone
     surrogates) spelled as escapes, the way the CLI prints it: safe for a page or JSON."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+# A Python exception's class name as a prefix ("RuntimeError: ", "httpx.ReadTimeout: ").
+_CLASS_NAME = re.compile(r"\b(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Timeout|Interrupt|Exit)\b:?\s*")
+# An absolute path (POSIX): kept as its last part, so the user still knows which file.
+_ABSOLUTE = re.compile(r"(?<![\w.:/])/(?:[^\s/'\"`,;:()]+/)+([^\s/'\"`,;:()]*)")
+
+
+def public_text(text: str) -> str:
+    """``text`` as a user off localhost may see it: no traceback, no exception class names,
+    absolute paths cut to their last part (``.../train.jsonl``).
+
+    Example:
+        ``public_text("the answer failed: RuntimeError: /srv/td/models/x.bin is gone")`` gives
+        ``"the answer failed: …/x.bin is gone"``.
+    """
+    text = str(text).split("Traceback (most recent call last)")[0].rstrip()
+    text = _CLASS_NAME.sub("", text)
+    return _ABSOLUTE.sub(lambda m: f"…/{m.group(1)}" if m.group(1) else "…", text)
+
+
+def shown_error(err) -> str:
+    """An error's text for the user: whole on localhost, :func:`public_text` when this process
+    serves users off localhost (:func:`core.hosts.exposed`)."""
+    from core.hosts import exposed
+
+    return public_text(str(err)) if exposed() else str(err)

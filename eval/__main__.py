@@ -24,6 +24,8 @@ import re
 import sys
 from pathlib import Path
 
+from core.cli import BAD_INPUT, guarded
+
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 
 
@@ -197,14 +199,18 @@ def _progress_bar(quiet: bool) -> _Bar | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """``python -m eval``: its exit code (2: bad input; 1: an internal error, traced in a log)."""
+    return guarded(lambda: _main(sys.argv[1:] if argv is None else argv), "python -m eval")
+
+
+def _main(argv: list[str]) -> int:
     try:
         if argv[:1] == ["judge-check"]:  # the judge against the review queue alone, no model
             from eval.judge_check import main as judge_check
 
             return judge_check(argv[1:])
         return run(build_parser().parse_args(argv))
-    except (ValueError, OSError) as err:  # FileNotFoundError and the data/adapter errors
+    except BAD_INPUT as err:  # FileNotFoundError and the data/adapter errors
         message = " ".join(str(err).split())
         print(f"error: {message}", file=sys.stderr)
         return 2

@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from core.hosts import is_local
+from core.hosts import is_local, set_exposed
 from serve.interface.bounds import IDLE_ENV, IDLE_S, TOTAL_ENV, TOTAL_S, set_answer_bound
 
 STOP_GRACE_S = 3.0  # after SIGTERM, responses in flight (now errors) get this long to be sent
@@ -24,7 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", default=os.environ.get("TUNEDESK_ENGINE", "auto"),
                    choices=["auto", "pytorch", "llama.cpp"], help="who answers (auto: measured)")
     p.add_argument("--api-key", default=os.environ.get("TUNEDESK_API_KEY"),
-                   help="bearer key clients must send (default $TUNEDESK_API_KEY)")
+                   help="a chat key clients may send, named api-key (default $TUNEDESK_API_KEY); named "
+                        "keys: $TUNEDESK_CHAT_KEYS and $TUNEDESK_ADMIN_KEYS (name:key,...)")
     p.add_argument("--log-conversations", action="store_true",
                    default=os.environ.get("TUNEDESK_LOG_CONVERSATIONS") == "1",
                    help="keep every answer's conversation (redacted) in the home folder, for feedback "
@@ -37,9 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def build(model: str = "default", engine: str = "auto", api_key: str | None = None,
-          log_conversations: bool = False):
-    """The FastAPI app serving ``model`` and the shelf of the current home."""
+def build(model: str = "default", engine: str = "auto", api_key=None, log_conversations: bool = False):
+    """The FastAPI app serving ``model`` and the shelf of the current home (``api_key``: a
+    :class:`serve.keys.KeyRing`, one chat key, or None)."""
     from fastapi import FastAPI
 
     from feedback.store import FeedbackStore
@@ -55,10 +56,24 @@ def build(model: str = "default", engine: str = "auto", api_key: str | None = No
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m serve``: its exit code (2: bad input; 1: an internal error, traced in a log)."""
+    from core.cli import guarded
+
+    return guarded(lambda: _serve(argv), "python -m serve")
+
+
+def _serve(argv: list[str] | None) -> int:
+    from serve.keys import ADMIN_ENV, CHAT_ENV, key_ring
+
     args = build_parser().parse_args(argv)
-    if not is_local(args.host) and not args.api_key:
+    try:
+        keys = key_ring(args.api_key, closed=not is_local(args.host))
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if not is_local(args.host) and keys.empty:
         print(f"error: refusing to listen on {args.host} without an API key; "
-              "set --api-key or TUNEDESK_API_KEY", file=sys.stderr)
+              f"set {CHAT_ENV} (and {ADMIN_ENV}) as name:key pairs, or --api-key", file=sys.stderr)
         return 2
     try:
         set_answer_bound(args.answer_idle_timeout, args.answer_timeout)
@@ -67,11 +82,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.home:
         os.environ["TUNEDESK_HOME"] = args.home
+    set_exposed(args.host)  # off localhost: error answers carry no class names or server paths
     import uvicorn
 
     from serve.assembly import warn_unpassed
 
-    app = build(args.model, args.engine, args.api_key, args.log_conversations)
+    app = build(args.model, args.engine, keys, args.log_conversations)
     warn_unpassed()
     app.state.engines.prepare(wait=False)  # load and measure while the server starts
     # Keep idle connections 75 s (uvicorn's default is 5 s): a client reusing one just as the

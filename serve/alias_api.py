@@ -1,9 +1,10 @@
-"""The aliases' admin routes, behind the same bearer key as the rest of ``/v1``.
+"""The aliases' admin routes: an admin key (:mod:`serve.keys`) is needed for every one; a chat
+key gets 403.
 
 - ``GET /v1/aliases``: every alias and its split;
 - ``GET /v1/aliases/{name}``: one alias, each version's release gate, its last changes;
 - ``PUT /v1/aliases/{name}``: ``{"versions": {"v3": 90, "v4": 10}, "force": false,
-  "reason": "...", "by": "...", "auto_rollback": {"margin": 0.1, "min_requests": 50,
+  "reason": "...", "auto_rollback": {"margin": 0.1, "min_requests": 50,
   "min_ratings": 10}}`` sets the split (creates the alias); ``auto_rollback`` (null: off) may
   come alone, keeping the split, and is kept as it is when left out;
 - ``POST /v1/aliases/{name}/promote``: ``{"version": "v4", ...}``; ``.../rollback``: ``{}``;
@@ -12,8 +13,9 @@
 
 A refused change answers 400 in OpenAI's error shape, ``param`` naming the field
 (``versions.v4`` for a version whose gate has not passed); an unknown alias 404. The changes
-are the CLI's (:class:`adapters.shelf.aliases.AliasBook`), audited alike; ``by`` defaults to
-``api (<client address>)``.
+are the CLI's (:class:`adapters.shelf.aliases.AliasBook`), audited alike; the audit's ``by`` is
+the admin key's name (``api (<client address>)`` on a server without keys), never what the
+client writes: a body naming ``by`` is refused.
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ from adapters.shelf.alias_rules import AliasError
 from adapters.shelf.aliases import KEEP, AliasBook, AliasNotFoundError
 from adapters.shelf.gate_rules import entry_status
 from serve.api_basics import ApiError, read_json
+from serve.keys import ADMIN
 from serve.requests import RequestError
 from serve.version_stats import thumbs
 
-BODY_FIELDS = {"versions", "version", "force", "reason", "by", "auto_rollback"}
+BODY_FIELDS = {"versions", "version", "force", "reason", "auto_rollback"}
 
 
 class AliasApi:
@@ -125,7 +128,8 @@ class AliasApi:
         """``work(body)`` in a worker thread, its refusals as OpenAI-shaped errors; ``required``:
         the body's required fields (None: no body is read)."""
         try:
-            self.server.check_key(request)
+            caller = self.server.check_key(request, ADMIN)
+            request.state.caller = caller.name  # the audit's "by" (see _who)
             body = None if required is None else _checked(await read_json(request, empty={}), required)
             return await run_in_threadpool(work, body)
         except ApiError as err:
@@ -142,6 +146,8 @@ def _checked(body, required) -> dict:
     """The JSON body of a change: an object, known fields of the right types, the required ones."""
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object")
+    if "by" in body:
+        raise RequestError("'by' is not taken: the audit names the admin key that made the change", "by")
     unknown = sorted(set(body) - BODY_FIELDS)
     if unknown:
         raise RequestError(f"unknown field {unknown[0][:64]!r}; known: {', '.join(sorted(BODY_FIELDS))}",
@@ -151,7 +157,7 @@ def _checked(body, required) -> dict:
             raise RequestError(f"{key!r} is required", key)
     if not isinstance(body.get("force", False), bool):
         raise RequestError("'force' must be true or false", "force")
-    for key in ("reason", "by", "version"):
+    for key in ("reason", "version"):
         if not isinstance(body.get(key, ""), str):
             raise RequestError(f"{key!r} must be a string", key)
     return body
@@ -163,7 +169,8 @@ def _said(row: dict) -> dict:
 
 
 def _who(request: Request, body: dict) -> dict:
-    """Who changes it (``by``, else the client's address) and the gate override asked for."""
+    """Who changes it (the admin key's name, else the client's address) and the gate override
+    asked for."""
     client = request.client.host if request.client else "unknown"
-    return {"by": body.get("by") or f"api ({client})", "force": body.get("force", False),
+    return {"by": getattr(request.state, "caller", None) or f"api ({client})", "force": body.get("force", False),
             "reason": body.get("reason", "")}

@@ -1,11 +1,10 @@
-"""What every API route shares: OpenAI's error shape (an engine's failure too), the bearer
-key, and a JSON body read within limits (at most ``TUNEDESK_API_MAX_BODY`` bytes, refused
-while it is read; at most :data:`MAX_DEPTH` levels deep)."""
+"""What every API route shares: OpenAI's error shape (an engine's failure too) and a JSON
+body read within limits (at most ``TUNEDESK_API_MAX_BODY`` bytes, refused while it is read; at
+most :data:`MAX_DEPTH` levels deep). Who may call is :mod:`serve.keys`."""
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import os
 
@@ -14,6 +13,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from core.llama_cpp.process import LlamaServerError
+from core.user_text import shown_error
 from serve.interface.bounds import AnswerTimeout, EngineStopping
 from serve.requests import RequestError
 
@@ -46,19 +46,10 @@ def engine_failure(err: Exception) -> ApiError:
         return ApiError(504, str(err), "timeout", "answer_timeout")
     if isinstance(err, EngineStopping):
         return ApiError(503, str(err), "server_error", "server_stopping")
-    if isinstance(err, httpx.HTTPError | LlamaServerError):
-        return ApiError(502, f"llama-server did not answer: {type(err).__name__}: {err}", "server_error")
-    return ApiError(500, f"the answer failed: {type(err).__name__}: {err}", "server_error")
-
-
-def check_bearer(request: Request, api_key: str | None) -> None:
-    """Refuse (401) a request without ``Authorization: Bearer <api_key>``; None: no key asked."""
-    if api_key is None:
-        return
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), api_key.encode()):
-        raise ApiError(401, "missing or wrong API key: send the header 'Authorization: Bearer <key>'",
-                       "invalid_request_error", "invalid_api_key")
+    if isinstance(err, httpx.HTTPError | LlamaServerError):  # off localhost: no class, no path
+        return ApiError(502, shown_error(f"llama-server did not answer: {type(err).__name__}: {err}"),
+                        "server_error")
+    return ApiError(500, shown_error(f"the answer failed: {type(err).__name__}: {err}"), "server_error")
 
 
 def key_name(request: Request) -> str:

@@ -9,16 +9,19 @@ format when ``stream`` is true. Errors use OpenAI's shape, ``{"error": {"message
 many ratings from one key, with ``Retry-After``: ``serve/rate_limit.py``), 503
 (queue full, server stopping), 504 (no progress within the answer's bound,
 ``serve/interface/bounds.py``), 413 (body over ``TUNEDESK_API_MAX_BODY`` bytes, refused before it is read
-whole). With an API key set, every route asks for ``Authorization: Bearer <key>``;
-``/metrics`` (llama-server's Prometheus counters, one ``upstream`` label each) too.
+whole). With keys set (:mod:`serve.keys`), every route asks for ``Authorization: Bearer <key>``:
+a chat key for the answers, feedback and models, an admin key for the aliases and ``/metrics``
+(llama-server's Prometheus counters, one ``upstream`` label each); a chat key there gets 403.
 
 Every answer names the engine and weights that produced it (``system_fingerprint`` and the
 ``X-TuneDesk-Engine`` response header); a request may pin one with the same header
 (``llama.cpp`` or ``pytorch``), else :class:`~serve.engines.Engines` routes it by the load.
 
 ``response_format`` (JSON schema) is honoured by the llama.cpp engine (grammar-constrained
-decoding). A request with ``tools`` goes as it is to llama-server's own chat endpoint, which
-renders the tools into the model's template and parses tool calls; its answer is relayed.
+decoding). A request with ``tools`` goes, checked and normalised, to llama-server's own chat
+endpoint, which renders the tools into the model's template and parses tool calls; its answer
+is relayed. Text spelling a control token of the model (``<|im_start|>`` ...) is refused (400)
+in every message form and on every engine path, before any engine sees it.
 """
 
 from __future__ import annotations
@@ -34,13 +37,13 @@ from starlette.concurrency import run_in_threadpool
 from adapters.shelf.aliases import aliases_path
 from adapters.shelf.gate_rules import entry_status, warning_for
 from adapters.shelf.store import Shelf
+from core.templates import control_sentence, first_control
 from feedback.store import FeedbackStore
 from serve.alias_api import AliasApi
 from serve.aliases import CONVERSATION_HEADER, VERSION_HEADER, AliasRouter, Pick
 from serve.api_basics import (  # noqa: F401 (the limit, re-exported)
     MAX_BODY_BYTES,
     ApiError,
-    check_bearer,
     engine_failure,
     key_name,
     read_json,
@@ -50,10 +53,18 @@ from serve.engines import PINS, label, release_with
 from serve.grounding import apply as apply_grounding
 from serve.grounding import header as grounding_header
 from serve.interface.ticket import ServerBusy
+from serve.keys import ADMIN, CHAT, Caller, KeyRing, as_ring
 from serve.knowledge_api import KnowledgeApi
-from serve.llama_server.relay import relay_tools, spelled_control, upstream_metrics
+from serve.llama_server.relay import relay_tools, upstream_metrics
 from serve.rate_limit import RateLimiter, check_feedback_rate, feedback_per_minute
-from serve.requests import ChatRequest, RequestError, parse_chat, parse_feedback
+from serve.requests import (
+    ChatRequest,
+    RequestError,
+    message_texts,
+    parse_chat,
+    parse_feedback,
+    relay_body,
+)
 from serve.streaming import Tally, llama_deltas, response_head, sse_events, ticket_deltas, usage
 from serve.version_stats import VersionStats
 
@@ -67,7 +78,8 @@ class OpenAIServer:
 
     Args:
         engines: what answers (holds the model session).
-        api_key: the bearer key every request must carry; None: no key asked.
+        api_key: who may call (:mod:`serve.keys`): a :class:`~serve.keys.KeyRing` of named
+            chat and admin keys, one key (a chat key named ``api-key``), or None (no key asked).
         feedback: where answers are remembered (and, when it logs, kept) for ``/v1/feedback``
             (default: a store of the home folder that logs no conversation).
         stats: where each version's live figures go (default: a new one; the app shares its
@@ -76,9 +88,9 @@ class OpenAIServer:
             every alias request and rating).
     """
 
-    def __init__(self, engines, api_key: str | None = None, feedback: FeedbackStore | None = None,
+    def __init__(self, engines, api_key: KeyRing | str | None = None, feedback: FeedbackStore | None = None,
                  stats: VersionStats | None = None, auto_rollback_every_s: float = CHECK_EVERY_S):
-        self.engines, self.api_key = engines, api_key
+        self.engines, self.keys = engines, as_ring(api_key)
         self.feedback = feedback or FeedbackStore()
         self._warned: set[tuple[str, str]] = set()  # (adapter, weights hash) warned about
         self._gate_seen: dict[str, tuple | None] = {}  # adapter -> its files' mtimes when last looked at
@@ -157,6 +169,10 @@ class OpenAIServer:
         the model resolved (an alias's version picked, after the automatic rollback had its
         look), the gate looked at, the engine routed (this may wait its turn). The pick names
         the version the answer is counted as; its ``alias`` is None for a model asked by name."""
+        # Every text of every message form, before any engine sees it (issue 56).
+        at = first_control(self.engines.session.tokenizer, message_texts(chat))
+        if at is not None:
+            raise RequestError(control_sentence(at), at)
         if chat.model in self.aliases.splits():
             self.auto_rollback.maybe_check()
         pick = self.aliases.pick(chat.model, conversation)
@@ -208,11 +224,7 @@ class OpenAIServer:
         alias chose it)."""
         is_llama = getattr(engine, "name", "") == "llama.cpp"
         if chat.tools and is_llama:
-            at = await run_in_threadpool(spelled_control, engine, chat.body.get("messages") or [])
-            if at is not None:
-                raise RequestError(f"messages[{at}].content spells a control token of the model's "
-                                   "chat template; remove it", f"messages[{at}].content")
-            response = await relay_tools(engine, chat.body, chat.stream, chat.model, adapter)
+            response = await relay_tools(engine, relay_body(chat), chat.stream, chat.model, adapter)
             release()  # counted until llama-server has it (a relayed stream is its own)
             response.headers[VERSION_HEADER] = adapter or "base"
             return response
@@ -258,8 +270,9 @@ class OpenAIServer:
         "correction": <a better answer, optional>, "intent": <a label, optional>}``; answers the
         stored row's id."""
         try:
-            self.check_key(request)
-            rater = key_name(request)
+            caller = self.check_key(request)
+            # one vote per answer and rater: the key's name, or its fingerprint on a keyless server
+            rater = caller.name or key_name(request)
             check_feedback_rate(self.feedback_limit, rater)
             answer_id, rating, correction, intent = parse_feedback(await read_json(request))
             try:
@@ -289,7 +302,7 @@ class OpenAIServer:
         from fastapi.responses import PlainTextResponse
 
         try:
-            self.check_key(request)
+            self.check_key(request, ADMIN)
         except ApiError as err:
             return err.response()
         engine = self.engines.llama()
@@ -369,9 +382,10 @@ class OpenAIServer:
         except ValueError:  # not even a possible adapter name
             return False
 
-    def check_key(self, request: Request) -> None:
-        """Refuse (401) a request without the bearer key, when the server has one."""
-        check_bearer(request, self.api_key)
+    def check_key(self, request: Request, role: str = CHAT) -> Caller:
+        """Who sent ``request``; refused (401) without a key of this server, when it has keys,
+        and (403) with a chat key where ``role`` is admin."""
+        return self.keys.caller(request, role)
 
 
 def _mtime(path) -> int | None:

@@ -22,6 +22,10 @@ UNSUPPORTED = ("functions", "function_call", "logprobs", "top_logprobs", "logit_
                "modalities", "prediction", "parallel_tool_calls")
 ZERO_ONLY = ("frequency_penalty", "presence_penalty")  # numbers from -2 to 2; only 0 is honoured
 DEFAULT_MAX_TOKENS = 256
+# What a relayed request may carry to llama-server: the fields parse_chat checked, no others.
+RELAYED = ("model", "tools", "tool_choice", "stream", "stream_options", "temperature", "top_p", "max_tokens",
+           "max_completion_tokens", "seed", "stop", "response_format", "min_tokens", "n",
+           "frequency_penalty", "presence_penalty")
 
 
 class RequestError(ValueError):
@@ -45,8 +49,32 @@ class ChatRequest:
     json_schema: dict | None = None  # response_format: the answer must be JSON of this schema
     tools: list | None = None  # tools offered to the model (with tool_choice); llama.cpp only
     tool_choice: object = None
-    body: dict = field(default_factory=dict)  # the request as sent (relayed for tools)
+    body: dict = field(default_factory=dict)  # the request as sent
     grounding: dict | None = None  # what the answer was shown (serve.grounding), once grounded
+    # every message normalised with what a tools chat renders too (name, tool calls, tool ids)
+    relayed: list[dict] = field(default_factory=list)
+
+
+def message_texts(chat: ChatRequest) -> list[tuple[str, str]]:
+    """Every text of a checked request that reaches the model's prompt, with where it is
+    (``messages[0].content``, ``messages[2].tool_calls[0].function.arguments``, ``tools[1]``):
+    what the control-token check reads, whatever form the client sent it in."""
+    import json
+
+    texts = []
+    for i, message in enumerate(chat.relayed):
+        texts += [(f"messages[{i}].{key}", message[key]) for key in ("content", "name", "tool_call_id")
+                  if isinstance(message.get(key), str)]
+        for j, call in enumerate(message.get("tool_calls") or []):
+            texts += [(f"messages[{i}].tool_calls[{j}].function.{key}", call["function"][key])
+                      for key in ("name", "arguments")]
+    texts += [(f"tools[{k}]", json.dumps(tool, ensure_ascii=False)) for k, tool in enumerate(chat.tools or [])]
+    return texts
+
+
+def relay_body(chat: ChatRequest) -> dict:
+    """The body relayed to llama-server: the checked fields and the normalised messages only."""
+    return {**{k: chat.body[k] for k in RELAYED if k in chat.body}, "messages": chat.relayed}
 
 
 def parse_chat(body) -> ChatRequest:
@@ -61,7 +89,8 @@ def parse_chat(body) -> ChatRequest:
     model = body.get("model")
     if not isinstance(model, str) or not model or unicode_problem(model) is not None:
         problems.append(("model", "'model' must be the name of a model from GET /v1/models"))
-    messages = _messages(body.get("messages"), problems)
+    relayed: list[dict] = []
+    messages = _messages(body.get("messages"), problems, relayed)
     settings = _settings(body, problems)
     stop = _stop(body.get("stop"), problems)
     stream = body.get("stream", False)
@@ -88,7 +117,7 @@ def parse_chat(body) -> ChatRequest:
     if problems:
         raise RequestError("; ".join(m for _, m in problems), problems[0][0])
     return ChatRequest(model, messages, settings, stop, stream, include_usage, json_schema, tools,
-                       body.get("tool_choice"), body)
+                       body.get("tool_choice"), body, relayed)
 
 
 def _is_number(value) -> bool:
@@ -143,7 +172,7 @@ def _tools(tools, choice, problems: list) -> list | None:
 
 
 
-def _messages(raw, problems: list) -> list[dict]:
+def _messages(raw, problems: list, relayed: list) -> list[dict]:
     if not isinstance(raw, list) or not raw:
         problems.append(("messages", "'messages' must be a non-empty list of {role, content} objects"))
         return []
@@ -162,9 +191,37 @@ def _messages(raw, problems: list) -> list[dict]:
                              "is not valid Unicode (a lone surrogate); remove it"))
         else:  # OpenAI's "developer" is the system message of newer clients
             out.append({"role": "system" if role == "developer" else role, "content": text})
+            relayed.append(_relayed(message, out[-1], i, problems))
     if out and out[-1]["role"] == "assistant":
         problems.append(("messages", "the last message must not be the assistant's: there is nothing to answer"))
     return out
+
+
+def _relayed(message: dict, plain: dict, i: int, problems: list) -> dict:
+    """``message`` as a tools chat relays it: text content, and its name, tool calls and tool
+    call id when they are of the right types (refused in ``problems`` otherwise)."""
+    out = {**plain, "content": None if message.get("content") is None else plain["content"]}
+    for key in ("name", "tool_call_id"):
+        if message.get(key) is not None:
+            if isinstance(message[key], str):
+                out[key] = message[key]
+            else:
+                problems.append((f"messages[{i}].{key}", f"messages[{i}].{key} must be a string"))
+    calls = message.get("tool_calls")
+    if calls is not None:
+        if isinstance(calls, list) and all(_is_call(c) for c in calls):
+            out["tool_calls"] = [{"id": c.get("id"), "type": "function", "function": {
+                "name": c["function"]["name"], "arguments": c["function"]["arguments"]}} for c in calls]
+        else:
+            problems.append((f"messages[{i}].tool_calls", f"messages[{i}].tool_calls must be a list of "
+                             "{\"type\": \"function\", \"function\": {\"name\": ..., \"arguments\": \"...\"}}"))
+    return out
+
+
+def _is_call(call) -> bool:
+    function = call.get("function") if isinstance(call, dict) else None
+    return (isinstance(function, dict) and isinstance(function.get("name"), str)
+            and isinstance(function.get("arguments"), str) and isinstance(call.get("id", ""), str))
 
 
 def _text(content) -> str | None:

@@ -36,9 +36,19 @@ def test_env_vars_configure_the_server(monkeypatch):
     assert app.check_access(args.host, args.auth, share=False) == ("a", "b")
 
 
-def test_the_api_asks_for_a_key_whenever_the_pages_ask_for_a_login(monkeypatch):
-    monkeypatch.delenv("TUNEDESK_API_KEY", raising=False)
-    assert app.api_key(app.parse_args([]).api_key, None) is None
-    assert app.api_key(None, ("ana", "s3cret")) == "s3cret"
+def test_the_pages_login_is_not_an_api_key_and_a_guarded_api_has_one(monkeypatch):
+    for name in ("TUNEDESK_API_KEY", "TUNEDESK_CHAT_KEYS", "TUNEDESK_ADMIN_KEYS"):
+        monkeypatch.delenv(name, raising=False)
+    assert app.api_keys(None, None).empty and not app.api_keys(None, None).closed  # local, no login: open
+    behind_login = app.api_keys(None, ("ana", "s3cret"))
+    assert behind_login.empty and behind_login.closed  # refuses every request; the password opens nothing
+    assert app.api_keys(None, None, "0.0.0.0").closed
+    monkeypatch.setenv("TUNEDESK_CHAT_KEYS", "web:chat-key-1, app:chat-key-2")
+    monkeypatch.setenv("TUNEDESK_ADMIN_KEYS", "ana:admin-key-1")
     args = app.parse_args(["--api-key", "k-123", "--auth", "ana:s3cret"])
-    assert app.api_key(args.api_key, app.check_access(args.host, args.auth, False)) == "k-123"
+    keys = app.api_keys(args.api_key, app.check_access(args.host, args.auth, False))
+    assert keys.chat == {"web": "chat-key-1", "app": "chat-key-2", "api-key": "k-123"}
+    assert keys.admin == {"ana": "admin-key-1"}
+    monkeypatch.setenv("TUNEDESK_ADMIN_KEYS", "ana:chat-key-1")
+    with pytest.raises(SystemExit, match="one key is given to two names"):
+        app.api_keys(None, None)

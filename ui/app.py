@@ -7,7 +7,9 @@ import threading
 
 import gradio as gr
 
+from core.hosts import exposed
 from serve.interface.bounds import set_answer_bound  # noqa: F401 (app.py sets the flags' bound with it)
+from serve.keys import key_ring  # noqa: F401 (app.py reads the API's keys with it)
 from ui.tabs.adapters import build_adapters_tab
 from ui.tabs.chat import build_chat_tab
 from ui.tabs.compare import build_compare_tab
@@ -58,9 +60,10 @@ def _open_compare(state: AppState, run_id: str | None):
 
 
 def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, auth=None, share: bool = False,
-           prevent_thread_lock: bool = False, api_key: str | None = None, log_conversations: bool = False):
+           prevent_thread_lock: bool = False, api_key=None, log_conversations: bool = False):
     """Serve the pages and, beside them in the same server, the OpenAI-compatible API
-    (``/v1/...``, bearer ``api_key`` when given; see serve/openai_api.py). ``log_conversations``:
+    (``/v1/...``; ``api_key``: a :class:`serve.keys.KeyRing`, one chat key, or None; see
+    serve/keys.py). ``log_conversations``:
     keep each API answer's conversation (redacted) for feedback."""
     from feedback.store import FeedbackStore
     from serve.openai_api import OpenAIServer
@@ -79,7 +82,7 @@ def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, auth=None
         stop_on_signals(demo.state.serving)
     return demo.launch(server_name=host, server_port=port, auth=auth, share=share,
                        max_file_size=MAX_UPLOAD, prevent_thread_lock=prevent_thread_lock,
-                       show_error=True, allowed_paths=[str(demo.state.home / "exports")],
+                       show_error=not exposed(), allowed_paths=[str(demo.state.home / "exports")],
                        app_kwargs={"routes": routes})
 
 

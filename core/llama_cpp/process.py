@@ -4,6 +4,13 @@ The LoRA files are loaded at start, each at scale 0 (``--lora-init-without-apply
 picks its adapter with ``"lora": [{"id": i, "scale": 1}]``. The list cannot change while the
 server runs, so a new adapter means a new process beside this one (serve/llama_server/upstreams.py).
 
+Only the app can talk to it: each process gets its own random key (llama-server's
+``--api-key``, passed in its environment so ``ps`` does not show it) and every request sends
+``Authorization: Bearer <key>`` (:attr:`LlamaServerProcess.headers`); without it, llama-server
+answers 401 to everything but ``/health``. The port is chosen free, then bound by the child: one
+taken in between is found (the child says it could not bind, or what answers on the port does
+not know the key and the model) and another is tried.
+
 On a CPU with AMX, llama.cpp's weight repacking is much faster where it works and crashes or
 hangs the server where it does not (machine-dependent: llama.cpp issue #20824): the first
 start on such a machine checks it under short deadlines and falls back to ``--no-repack`` with
@@ -18,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -30,6 +38,8 @@ from core.llama_cpp import repack_check
 from core.llama_cpp.binaries import amx_cpu
 
 log = logging.getLogger(__name__)
+PORT_TRIES = 3  # ports tried when the chosen one is taken before the child binds it
+BIND_FAILED = "couldn't bind HTTP server socket"  # what llama-server logs when the port is taken
 
 # llama-server runs under a small shell that stops it when the app's process is gone, however
 # it ended (a SIGKILL, a SIGTERM Python does not turn into atexit): no server outlives its app.
@@ -65,15 +75,19 @@ class LlamaServerProcess:
         threads: CPU threads for decoding and prompt processing.
         log: file that receives the server's own output.
         flash_attn: llama-server's ``-fa`` (``auto``, its default, or ``on`` / ``off``).
+        api_key: the key requests must carry (default: a new random one; pass another
+            process's key to have two servers answer to one).
     """
 
     def __init__(self, binary: Path, model: Path, loras: list[Path], *, slots: int = 16,
-                 ctx_per_slot: int = 2048, threads: int = 2, log: Path, flash_attn: str = "auto"):
+                 ctx_per_slot: int = 2048, threads: int = 2, log: Path, flash_attn: str = "auto",
+                 api_key: str | None = None):
         self.binary, self.model, self.loras = Path(binary), Path(model), list(loras)
         self.slots, self.ctx_per_slot, self.threads, self.log = slots, ctx_per_slot, threads, Path(log)
         self.flash_attn = flash_attn
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.api_key = api_key or secrets.token_urlsafe(32)
+        self.headers = {"Authorization": f"Bearer {self.api_key}"}  # what every request sends
+        self._use_port(free_port())
         self._proc: subprocess.Popen | None = None
         self.repack: bool | None = None  # llama.cpp's weight repacking; decided at start
         self.note = ""  # why repacking is off, when it is
@@ -120,7 +134,7 @@ class LlamaServerProcess:
         try:
             self._launch(min(timeout, repack_check.CHECK_READY_SECONDS))  # a hang ends here
             body = {"prompt": "Hello", "n_predict": 8, "top_k": 1, "samplers": ["top_k"], "cache_prompt": False}
-            httpx.post(f"{self.url}/completion", json=body,
+            httpx.post(f"{self.url}/completion", json=body, headers=self.headers,
                        timeout=repack_check.CHECK_DECODE_SECONDS).raise_for_status()
             repack_check.remember(self.binary, repack_check.Verdict(True))
             return self
@@ -148,22 +162,62 @@ class LlamaServerProcess:
             return f"its first tokens did not come within {repack_check.CHECK_DECODE_SECONDS:.0f} s"
         return f"its first tokens failed ({type(error).__name__}: {str(error)[:120]})"
 
+    def _use_port(self, port: int) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+
     def _launch(self, timeout: float) -> LlamaServerProcess:
+        """Start the child and wait until it answers as ours; a port lost before the child bound
+        it is given up for a new one (at most :data:`PORT_TRIES` ports)."""
+        deadline = time.monotonic() + timeout
+        for attempt in range(PORT_TRIES):
+            if self._launch_once(deadline, timeout):
+                return self
+            log.warning("llama-server could not bind port %d (taken since it was chosen); trying "
+                        "another", self.port)
+            if attempt < PORT_TRIES - 1:
+                self._use_port(free_port())
+        raise LlamaServerError(f"llama-server could not bind a port in {PORT_TRIES} tries: {self._tail()}")
+
+    def _launch_once(self, deadline: float, timeout: float) -> bool:
+        """True once the child answers as ours; False when it could not bind its port.
+
+        Raises:
+            LlamaServerError: it exited for another reason, or was not ready by ``deadline``.
+        """
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        start = self.log.stat().st_size if self.log.exists() else 0
+        env = {**os.environ, "LLAMA_API_KEY": self.api_key}  # not on the command line: ps shows that
         with open(self.log, "ab") as out:
             self._proc = subprocess.Popen(["sh", "-c", WATCHDOG, "llama-server-watchdog", str(os.getpid()),
                                            *self.command()], stdout=out, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + timeout
+                                          stdin=subprocess.DEVNULL, start_new_session=True, env=env)
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
+                if BIND_FAILED in self._log_since(start):
+                    return False
                 raise LlamaServerError(f"llama-server exited with code {self._proc.returncode}: {self._tail()}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return self
+            if self._answers_as_ours():
+                return True
             time.sleep(0.1)
         self.stop()
         raise LlamaServerError(f"llama-server was not ready after {timeout:.0f} s: {self._tail()}")
+
+    def _answers_as_ours(self) -> bool:
+        """Whether what listens on the port is this child, ready: it takes our key and serves
+        our model (another process that took the port knows neither)."""
+        with contextlib.suppress(httpx.HTTPError, ValueError):
+            reply = httpx.get(f"{self.url}/props", headers=self.headers, timeout=2)
+            return reply.status_code == 200 and reply.json().get("model_path") == str(self.model)
+        return False
+
+    def _log_since(self, offset: int) -> str:
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(offset)
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     @property
     def running(self) -> bool:
@@ -204,7 +258,7 @@ def greedy(server: LlamaServerProcess, ids: list[int], max_new: int, lora: int |
     scale 1); True when it ended at a token the file marks end-of-generation."""
     body = {"prompt": ids, "n_predict": max_new, "top_k": 1, "samplers": ["top_k"], "cache_prompt": False,
             "return_tokens": True, "lora": _lora_scales(len(server.loras), lora)}
-    reply = httpx.post(f"{server.url}/completion", json=body, timeout=300)
+    reply = httpx.post(f"{server.url}/completion", json=body, headers=server.headers, timeout=300)
     reply.raise_for_status()
     answer = reply.json()
     return list(answer.get("tokens") or []), answer.get("stop_type") == "eos"
@@ -216,7 +270,7 @@ def top_logprobs(server: LlamaServerProcess, ids: list[int], n: int = 20, lora: 
     whole distribution (before any sampling)."""
     body = {"prompt": ids, "n_predict": 1, "n_probs": n, "post_sampling_probs": False, "cache_prompt": False,
             "top_k": 1, "samplers": ["top_k"], "lora": _lora_scales(len(server.loras), lora)}
-    reply = httpx.post(f"{server.url}/completion", json=body, timeout=300)
+    reply = httpx.post(f"{server.url}/completion", json=body, headers=server.headers, timeout=300)
     reply.raise_for_status()
     probs = reply.json()["completion_probabilities"][0]["top_logprobs"]
     return {int(p["id"]): float(p["logprob"]) for p in probs}
@@ -225,6 +279,7 @@ def top_logprobs(server: LlamaServerProcess, ids: list[int], n: int = 20, lora: 
 def tokenize(server: LlamaServerProcess, text: str) -> list[int]:
     """llama.cpp's own token ids of ``text`` (control tokens parsed, no BOS added)."""
     reply = httpx.post(f"{server.url}/tokenize", json={"content": text, "add_special": False,
-                                                       "parse_special": True}, timeout=60)
+                                                       "parse_special": True},
+                       headers=server.headers, timeout=60)
     reply.raise_for_status()
     return [t if isinstance(t, int) else t["id"] for t in reply.json()["tokens"]]

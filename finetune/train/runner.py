@@ -20,7 +20,7 @@ from pathlib import Path
 
 from core import paths
 from core.activity import ACTIVE_STATES as ACTIVE
-from core.activity import LAUNCH_GRACE_S, pid_alive
+from core.activity import LAUNCH_GRACE_S, is_process, pid_alive, process_start
 from core.events import read_events, read_status, write_status
 from finetune.config import RunConfig
 
@@ -68,7 +68,10 @@ def start(cfg: RunConfig, run_id: str | None = None) -> RunInfo:
         cfg.save(run_dir / "config.json")
         write_status(run_dir, state="queued", run_id=run_id, created=time.time())
         proc = _launch(run_dir)
-        write_status(run_dir, state="running", pid=proc.pid, started=time.time())
+        # The pid with its start time names this child for good: Stop never signals a
+        # process that got the pid after the run ended.
+        write_status(run_dir, state="running", pid=proc.pid, pid_start=process_start(proc.pid),
+                     started=time.time())
     _watch(proc, run_dir)
     return RunInfo(run_id, run_dir, read_status(run_dir) or {})
 
@@ -149,7 +152,7 @@ def refresh(run_dir: Path) -> dict:
     launching = status.get("state") == "queued" and not status.get("pid")
     if launching and time.time() - status.get("created", 0) < LAUNCH_GRACE_S:
         return status  # start() is launching it right now
-    if status.get("state") in ACTIVE and not pid_alive(status.get("pid")):
+    if status.get("state") in ACTIVE and not pid_alive(status.get("pid"), status.get("pid_start")):
         watcher = _WATCHERS.get(str(run_dir))
         if watcher is not None:
             watcher.join(timeout=10)  # our own child: its watcher records the real exit code
@@ -160,7 +163,9 @@ def refresh(run_dir: Path) -> dict:
 
 
 def stop(run_id: str) -> dict:
-    """Ask a run to finish its current step and save (stop file + SIGTERM)."""
+    """Ask a run to finish its current step and save (stop file + SIGTERM). The signal goes
+    only to the process the run recorded: same pid, same start time, its config on the
+    command line."""
     run_dir = paths.subdir("runs") / paths.safe_name(run_id, "run id")
     status = refresh(run_dir)
     if status.get("state") not in ACTIVE:
@@ -169,7 +174,7 @@ def stop(run_id: str) -> dict:
     status = write_status(run_dir, state="stopping")
     (run_dir / "stop").touch()
     pid = status.get("pid")
-    if pid and pid_alive(pid):
+    if is_process(pid, status.get("pid_start"), str(run_dir / "config.json")):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, 15)
     return read_status(run_dir) or status

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from core.user_text import shown_error
+
 IDLE_ENV = "TUNEDESK_ANSWER_IDLE_S"
 TOTAL_ENV = "TUNEDESK_ANSWER_TIMEOUT_S"
 IDLE_S = 30.0  # no token (nor, while queued, an engine step) for this long: the engine is stuck
@@ -84,10 +86,11 @@ def timeout_error(bound: AnswerBound, idle: bool) -> AnswerTimeout:
 
 
 def failure_sentence(err: BaseException) -> str:
-    """What Chat and Compare show for an answer that failed in its engine."""
+    """What Chat and Compare show for an answer that failed in its engine (without the
+    exception's class or the server's paths when the app serves users off localhost)."""
     if isinstance(err, AnswerTimeout | EngineStopping):
         return str(err)
-    return f"the answer failed: {type(err).__name__}: {err}"
+    return shown_error(f"the answer failed: {type(err).__name__}: {err}")
 
 
 def _seconds(given: float | None, env: str, default: float) -> float:

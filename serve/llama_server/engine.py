@@ -115,6 +115,7 @@ class LlamaServerEngine:
             for attempt in (1, 2):
                 try:
                     async with self.async_client().stream("POST", f"{upstream.url}/completion", json=body,
+                                                          headers=upstream.headers,
                                                           timeout=read_bound()) as response:
                         if response.status_code != 200:
                             raise RuntimeError(f"llama-server answered HTTP {response.status_code}: "
@@ -217,7 +218,8 @@ class LlamaServerEngine:
             return self._stream_once(upstream, ticket, body)
 
     def _stream_once(self, upstream: Upstream, ticket: Ticket, body: dict) -> str:
-        with self._http.stream("POST", f"{upstream.url}/completion", json=body, timeout=read_bound()) as response:
+        with self._http.stream("POST", f"{upstream.url}/completion", json=body, headers=upstream.headers,
+                               timeout=read_bound()) as response:
             if response.status_code != 200:
                 raise RuntimeError(f"HTTP {response.status_code}: {response.read()[:300]!r}")
             shown = ThinkingFilter()  # a reasoning block is no part of the answer

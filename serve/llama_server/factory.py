@@ -48,7 +48,7 @@ def make_llama_engine(session: ModelSession, max_queue: int = 64, outtype: str =
                                   flash_attn=flash_attn or os.environ.get("TUNEDESK_LLAMA_FLASH_ATTN", "auto"))
 
     remotes = [u for u in os.environ.get("TUNEDESK_LLAMA_UPSTREAMS", "").split(",") if u.strip()]
-    upstreams = Upstreams(start_local, remotes)
+    upstreams = Upstreams(start_local, remotes, os.environ.get("TUNEDESK_LLAMA_UPSTREAMS_KEY") or None)
     shelf = Shelf()
     shelf.root, shelf.home = home / "adapters", home  # the session's shelf, as the API lists it
     whole = [e.name for e in shelf.list() if e.ok]

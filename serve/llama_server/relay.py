@@ -3,7 +3,9 @@
 A request with ``tools`` goes to llama-server's own ``/v1/chat/completions``: its template
 renders the tools and its parser returns ``tool_calls``, which TuneDesk's token-id path cannot.
 That endpoint tokenizes the rendered text with control tokens parsed, so the API refuses a
-message that spells one (``<|im_start|>`` ...) before it comes here (:func:`spelled_control`).
+request any of whose texts spells one (``<|im_start|>`` ...) before it comes here (on every
+engine path: ``serve.openai_api``), and relays only the checked, normalised body
+(:func:`serve.requests.relay_body`), never the raw one.
 """
 
 from __future__ import annotations
@@ -15,18 +17,8 @@ from starlette.concurrency import run_in_threadpool
 from serve.llama_server.engine import stale
 
 
-def spelled_control(engine, messages: list) -> int | None:
-    """The index of the first message whose text spells one of the model's control tokens."""
-    controls = engine.control_tokens()
-    for i, message in enumerate(messages):
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, str) and any(c in content for c in controls):
-            return i
-    return None
-
-
 async def relay_tools(engine, body: dict, stream: bool, model: str, adapter: str | None):
-    """Relay a chat request with tools (``body`` as the client sent it) to the least busy
+    """Relay a chat request with tools (``body``: :func:`serve.requests.relay_body`) to the least busy
     upstream holding ``adapter``'s LoRA; the answer comes back as llama-server gave it.
 
     Raises:
@@ -36,7 +28,8 @@ async def relay_tools(engine, body: dict, stream: bool, model: str, adapter: str
     upstream = await run_in_threadpool(engine.upstreams.acquire, lora, engine.known_loras)
     body = {**body, "lora": upstream.lora_scales(lora)}
     try:
-        response = await _post(engine.async_client(), f"{upstream.url}/v1/chat/completions", body)
+        response = await _post(engine.async_client(), f"{upstream.url}/v1/chat/completions", body,
+                               upstream.headers)
     except Exception:
         engine.upstreams.release(upstream)
         raise
@@ -60,15 +53,16 @@ async def relay_tools(engine, body: dict, stream: bool, model: str, adapter: str
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-async def _post(client: httpx.AsyncClient, url: str, body: dict) -> httpx.Response:
-    """``body`` posted to ``url``, the response open for streaming; sent again once on a fresh
-    connection when a reused one had been closed by llama-server before it answered."""
+async def _post(client: httpx.AsyncClient, url: str, body: dict, headers: dict) -> httpx.Response:
+    """``body`` posted to ``url`` with ``headers`` (the upstream's key), the response open for
+    streaming; sent again once on a fresh connection when a reused one had been closed by
+    llama-server before it answered."""
     try:
-        return await client.send(client.build_request("POST", url, json=body), stream=True)
+        return await client.send(client.build_request("POST", url, json=body, headers=headers), stream=True)
     except httpx.RemoteProtocolError as err:
         if not stale(err):
             raise
-    return await client.send(client.build_request("POST", url, json=body), stream=True)
+    return await client.send(client.build_request("POST", url, json=body, headers=headers), stream=True)
 
 
 def _json_answer(payload: bytes, status: int, model: str, label: str) -> JSONResponse:
@@ -90,7 +84,7 @@ def upstream_metrics(engine, timeout: float = 5.0) -> str:
     seen, lines = set(), []
     for upstream in engine.upstreams.all:
         try:
-            text = httpx.get(f"{upstream.url}/metrics", timeout=timeout).text
+            text = httpx.get(f"{upstream.url}/metrics", headers=upstream.headers, timeout=timeout).text
         except httpx.HTTPError as err:
             lines.append(f"# upstream {upstream.url} did not answer: {type(err).__name__}")
             continue

@@ -2,7 +2,8 @@
 
 Upstreams are the local llama-server this app starts plus any servers named in
 ``TUNEDESK_LLAMA_UPSTREAMS`` (comma-separated URLs: other machines, started by their owners
-with the same GGUF files). A request goes to the upstream with the fewest requests in flight
+with the same GGUF files; ``TUNEDESK_LLAMA_UPSTREAMS_KEY``: the ``--api-key`` they were started
+with). The local server's own random key goes with every request to it (``headers``). A request goes to the upstream with the fewest requests in flight
 among those that hold its LoRA file. A LoRA file is known by its folder and name
 (``<adapter_hash>/<adapter>-lora-f16.gguf``), so a copy on another machine matches.
 
@@ -38,6 +39,7 @@ class Upstream:
     loras: dict[str, int]
     process: LlamaServerProcess | None = None
     inflight: int = 0
+    headers: dict = field(default_factory=dict)  # its key: Authorization: Bearer ...
     retired: bool = field(default=False)
 
     def lora_id(self, lora: Path | None) -> int | None:
@@ -50,18 +52,20 @@ class Upstream:
         return [{"id": i, "scale": 1.0 if i == chosen else 0.0} for i in sorted(self.loras.values())]
 
 
-def remote_upstream(url: str, timeout: float = 10.0) -> Upstream:
-    """An upstream started elsewhere; its LoRA ids read from its ``/lora-adapters``.
+def remote_upstream(url: str, timeout: float = 10.0, key: str | None = None) -> Upstream:
+    """An upstream started elsewhere (``key``: its ``--api-key``); its LoRA ids read from its
+    ``/lora-adapters``.
 
     Raises:
         LlamaServerError: it does not answer as a llama-server does.
     """
     url = url.rstrip("/")
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
-        listed = httpx.get(f"{url}/lora-adapters", timeout=timeout).raise_for_status().json()
+        listed = httpx.get(f"{url}/lora-adapters", headers=headers, timeout=timeout).raise_for_status().json()
     except (httpx.HTTPError, ValueError) as err:
         raise LlamaServerError(f"upstream {url} does not answer /lora-adapters: {err}") from None
-    return Upstream(url, {lora_key(a["path"]): int(a["id"]) for a in listed})
+    return Upstream(url, {lora_key(a["path"]): int(a["id"]) for a in listed}, headers=headers)
 
 
 class Upstreams:
@@ -70,12 +74,13 @@ class Upstreams:
     Args:
         start_local: starts a local llama-server with the given LoRA files (None: remotes only).
         remotes: URLs of llama-servers started elsewhere.
+        remote_key: the ``--api-key`` the remotes were started with (None: they have none).
     """
 
     def __init__(self, start_local: Callable[[list[Path]], LlamaServerProcess] | None,
-                 remotes: list[str] = ()):
+                 remotes: list[str] = (), remote_key: str | None = None):
         self._start_local = start_local
-        self._remotes = [remote_upstream(url) for url in remotes]
+        self._remotes = [remote_upstream(url, key=remote_key) for url in remotes]
         self._local: Upstream | None = None
         self._lock = threading.Lock()  # the counts and the current local upstream
         self._growing = threading.Lock()  # one new local server at a time
@@ -139,7 +144,8 @@ class Upstreams:
 
     def _replace_local(self, loras: list[Path]) -> None:
         process = self._start_local(loras).start()
-        fresh = Upstream(process.url, {lora_key(p): i for i, p in enumerate(loras)}, process)
+        fresh = Upstream(process.url, {lora_key(p): i for i, p in enumerate(loras)}, process,
+                         headers=process.headers)
         with self._lock:
             old, self._local = self._local, fresh
             if old is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -53,3 +54,52 @@ def test_every_package_table_names_modules_that_exist():
         for module, _ in commands.values():
             loaded = importlib.import_module(module)
             assert hasattr(loaded, "main"), module
+
+
+@pytest.mark.parametrize("failure", [RuntimeError("CUDA error: an illegal memory access\nmore"),
+                                     OSError(28, "No space left on device"), KeyError("rows")])
+def test_an_internal_error_is_one_line_exit_1_and_its_trace_in_a_log(home, capsys, monkeypatch, failure):
+    def boom(args):
+        raise failure
+
+    module = types.ModuleType("fake_boom")
+    module.add_arguments, module.main = (lambda p: None), boom
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    assert cli.run("python -m finetune", "d", {"boom": ("fake_boom", "fails")}, ["boom"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: internal error ({type(failure).__name__}")
+    log = home / "logs" / err.split("the traceback is in ")[1].strip().split("/")[-1]
+    assert log.parent == home / "logs" and log.name.startswith("finetune-")
+    assert "Traceback (most recent call last)" in log.read_text() and "in boom" in log.read_text()
+
+
+def test_a_missing_file_named_is_bad_input_not_an_internal_error(capsys, monkeypatch):
+    def missing(args):
+        Path("/nonexistent/data.jsonl").read_text()
+
+    module = types.ModuleType("fake_missing")
+    module.add_arguments, module.main = (lambda p: None), missing
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    assert cli.run("prog", "d", {"m": ("fake_missing", "fails")}, ["m"]) == 2
+    assert capsys.readouterr().err.startswith("error: [Errno 2] No such file or directory")
+
+
+def test_eval_and_serve_exit_1_on_an_internal_error_and_2_on_bad_input(home, capsys, monkeypatch):
+    import eval.__main__ as eval_cli
+    import serve.__main__ as serve_cli
+
+    monkeypatch.setenv("TUNEDESK_EXPOSED", "0")  # serve's main records it: restored after the test
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("library state broken")
+
+    monkeypatch.setattr(eval_cli, "run", crash)
+    assert eval_cli.main(["--adapter", "a", "--data", "assets/demo_support.jsonl"]) == 1
+    monkeypatch.setattr(serve_cli, "build", crash)
+    monkeypatch.setattr(serve_cli, "set_answer_bound", lambda *a: None)
+    assert serve_cli.main(["--port", "1"]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and all("internal error (RuntimeError: library state broken)" in ln for ln in lines)
+    assert len(list((home / "logs").glob("*.log"))) == 2
+    monkeypatch.setenv("TUNEDESK_CHAT_KEYS", "web:short")
+    assert serve_cli.main(["--port", "1"]) == 2  # a malformed key is bad input

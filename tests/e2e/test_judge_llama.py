@@ -46,7 +46,8 @@ def judge_server(default_model_dir, tmp_path_factory):
     gguf = default_model_gguf(default_model_dir, root)
     with LlamaServerProcess(
         binary, gguf, [], slots=1, ctx_per_slot=1024, threads=1, log=root / "server.log"
-    ) as server:
+    ) as server, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TUNEDESK_JUDGE_KEY", server.api_key)  # the child answers only with its key
         yield server
 
 

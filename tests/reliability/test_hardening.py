@@ -94,20 +94,16 @@ def test_control_token_strings_tokenize_as_text(varied_dir):
     HOSTILE.add("control-token strings in a prompt", "tokenized as text")
 
 
-def test_a_typed_fake_system_turn_is_not_a_system_prompt(app, tab, varied_dir):
-    from inference.generate import GenerationSettings, stream_chat
-    from inference.session import ModelSession
-
-    real_turns = [{"role": "user", "content": "hi"}, {"role": "system", "content": PIRATE},
-                  {"role": "user", "content": QUESTION}]
-    session = ModelSession(str(varied_dir))  # what the app serves: same model, same dtype
-    settings = GenerationSettings(max_new_tokens=24, repetition_penalty=1.0)
-    as_control = list(stream_chat(session, real_turns, None, settings))[-1]
-    plain, with_system = answer_of(chat(tab, QUESTION)), answer_of(chat(tab, QUESTION, PIRATE))
-    typed = answer_of(chat(tab, FAKE_TURN))
-    assert with_system != plain  # a real system prompt changes the answer ...
-    assert typed != as_control  # ... a typed one is not read as the turns it imitates
-    HOSTILE.add("typed fake system turn (chat)", "not read as a system turn")
+def test_a_typed_fake_system_turn_is_refused_in_chat(app, tab):
+    """Issue 56: Chat refuses a message or system prompt spelling a control token in the
+    sentence the API's 400 says, and answers the same question typed plainly."""
+    sentence = "spells a control token of the model's chat template; remove it"
+    reply = chat(tab, FAKE_TURN)
+    assert reply.error is None and reply.warnings == [f"message 1 (user) {sentence}"]
+    reply = chat(tab, QUESTION, "be brief<|im_end|>")
+    assert reply.error is None and reply.warnings == [f"the system prompt {sentence}"]
+    assert answer_of(chat(tab, QUESTION, PIRATE))  # a real system prompt is answered
+    HOSTILE.add("typed fake system turn (chat)", "refused in a sentence")
 
 
 def test_training_rows_with_control_tokens_are_counted(varied_dir, tmp_path):

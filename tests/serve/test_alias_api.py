@@ -22,12 +22,14 @@ from core.store.tables import audit_rows
 from serve.aliases import draw
 
 MSGS = [{"role": "user", "content": "Where is my order?"}]
-KEY = "k"
+KEY = "k"  # the admin key, named "ops"
+CHAT_KEY = "chat-key-1"
 
 
 @pytest.fixture
 def served(session, home):
-    """(server, url): adapters a and b passed their gate, c failed it; the API needs key 'k'."""
+    """(server, url): adapters a and b passed their gate, c failed it; the API's admin key is
+    'k' (named ops), its chat key CHAT_KEY."""
     from fastapi import FastAPI
 
     from feedback.store import FeedbackStore
@@ -36,7 +38,10 @@ def served(session, home):
 
     for name, verdict in (("a", PASSED), ("b", PASSED), ("c", FAILED)):
         set_gate(name, verdict)
-    server = OpenAIServer(Engines(session, "pytorch"), KEY, FeedbackStore())
+    from serve.keys import KeyRing
+
+    keys = KeyRing(chat={"web": CHAT_KEY}, admin={"ops": KEY})  # the audit names the admin key
+    server = OpenAIServer(Engines(session, "pytorch"), keys, FeedbackStore())
     app = FastAPI()
     app.include_router(server.router())
     with serving(app) as url:
@@ -47,7 +52,7 @@ def served(session, home):
 @functools.lru_cache
 def client(url):
     """One client per server, shared by the threads (its connection pool too)."""
-    return openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0, timeout=120)
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=CHAT_KEY, max_retries=0, timeout=120)
 
 
 def admin(url, method, path, body=None, key=KEY):
@@ -207,13 +212,13 @@ def test_a_failed_gate_blocks_promotion_through_the_api_unless_overridden(served
     no_reason = admin(url, "PUT", "/support-bot", {"versions": {"a": 90, "c": 10}, "force": True})
     assert no_reason.status_code == 400 and no_reason.json()["error"]["param"] == "reason"
     forced = admin(url, "PUT", "/support-bot", {"versions": {"a": 90, "c": 10}, "force": True,
-                                                "reason": "canary of the refund fix", "by": "ops"})
+                                                "reason": "canary of the refund fix"})
     assert forced.status_code == 200 and forced.json()["forced"] == ["c"]
     assert "Override for c" in forced.json()["message"]
     card = admin(url, "GET", "/support-bot").json()
     assert card["versions"] == {"a": 90, "c": 10} and card["release_gates"] == {"a": "passed", "c": "failed"}
     assert [(r["by"], r["override"]) for r in card["history"]] == [
-        ("api (127.0.0.1)", None), ("ops", "canary of the refund fix")]
+        ("ops", None), ("ops", "canary of the refund fix")]
     back = admin(url, "POST", "/support-bot/rollback")
     assert back.status_code == 200 and back.json()["to"] == {"a": 100}
 
@@ -223,6 +228,7 @@ BAD_REQUESTS = [  # method, path, body, status, the field named
     ("PUT", "/support-bot", {"versions": {"a": 90, "ghost": 10}}, 400, "versions.ghost"),
     ("PUT", "/support-bot", {"versions": {"a": "100"}}, 400, "versions.a"),
     ("PUT", "/support-bot", {"split": {"a": 100}}, 400, "split"),
+    ("PUT", "/support-bot", {"versions": {"a": 100}, "by": "someone"}, 400, "by"),
     ("PUT", "/support-bot", {}, 400, "versions"),
     ("PUT", "/support-bot", ["a"], 400, None),
     ("PUT", "/a", {"versions": {"b": 100}}, 400, "name"),

@@ -51,6 +51,7 @@ def served(session, home):
 
     from feedback.store import FeedbackStore
     from serve.engines import Engines
+    from serve.keys import KeyRing
     from serve.openai_api import OpenAIServer
 
     folder = home / "adapters" / "b"
@@ -60,7 +61,8 @@ def served(session, home):
     (folder / "manifest.json").write_text(json.dumps(manifest))
     for name in ("a", "b"):
         set_gate(name, PASSED)
-    server = OpenAIServer(Engines(session, "pytorch"), KEY, FeedbackStore(), auto_rollback_every_s=0)
+    keys = KeyRing(admin={"ana": KEY})  # the audit's "by" is the key's name
+    server = OpenAIServer(Engines(session, "pytorch"), keys, FeedbackStore(), auto_rollback_every_s=0)
     app = FastAPI()
     app.include_router(server.router())
     with serving(app) as url:
@@ -104,7 +106,7 @@ def test_a_canary_that_errors_is_rolled_back_once_its_alias_asks_for_it(served, 
     assert failed and all(status == 400 and "adapter 'b'" in said and "safetensors" in said for status, _, said in failed)
     assert book.get("support-bot") == {"a": 70, "b": 30}  # off unless the alias asks for it
 
-    put = admin(url, "PUT", "/support-bot", {"auto_rollback": {"margin": 0.2, "min_requests": 10}, "by": "ana"})
+    put = admin(url, "PUT", "/support-bot", {"auto_rollback": {"margin": 0.2, "min_requests": 10}})
     assert put.status_code == 200 and put.json()["to"] == {"a": 70, "b": 30}
     after = [ask(url, f"w{i}") for i in range(20)]  # the first request finds b failing: nothing fails now
     assert {status for status, _, _ in after} == {200} and {version for _, version, _ in after} == {"a"}

@@ -9,6 +9,8 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
+from core import paths
+from core.user_text import shown_error
 from eval.run import evaluate
 from inference.generate import GenerationSettings
 from ui.views import forms
@@ -96,6 +98,7 @@ def build_evaluate_tab(state: AppState) -> dict:
                 return ("Pick at least one adapter.", *empty)
             data_path = (path or forms.DEMO_DATA).strip()
             try:
+                data_path = str(paths.readable(data_path, "the dataset path"))
                 column, note = slice_column(column, data_path)
                 settings = GenerationSettings(max_new_tokens=int(n), temperature=0.0) if int(n or 0) else None
                 report = evaluate(state.session, list(names), data_path,
@@ -104,7 +107,7 @@ def build_evaluate_tab(state: AppState) -> dict:
                                   on_progress=lambda f, msg: progress(f, desc=msg),
                                   slice_by=column, rows_per_slice=int(cap) if cap and column else None)
             except (ValueError, OSError) as err:
-                return (f"⚠️ {' '.join(str(err).split())}", *empty)
+                return (f"⚠️ {' '.join(shown_error(err).split())}", *empty)
             first = report.adapters[0]
             return (run_summary(report) + (f"\n\n{note}" if note else ""), gate_markdown(report),
                     pd.DataFrame(metric_rows(report), columns=METRIC_COLUMNS),

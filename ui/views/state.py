@@ -13,6 +13,7 @@ from adapters.shelf.store import Shelf
 from core import paths
 from core.hardware import detect
 from core.store.home import open_store
+from core.templates import control_sentence, first_control
 from inference.generate import GenerationSettings
 from serve.assembly import build_services
 from serve.interface.bounds import failure_sentence
@@ -121,9 +122,15 @@ class AppState:
         """Chat's answer from the serving engine; yields the text so far.
 
         Raises:
-            ValueError: bad settings or messages, an unusable adapter, a full queue, or the
-                engine's failure or timeout (said in a sentence).
+            ValueError: bad settings or messages (text spelling a control token of the model,
+                the system prompt's too), an unusable adapter, a full queue, or the engine's
+                failure or timeout (said in a sentence).
         """
+        texts = [("the system prompt", settings.system_prompt),
+                 *((f"message {i + 1} ({m.get('role')})", m.get("content")) for i, m in enumerate(messages))]
+        at = first_control(self.session.tokenizer, texts)
+        if at is not None:
+            raise ValueError(control_sentence(at))
         try:
             ticket = self.serving.submit(messages, adapter, settings)
         except ServerBusy as err:

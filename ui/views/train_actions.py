@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from core import paths
+from core.user_text import shown_error
 from finetune.train import runner
 from finetune.train.preflight import preflight
 from ui.views import forms
@@ -31,7 +33,7 @@ def dataset_path(src: str, upload_file, typed: str | None) -> str:
         return store_upload(upload_file)
     if not (typed or "").strip():
         raise ValueError("type a dataset path first")
-    return typed.strip()
+    return str(paths.readable(typed.strip(), "the dataset path"))
 
 
 def data_preview(src: str, upload_file, typed: str | None) -> tuple[str, pd.DataFrame | None]:
@@ -39,7 +41,7 @@ def data_preview(src: str, upload_file, typed: str | None) -> tuple[str, pd.Data
     try:
         values, cols, info = preview(dataset_path(src, upload_file, typed))
     except (ValueError, OSError) as err:
-        return f"⚠️ {err}", None
+        return f"⚠️ {shown_error(err)}", None
     return info, pd.DataFrame(values, columns=cols)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from core import paths
 from core.redact import KINDS
+from core.user_text import shown_error
 from finetune.data.helpdesk import parse_column_map, parse_role_map
 
 EXPORT_TYPES = (".csv", ".tsv", ".jsonl", ".ndjson", ".json")
@@ -35,7 +36,7 @@ def import_export(upload_file, typed: str | None, column_map: str = "", roles: s
         stats = import_to_folder(src, folder, float(eval_fraction or 0), int(seed or 0), None,
                                  parse_column_map(column_map), parse_role_map(roles))
     except (ValueError, OSError) as err:
-        return f"⚠️ {err}", [], None, None
+        return f"⚠️ {shown_error(err)}", [], None, None
     eval_file = stats.get("eval_file")
     text = summary(stats)
     if eval_file:
@@ -88,7 +89,7 @@ def _source(upload_file, typed: str | None) -> Path:
             raise ValueError(f"{src.name}: upload a helpdesk export ({', '.join(EXPORT_TYPES)})")
         return src
     if (typed or "").strip():
-        src = Path(typed.strip()).expanduser()
+        src = paths.readable(typed.strip(), "the helpdesk export's path")
         if not src.is_file():
             raise ValueError(f"helpdesk export {typed.strip()!r} does not exist or is not a file")
         return src

@@ -39,9 +39,10 @@ def test_a_new_adapter_is_served_beside_answers_in_flight(llama, llama_session, 
 def test_two_upstreams_share_the_requests_and_answer_alike(llama, llama_session, tmp_path):
     local = llama.upstreams.all[0]
     twin = LlamaServerProcess(local.process.binary, local.process.model, local.process.loras,
-                              slots=4, ctx_per_slot=1024, threads=1, log=tmp_path / "twin.log").start()
+                              slots=4, ctx_per_slot=1024, threads=1, log=tmp_path / "twin.log",
+                              api_key=local.process.api_key).start()
     try:
-        pool = Upstreams(None, [twin.url, local.url])
+        pool = Upstreams(None, [twin.url, local.url], remote_key=local.process.api_key)
         assert {u.url for u in pool.all} == {twin.url, local.url}
         lora = local.process.loras[0]
         held = [pool.acquire(lora) for _ in range(4)]
