@@ -117,7 +117,7 @@ def parse_chat(body) -> ChatRequest:
     if problems:
         raise RequestError("; ".join(m for _, m in problems), problems[0][0])
     return ChatRequest(model, messages, settings, stop, stream, include_usage, json_schema, tools,
-                       body.get("tool_choice"), body, relayed)
+                       body.get("tool_choice"), body, relayed=relayed)
 
 
 def _is_number(value) -> bool:
