@@ -92,8 +92,8 @@ def details(name: str, book: AliasBook | None = None, last: int = 5) -> list[str
     book = book or AliasBook()
     row = book.row(name)
     split = row["versions"]
-    lines = [f"{name}: {split_text(split)}", f"  automatic rollback: {policy_text(row.get('auto_rollback'))}",
-             f"  answers checked before they are sent: {row.get('check', 'off')}"]
+    lines = [f"{name}: {split_text(split)}", f"  automatic rollback: {policy_text(row.get('auto_rollback'))}"]
+    lines.append(f"  answers checked before they are sent: {row.get('check', 'off')}")
     for version, weight in split.items():
         try:
             gate = entry_status(book.shelf.get(version)).state

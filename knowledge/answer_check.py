@@ -2,15 +2,15 @@
 
 Two classifiers (:mod:`knowledge.intent_classifier`) are fitted on a knowledge version's
 labelled passages (the past answers of a labelled training split), once per version (kept for
-the last few versions): one on their questions names the intent the customer asks about, one on their answers (the release checks'
-classifier) names the intent the bot's answer addresses. When the two agree the answer is sent
-as it is (``ok``). When they disagree, the bot answers again with the nearest past answer of
-the asked intent: the best BM25 match for the customer's question among the past answers
-labelled with it (``re-answered``). When there is no such past answer, or the question
-classifier's lead over its runner-up is below ``min_margin`` (it is guessing between intents),
-the customer gets a hand-off sentence instead (``handed off``). A version without labelled past
-answers (made before past answers kept intents, or from unlabelled data) cannot be checked: the
-answer is sent as it is, with a note saying why (``skipped``).
+the last few versions): one on their questions names the intent the customer asks about, one on
+their answers (the release checks' classifier) names the intent the bot's answer addresses. When
+the two agree the answer is sent as it is (``ok``). When they disagree, the bot answers again
+with the nearest past answer of the asked intent: the best BM25 match for the customer's
+question among the past answers labelled with it (``re-answered``). When there is no such past
+answer, or the question classifier's lead over its runner-up is below ``min_margin`` (it is
+guessing between intents), the customer gets a hand-off sentence instead (``handed off``). A
+version without labelled past answers (made before past answers kept intents, or from unlabelled
+data) cannot be checked: the answer is sent as it is, with a note saying why (``skipped``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from knowledge.intent_classifier import IntentClassifier, fit
 from knowledge.store import LATEST, KnowledgeShelf, Version
 
 OUTCOMES = ("ok", "re-answered", "handed off", "skipped")
-MIN_MARGIN = 0.1  # LinearSVC decision values: below this the asked intent is a coin toss
+MIN_MARGIN = 0.2  # LinearSVC decision values: `python -m bench answer-check` chose it
 SEARCH_DEPTH = 50  # BM25 hits looked through for a past answer of the asked intent
 CACHED_VERSIONS = 4
 _CACHE: OrderedDict[tuple[str, str], tuple] = OrderedDict()  # (folder, fingerprint) -> fitted

@@ -71,8 +71,8 @@ class AliasApi:
     async def _set(self, request: Request, name: str):
         def put(body):
             if "versions" not in body and "auto_rollback" not in body and "check" not in body:
-                raise RequestError("'versions' is required (or 'auto_rollback' or 'check' alone, keeping the "
-                                   "split)", "versions")
+                raise RequestError("'versions' is required (or 'auto_rollback' or 'check' "
+                                   "alone, keeping the split)", "versions")
             return _said(self.book().set(name, body.get("versions"), **_who(request, body),
                                          auto_rollback=body.get("auto_rollback", KEEP),
                                          check=body.get("check", KEEP)))

@@ -18,9 +18,9 @@ figures and, when a canary fails, calls :meth:`AliasBook.fall_back`, audited as
 Files, under ``$TUNEDESK_HOME/releases/``:
 
 - ``aliases.json``: ``{"format", "aliases": {name: {"versions", "since", "updated", "by",
-  "auto_rollback"?, "check"?}}}`` (``since``: when the split took effect; ``updated``: the alias's last
-  change), written atomically under a file lock, so two writers never lose each other's change
-  and a reader (the server watching its mtime) never sees half a file;
+  "auto_rollback"?, "check"?}}}`` (``since``: when the split took effect; ``updated``: the
+  alias's last change), written atomically under a file lock, so two writers never lose each
+  other's change and a reader (the server watching its mtime) never sees half a file;
 
 The audit, in the home's store (``core/store``: the ``alias_audit`` table of ``tunedesk.db``, or
 the PostgreSQL that ``TUNEDESK_DATABASE_URL`` names), one row per change: id, time, by, alias,
@@ -256,7 +256,8 @@ class AliasBook:
                 row["auto_rollback"] = {"from": old_policy, "to": policy}
             if new_check != old_check:
                 row["check"] = {"from": old_check, "to": new_check}
-            if split == old and policy == old_policy and new_check == old_check and action != "rollback":
+            unchanged = split == old and policy == old_policy and new_check == old_check
+            if unchanged and action != "rollback":
                 return {**row, "changed": False}
             put_audit(self.store, row)  # audited first: a change the audit lacks is never live
             self._write(rows, name, split, policy, row, new_check)

@@ -66,7 +66,8 @@ def speak_checks(prompts: list[str], texts: dict, knowledge: dict, asked: list |
 
 def _one(question: str, answer: str, where, shelf) -> CheckResult:
     if where is None:
-        return CheckResult("skipped", answer, note="not checked: trained beside no knowledge version")
+        why = "not checked: trained beside no knowledge version"
+        return CheckResult("skipped", answer, note=why)
     try:
         return check_answer(question, answer, *where, shelf=shelf)
     except ValueError as err:  # the version was deleted since training
