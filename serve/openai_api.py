@@ -236,7 +236,7 @@ class OpenAIServer:
         if pick is not None:
             deltas = self.stats.timed(pick.version, deltas, pick.started)
         check = None
-        if pick is not None and self.aliases.checked(pick.alias):  # whole, checked, then sent
+        if pick is not None and pick.alias and self.aliases.checked(pick.alias):  # whole, then sent
             try:
                 check, deltas = await checked(deltas, chat.messages, chat.grounding, adapter,
                                               self.shelf())
