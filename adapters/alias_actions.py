@@ -50,6 +50,8 @@ def change_sentence(row: dict) -> str:
         said = f"{name}: {split_text(row['to'])} (split unchanged)."
     if row.get("auto_rollback"):
         said += f" Automatic rollback: {policy_text(row['auto_rollback']['to'])}."
+    if row.get("check"):
+        said += f" Answers checked before they are sent: {row['check']['to']}."
     if row["action"] == "auto-rollback":
         said += f" Rolled back automatically: {row.get('reason')}."
     if row.get("forced"):
@@ -59,13 +61,14 @@ def change_sentence(row: dict) -> str:
 
 
 def set_split(name: str, split, by: str, force: bool = False, reason: str = "", book: AliasBook | None = None,
-              auto_rollback=KEEP) -> str:
+              auto_rollback=KEEP, check=KEEP) -> str:
     """Give ``name`` a split: a dict, or ``["v3=90", "v4=10"]`` as typed (empty or None: keep
-    the split, change only ``auto_rollback``; None turns that off, leaving it out keeps it)."""
+    the split, change only ``auto_rollback``; None turns that off, leaving it out keeps it;
+    ``check``: ``on`` or ``off``, left as it is when not given)."""
     if isinstance(split, list | tuple):
         split = parse_split(list(split)) if split else None
     return change_sentence((book or AliasBook()).set(name, split, by=by, force=force, reason=reason,
-                                                     auto_rollback=auto_rollback))
+                                                     auto_rollback=auto_rollback, check=check))
 
 
 def promote(name: str, version: str, by: str, force: bool = False, reason: str = "",
@@ -90,6 +93,7 @@ def details(name: str, book: AliasBook | None = None, last: int = 5) -> list[str
     row = book.row(name)
     split = row["versions"]
     lines = [f"{name}: {split_text(split)}", f"  automatic rollback: {policy_text(row.get('auto_rollback'))}"]
+    lines.append(f"  answers checked before they are sent: {row.get('check', 'off')}")
     for version, weight in split.items():
         try:
             gate = entry_status(book.shelf.get(version)).state

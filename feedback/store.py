@@ -62,12 +62,16 @@ class FeedbackStore:
         self.log_conversations = log_conversations
 
     def record(self, answer_id: str, adapter: str, version: str, engine: str, messages: list[dict],
-               text: str, source: str = "api", grounding: dict | None = None) -> ServedAnswer:
+               text: str, source: str = "api", grounding: dict | None = None,
+               check: dict | None = None) -> ServedAnswer:
         """Keep one served answer (with its conversation, redacted, when logging is on); ``grounding``:
         the knowledge version and passage ids it was shown (``knowledge.grounding``), kept with
-        it and with its ratings."""
-        served = ServedAnswer(answer_id, adapter, version, engine, source, _now(),
-                              extra={"grounding": grounding} if grounding else {})
+        it and with its ratings; ``check``: what the check before it was sent decided
+        (``knowledge.answer_check``: ok, re-answered, handed off, skipped)."""
+        extra = {"grounding": grounding} if grounding else {}
+        if check:
+            extra["check"] = check
+        served = ServedAnswer(answer_id, adapter, version, engine, source, _now(), extra=extra)
         if self.log_conversations:
             served.messages, served.answer = redacted(messages, text)
         put_answer(self.store, asdict(served))

@@ -40,6 +40,7 @@ FORMATS = {
 }
 TITLE_NAMES = ("title", "name", "subject", "heading")
 BODY_NAMES = ("body", "text", "content", "article", "macro")
+LABEL_NAMES = ("intent", "category", "tag", "label")  # as the release checks look for one
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 
 
@@ -77,7 +78,7 @@ def read_passages(path: str | Path, kind: str | None = None) -> list[Passage]:
     if not passages:
         raise ImportProblem(f"{cut(path.name)} holds no passage with text")
     if kind:
-        passages = [Passage(p.title, p.text, p.source, kind, p.question) for p in passages]
+        passages = [Passage(p.title, p.text, p.source, kind, p.question, p.intent) for p in passages]
     return [check(p) for p in passages]
 
 
@@ -228,6 +229,7 @@ def table_passages(rows: list[dict], columns: list[str], source: str) -> list[Pa
     answer = _first(lower, RESPONSE_NAMES, exclude=question)
     messages = _first(lower, MESSAGES_NAMES)
     title, body = _first(lower, TITLE_NAMES), _first(lower, BODY_NAMES)
+    label = _first(lower, LABEL_NAMES)  # kept with each pair, for the check before sending
     if not ((question and answer) or messages or body):
         found = ", ".join(map(str, columns))
         raise ImportProblem(
@@ -238,7 +240,9 @@ def table_passages(rows: list[dict], columns: list[str], source: str) -> list[Pa
     for i, row in enumerate(rows, start=1):
         where = f"{source}:row {i}"
         if question and answer:
-            passages.append(_pair(_field(row, question), _field(row, answer), where))
+            passages.append(
+                _pair(_field(row, question), _field(row, answer), where, _field(row, label))
+            )
         elif messages:
             passages.append(_pair(*_last_exchange(row.get(messages)), where))
         else:
@@ -256,10 +260,10 @@ def _field(row: dict, column: str | None) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-def _pair(question: str, answer: str, source: str) -> Passage | None:
+def _pair(question: str, answer: str, source: str, intent: str = "") -> Passage | None:
     if not answer:
         return None
-    return Passage(question[:120] or answer[:80], answer, source, "past_answer", question)
+    return Passage(question[:120] or answer[:80], answer, source, "past_answer", question, intent)
 
 
 def _last_exchange(messages) -> tuple[str, str]:

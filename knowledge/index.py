@@ -79,7 +79,7 @@ STOPWORDS = frozenset(
 
 _SCHEMA = """
 CREATE TABLE passages (id INTEGER PRIMARY KEY, kind TEXT, title TEXT, question TEXT,
-                       text TEXT, source TEXT);
+                       text TEXT, source TEXT, intent TEXT);
 CREATE VIRTUAL TABLE fts USING fts5(title, question, text, content='passages',
                                     content_rowid='id', tokenize='porter unicode61');
 """
@@ -121,9 +121,9 @@ def build(path: Path, passages: list[Passage]) -> None:
     with closing(sqlite3.connect(path)) as db, db:
         db.executescript(_SCHEMA)
         db.executemany(
-            "INSERT INTO passages VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO passages VALUES (?, ?, ?, ?, ?, ?, ?)",
             [
-                (i, p.kind, p.title, p.question, p.text, p.source)
+                (i, p.kind, p.title, p.question, p.text, p.source, p.intent)
                 for i, p in enumerate(passages, start=1)
             ],
         )
@@ -146,25 +146,24 @@ def search(path: Path, query: str, k: int = 3, weights: tuple = WEIGHTS) -> list
     expression = match_expression(query)
     if expression is None or k <= 0:
         return []
-    sql = (
-        "SELECT p.id, -bm25(fts, ?, ?, ?) AS score, p.kind, p.title, p.question, p.text, p.source "
-        "FROM fts JOIN passages p ON p.id = fts.rowid WHERE fts MATCH ? "
-        "ORDER BY bm25(fts, ?, ?, ?) LIMIT ?"
-    )
     with closing(_open(path)) as db:
+        sql = (
+            f"SELECT p.id, -bm25(fts, ?, ?, ?) AS score, {_columns(db, 'p.')} "
+            "FROM fts JOIN passages p ON p.id = fts.rowid WHERE fts MATCH ? "
+            "ORDER BY bm25(fts, ?, ?, ?) LIMIT ?"
+        )
         rows = db.execute(sql, (*weights, expression, *weights, int(k))).fetchall()
-    return [Hit(r[0], r[1], Passage(r[3], r[5], r[6], r[2], r[4])) for r in rows]
+    return [Hit(r[0], r[1], _passage(r[2:])) for r in rows]
 
 
 def passages(path: Path, offset: int = 0, limit: int | None = None) -> list[tuple[int, Passage]]:
     """``(id, passage)`` of the index at ``path`` in id order, ``limit`` of them from ``offset``."""
     with closing(_open(path)) as db:
         rows = db.execute(
-            "SELECT id, kind, title, question, text, source FROM passages ORDER BY id "
-            "LIMIT ? OFFSET ?",
+            f"SELECT id, {_columns(db)} FROM passages ORDER BY id LIMIT ? OFFSET ?",
             (-1 if limit is None else int(limit), int(offset)),
         ).fetchall()
-    return [(r[0], Passage(r[2], r[4], r[5], r[1], r[3])) for r in rows]
+    return [(r[0], _passage(r[1:])) for r in rows]
 
 
 def by_ids(path: Path, ids: list[int]) -> dict[int, Passage]:
@@ -174,11 +173,35 @@ def by_ids(path: Path, ids: list[int]) -> dict[int, Passage]:
         return {}
     with closing(_open(path)) as db:
         rows = db.execute(
-            f"SELECT id, kind, title, question, text, source FROM passages WHERE id IN "
-            f"({','.join('?' * len(wanted))})",
+            f"SELECT id, {_columns(db)} FROM passages WHERE id IN ({','.join('?' * len(wanted))})",
             wanted,
         ).fetchall()
-    return {r[0]: Passage(r[2], r[4], r[5], r[1], r[3]) for r in rows}
+    return {r[0]: _passage(r[1:]) for r in rows}
+
+
+def has_intents(path: Path) -> bool:
+    """Whether the index at ``path`` keeps its passages' intents (versions made before
+    passages had intents do not)."""
+    with closing(_open(path)) as db:
+        return "intent" in _names(db)
+
+
+def _names(db: sqlite3.Connection) -> set[str]:
+    return {r[1] for r in db.execute("PRAGMA table_info(passages)")}
+
+
+def _columns(db: sqlite3.Connection, prefix: str = "") -> str:
+    """The passage columns to select; an index from before intents gives ``''`` for one."""
+    intent = f"{prefix}intent" if "intent" in _names(db) else "''"
+    return ", ".join(f"{prefix}{c}" for c in ("kind", "title", "question", "text", "source")) + (
+        f", {intent}"
+    )
+
+
+def _passage(row) -> Passage:
+    """A passage from ``(kind, title, question, text, source, intent)``."""
+    kind, title, question, text, source, intent = row
+    return Passage(title, text, source, kind, question, intent or "")
 
 
 def _open(path: Path) -> sqlite3.Connection:

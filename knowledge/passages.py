@@ -29,9 +29,15 @@ class Passage:
     source: str  # the file (and heading), URL or row it came from
     kind: str = "article"  # one of KINDS
     question: str = ""  # for a past answer: the customer's question it answered
+    intent: str = ""  # for a past answer: the labelled intent of its question ("": none)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields; ``intent`` only when set, so a passage without one reads (and is
+        fingerprinted) as it was before passages had intents."""
+        fields = asdict(self)
+        if not self.intent:
+            fields.pop("intent")
+        return fields
 
 
 def check(passage: Passage) -> Passage:

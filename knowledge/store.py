@@ -13,6 +13,7 @@ import whose content equals the latest version's makes no new version.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -147,9 +148,12 @@ class KnowledgeShelf:
         numbers = self._numbers(name)
         latest = self._read(name, numbers[-1]) if numbers else None
         if latest is not None and not replace:
-            kept = [p for _, p in latest.passages_page()]
+            fresh = list(dict.fromkeys(passages))
+            # A passage kept from before passages had intents takes the intent it comes with now.
+            labelled = {dataclasses.replace(p, intent=""): p for p in fresh if p.intent}
+            kept = [labelled.get(p, p) for _, p in latest.passages_page()]
             seen = set(kept)  # a file imported again adds only what changed in it
-            passages = kept + [p for p in dict.fromkeys(passages) if p not in seen]
+            passages = kept + [p for p in fresh if p not in seen]
             sources = list(dict.fromkeys([*latest.sources, *sources]))
         digest = fingerprint(passages)
         if latest is not None and latest.fingerprint == digest:

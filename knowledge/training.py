@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from knowledge import index
 from knowledge.passages import Passage
 from knowledge.store import KnowledgeShelf, Version
 
@@ -28,6 +29,7 @@ def shelve_pairs(
     dataset_fingerprint: str,
     data_path: str,
     shelf: KnowledgeShelf | None = None,
+    intents: list | None = None,
 ) -> Version:
     """Put question/answer pairs on the shelf as past answers (one version per fingerprint).
 
@@ -36,19 +38,32 @@ def shelve_pairs(
         answers: the answers, row-aligned with ``questions``.
         dataset_fingerprint: the prepared data's fingerprint; a version holding it is reused.
         data_path: the dataset's path (names the knowledge base and each passage's source).
+        intents: each pair's labelled intent (None: unlabelled), row-aligned; kept with the
+            past answers for the check before an answer is sent (``knowledge.answer_check``).
 
     Raises:
         ValueError: no pair with an answer.
     """
     shelf = shelf or KnowledgeShelf()
     name = knowledge_name(data_path)
+    labelled = intents is not None and any(y is not None for y in intents)
     found = shelf.find(name, dataset_fingerprint=dataset_fingerprint)
-    if found is not None:
+    # A version made before past answers kept intents is made again with them (a new version;
+    # the old one stays for whatever was trained or grounded beside it).
+    if found is not None and not (labelled and not index.has_intents(found.index_path)):
         return found
     source = Path(str(data_path)).name
+    labels = [None] * len(questions) if intents is None else list(intents)
     passages = [
-        Passage((q or "")[:120] or a[:80], a, f"{source}:train row {i}", "past_answer", q or "")
-        for i, (q, a) in enumerate(zip(questions, answers, strict=True), start=1)
+        Passage(
+            (q or "")[:120] or a[:80],
+            a,
+            f"{source}:train row {i}",
+            "past_answer",
+            q or "",
+            "" if y is None else str(y),
+        )
+        for i, (q, a, y) in enumerate(zip(questions, answers, labels, strict=True), start=1)
         if isinstance(a, str) and a.strip()
     ]
     version, _ = shelf.add(

@@ -6,7 +6,8 @@ key gets 403.
 - ``PUT /v1/aliases/{name}``: ``{"versions": {"v3": 90, "v4": 10}, "force": false,
   "reason": "...", "auto_rollback": {"margin": 0.1, "min_requests": 50,
   "min_ratings": 10}}`` sets the split (creates the alias); ``auto_rollback`` (null: off) may
-  come alone, keeping the split, and is kept as it is when left out;
+  come alone, keeping the split, and is kept as it is when left out; so may ``"check": "on"``
+  or ``"off"`` (answers checked before they are sent, :mod:`serve.answer_check`);
 - ``POST /v1/aliases/{name}/promote``: ``{"version": "v4", ...}``; ``.../rollback``: ``{}``;
 - ``DELETE /v1/aliases/{name}``;
 - ``GET /v1/aliases/{name}/stats``: each version's live figures (:mod:`serve.version_stats`).
@@ -32,7 +33,7 @@ from serve.keys import ADMIN
 from serve.requests import RequestError
 from serve.version_stats import thumbs
 
-BODY_FIELDS = {"versions", "version", "force", "reason", "auto_rollback"}
+BODY_FIELDS = {"versions", "version", "force", "reason", "auto_rollback", "check"}
 
 
 class AliasApi:
@@ -72,10 +73,12 @@ class AliasApi:
 
     async def _set(self, request: Request, name: str):
         def put(body):
-            if "versions" not in body and "auto_rollback" not in body:
-                raise RequestError("'versions' is required (or 'auto_rollback' alone, keeping the split)", "versions")
+            if "versions" not in body and "auto_rollback" not in body and "check" not in body:
+                raise RequestError("'versions' is required (or 'auto_rollback' or 'check' "
+                                   "alone, keeping the split)", "versions")
             return _said(self.book().set(name, body.get("versions"), **_who(request, body),
-                                         auto_rollback=body.get("auto_rollback", KEEP)))
+                                         auto_rollback=body.get("auto_rollback", KEEP),
+                                         check=body.get("check", KEEP)))
 
         return await self._guarded(request, (), put)
 
@@ -106,6 +109,7 @@ class AliasApi:
                 gates[version] = "missing"
         return {"id": name, "object": "alias", "versions": split, "release_gates": gates,
                 "since": row.get("since") or row.get("updated"), "auto_rollback": row.get("auto_rollback"),
+                "check": row.get("check", "off"),
                 "history": book.history(name)[-20:]}
 
     def stats(self, name: str) -> dict:

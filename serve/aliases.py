@@ -69,6 +69,7 @@ class AliasRouter:
         self._stamp: tuple | None = None
         self._splits: dict[str, dict[str, int]] = {}
         self._policies: dict[str, tuple[dict, float]] = {}  # alias -> (automatic rollback, since)
+        self._checked: frozenset[str] = frozenset()  # aliases whose answers are checked
         self._sticky: OrderedDict[bytes, str] = OrderedDict()  # (alias, conversation) digest -> version
         self._lock = threading.Lock()
 
@@ -89,6 +90,11 @@ class AliasRouter:
         """Alias -> (its automatic rollback, when its split took effect) for the aliases with one."""
         self.splits()
         return self._policies
+
+    def checked(self, alias: str | None) -> bool:
+        """Whether ``alias``'s answers are checked before they are sent (its ``check`` is on)."""
+        self.splits()
+        return alias in self._checked
 
     def pick(self, model: str, conversation: str | None = None) -> Pick | None:
         """The version answering ``model`` when it is an alias, else None."""
@@ -125,6 +131,7 @@ class AliasRouter:
         self._splits = {name: split for name, split in splits.items() if sum(split.values()) > 0}
         self._policies = {name: (policy, since_epoch(rows[name])) for name in self._splits
                           if (policy := _policy(name, rows[name].get("auto_rollback")))}
+        self._checked = frozenset(name for name in self._splits if rows[name].get("check") == "on")
         self._stamp = stamp
 
 

@@ -41,6 +41,8 @@ from core.templates import control_sentence, first_control
 from feedback.store import FeedbackStore
 from serve.alias_api import AliasApi
 from serve.aliases import CONVERSATION_HEADER, VERSION_HEADER, AliasRouter, Pick
+from serve.answer_check import checked
+from serve.answer_check import header as check_header
 from serve.api_basics import (  # noqa: F401 (the limit, re-exported)
     MAX_BODY_BYTES,
     ApiError,
@@ -245,11 +247,19 @@ class OpenAIServer:
             head["system_fingerprint"] = f"{answer.engine}; {pick.version}"
         if pick is not None:
             deltas = self.stats.timed(pick.version, deltas, pick.started)
+        check = None
+        if pick is not None and pick.alias and self.aliases.checked(pick.alias):  # whole, then sent
+            try:
+                check, deltas = await checked(deltas, chat.messages, chat.grounding, adapter,
+                                              self.shelf())
+            except Exception as err:
+                return engine_failure(err).response()
+            headers.update(check_header(check))
 
         def remember(text: str) -> None:  # after the answer: nothing here delays a token
             version = self.engines.weights_hash(adapter)
             self.feedback.record(head["id"], adapter or "base", version, answer.engine, chat.messages, text,
-                                 grounding=chat.grounding)
+                                 grounding=chat.grounding, check=check.record() if check else None)
 
         if chat.stream:
             return StreamingResponse(sse_events(deltas, answer, head, chat, remember), media_type="text/event-stream",
@@ -262,6 +272,8 @@ class OpenAIServer:
         choice = {"index": 0, "message": {"role": "assistant", "content": text},
                   "finish_reason": answer.finish_reason, "logprobs": None}
         grounded = {"tunedesk_grounding": chat.grounding} if chat.grounding else {}
+        if check is not None:
+            grounded["tunedesk_check"] = check.record()
         return JSONResponse({**head, "object": "chat.completion", "choices": [choice], "usage": usage(answer),
                              **grounded}, headers=headers)
 

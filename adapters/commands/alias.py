@@ -43,6 +43,9 @@ def add_arguments(p) -> None:
     put.add_argument("--min-ratings", type=int, metavar="N",
                      help="ratings each version needs before thumbs-down rates are compared (default 10)")
     put.add_argument("--no-auto-rollback", action="store_true", help="turn the automatic rollback off")
+    put.add_argument("--check", choices=("on", "off"),
+                     help="check each answer's intent before it is sent (default: as it is; "
+                          "a new alias: off)")
     promote = sub.add_parser("promote", help="all new conversations to VERSION (the others finish theirs)")
     promote.add_argument("name")
     promote.add_argument("version")
@@ -108,7 +111,8 @@ def main(args) -> int:
         else:
             print("\n".join(actions.details(args.name, book)))
     elif args.action == "set":
-        print(actions.set_split(args.name, args.split, by, **gate, book=book, auto_rollback=auto_rollback(args, book)))
+        print(actions.set_split(args.name, args.split, by, **gate, book=book,
+                                auto_rollback=auto_rollback(args, book), check=_check(args)))
     elif args.action == "promote":
         print(actions.promote(args.name, args.version, by, **gate, book=book))
     elif args.action == "rollback":
@@ -116,3 +120,10 @@ def main(args) -> int:
     else:
         print(actions.delete(args.name, by, book=book))
     return 0
+
+
+def _check(args):
+    """The ``--check`` flag, or ``KEEP`` when it is not given."""
+    from adapters.shelf.aliases import KEEP
+
+    return args.check or KEEP

@@ -7,7 +7,8 @@
 - the gate: a version whose weight goes up must have passed its release gate, unless the
   change is forced with a reason;
 - the automatic rollback, when asked for: a margin above 0 and at most 1 (0.1: ten points of
-  error or thumbs-down rate), whole minimum counts of at least 1.
+  error or thumbs-down rate), whole minimum counts of at least 1;
+- the check before an answer is sent (``check``): ``on`` or ``off`` (the default).
 
 Every problem is collected and raised once (:class:`AliasError`); ``param`` names the first,
 as the API's error shape wants (``name``, ``versions``, ``versions.<version>``, ``reason``).
@@ -22,6 +23,7 @@ from core.user_text import quote
 RESERVED = ("base", "__base__", "default")
 MAX_VERSIONS = 8
 AUTO_ROLLBACK_DEFAULTS = {"min_requests": 50, "min_ratings": 10}
+CHECK_SETTINGS = ("off", "on")
 
 
 class AliasError(ValueError):
@@ -134,6 +136,22 @@ def check_auto_rollback(policy) -> dict | None:
     if problems:
         raise AliasError("; ".join(p for _, p in problems), problems[0][0])
     return {"margin": float(margin), **{key: policy[key] for key in AUTO_ROLLBACK_DEFAULTS}}
+
+
+def check_setting(value) -> str:
+    """An alias's ``check`` setting as stored: ``on`` or ``off`` (None: off).
+
+    Raises:
+        AliasError: anything else, naming what is accepted.
+    """
+    if value is None:
+        return "off"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, str) and value.strip().lower() in CHECK_SETTINGS:
+        return value.strip().lower()
+    raise AliasError(f"check must be 'on' or 'off' (the answer checked before it is sent), got "
+                     f"{quote(value)}", "check")
 
 
 def gate_problems(split: dict[str, int], old: dict[str, int], shelf, force: bool, reason: str) -> list[str]:

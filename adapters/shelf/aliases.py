@@ -12,14 +12,15 @@ forced with a reason, which the audit log keeps. Lowering a version's weight nev
 An alias may ask for an automatic rollback (``auto_rollback``: a margin and minimum counts,
 :func:`~adapters.shelf.alias_rules.check_auto_rollback`); the server judges its versions' live
 figures and, when a canary fails, calls :meth:`AliasBook.fall_back`, audited as
-``auto-rollback``.
+``auto-rollback``. An alias may ask for its answers to be checked before they are sent
+(``check``: ``on``; :mod:`knowledge.answer_check`); ``off``, the default, is not stored.
 
 Files, under ``$TUNEDESK_HOME/releases/``:
 
 - ``aliases.json``: ``{"format", "aliases": {name: {"versions", "since", "updated", "by",
-  "auto_rollback"?}}}`` (``since``: when the split took effect; ``updated``: the alias's last
-  change), written atomically under a file lock, so two writers never lose each other's change
-  and a reader (the server watching its mtime) never sees half a file;
+  "auto_rollback"?, "check"?}}}`` (``since``: when the split took effect; ``updated``: the
+  alias's last change), written atomically under a file lock, so two writers never lose each
+  other's change and a reader (the server watching its mtime) never sees half a file;
 
 The audit, in the home's store (``core/store``: the ``alias_audit`` table of ``tunedesk.db``, or
 the PostgreSQL that ``TUNEDESK_DATABASE_URL`` names), one row per change: id, time, by, alias,
@@ -40,6 +41,7 @@ from adapters.shelf.alias_rules import (
     AliasError,
     check_auto_rollback,
     check_name,
+    check_setting,
     check_split,
     gate_problems,
 )
@@ -139,7 +141,7 @@ class AliasBook:
         return found
 
     def set(self, name: str, split: dict | None, *, by: str, force: bool = False, reason: str = "",
-            auto_rollback=KEEP) -> dict:
+            auto_rollback=KEEP, check=KEEP) -> dict:
         """Give alias ``name`` the split ``split`` (creating the alias when new).
 
         Args:
@@ -151,6 +153,8 @@ class AliasBook:
             reason: why (required with ``force``; kept in the audit log).
             auto_rollback: the automatic rollback (``{"margin", "min_requests", "min_ratings"}``),
                 None to turn it off; left as it is when not given.
+            check: ``on`` or ``off``: answers checked before they are sent; left as it is when
+                not given.
 
         Returns:
             The audit row written (``changed`` False and nothing written when nothing changes).
@@ -164,7 +168,7 @@ class AliasBook:
                                          f"`python -m adapters alias set {name} VERSION=100`", "versions")
             return (old if split is None else split), (old_policy if auto_rollback is KEEP else auto_rollback)
 
-        return self._change(name, "set", new, by=by, force=force, reason=reason)
+        return self._change(name, "set", new, by=by, force=force, reason=reason, check=check)
 
     def promote(self, name: str, version: str, *, by: str, force: bool = False, reason: str = "") -> dict:
         """Send all new conversations to ``version``; the others stay at 0, so theirs finish."""
@@ -187,6 +191,8 @@ class AliasBook:
                 raise AliasError(f"alias {name!r} has no earlier split to go back to"
                                  + (" (its first change created it)" if row else ""), "name")
             target["undoes"] = row["id"]
+            if "check" in row:
+                target["check_back"] = row["check"]["from"]
             return row["from"], (row["auto_rollback"]["from"] if "auto_rollback" in row else policy)
 
         return self._change(name, "rollback", earlier, by=by, force=force, reason=reason, extra=target)
@@ -221,9 +227,10 @@ class AliasBook:
         """The audit rows (of alias ``name`` when given), oldest first."""
         return audit_rows(self.store, name)
 
-    def _change(self, name, action, new, *, by, force=False, reason="", extra=None, gate=True) -> dict:
+    def _change(self, name, action, new, *, by, force=False, reason="", extra=None, gate=True,
+                check=KEEP) -> dict:
         """Read, compute (``new(old split, old policy) -> (split, policy)``), check, write and
-        audit one change under the file lock."""
+        audit one change under the file lock (``check``: the new check setting, or KEEP)."""
         from filelock import FileLock
 
         check_name(name, self.shelf, clash=action != "delete")  # an alias an adapter shadows since can go
@@ -238,25 +245,34 @@ class AliasBook:
                 forced = gate_problems(split, old or {}, self.shelf, force, reason) if gate else []
             if split is not None:
                 policy = check_auto_rollback(policy)
+            old_check = check_setting(rows[name].get("check")) if name in rows else "off"
+            if extra and "check_back" in extra:  # a rollback: the setting before the change undone
+                check = extra.pop("check_back")
+            new_check = old_check if check is KEEP or split is None else check_setting(check)
             row = {"id": uuid.uuid4().hex[:12], "time": time.strftime(TIME_FORMAT, time.gmtime()),
                    "by": str(by)[:200], "alias": name, "action": action, "from": old, "to": split,
                    "override": reason.strip() if force else None, "forced": forced, **(extra or {})}
             if policy != old_policy:
                 row["auto_rollback"] = {"from": old_policy, "to": policy}
-            if split == old and policy == old_policy and action != "rollback":
+            if new_check != old_check:
+                row["check"] = {"from": old_check, "to": new_check}
+            unchanged = split == old and policy == old_policy and new_check == old_check
+            if unchanged and action != "rollback":
                 return {**row, "changed": False}
             put_audit(self.store, row)  # audited first: a change the audit lacks is never live
-            self._write(rows, name, split, policy, row)
+            self._write(rows, name, split, policy, row, new_check)
         return {**row, "changed": True}
 
-    def _write(self, rows: dict, name: str, split: dict | None, policy: dict | None, change: dict) -> None:
+    def _write(self, rows: dict, name: str, split: dict | None, policy: dict | None, change: dict,
+               check: str = "off") -> None:
         """``rows`` with alias ``name`` changed; ``since`` moves only when its split does."""
         before = rows.get(name) or {}
         rows = {n: r for n, r in rows.items() if n != name}
         if split is not None:
             since = before.get("since") or before.get("updated") if before.get("versions") == split else None
             rows[name] = {"versions": split, "since": since or change["time"], "updated": change["time"],
-                          "by": change["by"], **({"auto_rollback": policy} if policy else {})}
+                          "by": change["by"], **({"auto_rollback": policy} if policy else {}),
+                          **({"check": check} if check == "on" else {})}
         write_json_atomic(self.path, {"format": FORMAT, "aliases": dict(sorted(rows.items()))})
 
 

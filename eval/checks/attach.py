@@ -1,9 +1,12 @@
 """The support checks run on a built report: settings from each adapter's folder, results into
-the report (``report.support``, and each sample's ``checks``)."""
+the report (``report.support``, and each sample's ``checks``); with them, how often the check
+before an answer is sent would act (``report.support["speak_check"]``, each sample's
+``speak_check``: :mod:`eval.checks.speak_check`)."""
 
 from __future__ import annotations
 
 from adapters.shelf.gate_rules import GateRulesError, read_rules
+from eval.checks.speak_check import knowledge_of, speak_checks
 from eval.checks.support import CheckSettings, settings_for, support_checks
 
 
@@ -57,8 +60,22 @@ def attach_support(report, rows, data: str, shelf, manifests: dict) -> None:
             "notes": [],
             "models": {},
         }
+        attach_speak_check(report, manifests, None)
         return
     per_row = found.pop("per_row")
     for i, sample in enumerate(report.samples):
         sample["checks"] = {m: per_row[m][i] for m in report.models}
     report.support = found
+    attach_speak_check(report, manifests, [r["asked"] for r in per_row[report.models[0]]])
+
+
+def attach_speak_check(report, manifests: dict, asked: list | None) -> None:
+    """Count the check's outcomes on ``report``'s answers (``asked``: the rows' labels, or None)
+    into ``report.support["speak_check"]`` and each sample's ``speak_check``."""
+    texts = {m: [s["answers"][m] for s in report.samples] for m in report.models}
+    knowledge = knowledge_of(manifests or {}, report.models, report.adapters)
+    found = speak_checks([s["prompt"] for s in report.samples], texts, knowledge, asked)
+    per_row = found.pop("per_row")
+    for i, sample in enumerate(report.samples):
+        sample["speak_check"] = {m: per_row[m][i] for m in report.models}
+    report.support["speak_check"] = found

@@ -10,56 +10,11 @@ seconds on one core for a dataset of a few thousand rows.
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass
+# The classifier lives with the knowledge shelf, which serving may import (the check before an
+# answer is sent uses the same one); the release checks use it from there.
+from knowledge.intent_classifier import MAX_FIT_ROWS, MIN_LABELS, IntentClassifier, fit
 
-MIN_LABELS = 2  # a classifier needs two intents to tell apart
-MAX_FIT_ROWS = 50_000  # more labelled answers add seconds, not accuracy
-
-
-@dataclass
-class IntentClassifier:
-    """A fitted classifier and what it was fitted on."""
-
-    pipeline: object  # sklearn Pipeline: TfidfVectorizer -> LinearSVC
-    labels: list[str]  # the intents it knows
-    rows: int  # answers it was fitted on
-
-    def predict(self, texts: list[str]) -> list[str]:
-        """The intent each text addresses; ``""`` for an empty text, which addresses none (the
-        classifier would name one all the same)."""
-        said = [i for i, t in enumerate(texts) if t and t.strip()]
-        named = [""] * len(texts)
-        if said:
-            for i, p in zip(said, self.pipeline.predict([texts[i] for i in said]), strict=True):
-                named[i] = str(p)
-        return named
-
-
-def fit(texts: list[str], labels: list[str]) -> IntentClassifier:
-    """Fit the classifier on labelled answers (rows with an empty label or text left out).
-
-    Raises:
-        ValueError: fewer than two intents, in a sentence that says so.
-    """
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.pipeline import make_pipeline
-    from sklearn.svm import LinearSVC
-
-    pairs = [
-        (t, str(y)) for t, y in zip(texts, labels, strict=True) if y is not None and t and t.strip()
-    ]
-    pairs = pairs[:MAX_FIT_ROWS]
-    known = Counter(y for _, y in pairs)
-    if len(known) < MIN_LABELS:
-        raise ValueError(
-            f"{len(pairs)} labelled answers with {len(known)} intent(s): at least "
-            f"{MIN_LABELS} intents are needed to tell answers apart"
-        )
-    # min_df=1: a small dataset's rare but telling words count too.
-    pipeline = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True), LinearSVC())
-    pipeline.fit([t for t, _ in pairs], [y for _, y in pairs])
-    return IntentClassifier(pipeline=pipeline, labels=sorted(known), rows=len(pairs))
+__all__ = ["MAX_FIT_ROWS", "MIN_LABELS", "IntentClassifier", "fit", "rates"]
 
 
 def rates(asked: list, named: list[str]) -> dict:

@@ -5,6 +5,8 @@ Shared by ``python -m eval``, summary.md and the Evaluate tab, so all three show
 
 from __future__ import annotations
 
+from eval.checks.speak_check import lines as speak_lines
+
 OVERVIEW_COLUMNS = [
     "model",
     "right intent",
@@ -154,4 +156,5 @@ def markdown(support: dict) -> str:
             f"- intent classifier: {k['model']}, fitted on {k['rows']} answers of {k['fitted_on']} "
             f"(`{support['column']}` column, {k['labels']} intents)"
         )
+    out += speak_lines(support.get("speak_check"))
     return "\n".join(out)

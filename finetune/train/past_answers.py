@@ -33,6 +33,7 @@ def shelve_train_split(prepared, data_path: str) -> dict:
         list(rows["response"]),
         dataset_fingerprint=prepared.fingerprint,
         data_path=data_path,
+        intents=list(rows["intent"]) if "intent" in getattr(rows, "column_names", ()) else None,
     )
     return {
         "name": version.name,

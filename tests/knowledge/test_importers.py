@@ -77,6 +77,8 @@ def test_bitext_columns_use_the_training_data_names(tmp_path):
     )
     (passage,) = read_passages(path)
     assert passage.question == "cancel my order" and passage.text == "Open My Orders and cancel."
+    assert passage.intent == "cancel_order"  # the intent column, before category
+    assert read_passages(path, kind="macro")[0].intent == "cancel_order"
 
 
 def test_csv_title_body_rows_are_articles(tmp_path):

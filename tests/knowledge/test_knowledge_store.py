@@ -79,3 +79,18 @@ def test_find_by_extra_facts(home):
     shelf.add("kb", B, ["b"], extra={"dataset_fingerprint": "def"})
     assert shelf.find("kb", dataset_fingerprint="abc").version == "v1"
     assert shelf.find("kb", dataset_fingerprint="zzz") is None
+
+
+def test_a_passage_imported_again_with_its_intent_takes_it_and_is_not_doubled(home):
+    shelf = KnowledgeShelf()
+    plain = Passage(
+        "cancel", "Open My Orders and cancel.", "faq.csv:row 1", "past_answer", "cancel"
+    )
+    first, _ = shelf.add("faq", [plain], ["faq.csv"])
+    labelled = Passage(
+        *[getattr(plain, f) for f in ("title", "text", "source", "kind")], "cancel", "cancel_order"
+    )
+    assert plain.to_dict() == {k: v for k, v in labelled.to_dict().items() if k != "intent"}
+    again, made = shelf.add("faq", [labelled], ["faq.csv"])
+    assert made and [p for _, p in again.passages_page()] == [labelled]
+    assert first.fingerprint != again.fingerprint and "intent" not in plain.to_dict()

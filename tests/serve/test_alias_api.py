@@ -223,6 +223,18 @@ def test_a_failed_gate_blocks_promotion_through_the_api_unless_overridden(served
     assert back.status_code == 200 and back.json()["to"] == {"a": 100}
 
 
+def test_the_answer_check_is_set_through_the_api(served):
+    _, url = served
+    assert admin(url, "PUT", "/support-bot", {"versions": {"a": 100}}).json()["to"] == {"a": 100}
+    assert admin(url, "GET", "/support-bot").json()["check"] == "off"
+    turned = admin(url, "PUT", "/support-bot", {"check": "on"})  # alone: the split is kept
+    assert turned.status_code == 200 and turned.json()["check"] == {"from": "off", "to": "on"}
+    card = admin(url, "GET", "/support-bot").json()
+    assert card["check"] == "on" and card["versions"] == {"a": 100}
+    bad = admin(url, "PUT", "/support-bot", {"check": "sometimes"})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "check"
+
+
 BAD_REQUESTS = [  # method, path, body, status, the field named
     ("PUT", "/support-bot", {"versions": {"a": 60, "b": 30}}, 400, "versions"),
     ("PUT", "/support-bot", {"versions": {"a": 90, "ghost": 10}}, 400, "versions.ghost"),

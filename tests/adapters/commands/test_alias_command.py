@@ -107,3 +107,17 @@ def test_bad_input_is_one_sentence_and_exit_code_2(versions, home, capsys, argv,
     code, out, err = run(capsys, *argv)
     assert code == 2 and not out and words in err and err.count("\n") == 1
     assert audit_rows(open_store(home)) == []
+
+
+def test_check_turns_the_answer_check_on_and_off(versions, home, capsys):
+    run(capsys, "set", "support-bot", "v3=100")
+    assert "answers checked before they are sent: off" in run(capsys, "show", "support-bot")[1]
+    code, out, _ = run(capsys, "set", "support-bot", "--check", "on")  # the setting alone
+    assert code == 0 and out.strip() == (
+        "support-bot: v3 100% (split unchanged). Answers checked before they are sent: on.")
+    stored = json.loads((home / "releases" / "aliases.json").read_text())["aliases"]["support-bot"]
+    assert stored["check"] == "on" and stored["versions"] == {"v3": 100}
+    assert run(capsys, "set", "support-bot", "v3=90", "v4=10")[0] == 0  # no flag: kept
+    assert "answers checked before they are sent: on" in run(capsys, "show", "support-bot")[1]
+    assert run(capsys, "set", "support-bot", "--check", "off")[1].strip().endswith(
+        "Answers checked before they are sent: off.")

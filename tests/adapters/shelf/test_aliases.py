@@ -212,3 +212,21 @@ def test_fall_back_takes_the_failing_canary_out_without_the_gate_and_a_rollback_
     with pytest.raises(AliasError, match="release gate of v5: failed"):  # undoing it is gated as any change
         book.rollback("support-bot", by="ana")
     assert book.rollback("support-bot", by="ana", force=True, reason="fixed")["to"] == {"v3": 80, "v4": 10, "v5": 10}
+
+
+def test_the_answer_check_is_a_setting_kept_through_changes_and_rolled_back(book, home):
+    book.set("support-bot", {"v3": 100}, by="ana")
+    assert "check" not in book.row("support-bot")  # off, the default, is not stored
+    row = book.set("support-bot", None, by="ana", check="on")  # the setting alone
+    assert row["changed"] and row["check"] == {"from": "off", "to": "on"}
+    assert book.row("support-bot")["check"] == "on" and book.get("support-bot") == {"v3": 100}
+    assert not book.set("support-bot", None, by="ana", check="on")["changed"]
+    book.promote("support-bot", "v4", by="ben")  # other changes keep it
+    assert book.row("support-bot")["check"] == "on"
+    book.rollback("support-bot", by="ben")  # undoes the promotion: still on
+    assert book.row("support-bot")["check"] == "on"
+    book.rollback("support-bot", by="ben")  # undoes turning it on
+    assert "check" not in book.row("support-bot")
+    with pytest.raises(AliasError) as err:
+        book.set("support-bot", None, by="ana", check="maybe")
+    assert err.value.param == "check" and "'on' or 'off'" in str(err.value)

@@ -1,0 +1,104 @@
+"""serve/answer_check.py through the API: an alias with ``check: on`` sends an answer of the
+wrong intent as the nearest past answer of the asked intent, and says so; ``off`` leaves it."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from serve_helpers import api_app, serving
+
+from adapters.shelf.aliases import AliasBook
+from feedback.store import FeedbackStore
+from knowledge.answer_check import checker_for
+from knowledge.store import KnowledgeShelf
+from knowledge.training import shelve_pairs
+from serve.engines import Engines
+
+ASKED = "I need to change the shipping address on my order"
+ADDRESS = "To change the shipping address, open the order page and edit the delivery address."
+# Cancel rows outnumber the others, so an answer in none of these words reads as a cancellation.
+ROWS = [
+    ("change the shipping address of my order", ADDRESS, "address"),
+    ("wrong delivery address", "Edit the delivery address from the order page.", "address"),
+    ("where is my refund", "The refund reaches your card within five days.", "refund"),
+    ("I want my money back", "We issued the refund; it reaches your card soon.", "refund"),
+    *[
+        (f"cancel order {i}", f"Order {i} is cancelled; nothing is charged.", "cancel")
+        for i in range(6)
+    ],
+]
+
+
+@pytest.fixture
+def served(session, home):
+    q, a, y = zip(*ROWS, strict=True)
+    version = shelve_pairs(
+        list(q), list(a), dataset_fingerprint="f", data_path="faq.csv", intents=list(y)
+    )
+    manifest_path = home / "adapters" / "a" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["knowledge"] = {"name": version.name, "version": version.version, "split": "train"}
+    manifest_path.write_text(json.dumps(manifest))
+    with serving(api_app(Engines(session, "pytorch"))) as url:
+        book = AliasBook()
+        book.set("checked-bot", {"a": 100}, by="test", force=True, reason="tiny", check="on")
+        book.set("plain-bot", {"a": 100}, by="test", force=True, reason="tiny")
+        yield url, version
+
+
+def ask(url, model, stream=False):
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": ASKED}],
+        "max_tokens": 8,
+        "temperature": 0,
+        "stream": stream,
+    }
+    return httpx.post(f"{url}/v1/chat/completions", json=body, timeout=120)
+
+
+def streamed_text(response) -> str:
+    parts = []
+    for line in response.text.splitlines():
+        if line.startswith("data: {"):
+            delta = json.loads(line[6:])["choices"]
+            parts += [c["delta"].get("content") or "" for c in delta]
+    return "".join(parts)
+
+
+def test_a_wrong_answer_is_sent_as_the_nearest_past_answer_when_the_alias_checks(served):
+    url, version = served
+    plain = ask(url, "plain-bot")
+    said = plain.json()["choices"][0]["message"]["content"]
+    checker, _ = checker_for(version)
+    # The premise: the tiny model's answer is not about the address the customer asked about.
+    assert checker.questions.predict([ASKED]) == ["address"]
+    assert checker.answers.predict([said]) != ["address"] and said != ADDRESS
+    assert "tunedesk_check" not in plain.json() and "X-TuneDesk-Check" not in plain.headers
+
+    answer = ask(url, "checked-bot")
+    body = answer.json()
+    assert body["choices"][0]["message"]["content"] == ADDRESS
+    assert body["tunedesk_check"]["outcome"] == "re-answered"
+    assert body["tunedesk_check"]["passage_id"] == 1
+    assert answer.headers["X-TuneDesk-Check"].startswith("re-answered; asked=address")
+    stored = FeedbackStore().answer(body["id"])
+    assert stored.extra["check"]["outcome"] == "re-answered"
+    assert FeedbackStore().answer(plain.json()["id"]).extra.get("check") is None
+
+    stream = ask(url, "checked-bot", stream=True)
+    assert stream.headers["X-TuneDesk-Check"].startswith("re-answered")
+    assert streamed_text(stream) == ADDRESS
+    assert streamed_text(ask(url, "plain-bot", stream=True)) == said
+
+
+def test_a_knowledge_version_deleted_since_leaves_the_answer_and_says_why(served):
+    url, version = served
+    said = ask(url, "plain-bot").json()["choices"][0]["message"]["content"]
+    KnowledgeShelf().delete(version.name)
+    body = ask(url, "checked-bot").json()
+    assert body["choices"][0]["message"]["content"] == said
+    assert body["tunedesk_check"]["outcome"] == "skipped"
+    assert "no knowledge base named" in body["tunedesk_check"]["note"]
