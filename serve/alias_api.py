@@ -4,8 +4,10 @@
 - ``GET /v1/aliases/{name}``: one alias, each version's release gate, its last changes;
 - ``PUT /v1/aliases/{name}``: ``{"versions": {"v3": 90, "v4": 10}, "force": false,
   "reason": "...", "by": "...", "auto_rollback": {"margin": 0.1, "min_requests": 50,
-  "min_ratings": 10}}`` sets the split (creates the alias); ``auto_rollback`` (null: off) may
-  come alone, keeping the split, and is kept as it is when left out;
+  "min_ratings": 10}, "grounding": "faq@v2"}`` sets the split (creates the alias);
+  ``auto_rollback`` (null: off) and ``grounding`` (``off``, ``auto``, ``NAME[@vN]``, a knowledge
+  version that must be on the shelf) may come alone, keeping the split, and are kept as they are
+  when left out;
 - ``POST /v1/aliases/{name}/promote``: ``{"version": "v4", ...}``; ``.../rollback``: ``{}``;
 - ``DELETE /v1/aliases/{name}``;
 - ``GET /v1/aliases/{name}/stats``: each version's live figures (:mod:`serve.version_stats`).
@@ -22,14 +24,15 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from adapters.alias_actions import change_sentence
-from adapters.shelf.alias_rules import AliasError
-from adapters.shelf.aliases import KEEP, AliasBook, AliasNotFoundError
+from adapters.shelf.alias_rules import AliasError, check_grounding, split_grounding
+from adapters.shelf.aliases import KEEP, AliasBook, AliasNotFoundError, grounding_of
 from adapters.shelf.gate_rules import entry_status
+from knowledge.store import KnowledgeShelf
 from serve.api_basics import ApiError, read_json
 from serve.requests import RequestError
 from serve.version_stats import thumbs
 
-BODY_FIELDS = {"versions", "version", "force", "reason", "by", "auto_rollback"}
+BODY_FIELDS = {"versions", "version", "force", "reason", "by", "auto_rollback", "grounding"}
 
 
 class AliasApi:
@@ -69,10 +72,15 @@ class AliasApi:
 
     async def _set(self, request: Request, name: str):
         def put(body):
-            if "versions" not in body and "auto_rollback" not in body:
-                raise RequestError("'versions' is required (or 'auto_rollback' alone, keeping the split)", "versions")
+            if not {"versions", "auto_rollback", "grounding"} & set(body):
+                raise RequestError("'versions' is required (or 'auto_rollback' or 'grounding' alone, "
+                                   "keeping the split)", "versions")
+            grounding = body.get("grounding", KEEP)
+            if grounding is not KEEP:
+                grounding = known_grounding(grounding)
             return _said(self.book().set(name, body.get("versions"), **_who(request, body),
-                                         auto_rollback=body.get("auto_rollback", KEEP)))
+                                         auto_rollback=body.get("auto_rollback", KEEP),
+                                         grounding=grounding))
 
         return await self._guarded(request, (), put)
 
@@ -103,6 +111,7 @@ class AliasApi:
                 gates[version] = "missing"
         return {"id": name, "object": "alias", "versions": split, "release_gates": gates,
                 "since": row.get("since") or row.get("updated"), "auto_rollback": row.get("auto_rollback"),
+                "grounding": grounding_of(row),
                 "history": book.history(name)[-20:]}
 
     def stats(self, name: str) -> dict:
@@ -136,6 +145,22 @@ class AliasApi:
             return ApiError(400, str(err), "invalid_request_error", param=err.param).response()
         except ValueError as err:  # the shelf's own sentences
             return ApiError(400, str(err), "invalid_request_error").response()
+
+
+def known_grounding(value) -> str:
+    """An alias's new grounding, checked: its spelling, and a named knowledge version on the shelf.
+
+    Raises:
+        AliasError: bad spelling, or a knowledge base or version that is not there.
+    """
+    value = check_grounding(value)
+    named = split_grounding(value)
+    if named is not None:
+        try:
+            KnowledgeShelf().get(*named)
+        except ValueError as err:
+            raise AliasError(f"grounding: {err}", "grounding") from None
+    return value
 
 
 def _checked(body, required) -> dict:

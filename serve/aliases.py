@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adapters.shelf.alias_rules import AliasError, check_auto_rollback
-from adapters.shelf.aliases import read_aliases, since_epoch
+from adapters.shelf.aliases import grounding_of, read_aliases, since_epoch
 
 CONVERSATION_HEADER = "X-TuneDesk-Conversation"
 VERSION_HEADER = "X-TuneDesk-Version"  # every answer names the version that gave it
@@ -69,6 +69,7 @@ class AliasRouter:
         self._stamp: tuple | None = None
         self._splits: dict[str, dict[str, int]] = {}
         self._policies: dict[str, tuple[dict, float]] = {}  # alias -> (automatic rollback, since)
+        self._groundings: dict[str, str] = {}  # alias -> off | auto | NAME[@vN]
         self._sticky: OrderedDict[bytes, str] = OrderedDict()  # (alias, conversation) digest -> version
         self._lock = threading.Lock()
 
@@ -89,6 +90,11 @@ class AliasRouter:
         """Alias -> (its automatic rollback, when its split took effect) for the aliases with one."""
         self.splits()
         return self._policies
+
+    def grounding(self, alias: str) -> str:
+        """What alias ``alias``'s answers are grounded in: ``off``, ``auto`` or ``NAME[@vN]``."""
+        self.splits()
+        return self._groundings.get(alias, "auto")
 
     def pick(self, model: str, conversation: str | None = None) -> Pick | None:
         """The version answering ``model`` when it is an alias, else None."""
@@ -125,6 +131,7 @@ class AliasRouter:
         self._splits = {name: split for name, split in splits.items() if sum(split.values()) > 0}
         self._policies = {name: (policy, since_epoch(rows[name])) for name in self._splits
                           if (policy := _policy(name, rows[name].get("auto_rollback")))}
+        self._groundings = {name: grounding_of(rows[name]) for name in self._splits}
         self._stamp = stamp
 
 

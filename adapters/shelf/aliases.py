@@ -17,14 +17,15 @@ figures and, when a canary fails, calls :meth:`AliasBook.fall_back`, audited as
 Files, under ``$TUNEDESK_HOME/releases/``:
 
 - ``aliases.json``: ``{"format", "aliases": {name: {"versions", "since", "updated", "by",
-  "auto_rollback"?}}}`` (``since``: when the split took effect; ``updated``: the alias's last
+  "auto_rollback"?, "grounding"?}}}`` (``grounding``: ``off``, ``auto`` or ``NAME[@vN]``; an
+  alias without one grounds as ``auto``) (``since``: when the split took effect; ``updated``: the alias's last
   change), written atomically under a file lock, so two writers never lose each other's change
   and a reader (the server watching its mtime) never sees half a file;
 
 The audit, in the home's store (``core/store``: the ``alias_audit`` table of ``tunedesk.db``, or
 the PostgreSQL that ``TUNEDESK_DATABASE_URL`` names), one row per change: id, time, by, alias,
 action, from, to, override reason, the versions the override let through, the change a rollback
-undid, and, when it changed, ``auto_rollback`` ``{"from", "to"}``; an automatic rollback adds its
+undid, and, when it changed, ``auto_rollback`` ``{"from", "to"}``, and ``grounding`` ``{"from", "to"}`` likewise; an automatic rollback adds its
 ``reason`` with the figures. The ``audit.jsonl`` of older versions is imported once, at first
 start, and left as it was.
 """
@@ -37,8 +38,10 @@ import uuid
 from pathlib import Path
 
 from adapters.shelf.alias_rules import (
+    DEFAULT_GROUNDING,
     AliasError,
     check_auto_rollback,
+    check_grounding,
     check_name,
     check_split,
     gate_problems,
@@ -139,7 +142,7 @@ class AliasBook:
         return found
 
     def set(self, name: str, split: dict | None, *, by: str, force: bool = False, reason: str = "",
-            auto_rollback=KEEP) -> dict:
+            auto_rollback=KEEP, grounding=KEEP) -> dict:
         """Give alias ``name`` the split ``split`` (creating the alias when new).
 
         Args:
@@ -151,6 +154,8 @@ class AliasBook:
             reason: why (required with ``force``; kept in the audit log).
             auto_rollback: the automatic rollback (``{"margin", "min_requests", "min_ratings"}``),
                 None to turn it off; left as it is when not given.
+            grounding: what the alias's answers are grounded in (``off``, ``auto``, ``NAME`` or
+                ``NAME@vN``); left as it is when not given.
 
         Returns:
             The audit row written (``changed`` False and nothing written when nothing changes).
@@ -164,7 +169,7 @@ class AliasBook:
                                          f"`python -m adapters alias set {name} VERSION=100`", "versions")
             return (old if split is None else split), (old_policy if auto_rollback is KEEP else auto_rollback)
 
-        return self._change(name, "set", new, by=by, force=force, reason=reason)
+        return self._change(name, "set", new, by=by, force=force, reason=reason, grounding=grounding)
 
     def promote(self, name: str, version: str, *, by: str, force: bool = False, reason: str = "") -> dict:
         """Send all new conversations to ``version``; the others stay at 0, so theirs finish."""
@@ -187,6 +192,8 @@ class AliasBook:
                 raise AliasError(f"alias {name!r} has no earlier split to go back to"
                                  + (" (its first change created it)" if row else ""), "name")
             target["undoes"] = row["id"]
+            if "grounding" in row:
+                target["grounding_back"] = row["grounding"]["from"]
             return row["from"], (row["auto_rollback"]["from"] if "auto_rollback" in row else policy)
 
         return self._change(name, "rollback", earlier, by=by, force=force, reason=reason, extra=target)
@@ -221,9 +228,11 @@ class AliasBook:
         """The audit rows (of alias ``name`` when given), oldest first."""
         return audit_rows(self.store, name)
 
-    def _change(self, name, action, new, *, by, force=False, reason="", extra=None, gate=True) -> dict:
+    def _change(self, name, action, new, *, by, force=False, reason="", extra=None, gate=True,
+                grounding=KEEP) -> dict:
         """Read, compute (``new(old split, old policy) -> (split, policy)``), check, write and
-        audit one change under the file lock."""
+        audit one change under the file lock (``grounding``: the alias's new grounding, or KEEP;
+        a rollback takes back the grounding the undone change set)."""
         from filelock import FileLock
 
         check_name(name, self.shelf, clash=action != "delete")  # an alias an adapter shadows since can go
@@ -232,6 +241,10 @@ class AliasBook:
             rows = read_aliases(self.path)
             old, old_policy = (rows[name]["versions"], rows[name].get("auto_rollback")) if name in rows else (None, None)
             split, policy = new(old, old_policy)
+            old_grounding = grounding_of(rows.get(name) or {})
+            ground = old_grounding if grounding is KEEP else check_grounding(grounding)
+            if extra and "grounding_back" in extra:
+                ground = extra.pop("grounding_back")
             forced = []
             if split is not None and split != old:  # a split kept as it is is not judged again
                 split = check_split(split, self.shelf, name)
@@ -243,21 +256,33 @@ class AliasBook:
                    "override": reason.strip() if force else None, "forced": forced, **(extra or {})}
             if policy != old_policy:
                 row["auto_rollback"] = {"from": old_policy, "to": policy}
-            if split == old and policy == old_policy and action != "rollback":
+            if split is not None and ground != old_grounding:
+                row["grounding"] = {"from": old_grounding, "to": ground}
+            elif split is None and old is not None and old_grounding != DEFAULT_GROUNDING:
+                row["grounding"] = {"from": old_grounding, "to": None}  # a rollback brings it back
+            if split == old and policy == old_policy and "grounding" not in row and action != "rollback":
                 return {**row, "changed": False}
             put_audit(self.store, row)  # audited first: a change the audit lacks is never live
-            self._write(rows, name, split, policy, row)
+            self._write(rows, name, split, policy, row, ground)
         return {**row, "changed": True}
 
-    def _write(self, rows: dict, name: str, split: dict | None, policy: dict | None, change: dict) -> None:
+    def _write(self, rows: dict, name: str, split: dict | None, policy: dict | None, change: dict,
+               grounding: str = DEFAULT_GROUNDING) -> None:
         """``rows`` with alias ``name`` changed; ``since`` moves only when its split does."""
         before = rows.get(name) or {}
         rows = {n: r for n, r in rows.items() if n != name}
         if split is not None:
             since = before.get("since") or before.get("updated") if before.get("versions") == split else None
             rows[name] = {"versions": split, "since": since or change["time"], "updated": change["time"],
-                          "by": change["by"], **({"auto_rollback": policy} if policy else {})}
+                          "by": change["by"], **({"auto_rollback": policy} if policy else {}),
+                          **({} if grounding == DEFAULT_GROUNDING else {"grounding": grounding})}
         write_json_atomic(self.path, {"format": FORMAT, "aliases": dict(sorted(rows.items()))})
+
+
+def grounding_of(row: dict) -> str:
+    """An alias row's grounding (``auto`` when it never said)."""
+    value = row.get("grounding")
+    return value if isinstance(value, str) and value else DEFAULT_GROUNDING
 
 
 def last_undoable(rows: list[dict]) -> dict | None:
