@@ -95,6 +95,13 @@ def test_both_rows_per_model_and_intent_and_no_evaluation_row_is_shown(setup, ti
     unguarded, _ = ground(fmt.messages(report.samples[0]["prompt"]), "answers-support",
                           setup["version"])
     assert report.samples[0]["reference"] in unguarded[0]["content"]
+    # the Evaluate tab's table: every row overall, then per intent
+    from ui.views.evaluation import grounding_rows
+
+    cols, shown_rows = grounding_rows(report)
+    assert cols == ["intent", *COLUMNS] and len(shown_rows) == 4 + 2 * 4
+    assert [r[:3] for r in shown_rows[:2]] == [["(all)", "base", "off"], ["(all)", "base", label]]
+    assert {r[0] for r in shown_rows[4:]} == {"refund", "track"}
 
 
 def test_off_leaves_no_section_and_a_bad_mode_is_one_sentence(setup, tiny_llama_dir, capsys):
