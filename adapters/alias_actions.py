@@ -77,7 +77,8 @@ def set_split(name: str, split, by: str, force: bool = False, reason: str = "", 
     if isinstance(split, list | tuple):
         split = parse_split(list(split)) if split else None
     return change_sentence((book or AliasBook()).set(name, split, by=by, force=force, reason=reason,
-                                                     auto_rollback=auto_rollback, grounding=grounding))
+                                                     auto_rollback=auto_rollback,
+                                                     grounding=grounding))
 
 
 def promote(name: str, version: str, by: str, force: bool = False, reason: str = "",
@@ -101,7 +102,8 @@ def details(name: str, book: AliasBook | None = None, last: int = 5) -> list[str
     book = book or AliasBook()
     row = book.row(name)
     split = row["versions"]
-    lines = [f"{name}: {split_text(split)}", f"  automatic rollback: {policy_text(row.get('auto_rollback'))}",
+    lines = [f"{name}: {split_text(split)}",
+             f"  automatic rollback: {policy_text(row.get('auto_rollback'))}",
              f"  grounding: {grounding_text(grounding_of(row))}"]
     for version, weight in split.items():
         try:

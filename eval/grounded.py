@@ -81,9 +81,9 @@ def grounded_prompts(tokenizer, prompts: list[str], system_prompt: str | None,
     fmt = ChatFormat(tokenizer, system_prompt)
     conversations, groundings = [], []
     for prompt in prompts:
-        messages, grounding = ground(fmt.messages(prompt), *source, system_prompt=system_prompt or "",
-                                     answer_tokens=answer_tokens, tokenizer=tokenizer, shelf=shelf,
-                                     exclude=exclude)
+        messages, grounding = ground(fmt.messages(prompt), *source,
+                                     system_prompt=system_prompt or "", answer_tokens=answer_tokens,
+                                     tokenizer=tokenizer, shelf=shelf, exclude=exclude)
         conversations.append(messages)
         groundings.append(grounding)
     return encode_chats(tokenizer, conversations), groundings
@@ -96,7 +96,8 @@ def check_mode(mode: str | None) -> None:
 
 
 def section(report, rows, tokenizer, answer: Callable, data: str, shelf, manifests: dict,
-            settings, mode: str, trained: set | None, knowledge: KnowledgeShelf | None = None) -> dict:
+            settings, mode: str, trained: set | None,
+            knowledge: KnowledgeShelf | None = None) -> dict:
     """The report's ``grounding`` part: each model's rows with and without grounding.
 
     Args:
@@ -112,7 +113,8 @@ def section(report, rows, tokenizer, answer: Callable, data: str, shelf, manifes
     knowledge = knowledge or KnowledgeShelf()
     models = report.models
     chosen = sources(models, manifests)
-    mapping = (next(iter(manifests.values()), {}).get("data") or {}).get("mapping") if manifests else None
+    first = next(iter(manifests.values()), {}) if manifests else {}
+    mapping = (first.get("data") or {}).get("mapping")
     out = {"mode": mode, "knowledge": {}, "notes": [], "rows": [], "per_intent": {}, "shown": {}}
     grounded_texts, facts = {}, {}
     groups: dict[tuple, list[str]] = {}
@@ -155,7 +157,8 @@ def _score(out, report, rows, data, shelf, manifests, grounded_texts, facts, map
     for model, answers in grounded_texts.items():
         texts[model + GROUNDED] = answers
         own = settings[model]
-        settings[model + GROUNDED] = replace(own, facts="\n".join(x for x in (own.facts, facts[model]) if x))
+        shown = "\n".join(x for x in (own.facts, facts[model]) if x)
+        settings[model + GROUNDED] = replace(own, facts=shown)
     checked = support_checks(rows.prompts, rows.references, texts, data, settings,
                              column=rows.slice_by, mapping=mapping)
     per_row = checked.pop("per_row")
@@ -167,7 +170,8 @@ def _score(out, report, rows, data, shelf, manifests, grounded_texts, facts, map
             keys.append((model + GROUNDED, out["knowledge"][model]))
         for key, grounding in keys:
             every = list(range(len(rows.prompts)))
-            out["rows"].append(_row(model, grounding, texts[key], per_row[key], rows.references, every))
+            out["rows"].append(_row(model, grounding, texts[key], per_row[key], rows.references,
+                                    every))
             for intent in intents:
                 picked = [i for i, a in enumerate(asked) if str(a) == intent]
                 out["per_intent"].setdefault(intent, []).append(

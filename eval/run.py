@@ -56,7 +56,8 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
              golden: str | None = "assets/golden.jsonl",
              on_progress: Callable[[float, str], None] | None = None,
              save: bool = True, slice_by: str | None = None,
-             rows_per_slice: int | None = None, judge=None, grounding: str | None = None) -> EvalReport:
+             rows_per_slice: int | None = None, judge=None,
+             grounding: str | None = None) -> EvalReport:
     """Answer and score the same rows with the base model and each adapter.
 
     Args:
@@ -78,7 +79,8 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
         judge: an ``eval.judge.JudgeConfig``: an LLM judge grades every answer too, and counts
             in the gate where it agrees with the review queue's ratings (``eval.judge_run``).
         grounding: ``off``, ``on`` or ``both`` (None: ``both`` when an adapter was trained beside
-            knowledge): the rows answered again grounded, in ``report.grounding`` (``eval.grounded``).
+            knowledge): the rows answered again grounded, in ``report.grounding``
+            (``eval.grounded``).
 
     Returns:
         The report (``report.folder`` is where it was saved).

@@ -73,8 +73,8 @@ class AliasApi:
     async def _set(self, request: Request, name: str):
         def put(body):
             if not {"versions", "auto_rollback", "grounding"} & set(body):
-                raise RequestError("'versions' is required (or 'auto_rollback' or 'grounding' alone, "
-                                   "keeping the split)", "versions")
+                raise RequestError("'versions' is required (or 'auto_rollback' or 'grounding' "
+                                   "alone, keeping the split)", "versions")
             grounding = body.get("grounding", KEEP)
             if grounding is not KEEP:
                 grounding = known_grounding(grounding)

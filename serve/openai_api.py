@@ -187,7 +187,8 @@ class OpenAIServer:
             raise _unknown(model) if model == chat.model else _gone(chat.model, model)
         if adapter is not None:
             self.warn_if_not_passed(adapter)
-        chat.grounding = apply_grounding(chat, adapter, self.shelf(), alias,  # before any engine sees it
+        # before any engine sees it; an alias's own grounding when asked through one
+        chat.grounding = apply_grounding(chat, adapter, self.shelf(), alias,
                                          self.aliases.grounding(alias) if alias else None)
         if pin is None and (chat.tools or chat.json_schema is not None) and self.engines.llama() is not None:
             pin = "llama.cpp"  # only llama.cpp follows tools and schemas

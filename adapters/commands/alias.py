@@ -49,8 +49,8 @@ def add_arguments(p) -> None:
                      help="ratings each version needs before thumbs-down rates are compared (default 10)")
     put.add_argument("--no-auto-rollback", action="store_true", help="turn the automatic rollback off")
     put.add_argument("--grounding", metavar="G",
-                     help="what its answers are grounded in: auto (each version's own knowledge; the "
-                          "default), off, or a knowledge base NAME or NAME@vN")
+                     help="what its answers are grounded in: auto (each version's own "
+                          "knowledge; the default), off, or a knowledge base NAME or NAME@vN")
     promote = sub.add_parser("promote", help="all new conversations to VERSION (the others finish theirs)")
     promote.add_argument("name")
     promote.add_argument("version")
@@ -119,8 +119,9 @@ def main(args) -> int:
         else:
             print("\n".join(actions.details(args.name, book)))
     elif args.action == "set":
-        print(actions.set_split(args.name, args.split, by, **gate, book=book, auto_rollback=auto_rollback(args, book),
-                                  grounding=KEEP if args.grounding is None else args.grounding))
+        print(actions.set_split(args.name, args.split, by, **gate, book=book,
+                                auto_rollback=auto_rollback(args, book),
+                                grounding=KEEP if args.grounding is None else args.grounding))
     elif args.action == "promote":
         print(actions.promote(args.name, args.version, by, **gate, book=book))
     elif args.action == "rollback":

@@ -158,8 +158,9 @@ def check_grounding(value) -> str:
     except ValueError:
         name = ""
     if not name or (at and not (version[:1] == "v" and version[1:].isdigit())):
-        raise AliasError("grounding must be 'off', 'auto' (each version's own knowledge), a knowledge "
-                         f"base's name, or NAME@vN (e.g. faq@v2), got {quote(value)}", "grounding")
+        raise AliasError("grounding must be 'off', 'auto' (each version's own knowledge), a "
+                         f"knowledge base's name, or NAME@vN (e.g. faq@v2), got {quote(value)}",
+                         "grounding")
     return text
 
 

@@ -18,14 +18,16 @@ Files, under ``$TUNEDESK_HOME/releases/``:
 
 - ``aliases.json``: ``{"format", "aliases": {name: {"versions", "since", "updated", "by",
   "auto_rollback"?, "grounding"?}}}`` (``grounding``: ``off``, ``auto`` or ``NAME[@vN]``; an
-  alias without one grounds as ``auto``) (``since``: when the split took effect; ``updated``: the alias's last
+  alias without one grounds as ``auto``)
+  (``since``: when the split took effect; ``updated``: the alias's last
   change), written atomically under a file lock, so two writers never lose each other's change
   and a reader (the server watching its mtime) never sees half a file;
 
 The audit, in the home's store (``core/store``: the ``alias_audit`` table of ``tunedesk.db``, or
 the PostgreSQL that ``TUNEDESK_DATABASE_URL`` names), one row per change: id, time, by, alias,
 action, from, to, override reason, the versions the override let through, the change a rollback
-undid, and, when it changed, ``auto_rollback`` ``{"from", "to"}``, and ``grounding`` ``{"from", "to"}`` likewise; an automatic rollback adds its
+undid, and, when it changed, ``auto_rollback`` ``{"from", "to"}``,
+and ``grounding`` ``{"from", "to"}`` likewise; an automatic rollback adds its
 ``reason`` with the figures. The ``audit.jsonl`` of older versions is imported once, at first
 start, and left as it was.
 """
@@ -169,7 +171,8 @@ class AliasBook:
                                          f"`python -m adapters alias set {name} VERSION=100`", "versions")
             return (old if split is None else split), (old_policy if auto_rollback is KEEP else auto_rollback)
 
-        return self._change(name, "set", new, by=by, force=force, reason=reason, grounding=grounding)
+        return self._change(name, "set", new, by=by, force=force, reason=reason,
+                            grounding=grounding)
 
     def promote(self, name: str, version: str, *, by: str, force: bool = False, reason: str = "") -> dict:
         """Send all new conversations to ``version``; the others stay at 0, so theirs finish."""
@@ -260,7 +263,8 @@ class AliasBook:
                 row["grounding"] = {"from": old_grounding, "to": ground}
             elif split is None and old is not None and old_grounding != DEFAULT_GROUNDING:
                 row["grounding"] = {"from": old_grounding, "to": None}  # a rollback brings it back
-            if split == old and policy == old_policy and "grounding" not in row and action != "rollback":
+            unchanged = split == old and policy == old_policy and "grounding" not in row
+            if unchanged and action != "rollback":
                 return {**row, "changed": False}
             put_audit(self.store, row)  # audited first: a change the audit lacks is never live
             self._write(rows, name, split, policy, row, ground)

@@ -28,8 +28,10 @@ TRAIN_ARGS = {"max_length": 128, "val_fraction": 0.25, "seed": 42}
 
 
 def rows(n=24):
-    return [{"prompt": f"where is my order {i}, I want it tracked", "intent": ("track", "refund")[i % 2],
-             "response": f"Order {i} left the depot; its tracking code is TRK{i:04d}."} for i in range(n)]
+    return [{"prompt": f"where is my order {i}, I want it tracked",
+             "intent": ("track", "refund")[i % 2],
+             "response": f"Order {i} left the depot; its tracking code is TRK{i:04d}."}
+            for i in range(n)]
 
 
 @pytest.fixture
@@ -40,7 +42,8 @@ def setup(home, tiny_llama_dir, random_lora_dir):
 
     data = home.parent / "support.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows()))
-    prepared = prepare(DataArgs(path=str(data), **TRAIN_ARGS), AutoTokenizer.from_pretrained(tiny_llama_dir))
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    prepared = prepare(DataArgs(path=str(data), **TRAIN_ARGS), tokenizer)
     train = prepared.rows_raw["train"].to_dict()
     held = [r for r in rows() if r["prompt"] not in set(train["prompt"])]
     assert held

@@ -32,8 +32,9 @@ def build_aliases_section(state: AppState) -> None:
         margin, min_requests, min_ratings, apply_auto = _auto_rollback_row()
         with gr.Row():
             grounding = gr.Dropdown(view.grounding_choices(), value="auto", allow_custom_value=True,
-                                    label="Grounding: auto (each version's own knowledge), off, or a "
-                                          "knowledge base (NAME or NAME@vN)", elem_id="alias-grounding")
+                                    label="Grounding: auto (each version's own knowledge), off, "
+                                          "or a knowledge base (NAME or NAME@vN)",
+                                    elem_id="alias-grounding")
             apply_grounding = gr.Button("Apply grounding", elem_id="alias-grounding-apply")
         with gr.Row():
             set_split = gr.Button("Set split", variant="primary", elem_id="alias-set")
@@ -53,7 +54,8 @@ def build_aliases_section(state: AppState) -> None:
             names = view.names()
             name = name or (names[0] if names else None)  # a name typed for a new alias stays
             return (gr.update(choices=names, value=name), gr.update(choices=state.adapter_choices()),
-                    view.details(name), *alias_figures(name, chosen_metric), *view.policy_fields(name),
+                    view.details(name), *alias_figures(name, chosen_metric),
+                    *view.policy_fields(name),
                     gr.update(choices=view.grounding_choices(), value=view.grounding_value(name)))
 
         def alias_figures(name, chosen_metric):

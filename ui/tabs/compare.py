@@ -65,9 +65,9 @@ def build_compare_tab(state: AppState) -> dict:
                 settings = state.settings(sys_prompt, n, 0.0, 0.9, penalty, 0)
                 asked = [{"role": "user", "content": text}]
                 # each pane grounded as Chat grounds it (Chat's "Answer from knowledge" choice)
-                conversations, lines = chat_grounding.panes(asked, state.shelf(), adapters,
-                                                            state.chat_knowledge,
-                                                            settings.system_prompt, settings.max_new_tokens)
+                conversations, lines = chat_grounding.panes(
+                    asked, state.shelf(), adapters, state.chat_knowledge, settings.system_prompt,
+                    settings.max_new_tokens)
                 answers, how = state.serving.compare(asked, adapters, settings, conversations)
             except (ValueError, ServerBusy) as err:
                 gr.Warning(str(err))
@@ -84,8 +84,8 @@ def build_compare_tab(state: AppState) -> dict:
             shown = [{"adapter": x.adapter, "adapter_hash": x.adapter_hash, "text": x.text, "engine": engine_of(how)}
                      for x in answers]
             info = f"{how} (greedy)." + "".join(
-                f"  \n{answer_name(state, x.adapter)}: {line}" for x, line in zip(answers, lines, strict=True)
-                if line)
+                f"  \n{answer_name(state, x.adapter)}: {line}"
+                for x, line in zip(answers, lines, strict=True) if line)
             return [*updates, info, gr.update(choices=[x.adapter for x in answers], value=None), shown, text]
 
         def on_save(text, shown, picked, corrected, request: gr.Request = None):

@@ -52,7 +52,8 @@ def test_the_automatic_rollback_is_set_shown_and_turned_off_from_the_tab(home, t
     assert said == ("support-bot: v3 90% · v4 10% (split unchanged). Automatic rollback: when a canary's error "
                     "rate (after 40 requests) or thumbs-down rate (after 8 ratings) exceeds the stable version's "
                     "by more than 0.1.")
-    *_, about, _rows, _frame, margin, requests, ratings, _ = table["refresh_aliases"]("support-bot", "requests")
+    *_, about, _rows, _frame, margin, requests, ratings, _ = table["refresh_aliases"](
+        "support-bot", "requests")
     assert (margin, requests, ratings) == (0.1, 40, 8) and "automatic rollback: when a canary's" in about
     assert table["on_alias_auto_rollback"]("support-bot", 1.5, 40, 8).startswith("⚠️ the auto-rollback margin")
     assert table["on_alias_auto_rollback"]("support-bot", 0.1, 2.5, 8).startswith("⚠️ min requests must be")
@@ -70,8 +71,10 @@ def test_the_grounding_is_chosen_from_the_shelf_and_shown(home, tiny_llama_dir, 
     table["on_alias_set"]("support-bot", "v3=100", None, False, "")
     said = table["on_alias_grounding"]("support-bot", "faq@v1")
     assert said == "support-bot: v3 100% (split unchanged). Grounding: knowledge faq@v1."
-    assert table["on_alias_grounding"]("support-bot", "faq@v4").startswith("⚠️ faq has no version 'v4'")
+    refused = table["on_alias_grounding"]("support-bot", "faq@v4")
+    assert refused.startswith("⚠️ faq has no version 'v4'")
     assert table["on_alias_grounding"]("support-bot", "f/q").startswith("⚠️ grounding must be")
-    *_, about, _rows, _frame, _m, _r, _t, grounding = table["refresh_aliases"]("support-bot", "requests")
+    *_, about, _rows, _frame, _m, _r, _t, grounding = table["refresh_aliases"](
+        "support-bot", "requests")
     assert grounding["value"] == "faq@v1" and "grounding: knowledge faq@v1" in about
     assert grounding["choices"] == ["auto", "off", "faq", "faq@v1"]
