@@ -30,17 +30,27 @@ def test_each_pane_is_grounded_as_chat_would_and_says_from_what(home, varied_dir
     path.write_text(json.dumps(manifest))
     table = handlers(varied_dir)
     state = table["engine"]
+    engines, asked = state.serving, []
+    decode = engines.compare
+
+    def spied(messages, adapters, settings=None, conversations=None):
+        asked.append(conversations)
+        return decode(messages, adapters, settings, conversations)
+
+    engines.compare = spied  # what each pane's model was asked, then answered as before
     *panes, info, _choice, shown, _asked = table["run"]("support", NONE, ASKED, "", 8, 1.0)
     assert 'adapter support: answered from: faq v1 #1 "late parcel"' in info
     assert "base model" not in info.partition("(greedy).")[2]  # auto: the base answers ungrounded
-    settings = state.settings("", 8, 0.0, 0.9, 1.0, 0)
-    grounded, _ = ground([{"role": "user", "content": ASKED}], "faq", "v1", answer_tokens=8)
-    session = state.serving.session
-    assert shown[1]["text"] == compare(session, grounded, ["support"], settings)[0].text
     plain = [{"role": "user", "content": ASKED}]
-    assert shown[0]["text"] == compare(session, plain, [None], settings)[0].text
+    grounded, _ = ground(plain, "faq", "v1", answer_tokens=8)
+    assert asked[-1] == [plain, grounded] and PARCEL.text in grounded[0]["content"]
+    # a pane's own conversation is what its model answers (one pane: no batch to differ by)
+    settings = state.settings("", 8, 0.0, 0.9, 1.0, 0)
+    alone = compare(engines.session, grounded, ["support"], settings)[0].text
+    assert decode(plain, ["support"], settings, [grounded])[0][0].text == alone
+    assert alone != compare(engines.session, plain, ["support"], settings)[0].text
+    assert shown[1]["text"] and shown[0]["text"]
 
     state.chat_knowledge = chat_grounding.OFF  # Chat's choice applies to Compare too
     *_, info, _choice, shown_off, _asked = table["run"]("support", NONE, ASKED, "", 8, 1.0)
-    assert "answered from" not in info
-    assert shown_off[1]["text"] == compare(session, plain, ["support"], settings)[0].text
+    assert "answered from" not in info and asked[-1] == [plain, plain]
