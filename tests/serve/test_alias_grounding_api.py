@@ -102,3 +102,12 @@ def test_a_knowledge_version_deleted_while_in_use_is_said_and_nothing_is_lost(ur
     assert httpx.get(f"{url}/v1/aliases/bot", timeout=30).json()["grounding"] == "kb@v1"
     assert put(url, {"grounding": "faq"}).status_code == 200  # set again: it answers
     assert ask(url).json()["tunedesk_grounding"]["knowledge"] == "faq"
+
+
+def test_auto_with_the_versions_own_knowledge_deleted_is_said(url):
+    KnowledgeShelf().delete("faq")  # what adapter a was trained beside
+    answer = ask(url)
+    assert answer.status_code == 400 and answer.json()["error"]["param"] == "model"
+    assert "alias 'bot' grounds in faq v1, which is not on the knowledge shelf any more" in (
+        answer.json()["error"]["message"])
+    assert ask(url, "a").status_code == 200  # the adapter by name, ungrounded, still answers
