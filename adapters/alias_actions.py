@@ -10,7 +10,7 @@ from __future__ import annotations
 import getpass
 
 from adapters.shelf.alias_rules import parse_split
-from adapters.shelf.aliases import KEEP, AliasBook
+from adapters.shelf.aliases import KEEP, AliasBook, grounding_of
 from adapters.shelf.gate_rules import entry_status
 
 
@@ -38,6 +38,15 @@ def policy_text(policy: dict | None) -> str:
             f"{policy['min_ratings']} ratings) exceeds the stable version's by more than {policy['margin']:g}")
 
 
+def grounding_text(value: str | None) -> str:
+    """An alias's grounding in words."""
+    if value == "off":
+        return "off (answers from the weights alone)"
+    if value in (None, "", "auto"):
+        return "auto (each version's own trained-beside knowledge)"
+    return f"knowledge {value}"
+
+
 def change_sentence(row: dict) -> str:
     """What one change did, from its audit row."""
     name = row["alias"]
@@ -52,6 +61,8 @@ def change_sentence(row: dict) -> str:
         said += f" Automatic rollback: {policy_text(row['auto_rollback']['to'])}."
     if row.get("check"):
         said += f" Answers checked before they are sent: {row['check']['to']}."
+    if row.get("grounding") and row["to"] is not None:
+        said += f" Grounding: {grounding_text(row['grounding']['to'])}."
     if row["action"] == "auto-rollback":
         said += f" Rolled back automatically: {row.get('reason')}."
     if row.get("forced"):
@@ -61,14 +72,15 @@ def change_sentence(row: dict) -> str:
 
 
 def set_split(name: str, split, by: str, force: bool = False, reason: str = "", book: AliasBook | None = None,
-              auto_rollback=KEEP, check=KEEP) -> str:
+              auto_rollback=KEEP, check=KEEP, grounding=KEEP) -> str:
     """Give ``name`` a split: a dict, or ``["v3=90", "v4=10"]`` as typed (empty or None: keep
-    the split, change only ``auto_rollback``; None turns that off, leaving it out keeps it;
-    ``check``: ``on`` or ``off``, left as it is when not given)."""
+    the split, change only ``auto_rollback``, ``check`` or ``grounding``; None turns the
+    automatic rollback off; ``check``: ``on`` or ``off``; leaving any out keeps it)."""
     if isinstance(split, list | tuple):
         split = parse_split(list(split)) if split else None
     return change_sentence((book or AliasBook()).set(name, split, by=by, force=force, reason=reason,
-                                                     auto_rollback=auto_rollback, check=check))
+                                                     auto_rollback=auto_rollback, check=check,
+                                                     grounding=grounding))
 
 
 def promote(name: str, version: str, by: str, force: bool = False, reason: str = "",
@@ -92,7 +104,9 @@ def details(name: str, book: AliasBook | None = None, last: int = 5) -> list[str
     book = book or AliasBook()
     row = book.row(name)
     split = row["versions"]
-    lines = [f"{name}: {split_text(split)}", f"  automatic rollback: {policy_text(row.get('auto_rollback'))}"]
+    lines = [f"{name}: {split_text(split)}",
+             f"  automatic rollback: {policy_text(row.get('auto_rollback'))}",
+             f"  grounding: {grounding_text(grounding_of(row))}"]
     lines.append(f"  answers checked before they are sent: {row.get('check', 'off')}")
     for version, weight in split.items():
         try:

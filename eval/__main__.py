@@ -48,6 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rows-per-slice", type=int, metavar="K",
                    help="with --slice-by: at most K rows of each slice (a few of every intent)")
     p.add_argument("--seed", type=int, default=0, help="generation and bootstrap seed")
+    p.add_argument("--grounding", choices=("off", "on", "both"), default=None,
+                   help="answer the rows again grounded in each adapter's knowledge (the passages "
+                        "it was trained beside) and report both: off, on (grounded rows only), "
+                        "both (default when an adapter has knowledge, else off)")
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
     p.add_argument("--threads", type=int, default=0,
                    help="CPU threads (default 0: one per physical core); fewer on a busy machine")
@@ -128,7 +132,7 @@ def run(args) -> int:
                           use_validation_split=not args.first_rows, seed=args.seed,
                           golden=None if args.no_golden else args.golden,
                           on_progress=bar.update if bar else None, slice_by=args.slice_by,
-                          rows_per_slice=args.rows_per_slice, judge=judge)
+                          rows_per_slice=args.rows_per_slice, judge=judge, grounding=args.grounding)
     finally:
         if bar:
             bar.close()
@@ -140,6 +144,10 @@ def run(args) -> int:
     for adapter in report.adapters if report.slices else []:
         print(slice_summary(report.slices, adapter))
     print(support_summary(report))
+    if report.grounding:
+        from eval.grounded import lines as grounding_lines
+
+        print("\n".join(grounding_lines(report.grounding)))
     for line in gate_lines(report):
         print(line)
     from eval.judge_gate import judge_lines

@@ -69,6 +69,7 @@ class EvalReport:
     # it was tuned from (a preference run's parent), which its release gate is checked against
     against: dict = field(default_factory=dict)
     judge: dict = field(default_factory=dict)  # an LLM judge's grades and agreement (eval.judge_run); {} without
+    grounding: dict = field(default_factory=dict)  # with and without grounding (eval.grounded)
     folder: str = ""  # where it was saved; "" when not saved
 
     @property

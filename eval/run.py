@@ -20,6 +20,8 @@ from adapters.shelf.store import Shelf
 from core.templates import end_of_turn_ids
 from eval.checks.attach import attach_support
 from eval.gate import check_gates, record_gates
+from eval.grounded import check_mode, default_mode
+from eval.grounded import section as grounding_section
 from eval.judge_run import judge_evaluation
 from eval.perplexity import IGNORE_INDEX
 from eval.report import EvalReport, build_report, save_report, write_back
@@ -29,6 +31,7 @@ from eval.scoring_rows import (
     golden_prompt_ids,
     load_golden,
     select_rows,
+    training_pairs,
 )
 from inference.generate import GenerationSettings
 from inference.session import ModelSession
@@ -53,7 +56,8 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
              golden: str | None = "assets/golden.jsonl",
              on_progress: Callable[[float, str], None] | None = None,
              save: bool = True, slice_by: str | None = None,
-             rows_per_slice: int | None = None, judge=None) -> EvalReport:
+             rows_per_slice: int | None = None, judge=None,
+             grounding: str | None = None) -> EvalReport:
     """Answer and score the same rows with the base model and each adapter.
 
     Args:
@@ -74,6 +78,9 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
         rows_per_slice: at most this many rows per value of ``slice_by``.
         judge: an ``eval.judge.JudgeConfig``: an LLM judge grades every answer too, and counts
             in the gate where it agrees with the review queue's ratings (``eval.judge_run``).
+        grounding: ``off``, ``on`` or ``both`` (None: ``both`` when an adapter was trained beside
+            knowledge): the rows answered again grounded, in ``report.grounding``
+            (``eval.grounded``).
 
     Returns:
         The report (``report.folder`` is where it was saved).
@@ -85,6 +92,7 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
     cap_from_references = settings is None
     settings = settings or GenerationSettings(seed=seed)
     _check_args(session, adapters, max_samples, batch_size, settings, rows_per_slice)
+    check_mode(grounding)
     golden_rows = load_golden(golden) if golden else []  # a bad file is refused before loading
     check_slice_column(data, slice_by)  # so is a slice column the data does not have
     clock = {"start": time.perf_counter()}
@@ -118,6 +126,8 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
               use_validation_split=use_validation_split, rows_per_slice=rows_per_slice)
     report.timings = _timings(clock, len(rows.prompts), len(adapters) + 1, len(golden_rows))
     report.timings["support_checks_seconds"] = report.support.get("seconds")
+    _grounded(report, session, rows, adapters, data, shelf, manifests, settings, batch_size,
+              grounding or default_mode(manifests), progress)
 
     if judge is not None:  # after the timings: the judge's own seconds are in report.judge
         report.judge = judge_evaluation(report, judge, progress)
@@ -131,6 +141,21 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
         record_gates(report, shelf)
     progress(1.0, f"done: {report.folder or 'not saved'}")
     return report
+
+
+def _grounded(report, session, rows, adapters, data, shelf, manifests, settings, batch_size, mode,
+              progress) -> None:
+    """``report.grounding``: the rows answered again with the knowledge in the prompt (not when
+    ``mode`` is off)."""
+    if mode == "off":
+        return
+    progress(0.98, "answering again, grounded in the knowledge shelf")
+    start = time.perf_counter()
+    report.grounding = grounding_section(
+        report, rows, session.tokenizer,
+        lambda ids, chosen: answer_all(session, ids, chosen, settings, batch_size),
+        data, shelf, manifests, settings, mode, training_pairs(session.tokenizer, manifests, data))
+    report.timings["grounded_seconds"] = round(time.perf_counter() - start, 3)
 
 
 def untrained_notes(manifests: dict) -> dict:

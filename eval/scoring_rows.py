@@ -276,6 +276,19 @@ def _make_rows(raw: dict, examples: list[dict], system_prompt, held_out: bool, n
                     system_prompt=system_prompt, held_out=held_out, note=note)
 
 
+def training_pairs(tokenizer, manifests: dict[str, dict], data: str) -> set[tuple[str, str]] | None:
+    """``(prompt, response)`` of every row an evaluated adapter trained on in ``data``, or None
+    when a training split cannot be rebuilt (no manifest, another file, unrecorded settings)."""
+    splits, _ = _training_splits(tokenizer, manifests, data) if manifests else ([], "")
+    if not splits:
+        return None
+    pairs = set()
+    for _, prepared in splits:
+        cols = prepared.rows_raw["train"].select_columns(["prompt", "response"]).to_dict()
+        pairs.update(zip(cols["prompt"], cols["response"], strict=True))
+    return pairs
+
+
 def _keys(raw) -> list[tuple]:
     cols = raw.select_columns(["prompt", "response", "history"]).to_dict()
     return list(zip(cols["prompt"], cols["response"], cols["history"], strict=True))

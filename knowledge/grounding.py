@@ -9,6 +9,7 @@ the conversation's system message, after the system prompt. What was shown is re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from knowledge.passages import Passage, spells_control
@@ -16,6 +17,7 @@ from knowledge.store import LATEST, KnowledgeShelf
 
 DEFAULT_K = 2
 MAX_K = 5
+EXCLUDE_SLACK = 16  # more passages searched when some may be excluded (an evaluated row's own)
 MAX_PASSAGE_CHARS = 1200  # one passage: a support answer is a few hundred characters
 CHARS_PER_TOKEN = 3.5  # English text in a ~50k-token BPE vocabulary; a cautious estimate
 TEMPLATE_TOKENS = 64  # the chat template's markers and the instruction line
@@ -35,10 +37,11 @@ class Grounding:
     shown: list[tuple[int, Passage]] = field(default_factory=list)  # (id, passage), best first
     refused: list[int] = field(default_factory=list)  # ids that spell a control token
     dropped: list[int] = field(default_factory=list)  # ids the context had no room for
+    excluded: list[int] | None = None  # ids the caller's ``exclude`` kept out (None: none asked)
 
     def record(self) -> dict:
         """The facts kept with the answer: the version and the passages' ids."""
-        return {
+        record = {
             "knowledge": self.knowledge,
             "version": self.version,
             "fingerprint": self.fingerprint,
@@ -46,6 +49,9 @@ class Grounding:
             "refused_ids": self.refused,
             "dropped_ids": self.dropped,
         }
+        if self.excluded is not None:
+            record["excluded_ids"] = self.excluded
+        return record
 
     def line(self) -> str:
         """``answered from: <name> <version> #id "title", ...`` (or why nothing was shown)."""
@@ -71,6 +77,7 @@ def ground(
     answer_tokens: int = 256,
     tokenizer=None,
     shelf: KnowledgeShelf | None = None,
+    exclude: Callable[[Passage], bool] | None = None,
 ) -> tuple[list[dict], Grounding]:
     """The conversation with the best passages for its last user message in its system message.
 
@@ -82,6 +89,8 @@ def ground(
         context_tokens: the model's context; the passages get what the conversation and the
             answer (``answer_tokens``) leave of it.
         tokenizer: the model's tokenizer, for its own control tokens (None: the common ones).
+        exclude: passages it says True for are never shown (an evaluation keeps its own rows'
+            questions and answers out); the next best take their place.
 
     Returns:
         ``(messages, grounding)``: the system message holds the prompt, then the passages.
@@ -95,11 +104,18 @@ def ground(
     if not isinstance(asked, str):
         raise ValueError("grounding needs the customer's message (the last user message)")
     chosen = (shelf or KnowledgeShelf()).get(name, version or LATEST)
-    grounding = Grounding(chosen.name, chosen.version, chosen.fingerprint)
+    grounding = Grounding(chosen.name, chosen.version, chosen.fingerprint,
+                          excluded=None if exclude is None else [])
     used = sum(len(str(m.get("content", ""))) for m in messages) + len(system_prompt)
     room = int((context_tokens - answer_tokens - TEMPLATE_TOKENS) * CHARS_PER_TOKEN) - used
     blocks = []
-    for hit in chosen.search(asked, k):
+    hits = chosen.search(asked, k if exclude is None else k + EXCLUDE_SLACK)
+    for hit in hits:
+        if len(grounding.shown) + len(grounding.refused) + len(grounding.dropped) >= k:
+            break
+        if exclude is not None and exclude(hit.passage):
+            grounding.excluded.append(hit.id)
+            continue
         if spells_control(hit.passage, tokenizer):
             grounding.refused.append(hit.id)
             continue

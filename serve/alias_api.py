@@ -5,9 +5,11 @@ key gets 403.
 - ``GET /v1/aliases/{name}``: one alias, each version's release gate, its last changes;
 - ``PUT /v1/aliases/{name}``: ``{"versions": {"v3": 90, "v4": 10}, "force": false,
   "reason": "...", "auto_rollback": {"margin": 0.1, "min_requests": 50,
-  "min_ratings": 10}}`` sets the split (creates the alias); ``auto_rollback`` (null: off) may
-  come alone, keeping the split, and is kept as it is when left out; so may ``"check": "on"``
-  or ``"off"`` (answers checked before they are sent, :mod:`serve.answer_check`);
+  "min_ratings": 10}, "grounding": "faq@v2", "check": "on"}`` sets the split (creates the
+  alias); ``auto_rollback`` (null: off), ``grounding`` (``off``, ``auto``, ``NAME[@vN]``, a
+  knowledge version that must be on the shelf) and ``check`` (``on`` or ``off``: answers checked
+  before they are sent, :mod:`serve.answer_check`) may come alone, keeping the split, and are
+  kept as they are when left out;
 - ``POST /v1/aliases/{name}/promote``: ``{"version": "v4", ...}``; ``.../rollback``: ``{}``;
 - ``DELETE /v1/aliases/{name}``;
 - ``GET /v1/aliases/{name}/stats``: each version's live figures (:mod:`serve.version_stats`).
@@ -25,15 +27,16 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from adapters.alias_actions import change_sentence
-from adapters.shelf.alias_rules import AliasError
-from adapters.shelf.aliases import KEEP, AliasBook, AliasNotFoundError
+from adapters.shelf.alias_rules import AliasError, check_grounding, split_grounding
+from adapters.shelf.aliases import KEEP, AliasBook, AliasNotFoundError, grounding_of
 from adapters.shelf.gate_rules import entry_status
+from knowledge.store import KnowledgeShelf
 from serve.api_basics import ApiError, read_json
 from serve.keys import ADMIN
 from serve.requests import RequestError
 from serve.version_stats import thumbs
 
-BODY_FIELDS = {"versions", "version", "force", "reason", "auto_rollback", "check"}
+BODY_FIELDS = {"versions", "version", "force", "reason", "auto_rollback", "check", "grounding"}
 
 
 class AliasApi:
@@ -73,12 +76,15 @@ class AliasApi:
 
     async def _set(self, request: Request, name: str):
         def put(body):
-            if "versions" not in body and "auto_rollback" not in body and "check" not in body:
-                raise RequestError("'versions' is required (or 'auto_rollback' or 'check' "
-                                   "alone, keeping the split)", "versions")
+            if not {"versions", "auto_rollback", "check", "grounding"} & set(body):
+                raise RequestError("'versions' is required (or 'auto_rollback', 'check' or "
+                                   "'grounding' alone, keeping the split)", "versions")
+            grounding = body.get("grounding", KEEP)
+            if grounding is not KEEP:
+                grounding = known_grounding(grounding)
             return _said(self.book().set(name, body.get("versions"), **_who(request, body),
                                          auto_rollback=body.get("auto_rollback", KEEP),
-                                         check=body.get("check", KEEP)))
+                                         check=body.get("check", KEEP), grounding=grounding))
 
         return await self._guarded(request, (), put)
 
@@ -110,6 +116,7 @@ class AliasApi:
         return {"id": name, "object": "alias", "versions": split, "release_gates": gates,
                 "since": row.get("since") or row.get("updated"), "auto_rollback": row.get("auto_rollback"),
                 "check": row.get("check", "off"),
+                "grounding": grounding_of(row),
                 "history": book.history(name)[-20:]}
 
     def stats(self, name: str) -> dict:
@@ -144,6 +151,22 @@ class AliasApi:
             return ApiError(400, str(err), "invalid_request_error", param=err.param).response()
         except ValueError as err:  # the shelf's own sentences
             return ApiError(400, str(err), "invalid_request_error").response()
+
+
+def known_grounding(value) -> str:
+    """An alias's new grounding, checked: its spelling, and a named knowledge version on the shelf.
+
+    Raises:
+        AliasError: bad spelling, or a knowledge base or version that is not there.
+    """
+    value = check_grounding(value)
+    named = split_grounding(value)
+    if named is not None:
+        try:
+            KnowledgeShelf().get(*named)
+        except ValueError as err:
+            raise AliasError(f"grounding: {err}", "grounding") from None
+    return value
 
 
 def _checked(body, required) -> dict:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adapters.shelf.alias_rules import AliasError, check_auto_rollback
-from adapters.shelf.aliases import read_aliases, since_epoch
+from adapters.shelf.aliases import grounding_of, read_aliases, since_epoch
 
 CONVERSATION_HEADER = "X-TuneDesk-Conversation"
 VERSION_HEADER = "X-TuneDesk-Version"  # every answer names the version that gave it
@@ -70,6 +70,7 @@ class AliasRouter:
         self._splits: dict[str, dict[str, int]] = {}
         self._policies: dict[str, tuple[dict, float]] = {}  # alias -> (automatic rollback, since)
         self._checked: frozenset[str] = frozenset()  # aliases whose answers are checked
+        self._groundings: dict[str, str] = {}  # alias -> off | auto | NAME[@vN]
         self._sticky: OrderedDict[bytes, str] = OrderedDict()  # (alias, conversation) digest -> version
         self._lock = threading.Lock()
 
@@ -95,6 +96,10 @@ class AliasRouter:
         """Whether ``alias``'s answers are checked before they are sent (its ``check`` is on)."""
         self.splits()
         return alias in self._checked
+    def grounding(self, alias: str) -> str:
+        """What alias ``alias``'s answers are grounded in: ``off``, ``auto`` or ``NAME[@vN]``."""
+        self.splits()
+        return self._groundings.get(alias, "auto")
 
     def pick(self, model: str, conversation: str | None = None) -> Pick | None:
         """The version answering ``model`` when it is an alias, else None."""
@@ -132,6 +137,7 @@ class AliasRouter:
         self._policies = {name: (policy, since_epoch(rows[name])) for name in self._splits
                           if (policy := _policy(name, rows[name].get("auto_rollback")))}
         self._checked = frozenset(name for name in self._splits if rows[name].get("check") == "on")
+        self._groundings = {name: grounding_of(rows[name]) for name in self._splits}
         self._stamp = stamp
 
 

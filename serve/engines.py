@@ -317,8 +317,12 @@ class Engines:
         return ticket
 
     def compare(self, messages: list[dict], adapters: list[str | None],
-                settings: GenerationSettings | None = None) -> tuple[list[Answer], str]:
+                settings: GenerationSettings | None = None,
+                conversations: list[list[dict]] | None = None) -> tuple[list[Answer], str]:
         """Compare's answers (``None``: the base), all decoded at once, and one line saying how.
+
+        ``conversations``: one per adapter (each pane grounded in its own knowledge), in place of
+        ``messages``.
 
         Raises:
             ValueError: bad settings or messages, an unusable adapter; ServerBusy: queue full.
@@ -328,7 +332,9 @@ class Engines:
         hashes = [self.weights_hash(a) for a in adapters]
         engine, release = self.route(adapters, wait=False)
         try:
-            submits = [lambda a=a: engine.submit(messages, a, settings) for a in adapters]
+            asked = conversations or [messages] * len(adapters)
+            submits = [lambda a=a, m=m: engine.submit(m, a, settings)
+                       for a, m in zip(adapters, asked, strict=True)]
             answers = answers_together(submits, hashes)
         finally:
             release()

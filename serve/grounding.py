@@ -6,10 +6,17 @@ beside (its manifest's ``knowledge``); ``"knowledge": "NAME"`` or ``{"name": "NA
 (:func:`knowledge.grounding.ground`) before the engine sees it, and the answer names what it
 was shown: the ``X-TuneDesk-Knowledge`` header and, in a whole (not streamed) answer, the
 ``tunedesk_grounding`` object (knowledge, version, fingerprint, passage ids).
+
+A request to an alias is grounded as the alias says (``off``, ``auto`` or ``NAME[@vN]``:
+:mod:`adapters.shelf.aliases`), so what the gate passed is what serves: a ``knowledge`` field
+that asks for something else is a 400 naming ``knowledge`` (one that says the same, or only
+changes ``k``, is taken). A knowledge version the alias names that is gone is a 400 naming the
+alias and how to set it again; nothing of the alias is changed.
 """
 
 from __future__ import annotations
 
+from adapters.shelf.alias_rules import GROUNDING_AUTO, GROUNDING_OFF, split_grounding
 from knowledge.grounding import DEFAULT_K, MAX_K, ground
 from knowledge.store import LATEST
 from serve.requests import RequestError
@@ -45,19 +52,32 @@ def parse_knowledge(value) -> dict | None:
     return {"name": value["name"], "version": version, "k": k}
 
 
-def apply(chat, adapter: str | None, shelf) -> dict | None:
-    """Ground ``chat.messages`` as its ``knowledge`` field asks; the record of what was shown.
+def apply(chat, adapter: str | None, shelf, alias: str | None = None,
+          alias_grounding: str | None = None) -> dict | None:
+    """Ground ``chat.messages`` as its alias, else its ``knowledge`` field, asks; the record of
+    what was shown.
 
     Args:
         chat: the checked request (its ``messages`` are replaced by the grounded ones).
         adapter: the adapter answering (None: the base model), for ``auto``.
         shelf: the adapter shelf, for the adapter's manifest.
+        alias: the alias the request named (None: a model asked by name).
+        alias_grounding: that alias's grounding (``off``, ``auto``, ``NAME[@vN]``).
 
     Raises:
         RequestError: ``auto`` for a model trained beside no knowledge; a knowledge base or
-            version that is not there (deleted since, say).
+            version that is not there (deleted since, say); a ``knowledge`` field that asks an
+            alias for other grounding than its own.
     """
     asked = parse_knowledge(chat.body.get("knowledge"))
+    if alias is not None:
+        asked = _alias_asks(alias, alias_grounding or GROUNDING_AUTO, adapter, shelf, asked)
+        if asked is None:
+            return None
+        return _ground(chat, asked, f"alias {alias!r} grounds in {asked['name']} "
+                                    f"{asked['version']}, which is not on the knowledge shelf "
+                                    f"any more; set its grounding again (python -m adapters "
+                                    f"alias set {alias} --grounding ...)", "model")
     if asked is None:
         return None
     if asked["name"] == AUTO:
@@ -69,15 +89,50 @@ def apply(chat, adapter: str | None, shelf) -> dict | None:
                                f"version; {adapter or 'the base model'} has none: name one",
                                "knowledge")
         asked = {**asked, "name": entry["name"], "version": entry.get("version") or LATEST}
+    return _ground(chat, asked, None, "knowledge")
+
+
+def _ground(chat, asked: dict, gone: str | None, param: str) -> dict:
+    """``chat.messages`` grounded in ``asked``; ``gone``: the sentence when it is not there."""
     try:
         messages, grounding = ground(chat.messages, asked["name"], asked["version"], k=asked["k"],
                                      system_prompt=chat.settings.system_prompt,
                                      context_tokens=CONTEXT_TOKENS,
                                      answer_tokens=chat.settings.max_new_tokens)
     except ValueError as err:
-        raise RequestError(f"knowledge: {err}", "knowledge") from None
+        raise RequestError(f"{gone} ({err})" if gone else f"knowledge: {err}", param) from None
     chat.messages = messages
     return grounding.record()
+
+
+def _alias_asks(alias: str, setting: str, adapter: str | None, shelf,
+                asked: dict | None) -> dict | None:
+    """What a request to ``alias`` is grounded in (None: ungrounded), its own field checked.
+
+    ``auto`` takes the answering version's manifest knowledge; a version trained beside none
+    answers ungrounded (as it was evaluated).
+    """
+    if setting == GROUNDING_OFF:
+        own = None
+    elif setting == GROUNDING_AUTO:
+        entry = {}
+        if adapter is not None:
+            entry = (shelf.get(adapter).manifest or {}).get("knowledge") or {}
+        own = {"name": entry["name"], "version": entry.get("version") or LATEST,
+               "k": DEFAULT_K} if entry.get("name") else None
+    else:
+        name, version = split_grounding(setting)
+        own = {"name": name, "version": version, "k": DEFAULT_K}
+    if asked is None:
+        return own
+    if asked["name"] == AUTO and setting == GROUNDING_AUTO:
+        return own and {**own, "k": asked["k"]}
+    if own is not None and (asked["name"], asked["version"]) == (own["name"], own["version"]):
+        return {**own, "k": asked["k"]}
+    said = "off" if own is None else f"{own['name']} {own['version']}"
+    raise RequestError(f"model {alias!r} is an alias grounded as it says ({setting}: {said}); its "
+                       "answers are grounded as the release gate passed them, so leave out "
+                       "'knowledge' (or ask an adapter by name)", "knowledge")
 
 
 def header(record: dict | None) -> dict:

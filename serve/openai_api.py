@@ -179,7 +179,8 @@ class OpenAIServer:
             self.auto_rollback.maybe_check()
         pick = self.aliases.pick(chat.model, conversation)
         try:
-            adapter, *routed = self._route(chat, pin, pick.version if pick else chat.model)
+            adapter, *routed = self._route(chat, pin, pick.version if pick else chat.model,
+                                           pick.alias if pick else None)
         except BaseException as err:
             self._count_failure(pick or self._direct(chat.model), err)
             raise
@@ -196,14 +197,17 @@ class OpenAIServer:
         if pick is not None and isinstance(err, Exception) and not isinstance(err, RequestError | ServerBusy):
             self.stats.record(pick.version, "error")
 
-    def _route(self, chat: ChatRequest, pin: str | None, model: str):
-        """(adapter, engine, release, prepared llama.cpp request or None) for ``model``."""
+    def _route(self, chat: ChatRequest, pin: str | None, model: str, alias: str | None = None):
+        """(adapter, engine, release, prepared llama.cpp request or None) for ``model`` (a
+        version of ``alias`` when given: grounded as the alias says)."""
         adapter = self.resolve_model(model)
         if adapter is False:
             raise _unknown(model) if model == chat.model else _gone(chat.model, model)
         if adapter is not None:
             self.warn_if_not_passed(adapter)
-        chat.grounding = apply_grounding(chat, adapter, self.shelf())  # before any engine sees it
+        # before any engine sees it; an alias's own grounding when asked through one
+        chat.grounding = apply_grounding(chat, adapter, self.shelf(), alias,
+                                         self.aliases.grounding(alias) if alias else None)
         if pin is None and (chat.tools or chat.json_schema is not None) and self.engines.llama() is not None:
             pin = "llama.cpp"  # only llama.cpp follows tools and schemas
         try:

@@ -6,6 +6,7 @@
     python -m adapters alias set support-bot support-v4=100 --force --reason "hotfix, gate pending"
     python -m adapters alias set support-bot --auto-rollback-margin 0.1 --min-requests 50
     python -m adapters alias set support-bot --no-auto-rollback
+    python -m adapters alias set support-bot --grounding faq@v2     # or off, auto (the default)
     python -m adapters alias promote support-bot support-v4
     python -m adapters alias rollback support-bot
     python -m adapters alias delete support-bot
@@ -17,6 +18,10 @@ picks up every change at its next request, without a restart.
 With ``--auto-rollback-margin`` the server rolls a canary back by itself (audited as
 ``auto-rollback``) when its error rate or thumbs-down rate, since the split took effect,
 exceeds the stable version's (the one with the largest weight) by more than the margin.
+
+``--grounding`` says what the alias's answers are grounded in: ``auto`` (each version's own
+trained-beside knowledge, the default), ``off``, or a knowledge base ``NAME[@vN]``. A request
+to the alias is grounded as the alias says; its own ``knowledge`` field may not say otherwise.
 """
 
 from __future__ import annotations
@@ -46,6 +51,9 @@ def add_arguments(p) -> None:
     put.add_argument("--check", choices=("on", "off"),
                      help="check each answer's intent before it is sent (default: as it is; "
                           "a new alias: off)")
+    put.add_argument("--grounding", metavar="G",
+                     help="what its answers are grounded in: auto (each version's own "
+                          "knowledge; the default), off, or a knowledge base NAME or NAME@vN")
     promote = sub.add_parser("promote", help="all new conversations to VERSION (the others finish theirs)")
     promote.add_argument("name")
     promote.add_argument("version")
@@ -88,7 +96,7 @@ def auto_rollback(args, book):
 
 def main(args) -> int:
     from adapters import alias_actions as actions
-    from adapters.shelf.aliases import AliasBook
+    from adapters.shelf.aliases import KEEP, AliasBook, grounding_of
 
     book = AliasBook()
     by = getattr(args, "by", None) or actions.who("cli")
@@ -103,16 +111,20 @@ def main(args) -> int:
         for name, split in aliases.items():
             policy = book.row(name).get("auto_rollback")
             guard = f"  (automatic rollback at +{policy['margin']:g})" if policy else ""
+            ground = grounding_of(book.row(name))
+            guard += "" if ground == "auto" else f"  (grounding: {ground})"
             print(f"{name:32} {actions.split_text(split)}{guard}")
     elif args.action == "show":
         if args.json:
             print(json.dumps({"name": args.name, "versions": book.get(args.name),
+                              "grounding": grounding_of(book.row(args.name)),
                               "history": book.history(args.name)}, indent=2))
         else:
             print("\n".join(actions.details(args.name, book)))
     elif args.action == "set":
         print(actions.set_split(args.name, args.split, by, **gate, book=book,
-                                auto_rollback=auto_rollback(args, book), check=_check(args)))
+                                auto_rollback=auto_rollback(args, book), check=_check(args),
+                                grounding=KEEP if args.grounding is None else args.grounding))
     elif args.action == "promote":
         print(actions.promote(args.name, args.version, by, **gate, book=book))
     elif args.action == "rollback":

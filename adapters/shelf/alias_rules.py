@@ -9,6 +9,8 @@
 - the automatic rollback, when asked for: a margin above 0 and at most 1 (0.1: ten points of
   error or thumbs-down rate), whole minimum counts of at least 1;
 - the check before an answer is sent (``check``): ``on`` or ``off`` (the default).
+- the grounding: ``off``, ``auto`` (each version's own trained-beside knowledge) or a knowledge
+  base's name, ``NAME`` (its newest version) or ``NAME@vN`` (that version).
 
 Every problem is collected and raised once (:class:`AliasError`); ``param`` names the first,
 as the API's error shape wants (``name``, ``versions``, ``versions.<version>``, ``reason``).
@@ -24,6 +26,8 @@ RESERVED = ("base", "__base__", "default")
 MAX_VERSIONS = 8
 AUTO_ROLLBACK_DEFAULTS = {"min_requests": 50, "min_ratings": 10}
 CHECK_SETTINGS = ("off", "on")
+GROUNDING_OFF, GROUNDING_AUTO = "off", "auto"
+DEFAULT_GROUNDING = GROUNDING_AUTO  # an alias that never said: each version's own knowledge
 
 
 class AliasError(ValueError):
@@ -152,6 +156,37 @@ def check_setting(value) -> str:
         return value.strip().lower()
     raise AliasError(f"check must be 'on' or 'off' (the answer checked before it is sent), got "
                      f"{quote(value)}", "check")
+def check_grounding(value) -> str:
+    """An alias's grounding as stored: ``off``, ``auto``, ``NAME`` or ``NAME@vN``.
+
+    Only the spelling is checked here; whether that knowledge version is on the shelf is
+    checked by the server (a request says so in a sentence when it is gone).
+
+    Raises:
+        AliasError: not one of those forms (``param`` ``grounding``).
+    """
+    text = value.strip() if isinstance(value, str) else ""
+    if text.lower() in (GROUNDING_OFF, GROUNDING_AUTO):
+        return text.lower()
+    name, at, version = text.partition("@")
+    try:
+        safe_name(name, "knowledge name")
+    except ValueError:
+        name = ""
+    if not name or (at and not (version[:1] == "v" and version[1:].isdigit())):
+        raise AliasError("grounding must be 'off', 'auto' (each version's own knowledge), a "
+                         f"knowledge base's name, or NAME@vN (e.g. faq@v2), got {quote(value)}",
+                         "grounding")
+    return text
+
+
+def split_grounding(value: str) -> tuple[str, str] | None:
+    """``(name, version)`` of a ``NAME`` / ``NAME@vN`` grounding (``latest`` for a bare name);
+    None for ``off`` and ``auto``."""
+    if value in (GROUNDING_OFF, GROUNDING_AUTO):
+        return None
+    name, _, version = value.partition("@")
+    return name, version or "latest"
 
 
 def gate_problems(split: dict[str, int], old: dict[str, int], shelf, force: bool, reason: str) -> list[str]:

@@ -18,14 +18,17 @@ figures and, when a canary fails, calls :meth:`AliasBook.fall_back`, audited as
 Files, under ``$TUNEDESK_HOME/releases/``:
 
 - ``aliases.json``: ``{"format", "aliases": {name: {"versions", "since", "updated", "by",
-  "auto_rollback"?, "check"?}}}`` (``since``: when the split took effect; ``updated``: the
-  alias's last change), written atomically under a file lock, so two writers never lose each
-  other's change and a reader (the server watching its mtime) never sees half a file;
+  "auto_rollback"?, "check"?, "grounding"?}}}`` (``grounding``: ``off``, ``auto`` or
+  ``NAME[@vN]``; an alias without one grounds as ``auto``) (``since``: when the split took
+  effect; ``updated``: the alias's last change), written atomically under a file lock, so two
+  writers never lose each other's change and a reader (the server watching its mtime) never
+  sees half a file;
 
 The audit, in the home's store (``core/store``: the ``alias_audit`` table of ``tunedesk.db``, or
 the PostgreSQL that ``TUNEDESK_DATABASE_URL`` names), one row per change: id, time, by, alias,
 action, from, to, override reason, the versions the override let through, the change a rollback
-undid, and, when it changed, ``auto_rollback`` ``{"from", "to"}``; an automatic rollback adds its
+undid, and, when it changed, ``auto_rollback`` ``{"from", "to"}``,
+and ``grounding`` ``{"from", "to"}`` likewise; an automatic rollback adds its
 ``reason`` with the figures. The ``audit.jsonl`` of older versions is imported once, at first
 start, and left as it was.
 """
@@ -38,8 +41,10 @@ import uuid
 from pathlib import Path
 
 from adapters.shelf.alias_rules import (
+    DEFAULT_GROUNDING,
     AliasError,
     check_auto_rollback,
+    check_grounding,
     check_name,
     check_setting,
     check_split,
@@ -141,7 +146,7 @@ class AliasBook:
         return found
 
     def set(self, name: str, split: dict | None, *, by: str, force: bool = False, reason: str = "",
-            auto_rollback=KEEP, check=KEEP) -> dict:
+            auto_rollback=KEEP, check=KEEP, grounding=KEEP) -> dict:
         """Give alias ``name`` the split ``split`` (creating the alias when new).
 
         Args:
@@ -155,6 +160,8 @@ class AliasBook:
                 None to turn it off; left as it is when not given.
             check: ``on`` or ``off``: answers checked before they are sent; left as it is when
                 not given.
+            grounding: what the alias's answers are grounded in (``off``, ``auto``, ``NAME`` or
+                ``NAME@vN``); left as it is when not given.
 
         Returns:
             The audit row written (``changed`` False and nothing written when nothing changes).
@@ -168,7 +175,8 @@ class AliasBook:
                                          f"`python -m adapters alias set {name} VERSION=100`", "versions")
             return (old if split is None else split), (old_policy if auto_rollback is KEEP else auto_rollback)
 
-        return self._change(name, "set", new, by=by, force=force, reason=reason, check=check)
+        return self._change(name, "set", new, by=by, force=force, reason=reason, check=check,
+                            grounding=grounding)
 
     def promote(self, name: str, version: str, *, by: str, force: bool = False, reason: str = "") -> dict:
         """Send all new conversations to ``version``; the others stay at 0, so theirs finish."""
@@ -193,6 +201,8 @@ class AliasBook:
             target["undoes"] = row["id"]
             if "check" in row:
                 target["check_back"] = row["check"]["from"]
+            if "grounding" in row:
+                target["grounding_back"] = row["grounding"]["from"]
             return row["from"], (row["auto_rollback"]["from"] if "auto_rollback" in row else policy)
 
         return self._change(name, "rollback", earlier, by=by, force=force, reason=reason, extra=target)
@@ -228,9 +238,11 @@ class AliasBook:
         return audit_rows(self.store, name)
 
     def _change(self, name, action, new, *, by, force=False, reason="", extra=None, gate=True,
-                check=KEEP) -> dict:
+                check=KEEP, grounding=KEEP) -> dict:
         """Read, compute (``new(old split, old policy) -> (split, policy)``), check, write and
-        audit one change under the file lock (``check``: the new check setting, or KEEP)."""
+        audit one change under the file lock (``check``: the new check setting, ``grounding``:
+        the alias's new grounding, each KEEP to keep it; a rollback takes back the settings the
+        undone change set)."""
         from filelock import FileLock
 
         check_name(name, self.shelf, clash=action != "delete")  # an alias an adapter shadows since can go
@@ -239,6 +251,10 @@ class AliasBook:
             rows = read_aliases(self.path)
             old, old_policy = (rows[name]["versions"], rows[name].get("auto_rollback")) if name in rows else (None, None)
             split, policy = new(old, old_policy)
+            old_grounding = grounding_of(rows.get(name) or {})
+            ground = old_grounding if grounding is KEEP else check_grounding(grounding)
+            if extra and "grounding_back" in extra:
+                ground = extra.pop("grounding_back")
             forced = []
             if split is not None and split != old:  # a split kept as it is is not judged again
                 split = check_split(split, self.shelf, name)
@@ -256,15 +272,20 @@ class AliasBook:
                 row["auto_rollback"] = {"from": old_policy, "to": policy}
             if new_check != old_check:
                 row["check"] = {"from": old_check, "to": new_check}
-            unchanged = split == old and policy == old_policy and new_check == old_check
+            if split is not None and ground != old_grounding:
+                row["grounding"] = {"from": old_grounding, "to": ground}
+            elif split is None and old is not None and old_grounding != DEFAULT_GROUNDING:
+                row["grounding"] = {"from": old_grounding, "to": None}  # a rollback brings it back
+            unchanged = (split == old and policy == old_policy and new_check == old_check
+                         and "grounding" not in row)
             if unchanged and action != "rollback":
                 return {**row, "changed": False}
             put_audit(self.store, row)  # audited first: a change the audit lacks is never live
-            self._write(rows, name, split, policy, row, new_check)
+            self._write(rows, name, split, policy, row, new_check, ground)
         return {**row, "changed": True}
 
     def _write(self, rows: dict, name: str, split: dict | None, policy: dict | None, change: dict,
-               check: str = "off") -> None:
+               check: str = "off", grounding: str = DEFAULT_GROUNDING) -> None:
         """``rows`` with alias ``name`` changed; ``since`` moves only when its split does."""
         before = rows.get(name) or {}
         rows = {n: r for n, r in rows.items() if n != name}
@@ -272,7 +293,8 @@ class AliasBook:
             since = before.get("since") or before.get("updated") if before.get("versions") == split else None
             rows[name] = {"versions": split, "since": since or change["time"], "updated": change["time"],
                           "by": change["by"], **({"auto_rollback": policy} if policy else {}),
-                          **({"check": check} if check == "on" else {})}
+                          **({"check": check} if check == "on" else {}),
+                          **({} if grounding == DEFAULT_GROUNDING else {"grounding": grounding})}
         write_json_atomic(self.path, {"format": FORMAT, "aliases": dict(sorted(rows.items()))})
 
 

@@ -31,6 +31,12 @@ def build_aliases_section(state: AppState) -> None:
             reason = gr.Textbox(label="Reason for the override (kept in the audit log)", elem_id="alias-reason")
         margin, min_requests, min_ratings, apply_auto = _auto_rollback_row()
         with gr.Row():
+            grounding = gr.Dropdown(view.grounding_choices(), value="auto", allow_custom_value=True,
+                                    label="Grounding: auto (each version's own knowledge), off, "
+                                          "or a knowledge base (NAME or NAME@vN)",
+                                    elem_id="alias-grounding")
+            apply_grounding = gr.Button("Apply grounding", elem_id="alias-grounding-apply")
+        with gr.Row():
             set_split = gr.Button("Set split", variant="primary", elem_id="alias-set")
             promote = gr.Button("Promote version", elem_id="alias-promote")
             rollback = gr.Button("Roll back", elem_id="alias-rollback")
@@ -48,7 +54,9 @@ def build_aliases_section(state: AppState) -> None:
             names = view.names()
             name = name or (names[0] if names else None)  # a name typed for a new alias stays
             return (gr.update(choices=names, value=name), gr.update(choices=state.adapter_choices()),
-                    view.details(name), *alias_figures(name, chosen_metric), *view.policy_fields(name))
+                    view.details(name), *alias_figures(name, chosen_metric),
+                    *view.policy_fields(name),
+                    gr.update(choices=view.grounding_choices(), value=view.grounding_value(name)))
 
         def alias_figures(name, chosen_metric):
             return (view.figures(state.alias_stats, name, state.serving),
@@ -58,6 +66,10 @@ def build_aliases_section(state: AppState) -> None:
             by = f"{getattr(request, 'username', None) or 'page'} (ui)"
             return view.set_policy(name, chosen_margin, requests, ratings, by)
 
+        def on_alias_grounding(name, chosen, request: gr.Request = None):
+            by = f"{getattr(request, 'username', None) or 'page'} (ui)"
+            return view.set_grounding(name, chosen, by)
+
         def acting(action):
             def act(name, typed_split, chosen, override, why, request: gr.Request = None):
                 by = f"{getattr(request, 'username', None) or 'page'} (ui)"
@@ -66,10 +78,12 @@ def build_aliases_section(state: AppState) -> None:
             return act
 
         inputs = [alias, split, version, force, reason]
-        shown = [alias, version, about, table, plot, margin, min_requests, min_ratings]
+        shown = [alias, version, about, table, plot, margin, min_requests, min_ratings, grounding]
         for button, action in ((set_split, "set"), (promote, "promote"), (rollback, "rollback"), (delete, "delete")):
             button.click(acting(action), inputs, said).then(refresh_aliases, [alias, metric], shown)
         apply_auto.click(on_alias_auto_rollback, [alias, margin, min_requests, min_ratings], said).then(
+            refresh_aliases, [alias, metric], shown)
+        apply_grounding.click(on_alias_grounding, [alias, grounding], said).then(
             refresh_aliases, [alias, metric], shown)
         refresh.click(refresh_aliases, [alias, metric], shown)
         alias.change(refresh_aliases, [alias, metric], shown)

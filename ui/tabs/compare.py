@@ -7,6 +7,7 @@ import gradio as gr
 
 from inference.session import is_base
 from serve.interface.ticket import ServerBusy
+from ui.views import chat_grounding
 from ui.views.answer_intent import intents_of
 from ui.views.feedback import engine_of, feedback_count, feedback_path, save_feedback
 from ui.views.state import AppState
@@ -62,7 +63,12 @@ def build_compare_tab(state: AppState) -> dict:
             adapters = [None] + [x for x in (a, b) if x and x != NONE]
             try:
                 settings = state.settings(sys_prompt, n, 0.0, 0.9, penalty, 0)
-                answers, how = state.serving.compare([{"role": "user", "content": text}], adapters, settings)
+                asked = [{"role": "user", "content": text}]
+                # each pane grounded as Chat grounds it (Chat's "Answer from knowledge" choice)
+                conversations, lines = chat_grounding.panes(
+                    asked, state.shelf(), adapters, state.chat_knowledge, settings.system_prompt,
+                    settings.max_new_tokens)
+                answers, how = state.serving.compare(asked, adapters, settings, conversations)
             except (ValueError, ServerBusy) as err:
                 gr.Warning(str(err))
                 return [*hidden, "", gr.update(), [], ""]
@@ -77,7 +83,9 @@ def build_compare_tab(state: AppState) -> dict:
                     updates.append(gr.update(value="", visible=False))
             shown = [{"adapter": x.adapter, "adapter_hash": x.adapter_hash, "text": x.text, "engine": engine_of(how)}
                      for x in answers]
-            info = f"{how} (greedy)."
+            info = f"{how} (greedy)." + "".join(
+                f"  \n{answer_name(state, x.adapter)}: {line}"
+                for x, line in zip(answers, lines, strict=True) if line)
             return [*updates, info, gr.update(choices=[x.adapter for x in answers], value=None), shown, text]
 
         def on_save(text, shown, picked, corrected, request: gr.Request = None):

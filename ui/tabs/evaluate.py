@@ -15,10 +15,12 @@ from eval.run import evaluate
 from inference.generate import GenerationSettings
 from ui.views import forms
 from ui.views.evaluation import (
+    GROUNDING_CHOICES,
     METRIC_COLUMNS,
     SLICE_CHOICES,
     gate_markdown,
     golden_rows,
+    grounding_rows,
     metric_rows,
     report_files,
     run_summary,
@@ -55,6 +57,10 @@ def build_evaluate_tab(state: AppState) -> dict:
                                    elem_id="eval-slice-by")
             per_slice = gr.Number(0, precision=0, minimum=0, label="Rows per slice (0 = no cap)",
                                   elem_id="eval-rows-per-slice")
+            grounding = gr.Dropdown(GROUNDING_CHOICES, value=GROUNDING_CHOICES[0],
+                                    elem_id="eval-grounding",
+                                    label="Grounding: answer again from each adapter's knowledge "
+                                          "and report both (auto: when an adapter has knowledge)")
         run = gr.Button("Run evaluation", variant="primary", elem_id="eval-run")
         status = gr.Markdown(elem_id="eval-status")
         gate = gr.Markdown(elem_id="eval-gate")
@@ -65,6 +71,10 @@ def build_evaluate_tab(state: AppState) -> dict:
                                      "hand-offs, invented spans, leaks", interactive=False, wrap=True,
                                elem_id="eval-support")
         support_notes = gr.Markdown(elem_id="eval-support-notes")
+        grounded = gr.Dataframe(label="With and without grounding: right intent, invented spans "
+                                      "(passages shown count as facts), BLEU, ROUGE-L; no "
+                                      "evaluation row is ever shown",
+                                interactive=False, wrap=True, elem_id="eval-grounding-rows")
         which = gr.Dropdown([], label="Slice, intent and per-sample tables for adapter")
         intents = gr.Dataframe(label="Right intent per intent, lowest first", interactive=False, wrap=True,
                                max_height=400, elem_id="eval-intents")
@@ -92,8 +102,10 @@ def build_evaluate_tab(state: AppState) -> dict:
                 gr.Warning(str(err))
                 return gr.update()
 
-        def on_run(names, path, rows, n, b, check_golden, column, cap, progress=gr.Progress()):
-            empty = ("", None, None, "", gr.update(choices=[]), None, None, None, None, None, None, None)
+        def on_run(names, path, rows, n, b, check_golden, column, cap, ground=GROUNDING_CHOICES[0],
+                   progress=gr.Progress()):
+            empty = ("", None, None, "", None, gr.update(choices=[]),
+                     None, None, None, None, None, None, None)
             if not names:
                 return ("Pick at least one adapter.", *empty)
             data_path = (path or forms.DEMO_DATA).strip()
@@ -105,14 +117,18 @@ def build_evaluate_tab(state: AppState) -> dict:
                                   max_samples=int(rows), batch_size=int(b), settings=settings,
                                   golden="assets/golden.jsonl" if check_golden else None,
                                   on_progress=lambda f, msg: progress(f, desc=msg),
-                                  slice_by=column, rows_per_slice=int(cap) if cap and column else None)
+                                  slice_by=column,
+                                  rows_per_slice=int(cap) if cap and column else None,
+                                  grounding=None if ground == GROUNDING_CHOICES[0] else ground)
             except (ValueError, OSError) as err:
                 return (f"⚠️ {' '.join(shown_error(err).split())}", *empty)
             first = report.adapters[0]
             return (run_summary(report) + (f"\n\n{note}" if note else ""), gate_markdown(report),
                     pd.DataFrame(metric_rows(report), columns=METRIC_COLUMNS),
                     _support_table(support_overview(report)), support_note(report),
-                    gr.update(choices=report.adapters, value=first), _support_table(support_intent_rows(report, first)),
+                    _support_table(grounding_rows(report)),
+                    gr.update(choices=report.adapters, value=first),
+                    _support_table(support_intent_rows(report, first)),
                     _support_table(worst_answer_rows(report, first)), _slices(report, first),
                     _samples(report, first), _golden(report), report_files(report), report)
 
@@ -143,8 +159,10 @@ def build_evaluate_tab(state: AppState) -> dict:
         tab.select(choices, None, adapters)
         refresh.click(choices, None, adapters, api_name="evaluate_adapters")
         upload.change(on_upload, upload, data)
-        run.click(on_run, [adapters, data, samples, max_new, batch, golden, slice_by, per_slice],
-                  [status, gate, metrics, support, support_notes, which, intents, worst, slices, per_sample,
+        run.click(on_run, [adapters, data, samples, max_new, batch, golden, slice_by, per_slice,
+                           grounding],
+                  [status, gate, metrics, support, support_notes, grounded, which, intents, worst,
+                   slices, per_sample,
                    golden_table, files, report_state],
                   api_name="evaluate")
         which.change(_samples, [report_state, which], per_sample)

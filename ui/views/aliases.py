@@ -14,9 +14,17 @@ import time
 import pandas as pd
 
 from adapters import alias_actions as actions
-from adapters.shelf.alias_rules import AUTO_ROLLBACK_DEFAULTS, AliasError
-from adapters.shelf.aliases import AliasBook
+from adapters.shelf.alias_rules import (
+    AUTO_ROLLBACK_DEFAULTS,
+    GROUNDING_AUTO,
+    GROUNDING_OFF,
+    AliasError,
+    check_grounding,
+    split_grounding,
+)
+from adapters.shelf.aliases import AliasBook, grounding_of
 from feedback.store import FeedbackStore
+from knowledge.store import KnowledgeShelf
 from serve.version_stats import VersionStats, thumbs, thumbs_series
 
 ACTIONS = ("set", "promote", "rollback", "delete")
@@ -90,6 +98,35 @@ def set_policy(name: str, margin, min_requests, min_ratings, by: str) -> str:
                   "min_ratings": _whole(min_ratings, "min_ratings")}
     try:
         return actions.set_split((name or "").strip(), None, by, auto_rollback=policy)
+    except (ValueError, OSError) as err:
+        return f"⚠️ {err}"
+
+
+def grounding_choices() -> list[str]:
+    """The grounding dropdown's choices: auto, off, each knowledge base (newest) and version."""
+    shelf = KnowledgeShelf()
+    named = []
+    for base in shelf.names():
+        named += [base, *(f"{base}@{v.version}" for v in shelf.versions(base))]
+    return [GROUNDING_AUTO, GROUNDING_OFF, *named]
+
+
+def grounding_value(name: str | None) -> str:
+    """Alias ``name``'s grounding (``auto`` when it has none or is not there)."""
+    try:
+        return grounding_of(AliasBook().row(name)) if name else GROUNDING_AUTO
+    except (AliasError, OSError):
+        return GROUNDING_AUTO
+
+
+def set_grounding(name: str, grounding: str, by: str) -> str:
+    """Ground alias ``name``'s answers as chosen (``auto``, ``off``, ``NAME[@vN]``), keeping its
+    split; a knowledge version that is not on the shelf is refused. The sentence to show."""
+    try:
+        named = split_grounding(check_grounding(grounding))
+        if named is not None:
+            KnowledgeShelf().get(*named)
+        return actions.set_split((name or "").strip(), None, by, grounding=grounding)
     except (ValueError, OSError) as err:
         return f"⚠️ {err}"
 

@@ -54,3 +54,12 @@ def grounded(messages: list[dict], adapters_shelf, adapter: str | None, choice: 
     except ValueError as err:
         return messages, f"answered without knowledge: {err}"
     return out, grounding.line()
+
+
+def panes(messages: list[dict], adapters_shelf, adapters: list[str | None], choice: str | None,
+          system_prompt: str = "", answer_tokens: int = 256) -> tuple[list[list[dict]], list[str]]:
+    """Compare's panes grounded the way Chat grounds an answer: each pane's conversation and its
+    ``answered from`` line ("" when it answers ungrounded), in ``adapters``' order."""
+    done = [grounded(messages, adapters_shelf, a, choice, system_prompt, answer_tokens)
+            for a in adapters]
+    return [m for m, _ in done], [line for _, line in done]

@@ -6,6 +6,7 @@ from pathlib import Path
 
 METRIC_COLUMNS = ["model", "BLEU", "ROUGE-L", "perplexity", "golden passed",
                   "Δ BLEU [95% CI]", "Δ ROUGE-L [95% CI]", "Δ perplexity [95% CI]"]
+GROUNDING_CHOICES = ["auto", "off", "on", "both"]  # auto: both when an adapter has knowledge
 
 
 def _ci(d: dict, digits: int) -> str:
@@ -137,6 +138,20 @@ def support_intent_rows(report, adapter: str) -> tuple[list[str], list[list]]:
     if report is None or not adapter:
         return [], []
     return per_intent(report.support, adapter)
+
+
+def grounding_rows(report) -> tuple[list[str], list[list]]:
+    """With and without grounding, one row per model and grounding, then per intent (empty:
+    the evaluation was not grounded)."""
+    from eval.grounded import COLUMNS, table
+
+    part = getattr(report, "grounding", None) if report is not None else None
+    if not part:
+        return list(COLUMNS), []
+    rows = [["(all)", *row] for row in table(part)]
+    for intent in sorted(part.get("per_intent", {})):
+        rows += [[intent, *row] for row in table(part, intent)]
+    return ["intent", *COLUMNS], rows
 
 
 def worst_answer_rows(report, adapter: str) -> tuple[list[str], list[list]]:

@@ -15,11 +15,13 @@ def test_set_promote_and_refresh_through_the_tabs_handlers(home, tiny_llama_dir,
     said = table["on_alias_set"]("support-bot", "v3=100", None, False, "")
     assert said == "support-bot: (none) → v3 100%."
     assert "Override for v4" in table["on_alias_promote"]("support-bot", "", "v4", True, "canary of the fix")
-    names, versions, about, rows, frame, *policy = table["refresh_aliases"]("support-bot", "requests")
+    names, versions, about, rows, frame, *policy, grounding = table["refresh_aliases"](
+        "support-bot", "requests")
     assert names["choices"] == ["support-bot"] and set(versions["choices"]) == {"v3", "v4"}
     assert "v4                               100%" in about and "by page (ui)" in about
     assert [row[:3] for row in rows] == [["v3", 0, 0], ["v4", 100, 0]] and frame.empty
     assert policy == [0.0, 50, 10]  # no automatic rollback: the form shows margin 0
+    assert grounding["value"] == "auto"
     state = table["engine"]
     state.alias_stats.record("v4", "ok", 0.2, 1.5)
     rows, frame = table["alias_figures"]("support-bot", "answer p95 (s)")
@@ -50,9 +52,29 @@ def test_the_automatic_rollback_is_set_shown_and_turned_off_from_the_tab(home, t
     assert said == ("support-bot: v3 90% · v4 10% (split unchanged). Automatic rollback: when a canary's error "
                     "rate (after 40 requests) or thumbs-down rate (after 8 ratings) exceeds the stable version's "
                     "by more than 0.1.")
-    *_, about, _rows, _frame, margin, requests, ratings = table["refresh_aliases"]("support-bot", "requests")
+    *_, about, _rows, _frame, margin, requests, ratings, _ = table["refresh_aliases"](
+        "support-bot", "requests")
     assert (margin, requests, ratings) == (0.1, 40, 8) and "automatic rollback: when a canary's" in about
     assert table["on_alias_auto_rollback"]("support-bot", 1.5, 40, 8).startswith("⚠️ the auto-rollback margin")
     assert table["on_alias_auto_rollback"]("support-bot", 0.1, 2.5, 8).startswith("⚠️ min requests must be")
     assert table["on_alias_auto_rollback"]("support-bot", 0, 40, 8).endswith("Automatic rollback: off.")
-    assert table["refresh_aliases"]("support-bot", "requests")[-3:] == (0.0, 50, 10)
+    assert table["refresh_aliases"]("support-bot", "requests")[-4:-1] == (0.0, 50, 10)
+
+
+def test_the_grounding_is_chosen_from_the_shelf_and_shown(home, tiny_llama_dir, random_lora_dir):
+    from knowledge.passages import Passage
+    from knowledge.store import KnowledgeShelf
+
+    put_versions(random_lora_dir, {"v3": PASSED})
+    KnowledgeShelf().add("faq", [Passage("Refunds", "Paid within 30 days.", "kb.md")], ["kb.md"])
+    table = handlers(tiny_llama_dir)
+    table["on_alias_set"]("support-bot", "v3=100", None, False, "")
+    said = table["on_alias_grounding"]("support-bot", "faq@v1")
+    assert said == "support-bot: v3 100% (split unchanged). Grounding: knowledge faq@v1."
+    refused = table["on_alias_grounding"]("support-bot", "faq@v4")
+    assert refused.startswith("⚠️ faq has no version 'v4'")
+    assert table["on_alias_grounding"]("support-bot", "f/q").startswith("⚠️ grounding must be")
+    *_, about, _rows, _frame, _m, _r, _t, grounding = table["refresh_aliases"](
+        "support-bot", "requests")
+    assert grounding["value"] == "faq@v1" and "grounding: knowledge faq@v1" in about
+    assert grounding["choices"] == ["auto", "off", "faq", "faq@v1"]

@@ -1,0 +1,70 @@
+"""An alias's grounding (off, auto, a knowledge NAME[@vN]): kept with the alias, audited,
+rolled back with the change that set it, refused in a sentence when misspelt."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from alias_helpers import PASSED, put_versions
+
+from adapters.alias_actions import details
+from adapters.shelf.alias_rules import AliasError, check_grounding, split_grounding
+from adapters.shelf.aliases import AliasBook, grounding_of
+
+
+@pytest.fixture
+def book(home, random_lora_dir):
+    return AliasBook(put_versions(random_lora_dir, {"v3": PASSED, "v4": PASSED}))
+
+
+def stored(home) -> dict:
+    return json.loads((home / "releases" / "aliases.json").read_text())["aliases"]
+
+
+def test_grounding_is_kept_audited_and_rolled_back_with_its_change(book, home):
+    book.set("bot", {"v3": 100}, by="ana")
+    assert "grounding" not in stored(home)["bot"] and grounding_of(book.row("bot")) == "auto"
+    row = book.set("bot", None, by="ben", grounding="faq@v2")  # the split kept
+    assert row["changed"] and row["grounding"] == {"from": "auto", "to": "faq@v2"}
+    assert stored(home)["bot"]["grounding"] == "faq@v2" and book.get("bot") == {"v3": 100}
+    assert not book.set("bot", None, by="ben", grounding="faq@v2")["changed"]
+    book.promote("bot", "v4", by="cy")  # a promotion keeps the grounding
+    assert grounding_of(book.row("bot")) == "faq@v2"
+    book.set("bot", None, by="dee", grounding="OFF")
+    assert grounding_of(book.row("bot")) == "off"
+    assert [r.get("grounding") for r in book.history("bot")] == [
+        None, {"from": "auto", "to": "faq@v2"}, None, {"from": "faq@v2", "to": "off"}]
+    book.rollback("bot", by="ed")
+    assert grounding_of(book.row("bot")) == "faq@v2" and book.get("bot") == {"v3": 0, "v4": 100}
+    book.delete("bot", by="ed")
+    book.rollback("bot", by="ed")  # the deleted alias comes back with its grounding
+    assert grounding_of(book.row("bot")) == "faq@v2"
+    assert "grounding: knowledge faq@v2" in "\n".join(details("bot", book))
+
+
+@pytest.mark.parametrize("bad", ["", "faq@2", "faq@latest", "../x", "faq@v", 7, None])
+def test_a_misspelt_grounding_is_refused_and_nothing_changes(book, home, bad):
+    book.set("bot", {"v3": 100}, by="ana", grounding="faq")
+    with pytest.raises(AliasError) as err:
+        book.set("bot", None, by="ben", grounding=bad)
+    assert err.value.param == "grounding" and "grounding must be 'off', 'auto'" in str(err.value)
+    assert stored(home)["bot"]["grounding"] == "faq" and len(book.history("bot")) == 1
+
+
+def test_the_spellings():
+    assert [check_grounding(v) for v in ("auto", " Off ", "faq", "faq@v12")] == [
+        "auto", "off", "faq", "faq@v12"]
+    assert [split_grounding(v) for v in ("auto", "off", "faq", "faq@v3")] == [
+        None, None, ("faq", "latest"), ("faq", "v3")]
+
+
+def test_the_command_line_sets_and_shows_it(book, capsys):
+    from adapters.__main__ import main
+
+    assert main(["alias", "set", "bot", "v3=100", "--grounding", "off"]) == 0
+    assert "Grounding: off (answers from the weights alone)." in capsys.readouterr().out
+    assert main(["alias", "show", "bot", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["grounding"] == "off"
+    assert main(["alias", "list"]) == 0
+    assert "(grounding: off)" in capsys.readouterr().out
