@@ -186,13 +186,19 @@ def check_rows(session: ModelSession, adapters: list[str | None]) -> None:
                          f"at most {session.max_loaded_adapters}")
 
 
+def context_limit(session: ModelSession) -> int | None:
+    """The most tokens the session's model reads (its positions), None where its config says
+    nothing."""
+    config = session.model.config
+    return getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+
+
 def fitting(session: ModelSession, inputs: dict) -> dict:
     """Refuse a prompt that fills the model's whole context (a pasted book, a runaway chat).
 
     Its attention and activations would grow with it before the model could answer at all.
     """
-    config = session.model.config
-    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    limit = context_limit(session)
     length = inputs["input_ids"].shape[1]
     if limit and length >= limit:
         raise ValueError(f"the conversation is {length} tokens; this model reads at most {limit}: "

@@ -88,7 +88,8 @@ def ground(
         system_prompt: the system prompt, used when ``messages`` has no system message.
         context_tokens: the model's context; the passages get what the conversation and the
             answer (``answer_tokens``) leave of it.
-        tokenizer: the model's tokenizer, for its own control tokens (None: the common ones).
+        tokenizer: the model's tokenizer, for its own control tokens and to count the room in
+            its tokens (None: the common control tokens, lengths estimated from characters).
         exclude: passages it says True for are never shown (an evaluation keeps its own rows'
             questions and answers out); the next best take their place.
 
@@ -106,8 +107,9 @@ def ground(
     chosen = (shelf or KnowledgeShelf()).get(name, version or LATEST)
     grounding = Grounding(chosen.name, chosen.version, chosen.fingerprint,
                           excluded=None if exclude is None else [])
-    used = sum(len(str(m.get("content", ""))) for m in messages) + len(system_prompt)
-    room = int((context_tokens - answer_tokens - TEMPLATE_TOKENS) * CHARS_PER_TOKEN) - used
+    size = _sizer(tokenizer)
+    used = sum(size(str(m.get("content", ""))) for m in messages) + size(system_prompt)
+    room = context_tokens - answer_tokens - TEMPLATE_TOKENS - size(INSTRUCTION) - used
     blocks = []
     hits = chosen.search(asked, k if exclude is None else k + EXCLUDE_SLACK)
     for hit in hits:
@@ -120,15 +122,24 @@ def ground(
             grounding.refused.append(hit.id)
             continue
         block = _block(len(blocks) + 1, hit.passage)
-        if len(block) + 2 > room:
+        cost = size(block) + 1  # the blank line between blocks
+        if cost > room:
             grounding.dropped.append(hit.id)
             continue
-        room -= len(block) + 2
+        room -= cost
         blocks.append(block)
         grounding.shown.append((hit.id, hit.passage))
     if not blocks:
         return list(messages), grounding
     return _with_system(messages, system_prompt, "\n\n".join([INSTRUCTION, *blocks])), grounding
+
+
+def _sizer(tokenizer) -> Callable[[str], float]:
+    """A text's length in the model's tokens where its tokenizer is at hand; estimated from its
+    characters otherwise."""
+    if tokenizer is None:
+        return lambda text: len(text) / CHARS_PER_TOKEN
+    return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"]) if text else 0
 
 
 def _block(number: int, p: Passage) -> str:

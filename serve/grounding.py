@@ -53,7 +53,8 @@ def parse_knowledge(value) -> dict | None:
 
 
 def apply(chat, adapter: str | None, shelf, alias: str | None = None,
-          alias_grounding: str | None = None) -> dict | None:
+          alias_grounding: str | None = None, context_tokens: int = CONTEXT_TOKENS,
+          tokenizer=None) -> dict | None:
     """Ground ``chat.messages`` as its alias, else its ``knowledge`` field, asks; the record of
     what was shown.
 
@@ -63,6 +64,10 @@ def apply(chat, adapter: str | None, shelf, alias: str | None = None,
         shelf: the adapter shelf, for the adapter's manifest.
         alias: the alias the request named (None: a model asked by name).
         alias_grounding: that alias's grounding (``off``, ``auto``, ``NAME[@vN]``).
+        context_tokens: what the answering model reads at most; the passages get what the
+            conversation and the answer leave of it.
+        tokenizer: the model's tokenizer (its control tokens refused in passages, the room
+            counted in its tokens).
 
     Raises:
         RequestError: ``auto`` for a model trained beside no knowledge; a knowledge base or
@@ -77,7 +82,8 @@ def apply(chat, adapter: str | None, shelf, alias: str | None = None,
         return _ground(chat, asked, f"alias {alias!r} grounds in {asked['name']} "
                                     f"{asked['version']}, which is not on the knowledge shelf "
                                     f"any more; set its grounding again (python -m adapters "
-                                    f"alias set {alias} --grounding ...)", "model")
+                                    f"alias set {alias} --grounding ...)", "model",
+                       context_tokens, tokenizer)
     if asked is None:
         return None
     if asked["name"] == AUTO:
@@ -89,15 +95,16 @@ def apply(chat, adapter: str | None, shelf, alias: str | None = None,
                                f"version; {adapter or 'the base model'} has none: name one",
                                "knowledge")
         asked = {**asked, "name": entry["name"], "version": entry.get("version") or LATEST}
-    return _ground(chat, asked, None, "knowledge")
+    return _ground(chat, asked, None, "knowledge", context_tokens, tokenizer)
 
 
-def _ground(chat, asked: dict, gone: str | None, param: str) -> dict:
+def _ground(chat, asked: dict, gone: str | None, param: str,
+            context_tokens: int = CONTEXT_TOKENS, tokenizer=None) -> dict:
     """``chat.messages`` grounded in ``asked``; ``gone``: the sentence when it is not there."""
     try:
         messages, grounding = ground(chat.messages, asked["name"], asked["version"], k=asked["k"],
                                      system_prompt=chat.settings.system_prompt,
-                                     context_tokens=CONTEXT_TOKENS,
+                                     context_tokens=context_tokens, tokenizer=tokenizer,
                                      answer_tokens=chat.settings.max_new_tokens)
     except ValueError as err:
         raise RequestError(f"{gone} ({err})" if gone else f"knowledge: {err}", param) from None

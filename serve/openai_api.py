@@ -39,6 +39,7 @@ from adapters.shelf.gate_rules import entry_status, warning_for
 from adapters.shelf.store import Shelf
 from core.templates import control_sentence, first_control
 from feedback.store import FeedbackStore
+from inference.generate import context_limit
 from serve.alias_api import AliasApi
 from serve.aliases import CONVERSATION_HEADER, VERSION_HEADER, AliasRouter, Pick
 from serve.answer_check import checked
@@ -52,6 +53,7 @@ from serve.api_basics import (  # noqa: F401 (the limit, re-exported)
 )
 from serve.auto_rollback import CHECK_EVERY_S, AutoRollback
 from serve.engines import PINS, label, release_with
+from serve.grounding import CONTEXT_TOKENS
 from serve.grounding import apply as apply_grounding
 from serve.grounding import header as grounding_header
 from serve.interface.ticket import ServerBusy
@@ -207,7 +209,8 @@ class OpenAIServer:
             self.warn_if_not_passed(adapter)
         # before any engine sees it; an alias's own grounding when asked through one
         chat.grounding = apply_grounding(chat, adapter, self.shelf(), alias,
-                                         self.aliases.grounding(alias) if alias else None)
+                                         self.aliases.grounding(alias) if alias else None,
+                                         self.context_tokens(), self.engines.session.tokenizer)
         if pin is None and (chat.tools or chat.json_schema is not None) and self.engines.llama() is not None:
             pin = "llama.cpp"  # only llama.cpp follows tools and schemas
         try:
@@ -397,6 +400,12 @@ class OpenAIServer:
             return model if self.engines.session.adapter_folder(model).is_dir() else False
         except ValueError:  # not even a possible adapter name
             return False
+
+    def context_tokens(self) -> int:
+        """What a grounded prompt may fill: a llama-server slot's context, or less where the
+        model reads fewer positions."""
+        limit = context_limit(self.engines.session)
+        return min(CONTEXT_TOKENS, limit) if limit else CONTEXT_TOKENS
 
     def check_key(self, request: Request, role: str = CHAT) -> Caller:
         """Who sent ``request``; refused (401) without a key of this server, when it has keys,

@@ -298,6 +298,12 @@ class AliasBook:
         write_json_atomic(self.path, {"format": FORMAT, "aliases": dict(sorted(rows.items()))})
 
 
+def grounding_of(row: dict) -> str:
+    """An alias row's grounding (``auto`` when it never said)."""
+    value = row.get("grounding")
+    return value if isinstance(value, str) and value else DEFAULT_GROUNDING
+
+
 def last_undoable(rows: list[dict]) -> dict | None:
     """The newest change in ``rows`` that is not a rollback and was not rolled back (an
     automatic rollback is a change like any other: rolling it back brings the canary back)."""

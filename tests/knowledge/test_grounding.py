@@ -75,6 +75,28 @@ def test_the_context_caps_what_is_shown(shelf):
     assert tight.shown == [] and tight.dropped == [1] and messages == ASKED
 
 
+def test_with_the_tokenizer_the_room_is_counted_in_the_models_tokens(shelf, tiny_llama_dir):
+    """The prompt a passage joins is measured in the model's own tokens: grounded for a model
+    that reads 256 positions, it fits them with the answer; the same conversation with room to
+    spare shows the passage."""
+    from transformers import AutoTokenizer
+
+    from core.templates import encode_chat
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    limit, answer = 256, 8
+    for repeats in range(16):
+        asked = [{"role": "user", "content": " ".join(["change the shipping address"] * repeats)
+                  or "change the address"}]
+        messages, grounding = ground(asked, "kb", k=2, context_tokens=limit,
+                                     answer_tokens=answer, tokenizer=tokenizer)
+        assert len(encode_chat(tokenizer, messages, add_generation_prompt=True)) + answer <= limit
+        if repeats == 0:
+            assert [i for i, _ in grounding.shown] == [1]
+        if repeats == 15:
+            assert grounding.dropped == [1] and messages == asked
+
+
 def test_nothing_found_leaves_the_conversation_as_it_was(shelf):
     asked = [{"role": "user", "content": "xyzzy"}]
     messages, grounding = ground(asked, "kb")

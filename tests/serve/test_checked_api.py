@@ -43,8 +43,12 @@ def served(session, home):
     manifest_path.write_text(json.dumps(manifest))
     with serving(api_app(Engines(session, "pytorch"))) as url:
         book = AliasBook()
-        book.set("checked-bot", {"a": 100}, by="test", force=True, reason="tiny", check="on")
-        book.set("plain-bot", {"a": 100}, by="test", force=True, reason="tiny")
+        # Ungrounded: the check alone is under test (a grounded alias whose knowledge is deleted
+        # is refused in a sentence: tests/serve/test_alias_grounding_api.py).
+        book.set("checked-bot", {"a": 100}, by="test", force=True, reason="tiny", check="on",
+                 grounding="off")
+        book.set("plain-bot", {"a": 100}, by="test", force=True, reason="tiny", grounding="off")
+        book.set("grounded-bot", {"a": 100}, by="test", force=True, reason="tiny")
         yield url, version
 
 
@@ -71,6 +75,7 @@ def streamed_text(response) -> str:
 def test_a_wrong_answer_is_sent_as_the_nearest_past_answer_when_the_alias_checks(served):
     url, version = served
     plain = ask(url, "plain-bot")
+    assert plain.status_code == 200, plain.text
     said = plain.json()["choices"][0]["message"]["content"]
     checker, _ = checker_for(version)
     # The premise: the tiny model's answer is not about the address the customer asked about.
@@ -102,3 +107,12 @@ def test_a_knowledge_version_deleted_since_leaves_the_answer_and_says_why(served
     assert body["choices"][0]["message"]["content"] == said
     assert body["tunedesk_check"]["outcome"] == "skipped"
     assert "no knowledge base named" in body["tunedesk_check"]["note"]
+
+
+def test_a_grounded_alias_on_a_model_of_256_positions_still_answers(served):
+    """The passages get only the room the model's own context leaves (counted in its tokens):
+    the tiny model reads 256 positions, far fewer than a llama-server slot's 2,048."""
+    url, _ = served
+    answer = ask(url, "grounded-bot")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["choices"][0]["message"]["content"]

@@ -99,7 +99,7 @@ def build_chat_tab(state: AppState) -> dict:
                 # the Knowledge dropdown's choice, app-wide like the adapter
                 messages, _ = chat_grounding.grounded(
                     messages, state.shelf(), state.to_adapter(choice), state.chat_knowledge,
-                    settings.system_prompt, settings.max_new_tokens)
+                    settings.system_prompt, settings.max_new_tokens, state.session)
                 history.append({"role": "assistant", "content": ""})
                 for partial in state.stream_answer(messages, state.to_adapter(choice), settings):
                     history[-1]["content"] = partial
@@ -141,15 +141,17 @@ def build_chat_tab(state: AppState) -> dict:
         # Many chats at once: each is a row of the scheduler's running batch (adapters/serve),
         # which caps the batch by memory and queues the rest, so Gradio need not serialize them.
         chat_events = {"concurrency_id": "chat", "concurrency_limit": CHAT_CONCURRENCY}
-        def on_answered(history, choice, system_prompt):
+        def on_answered(history, choice, system_prompt, max_new_tokens=200):
             history = list(history or [])
             asked = [{"role": m["role"], "content": _text(m["content"])} for m in history
                      if m["role"] == "user"][-1:]
             line = chat_grounding.grounded(asked, state.shelf(), state.to_adapter(choice),
-                                           state.chat_knowledge, system_prompt)[1] if asked else ""
+                                           state.chat_knowledge, system_prompt,
+                                           int(max_new_tokens), state.session)[1] if asked else ""
             return chat_intent_line(state.shelf(), state.to_adapter(choice), history), line
 
-        answered = ([chatbot, adapter, system], [intent, answered_from])
+        # the answer's own length and model: the line names what that answer was shown
+        answered = ([chatbot, adapter, system, max_new], [intent, answered_from])
         send.click(respond, [chatbot, message, *controls], [chatbot, message], api_name="chat",
                    **chat_events).then(on_answered, *answered)
         message.submit(respond, [chatbot, message, *controls], [chatbot, message],

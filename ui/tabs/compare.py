@@ -67,7 +67,7 @@ def build_compare_tab(state: AppState) -> dict:
                 # each pane grounded as Chat grounds it (Chat's "Answer from knowledge" choice)
                 conversations, lines = chat_grounding.panes(
                     asked, state.shelf(), adapters, state.chat_knowledge, settings.system_prompt,
-                    settings.max_new_tokens)
+                    settings.max_new_tokens, state.session)
                 answers, how = state.serving.compare(asked, adapters, settings, conversations)
             except (ValueError, ServerBusy) as err:
                 gr.Warning(str(err))

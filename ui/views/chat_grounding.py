@@ -16,6 +16,18 @@ OFF = "off"
 CONTEXT_TOKENS = 2048  # a llama-server slot's context (core/llama_cpp/process.py), PyTorch's too
 
 
+def model_room(session) -> dict:
+    """``ground``'s room arguments for the session's model: its tokenizer (passages measured in
+    its tokens, its control tokens refused) and its context, at most a llama-server slot's."""
+    if session is None:
+        return {"context_tokens": CONTEXT_TOKENS}
+    from inference.generate import context_limit
+
+    limit = context_limit(session)
+    return {"tokenizer": session.tokenizer,
+            "context_tokens": min(CONTEXT_TOKENS, limit) if limit else CONTEXT_TOKENS}
+
+
 def choices() -> list[str]:
     """The Chat dropdown's choices: auto, off, every knowledge base."""
     return [AUTO, OFF, *KnowledgeShelf().names()]
@@ -39,9 +51,12 @@ def source(adapters_shelf, adapter: str | None, choice: str | None) -> tuple[str
 
 
 def grounded(messages: list[dict], adapters_shelf, adapter: str | None, choice: str | None,
-             system_prompt: str = "", answer_tokens: int = 256) -> tuple[list[dict], str]:
+             system_prompt: str = "", answer_tokens: int = 256,
+             session=None) -> tuple[list[dict], str]:
     """The conversation to answer (grounded when asked) and the ``answered from`` line.
 
+    ``session``: the model's session, so the passages fit its own context (None: a
+    llama-server slot's 2,048 tokens, lengths estimated from characters).
     A knowledge version that is gone (deleted since the adapter was trained) is said in the
     line, and the answer is given ungrounded.
     """
@@ -50,16 +65,17 @@ def grounded(messages: list[dict], adapters_shelf, adapter: str | None, choice: 
         return messages, ""
     try:
         out, grounding = ground(messages, *chosen, system_prompt=system_prompt,
-                                context_tokens=CONTEXT_TOKENS, answer_tokens=answer_tokens)
+                                answer_tokens=answer_tokens, **model_room(session))
     except ValueError as err:
         return messages, f"answered without knowledge: {err}"
     return out, grounding.line()
 
 
 def panes(messages: list[dict], adapters_shelf, adapters: list[str | None], choice: str | None,
-          system_prompt: str = "", answer_tokens: int = 256) -> tuple[list[list[dict]], list[str]]:
+          system_prompt: str = "", answer_tokens: int = 256,
+          session=None) -> tuple[list[list[dict]], list[str]]:
     """Compare's panes grounded the way Chat grounds an answer: each pane's conversation and its
     ``answered from`` line ("" when it answers ungrounded), in ``adapters``' order."""
-    done = [grounded(messages, adapters_shelf, a, choice, system_prompt, answer_tokens)
+    done = [grounded(messages, adapters_shelf, a, choice, system_prompt, answer_tokens, session)
             for a in adapters]
     return [m for m, _ in done], [line for _, line in done]

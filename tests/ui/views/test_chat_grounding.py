@@ -63,6 +63,6 @@ def test_chat_says_what_the_answer_was_shown(trained_beside, tiny_llama_dir):
     table = handlers(tiny_llama_dir)
     history = last(table["respond"]([], ASKED[0]["content"], "a", "", 8, 0, 0.9, 1.0, 0))[0]
     assert [m["role"] for m in history] == ["user", "assistant"]
-    _, line = table["on_answered"](history, "a", "")
+    _, line = table["on_answered"](history, "a", "", 8)
     assert line == 'answered from: answers-demo v1 #1 "change address"'
     assert table["on_answered"](history, BASE_LABEL, "")[1] == ""
