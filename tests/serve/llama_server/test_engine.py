@@ -19,6 +19,18 @@ MSGS = [{"role": "user", "content": "Where is my order? I ordered a blue jacket.
 GREEDY = GenerationSettings(max_new_tokens=12)
 
 
+def llama_label(llama) -> str:
+    """What the llama engine calls itself: "llama.cpp f32", with ", --no-repack" exactly where
+    its llama-server runs without repacking (a failed check on an AMX CPU, or
+    TUNEDESK_LLAMA_AMX=0); which of the two depends on the machine, not on the engine."""
+    local = llama.upstreams.all[0].process
+    repacks = "--no-repack" not in local.command()
+    assert local.repack is repacks and bool(llama.note) is not repacks
+    label = "llama.cpp f32" if repacks else "llama.cpp f32, --no-repack"
+    assert llama.label == label
+    return label
+
+
 def test_greedy_answers_equal_pytorch_and_peft(llama, llama_session):
     want = compare(llama_session, MSGS, [None, *ADAPTERS], GREEDY)
     assert len({w.text for w in want}) == 4  # every adapter changes the answer
@@ -77,11 +89,12 @@ def test_engines_route_to_llama_cpp_and_compare_decodes_panes_together(llama_ses
     engines.prepare()
     ticket = engines.submit(MSGS, "a", GREEDY)
     assert ticket.text() == compare(llama_session, MSGS, ["a"], GREEDY)[0].text
-    assert ticket.engine == "llama.cpp f32" and engines.describe().startswith("engine: llama.cpp f32; ")
+    label = llama_label(llama)
+    assert ticket.engine == label and engines.describe().startswith(f"engine: {label}; ")
     answers, line = engines.compare(MSGS, [None, "a"], GREEDY)
     assert [a.text for a in answers] == [w.text for w in compare(llama_session, MSGS, [None, "a"], GREEDY)]
     assert answers[0].adapter_hash == llama_session.resolved.weight_hash
-    assert line.startswith("2 answers decoded together on llama.cpp f32"), line
+    assert line.startswith(f"2 answers decoded together on {label}"), line
 
 
 def test_api_serves_sixteen_clients_from_llama_cpp_with_each_adapters_solo_answer(llama_session, llama):
@@ -99,7 +112,7 @@ def test_api_serves_sixteen_clients_from_llama_cpp_with_each_adapters_solo_answe
         with ThreadPoolExecutor(16) as pool:
             answers = list(pool.map(ask, models))
     assert [text for text, _ in answers] == [solo[m] for m in models]
-    assert {engine for _, engine in answers} == {"llama.cpp f32"}
+    assert {engine for _, engine in answers} == {llama_label(llama)}
 
 
 def test_json_schema_tools_and_metrics_through_the_api(llama_session, llama):
@@ -159,6 +172,7 @@ def test_a_mixed_crowd_goes_to_pytorch_labelled_and_a_pin_holds_through_the_api(
     engines = Engines(llama_session, "auto", llama_factory=lambda session, max_queue: llama, mixed_crowd=4)
     engines.prepare()
     solo = {m: compare(llama_session, MSGS, [m], GREEDY)[0].text for m in ("a", "b")}
+    label = llama_label(llama)
     with serving(api_app(engines)) as url:
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=120)
 
@@ -170,10 +184,10 @@ def test_a_mixed_crowd_goes_to_pytorch_labelled_and_a_pin_holds_through_the_api(
             assert got.headers["X-TuneDesk-Engine"] == answer.system_fingerprint
             return answer.choices[0].message.content, answer.system_fingerprint
 
-        assert ask("b") == (solo["b"], "llama.cpp f32")  # alone: llama-server
+        assert ask("b") == (solo["b"], label)  # alone: llama-server
         held = [engines.route(["a"]) for _ in range(3)]  # three answers for "a" in flight
         assert engines.crowd() == {"llama.cpp": 3}
-        assert ask("b", pin="llama.cpp") == (solo["b"], "llama.cpp f32")  # pinned: no waiting
+        assert ask("b", pin="llama.cpp") == (solo["b"], label)  # pinned: no waiting
         with pytest.raises(openai.BadRequestError, match="must be one of llama.cpp, pytorch") as refused:
             ask("b", pin="vllm")
         assert refused.value.body["param"] == "X-TuneDesk-Engine"
@@ -190,5 +204,5 @@ def test_a_mixed_crowd_goes_to_pytorch_labelled_and_a_pin_holds_through_the_api(
             assert crowded.result(60) == (solo["b"], "pytorch float32, batched")
         assert engines.crowd() == {}
         assert ask("a", pin="pytorch") == (solo["a"], "pytorch float32, batched")
-        assert ask("a") == (solo["a"], "llama.cpp f32")
+        assert ask("a") == (solo["a"], label)
 
