@@ -16,9 +16,13 @@ from core.hosts import is_local, set_exposed
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from core.cli import DefaultsFormatter
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--host", default=os.environ.get("TUNEDESK_HOST", "127.0.0.1"))
-    p.add_argument("--port", type=int, default=int(os.environ.get("TUNEDESK_PORT", "7860")))
+    p.formatter_class = DefaultsFormatter  # each flag's default in --help
+    p.add_argument("--host", default=os.environ.get("TUNEDESK_HOST", "127.0.0.1"),
+                   help="address to listen on ($TUNEDESK_HOST)")
+    p.add_argument("--port", type=int, default=int(os.environ.get("TUNEDESK_PORT", "7860")),
+                   help="port to listen on ($TUNEDESK_PORT)")
     p.add_argument("--auth", default=os.environ.get("TUNEDESK_AUTH"), help="user:pass")
     p.add_argument("--home", default=os.environ.get("TUNEDESK_HOME"), help="data folder (default ./outputs)")
     p.add_argument("--model", default=os.environ.get("TUNEDESK_MODEL", "default"), help="base model for chat")

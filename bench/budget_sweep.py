@@ -90,7 +90,9 @@ def score(adapters: list[str | None], score_csv: Path, rows: int, model: str = "
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    from core.cli import DefaultsFormatter
     p = argparse.ArgumentParser(prog="python -m bench budget-sweep", description=__doc__.splitlines()[0])
+    p.formatter_class = DefaultsFormatter  # each flag's default in --help
     p.add_argument("--data", default=str(BITEXT), help="Bitext training CSV")
     p.add_argument("--minutes", type=float, default=3.0, help="time budget of each variant (default 3)")
     p.add_argument("--rows", type=int, default=1000, help="train on the file's first N rows (default 1000)")

@@ -151,7 +151,9 @@ def run_demo(args: DemoArgs, on_line=print) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from core.cli import DefaultsFormatter
     p = argparse.ArgumentParser(prog="python -m bench gate-demo", description=__doc__.splitlines()[0])
+    p.formatter_class = DefaultsFormatter  # each flag's default in --help
     defaults = DemoArgs()
     for key, value in asdict(defaults).items():
         p.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=value)

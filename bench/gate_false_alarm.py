@@ -46,7 +46,9 @@ def one_evaluation(rng, slices: int, rows: int, worse: int, shift: float, seed: 
 
 
 def main(argv: list[str] | None = None) -> int:
+    from core.cli import DefaultsFormatter
     ap = argparse.ArgumentParser(prog="python -m bench gate-false-alarm", description=__doc__.splitlines()[0])
+    ap.formatter_class = DefaultsFormatter  # each flag's default in --help
     ap.add_argument("--slices", type=int, default=27, help="slices per evaluation (Bitext: 27 intents)")
     ap.add_argument("--rows", type=int, default=5, help="rows per slice")
     ap.add_argument("--evaluations", type=int, default=100)

@@ -149,7 +149,9 @@ def render(rows: list[dict], argv: list[str], tokens: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from core.cli import DefaultsFormatter
     parser = argparse.ArgumentParser(prog="python -m bench gateway", description=__doc__.splitlines()[0])
+    parser.formatter_class = DefaultsFormatter  # each flag's default in --help
     parser.add_argument("--model", default="default", help="base model name or folder")
     parser.add_argument("--tokens", type=int, default=64, help="tokens per answer")
     parser.add_argument("--runs", type=int, default=5, help="runs per load and server, taking turns")

@@ -164,7 +164,9 @@ VARIANTS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    from core.cli import DefaultsFormatter
     p = argparse.ArgumentParser(prog="python -m bench gpu-step", description=__doc__.splitlines()[0])
+    p.formatter_class = DefaultsFormatter  # each flag's default in --help
     p.add_argument("--model", required=True, help="model folder (config + tokenizer; see --random-weights)")
     p.add_argument("--random-weights", action="store_true", help="random weights from the model's config.json")
     p.add_argument("--batches", default="64,256", help="micro-batch sizes, comma-separated")

@@ -74,7 +74,9 @@ def default_gguf() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from core.cli import DefaultsFormatter
     parser = argparse.ArgumentParser(prog="python -m bench llama-repack", description=__doc__.splitlines()[0])
+    parser.formatter_class = DefaultsFormatter  # each flag's default in --help
     parser.add_argument("--gguf", type=Path, help="GGUF to decode (default: the default model at Q8_0)")
     parser.add_argument("--binary", action="append", default=[], help="label=path of another llama-server")
     parser.add_argument("--tokens", type=int, default=128)

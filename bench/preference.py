@@ -172,7 +172,9 @@ def release_gate(child: str, data: Path, last_rows: int, per_intent: int, max_ne
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    from core.cli import DefaultsFormatter
     p = argparse.ArgumentParser(prog="python -m bench preference", description=__doc__.splitlines()[0])
+    p.formatter_class = DefaultsFormatter  # each flag's default in --help
     p.add_argument("--data", default=str(BITEXT), help="Bitext training CSV")
     p.add_argument("--method", choices=["dpo", "cpo", "orpo"], default="dpo")
     p.add_argument("--rejected", choices=["other-intent", "base"], default="other-intent",

@@ -31,9 +31,11 @@ VIEWPORT = {"width": 1280, "height": 860}
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
+    from core.cli import DefaultsFormatter
     p = argparse.ArgumentParser(
         prog="python -m bench screenshots", description=__doc__.splitlines()[0]
     )
+    p.formatter_class = DefaultsFormatter  # each flag's default in --help
     p.add_argument(
         "--out", default=str(REPO / "docs" / "img"), help="folder for train.png and compare.png"
     )

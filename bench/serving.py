@@ -209,7 +209,9 @@ def write_section(text: str, doc: Path = DOC) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    from core.cli import DefaultsFormatter
     parser = argparse.ArgumentParser(prog="python -m bench serving", description=__doc__)
+    parser.formatter_class = DefaultsFormatter  # each flag's default in --help
     parser.add_argument("--model", default="default", help="base model name or folder")
     parser.add_argument("--dtypes", default="auto,float32",
                         help="comma-separated weight dtypes to measure (auto: bf16 where native)")

@@ -125,9 +125,11 @@ def shuffle_file(
 
 
 def main(argv: list[str] | None = None) -> int:
+    from core.cli import DefaultsFormatter
     p = argparse.ArgumentParser(
         prog="python -m bench shuffle-intents", description=__doc__.splitlines()[0]
     )
+    p.formatter_class = DefaultsFormatter  # each flag's default in --help
     p.add_argument("data", help="a CSV or JSON-lines file with an intent and a response column")
     p.add_argument("--out", help="where to write the copy (outside the repository)")
     p.add_argument("--intent-column", default="intent")

@@ -75,7 +75,9 @@ def render(off: list[dict], on: list[dict], argv: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    from core.cli import DefaultsFormatter
     parser = argparse.ArgumentParser(prog="python -m bench turns", description=__doc__)
+    parser.formatter_class = DefaultsFormatter  # each flag's default in --help
     parser.add_argument("--turns", type=int, default=8, help=f"turns of the chat (1-{len(TURNS)})")
     parser.add_argument("--tokens", type=int, default=32, help="answer tokens per turn at most")
     parser.add_argument("--model", default="default", help="base model (default: SmolLM2-135M-Instruct)")

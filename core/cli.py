@@ -12,6 +12,7 @@ home folder (``logs/``) holding its traceback, and exit code 1 (:func:`guarded`)
 from __future__ import annotations
 
 import argparse
+import copy
 import importlib
 import os
 import sys
@@ -25,6 +26,31 @@ from pathlib import Path
 CommandTable = dict[str, tuple[str, str]]
 # Bad input: a value refused in a sentence, a path given that is missing or unreadable.
 BAD_INPUT = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
+
+
+class DefaultsFormatter(argparse.HelpFormatter):
+    """argparse's help with each flag's default, where it has one to show (not None, False or
+    empty) and its help does not say it already: ``--port PORT  (default: 8000)``. A flag whose
+    default is None says its effective default in its own help text."""
+
+    def _format_action(self, action: argparse.Action) -> str:
+        if not action.help and shows_default(action):  # a flag with no help says its default
+            action = copy.copy(action)
+            action.help = "(default: %(default)s)"
+        return super()._format_action(action)
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if text == argparse.SUPPRESS or "default" in text or not shows_default(action):
+            return text
+        return f"{text} (default: %(default)s)".lstrip()
+
+
+def shows_default(action: argparse.Action) -> bool:
+    """Whether ``action`` is a flag with a default worth showing (not None, False or empty)."""
+    default = action.default
+    return bool(action.option_strings) and not (
+        default is None or default is False or default == argparse.SUPPRESS or default in ("", []))
 
 
 def run(prog: str, description: str, commands: CommandTable, argv: Sequence[str] | None = None) -> int:
@@ -41,10 +67,12 @@ def run(prog: str, description: str, commands: CommandTable, argv: Sequence[str]
         if not hasattr(module, "add_arguments"):  # a command that parses its own line
             rest = argv[argv.index(chosen) + 1:]
             return guarded(lambda: module.main(rest), prog)
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = argparse.ArgumentParser(prog=prog, description=description,
+                                     formatter_class=DefaultsFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in commands.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text,
+                           formatter_class=DefaultsFormatter)
         if name == chosen:
             importlib.import_module(module_name).add_arguments(p)
     args = parser.parse_args(argv)

@@ -30,7 +30,9 @@ _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from core.cli import DefaultsFormatter
     p = argparse.ArgumentParser(prog="python -m eval", description=__doc__.splitlines()[0])
+    p.formatter_class = DefaultsFormatter  # each flag's default in --help
     p.add_argument("--adapter", action="append", default=[], metavar="NAME",
                    help="adapter on the shelf; repeat to score several")
     p.add_argument("--data", required=True, help="dataset file (held-out rows are used when known)")
@@ -44,9 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--first-rows", action="store_true",
                    help="score the first rows of the file, not the adapters' held-out rows")
     p.add_argument("--slice-by", metavar="COLUMN",
-                   help="score every slice of this data column too (e.g. intent, category)")
+                   help="score every slice of this data column too (e.g. intent, category; "
+                        "default: none)")
     p.add_argument("--rows-per-slice", type=int, metavar="K",
-                   help="with --slice-by: at most K rows of each slice (a few of every intent)")
+                   help="with --slice-by: at most K rows of each slice (a few of every intent; "
+                        "default: every row)")
     p.add_argument("--seed", type=int, default=0, help="generation and bootstrap seed")
     p.add_argument("--grounding", choices=("off", "on", "both"), default=None,
                    help="answer the rows again grounded in each adapter's knowledge (the passages "
@@ -56,7 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=0,
                    help="CPU threads (default 0: one per physical core); fewer on a busy machine")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    from eval.judge_check import add_judge_arguments
+    from eval.judge_check import DESCRIPTION, add_judge_arguments
+
+    p.epilog = (f"commands: judge-check: {DESCRIPTION}, with no model loaded "
+                "(python -m eval judge-check --help)")
 
     add_judge_arguments(p)
     p.add_argument("--judge-review-rows", type=int, default=50, metavar="N",

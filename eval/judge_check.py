@@ -95,12 +95,17 @@ def judge_config(args, review_rows: int | None = None) -> JudgeConfig | None:
     )
 
 
+DESCRIPTION = ("grade the review queue's human-rated answers with a judge and show its agreement "
+               "with people")
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from core.cli import DefaultsFormatter
     p = argparse.ArgumentParser(
         prog="python -m eval judge-check",
-        description="grade the review queue's human-rated answers with a judge "
-        "and show its agreement with people",
+        description=DESCRIPTION,
     )
+    p.formatter_class = DefaultsFormatter  # each flag's default in --help
     add_judge_arguments(p, required=True)
     p.add_argument(
         "--rows", type=int, default=100, help="rated answers to grade, newest first (default 100)"

@@ -16,10 +16,16 @@ STOP_GRACE_S = 3.0  # after SIGTERM, responses in flight (now errors) get this l
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from core.cli import DefaultsFormatter
     p = argparse.ArgumentParser(prog="python -m serve", description=__doc__.splitlines()[0])
-    p.add_argument("--host", default=os.environ.get("TUNEDESK_HOST", "127.0.0.1"))
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--model", default=os.environ.get("TUNEDESK_MODEL", "default"), help="base model")
+    p.formatter_class = DefaultsFormatter  # each flag's default in --help
+    from core.models import DEFAULT_MODEL
+
+    p.add_argument("--host", default=os.environ.get("TUNEDESK_HOST", "127.0.0.1"),
+                   help="address to listen on ($TUNEDESK_HOST)")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on")
+    p.add_argument("--model", default=os.environ.get("TUNEDESK_MODEL", "default"),
+                   help=f"base model: Hub id, local folder or 'default' ({DEFAULT_MODEL})")
     p.add_argument("--home", default=None, help="data folder (default $TUNEDESK_HOME or ./outputs)")
     p.add_argument("--engine", default=os.environ.get("TUNEDESK_ENGINE", "auto"),
                    choices=["auto", "pytorch", "llama.cpp"], help="who answers (auto: measured)")

@@ -351,11 +351,14 @@ class OpenAIServer:
         return [self.base_id(), *(e.name for e in self.shelf().list() if e.ok)]
 
     def model_cards(self) -> list[dict]:
-        """``/v1/models``: each adapter's card says whether it passed its release gate (the reasons
-        it failed, and the support checks' floors with their figures); then
-        the aliases with their splits (an alias hides an adapter of the same name)."""
+        """``/v1/models``: the base model by its own name, then by ``base`` (the name the README's
+        requests use, so a client that picks from this list finds it); each adapter's card says
+        whether it passed its release gate (the reasons it failed, and the support checks'
+        floors with their figures); then the aliases with their splits (an alias hides an
+        adapter of the same name)."""
         aliases = self.aliases.splits()
-        cards = [_model_card(self.base_id())]
+        base = self.base_id()
+        cards = [_model_card(base), {**_model_card(BASE_ALIASES[0]), "tunedesk_base_model": base}]
         for entry in (e for e in self.shelf().list() if e.ok and e.name not in aliases):
             status = entry_status(entry)
             cards.append({**_model_card(entry.name), "tunedesk_release_gate": {

@@ -55,6 +55,28 @@ def drawn_lines(page, selector: str) -> list[str]:
                         .filter(s => s && s !== 'none' && s !== 'transparent')""")
 
 
+def bot_answer(page, chatbot: str = "#chatbot") -> str | None:
+    """The raw text of the chatbot's last answer (Gradio puts it in the bot message's
+    aria-label, before any markdown rendering), or None while the bot has said nothing."""
+    found = page.locator(f'{chatbot} [data-testid="bot"]')
+    if found.count() == 0:
+        return None
+    label = found.last.get_attribute("aria-label") or ""
+    return label.removeprefix("bot's message: ")
+
+
+def wait_answer(page, predicate, timeout: float = 120, chatbot: str = "#chatbot") -> str:
+    """The chatbot's last answer once ``predicate`` accepts it (never the user's own message)."""
+    deadline = time.time() + timeout
+    answer = None
+    while time.time() < deadline:
+        answer = bot_answer(page, chatbot)
+        if answer is not None and predicate(answer):
+            return answer
+        time.sleep(POLL_S)
+    raise AssertionError(f"{chatbot}'s answer never matched; last answer: {str(answer)[:500]!r}")
+
+
 def wait_text(page, selector: str, predicate, timeout: float = 120) -> str:
     """The inner text of ``selector`` once ``predicate`` accepts it."""
     deadline = time.time() + timeout

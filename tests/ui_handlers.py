@@ -40,6 +40,7 @@ def handlers(model_dir: Path) -> dict:
         found.setdefault(block_fn.name, []).append(block_fn.fn)
     table = {name: fns[0] for name, fns in found.items() if len({id(f) for f in fns}) == 1}
     table["engine"] = demo.state
+    table["blocks"] = {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
     return table
 
 

@@ -32,7 +32,7 @@ def build_app(base_model: str = "default", state: AppState | None = None, servin
                     "train → evaluate → keep adapters → chat → compare.")
         with gr.Tabs(elem_id="tabs") as tabs:
             train = build_train_tab(state)
-            evaluate = build_evaluate_tab(state)
+            evaluate = build_evaluate_tab(state, train["run_id"])
             build_adapters_tab(state)
             build_chat_tab(state)
             compare = build_compare_tab(state)
@@ -52,11 +52,10 @@ def build_app(base_model: str = "default", state: AppState | None = None, servin
 
 
 def _open_compare(state: AppState, run_id: str | None):
-    from ui.views.train_progress import latest_run_id, run_view
+    from ui.views.train_progress import just_trained
 
-    adapter = run_view(run_id or latest_run_id()).get("adapter")
     names = state.adapter_choices()
-    return gr.Tabs(selected="compare"), gr.update(choices=names, value=adapter if adapter in names else None)
+    return gr.Tabs(selected="compare"), gr.update(choices=names, value=just_trained(run_id, names))
 
 
 def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, auth=None, share: bool = False,

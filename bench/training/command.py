@@ -31,9 +31,11 @@ def add_arguments(p) -> None:
     p.add_argument("--model", default="default", help="base model: Hub id, local folder or 'default'")
     p.add_argument("--data", default="assets/demo_support.jsonl", help="dataset file, folder or Hub id")
     p.add_argument("--max-length", type=int, default=128, help="tokens per example (default 128)")
-    p.add_argument("--max-samples", type=int, default=None, help="use at most N rows")
+    p.add_argument("--max-samples", type=int, default=None,
+                   help="use at most N rows (default: every row)")
     p.add_argument("--max-steps", type=int, default=None, help="optimizer steps per row, warm-up included (default 20)")
-    p.add_argument("--epochs", type=float, default=None, help="passes over the rows instead of --max-steps")
+    p.add_argument("--epochs", type=float, default=None,
+                   help="passes over the rows instead of --max-steps (default: none)")
     p.add_argument("--warmup-steps", type=int, default=2, help="untimed steps at the start of each row (default 2)")
     p.add_argument("--lora-r", type=int, default=8, help="LoRA rank (seed default 8)")
     p.add_argument("--lora-alpha", type=int, default=16, help="LoRA alpha (seed default 16)")
@@ -46,7 +48,8 @@ def add_arguments(p) -> None:
     p.add_argument("--val-rows", type=int, default=32, help="held-out rows for the response val loss (0 = skip)")
     p.add_argument("--seed", type=int, default=42, help="data order and initialisation")
     p.add_argument("--out", help="output folder (default $TUNEDESK_HOME/bench/<timestamp>)")
-    p.add_argument("--timeout", type=float, default=None, help="seconds allowed per row")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds allowed per row (default: no limit)")
     p.add_argument("--rounds", type=int, default=1,
                    help="measure the whole grid this many times in turn; each row reports its median (default 1)")
     p.add_argument("--matmul-rate", action="store_true", help="measure the matmul rate and report MFU")

@@ -103,14 +103,21 @@ class LlamaServerProcess:
         return cmd
 
     def repack_allowed(self) -> bool:
-        """Whether this server may repack weights: yes off AMX CPUs; on them, the operator's
-        choice or the machine's remembered check (not asked yet: yes, and start() asks)."""
+        """Whether this server may repack weights: the operator's choice where given; else yes
+        off AMX CPUs and, on them, the machine's remembered check (not asked yet: yes, and
+        start() asks)."""
         if self.repack is not None:
             return self.repack
-        if not amx_cpu():
-            return True
-        verdict = repack_check.forced() or repack_check.remembered(self.binary)
+        verdict = self._decided()
         return verdict.repack if verdict else True
+
+    def _decided(self) -> repack_check.Verdict | None:
+        # The operator's choice holds on every CPU (``TUNEDESK_LLAMA_AMX=0`` forces the
+        # fallback where repacking works, as the tests do); a remembered check only on AMX.
+        verdict = repack_check.forced()
+        if verdict is None and amx_cpu():
+            verdict = repack_check.remembered(self.binary)
+        return verdict
 
     def start(self, timeout: float = 120.0) -> LlamaServerProcess:
         """Start the process and wait until ``/health`` answers 200 (on an AMX CPU whose
@@ -120,13 +127,10 @@ class LlamaServerProcess:
             LlamaServerError: it exited or did not get ready in ``timeout`` seconds (with the
                 last lines of its log).
         """
-        if not amx_cpu():
-            self.repack, self.note = True, ""
-            return self._launch(timeout)
-        verdict = repack_check.forced() or repack_check.remembered(self.binary)
-        if verdict is None:
+        verdict = self._decided()
+        if verdict is None and amx_cpu():
             return self._start_checking_repack(timeout)
-        self.repack, self.note = verdict.repack, verdict.reason
+        self.repack, self.note = (verdict.repack, verdict.reason) if verdict else (True, "")
         return self._launch(timeout)
 
     def _start_checking_repack(self, timeout: float) -> LlamaServerProcess:

@@ -12,7 +12,11 @@ again with ``--no-repack`` and the sentence saying why is logged and kept. The v
 stored beside the binary, keyed on the binary, the CPU's flags and this boot, so a rebuilt
 llama.cpp, another machine or a reboot asks again.
 
-``TUNEDESK_LLAMA_AMX=1`` keeps repacking on without asking, ``TUNEDESK_LLAMA_AMX=0`` turns it off.
+``TUNEDESK_LLAMA_AMX=1`` keeps repacking on without asking. ``TUNEDESK_LLAMA_AMX=0`` turns it off
+on every CPU, AMX or not: llama-server starts with ``--no-repack`` and its engine's label says so
+(``llama.cpp q8_0, --no-repack``), just as after a failed check. That is how a machine without
+AMX runs the tests the way an AMX Xeon whose repacking crashes runs them
+(``TUNEDESK_LLAMA_AMX=0 make test``).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 
 from core.optional_imports import keep_bitsandbytes_out, started_as
 from finetune.config import METHODS, PREFERENCE_METHODS
+from finetune.preference_defaults import METHOD_DEFAULTS
 
 _UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 
@@ -45,7 +46,8 @@ FLAGS = [
     ("--val-fraction", [], "data", "val_fraction", float, "share of rows held out"),
     ("--system-prompt", [], "data", "system_prompt", str, "system message before every prompt"),
     ("--epochs", ["--num_epochs"], "train", "epochs", float, "passes over the data"),
-    ("--max-steps", ["--max_steps"], "train", "max_steps", int, "stop after N optimizer steps"),
+    ("--max-steps", ["--max_steps"], "train", "max_steps", int,
+     "stop after N optimizer steps (0 = use --epochs)"),
     ("--time-budget", ["--time_budget"], "train", "time_budget_s", parse_duration,
      "train for this long, from start to saved adapter: 90s, 10m, 1.5h or seconds (sft: overrides epochs "
      "and max steps; dpo / cpo / orpo: their epochs or the budget, whichever ends first; 0 = off). A budget "
@@ -76,10 +78,46 @@ FLAGS = [
 ]
 
 
+# What an unset field means, where its value (None or "") does not say it.
+UNSET_MEANS = {
+    "max_samples": "every row",
+    "system_prompt": "none",
+    "eval_every": "auto, at a quarter, half and three quarters of the planned steps",
+    "probe_every": "auto, as --eval-every",
+    "save_every": "auto, as --eval-every",
+    "adapter_name": "made from the start time",
+    "run_dir": "$TUNEDESK_HOME/runs/<run id>",
+    "rdzv_endpoint": "none, one machine",
+}
+
+
+def default_help(section: str, field: str) -> str:
+    """``(default: ...)`` for one flag, from :class:`finetune.config.RunConfig`'s own value:
+    the flags default to None so that a ``--config`` file's values are kept."""
+    from finetune.config import RunConfig
+
+    value = getattr(getattr(RunConfig(), section), field)
+    shown = UNSET_MEANS[field] if value is None or value == "" else _shown(value)
+    if field in ("learning_rate", "epochs", "batch_size"):  # the preference methods' own
+        shown = f"sft {shown}, " + per_method(field)
+    return f"(default: {shown})".replace("%", "%%")
+
+
+def _shown(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def per_method(field: str, methods=tuple(METHOD_DEFAULTS)) -> str:
+    """Each preference method's own default of ``field``: ``dpo 0.05, cpo 0.05, orpo 0.02``."""
+    return ", ".join(f"{m} {_shown(getattr(METHOD_DEFAULTS[m], field))}" for m in methods)
+
+
 def add_arguments(p) -> None:
     p.add_argument("--config", help="JSON or YAML run config; flags override it")
     for flag, aliases, section, field, typ, help_text in FLAGS:
-        p.add_argument(flag, *aliases, dest=f"{section}__{field}", type=typ, default=None, help=help_text)
+        p.add_argument(flag, *aliases, dest=f"{section}__{field}", type=typ, default=None,
+                       metavar=flag[2:].upper().replace("-", "_"),
+                       help=f"{help_text} {default_help(section, field)}")
     p.add_argument("--use_8bit", "--use-8bit", action="store_true", help="alias for --quantization 8bit")
     p.add_argument("--use_4bit", "--use-4bit", action="store_true", help="alias for --quantization 4bit")
     p.add_argument("--fp16", action="store_true", help="alias for --precision fp16")
@@ -99,13 +137,14 @@ def add_arguments(p) -> None:
     p.add_argument("--method", dest="train__method", choices=list(METHODS), default=None,
                    help="sft: supervised (default); dpo / cpo / orpo: preference pairs from --data (prompt, chosen, "
                         "rejected; `python -m feedback export` writes them) on top of --from-adapter")
-    p.add_argument("--from-adapter", dest="train__from_adapter", help="the shelf adapter a dpo / cpo / orpo run starts from")
-    p.add_argument("--beta", dest="train__beta", type=float, default=None,
-                   help="dpo / cpo / orpo: strength of the preference term (default: the method's measured one, "
-                        "DPO and CPO 0.05, ORPO 0.02)")
+    p.add_argument("--from-adapter", dest="train__from_adapter", metavar="NAME",
+                   help="the shelf adapter a dpo / cpo / orpo run starts from")
+    p.add_argument("--beta", dest="train__beta", type=float, default=None, metavar="BETA",
+                   help="dpo / cpo / orpo: strength of the preference term "
+                        f"(default: {per_method('beta')})")
     p.add_argument("--sft-weight", type=float, default=None,
-                   help="dpo / cpo: weight of the SFT term on the chosen answers beside the preference loss "
-                        "(default: the method's measured one, 6 for both)")
+                   help="dpo / cpo: weight of the SFT term on the chosen answers beside the "
+                        f"preference loss (default: {per_method('sft_weight', ('dpo', 'cpo'))})")
 
 
 def build_config(args):

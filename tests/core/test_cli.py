@@ -103,3 +103,62 @@ def test_eval_and_serve_exit_1_on_an_internal_error_and_2_on_bad_input(home, cap
     assert len(list((home / "logs").glob("*.log"))) == 2
     monkeypatch.setenv("TUNEDESK_CHAT_KEYS", "web:short")
     assert serve_cli.main(["--port", "1"]) == 2  # a malformed key is bad input
+def help_of(run, argv, capsys, monkeypatch) -> str:
+    """What ``--help`` prints, on one line (no wrapping: every default reads whole)."""
+    monkeypatch.setenv("COLUMNS", "1000")
+    with pytest.raises(SystemExit) as stop:
+        run(argv)
+    assert stop.value.code == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+def test_train_help_shows_each_default_from_the_config(capsys, monkeypatch):
+    from finetune.__main__ import main
+    from finetune.config import RunConfig
+    from finetune.preference_defaults import METHOD_DEFAULTS
+
+    said, cfg = help_of(main, ["train", "--help"], capsys, monkeypatch), RunConfig()
+    orpo = METHOD_DEFAULTS["orpo"]
+    for wanted in (f"peak learning rate (default: sft {cfg.train.learning_rate:g}, ",
+                   f", orpo {orpo.learning_rate:g})",
+                   f"passes over the data (default: sft {cfg.train.epochs:g}, ",
+                   f"micro-batch size (default: sft {cfg.train.batch_size}, ",
+                   f"with the figures (default: {cfg.train.time_budget_s:g})",  # --time-budget
+                   f"dataset file, folder or Hub id (default: {cfg.data.path})",
+                   f"'default' (default: {cfg.model.name})",
+                   f"LoRA rank (default: {cfg.lora.r})",
+                   f"(default: dpo {METHOD_DEFAULTS['dpo'].beta:g}, cpo "):
+        assert wanted in said, wanted
+    assert "(default: None)" not in said and "(default: False)" not in said
+
+
+def test_every_cli_lists_its_commands_and_shows_its_flags_defaults(capsys, monkeypatch):
+    import argparse
+    import importlib
+
+    from eval.__main__ import build_parser as eval_parser
+    from eval.__main__ import main as eval_main
+    from eval.judge_check import build_parser as judge_parser
+    from serve.__main__ import build_parser as serve_parser
+
+    parsers = {"eval": eval_parser(), "eval judge-check": judge_parser(), "serve": serve_parser()}
+    for package in ("finetune", "adapters", "feedback", "bench"):
+        main = importlib.import_module(f"{package}.__main__")
+        said = help_of(main.main, ["--help"], capsys, monkeypatch)
+        assert all(name in said for name in main.COMMANDS), package
+        for name, (module_name, _) in main.COMMANDS.items():
+            module = importlib.import_module(module_name)
+            if hasattr(module, "add_arguments"):
+                parsers[f"{package} {name}"] = parser = argparse.ArgumentParser()
+                module.add_arguments(parser)
+            else:  # its own parser: it shows its defaults through the same formatter
+                assert "(default: " in help_of(module.main, ["--help"], capsys, monkeypatch), name
+    for name, parser in parsers.items():
+        formatter = cli.DefaultsFormatter(name)
+        for action in parser._actions:
+            if action.option_strings and action.nargs != 0 and action.default not in (None, [], ""):
+                assert "default" in formatter._get_help_string(action), (name, action.dest)
+    said = help_of(eval_main, ["--help"], capsys, monkeypatch)
+    assert "judge-check: grade the review queue's human-rated answers" in said
+    assert "--port PORT port to listen on (default: 8000)" in help_of(
+        lambda argv: serve_parser().parse_args(argv), ["--help"], capsys, monkeypatch)

@@ -35,8 +35,12 @@ def client(url, key="unused"):
 
 def test_models_lists_the_base_and_every_whole_adapter(url, session, home):
     (home / "adapters" / "broken").mkdir()  # no weights: not a model anyone can call
-    ids = [m.id for m in client(url).models.list().data]
-    assert ids[0] == str(session.base_name) and sorted(ids[1:]) == sorted(ADAPTERS)
+    cards = client(url).models.list().model_dump()["data"]
+    ids = [m["id"] for m in cards]
+    assert ids[:2] == [str(session.base_name), "base"] and sorted(ids[2:]) == sorted(ADAPTERS)
+    assert cards[1]["tunedesk_base_model"] == str(session.base_name)  # "base" is that model
+    got = client(url).chat.completions.create(model=ids[1], messages=MSGS, temperature=0, max_tokens=12)
+    assert got.choices[0].message.content == solo(session, None).text
 
 
 def test_answers_equal_the_sessions_own_and_carry_usage(url, session):
@@ -129,7 +133,7 @@ def test_bearer_key_is_required_when_set(session):
         assert err.value.body["code"] == "invalid_api_key"
         with pytest.raises(openai.AuthenticationError):
             client(url, "wrong").chat.completions.create(model="a", messages=MSGS)
-        assert len(client(url, "s3cret").models.list().data) == 1 + len(ADAPTERS)
+        assert len(client(url, "s3cret").models.list().data) == 2 + len(ADAPTERS)
 
 
 def test_sixteen_concurrent_clients_over_three_adapters_get_their_solo_answers(url, session):

@@ -44,7 +44,8 @@ def build_chat_tab(state: AppState) -> dict:
                 max_new = gr.Slider(1, 1024, value=200, step=1, label="Max new tokens")
                 temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
                 top_p = gr.Slider(0.05, 1, value=0.9, step=0.05, label="Top-p")
-                rep = gr.Slider(1, 2, value=1.1, step=0.05, label="Repetition penalty")
+                rep = gr.Slider(1, 2, value=1.1, step=0.05, label="Repetition penalty",
+                                elem_id="chat-repetition")
                 seed = gr.Number(0, precision=0, label="Seed", minimum=0)
         controls = [adapter, system, max_new, temperature, top_p, rep, seed]
 

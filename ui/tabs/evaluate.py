@@ -22,6 +22,7 @@ from ui.views.evaluation import (
     golden_rows,
     grounding_rows,
     metric_rows,
+    picks_after_training,
     report_files,
     run_summary,
     sample_rows,
@@ -33,9 +34,12 @@ from ui.views.evaluation import (
     worst_answer_rows,
 )
 from ui.views.state import AppState, store_upload
+from ui.views.train_progress import just_trained
 
 
-def build_evaluate_tab(state: AppState) -> dict:
+def build_evaluate_tab(state: AppState, run_id: gr.State | None = None) -> dict:
+    """The tab; ``run_id``: the Train tab's current run, whose new adapter it picks to score."""
+    run_id = run_id if run_id is not None else gr.State(None)
     with gr.Tab("Evaluate", id="evaluate") as tab:
         with gr.Row():
             adapters = gr.Dropdown([], multiselect=True, label="Adapters to score against the base model",
@@ -64,34 +68,45 @@ def build_evaluate_tab(state: AppState) -> dict:
         run = gr.Button("Run evaluation", variant="primary", elem_id="eval-run")
         status = gr.Markdown(elem_id="eval-status")
         gate = gr.Markdown(elem_id="eval-gate")
+        # The tables stay hidden until a run fills them (an empty one shows columns "1 2 3").
         metrics = gr.Dataframe(headers=METRIC_COLUMNS, label="Metrics (Δ = adapter − base, paired bootstrap 95% CI)",
-                               interactive=False, wrap=True, elem_id="eval-metrics")
+                               interactive=False, wrap=True, elem_id="eval-metrics", visible=False)
         support = gr.Dataframe(label="Support checks: answers addressing the asked intent (a classifier fitted on "
                                      "the data's labelled answers; its score on the references is the ceiling), "
                                      "hand-offs, invented spans, leaks", interactive=False, wrap=True,
-                               elem_id="eval-support")
+                               elem_id="eval-support", visible=False)
         support_notes = gr.Markdown(elem_id="eval-support-notes")
         grounded = gr.Dataframe(label="With and without grounding: right intent, invented spans "
                                       "(passages shown count as facts), BLEU, ROUGE-L; no "
                                       "evaluation row is ever shown",
-                                interactive=False, wrap=True, elem_id="eval-grounding-rows")
+                                interactive=False, wrap=True, elem_id="eval-grounding-rows",
+                                visible=False)
         which = gr.Dropdown([], label="Slice, intent and per-sample tables for adapter")
         intents = gr.Dataframe(label="Right intent per intent, lowest first", interactive=False, wrap=True,
-                               max_height=400, elem_id="eval-intents")
+                               max_height=400, elem_id="eval-intents", visible=False)
         worst = gr.Dataframe(label="Worst answers first: leaks, invented spans (⚠ bold), missed hand-offs, wrong intent",
                              interactive=False, wrap=True, max_height=400, elem_id="eval-worst",
-                             datatype="markdown")
+                             datatype="markdown", visible=False)
         slices = gr.Dataframe(label="By slice: Δ = adapter − base, paired bootstrap 95% CI; worse = beyond chance "
                                     "over all slices (randomization test, corrected p); worse slices first",
-                              interactive=False, wrap=True, max_height=400, elem_id="eval-slices")
+                              interactive=False, wrap=True, max_height=400, elem_id="eval-slices",
+                              visible=False)
         per_sample = gr.Dataframe(label="Per-sample scores, worst regressions first", interactive=False,
-                                  wrap=True, max_height=400, elem_id="eval-samples")
-        golden_table = gr.Dataframe(label="Golden prompts (must / must-not phrases)", interactive=False, wrap=True)
+                                  wrap=True, max_height=400, elem_id="eval-samples", visible=False)
+        golden_table = gr.Dataframe(label="Golden prompts (must / must-not phrases)", interactive=False,
+                                    wrap=True, elem_id="eval-golden-table", visible=False)
         files = gr.File(label="Report files", file_count="multiple", elem_id="eval-files")
         report_state = gr.State(None)
+        offered = gr.State(None)  # the trained adapter this tab has picked once already
 
         def choices():
             return gr.update(choices=state.adapter_choices())
+
+        def adapters_to_score(picked, current_run, offered_before):
+            names = state.adapter_choices()
+            trained = just_trained(current_run, names)
+            value, now_offered = picks_after_training(picked, names, trained, offered_before)
+            return gr.update(choices=names, value=value), now_offered
 
         def on_upload(file):
             if not file:
@@ -104,8 +119,8 @@ def build_evaluate_tab(state: AppState) -> dict:
 
         def on_run(names, path, rows, n, b, check_golden, column, cap, ground=GROUNDING_CHOICES[0],
                    progress=gr.Progress()):
-            empty = ("", None, None, "", None, gr.update(choices=[]),
-                     None, None, None, None, None, None, None)
+            empty = ("", shown(None), shown(None), "", shown(None), gr.update(choices=[]),
+                     *[shown(None)] * 5, None, None)
             if not names:
                 return ("Pick at least one adapter.", *empty)
             data_path = (path or forms.DEMO_DATA).strip()
@@ -124,17 +139,20 @@ def build_evaluate_tab(state: AppState) -> dict:
                 return (f"⚠️ {' '.join(shown_error(err).split())}", *empty)
             first = report.adapters[0]
             return (run_summary(report) + (f"\n\n{note}" if note else ""), gate_markdown(report),
-                    pd.DataFrame(metric_rows(report), columns=METRIC_COLUMNS),
+                    shown(pd.DataFrame(metric_rows(report), columns=METRIC_COLUMNS)),
                     _support_table(support_overview(report)), support_note(report),
                     _support_table(grounding_rows(report)),
-                    gr.update(choices=report.adapters, value=first),
-                    _support_table(support_intent_rows(report, first)),
-                    _support_table(worst_answer_rows(report, first)), _slices(report, first),
+                    gr.update(choices=report.adapters, value=first), _intent_table(report, first),
+                    _worst_table(report, first), _slices(report, first),
                     _samples(report, first), _golden(report), report_files(report), report)
+
+        def shown(frame):
+            """A table's update: ``frame``, visible only when there is one."""
+            return gr.update(value=frame, visible=frame is not None)
 
         def _support_table(found):
             cols, rows = found
-            return pd.DataFrame(rows, columns=cols) if rows else None
+            return shown(pd.DataFrame(rows, columns=cols) if rows else None)
 
         def _intent_table(report, adapter):
             return _support_table(support_intent_rows(report, adapter))
@@ -144,19 +162,19 @@ def build_evaluate_tab(state: AppState) -> dict:
 
         def _slices(report, adapter):
             cols, rows = slice_table(report, adapter)
-            return pd.DataFrame(rows, columns=cols) if rows else None
+            return shown(pd.DataFrame(rows, columns=cols) if rows else None)
 
         def _samples(report, adapter):
             if report is None or not adapter:
-                return None
+                return shown(None)
             cols, rows = sample_rows(report, adapter)
-            return pd.DataFrame(rows, columns=cols)
+            return shown(pd.DataFrame(rows, columns=cols))
 
         def _golden(report):
             cols, rows = golden_rows(report)
-            return pd.DataFrame(rows, columns=cols) if rows else None
+            return shown(pd.DataFrame(rows, columns=cols) if rows else None)
 
-        tab.select(choices, None, adapters)
+        tab.select(adapters_to_score, [adapters, run_id, offered], [adapters, offered])
         refresh.click(choices, None, adapters, api_name="evaluate_adapters")
         upload.change(on_upload, upload, data)
         run.click(on_run, [adapters, data, samples, max_new, batch, golden, slice_by, per_slice,

@@ -9,6 +9,19 @@ METRIC_COLUMNS = ["model", "BLEU", "ROUGE-L", "perplexity", "golden passed",
 GROUNDING_CHOICES = ["auto", "off", "on", "both"]  # auto: both when an adapter has knowledge
 
 
+def picks_after_training(picked: list[str] | None, names: list[str], trained: str | None,
+                         offered: str | None) -> tuple[list[str], str | None]:
+    """The adapters to score when the Evaluate tab opens, and the trained one offered so far.
+
+    The picks still on the shelf stay; an adapter trained since the tab last opened
+    (``trained``, not yet ``offered``) joins them, once: removed by hand, it stays removed.
+    """
+    kept = [name for name in picked or [] if name in names]
+    if trained and trained != offered and trained not in kept:
+        kept.append(trained)
+    return kept, trained or offered
+
+
 def _ci(d: dict, digits: int) -> str:
     return f"{d['delta']:+.{digits}f} [{d['low']:+.{digits}f}, {d['high']:+.{digits}f}]"
 

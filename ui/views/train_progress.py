@@ -34,6 +34,14 @@ def latest_run_id() -> str | None:
     return chosen[0].run_id if chosen else None
 
 
+def just_trained(run_id: str | None, names: list[str]) -> str | None:
+    """The adapter that run ``run_id`` (or the latest run) saved, once it has finished and the
+    adapter is among ``names`` (the shelf's whole adapters); else None."""
+    view = run_view(run_id or latest_run_id())
+    adapter = view.get("adapter")
+    return adapter if adapter in names and not view["active"] else None
+
+
 def run_view(run_id: str | None) -> dict:
     """Everything the tab displays for ``run_id``: progress, curves, probes, log, result."""
     if not run_id:

@@ -123,6 +123,7 @@ def test_q8_0_decodes_with_and_without_repacking(home, tiny_real_tok, monkeypatc
     # On an AMX CPU the first start checks llama.cpp's repacking (tests/core/test_repack_check.py);
     # with --no-repack the same file gives the same next-token log-probabilities.
     binary = llama_or_skip()
+    monkeypatch.delenv("TUNEDESK_LLAMA_AMX", raising=False)  # a run that forces the fallback
     q8 = ensure_base_gguf(str(tiny_real_tok("llama")), "q8_0")
     with served(q8) as server:
         first = process.top_logprobs(server, [1, 2, 3, 4], 10)

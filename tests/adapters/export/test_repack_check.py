@@ -69,12 +69,21 @@ def test_a_repacking_failure_falls_back_with_a_sentence_and_is_remembered(amx, g
 
 
 def test_where_repacking_works_it_stays_on(amx, gguf, tmp_path):
-    binary = tmp_path / "llama-server"
-    binary.symlink_to(llama_or_skip())  # the verdict is stored beside this path, not the build's
+    # A server whose repacking works, on any CPU: the stand-in answers when started without
+    # --no-repack (it runs the real one with it, so this CPU's own repacking plays no part).
+    real = llama_or_skip()
+    binary = stand_in(tmp_path, real, f'exec {real} "$@" --no-repack')
     server = serve(binary, gguf, tmp_path / "log")
-    server.stop()
+    try:
+        assert server.running and process.tokenize(server, "hello")  # the check's tokens came
+    finally:
+        server.stop()
     assert server.repack is True and server.note == "" and "--no-repack" not in server.command()
+    assert (tmp_path / "starts").read_text().count("start") == 1  # checked once, kept running
     assert repack_check.remembered(binary) == repack_check.Verdict(True)
+    again = serve(binary, gguf, tmp_path / "log2")  # the verdict holds: no second check
+    again.stop()
+    assert again.repack is True and (tmp_path / "starts").read_text().count("start") == 2
 
 
 def test_the_operator_forces_it_either_way_and_other_cpus_never_check(gguf, tmp_path, monkeypatch):
@@ -91,6 +100,22 @@ def test_the_operator_forces_it_either_way_and_other_cpus_never_check(gguf, tmp_
     monkeypatch.setattr(process, "amx_cpu", lambda: False)
     assert "--no-repack" not in process.LlamaServerProcess(binary, gguf, [], log=tmp_path / "l").command()
     assert repack_check.remembered(binary) is None  # nothing was checked or stored
+
+
+def test_forcing_it_off_holds_on_a_cpu_without_amx_too(gguf, tmp_path, monkeypatch):
+    # How a machine without AMX runs the tests as an AMX Xeon whose repacking crashes runs them.
+    binary = stand_in(tmp_path, llama_or_skip(), "kill -SEGV $$")
+    monkeypatch.setattr(process, "amx_cpu", lambda: False)
+    monkeypatch.setenv(repack_check.ENV, "0")
+    server = serve(binary, gguf, tmp_path / "log")
+    try:
+        assert server.running and process.tokenize(server, "hello")
+    finally:
+        server.stop()
+    assert server.repack is False and "--no-repack" in server.command()
+    assert server.note == f"{repack_check.ENV}=0 turns llama.cpp's weight repacking off"
+    assert (tmp_path / "starts").read_text().count("start") == 1
+    assert repack_check.remembered(binary) is None  # an order, not a verdict about the machine
 
 
 def test_a_verdict_is_for_one_binary_on_one_machine(tmp_path):

@@ -1,0 +1,64 @@
+"""The Evaluate tab after training: it picks the adapter the run just saved, and its result
+tables stay hidden until an evaluation fills them (an empty table shows columns "1 2 3")."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from shelf_helpers import put_adapter
+from ui_handlers import handlers
+
+from core.events import write_status
+
+TABLES = ("eval-metrics", "eval-support", "eval-intents", "eval-worst", "eval-slices", "eval-samples",
+          "eval-golden-table")
+
+
+def finished_run(home, run_id: str, adapter: str, state: str = "done") -> None:
+    """A training run's folder as the runner leaves it once ``adapter`` is saved."""
+    run_dir = home / "runs" / run_id
+    run_dir.mkdir(parents=True)
+    done = {"type": "done", "status": state, "step": 4, "total_steps": 4, "adapter": adapter}
+    (run_dir / "events.jsonl").write_text(json.dumps({**done, "time": time.time()}) + "\n")
+    write_status(run_dir, state=state, adapter=adapter, created=time.time())
+
+
+def test_the_adapter_just_trained_is_picked_once_and_kept_picks_stay(home, varied_dir):
+    put_adapter(varied_dir, "older")
+    put_adapter(varied_dir, "fresh", seed=1)
+    finished_run(home, "r1", "fresh")
+    pick = handlers(varied_dir)["adapters_to_score"]
+    update, offered = pick([], "r1", None)  # the tab opens right after the run
+    assert update["value"] == ["fresh"] and sorted(update["choices"]) == ["fresh", "older"]
+    assert offered == "fresh"
+    assert pick([], "r1", offered)[0]["value"] == []  # taken out by hand: not put back
+    assert pick(["older"], "r1", None)[0]["value"] == ["older", "fresh"]  # joins the user's picks
+    assert pick(["gone", "older"], "r1", "fresh")[0]["value"] == ["older"]  # deleted ones drop out
+    assert pick([], None, None)[0]["value"] == ["fresh"]  # after a reload: the latest run's
+
+
+def test_a_run_still_training_or_not_on_the_shelf_picks_nothing(home, varied_dir):
+    put_adapter(varied_dir, "older")
+    finished_run(home, "r2", "still-going", state="running")
+    pick = handlers(varied_dir)["adapters_to_score"]
+    assert pick([], "r2", None)[0]["value"] == []
+    finished_run(home, "r3", "never-saved")
+    assert pick([], "r3", None)[0]["value"] == []
+
+
+def test_result_tables_are_hidden_until_an_evaluation_fills_them(home, varied_dir):
+    table = handlers(varied_dir)
+    assert all(table["blocks"][t].visible is False for t in TABLES)
+    put_adapter(varied_dir, "tuned")
+    shown = dict(zip(("status", "gate", *TABLES[:2], "notes", "which", *TABLES[2:], "files", "report"),
+                     table["on_run"](["tuned"], "assets/demo_support.jsonl", 4, 8, 4, False, "intent", 0),
+                     strict=True))
+    assert shown["status"].startswith("Scored 4 rows"), shown["status"]
+    for name in ("eval-metrics", "eval-samples", "eval-slices"):
+        assert shown[name]["visible"] is True and len(shown[name]["value"]) > 0, name
+    assert list(shown["eval-metrics"]["value"]["model"]) == ["base", "tuned"]
+    assert shown["eval-golden-table"] == {"__type__": "update", "value": None, "visible": False}
+    refused = table["on_run"]([], "assets/demo_support.jsonl", 4, 8, 4, False, "intent", 0)
+    assert refused[0] == "Pick at least one adapter."
+    assert [u["visible"] for u in refused if isinstance(u, dict) and "visible" in u] == [False] * 7
