@@ -142,7 +142,7 @@ def test_every_cli_lists_its_commands_and_shows_its_flags_defaults(capsys, monke
     from serve.__main__ import build_parser as serve_parser
 
     parsers = {"eval": eval_parser(), "eval judge-check": judge_parser(), "serve": serve_parser()}
-    for package in ("finetune", "adapters", "feedback", "bench"):
+    for package in ("finetune", "adapters", "feedback", "bench", "knowledge"):
         main = importlib.import_module(f"{package}.__main__")
         said = help_of(main.main, ["--help"], capsys, monkeypatch)
         assert all(name in said for name in main.COMMANDS), package
