@@ -9,6 +9,7 @@ the conversation's system message, after the system prompt. What was shown is re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from knowledge.passages import Passage, spells_control
@@ -19,6 +20,7 @@ MAX_K = 5
 MAX_PASSAGE_CHARS = 1200  # one passage: a support answer is a few hundred characters
 CHARS_PER_TOKEN = 3.5  # English text in a ~50k-token BPE vocabulary; a cautious estimate
 TEMPLATE_TOKENS = 64  # the chat template's markers and the instruction line
+EXCLUDED_SLACK = 8  # extra hits searched when some may be left out (duplicates of one answer)
 INSTRUCTION = (
     "Answer the customer from the team's knowledge below when it fits, adapting it to "
     "this customer's question."
@@ -71,6 +73,7 @@ def ground(
     answer_tokens: int = 256,
     tokenizer=None,
     shelf: KnowledgeShelf | None = None,
+    exclude: Callable[[Passage], bool] | None = None,
 ) -> tuple[list[dict], Grounding]:
     """The conversation with the best passages for its last user message in its system message.
 
@@ -82,6 +85,8 @@ def ground(
         context_tokens: the model's context; the passages get what the conversation and the
             answer (``answer_tokens``) leave of it.
         tokenizer: the model's tokenizer, for its own control tokens (None: the common ones).
+        exclude: passages never shown (neither counted nor recorded), e.g. a training row's own
+            answer; the next best take their places.
 
     Returns:
         ``(messages, grounding)``: the system message holds the prompt, then the passages.
@@ -99,7 +104,10 @@ def ground(
     used = sum(len(str(m.get("content", ""))) for m in messages) + len(system_prompt)
     room = int((context_tokens - answer_tokens - TEMPLATE_TOKENS) * CHARS_PER_TOKEN) - used
     blocks = []
-    for hit in chosen.search(asked, k):
+    hits = chosen.search(asked, k if exclude is None else k + EXCLUDED_SLACK)
+    if exclude is not None:
+        hits = [h for h in hits if not exclude(h.passage)][:k]
+    for hit in hits:
         if spells_control(hit.passage, tokenizer):
             grounding.refused.append(hit.id)
             continue
