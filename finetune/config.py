@@ -278,6 +278,9 @@ def validate(cfg: RunConfig, hardware=None) -> list[str]:
         except ValueError as err:
             out.append(str(err))
     t = cfg.train
+    if cfg.data.with_passages and t.method in PREFERENCE_METHODS:
+        out.append(f"training with passages is for sft; {t.method} trains on pairs without them "
+                   "(set passages per training row to 0)")
     out += launch_problems(cfg.run, t, hardware)
     known = t.precision in PRECISIONS and t.quantization in QUANTIZATIONS
     if hardware is not None and known and isinstance(t.device, str):

@@ -22,3 +22,11 @@ def test_a_bad_number_of_passages_is_a_sentence():
     cfg, problems = forms.to_config(forms.DEMO_DATA, values)
     assert problems == []
     assert "passages per training row must be a whole number between 0 and 5 (got 9)" in validate(cfg)
+
+
+def test_passages_are_refused_for_a_preference_run():
+    cfg = forms.ui_defaults()
+    cfg.data.with_passages, cfg.train.method, cfg.train.from_adapter = 2, "dpo", "support"
+    assert any("training with passages is for sft" in p for p in validate(cfg))
+    cfg.train.method = "sft"
+    assert validate(cfg) == []
