@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-PASSAGE_TOKENS = 256  # room per passage: a past answer and its question, a few hundred tokens
+PASSAGE_TOKENS = 384  # room per passage: a past answer (cut at 1,200 characters) and its question
 SERVING_CONTEXT = 2048  # grounded serving's context (a llama-server slot): the limit's ceiling
 
 

@@ -99,6 +99,7 @@ def test_train_with_passages_end_to_end_from_the_command_line(home, tiny_llama_d
     """`python -m finetune train --with-passages 2`: 3 steps, an adapter whose manifest says so,
     and a dry run whose memory estimate counts the longer rows."""
     from finetune.__main__ import main
+    from finetune.data.passages import PASSAGE_TOKENS
 
     common = ["--model", str(tiny_llama_dir), "--data", "assets/demo_support.jsonl",
               "--max-samples", "40", "--max-length", "96", "--batch-size", "4", "--lora-r", "4",
@@ -114,7 +115,9 @@ def test_train_with_passages_end_to_end_from_the_command_line(home, tiny_llama_d
     manifest = json.loads((home / "adapters" / "grounded-tiny" / "manifest.json").read_text())
     assert manifest["steps"] == 3 and manifest["data"]["with_passages"] == 2
     shown = manifest["data"]["passages"]
-    assert shown["token_limit"] == 96 + 2 * 256 and sum(shown["rows_by_passages_shown"].values())
+    assert shown["token_limit"] == 96 + 2 * PASSAGE_TOKENS
+    assert sum(shown["rows_by_passages_shown"].values()) == manifest["data"]["train_rows"] + manifest[
+        "data"]["val_rows"]
     knowledge = manifest["knowledge"]
     assert knowledge["name"] == "answers-demo_support" and knowledge["split"] == "train"
     assert knowledge["fingerprint"] == shown["knowledge_fingerprint"]
