@@ -25,7 +25,8 @@ COMMANDS: cli.CommandTable = {
     "budget-sweep": ("bench.budget_sweep", "the Train tab's time budget with one setting changed: which recipe it should train"),
     "preference": ("bench.preference", "DPO / ORPO on Bitext pairs over a Train-tab SFT adapter: held-out accuracy"),
     "knowledge-retrieval": ("bench.knowledge_retrieval", "BM25 on the knowledge shelf: how often held-out questions find their intent"),
-    "passages-training": ("bench.passages_training", "right intent, grounded and not, of adapters trained with and without passages"),
+    "passages-training": ("bench.passages_training",
+                          "right intent, grounded and not, of adapters trained with and without passages"),
     "screenshots": ("bench.screenshots", "the README's pictures: a short run in the Train tab and Compare, in Chromium"),
 }
 

@@ -33,7 +33,8 @@ TRAIN_FIELDS = [
     ("data", "with_passages"),
 ]
 _INTS = {"batch_size", "grad_accum", "r", "alpha", "top_layers", "max_steps", "max_length", "max_samples",
-         "eval_every", "probe_every", "save_every", "seed", "nproc_per_node", "nnodes", "node_rank", "with_passages"}
+         "eval_every", "probe_every", "save_every", "seed", "nproc_per_node", "nnodes", "node_rank",
+         "with_passages"}
 _FLOATS = {"dropout", "learning_rate", "epochs", "val_fraction", "beta"}
 _TEXTS = {"system_prompt", "adapter_name", "rdzv_endpoint", "from_adapter"}
 _AUTO = {"eval_every", "probe_every", "save_every"}  # blank = auto (a share of the planned steps)

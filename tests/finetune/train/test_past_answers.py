@@ -116,8 +116,8 @@ def test_train_with_passages_end_to_end_from_the_command_line(home, tiny_llama_d
     assert manifest["steps"] == 3 and manifest["data"]["with_passages"] == 2
     shown = manifest["data"]["passages"]
     assert shown["token_limit"] == 96 + 2 * PASSAGE_TOKENS
-    assert sum(shown["rows_by_passages_shown"].values()) == manifest["data"]["train_rows"] + manifest[
-        "data"]["val_rows"]
+    rows = manifest["data"]["train_rows"] + manifest["data"]["val_rows"]
+    assert sum(shown["rows_by_passages_shown"].values()) == rows
     knowledge = manifest["knowledge"]
     assert knowledge["name"] == "answers-demo_support" and knowledge["split"] == "train"
     assert knowledge["fingerprint"] == shown["knowledge_fingerprint"]

@@ -17,11 +17,13 @@ def test_the_form_sends_the_number_of_passages():
 def test_a_bad_number_of_passages_is_a_sentence():
     values = forms.form_values(forms.ui_defaults())
     values[AT] = 1.5
-    assert forms.to_config(forms.DEMO_DATA, values)[1] == ["with passages must be a number (got 1.5)"]
+    problems = forms.to_config(forms.DEMO_DATA, values)[1]
+    assert problems == ["with passages must be a number (got 1.5)"]
     values[AT] = 9
     cfg, problems = forms.to_config(forms.DEMO_DATA, values)
     assert problems == []
-    assert "passages per training row must be a whole number between 0 and 5 (got 9)" in validate(cfg)
+    refused = "passages per training row must be a whole number between 0 and 5 (got 9)"
+    assert refused in validate(cfg)
 
 
 def test_passages_are_refused_for_a_preference_run():
