@@ -26,6 +26,8 @@ COMMANDS: cli.CommandTable = {
     "preference": ("bench.preference", "DPO / ORPO on Bitext pairs over a Train-tab SFT adapter: held-out accuracy"),
     "knowledge-retrieval": ("bench.knowledge_retrieval", "BM25 on the knowledge shelf: how often held-out questions find their intent"),
     "answer-check": ("bench.answer_check", "the answer check before sending, on held-out rows"),
+    "passages-training": ("bench.passages_training",
+                          "right intent, grounded and not, of adapters trained with and without passages"),
     "screenshots": ("bench.screenshots", "the README's pictures: a short run in the Train tab and Compare, in Chromium"),
 }
 

@@ -138,6 +138,12 @@ def _training_splits(tokenizer, manifests: dict[str, dict], data: str) -> tuple[
         for args in _candidate_args(manifest, data):
             prepared = prepare(args, tokenizer)
             if prepared.fingerprint == want:
+                if args.with_passages:
+                    # The same rows and split, prompted as the customer asks: a training row's
+                    # passages come from the training split alone, but the rows past its
+                    # max_samples would be shown one another. Grounding is the answering's.
+                    args = replace(args, with_passages=0)
+                    prepared = prepare(args, tokenizer)
                 splits.append((args, prepared))
                 break
         else:

@@ -56,6 +56,9 @@ class DataArgs:
     # Conversations train every assistant turn; True labels only the final answer (the earlier
     # turns are context). Over-long conversations lose their oldest exchanges either way.
     last_turn_only: bool = False
+    # Train each row with the best N past answers of the training split in its system message
+    # (the row's own answer left out), built as grounded serving builds it (0: none; up to 5).
+    with_passages: int = 0
     val_fraction: float = 0.05  # share of rows held out for validation
     max_samples: int | None = None  # use at most this many rows (after shuffling)
     # Padding-free packed rows. Off by default: on CPU, transformers masks packed rows with a
@@ -275,6 +278,9 @@ def validate(cfg: RunConfig, hardware=None) -> list[str]:
         except ValueError as err:
             out.append(str(err))
     t = cfg.train
+    if cfg.data.with_passages and t.method in PREFERENCE_METHODS:
+        out.append(f"training with passages is for sft; {t.method} trains on pairs without them "
+                   "(set passages per training row to 0)")
     out += launch_problems(cfg.run, t, hardware)
     known = t.precision in PRECISIONS and t.quantization in QUANTIZATIONS
     if hardware is not None and known and isinstance(t.device, str):
@@ -354,6 +360,7 @@ def _data_problems(d: DataArgs) -> list[str]:
     out: list[str] = []
     _range(out, "max length", d.max_length, 16, 32768, whole=True)
     _range(out, "validation fraction", d.val_fraction, 0.0, 0.5)
+    _range(out, "passages per training row", d.with_passages, 0, 5, whole=True)
     _range(out, "data seed", d.seed, 0, 2**32 - 1, whole=True)
     if d.max_samples is not None:
         _range(out, "max samples", d.max_samples, 2, 100_000_000, whole=True)

@@ -43,6 +43,9 @@ FLAGS = [
     ("--data", ["--dataset"], "data", "path", str, "dataset file, folder or Hub id"),
     ("--max-length", ["--max_length"], "data", "max_length", int, "tokens per example"),
     ("--max-samples", ["--max_samples"], "data", "max_samples", int, "use at most N rows"),
+    ("--with-passages", ["--with_passages"], "data", "with_passages", int,
+     "train each row with the N best past answers of the training split in its system message, "
+     "its own answer left out (0 = off, up to 5)"),
     ("--val-fraction", [], "data", "val_fraction", float, "share of rows held out"),
     ("--system-prompt", [], "data", "system_prompt", str, "system message before every prompt"),
     ("--epochs", ["--num_epochs"], "train", "epochs", float, "passes over the data"),

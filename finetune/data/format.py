@@ -79,13 +79,22 @@ class ChatFormat:
     def end_of_turn(self) -> str:
         return self.tokenizer.convert_ids_to_tokens(self.end_of_turn_id)
 
-    def messages(self, prompt: str, history: str = "") -> list[dict]:
-        """Conversation up to the user's prompt: system?, earlier turns (JSON list), user."""
+    def messages(self, prompt: str, history: str = "", system: str | None = None) -> list[dict]:
+        """Conversation up to the user's prompt: system?, earlier turns (JSON list), user.
+
+        ``system``, when given, is the whole first system message (a grounded row's: the
+        system prompt and its passages, as ``finetune.data.passages`` built it).
+        """
         earlier = json.loads(history) if history else []
         msgs = []
         if self.system_prompt and not any(m["role"] == "system" for m in earlier):
             msgs.append({"role": "system", "content": self.system_prompt})
-        return msgs + earlier + [{"role": "user", "content": prompt}]
+        msgs = msgs + earlier + [{"role": "user", "content": prompt}]
+        if system:
+            if msgs[0]["role"] == "system":
+                return [{**msgs[0], "content": system}, *msgs[1:]]
+            return [{"role": "system", "content": system}, *msgs]
+        return msgs
 
     def prompt_text(self, prompt: str, history: str = "") -> str:
         """The text a model continues to answer ``prompt``.
@@ -107,12 +116,13 @@ class ChatFormat:
             Lists ``input_ids``, ``labels``, ``length`` and ``status`` (one of
             :data:`STATUSES`); dropped rows have empty ``input_ids``.
         """
-        cols = (rows["prompt"], rows["response"], rows["history"])
+        systems = rows.get("system") or [None] * len(rows["prompt"])
+        cols = (rows["prompt"], rows["response"], rows["history"], systems)
         # Rows with earlier turns: every assistant turn labelled (finetune.data.conversations);
         # None there (turns not separable, e.g. no template) falls back to the last turn alone.
         multi = {
-            i: self._encode_conversation(p, r, h, max_length, truncation, last_turn_only)
-            for i, (p, r, h) in enumerate(zip(*cols, strict=True))
+            i: self._encode_conversation(p, r, h, max_length, truncation, last_turn_only, s)
+            for i, (p, r, h, s) in enumerate(zip(*cols, strict=True))
             if h
         }
         multi = {i: enc for i, enc in multi.items() if enc is not None}
@@ -139,21 +149,25 @@ class ChatFormat:
         return sum(1 for texts in zip(*cols, strict=True)
                    if any(control_strings(self.tokenizer, t or "") for t in texts))
 
-    def _encode_conversation(self, prompt, response, history, max_length, truncation, last_only):
+    def _encode_conversation(
+        self, prompt, response, history, max_length, truncation, last_only, system=None
+    ):
         """A multi-turn row as one example, or None to encode its last turn the single-turn way."""
         from finetune.data.conversations import encode
 
         try:
-            msgs = self.messages(prompt, history)
+            msgs = self.messages(prompt, history, system)
         except (ValueError, TypeError, KeyError):
             return None
         msgs = msgs + [{"role": "assistant", "content": response}]
         return encode(self, msgs, max_length, truncation, last_only)
 
-    def _conversation(self, prompt: str, response: str, history: str) -> tuple | None:
+    def _conversation(
+        self, prompt: str, response: str, history: str, system: str | None = None
+    ) -> tuple | None:
         """(prompt messages, whole conversation, response), or None for unreadable history."""
         try:
-            msgs = self.messages(prompt, history)
+            msgs = self.messages(prompt, history, system)
         except (ValueError, TypeError, KeyError):
             return None
         return msgs, msgs + [{"role": "assistant", "content": response}], response

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from finetune.data.collate import supports_packing
 from finetune.data.conversations import conversation_stats
 from finetune.data.format import KEPT, ChatFormat
 from finetune.data.load import DataError, content_hash, load_rows, quiet
+from finetune.data.passages import encode_grounded, token_limit, train_split_grounder
 from finetune.data.rows import ColumnMapping, detect_mapping, normalize
 
 __all__ = [
@@ -82,15 +84,16 @@ def prepare(args, tokenizer, max_bytes: int | None = None) -> PreparedData:
         content_hash(args.path, ds), mapping, fmt.template_text, _tokenizer_hash(tokenizer), args
     )
     table = Dataset.from_dict(rows, features=Features({c: Value("string") for c in RAW_COLUMNS}))
-    parts, counts = {}, Counter()
-    with quiet():
-        for name, raw in zip(("train", "val"), split(table, args), strict=True):
-            parts[name] = _tokenize(raw, fmt, args, f"{fp}-{name}", counts)
+    parts, counts, shown = {}, Counter(), Counter()
+    splits = split(table, args)
+    with quiet(), _grounder(args, fmt, fp, splits[0]) as grounder:
+        for name, raw in zip(("train", "val"), splits, strict=True):
+            parts[name] = _tokenize(raw, fmt, args, f"{fp}-{name}", counts, grounder, shown)
     if parts["train"].num_rows == 0:
         dropped = ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in counts.items() if n)
         raise DataError(
             f"{source}: no training row is left after tokenizing with max_length "
-            f"{args.max_length} ({dropped or 'no rows selected'}); raise --max-length or "
+            f"{token_limit(args)} ({dropped or 'no rows selected'}); raise --max-length or "
             "use shorter prompts"
         )
     stats = _stats(
@@ -98,6 +101,13 @@ def prepare(args, tokenizer, max_bytes: int | None = None) -> PreparedData:
     )
     # Typed "<|im_start|>" and the like are trained on as text (encode_chat); say how often.
     stats["rows_with_control_tokens"] = fmt.count_control_rows(rows)
+    if grounder is not None:
+        stats["passages"] = {
+            "with_passages": args.with_passages,
+            "token_limit": token_limit(args),
+            "knowledge_fingerprint": grounder.version.fingerprint,
+            "rows_by_passages_shown": {str(n): shown[n] for n in sorted(shown)},
+        }
     return PreparedData(
         train=parts["train"].select_columns(list(TOKEN_COLUMNS)),
         val=parts["val"].select_columns(list(TOKEN_COLUMNS)),
@@ -148,6 +158,8 @@ def fingerprint(
     }
     if getattr(args, "last_turn_only", False):  # absent from older fingerprints' keys
         keyed["last_turn_only"] = True
+    if getattr(args, "with_passages", 0):
+        keyed["with_passages"] = args.with_passages
     return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -191,8 +203,23 @@ def load_prepared(folder: str | Path) -> PreparedData:
     )
 
 
-def _tokenize(raw, fmt: ChatFormat, args, new_fingerprint: str, counts: Counter):
-    """Encode rows (keeping the raw columns alongside) and drop the rows that do not fit."""
+@contextmanager
+def _grounder(args, fmt: ChatFormat, fp: str, train_raw):
+    """The training split's ``Grounder`` when rows train with passages, else None."""
+    if not getattr(args, "with_passages", 0):
+        yield None
+        return
+    with train_split_grounder(train_raw, args, fmt, fp) as grounder:
+        yield grounder
+
+
+def _tokenize(raw, fmt: ChatFormat, args, new_fingerprint: str, counts: Counter,
+              grounder=None, shown: Counter | None = None):
+    """Encode rows (keeping the raw columns alongside) and drop the rows that do not fit.
+
+    With a ``grounder``, each row is shown its passages (``finetune.data.passages``) and
+    ``shown`` counts the kept rows by how many passages they were shown.
+    """
     from datasets import Dataset, Features, List, Value
 
     ids = List(Value("int32"))  # token ids fit in int32; half the memory of int64
@@ -203,17 +230,25 @@ def _tokenize(raw, fmt: ChatFormat, args, new_fingerprint: str, counts: Counter)
             "labels": ids,
             "length": Value("int32"),
             "status": Value("string"),
+            **({"passages": Value("int32")} if grounder is not None else {}),
         }
     )
+    dropped = ("status", "passages")
     if raw.num_rows == 0:  # map() skips empty datasets without adding the new columns
         return Dataset.from_dict(
-            {c: [] for c in features if c != "status"},
-            features=Features({c: f for c, f in features.items() if c != "status"}),
+            {c: [] for c in features if c not in dropped},
+            features=Features({c: f for c, f in features.items() if c not in dropped}),
         )
-    enc = raw.map(
-        lambda batch: fmt.encode_batch(
+
+    def encode(batch: dict) -> dict:
+        if grounder is not None:
+            return encode_grounded(batch, fmt, args, grounder)
+        return fmt.encode_batch(
             batch, args.max_length, args.truncation, getattr(args, "last_turn_only", False)
-        ),
+        )
+
+    enc = raw.map(
+        encode,
         batched=True,
         batch_size=512,
         keep_in_memory=True,
@@ -224,7 +259,10 @@ def _tokenize(raw, fmt: ChatFormat, args, new_fingerprint: str, counts: Counter)
     status = enc["status"][:]
     counts.update(status)
     keep = [i for i, s in enumerate(status) if s in KEPT]
-    return enc.select(keep).remove_columns("status")
+    if grounder is not None:
+        passages = enc["passages"][:]
+        shown.update(passages[i] for i in keep)
+    return enc.select(keep).remove_columns([c for c in dropped if c in enc.column_names])
 
 
 def _tokenizer_hash(tokenizer) -> str:
@@ -285,6 +323,7 @@ def _stats(args, fp, mapping, fmt, n_loaded, skipped, examples, n_usable, parts,
         },
         "max_length": args.max_length,
         "truncation": args.truncation,
+        "with_passages": getattr(args, "with_passages", 0),
         "seed": args.seed,
         "val_fraction": args.val_fraction,
         "max_samples": args.max_samples,

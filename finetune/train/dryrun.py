@@ -8,7 +8,7 @@ weights are read), per training process:
   preparation) or 2 bytes (fp16/bf16 on CUDA);
 * LoRA: ``r * (in + out)`` parameters per target layer, 16 bytes each (fp32 weight, gradient
   and AdamW's two moments);
-* activations: ``ACT_VALUES * batch * max_length * hidden * layers`` values kept for the
+* activations: ``ACT_VALUES * batch * row tokens * hidden * layers`` values kept for the
   backward pass, 4 bytes each in fp32 and 2 under autocast. Korthikanti et al. (2022) count
   about 17 values per hidden unit for a GPT layer; ``ACT_VALUES`` is the count taken from a
   measured step of the default model with the lean SwiGLU (``finetune.train.fused``), LoRA on
@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 from finetune.config import RunConfig
+from finetune.data.passages import token_limit
 from finetune.train.cpu_attention import SHORT_ROW_TOKENS
 from finetune.train.fused import CE_CHUNK_ROWS
 
@@ -119,7 +120,8 @@ def estimate_memory(cfg, resolved, label_share: float = 1.0) -> dict:
         weights = c["quantizable"] * QUANT_BYTES[t.quantization] + (c["params"] - c["quantizable"]) * 4
     if not on_cuda and t.precision == "bf16" and t.quantization == "none":  # bf16 copies of the frozen
         weights += (c["quantizable"] + c["vocab"] * c["hidden"]) * 2     # linears and head, cast once
-    tokens = t.batch_size * cfg.data.max_length
+    row = token_limit(cfg.data)  # with passages, rows run longer than max_length
+    tokens = t.batch_size * row
     act_bytes = 4 if t.precision == "fp32" else 2
     per_layer = (PACKED_ACT_VALUES if cfg.data.packing else ACT_VALUES) + (DROPOUT_VALUES if cfg.lora.dropout > 0 else 0)
     blocks = c["backward_layers"]
@@ -127,7 +129,7 @@ def estimate_memory(cfg, resolved, label_share: float = 1.0) -> dict:
     act = tokens * c["hidden"] * kept * act_bytes
     if not on_cuda and t.precision == "bf16" and not cfg.data.packing:  # short rows' attention weights
         layers = 1 if t.gradient_checkpointing else blocks
-        act += tokens * c["heads"] * min(cfg.data.max_length, SHORT_ROW_TOKENS) * SHORT_ROW_BYTES * layers
+        act += tokens * c["heads"] * min(row, SHORT_ROW_TOKENS) * SHORT_ROW_BYTES * layers
     lean_head = (t.precision == "fp32" or (t.precision == "bf16" and not on_cuda)) and cfg.run.nproc_per_node == 1
     # FSDP keeps 1/world of the weights and AdamW state per process, plus the one layer being
     # all-gathered (and the next, prefetched): counted here as two layers' share of the weights.

@@ -72,7 +72,12 @@ def build_manifest(cfg, resolved, tokenizer, prepared, *, status: str, steps: in
                  "seed": dc.seed, "val_fraction": dc.val_fraction, "max_samples": dc.max_samples,
                  "truncation": dc.truncation, "prompt_column": dc.prompt_column,
                  "response_column": dc.response_column, "messages_column": dc.messages_column,
-                 "mapping": asdict(mapping) if is_dataclass(mapping) else dict(mapping or {})},
+                 "mapping": asdict(mapping) if is_dataclass(mapping) else dict(mapping or {}),
+                 # Rows trained with their best past answers in the system message (0: none); the
+                 # knowledge version they came from is the manifest's "knowledge".
+                 "with_passages": getattr(dc, "with_passages", 0),
+                 **({"passages": prepared.stats["passages"]}
+                    if "passages" in (getattr(prepared, "stats", None) or {}) else {})},
         "metrics": metrics, "probes": probes, "timings": timings,
         "versions": versions(), "run_dir": str(run_dir),
         **({"budget": budget} if budget else {}),

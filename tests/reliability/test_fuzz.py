@@ -163,7 +163,7 @@ def test_fuzz_train_form_values_give_problems_not_tracebacks(changes):
     from ui.views import forms
 
     values = forms.form_values(forms.ui_defaults())  # the form as it opens, then edited
-    assert len(values) == len(forms.TRAIN_FIELDS) == 35  # one per Train tab setting
+    assert len(values) == len(forms.TRAIN_FIELDS) == 36  # one per Train tab setting
     for index, value in changes.items():
         values[index] = value
     cfg, problems = forms.to_config("assets/demo_support.jsonl", values)

@@ -71,6 +71,11 @@ def build_train_tab(state: AppState) -> dict:
                     last_turn = gr.Checkbox(d.data.last_turn_only,
                                             label="Conversations: train the last answer only (default: every answer)")
                     system = gr.Textbox(label="System prompt (optional)")
+                    passages = gr.Number(
+                        d.data.with_passages, precision=0, minimum=0, maximum=5,
+                        label="Train with N past answers in each row's prompt (the row's own left "
+                              "out; 0 = off; rows run longer)",
+                        elem_id="train-with-passages")
                     with gr.Row():
                         eval_every = gr.Number(d.train.eval_every, precision=0, label="Validate every N steps (blank = auto)",
                                                elem_id="train-eval-every")
@@ -103,7 +108,8 @@ def build_train_tab(state: AppState) -> dict:
                 name = gr.Textbox(label="Adapter name (optional)", elem_id="train-name")
         settings = [model, device, precision, quant, batch, accum, r, alpha, dropout, mlp, top, lr, sched, epochs,
                     steps, max_len, samples, val, packing, last_turn, system, eval_every, probe_every, save_every, seed, name,
-                    nproc, nnodes, node_rank, rdzv, sharding, method, from_adapter, beta, budget]
+                    nproc, nnodes, node_rank, rdzv, sharding, method, from_adapter, beta, budget,
+                    passages]
         tab.select(lambda: gr.update(choices=["", *state.adapter_choices()]), None, from_adapter)
         with gr.Row():
             check = gr.Button("Check settings & estimate", elem_id="train-check")

@@ -29,9 +29,12 @@ TRAIN_FIELDS = [
     ("train", "method"), ("train", "from_adapter"), ("train", "beta"),
     # The default way to train: for N minutes (the form shows minutes; 0 = steps / epochs above).
     ("train", "time_budget_s"),
+    # Train each row with its best past answers of the training split (0 = off).
+    ("data", "with_passages"),
 ]
 _INTS = {"batch_size", "grad_accum", "r", "alpha", "top_layers", "max_steps", "max_length", "max_samples",
-         "eval_every", "probe_every", "save_every", "seed", "nproc_per_node", "nnodes", "node_rank"}
+         "eval_every", "probe_every", "save_every", "seed", "nproc_per_node", "nnodes", "node_rank",
+         "with_passages"}
 _FLOATS = {"dropout", "learning_rate", "epochs", "val_fraction", "beta"}
 _TEXTS = {"system_prompt", "adapter_name", "rdzv_endpoint", "from_adapter"}
 _AUTO = {"eval_every", "probe_every", "save_every"}  # blank = auto (a share of the planned steps)

@@ -93,3 +93,33 @@ def test_the_adapter_manifest_names_the_knowledge_version(tiny_llama_dir, home):
     assert (entry["name"], entry["split"]) == ("answers-demo_support", "train")
     assert entry["passages"] == manifest["data"]["train_rows"] == version.passages
     assert version.extra["dataset_fingerprint"] == manifest["data"]["fingerprint"]
+
+
+def test_train_with_passages_end_to_end_from_the_command_line(home, tiny_llama_dir, capsys):
+    """`python -m finetune train --with-passages 2`: 3 steps, an adapter whose manifest says so,
+    and a dry run whose memory estimate counts the longer rows."""
+    from finetune.__main__ import main
+    from finetune.data.passages import PASSAGE_TOKENS
+
+    common = ["--model", str(tiny_llama_dir), "--data", "assets/demo_support.jsonl",
+              "--max-samples", "40", "--max-length", "96", "--batch-size", "4", "--lora-r", "4",
+              "--max-steps", "3", "--eval-every", "0", "--probe-every", "0", "--quiet"]
+    assert main(["train", *common, "--dry-run"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(["train", *common, "--dry-run", "--with-passages", "2"]) == 0
+    grounded = json.loads(capsys.readouterr().out)
+    assert grounded["estimate"]["activations_gib"] > 2 * plain["estimate"]["activations_gib"]
+    assert grounded["tokens_per_micro_batch"] > plain["tokens_per_micro_batch"]
+
+    assert main(["train", *common, "--with-passages", "2", "--name", "grounded-tiny"]) == 0
+    manifest = json.loads((home / "adapters" / "grounded-tiny" / "manifest.json").read_text())
+    assert manifest["steps"] == 3 and manifest["data"]["with_passages"] == 2
+    shown = manifest["data"]["passages"]
+    assert shown["token_limit"] == 96 + 2 * PASSAGE_TOKENS
+    rows = manifest["data"]["train_rows"] + manifest["data"]["val_rows"]
+    assert sum(shown["rows_by_passages_shown"].values()) == rows
+    knowledge = manifest["knowledge"]
+    assert knowledge["name"] == "answers-demo_support" and knowledge["split"] == "train"
+    assert knowledge["fingerprint"] == shown["knowledge_fingerprint"]
+    version = KnowledgeShelf().get(knowledge["name"], knowledge["version"])
+    assert version.passages == manifest["data"]["train_rows"]
