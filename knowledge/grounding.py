@@ -20,7 +20,7 @@ MAX_K = 5
 EXCLUDE_SLACK = 16  # more passages searched when some may be excluded (an evaluated row's own)
 MAX_PASSAGE_CHARS = 1200  # one passage: a support answer is a few hundred characters
 CHARS_PER_TOKEN = 3.5  # English text in a ~50k-token BPE vocabulary; a cautious estimate
-TEMPLATE_TOKENS = 64  # the chat template's markers and the instruction line
+TEMPLATE_TOKENS = 64  # the chat template's markers around the turns
 INSTRUCTION = (
     "Answer the customer from the team's knowledge below when it fits, adapting it to "
     "this customer's question."
