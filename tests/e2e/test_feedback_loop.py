@@ -169,8 +169,8 @@ def test_a_correction_reviewed_and_trained_in_comes_back_in_the_answer(app_url):
 
         # Evaluate: the release gate checks the new version against the one it was tuned from.
         _tab(page, "Evaluate")
-        _pick(page, "eval-adapters", "support-orpo")
-        page.keyboard.press("Escape")
+        # the tab picks the version just trained by itself (a click on it would take it out)
+        wait_text(page, "#eval-adapters", lambda t: "support-orpo" in t, 30)
         page.locator("#eval-rows input[type=number]").fill("6")
         page.locator("#eval-max-new input[type=number]").fill("16")
         page.locator("#eval-golden input").uncheck()

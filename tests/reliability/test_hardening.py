@@ -218,7 +218,7 @@ def test_lone_surrogates_get_a_sentence_in_chat_compare_and_evaluate(app, tab, v
     reply = tab.call("compare", "uni", "(none)", SURROGATE, "", 16, 1.0)
     assert reply.error is None and "not valid Unicode" in reply.warnings[0]
     tab.call("evaluate_adapters")
-    reply = tab.call("evaluate", ["uni"], "assets/\ud800.jsonl", 4, 16, 4, False, "intent", 0)
+    reply = tab.call("evaluate", ["uni"], "assets/\ud800.jsonl", 4, 16, 4, False, "intent", 0, "auto")
     assert reply.error is None and reply.outputs[0].startswith("⚠️ the dataset path contains")
     for where in ("chat message", "system prompt", "compare", "evaluate path"):
         HOSTILE.add("lone surrogate (app)", where)

@@ -138,10 +138,10 @@ def test_json_schema_tools_and_metrics_through_the_api(llama_session, llama):
         # makes one; this tiny model's template cannot (llama.cpp's caps say so), and then the
         # answer is llama-server's own to the same request with b's LoRA, relayed whole.
         upstream = llama.upstreams.all[0]
-        caps = httpx.get(f"{upstream.url}/props", timeout=10).json()["chat_template_caps"]
+        caps = httpx.get(f"{upstream.url}/props", headers=upstream.headers, timeout=10).json()["chat_template_caps"]
         asked = {"messages": MSGS, "tools": offered, "tool_choice": "required", "max_tokens": 40,
                  "temperature": 0}
-        own = httpx.post(f"{upstream.url}/v1/chat/completions", timeout=120, json={
+        own = httpx.post(f"{upstream.url}/v1/chat/completions", headers=upstream.headers, timeout=120, json={
             **asked, "lora": upstream.lora_scales(llama.lora_path("b"))}).json()["choices"][0]
         for stream in (False, True):
             reply = client.chat.completions.create(model="b", stream=stream, **asked)

@@ -9,7 +9,6 @@ import json
 from shelf_helpers import put_adapter
 from ui_handlers import handlers
 
-from inference.generate import compare
 from knowledge.grounding import ground
 from knowledge.passages import Passage
 from knowledge.store import KnowledgeShelf
@@ -21,7 +20,7 @@ PARCEL = Passage("late parcel", "Parcels arrive in 3 to 5 days; track yours unde
                  "faq:row 1", "past_answer", "where is my parcel")
 
 
-def test_each_pane_is_grounded_as_chat_would_and_says_from_what(home, varied_dir):
+def test_each_pane_is_grounded_as_chat_would_and_says_from_what(home, varied_dir, monkeypatch):
     put_adapter(varied_dir, "support")
     KnowledgeShelf().add("faq", [PARCEL], ["faq.csv"])
     path = home / "adapters" / "support" / "manifest.json"
@@ -37,20 +36,23 @@ def test_each_pane_is_grounded_as_chat_would_and_says_from_what(home, varied_dir
         asked.append(conversations)
         return decode(messages, adapters, settings, conversations)
 
-    engines.compare = spied  # what each pane's model was asked, then answered as before
+    # what each pane's model was asked, then answered as before; undone after the test (the
+    # handlers' app state is shared by the process's tests)
+    monkeypatch.setattr(engines, "compare", spied)
     *panes, info, _choice, shown, _asked = table["run"]("support", NONE, ASKED, "", 8, 1.0)
     assert 'adapter support: answered from: faq v1 #1 "late parcel"' in info
     assert "base model" not in info.partition("(greedy).")[2]  # auto: the base answers ungrounded
     plain = [{"role": "user", "content": ASKED}]
     grounded, _ = ground(plain, "faq", "v1", answer_tokens=8)
     assert asked[-1] == [plain, grounded] and PARCEL.text in grounded[0]["content"]
-    # a pane's own conversation is what its model answers (one pane: no batch to differ by)
+    # a pane's own conversation is what its model answers: the same engine path asked the
+    # grounded conversation outright answers the same (one pane: no batch to differ by)
     settings = state.settings("", 8, 0.0, 0.9, 1.0, 0)
-    alone = compare(engines.session, grounded, ["support"], settings)[0].text
-    assert decode(plain, ["support"], settings, [grounded])[0][0].text == alone
-    assert alone != compare(engines.session, plain, ["support"], settings)[0].text
+    via_pane = decode(plain, ["support"], settings, [grounded])[0][0].text
+    assert via_pane == decode(grounded, ["support"], settings)[0][0].text
+    assert via_pane != decode(plain, ["support"], settings)[0][0].text
     assert shown[1]["text"] and shown[0]["text"]
 
-    state.chat_knowledge = chat_grounding.OFF  # Chat's choice applies to Compare too
+    monkeypatch.setattr(state, "chat_knowledge", chat_grounding.OFF)  # Compare follows Chat's choice
     *_, info, _choice, shown_off, _asked = table["run"]("support", NONE, ASKED, "", 8, 1.0)
     assert "answered from" not in info and asked[-1] == [plain, plain]
