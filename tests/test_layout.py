@@ -22,7 +22,7 @@ ALLOWED = {
     "inference": {"core", "adapters", "inference"},
     "feedback": {"core", "feedback"},
     "serve": {"core", "adapters", "inference", "feedback", "serve"},
-    "eval": {"core", "adapters", "finetune", "inference", "feedback", "eval"},
+    "eval": {"core", "adapters", "finetune", "inference", "serve", "feedback", "eval"},
     "ui": {"core", "adapters", "finetune", "inference", "serve", "eval", "feedback", "ui"},
     "app": {"core", "ui"},
     "bench": {"core", "adapters", "finetune", "inference", "serve", "eval", "feedback", "bench"},

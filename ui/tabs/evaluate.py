@@ -102,7 +102,8 @@ def build_evaluate_tab(state: AppState) -> dict:
                                   max_samples=int(rows), batch_size=int(b), settings=settings,
                                   golden="assets/golden.jsonl" if check_golden else None,
                                   on_progress=lambda f, msg: progress(f, desc=msg),
-                                  slice_by=column, rows_per_slice=int(cap) if cap and column else None)
+                                  slice_by=column, rows_per_slice=int(cap) if cap and column else None,
+                                  engine="auto")  # llama-server as Chat serves, where it is built
             except (ValueError, OSError) as err:
                 return (f"⚠️ {' '.join(str(err).split())}", *empty)
             first = report.adapters[0]
