@@ -53,13 +53,13 @@ def convert_ggufs(session, adapter: str) -> float:
     return time.perf_counter() - start
 
 
-def one(session, adapter: str, data: str, rows: int, engine: str) -> dict:
+def one(session, adapter: str, data: str, rows: int, engine: str, golden: str | None) -> dict:
     """One evaluation's wall-clock seconds, engine, verdict and headline figures."""
     from eval.run import evaluate
 
     start = time.perf_counter()
     report = evaluate(session, [adapter], data, max_samples=rows, slice_by="intent", save=False,
-                      engine=engine)
+                      engine=engine, golden=golden)
     seconds = time.perf_counter() - start
     right = {}
     for model, found in (report.support.get("models") or {}).items():
@@ -85,7 +85,12 @@ def run(args, on_line=print) -> dict:
     on_line(f"adapter {adapter} on {args.model}; GGUFs converted or found before the clocks: "
             f"{result['gguf_seconds']} s")
     for rows in args.rows:
-        both = {engine: one(session, adapter, args.data, rows, engine) for engine in ENGINES}
+        both = {}
+        for engine in ENGINES:
+            both[engine] = one(session, adapter, args.data, rows, engine,
+                               None if args.no_golden else str(REPO / "assets" / "golden.jsonl"))
+            on_line(f"  ({rows} rows, {both[engine]['engine']['label']}: {both[engine]['seconds']} s, "
+                    f"gate {both[engine]['verdict']})")
         torch_s, llama_s = both["pytorch"]["seconds"], both["llama.cpp"]["seconds"]
         result["runs"].append({"rows": rows, **both, "ratio": round(llama_s / torch_s, 3),
                                "same_verdict": both["pytorch"]["verdict"] == both["llama.cpp"]["verdict"]})
@@ -117,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--adapter", help="an adapter on the shelf (default: train one first)")
     p.add_argument("--steps", type=int, default=20, help="steps of the quick adapter (default 20)")
     p.add_argument("--rows", type=int, action="append", help="rows per evaluation (repeat; default 100)")
+    p.add_argument("--no-golden", action="store_true", help="leave out the golden prompts")
     p.add_argument("--json", help="write the figures here too")
     args = p.parse_args(argv)
     args.rows = args.rows or [100]
