@@ -19,6 +19,7 @@ COMMANDS: cli.CommandTable = {
     "turns": ("bench.turns", "first-token time along one support chat, with and without reused beginnings"),
     "gpu-check": ("bench.gpucheck.command", "smoke-test every CUDA training path on one GPU (a few minutes)"),
     "gpu-step": ("bench.gpu_step", "one LoRA training step on a GPU profiled: launches, busy share, MFU, torch.compile"),
+    "eval-engines": ("bench.eval_engines", "one evaluation answered by PyTorch and by llama-server: time, ratio, verdicts"),
     "gate-demo": ("bench.gate_demo", "a good and a damaged adapter through the release gate"),
     "shuffle-intents": ("bench.shuffle_intents", "a copy of a labelled dataset whose every answer answers another intent"),
     "gate-false-alarm": ("bench.gate_false_alarm", "how often the gate flags a change that makes no difference"),

@@ -1,6 +1,7 @@
 """`python -m eval`: score adapters against their base model on the same rows.
 
     python -m eval --adapter NAME [--adapter NAME2] --data FILE --max-samples N
+        [--engine auto|llama.cpp|pytorch]
         [--slice-by intent [--rows-per-slice K]]
         [--judge-url URL --judge-model NAME [--judge-key KEY] [--judge-review-rows N]]
     python -m eval judge-check --judge-url URL --judge-model NAME [--rows N]
@@ -57,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "it was trained beside) and report both: off, on (grounded rows only), "
                         "both (default when an adapter has knowledge, else off)")
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
+    p.add_argument("--engine", default="auto", choices=("auto", "llama.cpp", "pytorch"),
+                   help="who answers: auto (default: llama-server as Chat serves, where it is built "
+                        "and the adapters convert; else PyTorch), llama.cpp or pytorch; perplexity "
+                        "is PyTorch's either way")
     p.add_argument("--threads", type=int, default=0,
                    help="CPU threads (default 0: one per physical core); fewer on a busy machine")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -99,7 +104,7 @@ def _check_data(data: str) -> None:
 
 def run(args) -> int:
     from eval.gate import gate_lines
-    from eval.report import metrics_table
+    from eval.report import engine_line, metrics_table
     from eval.run import evaluate
     from inference.generate import GenerationSettings
     from inference.session import ModelSession
@@ -139,12 +144,14 @@ def run(args) -> int:
                           use_validation_split=not args.first_rows, seed=args.seed,
                           golden=None if args.no_golden else args.golden,
                           on_progress=bar.update if bar else None, slice_by=args.slice_by,
-                          rows_per_slice=args.rows_per_slice, judge=judge, grounding=args.grounding)
+                          rows_per_slice=args.rows_per_slice, judge=judge, grounding=args.grounding,
+                          engine=args.engine)
     finally:
         if bar:
             bar.close()
     print(f"{report.data['rows']} rows of {report.data['path']}: {report.data['selection']}; answers of at "
           f"most {report.settings['generation']['max_new_tokens']} tokens")
+    print(engine_line(report))
     print(metrics_table(report))
     print(f"{report.timings['rows_per_second']} rows/s ({report.timings['total_seconds']} s); "
           f"deltas are adapter - base with paired-bootstrap 95% CIs")

@@ -275,6 +275,7 @@ def summary_markdown(report: EvalReport, worst: int = 5) -> str:
            f"- Base model: {report.hashes.get('base_model', {}).get('name')}",
            f"- Generation: max_new_tokens {g.get('max_new_tokens')}, temperature "
            f"{g.get('temperature')}, batch {report.settings.get('batch_size')} prompts per call",
+           f"- Answers: {engine_line(report)}",
            f"- Time: {t.get('total_seconds')} s, {t.get('rows_per_second')} rows/s", "",
            metrics_table(report), "",
            "Deltas are adapter − base on the same rows (higher is better for BLEU and ROUGE-L, "
@@ -298,6 +299,13 @@ def summary_markdown(report: EvalReport, worst: int = 5) -> str:
                        f"{_short(s['prompt'])}")
         out.append("")
     return "\n".join(out)
+
+
+def engine_line(report: EvalReport) -> str:
+    """Which engine answered (perplexity is always PyTorch's), and why, when ``auto`` fell back."""
+    engine = report.settings.get("engine") or {"label": "pytorch"}  # reports from before engines
+    note = f" ({engine['note']})" if engine.get("note") else ""
+    return f"answered by {engine['label']}{note}; perplexity by PyTorch"
 
 
 def _short(text: str, n: int = 100) -> str:

@@ -1,10 +1,10 @@
 """The paired evaluation: base and adapters answer the same rows, scored in one job.
 
 One model load; every row is tokenized once (by ``eval.scoring_rows``) and the same prompt ids go
-to every model. Each generate call answers ``batch_size`` prompts with every model at once
-(PEFT ``adapter_names``, left padding, greedy by default), so the call count is
-``ceil(rows / batch_size)`` whatever the number of adapters. Perplexity runs on the same
-rows' reference answers, base with the adapters disabled. Scores, deltas and bootstrap CIs
+to every model. The answers come from the engine ``engine`` names (:mod:`eval.engines`):
+llama.cpp's llama-server as it serves, its parallel slots in use, or the session's batched
+``generate`` (:mod:`eval.answers`); the report records which. Perplexity is always the
+session's, on the same rows' reference answers, base with the adapters disabled. Scores, deltas and bootstrap CIs
 are computed in :mod:`eval.report`, which also saves the folder and the manifests.
 """
 
@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 
 import numpy as np
 
 from adapters.shelf.store import Shelf
-from core.templates import end_of_turn_ids
+from eval.answers import BASE_LABEL
 from eval.checks.attach import attach_support
+from eval.engines import ENGINES, open_answerer
 from eval.gate import check_gates, record_gates
 from eval.grounded import check_mode, default_mode
 from eval.grounded import section as grounding_section
@@ -36,18 +37,8 @@ from eval.scoring_rows import (
 from inference.generate import GenerationSettings
 from inference.session import ModelSession
 
-BASE_LABEL = "base"
 MAX_EVAL_ROWS = 10_000  # rows per evaluation: hours of generation on a CPU already
 MAX_EVAL_BATCH = 64  # prompts per generate call (each answered by every model in the call)
-
-
-@dataclass
-class Generated:
-    """One model's answer to one prompt."""
-
-    text: str
-    tokens: int  # generated tokens, end-of-turn not counted
-    stopped: bool  # True: ended its turn; False: cut at max_new_tokens
 
 
 def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples: int = 100,
@@ -57,7 +48,7 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
              on_progress: Callable[[float, str], None] | None = None,
              save: bool = True, slice_by: str | None = None,
              rows_per_slice: int | None = None, judge=None,
-             grounding: str | None = None) -> EvalReport:
+             grounding: str | None = None, engine="pytorch") -> EvalReport:
     """Answer and score the same rows with the base model and each adapter.
 
     Args:
@@ -81,6 +72,10 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
         grounding: ``off``, ``on`` or ``both`` (None: ``both`` when an adapter was trained beside
             knowledge): the rows answered again grounded, in ``report.grounding``
             (``eval.grounded``).
+        engine: who answers: ``auto`` (llama.cpp where it serves here, else PyTorch, with the
+            sentence why), ``llama.cpp`` or ``pytorch`` (:mod:`eval.engines`); or an answerer
+            from :func:`eval.engines.open_answerer`, which the caller closes. Perplexity is
+            PyTorch's either way.
 
     Returns:
         The report (``report.folder`` is where it was saved).
@@ -91,7 +86,7 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
     progress = on_progress or (lambda fraction, message: None)
     cap_from_references = settings is None
     settings = settings or GenerationSettings(seed=seed)
-    _check_args(session, adapters, max_samples, batch_size, settings, rows_per_slice)
+    _check_args(session, adapters, max_samples, batch_size, settings, rows_per_slice, engine)
     check_mode(grounding)
     golden_rows = load_golden(golden) if golden else []  # a bad file is refused before loading
     check_slice_column(data, slice_by)  # so is a slice column the data does not have
@@ -114,20 +109,32 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
     if cap_from_references:
         settings = replace(settings, max_new_tokens=answer_cap(session.tokenizer, rows.references))
     clock["rows"] = time.perf_counter()
-    answers, golden_answers, nll = _run_models(session, rows, golden_rows, adapters, settings,
-                                               batch_size, progress, clock)
-    progress(0.95, "scoring")
-    report = build_report(rows, answers, nll, golden_rows, golden_answers, seed, references)
-    shelf = Shelf()  # the shelf write_back records into
-    progress(0.97, "support checks: intent, hand-offs, invented spans")
-    attach_support(report, rows, data, shelf, manifests)
-    _describe(report, session, adapters, data, rows, settings, batch_size=batch_size,
-              max_samples=max_samples, seed=seed, golden=golden, slice_by=slice_by,
-              use_validation_split=use_validation_split, rows_per_slice=rows_per_slice)
-    report.timings = _timings(clock, len(rows.prompts), len(adapters) + 1, len(golden_rows))
-    report.timings["support_checks_seconds"] = report.support.get("seconds")
-    _grounded(report, session, rows, adapters, data, shelf, manifests, settings, batch_size,
-              grounding or default_mode(manifests), progress)
+    answerer = engine
+    if isinstance(engine, str):
+        progress(0.03, f"starting the answering engine ({engine})")
+        answerer = open_answerer(session, engine, adapters, batch_size)
+    clock["engine"] = time.perf_counter()
+    try:  # the engine stays up for the grounded answers, then stops
+        answers, golden_answers = _answer(answerer, session, rows, golden_rows, adapters, settings,
+                                          progress, clock)
+        nll = _perplexity(session, rows, adapters, batch_size, progress, clock)
+        progress(0.95, "scoring")
+        report = build_report(rows, answers, nll, golden_rows, golden_answers, seed, references)
+        shelf = Shelf()  # the shelf write_back records into
+        progress(0.97, "support checks: intent, hand-offs, invented spans")
+        attach_support(report, rows, data, shelf, manifests)
+        _describe(report, session, adapters, data, rows, settings, batch_size=batch_size,
+                  max_samples=max_samples, seed=seed, golden=golden, slice_by=slice_by,
+                  use_validation_split=use_validation_split, rows_per_slice=rows_per_slice)
+        report.settings["engine"] = {"name": answerer.name, "label": answerer.label,
+                                     "note": answerer.note}
+        report.timings = _timings(clock, len(rows.prompts), len(adapters) + 1, len(golden_rows))
+        report.timings["support_checks_seconds"] = report.support.get("seconds")
+        _grounded(report, session, rows, data, shelf, manifests, settings, answerer,
+                  grounding or default_mode(manifests), progress)
+    finally:
+        if answerer is not engine:
+            answerer.close()
 
     if judge is not None:  # after the timings: the judge's own seconds are in report.judge
         report.judge = judge_evaluation(report, judge, progress)
@@ -143,18 +150,18 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
     return report
 
 
-def _grounded(report, session, rows, adapters, data, shelf, manifests, settings, batch_size, mode,
+def _grounded(report, session, rows, data, shelf, manifests, settings, answerer, mode,
               progress) -> None:
-    """``report.grounding``: the rows answered again with the knowledge in the prompt (not when
-    ``mode`` is off)."""
+    """``report.grounding``: the rows answered again with the knowledge in the prompt, by the
+    same engine as the plain answers (not when ``mode`` is off)."""
     if mode == "off":
         return
     progress(0.98, "answering again, grounded in the knowledge shelf")
     start = time.perf_counter()
+    tokenizer = session.tokenizer
     report.grounding = grounding_section(
-        report, rows, session.tokenizer,
-        lambda ids, chosen: answer_all(session, ids, chosen, settings, batch_size),
-        data, shelf, manifests, settings, mode, training_pairs(session.tokenizer, manifests, data))
+        report, rows, tokenizer, lambda ids, chosen: answerer.answer(ids, chosen, settings),
+        data, shelf, manifests, settings, mode, training_pairs(tokenizer, manifests, data))
     report.timings["grounded_seconds"] = round(time.perf_counter() - start, 3)
 
 
@@ -206,32 +213,41 @@ def _describe(report: EvalReport, session: ModelSession, adapters: list[str], da
                      "adapters": {name: session.adapter_hash(name) for name in adapters}}
 
 
-def _run_models(session, rows, golden_rows, adapters, settings, batch_size, progress, clock):
-    """Answers to the rows and golden prompts, and per-row NLL, for base and each adapter."""
+def _answer(answerer, session, rows, golden_rows, adapters, settings, progress, clock):
+    """Answers to the rows and golden prompts, for base and each adapter."""
     share = len(rows.prompt_ids) / (len(rows.prompt_ids) + len(golden_rows))
+    unit = "batch" if answerer.name == "pytorch" else "answer"
 
     def gen_progress(lo: float, hi: float):
         return lambda done, total: progress(lo + (hi - lo) * done / total,
-                                            f"generating: batch {done}/{total}")
+                                            f"generating ({answerer.label}): {unit} {done}/{total}")
 
-    answers = answer_all(session, rows.prompt_ids, adapters, settings, batch_size,
-                         gen_progress(0.05, 0.05 + 0.7 * share))
+    answers = answerer.answer(rows.prompt_ids, adapters, settings,
+                              gen_progress(0.05, 0.05 + 0.7 * share))
     clock["generate"] = time.perf_counter()
     golden_ids = golden_prompt_ids(session.tokenizer, golden_rows, rows.system_prompt)
-    golden_answers = answer_all(session, golden_ids, adapters, settings, batch_size,
-                                gen_progress(0.05 + 0.7 * share, 0.75))
+    golden_answers = answerer.answer(golden_ids, adapters, settings,
+                                     gen_progress(0.05 + 0.7 * share, 0.75))
     clock["golden"] = time.perf_counter()
+    return answers, golden_answers
+
+
+def _perplexity(session, rows, adapters, batch_size, progress, clock) -> dict:
+    """Per-row NLL of the reference answers, for base and each adapter (PyTorch)."""
     nll = {}
     for k, label in enumerate([BASE_LABEL, *adapters]):
         progress(0.75 + 0.2 * k / (len(adapters) + 1), f"perplexity: {label}")
         nll[label] = row_nll(session, None if label == BASE_LABEL else label, rows.examples,
                              batch_size)
     clock["perplexity"] = time.perf_counter()
-    return answers, golden_answers, nll
+    return nll
 
 
-def _check_args(session, adapters, max_samples, batch_size, settings, rows_per_slice) -> None:
+def _check_args(session, adapters, max_samples, batch_size, settings, rows_per_slice,
+                engine) -> None:
     problems = settings.validate()
+    if isinstance(engine, str) and engine not in ENGINES:
+        problems.append(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if rows_per_slice is not None and (not isinstance(rows_per_slice, int)
                                        or isinstance(rows_per_slice, bool) or rows_per_slice < 1):
         problems.append(f"rows_per_slice must be a whole number of at least 1, got {rows_per_slice!r}")
@@ -252,9 +268,10 @@ def _check_args(session, adapters, max_samples, batch_size, settings, rows_per_s
 
 def _timings(clock: dict, rows: int, models: int, golden: int) -> dict:
     total = time.perf_counter() - clock["start"]
-    gen = clock["generate"] - clock["rows"]
+    gen = clock["generate"] - clock["engine"]
     return {
         "rows_seconds": round(clock["rows"] - clock["start"], 3),
+        "engine_start_seconds": round(clock["engine"] - clock["rows"], 3),
         "generate_seconds": round(gen, 3),
         "golden_seconds": round(clock["golden"] - clock["generate"], 3),
         "perplexity_seconds": round(clock["perplexity"] - clock["golden"], 3),
@@ -264,74 +281,6 @@ def _timings(clock: dict, rows: int, models: int, golden: int) -> dict:
         "answers_per_second": round(rows * models / max(gen, 1e-9), 4),
         "golden_prompts": golden,
     }
-
-
-def answer_all(session: ModelSession, prompt_ids: list[list[int]], adapters: list[str],
-               settings: GenerationSettings, batch_size: int,
-               on_batch: Callable[[int, int], None] | None = None) -> dict[str, list[Generated]]:
-    """Answer every prompt with the base model and each adapter.
-
-    Prompts of similar length share a call (less padding); every call holds
-    ``batch_size`` prompts x (1 + len(adapters)) rows.
-
-    Returns:
-        ``{"base": [...], adapter: [...]}``, answers in prompt order.
-    """
-    names = [None, *adapters]
-    labels = [BASE_LABEL, *adapters]
-    out = {label: [None] * len(prompt_ids) for label in labels}
-    order = sorted(range(len(prompt_ids)), key=lambda i: -len(prompt_ids[i]))
-    kwargs = generate_kwargs(session, settings)
-    stop = set(kwargs["eos_token_id"])
-    total = -(-len(order) // batch_size)
-    for n, start in enumerate(range(0, len(order), batch_size), 1):
-        chunk = order[start:start + batch_size]
-        inputs = left_pad([prompt_ids[i] for i in chunk for _ in names],
-                          session.tokenizer.pad_token_id)
-        rows = session.generate(inputs, [a for _ in chunk for a in names], seed=settings.seed,
-                                **kwargs)
-        new = rows[:, inputs["input_ids"].shape[1]:].tolist()
-        for j, ids in enumerate(new):
-            out[labels[j % len(names)]][chunk[j // len(names)]] = _decode(session, ids, stop)
-        if on_batch:
-            on_batch(n, total)
-    return out
-
-
-def left_pad(ids: list[list[int]], pad_id: int) -> dict:
-    """A left-padded batch: generation appends new tokens at the right end of every row."""
-    import torch
-
-    width = max(len(x) for x in ids)
-    input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(ids), width), dtype=torch.long)
-    for row, x in enumerate(ids):
-        input_ids[row, width - len(x):] = torch.tensor(x, dtype=torch.long)
-        mask[row, width - len(x):] = 1
-    return {"input_ids": input_ids, "attention_mask": mask}
-
-
-def generate_kwargs(session: ModelSession, settings: GenerationSettings) -> dict:
-    """``generate`` arguments for ``settings``, as inference.generate builds them for chat."""
-    tokenizer = session.tokenizer
-    eos = session.model.generation_config.eos_token_id
-    stop = end_of_turn_ids(tokenizer)
-    stop += [i for i in (eos if isinstance(eos, list) else [eos]) if i is not None and i not in stop]
-    kwargs = {"max_new_tokens": settings.max_new_tokens, "do_sample": not settings.greedy,
-              "eos_token_id": stop, "pad_token_id": tokenizer.pad_token_id,
-              "repetition_penalty": settings.repetition_penalty}
-    if settings.min_new_tokens:
-        kwargs["min_new_tokens"] = settings.min_new_tokens
-    if not settings.greedy:
-        kwargs.update(temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k)
-    return kwargs
-
-
-def _decode(session: ModelSession, ids: list[int], stop: set[int]) -> Generated:
-    end = next((i for i, t in enumerate(ids) if t in stop), None)
-    kept = ids if end is None else ids[:end]
-    text = session.tokenizer.decode(kept, skip_special_tokens=True)
-    return Generated(text=text, tokens=len(kept), stopped=end is not None)
 
 
 def row_nll(session: ModelSession, adapter: str | None, examples: list[dict],

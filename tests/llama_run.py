@@ -22,6 +22,29 @@ def llama_or_skip() -> Path:
     return binary
 
 
+def tiny_realtok_model(tokenizer_dir, folder: Path) -> Path:
+    """A 2-layer llama in ``folder`` with the tokenizer and chat template of ``tokenizer_dir``
+    (the default model's: llama.cpp's converter refuses the byte-level BPE the other tiny models
+    use), weights large enough that greedy answers are varied text."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         tie_word_embeddings=True, vocab_size=len(tok),
+                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config)
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.dim() == 2:
+                param.normal_(0, 0.15)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
 def default_model_gguf(model, home: Path) -> Path:
     """The default model's Q8_0 GGUF, made by the export code: kept in the developer's
     TUNEDESK_TEST_MODEL_CACHE home when that is set (`make test` sets it), else in ``home``."""

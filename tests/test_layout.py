@@ -23,7 +23,7 @@ ALLOWED = {
     "inference": {"core", "adapters", "inference"},
     "feedback": {"core", "feedback"},
     "serve": {"core", "adapters", "inference", "feedback", "knowledge", "serve"},
-    "eval": {"core", "adapters", "finetune", "inference", "feedback", "knowledge", "eval"},
+    "eval": {"core", "adapters", "finetune", "inference", "serve", "feedback", "knowledge", "eval"},
     "ui": {"core", "adapters", "finetune", "inference", "serve", "eval", "feedback", "knowledge", "ui"},
     "app": {"core", "ui"},
     "bench": {"core", "adapters", "finetune", "inference", "serve", "eval", "feedback", "knowledge", "bench"},

@@ -9,10 +9,12 @@ from inference.session import ModelSession
 
 
 def make_llama_engine(session: ModelSession, max_queue: int = 64, outtype: str = "q8_0",
-                      slots: int = 16, ctx_per_slot: int = 2048, flash_attn: str | None = None):
-    """llama-server over the session's base model and every whole adapter on its shelf, as
-    GGUFs converted once by the export code; remotes from ``TUNEDESK_LLAMA_UPSTREAMS``.
-    ``flash_attn``: llama-server's ``-fa`` (default ``TUNEDESK_LLAMA_FLASH_ATTN`` or ``auto``)."""
+                      slots: int = 16, ctx_per_slot: int = 2048, flash_attn: str | None = None,
+                      adapters: list[str] | None = None):
+    """llama-server over the session's base model and every whole adapter on its shelf (or only
+    ``adapters``), as GGUFs converted once by the export code; remotes from
+    ``TUNEDESK_LLAMA_UPSTREAMS``. ``flash_attn``: llama-server's ``-fa`` (default
+    ``TUNEDESK_LLAMA_FLASH_ATTN`` or ``auto``)."""
     from adapters.export.gguf_cache import ensure_base_gguf, ensure_lora_gguf
     from adapters.shelf.store import Shelf
     from core.llama_cpp.binaries import missing_reason, server_binary
@@ -51,7 +53,7 @@ def make_llama_engine(session: ModelSession, max_queue: int = 64, outtype: str =
     upstreams = Upstreams(start_local, remotes, os.environ.get("TUNEDESK_LLAMA_UPSTREAMS_KEY") or None)
     shelf = Shelf()
     shelf.root, shelf.home = home / "adapters", home  # the session's shelf, as the API lists it
-    whole = [e.name for e in shelf.list() if e.ok]
+    whole = [e.name for e in shelf.list() if e.ok] if adapters is None else list(adapters)
     engine = LlamaServerEngine(session, upstreams, lora_file, ctx_per_slot=ctx_per_slot,
                                max_inflight=max_queue + slots, label=f"llama.cpp {outtype}")
     upstreams.start([engine.known_file(n) for n in whole if engine.known_file(n) is not None])

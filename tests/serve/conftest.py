@@ -20,20 +20,6 @@ def realtok_dir(default_model_dir, tmp_path_factory):
     """A 2-layer llama with the default model's tokenizer and chat template (llama.cpp's
     converter refuses the byte-level BPE the other tiny models use), weights large enough
     that greedy answers are varied text."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
+    from llama_run import tiny_realtok_model
 
-    folder = tmp_path_factory.mktemp("tiny-realtok")
-    tok = AutoTokenizer.from_pretrained(default_model_dir.path)
-    config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                         num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=True,
-                         vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config)
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() == 2:
-                param.normal_(0, 0.15)
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return tiny_realtok_model(default_model_dir.path, tmp_path_factory.mktemp("tiny-realtok"))

@@ -134,7 +134,8 @@ def build_evaluate_tab(state: AppState, run_id: gr.State | None = None) -> dict:
                                   on_progress=lambda f, msg: progress(f, desc=msg),
                                   slice_by=column,
                                   rows_per_slice=int(cap) if cap and column else None,
-                                  grounding=None if ground == GROUNDING_CHOICES[0] else ground)
+                                  grounding=None if ground == GROUNDING_CHOICES[0] else ground,
+                                  engine="auto")  # llama-server as Chat serves, where it is built
             except (ValueError, OSError) as err:
                 return (f"⚠️ {' '.join(shown_error(err).split())}", *empty)
             first = report.adapters[0]

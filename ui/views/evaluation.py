@@ -56,10 +56,14 @@ def golden_rows(report) -> tuple[list[str], list[list]]:
 
 
 def run_summary(report) -> str:
-    """One line: rows scored, how they were chosen, how fast, where the report was saved."""
+    """One line: rows scored, how they were chosen, how fast, which engine answered, where the
+    report was saved."""
+    from eval.report import engine_line
+
     t = report.timings
     return (f"Scored {report.data.get('rows')} rows ({report.data.get('selection')}) in "
-            f"{t.get('total_seconds')} s — {t.get('rows_per_second')} rows/s. Saved to `{report.folder}`.")
+            f"{t.get('total_seconds')} s — {t.get('rows_per_second')} rows/s, {engine_line(report)}. "
+            f"Saved to `{report.folder}`.")
 
 
 def report_files(report) -> list[str]:

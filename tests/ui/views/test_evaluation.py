@@ -32,3 +32,23 @@ def test_gate_verdicts_are_separate_paragraphs_and_name_the_parent():
     text = gate_markdown(report)
     assert "- _a note_\n\n❌ **Release gate of v2 against v1, the version it was tuned from: failed**" in text
     assert text.startswith("✅ **Release gate of v1: passed**")
+
+
+def test_the_run_summary_names_the_engine_that_answered_and_why():
+    from types import SimpleNamespace
+
+    from ui.views.evaluation import run_summary
+
+    def report(engine):
+        return SimpleNamespace(data={"rows": 24, "selection": "held out"}, folder="/x",
+                               timings={"total_seconds": 9.5, "rows_per_second": 2.5},
+                               settings={"engine": engine} if engine else {})
+
+    fell_back = {"name": "pytorch", "label": "pytorch float32",
+                 "note": "PyTorch answered: llama.cpp could not (llama-server is not built)"}
+    text = run_summary(report(fell_back))
+    assert ("answered by pytorch float32 (PyTorch answered: llama.cpp could not (llama-server is not "
+            "built)); perplexity by PyTorch") in text
+    served = {"name": "llama.cpp", "label": "llama.cpp q8_0", "note": ""}
+    assert "answered by llama.cpp q8_0; perplexity by PyTorch." in run_summary(report(served))
+    assert "answered by pytorch; perplexity" in run_summary(report(None))  # a report from before
