@@ -114,7 +114,8 @@ class LlamaAnswerer:
                     "lora": upstream.lora_scales(lora)}
             for attempt in (1, 2):
                 try:
-                    reply = self._http.post(f"{upstream.url}/completion", json=body)
+                    reply = self._http.post(f"{upstream.url}/completion", json=body,
+                                            headers=upstream.headers)
                     break
                 except httpx.RemoteProtocolError as err:  # a kept-alive connection closed by then
                     if attempt == 2 or not stale(err):
