@@ -17,29 +17,63 @@ from core.hosts import is_local, set_exposed
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from core.cli import DefaultsFormatter
+
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.formatter_class = DefaultsFormatter  # each flag's default in --help
-    p.add_argument("--host", default=os.environ.get("TUNEDESK_HOST", "127.0.0.1"),
-                   help="address to listen on ($TUNEDESK_HOST)")
-    p.add_argument("--port", type=int, default=int(os.environ.get("TUNEDESK_PORT", "7860")),
-                   help="port to listen on ($TUNEDESK_PORT)")
+    p.add_argument(
+        "--host",
+        default=os.environ.get("TUNEDESK_HOST", "127.0.0.1"),
+        help="address to listen on ($TUNEDESK_HOST)",
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("TUNEDESK_PORT", "7860")),
+        help="port to listen on ($TUNEDESK_PORT)",
+    )
     p.add_argument("--auth", default=os.environ.get("TUNEDESK_AUTH"), help="user:pass")
-    p.add_argument("--home", default=os.environ.get("TUNEDESK_HOME"), help="data folder (default ./outputs)")
-    p.add_argument("--model", default=os.environ.get("TUNEDESK_MODEL", "default"), help="base model for chat")
+    p.add_argument(
+        "--home", default=os.environ.get("TUNEDESK_HOME"), help="data folder (default ./outputs)"
+    )
+    p.add_argument(
+        "--model", default=os.environ.get("TUNEDESK_MODEL", "default"), help="base model for chat"
+    )
     p.add_argument("--share", action="store_true", help="Gradio share link (needs --auth)")
-    p.add_argument("--engine", default=os.environ.get("TUNEDESK_ENGINE", "auto"),
-                   choices=["auto", "pytorch", "llama.cpp"], help="who answers Chat and the API")
-    p.add_argument("--api-key", default=os.environ.get("TUNEDESK_API_KEY"),
-                   help="a chat key of the /v1 API, named api-key (named keys: $TUNEDESK_CHAT_KEYS, "
-                        "$TUNEDESK_ADMIN_KEYS)")
-    p.add_argument("--log-conversations", action="store_true",
-                   default=os.environ.get("TUNEDESK_LOG_CONVERSATIONS") == "1",
-                   help="keep each /v1 answer's conversation (redacted) for feedback and training (default off)")
-    p.add_argument("--answer-idle-timeout", type=float, default=None, metavar="SECONDS",
-                   help="an answer that makes no progress this long is cancelled with an error "
-                        "(default $TUNEDESK_ANSWER_IDLE_S or 30)")
-    p.add_argument("--answer-timeout", type=float, default=None, metavar="SECONDS",
-                   help="no answer takes longer than this (default $TUNEDESK_ANSWER_TIMEOUT_S or 600)")
+    p.add_argument(
+        "--engine",
+        default=os.environ.get("TUNEDESK_ENGINE", "auto"),
+        choices=["auto", "pytorch", "llama.cpp"],
+        help="who answers Chat and the API",
+    )
+    p.add_argument(
+        "--api-key",
+        default=os.environ.get("TUNEDESK_API_KEY"),
+        help="a chat key of the /v1 API, named api-key (named keys: $TUNEDESK_CHAT_KEYS, "
+        "$TUNEDESK_ADMIN_KEYS)",
+    )
+    p.add_argument(
+        "--log-conversations",
+        action="store_true",
+        default=os.environ.get("TUNEDESK_LOG_CONVERSATIONS") == "1",
+        help=(
+            "keep each /v1 answer's conversation (redacted) for feedback and training (default off)"
+        ),
+    )
+    p.add_argument(
+        "--answer-idle-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="an answer that makes no progress this long is cancelled with an error "
+        "(default $TUNEDESK_ANSWER_IDLE_S or 30)",
+    )
+    p.add_argument(
+        "--answer-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="no answer takes longer than this (default $TUNEDESK_ANSWER_TIMEOUT_S or 600)",
+    )
     return p.parse_args(argv)
 
 
@@ -57,7 +91,9 @@ def check_access(host: str, auth: str | None, share: bool) -> tuple[str, str] | 
         creds = (user, password)
     if (not is_local(host) or share) and creds is None:
         where = "a share link" if share else f"address {host}"
-        raise SystemExit(f"error: refusing to listen on {where} without authentication; add --auth user:password")
+        raise SystemExit(
+            f"error: refusing to listen on {where} without authentication; add --auth user:password"
+        )
     return creds
 
 
@@ -81,7 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     creds = check_access(args.host, args.auth, args.share)
     keys = api_keys(args.api_key, creds, "0.0.0.0" if args.share else args.host)
-    set_exposed(args.host, args.share)  # off localhost: path boxes stay in the home, errors say no internals
+    set_exposed(
+        args.host, args.share
+    )  # off localhost: path boxes stay in the home, errors say no internals
     if args.home:
         os.environ["TUNEDESK_HOME"] = args.home
     from ui.app import build_app, launch, set_answer_bound
@@ -91,13 +129,21 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         raise SystemExit(f"error: {err}") from None
     demo = build_app(base_model=args.model, serving=args.engine)
-    launch(demo, host=args.host, port=args.port, auth=creds, share=args.share,
-           api_key=keys, log_conversations=args.log_conversations)
+    launch(
+        demo,
+        host=args.host,
+        port=args.port,
+        auth=creds,
+        share=args.share,
+        api_key=keys,
+        log_conversations=args.log_conversations,
+    )
     return 0
 
 
 if __name__ == "__main__":
     from core.optional_imports import keep_bitsandbytes_out
 
-    keep_bitsandbytes_out()  # the app quantizes nothing itself (training and dry runs are child processes)
+    # the app quantizes nothing itself (training and dry runs are child processes)
+    keep_bitsandbytes_out()
     sys.exit(main())

@@ -12,17 +12,27 @@ import sys
 from core import cli
 
 COMMANDS: cli.CommandTable = {
-    "list": ("adapters.commands.list_", "list the adapters on the shelf (broken ones with their reason)"),
+    "list": (
+        "adapters.commands.list_",
+        "list the adapters on the shelf (broken ones with their reason)",
+    ),
     "show": ("adapters.commands.show", "show one adapter's manifest"),
     "rename": ("adapters.commands.rename", "rename an adapter"),
     "delete": ("adapters.commands.delete", "delete an adapter for good (needs --yes)"),
     "import": ("adapters.commands.import_", "import a PEFT LoRA adapter (folder or .zip)"),
     "export": ("adapters.commands.export", "export an adapter as a .zip or a merged model"),
-    "export-gguf": ("adapters.commands.export_gguf",
-                    "export an adapter as GGUF (merged and/or base + LoRA) with an Ollama Modelfile"),
-    "gate": ("adapters.commands.gate", "show or edit an adapter's release gate rules and whether it passed"),
-    "alias": ("adapters.commands.alias",
-              "stable model names over weighted versions: list, show, set, promote, rollback, delete"),
+    "export-gguf": (
+        "adapters.commands.export_gguf",
+        "export an adapter as GGUF (merged and/or base + LoRA) with an Ollama Modelfile",
+    ),
+    "gate": (
+        "adapters.commands.gate",
+        "show or edit an adapter's release gate rules and whether it passed",
+    ),
+    "alias": (
+        "adapters.commands.alias",
+        "stable model names over weighted versions: list, show, set, promote, rollback, delete",
+    ),
 }
 
 

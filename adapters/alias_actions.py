@@ -1,4 +1,5 @@
-"""What ``python -m adapters alias`` and the Adapters tab do to aliases, with the sentence each says.
+"""What ``python -m adapters alias`` and the Adapters tab do to aliases, with
+the sentence each says.
 
 Both front ends call these, so a promotion the gate refuses is refused in the same words in
 the browser and on the command line (the API answers the same :class:`AliasError` as a 400
@@ -34,8 +35,11 @@ def policy_text(policy: dict | None) -> str:
     """An alias's automatic rollback in words (``off`` when it has none)."""
     if not policy:
         return "off"
-    return (f"when a canary's error rate (after {policy['min_requests']} requests) or thumbs-down rate (after "
-            f"{policy['min_ratings']} ratings) exceeds the stable version's by more than {policy['margin']:g}")
+    return (
+        f"when a canary's error rate (after {policy['min_requests']} requests) or thumbs-down "
+        f"rate (after {policy['min_ratings']} ratings) exceeds the stable version's by more than "
+        f"{policy['margin']:g}"
+    )
 
 
 def grounding_text(value: str | None) -> str:
@@ -53,7 +57,10 @@ def change_sentence(row: dict) -> str:
     if not row.get("changed", True):
         return f"{name} already has that split ({split_text(row['to'])}); nothing changed."
     if row["to"] is None:
-        return f"Deleted alias {name} (was {split_text(row['from'])}); `alias rollback {name}` restores it."
+        return (
+            f"Deleted alias {name} (was {split_text(row['from'])}); `alias rollback {name}` "
+            "restores it."
+        )
     said = f"{name}: {split_text(row['from'])} → {split_text(row['to'])}."
     if row["from"] == row["to"] and row["action"] != "rollback":
         said = f"{name}: {split_text(row['to'])} (split unchanged)."
@@ -66,30 +73,60 @@ def change_sentence(row: dict) -> str:
     if row["action"] == "auto-rollback":
         said += f" Rolled back automatically: {row.get('reason')}."
     if row.get("forced"):
-        said += (f" Override for {', '.join(row['forced'])} (release gate not passed): "
-                 f"{row['override']!r}.")
+        said += (
+            f" Override for {', '.join(row['forced'])} (release gate not passed): "
+            f"{row['override']!r}."
+        )
     return said
 
 
-def set_split(name: str, split, by: str, force: bool = False, reason: str = "", book: AliasBook | None = None,
-              auto_rollback=KEEP, check=KEEP, grounding=KEEP) -> str:
+def set_split(
+    name: str,
+    split,
+    by: str,
+    force: bool = False,
+    reason: str = "",
+    book: AliasBook | None = None,
+    auto_rollback=KEEP,
+    check=KEEP,
+    grounding=KEEP,
+) -> str:
     """Give ``name`` a split: a dict, or ``["v3=90", "v4=10"]`` as typed (empty or None: keep
     the split, change only ``auto_rollback``, ``check`` or ``grounding``; None turns the
     automatic rollback off; ``check``: ``on`` or ``off``; leaving any out keeps it)."""
     if isinstance(split, list | tuple):
         split = parse_split(list(split)) if split else None
-    return change_sentence((book or AliasBook()).set(name, split, by=by, force=force, reason=reason,
-                                                     auto_rollback=auto_rollback, check=check,
-                                                     grounding=grounding))
+    return change_sentence(
+        (book or AliasBook()).set(
+            name,
+            split,
+            by=by,
+            force=force,
+            reason=reason,
+            auto_rollback=auto_rollback,
+            check=check,
+            grounding=grounding,
+        )
+    )
 
 
-def promote(name: str, version: str, by: str, force: bool = False, reason: str = "",
-            book: AliasBook | None = None) -> str:
+def promote(
+    name: str,
+    version: str,
+    by: str,
+    force: bool = False,
+    reason: str = "",
+    book: AliasBook | None = None,
+) -> str:
     """All new conversations to ``version``; the others keep theirs to the end."""
-    return change_sentence((book or AliasBook()).promote(name, version, by=by, force=force, reason=reason))
+    return change_sentence(
+        (book or AliasBook()).promote(name, version, by=by, force=force, reason=reason)
+    )
 
 
-def rollback(name: str, by: str, force: bool = False, reason: str = "", book: AliasBook | None = None) -> str:
+def rollback(
+    name: str, by: str, force: bool = False, reason: str = "", book: AliasBook | None = None
+) -> str:
     """Back to the split before the last change."""
     return change_sentence((book or AliasBook()).rollback(name, by=by, force=force, reason=reason))
 
@@ -104,9 +141,11 @@ def details(name: str, book: AliasBook | None = None, last: int = 5) -> list[str
     book = book or AliasBook()
     row = book.row(name)
     split = row["versions"]
-    lines = [f"{name}: {split_text(split)}",
-             f"  automatic rollback: {policy_text(row.get('auto_rollback'))}",
-             f"  grounding: {grounding_text(grounding_of(row))}"]
+    lines = [
+        f"{name}: {split_text(split)}",
+        f"  automatic rollback: {policy_text(row.get('auto_rollback'))}",
+        f"  grounding: {grounding_text(grounding_of(row))}",
+    ]
     lines.append(f"  answers checked before they are sent: {row.get('check', 'off')}")
     for version, weight in split.items():
         try:
@@ -120,7 +159,8 @@ def details(name: str, book: AliasBook | None = None, last: int = 5) -> list[str
     for row in reversed(history):
         override = f" override: {row['override']!r}" if row.get("override") else ""
         override += f" ({row['reason']})" if row.get("reason") else ""
-        lines.append(f"  {row['time']} {row['action']:8} by {row['by']}: {split_text(row['from'])} → "
-                     f"{split_text(row['to'])}{override}")
+        lines.append(
+            f"  {row['time']} {row['action']:8} by {row['by']}: {split_text(row['from'])} → "
+            f"{split_text(row['to'])}{override}"
+        )
     return lines
-

@@ -46,7 +46,9 @@ def delete(name: str, confirmed: bool, session=None, shelf: Shelf | None = None)
     return f"Deleted {name}."
 
 
-def import_adapter(src: str | Path, name: str | None = None, allow_pickle: bool = False) -> tuple[str, AdapterEntry]:
+def import_adapter(
+    src: str | Path, name: str | None = None, allow_pickle: bool = False
+) -> tuple[str, AdapterEntry]:
     """Import a PEFT adapter (folder or .zip); returns the sentence and the new entry."""
     from adapters.export import import_adapter as do_import
 
@@ -54,7 +56,9 @@ def import_adapter(src: str | Path, name: str | None = None, allow_pickle: bool 
     try:
         entry = do_import(Path(_typed(str(src), "file path")), name=name, allow_pickle=allow_pickle)
     except (ValueError, OSError) as err:
-        raise (OSError if isinstance(err, OSError) else ValueError)(f"Import refused: {err}") from None
+        raise (OSError if isinstance(err, OSError) else ValueError)(
+            f"Import refused: {err}"
+        ) from None
     return f"Imported {entry.name}.", entry
 
 
@@ -66,7 +70,9 @@ def export_zip(name: str, out: str | Path | None = None) -> tuple[str, Path]:
     return f"Zipped to {path}.", path
 
 
-def export_merged(name: str, out: str | Path | None = None, overwrite: bool = True) -> tuple[str, Path]:
+def export_merged(
+    name: str, out: str | Path | None = None, overwrite: bool = True
+) -> tuple[str, Path]:
     """Merge an adapter into its base model and save the standalone model folder."""
     from adapters.export import export_merged as do_merge
 

@@ -452,7 +452,7 @@ step: {{Account Type}} plans ended before the contract period is over may have a
 step: You can see the exact amount under "Billing" on {{Online Company Portal Info}} before you confirm.
 tip: The full cancellation terms are available at {{Website URL}}.
 tip: If you're unsure about the terms, our team at {{Customer Support Phone Number}} can check your case.
-"""
+"""  # noqa: E501
 
 # Held-out prompts: intent | prompt | must_contain phrases (";"-separated, lowercase).
 GOLDEN = """
@@ -486,4 +486,4 @@ contact_human_agent | I'm tired of automated answers, get me a real human please
 contact_human_agent | Can you transfer this chat to a live person? | connect you with; human agent
 newsletter_subscription | How do I stop getting your promotional emails? | newsletter
 check_cancellation_fee | Will it cost me anything to cancel my order before it ships? | cancellation fee
-"""
+"""  # noqa: E501

@@ -11,25 +11,72 @@ import sys
 from core import cli
 
 COMMANDS: cli.CommandTable = {
-    "training": ("bench.training.command", "training throughput: the seeds' HF Trainer recipe vs TuneDesk's, over a grid"),
-    "serving": ("bench.serving", "adapter switch/load latency, decode speed, Compare, many clients through the API"),
-    "model-costs": ("bench.model_costs", "each recommended model's training and llama-server cost here, for the Train tab"),
-    "llama-repack": ("bench.llama_repack", "llama-server's decode speed with and without llama.cpp's weight repacking (AMX)"),
-    "gateway": ("bench.gateway", "TuneDesk's /v1 beside llama.cpp's own llama-server: same GGUFs, same run"),
-    "turns": ("bench.turns", "first-token time along one support chat, with and without reused beginnings"),
-    "gpu-check": ("bench.gpucheck.command", "smoke-test every CUDA training path on one GPU (a few minutes)"),
-    "gpu-step": ("bench.gpu_step", "one LoRA training step on a GPU profiled: launches, busy share, MFU, torch.compile"),
-    "eval-engines": ("bench.eval_engines", "one evaluation answered by PyTorch and by llama-server: time, ratio, verdicts"),
+    "training": (
+        "bench.training.command",
+        "training throughput: the seeds' HF Trainer recipe vs TuneDesk's, over a grid",
+    ),
+    "serving": (
+        "bench.serving",
+        "adapter switch/load latency, decode speed, Compare, many clients through the API",
+    ),
+    "model-costs": (
+        "bench.model_costs",
+        "each recommended model's training and llama-server cost here, for the Train tab",
+    ),
+    "llama-repack": (
+        "bench.llama_repack",
+        "llama-server's decode speed with and without llama.cpp's weight repacking (AMX)",
+    ),
+    "gateway": (
+        "bench.gateway",
+        "TuneDesk's /v1 beside llama.cpp's own llama-server: same GGUFs, same run",
+    ),
+    "turns": (
+        "bench.turns",
+        "first-token time along one support chat, with and without reused beginnings",
+    ),
+    "gpu-check": (
+        "bench.gpucheck.command",
+        "smoke-test every CUDA training path on one GPU (a few minutes)",
+    ),
+    "gpu-step": (
+        "bench.gpu_step",
+        "one LoRA training step on a GPU profiled: launches, busy share, MFU, torch.compile",
+    ),
+    "eval-engines": (
+        "bench.eval_engines",
+        "one evaluation answered by PyTorch and by llama-server: time, ratio, verdicts",
+    ),
     "gate-demo": ("bench.gate_demo", "a good and a damaged adapter through the release gate"),
-    "shuffle-intents": ("bench.shuffle_intents", "a copy of a labelled dataset whose every answer answers another intent"),
-    "gate-false-alarm": ("bench.gate_false_alarm", "how often the gate flags a change that makes no difference"),
-    "budget-sweep": ("bench.budget_sweep", "the Train tab's time budget with one setting changed: which recipe it should train"),
-    "preference": ("bench.preference", "DPO / ORPO on Bitext pairs over a Train-tab SFT adapter: held-out accuracy"),
-    "knowledge-retrieval": ("bench.knowledge_retrieval", "BM25 on the knowledge shelf: how often held-out questions find their intent"),
+    "shuffle-intents": (
+        "bench.shuffle_intents",
+        "a copy of a labelled dataset whose every answer answers another intent",
+    ),
+    "gate-false-alarm": (
+        "bench.gate_false_alarm",
+        "how often the gate flags a change that makes no difference",
+    ),
+    "budget-sweep": (
+        "bench.budget_sweep",
+        "the Train tab's time budget with one setting changed: which recipe it should train",
+    ),
+    "preference": (
+        "bench.preference",
+        "DPO / ORPO on Bitext pairs over a Train-tab SFT adapter: held-out accuracy",
+    ),
+    "knowledge-retrieval": (
+        "bench.knowledge_retrieval",
+        "BM25 on the knowledge shelf: how often held-out questions find their intent",
+    ),
     "answer-check": ("bench.answer_check", "the answer check before sending, on held-out rows"),
-    "passages-training": ("bench.passages_training",
-                          "right intent, grounded and not, of adapters trained with and without passages"),
-    "screenshots": ("bench.screenshots", "the README's pictures: a short run in the Train tab and Compare, in Chromium"),
+    "passages-training": (
+        "bench.passages_training",
+        "right intent, grounded and not, of adapters trained with and without passages",
+    ),
+    "screenshots": (
+        "bench.screenshots",
+        "the README's pictures: a short run in the Train tab and Compare, in Chromium",
+    ),
 }
 
 

@@ -31,14 +31,28 @@ ATTENTION = ["q_proj", "k_proj", "v_proj", "o_proj"]
 VARIANTS = {  # name -> (what changes, how)
     "default": ("the Train tab's defaults", lambda cfg: None),
     "lr-5e-4": ("learning rate 5e-4", lambda cfg: setattr(cfg.train, "learning_rate", 5e-4)),
-    "lr-1e-3": ("learning rate 1e-3 (the default before this sweep)", lambda cfg: setattr(cfg.train, "learning_rate", 1e-3)),
+    "lr-1e-3": (
+        "learning rate 1e-3 (the default before this sweep)",
+        lambda cfg: setattr(cfg.train, "learning_rate", 1e-3),
+    ),
     "lr-4e-3": ("learning rate 4e-3", lambda cfg: setattr(cfg.train, "learning_rate", 4e-3)),
-    "r8-attention": ("r=8, alpha 16, attention projections only",
-                     lambda cfg: _set(cfg.lora, r=8, alpha=16, target_modules=list(ATTENTION))),
+    "r8-attention": (
+        "r=8, alpha 16, attention projections only",
+        lambda cfg: _set(cfg.lora, r=8, alpha=16, target_modules=list(ATTENTION)),
+    ),
     "r32": ("r=32, alpha 64", lambda cfg: _set(cfg.lora, r=32, alpha=64)),
-    "length-384": ("max length 384 (256: long answers cut)", lambda cfg: setattr(cfg.data, "max_length", 384)),
-    "packing": ("rows packed into full-length sequences", lambda cfg: setattr(cfg.data, "packing", True)),
-    "validation-2pct": ("2 % of the rows for validation (5 %)", lambda cfg: setattr(cfg.data, "val_fraction", 0.02)),
+    "length-384": (
+        "max length 384 (256: long answers cut)",
+        lambda cfg: setattr(cfg.data, "max_length", 384),
+    ),
+    "packing": (
+        "rows packed into full-length sequences",
+        lambda cfg: setattr(cfg.data, "packing", True),
+    ),
+    "validation-2pct": (
+        "2 % of the rows for validation (5 %)",
+        lambda cfg: setattr(cfg.data, "val_fraction", 0.02),
+    ),
 }
 
 
@@ -48,7 +62,8 @@ def _set(obj, **values) -> None:
 
 
 def variant_config(name: str, rows_csv: Path, rows: int, minutes: float, model: str = "default"):
-    """The run config of variant ``name`` on ``rows_csv`` (its adapter is named ``sweep-<name>``)."""
+    """The run config of variant ``name`` on ``rows_csv`` (its adapter is named
+    ``sweep-<name>``)."""
     cfg = first_run_defaults()
     cfg.model.name = model
     cfg.train.time_budget_s = minutes * 60
@@ -91,15 +106,28 @@ def score(adapters: list[str | None], score_csv: Path, rows: int, model: str = "
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     from core.cli import DefaultsFormatter
-    p = argparse.ArgumentParser(prog="python -m bench budget-sweep", description=__doc__.splitlines()[0])
+
+    p = argparse.ArgumentParser(
+        prog="python -m bench budget-sweep", description=__doc__.splitlines()[0]
+    )
     p.formatter_class = DefaultsFormatter  # each flag's default in --help
     p.add_argument("--data", default=str(BITEXT), help="Bitext training CSV")
-    p.add_argument("--minutes", type=float, default=3.0, help="time budget of each variant (default 3)")
-    p.add_argument("--rows", type=int, default=1000, help="train on the file's first N rows (default 1000)")
-    p.add_argument("--score-rows", type=int, default=200, help="score on the N rows after them (default 200)")
-    p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma list of: {', '.join(VARIANTS)}")
+    p.add_argument(
+        "--minutes", type=float, default=3.0, help="time budget of each variant (default 3)"
+    )
+    p.add_argument(
+        "--rows", type=int, default=1000, help="train on the file's first N rows (default 1000)"
+    )
+    p.add_argument(
+        "--score-rows", type=int, default=200, help="score on the N rows after them (default 200)"
+    )
+    p.add_argument(
+        "--variants", default=",".join(VARIANTS), help=f"comma list of: {', '.join(VARIANTS)}"
+    )
     p.add_argument("--model", default="default", help="base model (default: SmolLM2-135M-Instruct)")
-    p.add_argument("--home", help="TuneDesk home for the adapters (default: a fresh temporary folder)")
+    p.add_argument(
+        "--home", help="TuneDesk home for the adapters (default: a fresh temporary folder)"
+    )
     return p.parse_args(argv)
 
 
@@ -109,7 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in VARIANTS]
     data = Path(args.data)
     if unknown or not names:
-        print(f"error: unknown variant(s) {', '.join(unknown) or '(none given)'}: choose from {', '.join(VARIANTS)}")
+        print(
+            f"error: unknown variant(s) {', '.join(unknown) or '(none given)'}: choose from "
+            f"{', '.join(VARIANTS)}"
+        )
         return 2
     if not data.is_file():
         print(f"error: {data}: no such file (the Bitext CSV lives in ../shared/datasets/bitext/)")
@@ -124,8 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     if len(all_rows) < args.rows + args.score_rows:
         print(f"error: {data.name} has {len(all_rows)} rows, fewer than --rows + --score-rows")
         return 2
-    train_csv = write_rows(home / "sweep-train.csv", fields, all_rows[:args.rows])
-    score_csv = write_rows(home / "sweep-score.csv", fields, all_rows[args.rows:args.rows + args.score_rows])
+    train_csv = write_rows(home / "sweep-train.csv", fields, all_rows[: args.rows])
+    score_csv = write_rows(
+        home / "sweep-score.csv", fields, all_rows[args.rows : args.rows + args.score_rows]
+    )
 
     from finetune.train import train
 
@@ -133,11 +166,18 @@ def main(argv: list[str] | None = None) -> int:
     runs = {}
     for name in names:
         start = time.perf_counter()
-        result = train(variant_config(name, train_csv, args.rows, args.minutes, args.model), started=time.time())
+        result = train(
+            variant_config(name, train_csv, args.rows, args.minutes, args.model),
+            started=time.time(),
+        )
         manifest = json.loads((Path(result.adapter_dir) / "manifest.json").read_text())
         budget = manifest.get("budget") or {}
-        runs[name] = {"seconds": time.perf_counter() - start, "steps": result.steps,
-                      "rows_seen": budget.get("rows_seen"), "val_ppl": result.metrics.get("val_perplexity")}
+        runs[name] = {
+            "seconds": time.perf_counter() - start,
+            "steps": result.steps,
+            "rows_seen": budget.get("rows_seen"),
+            "val_ppl": result.metrics.get("val_perplexity"),
+        }
         print(f"{name}: {runs[name]}", flush=True)
     ppl = score([None] + [f"sweep-{n}" for n in names], score_csv, args.score_rows, args.model)
     print(report(names, runs, ppl, args))
@@ -146,15 +186,22 @@ def main(argv: list[str] | None = None) -> int:
 
 def report(names: list[str], runs: dict, ppl: dict, args) -> str:
     """The sweep's markdown table, best perplexity first."""
-    lines = [f"{args.minutes:g}-minute budget on the first {args.rows} rows of `{Path(args.data).name}`; perplexity "
-             f"on the {args.score_rows} rows after them (never trained on); base model {ppl['base']:.2f}", "",
-             "| variant | change | steps | rows seen | whole run | own validation ppl | perplexity on the sweep's rows |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"{args.minutes:g}-minute budget on the first {args.rows} rows of "
+        f"`{Path(args.data).name}`; perplexity on the {args.score_rows} rows after them (never "
+        f"trained on); base model {ppl['base']:.2f}",
+        "",
+        "| variant | change | steps | rows seen | whole run | own validation ppl | perplexity on "
+        "the sweep's rows |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for name in sorted(names, key=lambda n: ppl[f"sweep-{n}"]):
         r = runs[name]
         own = f"{r['val_ppl']:.2f}" if isinstance(r["val_ppl"], (int, float)) else "—"
-        lines.append(f"| {name} | {VARIANTS[name][0]} | {r['steps']} | {r['rows_seen'] or '—'} | {r['seconds']:.0f} s "
-                     f"| {own} | {ppl[f'sweep-{name}']:.3f} |")
+        lines.append(
+            f"| {name} | {VARIANTS[name][0]} | {r['steps']} | {r['rows_seen'] or '—'} | "
+            f"{r['seconds']:.0f} s | {own} | {ppl[f'sweep-{name}']:.3f} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -21,8 +21,11 @@ def _linears(model) -> tuple[list, object]:
     import torch
 
     head = model.get_output_embeddings()
-    layers = [m for name, m in model.named_modules()
-              if isinstance(m, torch.nn.Linear) and m is not head and "lora_" not in name]
+    layers = [
+        m
+        for name, m in model.named_modules()
+        if isinstance(m, torch.nn.Linear) and m is not head and "lora_" not in name
+    ]
     return layers, head
 
 
@@ -33,10 +36,16 @@ def linear_seconds(model, rows: int, head_rows: int | None = None, repeats: int 
 
     layers, head = _linears(model)
     weight = head.weight
-    inputs = {m.in_features: torch.randn(rows, m.in_features, dtype=weight.dtype, device=weight.device)
-              for m in layers}
-    head_in = torch.randn(rows if head_rows is None else head_rows, head.in_features,
-                          dtype=weight.dtype, device=weight.device)
+    inputs = {
+        m.in_features: torch.randn(rows, m.in_features, dtype=weight.dtype, device=weight.device)
+        for m in layers
+    }
+    head_in = torch.randn(
+        rows if head_rows is None else head_rows,
+        head.in_features,
+        dtype=weight.dtype,
+        device=weight.device,
+    )
     best = float("inf")
     with torch.inference_mode():
         for i in range(repeats + 1):  # pass 0 warms up
@@ -57,7 +66,9 @@ def unshared_tokens(prompts: list[list[int]]) -> list[int]:
     shared = 0
     if prompts:
         first = prompts[0]
-        while shared < min(len(p) for p in prompts) and all(p[shared] == first[shared] for p in prompts):
+        while shared < min(len(p) for p in prompts) and all(
+            p[shared] == first[shared] for p in prompts
+        ):
             shared += 1
     return [len(p) - shared for p in prompts]
 
@@ -66,7 +77,9 @@ def prompt_ids(session, conversations: list[list[dict]], settings) -> list[list[
     """Token ids of each conversation's prompt, as the scheduler renders it."""
     from inference.generate import encode, with_system
 
-    return [encode(session, [with_system(c, settings)])["input_ids"][0].tolist() for c in conversations]
+    return [
+        encode(session, [with_system(c, settings)])["input_ids"][0].tolist() for c in conversations
+    ]
 
 
 def batching_bounds(model, prompts: list[list[int]], tokens: int) -> dict:
@@ -86,10 +99,18 @@ def batching_bounds(model, prompts: list[list[int]], tokens: int) -> dict:
     prefill_1 = linear_seconds(model, max(1, round(sum(rest) / n)), head_rows=1)
     solo = prefill_1 + tokens * step_1
     together = prefill_n + tokens * step_n
-    return {"clients": n, "tokens": tokens, "prompt_tokens": sum(rest), "step_1_s": step_1,
-            "step_n_s": step_n, "prefill_1_s": prefill_1, "prefill_n_s": prefill_n,
-            "speedup_max": n * tokens / together / (tokens / solo),
-            "ttft_min_s": prefill_n, "full_ratio_min": together / solo}
+    return {
+        "clients": n,
+        "tokens": tokens,
+        "prompt_tokens": sum(rest),
+        "step_1_s": step_1,
+        "step_n_s": step_n,
+        "prefill_1_s": prefill_1,
+        "prefill_n_s": prefill_n,
+        "speedup_max": n * tokens / together / (tokens / solo),
+        "ttft_min_s": prefill_n,
+        "full_ratio_min": together / solo,
+    }
 
 
 def render_bounds(bounds: dict) -> list[str]:
@@ -97,10 +118,10 @@ def render_bounds(bounds: dict) -> list[str]:
     n, b = bounds["clients"], bounds
     ok = lambda good: "within reach" if good else "**out of reach**"  # noqa: E731
     return [
-        f"Bounds from the linear layers alone (attention, LoRA, sampling and Python only add): "
+        "Bounds from the linear layers alone (attention, LoRA, sampling and Python only add): "
         f"one decode step's linears take {b['step_1_s'] * 1000:.1f} ms for 1 row and "
-        f"{b['step_n_s'] * 1000:.1f} ms for {n} rows; the {n} prompts' {b['prompt_tokens']} unshared "
-        f"tokens take {b['prefill_n_s'] * 1000:.0f} ms.",
+        f"{b['step_n_s'] * 1000:.1f} ms for {n} rows; the {n} prompts' {b['prompt_tokens']} "
+        f"unshared tokens take {b['prefill_n_s'] * 1000:.0f} ms.",
         "",
         f"- aggregate at {n} clients: at most {b['speedup_max']:.2f}x one stream "
         f"(goal 8x: {ok(b['speedup_max'] >= 8)})",

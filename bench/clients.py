@@ -39,8 +39,15 @@ def question(ticket: int, index: int) -> list[dict]:
     return [{"role": "user", "content": f"Ticket {ticket}: {QUESTIONS[index % len(QUESTIONS)]}"}]
 
 
-def _one_client(submit: Submit, messages: list[dict], adapter, settings,
-                start: threading.Barrier, out: list, index: int) -> None:
+def _one_client(
+    submit: Submit,
+    messages: list[dict],
+    adapter,
+    settings,
+    start: threading.Barrier,
+    out: list,
+    index: int,
+) -> None:
     start.wait()
     began, first, text = time.perf_counter(), None, []
     try:
@@ -48,24 +55,42 @@ def _one_client(submit: Submit, messages: list[dict], adapter, settings,
             if first is None and delta:
                 first = time.perf_counter()
             text.append(delta)
-        out[index] = (began, first or time.perf_counter(), time.perf_counter(), None, "".join(text),
-                      messages)
+        out[index] = (
+            began,
+            first or time.perf_counter(),
+            time.perf_counter(),
+            None,
+            "".join(text),
+            messages,
+        )
     except Exception as err:  # reported in the row, the other clients go on
         out[index] = (began, began, time.perf_counter(), err, "", messages)
 
 
-def run_clients(submit: Submit, clients: int, adapters: list, tokens: int,
-                first_ticket: int | None = None) -> dict:
+def run_clients(
+    submit: Submit, clients: int, adapters: list, tokens: int, first_ticket: int | None = None
+) -> dict:
     """``clients`` requests at once; their timings and the aggregate tokens/s. ``first_ticket``
     numbers the questions from there (the same questions for two servers), else afresh."""
     settings = GenerationSettings(max_new_tokens=tokens, min_new_tokens=tokens)
     out: list = [None] * clients
     start = threading.Barrier(clients)
-    threads = [threading.Thread(target=_one_client, daemon=True,
-                                args=(submit, question(next(_TICKETS) if first_ticket is None else first_ticket + i, i),
-                                      adapters[i % len(adapters)],
-                                      settings, start, out, i))
-               for i in range(clients)]
+    threads = [
+        threading.Thread(
+            target=_one_client,
+            daemon=True,
+            args=(
+                submit,
+                question(next(_TICKETS) if first_ticket is None else first_ticket + i, i),
+                adapters[i % len(adapters)],
+                settings,
+                start,
+                out,
+                i,
+            ),
+        )
+        for i in range(clients)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -75,15 +100,30 @@ def run_clients(submit: Submit, clients: int, adapters: list, tokens: int,
     ttft = [r[1] - r[0] for r in out]
     full = [r[2] - r[0] for r in out]
     wall = max(r[2] for r in out) - began
-    return {"clients": clients, "tokens": tokens, "errors": errors, "texts": [r[4] for r in out],
-            "messages": [r[5] for r in out],
-            "aggregate_tps": clients * tokens / wall, "wall_s": wall, "ttfts": ttft,
-            "ttft_p50_s": _pct(ttft, 50), "ttft_p95_s": _pct(ttft, 95),
-            "full_p50_s": _pct(full, 50), "full_p95_s": _pct(full, 95)}
+    return {
+        "clients": clients,
+        "tokens": tokens,
+        "errors": errors,
+        "texts": [r[4] for r in out],
+        "messages": [r[5] for r in out],
+        "aggregate_tps": clients * tokens / wall,
+        "wall_s": wall,
+        "ttfts": ttft,
+        "ttft_p50_s": _pct(ttft, 50),
+        "ttft_p95_s": _pct(ttft, 95),
+        "full_p50_s": _pct(full, 50),
+        "full_p95_s": _pct(full, 95),
+    }
 
 
-def bench_clients(engine_submit: Submit, clients: list[int], adapters: list, tokens: int = 64,
-                  log: Callable[[str], None] | None = None, check: int = 16) -> list[dict]:
+def bench_clients(
+    engine_submit: Submit,
+    clients: list[int],
+    adapters: list,
+    tokens: int = 64,
+    log: Callable[[str], None] | None = None,
+    check: int = 16,
+) -> list[dict]:
     """One row per client count; ratios against the single client (measured first).
 
     Args:
@@ -101,8 +141,13 @@ def bench_clients(engine_submit: Submit, clients: list[int], adapters: list, tok
         row = run_clients(engine_submit, count, adapters, tokens)
         rows.append(row)
         if log:
-            log(" ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                         for k, v in row.items() if k not in ("texts", "messages")))
+            log(
+                " ".join(
+                    f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                    for k, v in row.items()
+                    if k not in ("texts", "messages")
+                )
+            )
     solo = rows[0]
     if check:
         rows[-1].update(same_as_alone(engine_submit, rows[-1], adapters, tokens, check))
@@ -117,13 +162,22 @@ def same_as_alone(submit: Submit, row: dict, adapters: list, tokens: int, count:
     that differ, the first character where they part."""
     settings = GenerationSettings(max_new_tokens=tokens, min_new_tokens=tokens)
     partings = []
-    for i, (batched, messages) in enumerate(zip(row["texts"][:count], row["messages"], strict=False)):
+    for i, (batched, messages) in enumerate(
+        zip(row["texts"][:count], row["messages"], strict=False)
+    ):
         solo = "".join(submit(messages, adapters[i % len(adapters)], settings))
         if solo != batched:
-            partings.append(next((k for k, (a, b) in enumerate(zip(solo, batched, strict=False)) if a != b),
-                                 min(len(solo), len(batched))))
-    return {"checked": min(count, len(row["texts"])),
-            "identical": min(count, len(row["texts"])) - len(partings), "partings": partings}
+            partings.append(
+                next(
+                    (k for k, (a, b) in enumerate(zip(solo, batched, strict=False)) if a != b),
+                    min(len(solo), len(batched)),
+                )
+            )
+    return {
+        "checked": min(count, len(row["texts"])),
+        "identical": min(count, len(row["texts"])) - len(partings),
+        "partings": partings,
+    }
 
 
 def _pct(values: list[float], pct: int) -> float:
@@ -135,10 +189,14 @@ def _pct(values: list[float], pct: int) -> float:
 def render_clients(results: dict[str, list[dict]], adapters: list) -> list[str]:
     """Markdown table lines: one row per (dtype, client count), with the goals checked."""
     names = ", ".join("base" if a is None else a for a in adapters)
-    lines = [f"Clients send at once, round-robin over {names}; each answer exactly "
-             f"{next(iter(results.values()))[0]['tokens']} tokens, greedy.", "",
-             "| engine | clients | aggregate tok/s | x single | TTFT p50 / p95 | full answer "
-             "p50 / p95 | p95 / solo | errors |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Clients send at once, round-robin over {names}; each answer exactly "
+        f"{next(iter(results.values()))[0]['tokens']} tokens, greedy.",
+        "",
+        "| engine | clients | aggregate tok/s | x single | TTFT p50 / p95 | full answer "
+        "p50 / p95 | p95 / solo | errors |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for dtype, rows in results.items():
         for r in rows:
             mark = _marker(r["clients"] >= 16)
@@ -148,26 +206,36 @@ def render_clients(results: dict[str, list[dict]], adapters: list) -> list[str]:
                 f"{r['ttft_p50_s'] * 1000:.0f} / {r['ttft_p95_s'] * 1000:.0f} ms"
                 f"{mark(r['ttft_p95_s'] <= 1)} | {r['full_p50_s']:.2f} / {r['full_p95_s']:.2f} s | "
                 f"{r['full_p95_vs_solo']:.2f}x{mark(r['full_p95_vs_solo'] <= 2)} | "
-                f"{len(r['errors'])} |")
+                f"{len(r['errors'])} |"
+            )
     lines.append("")
     for dtype, rows in results.items():
         last = rows[-1]
         if "identical" in last:
-            lines.append(f"- {dtype}, {last['clients']} clients: {last['identical']}/{last['checked']} "
-                         "checked answers identical to the same request answered alone"
-                         + (f"; the others part at character {last['partings']}"
-                            if last["partings"] else ""))
-    single = {name: rows[0]["aggregate_tps"] for name, rows in results.items() if name.startswith("llama.cpp")}
+            lines.append(
+                f"- {dtype}, {last['clients']} clients: {last['identical']}/{last['checked']} "
+                "checked answers identical to the same request answered alone"
+                + (f"; the others part at character {last['partings']}" if last["partings"] else "")
+            )
+    single = {
+        name: rows[0]["aggregate_tps"]
+        for name, rows in results.items()
+        if name.startswith("llama.cpp")
+    }
     for base_name, base_tps in single.items():
         for name, rows in results.items():
             if name != base_name:
                 top = rows[-1]
-                lines.append(f"- {name} at {top['clients']} clients: {top['aggregate_tps']:.1f} tok/s = "
-                             f"{top['aggregate_tps'] / base_tps:.2f}x {base_name}'s single stream "
-                             f"({base_tps:.1f} tok/s, same run)")
+                lines.append(
+                    f"- {name} at {top['clients']} clients: {top['aggregate_tps']:.1f} tok/s = "
+                    f"{top['aggregate_tps'] / base_tps:.2f}x {base_name}'s single stream "
+                    f"({base_tps:.1f} tok/s, same run)"
+                )
     lines.append("")
-    lines.append("Goals at 16 clients: aggregate >= 8x single, TTFT p95 <= 1 s, "
-                 "full answer p95 <= 2x a solo answer.")
+    lines.append(
+        "Goals at 16 clients: aggregate >= 8x single, TTFT p95 <= 1 s, "
+        "full answer p95 <= 2x a solo answer."
+    )
     for dtype, rows in results.items():
         if "bounds" in rows[-1]:
             first, *rest = render_bounds(rows[-1]["bounds"])
@@ -175,14 +243,21 @@ def render_clients(results: dict[str, list[dict]], adapters: list) -> list[str]:
     return lines
 
 
-
 def _marker(checked: bool):
     """A goal mark for rows the goals speak of (16 clients and more), nothing for others."""
     return lambda ok: (" ✅" if ok else " ❌") if checked else ""
 
 
-def measure_scheduler(model_path, shelf, dtype: str, clients: list[int], adapters: list,
-                      tokens: int, log=None, check: int = 16) -> tuple[str, list[dict]]:
+def measure_scheduler(
+    model_path,
+    shelf,
+    dtype: str,
+    clients: list[int],
+    adapters: list,
+    tokens: int,
+    log=None,
+    check: int = 16,
+) -> tuple[str, list[dict]]:
     """The scheduler of a fresh session in ``dtype``: (resolved dtype, rows)."""
     from inference.session import ModelSession
     from serve.batching.scheduler import Scheduler
@@ -213,7 +288,8 @@ def bounds_for(session, clients: int, tokens: int) -> dict:
     return batching_bounds(session.model, prompts, tokens)
 
 
-def clients_section(heading: str, setup: list[str], results: dict[str, list[dict]],
-                    adapters: list) -> str:
+def clients_section(
+    heading: str, setup: list[str], results: dict[str, list[dict]], adapters: list
+) -> str:
     """The markdown section of a clients run: heading, setup lines, the table."""
     return "\n".join([heading, "", *setup, "", *render_clients(results, adapters)]) + "\n"

@@ -2,7 +2,7 @@
 by llama.cpp's llama-server (as Chat serves), in one run: the time of each, their ratio, and
 whether the release gate's verdicts agree.
 
-    python -m bench eval-engines                      # train a quick adapter on the demo data, 100 rows
+    python -m bench eval-engines          # a quick adapter trained on the demo data, 100 rows
     python -m bench eval-engines --adapter NAME --rows 100 --rows 24
 
 Both evaluations score the same rows (the adapter's held-out rows of ``--data``) with the same
@@ -58,18 +58,31 @@ def one(session, adapter: str, data: str, rows: int, engine: str, golden: str | 
     from eval.run import evaluate
 
     start = time.perf_counter()
-    report = evaluate(session, [adapter], data, max_samples=rows, slice_by="intent", save=False,
-                      engine=engine, golden=golden)
+    report = evaluate(
+        session,
+        [adapter],
+        data,
+        max_samples=rows,
+        slice_by="intent",
+        save=False,
+        engine=engine,
+        golden=golden,
+    )
     seconds = time.perf_counter() - start
     right = {}
     for model, found in (report.support.get("models") or {}).items():
         r = found.get("right_intent")
         right[model] = f"{r['right']}/{r['rows']}" if r else "skipped"
-    return {"engine": report.settings["engine"], "seconds": round(seconds, 1),
-            "rows": report.data["rows"], "timings": report.timings,
-            "verdict": report.gate[adapter]["state"], "right_intent": right,
-            "bleu": {m: round(v["bleu"], 2) for m, v in report.metrics.items()},
-            "rouge_l": {m: round(v["rouge_l"], 4) for m, v in report.metrics.items()}}
+    return {
+        "engine": report.settings["engine"],
+        "seconds": round(seconds, 1),
+        "rows": report.data["rows"],
+        "timings": report.timings,
+        "verdict": report.gate[adapter]["state"],
+        "right_intent": right,
+        "bleu": {m: round(v["bleu"], 2) for m, v in report.metrics.items()},
+        "rouge_l": {m: round(v["rouge_l"], 4) for m, v in report.metrics.items()},
+    }
 
 
 def run(args, on_line=print) -> dict:
@@ -80,20 +93,41 @@ def run(args, on_line=print) -> dict:
     session = ModelSession(args.model)
     session.load()
     session.load_adapter(adapter)
-    result = {"adapter": adapter, "data": args.data, "model": args.model,
-              "gguf_seconds": round(convert_ggufs(session, adapter), 1), "runs": []}
-    on_line(f"adapter {adapter} on {args.model}; GGUFs converted or found before the clocks: "
-            f"{result['gguf_seconds']} s")
+    result = {
+        "adapter": adapter,
+        "data": args.data,
+        "model": args.model,
+        "gguf_seconds": round(convert_ggufs(session, adapter), 1),
+        "runs": [],
+    }
+    on_line(
+        f"adapter {adapter} on {args.model}; GGUFs converted or found before the clocks: "
+        f"{result['gguf_seconds']} s"
+    )
     for rows in args.rows:
         both = {}
         for engine in ENGINES:
-            both[engine] = one(session, adapter, args.data, rows, engine,
-                               None if args.no_golden else str(REPO / "assets" / "golden.jsonl"))
-            on_line(f"  ({rows} rows, {both[engine]['engine']['label']}: {both[engine]['seconds']} s, "
-                    f"gate {both[engine]['verdict']})")
+            both[engine] = one(
+                session,
+                adapter,
+                args.data,
+                rows,
+                engine,
+                None if args.no_golden else str(REPO / "assets" / "golden.jsonl"),
+            )
+            on_line(
+                f"  ({rows} rows, {both[engine]['engine']['label']}: {both[engine]['seconds']} s, "
+                f"gate {both[engine]['verdict']})"
+            )
         torch_s, llama_s = both["pytorch"]["seconds"], both["llama.cpp"]["seconds"]
-        result["runs"].append({"rows": rows, **both, "ratio": round(llama_s / torch_s, 3),
-                               "same_verdict": both["pytorch"]["verdict"] == both["llama.cpp"]["verdict"]})
+        result["runs"].append(
+            {
+                "rows": rows,
+                **both,
+                "ratio": round(llama_s / torch_s, 3),
+                "same_verdict": both["pytorch"]["verdict"] == both["llama.cpp"]["verdict"],
+            }
+        )
         for line in run_lines(result["runs"][-1], args.data):
             on_line(line)
         if args.json:
@@ -103,25 +137,33 @@ def run(args, on_line=print) -> dict:
 
 def run_lines(r: dict, data: str) -> list[str]:
     """One run's figures: each engine's time and verdict, the ratio."""
-    lines = [f"{r['rows']} rows of {Path(data).name} ({r['pytorch']['rows']} scored), same rows "
-             "and settings:"]
+    lines = [
+        f"{r['rows']} rows of {Path(data).name} ({r['pytorch']['rows']} scored), same rows "
+        "and settings:"
+    ]
     for engine in ENGINES:
         e, t = r[engine], r[engine]["timings"]
-        lines.append(f"  {e['engine']['label']:<28} {e['seconds']:>8.1f} s (answers "
-                     f"{t['generate_seconds'] + t['golden_seconds']:.1f} s, engine start "
-                     f"{t['engine_start_seconds']:.1f} s, perplexity {t['perplexity_seconds']:.1f} s); "
-                     f"gate {e['verdict']}; right intent {e['right_intent']}; BLEU {e['bleu']}")
+        lines.append(
+            f"  {e['engine']['label']:<28} {e['seconds']:>8.1f} s (answers "
+            f"{t['generate_seconds'] + t['golden_seconds']:.1f} s, engine start "
+            f"{t['engine_start_seconds']:.1f} s, perplexity {t['perplexity_seconds']:.1f} s); "
+            f"gate {e['verdict']}; right intent {e['right_intent']}; BLEU {e['bleu']}"
+        )
     lines.append(f"  llama.cpp / PyTorch time: {r['ratio']:.3f}; same verdict: {r['same_verdict']}")
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench eval-engines", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m bench eval-engines", description=__doc__.splitlines()[0]
+    )
     p.add_argument("--data", default=str(DEMO), help="dataset (default: the demo data)")
     p.add_argument("--model", default="HuggingFaceTB/SmolLM2-135M-Instruct", help="base model")
     p.add_argument("--adapter", help="an adapter on the shelf (default: train one first)")
     p.add_argument("--steps", type=int, default=20, help="steps of the quick adapter (default 20)")
-    p.add_argument("--rows", type=int, action="append", help="rows per evaluation (repeat; default 100)")
+    p.add_argument(
+        "--rows", type=int, action="append", help="rows per evaluation (repeat; default 100)"
+    )
     p.add_argument("--no-golden", action="store_true", help="leave out the golden prompts")
     p.add_argument("--json", help="write the figures here too")
     args = p.parse_args(argv)

@@ -5,7 +5,7 @@ shuffled among the rows, so it answers fluently but about something else. One ev
 then scores the base and both adapters on held-out rows of the same file, sliced by intent
 (``rows_per_slice`` of each), with golden prompts, and checks each adapter's default gate.
 
-    python -m bench gate-demo                      # Bitext (../shared/datasets/bitext), the default model
+    python -m bench gate-demo          # Bitext (../shared/datasets/bitext), the default model
     python -m bench gate-demo --steps 40 --rows-per-slice 5 --max-new-tokens 40
 
 The data file must have an ``intent`` column; training uses its first ``train_rows`` rows,
@@ -56,8 +56,12 @@ def rule_overrides(text: str) -> dict:
     from adapters.shelf.gate_rules import DEFAULT_RULES, check_rules, parse_setting
 
     pairs = [parse_setting(part) for part in text.split(";") if part.strip()]
-    floors = {k: v for key, value in pairs if key == "floors" for k, v in value.items()}  # they add up
-    return check_rules({**DEFAULT_RULES, **dict(pairs), "floors": {**DEFAULT_RULES["floors"], **floors}})
+    floors = {
+        k: v for key, value in pairs if key == "floors" for k, v in value.items()
+    }  # they add up
+    return check_rules(
+        {**DEFAULT_RULES, **dict(pairs), "floors": {**DEFAULT_RULES["floors"], **floors}}
+    )
 
 
 def write_splits(args: DemoArgs, folder: Path) -> dict:
@@ -68,15 +72,22 @@ def write_splits(args: DemoArgs, folder: Path) -> dict:
     ds = load_rows(args.data)
     mapping = detect_mapping(ds.column_names, DataArgs(path=args.data))
     if mapping.prompt is None or not mapping.intent:
-        raise ValueError(f"{Path(args.data).name} needs prompt/response columns and an intent column")
+        raise ValueError(
+            f"{Path(args.data).name} needs prompt/response columns and an intent column"
+        )
     cols = ds.select_columns([mapping.prompt, mapping.response, mapping.intent]).to_dict()
-    rows = [{"prompt": p, "response": r, "intent": i}
-            for p, r, i in zip(cols[mapping.prompt], cols[mapping.response], cols[mapping.intent],
-                               strict=True)]
+    rows = [
+        {"prompt": p, "response": r, "intent": i}
+        for p, r, i in zip(
+            cols[mapping.prompt], cols[mapping.response], cols[mapping.intent], strict=True
+        )
+    ]
     if len(rows) <= args.train_rows:
-        raise ValueError(f"{Path(args.data).name} has {len(rows)} rows; train_rows={args.train_rows} "
-                         "leaves none to evaluate")
-    train, held_out = rows[: args.train_rows], rows[args.train_rows:]
+        raise ValueError(
+            f"{Path(args.data).name} has {len(rows)} rows; train_rows={args.train_rows} "
+            "leaves none to evaluate"
+        )
+    train, held_out = rows[: args.train_rows], rows[args.train_rows :]
     responses = [r["response"] for r in train]
     random.Random(args.seed).shuffle(responses)
     shuffled = [{**r, "response": resp} for r, resp in zip(train, responses, strict=True)]
@@ -99,13 +110,21 @@ def train_adapter(args: DemoArgs, data: str, name: str) -> dict:
     cfg.data.path, cfg.data.max_length, cfg.data.val_fraction = data, args.max_length, 0.02
     cfg.lora.r, cfg.lora.alpha = args.lora_r, 2 * args.lora_r
     t = cfg.train
-    t.max_steps, t.batch_size, t.learning_rate, t.seed = args.steps, args.batch_size, args.learning_rate, args.seed
+    t.max_steps, t.batch_size, t.learning_rate, t.seed = (
+        args.steps,
+        args.batch_size,
+        args.learning_rate,
+        args.seed,
+    )
     t.eval_every, t.probe_every, t.save_every, t.log_every = 0, 0, 0, 10
     cfg.run.adapter_name = name
     start = time.perf_counter()
     result = train(cfg)
-    return {"name": name, "seconds": round(time.perf_counter() - start, 1),
-            "metrics": getattr(result, "metrics", {})}
+    return {
+        "name": name,
+        "seconds": round(time.perf_counter() - start, 1),
+        "metrics": getattr(result, "metrics", {}),
+    }
 
 
 def run_demo(args: DemoArgs, on_line=print) -> dict:
@@ -133,26 +152,49 @@ def run_demo(args: DemoArgs, on_line=print) -> dict:
         write_rules(shelf.path(name), rules)
     session = ModelSession(args.model, dtype="float32")
     on_line(f"evaluating base, {names[0]} and {names[1]} by intent")
-    report = evaluate(session, names, splits["paths"]["eval"], max_samples=10_000,
-                      batch_size=8, use_validation_split=False, seed=args.seed,
-                      settings=GenerationSettings(max_new_tokens=args.max_new_tokens, seed=args.seed),
-                      golden=args.golden, slice_by="intent", rows_per_slice=args.rows_per_slice)
-    result = {"args": asdict(args), "rules": rules or "defaults",
-              "shuffled_rows": splits["shuffled_rows"], "trained": trained,
-              "eval_id": report.eval_id, "report": report.folder, "rows": report.data["rows"],
-              "slices": len(report.slices["slices"]), "timings": report.timings,
-              "metrics": report.metrics, "deltas": report.deltas, "gate": report.gate,
-              "worse_slices": {a: [s["slice"] for s in report.slices["slices"] if s["worse"][a]]
-                               for a in names}}
-    result["ok"] = (report.gate[names[0]]["state"] == "passed"
-                    and report.gate[names[1]]["state"] == "failed")
+    report = evaluate(
+        session,
+        names,
+        splits["paths"]["eval"],
+        max_samples=10_000,
+        batch_size=8,
+        use_validation_split=False,
+        seed=args.seed,
+        settings=GenerationSettings(max_new_tokens=args.max_new_tokens, seed=args.seed),
+        golden=args.golden,
+        slice_by="intent",
+        rows_per_slice=args.rows_per_slice,
+    )
+    result = {
+        "args": asdict(args),
+        "rules": rules or "defaults",
+        "shuffled_rows": splits["shuffled_rows"],
+        "trained": trained,
+        "eval_id": report.eval_id,
+        "report": report.folder,
+        "rows": report.data["rows"],
+        "slices": len(report.slices["slices"]),
+        "timings": report.timings,
+        "metrics": report.metrics,
+        "deltas": report.deltas,
+        "gate": report.gate,
+        "worse_slices": {
+            a: [s["slice"] for s in report.slices["slices"] if s["worse"][a]] for a in names
+        },
+    }
+    result["ok"] = (
+        report.gate[names[0]]["state"] == "passed" and report.gate[names[1]]["state"] == "failed"
+    )
     (folder / "result.json").write_text(json.dumps(result, indent=2, default=str))
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
     from core.cli import DefaultsFormatter
-    p = argparse.ArgumentParser(prog="python -m bench gate-demo", description=__doc__.splitlines()[0])
+
+    p = argparse.ArgumentParser(
+        prog="python -m bench gate-demo", description=__doc__.splitlines()[0]
+    )
     p.formatter_class = DefaultsFormatter  # each flag's default in --help
     defaults = DemoArgs()
     for key, value in asdict(defaults).items():
@@ -168,10 +210,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for name, verdict in result["gate"].items():
         m, d = result["metrics"][name], result["deltas"][name]
-        print(f"{name}: gate {verdict['state']}; BLEU {m['bleu']:.2f} (Δ {d['bleu']['delta']:+.2f}), "
-              f"ROUGE-L {m['rouge_l']:.4f}, perplexity {m['perplexity']:.2f}, golden "
-              f"{m['golden_passed']}/{m['golden_total']}, {len(result['worse_slices'][name])} of "
-              f"{result['slices']} intents worse beyond chance (corrected)")
+        print(
+            f"{name}: gate {verdict['state']}; BLEU {m['bleu']:.2f} (Δ {d['bleu']['delta']:+.2f}), "
+            f"ROUGE-L {m['rouge_l']:.4f}, perplexity {m['perplexity']:.2f}, golden "
+            f"{m['golden_passed']}/{m['golden_total']}, {len(result['worse_slices'][name])} of "
+            f"{result['slices']} intents worse beyond chance (corrected)"
+        )
         for reason in verdict["reasons"]:
             print(f"  - {reason}")
     print(f"report: {result['report']}")

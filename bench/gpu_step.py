@@ -3,13 +3,12 @@ the known remedies buy.
 
 A small model's LoRA step is launch-bound: hundreds of small kernels, each a few microseconds
 of GPU work behind the CPU's launch cost, so MFU stays low (gpu-check's figures are in
-docs/benchmarks-log.md). This command builds the step the way ``finetune.train`` does (the base loaded by
-:func:`finetune.train.setup.load_lora_model`, LoRA from the run config, the selective
-cross-entropy of :func:`finetune.train.steps.loss_sum`, fused AdamW), on random tokens of a
-fixed length, and measures for each variant steady tokens/s, the GPU's busy share of a step
-(CUDA time / wall time, from ``torch.profiler``), kernel launches per step and MFU. MFU counts,
-as gpu-check does, 4 x base parameters + 6 x LoRA parameters per token over the measured bf16
-matmul ceiling.
+docs/benchmarks-log.md). This command builds the step the way ``finetune.train`` does (the base
+loaded by :func:`finetune.train.setup.load_lora_model`, LoRA from the run config, the selective
+cross-entropy of :func:`finetune.train.steps.loss_sum`, fused AdamW), on random tokens of a fixed
+length, and measures for each variant steady tokens/s, the GPU's busy share of a step (CUDA time /
+wall time, from ``torch.profiler``), kernel launches per step and MFU. MFU counts, as gpu-check
+does, 4 x base parameters + 6 x LoRA parameters per token over the measured bf16 matmul ceiling.
 
 Variants: eager (as training runs today), regional ``torch.compile`` (each decoder layer
 compiled once, the same code reused by all layers: short compile times), and the same at
@@ -32,9 +31,16 @@ def decoder_layers(model):
     return max(lists, key=len)
 
 
-def build_step(model_path: str, batch: int, length: int, compiled: bool, device: str = "cuda",
-               precision: str = "bf16"):
-    """``(step, model, flops_per_token)``: ``step()`` runs one optimizer step on fixed random tokens."""
+def build_step(
+    model_path: str,
+    batch: int,
+    length: int,
+    compiled: bool,
+    device: str = "cuda",
+    precision: str = "bf16",
+):
+    """``(step, model, flops_per_token)``: ``step()`` runs one optimizer step on
+    fixed random tokens."""
     import torch
 
     from bench.gpucheck.cases import flops_per_token, run_config
@@ -85,7 +91,11 @@ def measure(step, tokens_per_step: int, steps: int = 10, warmup: int = 3) -> dic
         step()
     torch.cuda.synchronize()
     seconds = (time.perf_counter() - t0) / steps
-    return {"step_ms": 1000 * seconds, "tokens_per_s": tokens_per_step / seconds, "warmup_s": warm_s}
+    return {
+        "step_ms": 1000 * seconds,
+        "tokens_per_s": tokens_per_step / seconds,
+        "warmup_s": warm_s,
+    }
 
 
 def profile(step, steps: int = 3) -> dict:
@@ -103,9 +113,18 @@ def profile(step, steps: int = 3) -> dict:
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     busy_us = sum(e.device_time for e in kernels)
     top = sorted(prof.key_averages(), key=lambda e: e.self_device_time_total, reverse=True)[:12]
-    return {"gpu_busy": busy_us / wall_us, "kernels_per_step": len(kernels) / steps,
-            "top": [{"name": e.key[:90], "calls_per_step": e.count / steps,
-                     "ms_per_step": e.self_device_time_total / 1000 / steps} for e in top]}
+    return {
+        "gpu_busy": busy_us / wall_us,
+        "kernels_per_step": len(kernels) / steps,
+        "top": [
+            {
+                "name": e.key[:90],
+                "calls_per_step": e.count / steps,
+                "ms_per_step": e.self_device_time_total / 1000 / steps,
+            }
+            for e in top
+        ],
+    }
 
 
 def run(model_path: str, variants: list[tuple[str, int, int, bool]], out: Path) -> list[dict]:
@@ -130,7 +149,9 @@ def run(model_path: str, variants: list[tuple[str, int, int, bool]], out: Path) 
         torch.cuda.reset_peak_memory_stats()
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "top"}), flush=True)
-        (out / "gpu-step.json").write_text(json.dumps({"ceiling_tflops": ceiling / 1e12, "rows": rows}, indent=1))
+        (out / "gpu-step.json").write_text(
+            json.dumps({"ceiling_tflops": ceiling / 1e12, "rows": rows}, indent=1)
+        )
     (out / "gpu-step.md").write_text(render(rows, ceiling))
     return rows
 
@@ -138,22 +159,38 @@ def run(model_path: str, variants: list[tuple[str, int, int, bool]], out: Path) 
 def render(rows: list[dict], ceiling: float) -> str:
     import torch
 
-    lines = [f"GPU: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, bf16 matmul ceiling "
-             f"{ceiling / 1e12:.0f} TFLOP/s", "",
-             "| variant | batch x length | tokens/s | step ms | MFU | GPU busy | kernels/step | warm-up s | peak GiB |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"GPU: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, bf16 matmul ceiling "
+        f"{ceiling / 1e12:.0f} TFLOP/s",
+        "",
+        "| variant | batch x length | tokens/s | step ms | MFU | GPU busy | kernels/step | "
+        "warm-up s | peak GiB |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['variant']} | {r['batch']} x {r['length']} | failed: {r['error']} ||||||| ")
+            lines.append(
+                f"| {r['variant']} | {r['batch']} x {r['length']} | failed: {r['error']} ||||||| "
+            )
             continue
-        lines.append(f"| {r['variant']} | {r['batch']} x {r['length']} | {r['tokens_per_s']:,.0f} | "
-                     f"{r['step_ms']:.1f} | {100 * r['mfu']:.1f} % | {100 * r['gpu_busy']:.0f} % | "
-                     f"{r['kernels_per_step']:.0f} | {r['warmup_s']:.1f} | {r['peak_memory_gib']:.1f} |")
+        lines.append(
+            f"| {r['variant']} | {r['batch']} x {r['length']} | {r['tokens_per_s']:,.0f} | "
+            f"{r['step_ms']:.1f} | {100 * r['mfu']:.1f} % | {100 * r['gpu_busy']:.0f} % | "
+            f"{r['kernels_per_step']:.0f} | {r['warmup_s']:.1f} | {r['peak_memory_gib']:.1f} |"
+        )
     for r in rows:
         if r.get("top"):
-            lines += ["", f"Top kernels, {r['variant']} ({r['batch']} x {r['length']}):", "",
-                      "| kernel | calls/step | ms/step |", "|---|---:|---:|"]
-            lines += [f"| `{k['name']}` | {k['calls_per_step']:.0f} | {k['ms_per_step']:.2f} |" for k in r["top"]]
+            lines += [
+                "",
+                f"Top kernels, {r['variant']} ({r['batch']} x {r['length']}):",
+                "",
+                "| kernel | calls/step | ms/step |",
+                "|---|---:|---:|",
+            ]
+            lines += [
+                f"| `{k['name']}` | {k['calls_per_step']:.0f} | {k['ms_per_step']:.2f} |"
+                for k in r["top"]
+            ]
     return "\n".join(lines) + "\n"
 
 
@@ -165,10 +202,17 @@ VARIANTS = {
 
 def main(argv: list[str] | None = None) -> int:
     from core.cli import DefaultsFormatter
-    p = argparse.ArgumentParser(prog="python -m bench gpu-step", description=__doc__.splitlines()[0])
+
+    p = argparse.ArgumentParser(
+        prog="python -m bench gpu-step", description=__doc__.splitlines()[0]
+    )
     p.formatter_class = DefaultsFormatter  # each flag's default in --help
-    p.add_argument("--model", required=True, help="model folder (config + tokenizer; see --random-weights)")
-    p.add_argument("--random-weights", action="store_true", help="random weights from the model's config.json")
+    p.add_argument(
+        "--model", required=True, help="model folder (config + tokenizer; see --random-weights)"
+    )
+    p.add_argument(
+        "--random-weights", action="store_true", help="random weights from the model's config.json"
+    )
     p.add_argument("--batches", default="64,256", help="micro-batch sizes, comma-separated")
     p.add_argument("--length", type=int, default=128, help="tokens per row")
     p.add_argument("--variants", default="eager,compiled", help=",".join(VARIANTS))
@@ -185,10 +229,17 @@ def main(argv: list[str] | None = None) -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    variants = [(VARIANTS[v][0], int(b), args.length, VARIANTS[v][1])
-                for b in args.batches.split(",") for v in args.variants.split(",")]
+    variants = [
+        (VARIANTS[v][0], int(b), args.length, VARIANTS[v][1])
+        for b in args.batches.split(",")
+        for v in args.variants.split(",")
+    ]
     with tempfile.TemporaryDirectory() as tmp:
-        model = random_weights_copy(args.model, Path(tmp) / "model") if args.random_weights else args.model
+        model = (
+            random_weights_copy(args.model, Path(tmp) / "model")
+            if args.random_weights
+            else args.model
+        )
         rows = run(model, variants, out)
     print((out / "gpu-step.md").read_text())
     return 0 if all("error" not in r for r in rows) else 1

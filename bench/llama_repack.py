@@ -38,14 +38,35 @@ def _ready(url: str, proc: subprocess.Popen, deadline: float) -> str:
     return "not ready in time (a hang)"
 
 
-def decode_speeds(binary: Path, gguf: Path, extra: list[str], tokens: int, runs: int, cpus: str | None,
-                  log: Path) -> dict:
+def decode_speeds(
+    binary: Path, gguf: Path, extra: list[str], tokens: int, runs: int, cpus: str | None, log: Path
+) -> dict:
     """Tokens/s of each request on one fresh llama-server, or the reason it gave none."""
     port = free_port()
-    cmd = [str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port), "-np", "1",
-           "-c", "2048", "-t", "2", "-tb", "2", "--no-webui", *extra]
-    proc = subprocess.Popen((["taskset", "-c", cpus] if cpus else []) + cmd, stdout=log.open("w"),
-                            stderr=subprocess.STDOUT)
+    cmd = [
+        str(binary),
+        "-m",
+        str(gguf),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "-np",
+        "1",
+        "-c",
+        "2048",
+        "-t",
+        "2",
+        "-tb",
+        "2",
+        "--no-webui",
+        *extra,
+    ]
+    proc = subprocess.Popen(
+        (["taskset", "-c", cpus] if cpus else []) + cmd,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         problem = _ready(url, proc, time.monotonic() + 60)
@@ -53,12 +74,24 @@ def decode_speeds(binary: Path, gguf: Path, extra: list[str], tokens: int, runs:
             return {"error": problem}
         speeds = []
         for _ in range(runs):
-            body = {"prompt": "Hello, I need help with my order", "n_predict": tokens, "ignore_eos": True,
-                    "top_k": 1, "samplers": ["top_k"], "cache_prompt": False}
+            body = {
+                "prompt": "Hello, I need help with my order",
+                "n_predict": tokens,
+                "ignore_eos": True,
+                "top_k": 1,
+                "samplers": ["top_k"],
+                "cache_prompt": False,
+            }
             try:
-                reply = httpx.post(f"{url}/completion", json=body, timeout=120).raise_for_status().json()
+                reply = (
+                    httpx.post(f"{url}/completion", json=body, timeout=120)
+                    .raise_for_status()
+                    .json()
+                )
             except httpx.HTTPError as error:
-                return {"error": f"request failed ({type(error).__name__}); exit code {proc.poll()}"}
+                return {
+                    "error": f"request failed ({type(error).__name__}); exit code {proc.poll()}"
+                }
             speeds.append(reply["timings"]["predicted_per_second"])
         return {"tok_s": speeds, "median": statistics.median(speeds[1:])}
     finally:
@@ -75,16 +108,28 @@ def default_gguf() -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     from core.cli import DefaultsFormatter
-    parser = argparse.ArgumentParser(prog="python -m bench llama-repack", description=__doc__.splitlines()[0])
+
+    parser = argparse.ArgumentParser(
+        prog="python -m bench llama-repack", description=__doc__.splitlines()[0]
+    )
     parser.formatter_class = DefaultsFormatter  # each flag's default in --help
-    parser.add_argument("--gguf", type=Path, help="GGUF to decode (default: the default model at Q8_0)")
-    parser.add_argument("--binary", action="append", default=[], help="label=path of another llama-server")
+    parser.add_argument(
+        "--gguf", type=Path, help="GGUF to decode (default: the default model at Q8_0)"
+    )
+    parser.add_argument(
+        "--binary", action="append", default=[], help="label=path of another llama-server"
+    )
     parser.add_argument("--tokens", type=int, default=128)
-    parser.add_argument("--runs", type=int, default=4, help="requests per setting, the first not counted")
+    parser.add_argument(
+        "--runs", type=int, default=4, help="requests per setting, the first not counted"
+    )
     parser.add_argument("--cpus", help="taskset CPU list, e.g. 0,1")
     args = parser.parse_args(argv)
     built = server_binary()
-    settings = [("repack (llama.cpp's default)", built, []), ("--no-repack", built, ["--no-repack"])]
+    settings = [
+        ("repack (llama.cpp's default)", built, []),
+        ("--no-repack", built, ["--no-repack"]),
+    ]
     settings = [s for s in settings if s[1] is not None]
     for spec in args.binary:
         label, _, path = spec.partition("=")
@@ -93,10 +138,14 @@ def main(argv: list[str] | None = None) -> int:
         print("llama-server is not built (make llama) and no --binary was named")
         return 1
     gguf = args.gguf or default_gguf()
-    print(f"CPU: {cpu_model()}; file: {gguf.name}; {args.tokens} tokens a request, one client, -t 2")
+    print(
+        f"CPU: {cpu_model()}; file: {gguf.name}; {args.tokens} tokens a request, one client, -t 2"
+    )
     with tempfile.TemporaryDirectory(prefix="tunedesk-repack-") as logs:
         for i, (label, binary, extra) in enumerate(settings):
-            result = decode_speeds(binary, gguf, extra, args.tokens, args.runs, args.cpus, Path(logs) / f"{i}.log")
+            result = decode_speeds(
+                binary, gguf, extra, args.tokens, args.runs, args.cpus, Path(logs) / f"{i}.log"
+            )
             print(json.dumps({"setting": label, **result}))
     return 0
 

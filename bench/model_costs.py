@@ -159,7 +159,8 @@ def main(args) -> int:
     models = selected(args.models)
     if args.warmup_steps < 0 or args.max_steps <= args.warmup_steps:
         raise ValueError(
-            f"--max-steps {args.max_steps} leaves no timed step after {args.warmup_steps} warm-up steps"
+            f"--max-steps {args.max_steps} leaves no timed step after {args.warmup_steps} "
+            "warm-up steps"
         )
     s = train_settings()
     machine = model_costs.machine_info()

@@ -22,7 +22,8 @@ DECODE_RUNS = 3
 
 
 def random_model_folder(config_values: dict, folder: Path) -> Path:
-    """Save a random-weight model of ``config_values`` (a config.json dict) with a padded tokenizer."""
+    """Save a random-weight model of ``config_values`` (a config.json dict) with a
+    padded tokenizer."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 

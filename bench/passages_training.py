@@ -49,8 +49,14 @@ def run(args) -> dict:
     session.load()
     manifests = {name: session.load_adapter(name).manifest for name in names}
     per_intent = math.ceil(args.rows / 27) + 1  # Bitext's 27 intents; a small file has fewer
-    rows = select_rows(session.tokenizer, manifests, args.data, args.rows,
-                       slice_by="intent", rows_per_slice=per_intent)
+    rows = select_rows(
+        session.tokenizer,
+        manifests,
+        args.data,
+        args.rows,
+        slice_by="intent",
+        rows_per_slice=per_intent,
+    )
     settings = GenerationSettings(max_new_tokens=args.max_new_tokens)
     results = {"rows": len(rows.prompts), "note": rows.note, "k": args.k, "models": []}
     models = ([] if args.no_base else [BASE]) + names
@@ -60,21 +66,27 @@ def run(args) -> dict:
             if grounded and not knowledge:
                 continue
             t0 = time.perf_counter()
-            answers = _answers(session, rows, model, knowledge if grounded else None,
-                               args, settings)
+            answers = _answers(
+                session, rows, model, knowledge if grounded else None, args, settings
+            )
             named, why = addressed(answers, args.data)
             if not named:
                 raise SystemExit(f"no intent classifier: {why}")
             right = sum(n == a for n, a in zip(named, rows.intents, strict=True))
             manifest = manifests.get(model, {})
-            results["models"].append({
-                "model": model, "grounded": grounded,
-                "knowledge": f"{knowledge['name']} {knowledge['version']}" if grounded else "",
-                "with_passages": (manifest.get("data") or {}).get("with_passages", 0),
-                "steps": manifest.get("steps"),
-                "right_intent": right / len(named), "right": right, "of": len(named),
-                "seconds": round(time.perf_counter() - t0, 1),
-            })
+            results["models"].append(
+                {
+                    "model": model,
+                    "grounded": grounded,
+                    "knowledge": f"{knowledge['name']} {knowledge['version']}" if grounded else "",
+                    "with_passages": (manifest.get("data") or {}).get("with_passages", 0),
+                    "steps": manifest.get("steps"),
+                    "right_intent": right / len(named),
+                    "right": right,
+                    "of": len(named),
+                    "seconds": round(time.perf_counter() - t0, 1),
+                }
+            )
             print(_line(results["models"][-1]), file=sys.stderr, flush=True)
     return results
 
@@ -89,21 +101,29 @@ def _answers(session, rows, model, knowledge, args, settings) -> list[str]:
         if rows.system_prompt:
             messages.insert(0, {"role": "system", "content": rows.system_prompt})
         if knowledge:
-            messages, _ = ground(messages, knowledge["name"], knowledge["version"], k=args.k,
-                                 tokenizer=session.tokenizer, context_tokens=context,
-                                 answer_tokens=args.max_new_tokens)
+            messages, _ = ground(
+                messages,
+                knowledge["name"],
+                knowledge["version"],
+                k=args.k,
+                tokenizer=session.tokenizer,
+                context_tokens=context,
+                answer_tokens=args.max_new_tokens,
+            )
         conversations.append(messages)
     out = []
     for i in range(0, len(conversations), args.batch_size):
-        part = conversations[i: i + args.batch_size]
+        part = conversations[i : i + args.batch_size]
         out += [a.text for a in generate_batch(session, part, [model] * len(part), settings)]
     return out
 
 
 def _line(r: dict) -> str:
     how = f"grounded in {r['knowledge']}" if r["grounded"] else "ungrounded"
-    return (f"{r['model']:<28} {how:<34} with_passages={r['with_passages']} steps={r['steps']} "
-            f"right intent {r['right_intent']:.3f} ({r['right']}/{r['of']}) {r['seconds']} s")
+    return (
+        f"{r['model']:<28} {how:<34} with_passages={r['with_passages']} steps={r['steps']} "
+        f"right intent {r['right_intent']:.3f} ({r['right']}/{r['of']}) {r['seconds']} s"
+    )
 
 
 def main(args) -> int:

@@ -16,12 +16,12 @@ them); the training pairs come from the rows after them, the ``--held-out`` pair
 last rows and the gate's rows from its last ``--gate-from`` rows (the same rows whatever
 ``--pairs`` is). The SFT adapter's held-out accuracy is cached in the home.
 SFT: with ``--sft-budget MINUTES`` (default 10) the Train tab's defaults
-(``finetune.config.first_run_defaults``, as ``ui_defaults``: a time budget that sizes the steps, evaluation, probes and
-checkpoints on auto); with ``--sft-budget 0`` the settings before the time budget,
-``--sft-steps`` fixed steps. A ``--home`` kept from an earlier run reuses its SFT adapter and
-base answers; the report says how that adapter was trained (its manifest).
-Preference accuracy is the share of held-out pairs where the adapter gives the chosen answer
-the higher log-probability (``finetune.train.preference_accuracy``).
+(``finetune.config.first_run_defaults``, as ``ui_defaults``: a time budget that sizes the steps,
+evaluation, probes and checkpoints on auto); with ``--sft-budget 0`` the settings before the time
+budget, ``--sft-steps`` fixed steps. A ``--home`` kept from an earlier run reuses its SFT adapter
+and base answers; the report says how that adapter was trained (its manifest). Preference accuracy
+is the share of held-out pairs where the adapter gives the chosen answer the higher log-probability
+(``finetune.train.preference_accuracy``).
 
     python -m bench preference                         # 128 pairs, 200 held out, DPO, then the gate
     python -m bench preference --rejected base --home /tmp/prefbase
@@ -88,14 +88,19 @@ def train_sft(cfg: RunConfig) -> float:
 
 
 def sft_summary(manifest: dict, reused: bool, seconds: float) -> str:
-    """How the SFT adapter was trained, from its manifest (``budget``: what a time budget bought)."""
+    """How the SFT adapter was trained, from its manifest (``budget``: what a
+    time budget bought)."""
     d, t, b = manifest["data"], manifest["training"], manifest.get("budget")
-    rows = f"{d['train_rows']} training + {d['val_rows']} validation rows of `{Path(d['path']).name}`"
+    rows = (
+        f"{d['train_rows']} training + {d['val_rows']} validation rows of `{Path(d['path']).name}`"
+    )
     batch = t["batch_size"] * t["grad_accum"]
     if b:
-        how = (f"the Train tab's defaults for {b['seconds'] / 60:g} min on {rows}: the budget bought {b['steps']} "
-               f"steps of {batch}, {b['rows_seen']} rows seen ({b['epochs']:.2f} epochs) in "
-               f"{b['seconds_used'] / 60:.1f} min")
+        how = (
+            f"the Train tab's defaults for {b['seconds'] / 60:g} min on {rows}: the budget "
+            f"bought {b['steps']} steps of {batch}, {b['rows_seen']} rows seen "
+            f"({b['epochs']:.2f} epochs) in {b['seconds_used'] / 60:.1f} min"
+        )
     else:
         how = f"{manifest['steps']} fixed steps of {batch} (no time budget) on {rows}"
     return how + (", reused from --home" if reused else f"; {seconds / 60:.1f} min in all")
@@ -104,31 +109,60 @@ def sft_summary(manifest: dict, reused: bool, seconds: float) -> str:
 def build_pairs(args, data: Path, home: Path) -> tuple[list[dict], list[dict], str]:
     """The training and held-out pairs, and a report line saying what ``rejected`` is."""
     own = args.rejected_rows == "pairs"
-    rows = slice(args.sft_rows, args.sft_rows + args.pairs) if own else slice(0, args.sft_rows + args.pairs)
+    rows = (
+        slice(args.sft_rows, args.sft_rows + args.pairs)
+        if own
+        else slice(0, args.sft_rows + args.pairs)
+    )
     train_pairs = bitext_pairs(data, args.sft_rows, args.pairs, rejected_rows=rows)
     held_out = bitext_pairs(data, -args.held_out, args.held_out, seed=1)
     if args.rejected == "other-intent":
         opening = ""
         if args.rejected_opening:  # the training pairs only: the held-out ones keep whole answers
-            train_pairs = [{**p, "rejected": " ".join(p["rejected"].split()[:args.rejected_opening])}
-                           for p in train_pairs]
-            opening = f" (training pairs: its first {args.rejected_opening} words, where it names its intent)"
-        where = "another training pair's chosen" if own else f"from the first {args.sft_rows + args.pairs} rows"
-        return train_pairs, held_out, (f"rejected = the answer of a row with another intent (training pairs: "
-                                       f"{where}){opening}; "
-                                       f"{len(train_pairs)} training pairs, {len(held_out)} held out")
+            train_pairs = [
+                {**p, "rejected": " ".join(p["rejected"].split()[: args.rejected_opening])}
+                for p in train_pairs
+            ]
+            opening = (
+                f" (training pairs: its first {args.rejected_opening} words, where it names "
+                "its intent)"
+            )
+        where = (
+            "another training pair's chosen"
+            if own
+            else f"from the first {args.sft_rows + args.pairs} rows"
+        )
+        return (
+            train_pairs,
+            held_out,
+            (
+                f"rejected = the answer of a row with another intent (training pairs: "
+                f"{where}){opening}; "
+                f"{len(train_pairs)} training pairs, {len(held_out)} held out"
+            ),
+        )
     from inference.session import ModelSession
 
     cache = home / "base-answers.jsonl"
-    base = base_answers(ModelSession("default", dtype="float32"),
-                        [p["prompt"][-1]["content"] for p in train_pairs + held_out], cache, args.rejected_tokens)
+    base = base_answers(
+        ModelSession("default", dtype="float32"),
+        [p["prompt"][-1]["content"] for p in train_pairs + held_out],
+        cache,
+        args.rejected_tokens,
+    )
     train_pairs, skipped_train = with_base_rejected(train_pairs, base.answers)
     held_out, skipped_held = with_base_rejected(held_out, base.answers)
-    return train_pairs, held_out, (
-        f"rejected = the base model's greedy answer (at most {args.rejected_tokens} tokens): {base.generated} "
-        f"generated in {base.seconds / 60:.1f} min, {len(set(base.answers)) - base.generated} from `{cache.name}`; "
-        f"{len(train_pairs)} training pairs, {len(held_out)} held out ({skipped_train} and {skipped_held} "
-        "left out: base answer empty or the reference)")
+    return (
+        train_pairs,
+        held_out,
+        (
+            f"rejected = the base model's greedy answer (at most {args.rejected_tokens} tokens): "
+            f"{base.generated} generated in {base.seconds / 60:.1f} min, "
+            f"{len(set(base.answers)) - base.generated} from `{cache.name}`; {len(train_pairs)} "
+            f"training pairs, {len(held_out)} held out ({skipped_train} and {skipped_held} left "
+            "out: base answer empty or the reference)"
+        ),
+    )
 
 
 def accuracy(adapter: str, pairs: list[dict]) -> tuple[float, float, float]:
@@ -146,7 +180,9 @@ def start_accuracy(pairs: list[dict], sft_dir: Path, home: Path) -> tuple[float,
 
     from adapters.shelf.manifest import WEIGHTS
 
-    key = hashlib.sha256((sft_dir / WEIGHTS).read_bytes() + json.dumps(pairs, sort_keys=True).encode()).hexdigest()
+    key = hashlib.sha256(
+        (sft_dir / WEIGHTS).read_bytes() + json.dumps(pairs, sort_keys=True).encode()
+    ).hexdigest()
     cache = home / "start-accuracy.json"
     if cache.is_file() and (found := json.loads(cache.read_text())).get("key") == key:
         return tuple(found["accuracy"])
@@ -155,7 +191,9 @@ def start_accuracy(pairs: list[dict], sft_dir: Path, home: Path) -> tuple[float,
     return result
 
 
-def release_gate(child: str, data: Path, last_rows: int, per_intent: int, max_new_tokens: int, home: Path):
+def release_gate(
+    child: str, data: Path, last_rows: int, per_intent: int, max_new_tokens: int, home: Path
+):
     """The release gate of ``child`` against the version it was tuned from (``eval.run`` scores
     the parent beside it), on the file's last ``last_rows`` rows (never trained on), sliced by
     intent, ``per_intent`` rows each. Returns the report."""
@@ -166,86 +204,233 @@ def release_gate(child: str, data: Path, last_rows: int, per_intent: int, max_ne
     rows, fields = read_rows(data)
     held = write_rows(home / "gate-rows.csv", fields, rows[-last_rows:])
     session = ModelSession("default", dtype="float32")
-    return evaluate(session, [child], str(held), max_samples=min(500, last_rows), use_validation_split=False,
-                    slice_by="intent", rows_per_slice=per_intent,
-                    settings=GenerationSettings(max_new_tokens=max_new_tokens))
+    return evaluate(
+        session,
+        [child],
+        str(held),
+        max_samples=min(500, last_rows),
+        use_validation_split=False,
+        slice_by="intent",
+        rows_per_slice=per_intent,
+        settings=GenerationSettings(max_new_tokens=max_new_tokens),
+    )
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     from core.cli import DefaultsFormatter
-    p = argparse.ArgumentParser(prog="python -m bench preference", description=__doc__.splitlines()[0])
+
+    p = argparse.ArgumentParser(
+        prog="python -m bench preference", description=__doc__.splitlines()[0]
+    )
     p.formatter_class = DefaultsFormatter  # each flag's default in --help
     p.add_argument("--data", default=str(BITEXT), help="Bitext training CSV")
     p.add_argument("--method", choices=["dpo", "cpo", "orpo"], default="dpo")
-    p.add_argument("--rejected", choices=["other-intent", "base"], default="other-intent",
-                   help="the rejected answer: another intent's reference answer, or the base model's own greedy "
-                        "answer (generated once, cached in the bench home)")
-    p.add_argument("--rejected-tokens", type=int, default=96, help="--rejected base: the answers' length cap")
-    p.add_argument("--rejected-rows", choices=["training", "pairs"], default="training",
-                   help="--rejected other-intent: the training pairs' rejected answers come from the training rows "
-                        "(the SFT rows and the pairs') or from the pairs' own rows (each another pair's chosen, so "
-                        "the SFT term holds it up under its own prompt); never from held-out rows")
-    p.add_argument("--rejected-opening", type=int, default=0, metavar="WORDS",
-                   help="--rejected other-intent: train on the rejected answer's first WORDS words only (0: whole); "
-                        "the held-out pairs keep whole answers")
-    p.add_argument("--sft-rows", type=int, default=400,
-                   help="the SFT adapter trains on the file's first N rows, 5 %% of them for validation (Train tab: 400)")
-    p.add_argument("--sft-budget", type=float, default=10.0, metavar="MINUTES",
-                   help="train the SFT adapter with the Train tab's defaults for this long (Train tab: 10); "
-                        "0: --sft-steps fixed steps, the settings before the time budget")
-    p.add_argument("--sft-steps", type=int, default=30, help="with --sft-budget 0: its optimizer steps (was 30)")
+    p.add_argument(
+        "--rejected",
+        choices=["other-intent", "base"],
+        default="other-intent",
+        help=(
+            "the rejected answer: another intent's reference answer, or the base model's own "
+            "greedy "
+            "answer (generated once, cached in the bench home)"
+        ),
+    )
+    p.add_argument(
+        "--rejected-tokens", type=int, default=96, help="--rejected base: the answers' length cap"
+    )
+    p.add_argument(
+        "--rejected-rows",
+        choices=["training", "pairs"],
+        default="training",
+        help=(
+            "--rejected other-intent: the training pairs' rejected answers come from the "
+            "training rows (the SFT rows and the pairs') or from the pairs' own rows (each "
+            "another pair's chosen, so the SFT term holds it up under its own prompt); never "
+            "from held-out rows"
+        ),
+    )
+    p.add_argument(
+        "--rejected-opening",
+        type=int,
+        default=0,
+        metavar="WORDS",
+        help=(
+            "--rejected other-intent: train on the rejected answer's first WORDS words only "
+            "(0: whole); "
+            "the held-out pairs keep whole answers"
+        ),
+    )
+    p.add_argument(
+        "--sft-rows",
+        type=int,
+        default=400,
+        help=(
+            "the SFT adapter trains on the file's first N rows, 5 %% of them for validation "
+            "(Train tab: 400)"
+        ),
+    )
+    p.add_argument(
+        "--sft-budget",
+        type=float,
+        default=10.0,
+        metavar="MINUTES",
+        help="train the SFT adapter with the Train tab's defaults for this long (Train tab: 10); "
+        "0: --sft-steps fixed steps, the settings before the time budget",
+    )
+    p.add_argument(
+        "--sft-steps",
+        type=int,
+        default=30,
+        help="with --sft-budget 0: its optimizer steps (was 30)",
+    )
     p.add_argument("--pairs", type=int, default=128, help="pairs the preference run trains on")
-    p.add_argument("--held-out", type=int, default=200, help="pairs kept out for the accuracy (the file's last rows)")
-    p.add_argument("--epochs", type=float, default=None, help="default: the method's (DPO and CPO 1.5, ORPO 1)")
-    p.add_argument("--time-budget", type=float, default=0.0, metavar="MINUTES",
-                   help="the preference run's time budget, from the call to the saved adapter (0: off; the "
-                        "method's epochs still cap it)")
+    p.add_argument(
+        "--held-out",
+        type=int,
+        default=200,
+        help="pairs kept out for the accuracy (the file's last rows)",
+    )
+    p.add_argument(
+        "--epochs", type=float, default=None, help="default: the method's (DPO and CPO 1.5, ORPO 1)"
+    )
+    p.add_argument(
+        "--time-budget",
+        type=float,
+        default=0.0,
+        metavar="MINUTES",
+        help="the preference run's time budget, from the call to the saved adapter (0: off; the "
+        "method's epochs still cap it)",
+    )
     p.add_argument("--batch-size", type=int, default=4)
-    p.add_argument("--lr", type=float, default=None, help="default: the method's (DPO and CPO 1e-3, ORPO 5e-4)")
-    p.add_argument("--beta", type=float, default=None, help="default: the method's (DPO and CPO 0.05, ORPO 0.02)")
-    p.add_argument("--max-length", type=int, default=128,
-                   help="prompt + answer tokens a pair trains on (the product's default: 256); 128 cuts most "
-                        "Bitext answers short, and with them the length that decides most lost pairs")
-    p.add_argument("--sft-weight", type=float, default=None,
-                   help="DPO/CPO: weight of the SFT term on chosen answers (default: the method's, 6 for both)")
-    p.add_argument("--loss", choices=["sigmoid", "apo_zero", "ipo"], default="sigmoid",
-                   help="DPO: TRL's preference loss (sigmoid: DPO's own; apo_zero: anchored; ipo: margin-capped)")
-    p.add_argument("--seed", type=int, default=0, help="the preference run's seed (the pairs' order)")
-    p.add_argument("--trl-head", action="store_true",
-                   help="DPO/CPO on the CPU: TRL's own fused LM head instead of TuneDesk's lean one (the baseline)")
-    p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
-                   help="of the preference run (auto: the Train tab's default here, measured: bf16 on CPUs whose bf16 "
-                        "products are clearly faster)")
-    p.add_argument("--gradient-checkpointing", action="store_true",
-                   help="recompute activations in the backward pass (TRL's default; off here as in SFT)")
-    p.add_argument("--home", help="keep the working files here, and reuse the SFT adapter and base answers "
-                                  "found there (default: a temporary folder)")
-    p.add_argument("--gate", type=int, default=3, metavar="ROWS",
-                   help="then the release gate against the starting version on the held-out rows, this many "
-                        "per intent (0: no gate)")
-    p.add_argument("--gate-tokens", type=int, default=48, help="answer length in the gate's evaluation")
-    p.add_argument("--gate-from", type=int, default=0, metavar="LAST",
-                   help="the gate's rows come from the file's last LAST rows (0: the --held-out rows); a slice "
-                        "needs ~11 rows before the gate's corrected test can flag it, 5 never can")
+    p.add_argument(
+        "--lr", type=float, default=None, help="default: the method's (DPO and CPO 1e-3, ORPO 5e-4)"
+    )
+    p.add_argument(
+        "--beta",
+        type=float,
+        default=None,
+        help="default: the method's (DPO and CPO 0.05, ORPO 0.02)",
+    )
+    p.add_argument(
+        "--max-length",
+        type=int,
+        default=128,
+        help="prompt + answer tokens a pair trains on (the product's default: 256); 128 cuts most "
+        "Bitext answers short, and with them the length that decides most lost pairs",
+    )
+    p.add_argument(
+        "--sft-weight",
+        type=float,
+        default=None,
+        help=(
+            "DPO/CPO: weight of the SFT term on chosen answers (default: the method's, 6 for both)"
+        ),
+    )
+    p.add_argument(
+        "--loss",
+        choices=["sigmoid", "apo_zero", "ipo"],
+        default="sigmoid",
+        help=(
+            "DPO: TRL's preference loss (sigmoid: DPO's own; apo_zero: anchored; ipo: "
+            "margin-capped)"
+        ),
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="the preference run's seed (the pairs' order)"
+    )
+    p.add_argument(
+        "--trl-head",
+        action="store_true",
+        help=(
+            "DPO/CPO on the CPU: TRL's own fused LM head instead of TuneDesk's lean one (the "
+            "baseline)"
+        ),
+    )
+    p.add_argument(
+        "--precision",
+        choices=["auto", "fp32", "bf16"],
+        default="auto",
+        help=(
+            "of the preference run (auto: the Train tab's default here, measured: bf16 on "
+            "CPUs whose bf16 "
+            "products are clearly faster)"
+        ),
+    )
+    p.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        help="recompute activations in the backward pass (TRL's default; off here as in SFT)",
+    )
+    p.add_argument(
+        "--home",
+        help="keep the working files here, and reuse the SFT adapter and base answers "
+        "found there (default: a temporary folder)",
+    )
+    p.add_argument(
+        "--gate",
+        type=int,
+        default=3,
+        metavar="ROWS",
+        help="then the release gate against the starting version on the held-out rows, this many "
+        "per intent (0: no gate)",
+    )
+    p.add_argument(
+        "--gate-tokens", type=int, default=48, help="answer length in the gate's evaluation"
+    )
+    p.add_argument(
+        "--gate-from",
+        type=int,
+        default=0,
+        metavar="LAST",
+        help=(
+            "the gate's rows come from the file's last LAST rows (0: the --held-out rows); a "
+            "slice "
+            "needs ~11 rows before the gate's corrected test can flag it, 5 never can"
+        ),
+    )
     return p.parse_args(argv)
 
 
 def check_args(args: argparse.Namespace, data: Path) -> None:
     """Raise one ValueError naming every problem with the arguments."""
     if not data.is_file():
-        raise ValueError(f"{data} is not there; the Bitext files live in ../shared/datasets/bitext/")
+        raise ValueError(
+            f"{data} is not there; the Bitext files live in ../shared/datasets/bitext/"
+        )
     total = len(read_rows(data)[0])
-    problems = [text for bad, text in [
-        (args.sft_rows + args.pairs > total - max(args.held_out, args.gate_from),
-         f"--sft-rows + --pairs + max(--held-out, --gate-from) must fit in the file's {total:,} rows"),
-        (args.gate_from < 0, f"--gate-from must be 0 or more rows, got {args.gate_from}"),
-        (args.sft_budget < 0, f"--sft-budget must be 0 (fixed steps) or more minutes, got {args.sft_budget}"),
-        (args.sft_budget == 0 and args.sft_steps < 1, f"--sft-steps must be 1 or more, got {args.sft_steps}"),
-        (args.time_budget != 0 and not 0.5 <= args.time_budget <= 7 * 24 * 60,
-         f"--time-budget must be 0 (off) or from 0.5 minutes to 7 days, got {args.time_budget}"),
-        (args.rejected_opening < 0, f"--rejected-opening must be 0 or more words, got {args.rejected_opening}"),
-        (not 1 <= args.rejected_tokens <= 2048, f"--rejected-tokens must be from 1 to 2048, got {args.rejected_tokens}"),
-    ] if bad]
+    problems = [
+        text
+        for bad, text in [
+            (
+                args.sft_rows + args.pairs > total - max(args.held_out, args.gate_from),
+                "--sft-rows + --pairs + max(--held-out, --gate-from) must fit in the file's "
+                f"{total:,} rows",
+            ),
+            (args.gate_from < 0, f"--gate-from must be 0 or more rows, got {args.gate_from}"),
+            (
+                args.sft_budget < 0,
+                f"--sft-budget must be 0 (fixed steps) or more minutes, got {args.sft_budget}",
+            ),
+            (
+                args.sft_budget == 0 and args.sft_steps < 1,
+                f"--sft-steps must be 1 or more, got {args.sft_steps}",
+            ),
+            (
+                args.time_budget != 0 and not 0.5 <= args.time_budget <= 7 * 24 * 60,
+                "--time-budget must be 0 (off) or from 0.5 minutes to 7 days, got "
+                f"{args.time_budget}",
+            ),
+            (
+                args.rejected_opening < 0,
+                f"--rejected-opening must be 0 or more words, got {args.rejected_opening}",
+            ),
+            (
+                not 1 <= args.rejected_tokens <= 2048,
+                f"--rejected-tokens must be from 1 to 2048, got {args.rejected_tokens}",
+            ),
+        ]
+        if bad
+    ]
     if problems:
         raise ValueError("; ".join(problems))
 
@@ -265,45 +450,98 @@ def main(argv: list[str] | None = None) -> int:
         pairs_file.write_text("".join(json.dumps(x) + "\n" for x in train_pairs))
         sft_dir = home / "adapters" / SFT_NAME
         reused = sft_dir.is_dir()  # a --home kept from an earlier run
-        sft_seconds = 0.0 if reused else train_sft(sft_config(data, args.sft_rows, args.sft_budget,
-                                                              args.sft_steps, home))
-        sft_line = sft_summary(json.loads((sft_dir / "manifest.json").read_text()), reused, sft_seconds)
+        sft_seconds = (
+            0.0
+            if reused
+            else train_sft(sft_config(data, args.sft_rows, args.sft_budget, args.sft_steps, home))
+        )
+        sft_line = sft_summary(
+            json.loads((sft_dir / "manifest.json").read_text()), reused, sft_seconds
+        )
         before = start_accuracy(held_out, sft_dir, home)
-        precision = first_run_defaults().train.precision if args.precision == "auto" else args.precision
-        cfg = PreferenceConfig(SFT_NAME, str(pairs_file), name=f"bench-{args.method}", method=args.method,
-                               beta=args.beta, learning_rate=args.lr, epochs=args.epochs,
-                               batch_size=args.batch_size, max_length=args.max_length, sft_weight=args.sft_weight,
-                               gradient_checkpointing=args.gradient_checkpointing, precision=precision,
-                               loss=args.loss, lean_head=not args.trl_head, seed=args.seed,
-                               time_budget_s=args.time_budget * 60)
-        shutil.rmtree(home / "adapters" / cfg.name, ignore_errors=True)  # the last run's, in a kept --home
+        precision = (
+            first_run_defaults().train.precision if args.precision == "auto" else args.precision
+        )
+        cfg = PreferenceConfig(
+            SFT_NAME,
+            str(pairs_file),
+            name=f"bench-{args.method}",
+            method=args.method,
+            beta=args.beta,
+            learning_rate=args.lr,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            max_length=args.max_length,
+            sft_weight=args.sft_weight,
+            gradient_checkpointing=args.gradient_checkpointing,
+            precision=precision,
+            loss=args.loss,
+            lean_head=not args.trl_head,
+            seed=args.seed,
+            time_budget_s=args.time_budget * 60,
+        )
+        shutil.rmtree(
+            home / "adapters" / cfg.name, ignore_errors=True
+        )  # the last run's, in a kept --home
         called = time.time()
         result = train_preference(cfg, started=called)
         whole = time.time() - called  # loading, the reference pass, training and the save
         bought = json.loads((result.path / "manifest.json").read_text()).get("budget")
         after = accuracy(result.name, held_out)
-        print(f"preference accuracy {before[0]:.3f} -> {after[0]:.3f}, chosen perplexity {before[2]:.2f} -> "
-              f"{after[2]:.2f} ({result.seconds / 60:.1f} min){'; the gate next' if args.gate else ''}",
-              file=sys.stderr, flush=True)
+        print(
+            f"preference accuracy {before[0]:.3f} -> {after[0]:.3f}, chosen perplexity "
+            f"{before[2]:.2f} -> {after[2]:.2f} ({result.seconds / 60:.1f} "
+            f"min){'; the gate next' if args.gate else ''}",
+            file=sys.stderr,
+            flush=True,
+        )
         started = time.perf_counter()
-        report = (release_gate(result.name, data, args.gate_from or args.held_out, args.gate, args.gate_tokens, home)
-                  if args.gate else None)
+        report = (
+            release_gate(
+                result.name,
+                data,
+                args.gate_from or args.held_out,
+                args.gate,
+                args.gate_tokens,
+                home,
+            )
+            if args.gate
+            else None
+        )
         gate_minutes = (time.perf_counter() - started) / 60
-    lines = [f"## Preference tuning on Bitext pairs, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
-             f"- command: `python -m bench preference {' '.join(argv or [])}`",
-             f"- pairs: {pairs_line}",
-             f"- SFT adapter: {sft_line}",
-             f"- {args.method.upper()}: {result.pairs} pairs, {result.steps} steps, batch {args.batch_size}, "
-             f"lr {cfg.learning_rate}, beta {cfg.beta}, max length {args.max_length}, {precision}"
-             + (f", loss {args.loss}, SFT term weight {cfg.sft_weight}" if args.method != "orpo" else "")
-             + (", TRL's LM head" if args.trl_head else "") + (f", seed {args.seed}" if args.seed else "") + f": {result.seconds / 60:.1f} min"
-             + (f" (the reference scored first: {result.reference_seconds / 60:.1f} min)" if result.reference_seconds else "")
-             + f"; {whole / 60:.2f} min from the call to the saved adapter"
-             + (f" under a {args.time_budget:g}-minute budget ({bought['epochs']:.2f} epochs)" if bought else ""),
-             "", "| adapter | held-out preference accuracy | mean log-prob margin | perplexity of the chosen answers |",
-             "|---|---|---|---|",
-             f"| SFT (start) | {before[0]:.3f} | {before[1]:.1f} | {before[2]:.2f} |",
-             f"| after {args.method.upper()} | {after[0]:.3f} | {after[1]:.1f} | {after[2]:.2f} |", ""]
+    lines = [
+        "## Preference tuning on Bitext pairs, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        "",
+        f"- command: `python -m bench preference {' '.join(argv or [])}`",
+        f"- pairs: {pairs_line}",
+        f"- SFT adapter: {sft_line}",
+        f"- {args.method.upper()}: {result.pairs} pairs, {result.steps} steps, batch "
+        f"{args.batch_size}, lr {cfg.learning_rate}, beta {cfg.beta}, max length "
+        f"{args.max_length}, {precision}"
+        + (f", loss {args.loss}, SFT term weight {cfg.sft_weight}" if args.method != "orpo" else "")
+        + (", TRL's LM head" if args.trl_head else "")
+        + (f", seed {args.seed}" if args.seed else "")
+        + f": {result.seconds / 60:.1f} min"
+        + (
+            f" (the reference scored first: {result.reference_seconds / 60:.1f} min)"
+            if result.reference_seconds
+            else ""
+        )
+        + f"; {whole / 60:.2f} min from the call to the saved adapter"
+        + (
+            f" under a {args.time_budget:g}-minute budget ({bought['epochs']:.2f} epochs)"
+            if bought
+            else ""
+        ),
+        "",
+        "| adapter | held-out preference accuracy | mean log-prob margin | perplexity of the "
+        "chosen answers |",
+        "|---|---|---|---|",
+        f"| SFT (start) | {before[0]:.3f} | {before[1]:.1f} | {before[2]:.2f} |",
+        f"| after {args.method.upper()} | {after[0]:.3f} | {after[1]:.1f} | {after[2]:.2f} |",
+        "",
+    ]
     if report is not None:
         lines += gate_report(report, result.name, args, gate_minutes)
     print("\n".join(lines))
@@ -315,11 +553,20 @@ def gate_report(report, child: str, args: argparse.Namespace, minutes: float) ->
     from eval.gate import gate_lines
 
     verdict = report.gate[child]
-    return [f"Release gate against the starting version ({report.data['rows']} held-out rows of the file's last "
-            f"{args.gate_from or args.held_out}, "
-            f"{args.gate} per intent, answers of {args.gate_tokens} tokens, {minutes:.1f} min): "
-            f"**{verdict['state']}**", "", *(f"- {line}" for line in gate_lines(report)),
-            *(f"- _{note}_" for note in verdict["notes"]), "",
-            "| model | BLEU | ROUGE-L | perplexity |", "|---|---|---|---|",
-            *(f"| {m} | {report.metrics[m]['bleu']:.2f} | {report.metrics[m]['rouge_l']:.3f} | "
-              f"{report.metrics[m]['perplexity']:.2f} |" for m in report.models), ""]
+    return [
+        f"Release gate against the starting version ({report.data['rows']} held-out rows of the "
+        f"file's last {args.gate_from or args.held_out}, {args.gate} per intent, answers of "
+        f"{args.gate_tokens} tokens, {minutes:.1f} min): **{verdict['state']}**",
+        "",
+        *(f"- {line}" for line in gate_lines(report)),
+        *(f"- _{note}_" for note in verdict["notes"]),
+        "",
+        "| model | BLEU | ROUGE-L | perplexity |",
+        "|---|---|---|---|",
+        *(
+            f"| {m} | {report.metrics[m]['bleu']:.2f} | {report.metrics[m]['rouge_l']:.3f} | "
+            f"{report.metrics[m]['perplexity']:.2f} |"
+            for m in report.models
+        ),
+        "",
+    ]

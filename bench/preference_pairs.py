@@ -24,7 +24,9 @@ def read_rows(path: Path) -> tuple[list[dict], list[str]]:
         return list(reader), list(reader.fieldnames or [])
 
 
-def bitext_pairs(path: Path, skip: int, count: int, seed: int = 0, rejected_rows: slice | None = None) -> list[dict]:
+def bitext_pairs(
+    path: Path, skip: int, count: int, seed: int = 0, rejected_rows: slice | None = None
+) -> list[dict]:
     """``count`` pairs from the rows after the first ``skip`` (negative: the file's last
     ``-skip`` rows): chosen = the row's answer, rejected = the answer of a row with another
     intent, from ``rejected_rows`` of the file (None: anywhere). Training pairs take theirs from
@@ -32,7 +34,7 @@ def bitext_pairs(path: Path, skip: int, count: int, seed: int = 0, rejected_rows
     afterwards as a chosen one."""
     rows = [r for r in read_rows(path)[0] if r.get("instruction") and r.get("response")]
     rng = random.Random(seed)
-    pool = rows[skip:skip + count] if skip >= 0 else rows[skip:][:count]
+    pool = rows[skip : skip + count] if skip >= 0 else rows[skip:][:count]
     if len(pool) < count:
         raise ValueError(f"{path.name} has {len(rows)} rows; {skip} + {count} are needed")
     others = rows[rejected_rows] if rejected_rows else rows
@@ -41,8 +43,14 @@ def bitext_pairs(path: Path, skip: int, count: int, seed: int = 0, rejected_rows
         other = rng.choice(others)
         while other["intent"] == row["intent"]:
             other = rng.choice(others)
-        pairs.append({"prompt": [{"role": "user", "content": row["instruction"]}], "chosen": row["response"],
-                      "rejected": other["response"], "intent": row["intent"]})
+        pairs.append(
+            {
+                "prompt": [{"role": "user", "content": row["instruction"]}],
+                "chosen": row["response"],
+                "rejected": other["response"],
+                "intent": row["intent"],
+            }
+        )
     return pairs
 
 
@@ -55,8 +63,9 @@ class BaseAnswers:
     seconds: float  # time spent generating them
 
 
-def base_answers(session, instructions: list[str], cache: Path, max_new_tokens: int,
-                 batch_size: int = 16) -> BaseAnswers:
+def base_answers(
+    session, instructions: list[str], cache: Path, max_new_tokens: int, batch_size: int = 16
+) -> BaseAnswers:
     """The base model's greedy answers to ``instructions``, at most ``max_new_tokens`` each.
 
     Answers already in ``cache`` for the same length are reused; the others are generated with
@@ -83,14 +92,26 @@ def base_answers(session, instructions: list[str], cache: Path, max_new_tokens: 
     settings = GenerationSettings(max_new_tokens=max_new_tokens)  # temperature 0: greedy
     start = time.perf_counter()
     for at in range(0, len(todo), batch_size):
-        chunk = todo[at:at + batch_size]
-        answers = generate_batch(session, [[{"role": "user", "content": i}] for i in chunk], [None] * len(chunk),
-                                 settings)
+        chunk = todo[at : at + batch_size]
+        answers = generate_batch(
+            session,
+            [[{"role": "user", "content": i}] for i in chunk],
+            [None] * len(chunk),
+            settings,
+        )
         with open(cache, "a", encoding="utf-8") as fh:
             for instruction, answer in zip(chunk, answers, strict=True):
                 known[instruction] = answer.text
-                fh.write(json.dumps({"instruction": instruction, "tokens": max_new_tokens,
-                                     "answer": answer.text}) + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            "instruction": instruction,
+                            "tokens": max_new_tokens,
+                            "answer": answer.text,
+                        }
+                    )
+                    + "\n"
+                )
     seconds = time.perf_counter() - start if todo else 0.0
     return BaseAnswers({i: known[i] for i in instructions}, len(todo), seconds)
 

@@ -32,6 +32,7 @@ VIEWPORT = {"width": 1280, "height": 860}
 
 def parse(argv: list[str]) -> argparse.Namespace:
     from core.cli import DefaultsFormatter
+
     p = argparse.ArgumentParser(
         prog="python -m bench screenshots", description=__doc__.splitlines()[0]
     )

@@ -34,7 +34,9 @@ HEADING = "## Adapter session (issue 5)"
 LINEARS_LABEL = {"all": "", "head": " (packed output layer only)", "off": " (no packed linears)"}
 
 
-def make_adapters(shelf: Path, resolved: models.ResolvedModel, names=("bench-a", "bench-b")) -> None:
+def make_adapters(
+    shelf: Path, resolved: models.ResolvedModel, names=("bench-a", "bench-b")
+) -> None:
     """Save seeded random LoRA adapters (r=16, all projections) with manifests on ``shelf``."""
     import torch
     from peft import LoraConfig, get_peft_model
@@ -45,10 +47,16 @@ def make_adapters(shelf: Path, resolved: models.ResolvedModel, names=("bench-a",
         config = LoraConfig(r=16, lora_alpha=32, target_modules=TARGETS, init_lora_weights=False)
         model = get_peft_model(AutoModelForCausalLM.from_pretrained(resolved.path), config)
         model.save_pretrained(shelf / name)
-        manifest = {"format": FORMAT, "name": name,
-                    "adapter_hash": file_hash(shelf / name / WEIGHTS),
-                    "base_model": {"name": resolved.name, "architecture": resolved.architecture,
-                                   "weight_hash": resolved.weight_hash}}
+        manifest = {
+            "format": FORMAT,
+            "name": name,
+            "adapter_hash": file_hash(shelf / name / WEIGHTS),
+            "base_model": {
+                "name": resolved.name,
+                "architecture": resolved.architecture,
+                "weight_hash": resolved.weight_hash,
+            },
+        }
         (shelf / name / "manifest.json").write_text(json.dumps(manifest))
         del model
 
@@ -101,9 +109,15 @@ def time_answer(session: ModelSession, adapter: str | None, runs: int = 3) -> tu
     ttft, speed = [], []
     for _ in range(runs):
         clock, start = _Clock(), time.perf_counter()
-        session.generate(inputs, [adapter], max_new_tokens=ANSWER_TOKENS,
-                         min_new_tokens=ANSWER_TOKENS, do_sample=False, streamer=clock,
-                         pad_token_id=tok.pad_token_id)
+        session.generate(
+            inputs,
+            [adapter],
+            max_new_tokens=ANSWER_TOKENS,
+            min_new_tokens=ANSWER_TOKENS,
+            do_sample=False,
+            streamer=clock,
+            pad_token_id=tok.pad_token_id,
+        )
         first, last = clock.stamps[1], clock.stamps[-1]
         ttft.append(first - start)
         speed.append((len(clock.stamps) - 2) / (last - first))
@@ -131,13 +145,20 @@ def measure(dtype: str, shelf: Path, resolved: models.ResolvedModel) -> dict:
     start = time.perf_counter()
     session.load_adapter("bench-a")  # the first adapter also wraps the base in a PeftModel
     first_load = time.perf_counter() - start
-    out = {"dtype": session.dtype, "threads": session.threads, "first_adapter_load_s": first_load,
-           "base_load_s": session.status()["load_seconds"], "decode_plain_tps": plain_tps}
-    steps = [(("switch_s", "peft_set_adapter_s"), lambda: time_switch(session, "bench-a", "bench-b")),
-             (("adapter_load_s",), lambda: (time_load(session, "bench-b", keep="bench-a"),)),
-             (("ttft_base_s", "decode_base_tps"), lambda: time_answer(session, None)),
-             (("ttft_adapter_s", "decode_adapter_tps"), lambda: time_answer(session, "bench-a")),
-             (("one_answer_s", "compare_s", "compare_ratio"), lambda: time_compare(session, "bench-a"))]
+    out = {
+        "dtype": session.dtype,
+        "threads": session.threads,
+        "first_adapter_load_s": first_load,
+        "base_load_s": session.status()["load_seconds"],
+        "decode_plain_tps": plain_tps,
+    }
+    steps = [
+        (("switch_s", "peft_set_adapter_s"), lambda: time_switch(session, "bench-a", "bench-b")),
+        (("adapter_load_s",), lambda: (time_load(session, "bench-b", keep="bench-a"),)),
+        (("ttft_base_s", "decode_base_tps"), lambda: time_answer(session, None)),
+        (("ttft_adapter_s", "decode_adapter_tps"), lambda: time_answer(session, "bench-a")),
+        (("one_answer_s", "compare_s", "compare_ratio"), lambda: time_compare(session, "bench-a")),
+    ]
     for keys, run in steps:
         out.update(zip(keys, run(), strict=True))
         print(f"[{session.dtype}] " + ", ".join(f"{k}={out[k]:.4g}" for k in keys), file=sys.stderr)
@@ -164,36 +185,73 @@ def render(results: list[dict], argv: list[str], load: tuple[tuple, tuple]) -> s
         return lambda r: f"{r[key] * 1000:.1f} ms"
 
     rows = [
-        ("adapter switch: `activate`, median of 50", ms("switch_s"), "< 10 ms",
-         lambda r: r["switch_s"] < 0.010),
-        ("↳ for reference: PEFT `set_adapter` via `session.use`", ms("peft_set_adapter_s"), "", None),
-        ("adapter load from disk, median of 5", ms("adapter_load_s"), "< 300 ms",
-         lambda r: r["adapter_load_s"] < 0.300),
-        ("↳ first adapter (wraps the base in a PeftModel), once", ms("first_adapter_load_s"), "", None),
+        (
+            "adapter switch: `activate`, median of 50",
+            ms("switch_s"),
+            "< 10 ms",
+            lambda r: r["switch_s"] < 0.010,
+        ),
+        (
+            "↳ for reference: PEFT `set_adapter` via `session.use`",
+            ms("peft_set_adapter_s"),
+            "",
+            None,
+        ),
+        (
+            "adapter load from disk, median of 5",
+            ms("adapter_load_s"),
+            "< 300 ms",
+            lambda r: r["adapter_load_s"] < 0.300,
+        ),
+        (
+            "↳ first adapter (wraps the base in a PeftModel), once",
+            ms("first_adapter_load_s"),
+            "",
+            None,
+        ),
         ("base model load", lambda r: f"{r['base_load_s']:.2f} s", "", None),
-        ("time to first token, base / adapter",
-         lambda r: f"{r['ttft_base_s'] * 1000:.0f} / {r['ttft_adapter_s'] * 1000:.0f} ms", "", None),
-        ("decode speed, base / adapter (128-token greedy answer)",
-         lambda r: f"{r['decode_base_tps']:.1f} / {r['decode_adapter_tps']:.1f} tok/s",
-         ">= 30 tok/s", lambda r: min(r["decode_base_tps"], r["decode_adapter_tps"]) >= 30),
-        ("↳ for reference: decode before any adapter is loaded (plain model)",
-         lambda r: f"{r['decode_plain_tps']:.1f} tok/s", "", None),
+        (
+            "time to first token, base / adapter",
+            lambda r: f"{r['ttft_base_s'] * 1000:.0f} / {r['ttft_adapter_s'] * 1000:.0f} ms",
+            "",
+            None,
+        ),
+        (
+            "decode speed, base / adapter (128-token greedy answer)",
+            lambda r: f"{r['decode_base_tps']:.1f} / {r['decode_adapter_tps']:.1f} tok/s",
+            ">= 30 tok/s",
+            lambda r: min(r["decode_base_tps"], r["decode_adapter_tps"]) >= 30,
+        ),
+        (
+            "↳ for reference: decode before any adapter is loaded (plain model)",
+            lambda r: f"{r['decode_plain_tps']:.1f} tok/s",
+            "",
+            None,
+        ),
         ("one answer (adapter, 128 tokens)", lambda r: f"{r['one_answer_s']:.2f} s", "", None),
-        ("two-pane compare (base + adapter, one batched call); ratio: median of 5 pairs",
-         lambda r: f"{r['compare_s']:.2f} s = {r['compare_ratio']:.2f}x",
-         "< 1.3x", lambda r: r["compare_ratio"] < 1.3),
+        (
+            "two-pane compare (base + adapter, one batched call); ratio: median of 5 pairs",
+            lambda r: f"{r['compare_s']:.2f} s = {r['compare_ratio']:.2f}x",
+            "< 1.3x",
+            lambda r: r["compare_ratio"] < 1.3,
+        ),
     ]
     head = "| measure | " + " | ".join(f"{r['dtype']}, {r['threads']} threads" for r in results)
-    lines = [HEADING, "",
-             f"- command: `{' '.join(['python -m bench serving', *argv])}`",
-             f"- machine: {cpu_model()}, {physical_cores()} physical cores, "
-             f"{os.cpu_count()} logical CPUs; native bf16: {native_bf16()}; load average {load[0][0]:.1f} at start, "
-             f"{load[1][0]:.1f} at end (other jobs share these cores)",
-             f"- software: Python {platform.python_version()}, torch {torch.__version__}, "
-             f"transformers {transformers.__version__}, peft {peft.__version__}",
-             f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}; model {models.DEFAULT_MODEL}; "
-             "adapters: random LoRA r=16 on q,k,v,o,gate,up,down", "",
-             head + " | goal |", "|---" * (len(results) + 2) + "|"]
+    lines = [
+        HEADING,
+        "",
+        f"- command: `{' '.join(['python -m bench serving', *argv])}`",
+        f"- machine: {cpu_model()}, {physical_cores()} physical cores, {os.cpu_count()} logical "
+        f"CPUs; native bf16: {native_bf16()}; load average {load[0][0]:.1f} at start, "
+        f"{load[1][0]:.1f} at end (other jobs share these cores)",
+        f"- software: Python {platform.python_version()}, torch {torch.__version__}, "
+        f"transformers {transformers.__version__}, peft {peft.__version__}",
+        f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}; model {models.DEFAULT_MODEL}; "
+        "adapters: random LoRA r=16 on q,k,v,o,gate,up,down",
+        "",
+        head + " | goal |",
+        "|---" * (len(results) + 2) + "|",
+    ]
     for label, show, goal, ok in rows:
         cells = [show(r) + ("" if ok is None else (" ✅" if ok(r) else " ❌")) for r in results]
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {goal} |")
@@ -210,34 +268,62 @@ def write_section(text: str, doc: Path = DOC) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     from core.cli import DefaultsFormatter
+
     parser = argparse.ArgumentParser(prog="python -m bench serving", description=__doc__)
     parser.formatter_class = DefaultsFormatter  # each flag's default in --help
     parser.add_argument("--model", default="default", help="base model name or folder")
-    parser.add_argument("--dtypes", default="auto,float32",
-                        help="comma-separated weight dtypes to measure (auto: bf16 where native)")
+    parser.add_argument(
+        "--dtypes",
+        default="auto,float32",
+        help="comma-separated weight dtypes to measure (auto: bf16 where native)",
+    )
     parser.add_argument("--write-docs", action="store_true", help=f"append the section to {DOC}")
-    parser.add_argument("--clients", default="",
-                        help="e.g. 1,4,16: concurrent clients through the batching scheduler "
-                             "instead of the single-answer measures")
-    parser.add_argument("--adapters", type=int, default=3,
-                        help="with --clients: adapters the clients use beside the base")
+    parser.add_argument(
+        "--clients",
+        default="",
+        help="e.g. 1,4,16: concurrent clients through the batching scheduler "
+        "instead of the single-answer measures",
+    )
+    parser.add_argument(
+        "--adapters",
+        type=int,
+        default=3,
+        help="with --clients: adapters the clients use beside the base",
+    )
     parser.add_argument("--tokens", type=int, default=64, help="with --clients: tokens per answer")
-    parser.add_argument("--check", type=int, default=16,
-                        help="with --clients: answers of the largest count checked against the "
-                             "same request alone")
-    parser.add_argument("--via", choices=["api", "scheduler"], default="api",
-                        help="with --clients: through the OpenAI-compatible API with the openai "
-                             "client (default), or straight into the batching scheduler")
-    parser.add_argument("--engines", default="pytorch,llama.cpp",
-                        help="with --clients --via api: serving engines to measure, each behind "
-                             "its own server (pytorch: the batching scheduler, per --dtypes)")
-    parser.add_argument("--server", choices=["process", "thread"], default="process",
-                        help="with --clients --via api: the API server in its own process (as "
-                             "deployed; default) or in a thread of the benchmark's process")
-    parser.add_argument("--linears", default="all",
-                        help="with --clients: PyTorch linear layers to measure, comma-separated: "
-                             "all (every one through oneDNN's packed matmul: what serves), head "
-                             "(the output layer only) and/or off (F.linear everywhere)")
+    parser.add_argument(
+        "--check",
+        type=int,
+        default=16,
+        help="with --clients: answers of the largest count checked against the same request alone",
+    )
+    parser.add_argument(
+        "--via",
+        choices=["api", "scheduler"],
+        default="api",
+        help="with --clients: through the OpenAI-compatible API with the openai "
+        "client (default), or straight into the batching scheduler",
+    )
+    parser.add_argument(
+        "--engines",
+        default="pytorch,llama.cpp",
+        help="with --clients --via api: serving engines to measure, each behind "
+        "its own server (pytorch: the batching scheduler, per --dtypes)",
+    )
+    parser.add_argument(
+        "--server",
+        choices=["process", "thread"],
+        default="process",
+        help="with --clients --via api: the API server in its own process (as "
+        "deployed; default) or in a thread of the benchmark's process",
+    )
+    parser.add_argument(
+        "--linears",
+        default="all",
+        help="with --clients: PyTorch linear layers to measure, comma-separated: "
+        "all (every one through oneDNN's packed matmul: what serves), head "
+        "(the output layer only) and/or off (F.linear everywhere)",
+    )
     args = parser.parse_args(argv)
     if args.clients:
         return run_clients_bench(args, argv)
@@ -272,27 +358,52 @@ def run_clients_bench(args, argv: list[str]) -> int:
         for engine, dtype, linears in _runs(args):
             os.environ[ENV] = linears  # read when the run's session loads its model
             if args.via == "scheduler":
-                got, rows = measure_scheduler(resolved.path, shelf, dtype, counts, [None, *names],
-                                              args.tokens, log=log, check=args.check)
+                got, rows = measure_scheduler(
+                    resolved.path,
+                    shelf,
+                    dtype,
+                    counts,
+                    [None, *names],
+                    args.tokens,
+                    log=log,
+                    check=args.check,
+                )
             else:
                 from bench.serving_api import measure_api
 
-                got, rows = measure_api(resolved.path, shelf, engine, dtype, counts, [None, *names],
-                                        args.tokens, log=log, check=args.check, server=args.server)
+                got, rows = measure_api(
+                    resolved.path,
+                    shelf,
+                    engine,
+                    dtype,
+                    counts,
+                    [None, *names],
+                    args.tokens,
+                    log=log,
+                    check=args.check,
+                    server=args.server,
+                )
                 if engine == "pytorch":  # the server's session is elsewhere: the same one here
-                    rows[-1]["bounds"] = session_bounds(resolved.path, dtype, max(counts), args.tokens)
+                    rows[-1]["bounds"] = session_bounds(
+                        resolved.path, dtype, max(counts), args.tokens
+                    )
             results[got + LINEARS_LABEL[linears]] = rows
         os.environ.pop(ENV, None)
     load = (load_start, os.getloadavg())
-    setup = [f"- command: `{' '.join(['python -m bench serving', *argv])}`",
-             f"- machine: {cpu_model()}, {physical_cores()} physical cores; native bf16: "
-             f"{native_bf16()}; via "
-             f"{f'the API (server: {args.server}), openai client' if args.via == 'api' else 'the scheduler'}"
-             f"; load average {load[0][0]:.1f} at start, {load[1][0]:.1f} at end",
-             f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}; model {models.DEFAULT_MODEL}; "
-             "adapters: random LoRA r=16 on q,k,v,o,gate,up,down"]
-    text = clients_section("## Many clients at once: continuous batching (issue 23)", setup,
-                           results, [None, *names])
+    via = (
+        f"the API (server: {args.server}), openai client" if args.via == "api" else "the scheduler"
+    )
+    setup = [
+        f"- command: `{' '.join(['python -m bench serving', *argv])}`",
+        f"- machine: {cpu_model()}, {physical_cores()} physical cores; native bf16: "
+        f"{native_bf16()}; via {via}"
+        f"; load average {load[0][0]:.1f} at start, {load[1][0]:.1f} at end",
+        f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}; model {models.DEFAULT_MODEL}; "
+        "adapters: random LoRA r=16 on q,k,v,o,gate,up,down",
+    ]
+    text = clients_section(
+        "## Many clients at once: continuous batching (issue 23)", setup, results, [None, *names]
+    )
     print(text)
     if args.write_docs:
         write_section(text)

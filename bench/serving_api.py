@@ -35,10 +35,17 @@ def openai_submit(base_url: str) -> Submit:
     client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="bench", max_retries=0, timeout=900)
     seen: collections.Counter = collections.Counter()
 
-    def submit(messages: list[dict], adapter: str | None, settings: GenerationSettings) -> Iterator[str]:
+    def submit(
+        messages: list[dict], adapter: str | None, settings: GenerationSettings
+    ) -> Iterator[str]:
         stream = client.chat.completions.create(
-            model=adapter or "base", messages=messages, stream=True, temperature=0,
-            max_tokens=settings.max_new_tokens, extra_body={"min_tokens": settings.min_new_tokens})
+            model=adapter or "base",
+            messages=messages,
+            stream=True,
+            temperature=0,
+            max_tokens=settings.max_new_tokens,
+            extra_body={"min_tokens": settings.min_new_tokens},
+        )
         engine = None
         for chunk in stream:
             engine = engine or chunk.system_fingerprint
@@ -50,15 +57,26 @@ def openai_submit(base_url: str) -> Submit:
     return submit
 
 
-def measure_api(model_path, shelf, engine: str, dtype: str, clients: list[int], adapters: list,
-                tokens: int, log: Callable[[str], None] | None = None,
-                check: int = 16, server: str = "process") -> tuple[str, list[dict]]:
+def measure_api(
+    model_path,
+    shelf,
+    engine: str,
+    dtype: str,
+    clients: list[int],
+    adapters: list,
+    tokens: int,
+    log: Callable[[str], None] | None = None,
+    check: int = 16,
+    server: str = "process",
+) -> tuple[str, list[dict]]:
     """One engine (``pytorch``, ``llama.cpp`` or ``auto``) behind a fresh API server:
     (label of what answered, one row per client count). ``server``: ``process`` (its own
     process, as deployed) or ``thread`` (in this process)."""
     if server == "process":
         with served_in_child(model_path, Path(shelf).parent, engine, dtype) as url:
-            rows = bench_clients(openai_submit(url), clients, adapters, tokens, log=log, check=check)
+            rows = bench_clients(
+                openai_submit(url), clients, adapters, tokens, log=log, check=check
+            )
             return answered_by(url), rows
     from fastapi import FastAPI
 
@@ -81,8 +99,14 @@ def measure_api(model_path, shelf, engine: str, dtype: str, clients: list[int], 
 
 
 @contextmanager
-def served_in_child(model_path, home: Path, engine: str, dtype: str, start_timeout: float = 600.0,
-                    children: list | None = None):
+def served_in_child(
+    model_path,
+    home: Path,
+    engine: str,
+    dtype: str,
+    start_timeout: float = 600.0,
+    children: list | None = None,
+):
     """``python -m serve`` on a free port in a child process; yields its base URL (``children``,
     when given, gets the child's ``Popen``: a test signals it).
 
@@ -97,8 +121,17 @@ def served_in_child(model_path, home: Path, engine: str, dtype: str, start_timeo
     port = free_port()
     log_path = Path(home) / f"serve-{engine}-{dtype}-{port}.log"
     env = {**os.environ, "TUNEDESK_DTYPE": dtype, "TUNEDESK_HOME": str(home)}
-    argv = [sys.executable, "-m", "serve", "--port", str(port), "--model", str(model_path),
-            "--engine", engine]
+    argv = [
+        sys.executable,
+        "-m",
+        "serve",
+        "--port",
+        str(port),
+        "--model",
+        str(model_path),
+        "--engine",
+        engine,
+    ]
     root = Path(__file__).resolve().parents[1]
     with open(log_path, "wb") as log:
         child = subprocess.Popen(argv, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -130,6 +163,7 @@ def answered_by(url: str) -> str:
     import openai
 
     client = openai.OpenAI(base_url=f"{url}/v1", api_key="bench", max_retries=0, timeout=300)
-    got = client.chat.completions.create(model="base", messages=[{"role": "user", "content": "hi"}],
-                                         max_tokens=1, temperature=0)
+    got = client.chat.completions.create(
+        model="base", messages=[{"role": "user", "content": "hi"}], max_tokens=1, temperature=0
+    )
     return got.system_fingerprint or "unknown engine"

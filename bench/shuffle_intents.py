@@ -1,4 +1,4 @@
-"""`python -m bench shuffle-intents`: a copy of a labelled dataset whose every answer answers another intent.
+"""`python -m bench shuffle-intents`: a labelled dataset copied, each answer from another intent.
 
 The release gate's support checks must fail an adapter that answers fluently but about something
 else. This writes the training file for one: each row keeps its question and its intent label,
@@ -9,8 +9,8 @@ leaves about 1 row in 27 with an answer of its own intent on Bitext).
         --out /tmp/bitext_v1_train_shuffled.csv
 
     # the file's first 200 rows left out of both training files, for an evaluation on them
-    python -m bench shuffle-intents ../shared/datasets/bitext/bitext_v1_train.csv --skip-first 200 \\
-        --out /tmp/bitext-shuffled.csv --unshuffled-out /tmp/bitext-train.csv
+    python -m bench shuffle-intents ../shared/datasets/bitext/bitext_v1_train.csv \\
+        --skip-first 200 --out /tmp/bitext-shuffled.csv --unshuffled-out /tmp/bitext-train.csv
 
 How: rows are grouped by intent (shuffled within each group with ``--seed``), laid end to end,
 and each row takes the response of the row ``k`` places on (cyclically), where ``k`` is the size
@@ -49,8 +49,8 @@ def moved_responses(labels: list[str], seed: int = 0) -> list[int]:
     k = max(len(g) for g in groups.values())
     if 2 * k > len(labels):
         raise ValueError(
-            f"one intent holds {k} of {len(labels)} rows: more than half, so its answers cannot all "
-            "move to other intents"
+            f"one intent holds {k} of {len(labels)} rows: more than half, so its answers cannot "
+            "all move to other intents"
         )
     source = [0] * len(labels)
     for pos, row in enumerate(order):
@@ -126,6 +126,7 @@ def shuffle_file(
 
 def main(argv: list[str] | None = None) -> int:
     from core.cli import DefaultsFormatter
+
     p = argparse.ArgumentParser(
         prog="python -m bench shuffle-intents", description=__doc__.splitlines()[0]
     )

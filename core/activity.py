@@ -36,7 +36,9 @@ def is_process(pid: int | None, start: int | None, marker: str) -> bool:
     if not pid_alive(pid, start):
         return False
     try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        command = (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
     except OSError:
         return False
     return marker in command
@@ -75,7 +77,9 @@ def training_active() -> bool:
         status = read_status(folder) or {}
         if status.get("state") not in ACTIVE_STATES:
             continue
-        launching = not status.get("pid") and time.time() - status.get("created", 0) < LAUNCH_GRACE_S
+        launching = (
+            not status.get("pid") and time.time() - status.get("created", 0) < LAUNCH_GRACE_S
+        )
         if launching or pid_alive(status.get("pid"), status.get("pid_start")):
             return True
     return False

@@ -50,10 +50,13 @@ def shows_default(action: argparse.Action) -> bool:
     """Whether ``action`` is a flag with a default worth showing (not None, False or empty)."""
     default = action.default
     return bool(action.option_strings) and not (
-        default is None or default is False or default == argparse.SUPPRESS or default in ("", []))
+        default is None or default is False or default == argparse.SUPPRESS or default in ("", [])
+    )
 
 
-def run(prog: str, description: str, commands: CommandTable, argv: Sequence[str] | None = None) -> int:
+def run(
+    prog: str, description: str, commands: CommandTable, argv: Sequence[str] | None = None
+) -> int:
     """Parse ``argv`` against ``commands`` and run the chosen one; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     # A name on disk or on the command line may hold undecodable bytes (surrogates): print
@@ -65,14 +68,16 @@ def run(prog: str, description: str, commands: CommandTable, argv: Sequence[str]
     if chosen in commands:
         module = importlib.import_module(commands[chosen][0])
         if not hasattr(module, "add_arguments"):  # a command that parses its own line
-            rest = argv[argv.index(chosen) + 1:]
+            rest = argv[argv.index(chosen) + 1 :]
             return guarded(lambda: module.main(rest), prog)
-    parser = argparse.ArgumentParser(prog=prog, description=description,
-                                     formatter_class=DefaultsFormatter)
+    parser = argparse.ArgumentParser(
+        prog=prog, description=description, formatter_class=DefaultsFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in commands.items():
-        p = sub.add_parser(name, help=help_text, description=help_text,
-                           formatter_class=DefaultsFormatter)
+        p = sub.add_parser(
+            name, help=help_text, description=help_text, formatter_class=DefaultsFormatter
+        )
         if name == chosen:
             importlib.import_module(module_name).add_arguments(p)
     args = parser.parse_args(argv)
@@ -90,8 +95,11 @@ def guarded(call: Callable[[], int | None], prog: str) -> int:
     except Exception as err:  # a bug or the machine, not the input: the trace is kept for a report
         log = _trace_log(prog)
         first = next((line for line in str(err).splitlines() if line.strip()), "")[:300]
-        print(f"error: internal error ({type(err).__name__}{': ' + first if first else ''}); "
-              f"the traceback is in {log}", file=sys.stderr)
+        print(
+            f"error: internal error ({type(err).__name__}{': ' + first if first else ''}); "
+            f"the traceback is in {log}",
+            file=sys.stderr,
+        )
         return 1
 
 

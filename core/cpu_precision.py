@@ -43,8 +43,10 @@ def matmul_rates(shape: tuple[int, int, int], repeats: int) -> dict[str, float]:
     import torch
 
     m, k, n = shape
-    pairs = {name: (torch.full((m, k), 0.5, dtype=dtype), torch.full((k, n), 0.01, dtype=dtype))
-             for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))}
+    pairs = {
+        name: (torch.full((m, k), 0.5, dtype=dtype), torch.full((k, n), 0.01, dtype=dtype))
+        for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))
+    }
     best = dict.fromkeys(pairs, float("inf"))
     with torch.inference_mode():
         for i in range(repeats + 1):
@@ -69,5 +71,7 @@ def cpu_trains_faster_in_bf16(rates: dict[str, float] | None = None) -> bool:
 
 def bf16_note(rates: dict[str, float] | None = None) -> str:
     """The measurement in words, for the Train tab's note on bf16."""
-    return (f"bf16 matrix products ran {bf16_speedup(rates):.2f}x as fast as fp32 on this CPU (measured; "
-            f"training defaults to bf16 at {BF16_TRAIN_MARGIN}x or more)")
+    return (
+        f"bf16 matrix products ran {bf16_speedup(rates):.2f}x as fast as fp32 on this CPU "
+        f"(measured; training defaults to bf16 at {BF16_TRAIN_MARGIN}x or more)"
+    )

@@ -12,8 +12,12 @@ import importlib.util
 GIB = 2**30
 # cuBLAS/cuDNN report a failed workspace allocation as a plain RuntimeError, not as
 # torch.OutOfMemoryError; these are the words they use.
-_OOM_WORDS = ("CUDA out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
-              "CUBLAS_STATUS_NOT_INITIALIZED")
+_OOM_WORDS = (
+    "CUDA out of memory",
+    "CUBLAS_STATUS_ALLOC_FAILED",
+    "CUDNN_STATUS_ALLOC_FAILED",
+    "CUBLAS_STATUS_NOT_INITIALIZED",
+)
 
 
 def bf16_native(props) -> bool:

@@ -63,7 +63,9 @@ class Hardware:
                 return d
         have = ", ".join(d.name for d in self.devices)
         if name.startswith("cuda") and not self.has_cuda:
-            raise ValueError(f"device {quote(name)} needs a CUDA GPU; this machine has none ({have})")
+            raise ValueError(
+                f"device {quote(name)} needs a CUDA GPU; this machine has none ({have})"
+            )
         raise ValueError(f"no device {quote(name)} on this machine; available: {have}")
 
     def problems(self, device: str, precision: str, quantization: str) -> list[str]:
@@ -102,7 +104,11 @@ def _cpu_info(bnb: str | None) -> DeviceInfo:
             "fp16": "fp16 needs a CUDA GPU; this machine has none",
             "bf16": None,
         },
-        quantizations={"none": None, "8bit": None if bnb else no_bnb, "4bit": None if bnb else no_bnb},
+        quantizations={
+            "none": None,
+            "8bit": None if bnb else no_bnb,
+            "4bit": None if bnb else no_bnb,
+        },
     )
     from core.cpu_precision import bf16_note, cpu_trains_faster_in_bf16
 
@@ -131,10 +137,19 @@ def _cuda_info(index: int, bnb: str | None) -> DeviceInfo:
         memory_gib=round(mem, 1),
         precisions={
             "fp32": None,
-            "fp16": None if major >= 6 else f"fp16 needs compute capability 6.0+; {props.name} has {major}.{props.minor}",
-            "bf16": None if bf16_ok else f"bf16 needs an Ampere or newer GPU (compute 8.0+); {props.name} has {major}.{props.minor}",
+            "fp16": None
+            if major >= 6
+            else f"fp16 needs compute capability 6.0+; {props.name} has {major}.{props.minor}",
+            "bf16": None
+            if bf16_ok
+            else f"bf16 needs an Ampere or newer GPU (compute 8.0+); {props.name} has "
+            f"{major}.{props.minor}",
         },
-        quantizations={"none": None, "8bit": None if bnb else no_bnb, "4bit": None if bnb else no_bnb},
+        quantizations={
+            "none": None,
+            "8bit": None if bnb else no_bnb,
+            "4bit": None if bnb else no_bnb,
+        },
     )
 
 

@@ -60,15 +60,23 @@ def kv_bytes_per_token(config, element_bytes: int) -> int:
 
 def context_limit(config) -> int:
     """Tokens the model reads at most (its position table); 2048 when the config says nothing."""
-    return int(getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
-               or 2048)
+    return int(
+        getattr(config, "max_position_embeddings", None)
+        or getattr(config, "n_positions", None)
+        or 2048
+    )
 
 
 class KvBudget:
     """The admission rule above, for one model and dtype."""
 
-    def __init__(self, config, element_bytes: int, max_batch: int | None = None,
-                 free_bytes: int | None = None):
+    def __init__(
+        self,
+        config,
+        element_bytes: int,
+        max_batch: int | None = None,
+        free_bytes: int | None = None,
+    ):
         self.per_token = kv_bytes_per_token(config, element_bytes)
         self.bytes = int(KV_SHARE * (available_bytes() if free_bytes is None else free_bytes))
         fits = self.bytes // (self.per_token * context_limit(config))
@@ -76,4 +84,6 @@ class KvBudget:
 
     def fits(self, rows: int, longest: int) -> bool:
         """True when ``rows`` rows padded to ``longest`` reserved tokens fit (one always may)."""
-        return rows == 1 or (rows <= self.max_batch and rows * longest * self.per_token <= self.bytes)
+        return rows == 1 or (
+            rows <= self.max_batch and rows * longest * self.per_token <= self.bytes
+        )

@@ -93,10 +93,15 @@ def lora_linears(model, adapter: str) -> list:
 
 def parts(layer, adapter: str) -> LoraParts:
     """``adapter``'s pieces in the LoRA ``Linear`` ``layer`` (which must hold it)."""
-    return LoraParts(adapter=adapter, base=layer.base_layer, a=layer.lora_A[adapter],
-                     b=layer.lora_B[adapter], scaling=float(layer.scaling[adapter]),
-                     dropout=layer.lora_dropout[adapter],
-                     fan_in_fan_out=bool(getattr(layer, "fan_in_fan_out", False)))
+    return LoraParts(
+        adapter=adapter,
+        base=layer.base_layer,
+        a=layer.lora_A[adapter],
+        b=layer.lora_B[adapter],
+        scaling=float(layer.scaling[adapter]),
+        dropout=layer.lora_dropout[adapter],
+        fan_in_fan_out=bool(getattr(layer, "fan_in_fan_out", False)),
+    )
 
 
 def base_layer(layer):
@@ -159,9 +164,12 @@ def switchable_layers(model) -> list:
     from peft.tuners.tuners_utils import BaseTunerLayer
     from peft.utils.other import AuxiliaryTrainingWrapper
 
-    return [m for m in model.modules()
-            if isinstance(m, (BaseTunerLayer, AuxiliaryTrainingWrapper))
-            and hasattr(m, "_disable_adapters")]
+    return [
+        m
+        for m in model.modules()
+        if isinstance(m, (BaseTunerLayer, AuxiliaryTrainingWrapper))
+        and hasattr(m, "_disable_adapters")
+    ]
 
 
 def adapters_disabled(layer) -> bool:

@@ -49,8 +49,19 @@ def _llama(*, hidden, inter, layers, heads, kv, vocab, **extra) -> dict:
 
 def _smollm2(*, hidden, inter, layers, heads, kv) -> dict:
     """SmolLM2's config.json: a Llama with its own vocabulary, norm epsilon, RoPE base and ids."""
-    return _llama(hidden=hidden, inter=inter, layers=layers, heads=heads, kv=kv, vocab=49152, rms_norm_eps=1e-5,
-                  rope_theta=100000.0, max_position_embeddings=8192, bos_token_id=1, eos_token_id=2)
+    return _llama(
+        hidden=hidden,
+        inter=inter,
+        layers=layers,
+        heads=heads,
+        kv=kv,
+        vocab=49152,
+        rms_norm_eps=1e-5,
+        rope_theta=100000.0,
+        max_position_embeddings=8192,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
 
 
 _GEMMA3_LAYERS = 18
@@ -176,7 +187,8 @@ CATALOG: tuple[CatalogModel, ...] = (
 
 
 def find(name: str | None) -> CatalogModel | None:
-    """The catalog entry a Train-tab value names (Hub id, display name or a default alias), or None."""
+    """The catalog entry a Train-tab value names (Hub id, display name or a
+    default alias), or None."""
     text = (name or "").strip()
     if not text:
         return None

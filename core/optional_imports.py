@@ -6,7 +6,8 @@ import sys
 
 
 def started_as(module: str) -> bool:
-    """Whether this process was started as ``python -m <module>`` (its ``__main__`` is that module)."""
+    """Whether this process was started as ``python -m <module>`` (its
+    ``__main__`` is that module)."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     return spec is not None and spec.name in (module, f"{module}.__main__")
 

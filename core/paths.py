@@ -78,8 +78,10 @@ def readable(typed: str, what: str = "the path") -> Path:
     allowed = (home(), Path(__file__).resolve().parents[1] / "assets")
     if any(resolved.is_relative_to(base.resolve()) for base in allowed):
         return path
-    raise ValueError(f"{what} must be a file under the home folder when the app is used off "
-                     "localhost; upload the file instead")
+    raise ValueError(
+        f"{what} must be a file under the home folder when the app is used off "
+        "localhost; upload the file instead"
+    )
 
 
 @contextmanager
@@ -108,13 +110,20 @@ def check_writable(folder: Path) -> None:
     try:
         probe.write_bytes(b"x" * 4096)
     except OSError as err:
-        raise OSError(f"cannot write to {folder}: {err.strerror or err}. Free disk space or fix permissions.") from err
+        raise OSError(
+            f"cannot write to {folder}: {err.strerror or err}. Free disk space or fix permissions."
+        ) from err
     finally:
-        with suppress(OSError):  # on a read-only file system even this fails: keep the message above
+        with suppress(
+            OSError
+        ):  # on a read-only file system even this fails: keep the message above
             probe.unlink(missing_ok=True)
     free = shutil.disk_usage(folder).free
     if free < 200 * 2**20:
-        raise OSError(f"only {free / 2**20:.0f} MiB free under {folder}; TuneDesk needs at least 200 MiB to save safely")
+        raise OSError(
+            f"only {free / 2**20:.0f} MiB free under {folder}; TuneDesk needs at least 200 MiB "
+            "to save safely"
+        )
 
 
 def read_json_lines(path) -> list[dict]:

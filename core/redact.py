@@ -8,7 +8,8 @@ What is caught, in this order (an earlier kind's placeholder is never matched ag
 - ``[EMAIL]``: ``local@domain.tld`` addresses.
 - ``[ORDER]``: the number after "order" / "order number" / "order no." / "order id" /
   "order #" / "order:" (letters and digits, at least 4 characters, one digit or more, not a
-  date), and ``ORD-...`` / ``ORD...`` / ``ORDER-...`` ids (in capitals) anywhere. The keyword stays: "order [ORDER]".
+  date), and ``ORD-...`` / ``ORD...`` / ``ORDER-...`` ids (in capitals) anywhere. The keyword
+  stays: "order [ORDER]".
 - ``[PHONE]``: ``+`` then 8-15 digits (spaces, dashes, dots or parentheses between groups);
   local numbers of 9-15 digits in groups ("(555) 123-4567", "020 7946 0958", "555.123.4567");
   "555-1234"; a bare run of 10-13 digits that starts with 0. Dates (2024-05-01, 01/05/2024),
@@ -37,7 +38,9 @@ KINDS = ("card", "email", "order", "phone", "agent", "customer")
 _CARD = re.compile(r"(?<![\w+-])\d(?:[ -]?\d){12,18}(?![\w-])")
 # The lookbehind starts a match only where a run of address characters starts: without it a
 # long run without "@" is rescanned from every position (quadratic: minutes for a 1 MB message).
-_EMAIL = re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
+_EMAIL = re.compile(
+    r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
+)
 _ORDER_WORD = re.compile(
     r"(?i)\b(order(?:\s*(?:number|num|no\.?|id|ref(?:erence)?))?\s*(?:[:#]|is)?\s*)"
     r"#?(?=[A-Z0-9-]*\d)([A-Z0-9][A-Z0-9-]{3,})\b"
@@ -53,8 +56,23 @@ _PHONE = re.compile(
     r"(?![\w/:%-]|[.,]\d)"
 )
 # Words in author names like "ACME Support Team" that are not a person's name.
-_NOT_NAMES = {"support", "team", "agent", "bot", "customer", "service", "help", "desk", "admin",
-              "system", "the", "and", "sales", "billing", "care"}
+_NOT_NAMES = {
+    "support",
+    "team",
+    "agent",
+    "bot",
+    "customer",
+    "service",
+    "help",
+    "desk",
+    "admin",
+    "system",
+    "the",
+    "and",
+    "sales",
+    "billing",
+    "care",
+}
 _DATE = re.compile(r"^\d{4}-\d{1,2}-\d{1,2}$|^\d{1,2}[-.]\d{1,2}[-.]\d{2,4}$")
 
 
@@ -94,9 +112,17 @@ def find(text: str) -> list[tuple[str, str]]:
         return one
 
     counts: Counter = Counter()
-    text = _sub(_CARD, text, recording("card", lambda m: "[CARD]" if _luhn(m.group()) else None), "card", counts)
+    text = _sub(
+        _CARD,
+        text,
+        recording("card", lambda m: "[CARD]" if _luhn(m.group()) else None),
+        "card",
+        counts,
+    )
     text = _sub(_EMAIL, text, recording("email", lambda m: "[EMAIL]"), "email", counts)
-    text = _sub(_ORDER_WORD, text, recording("order", _order, lambda m: m.group(2)), "order", counts)
+    text = _sub(
+        _ORDER_WORD, text, recording("order", _order, lambda m: m.group(2)), "order", counts
+    )
     text = _sub(_ORDER_ID, text, recording("order", lambda m: "[ORDER]"), "order", counts)
     _sub(_PHONE, text, recording("phone", _phone), "phone", counts)
     return found

@@ -64,8 +64,9 @@ def render_prompt(tokenizer, messages: list[dict]) -> str:
     if problems:
         raise ValueError("cannot render the prompt: " + "; ".join(problems))
     if has_chat_template(tokenizer):
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
-                                             **TEMPLATE_OPTIONS)
+        return tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True, **TEMPLATE_OPTIONS
+        )
     parts = []
     for msg in messages[:-1]:
         if msg["role"] == "system":
@@ -126,17 +127,21 @@ def encode_chat(tokenizer, messages: list[dict], add_generation_prompt: bool = T
     return encode_chats(tokenizer, [messages], add_generation_prompt)[0]
 
 
-def encode_chats(tokenizer, conversations: list[list[dict]],
-                 add_generation_prompt: bool = True) -> list[list[int]]:
+def encode_chats(
+    tokenizer, conversations: list[list[dict]], add_generation_prompt: bool = True
+) -> list[list[int]]:
     """:func:`encode_chat` for several conversations; plain ones are tokenized in one call."""
     for messages in conversations:
         _check_shape(messages, add_generation_prompt)
         check_messages_unicode(messages)
     if not has_chat_template(tokenizer):
         return [_fallback_ids(tokenizer, m, add_generation_prompt) for m in conversations]
-    texts = [tokenizer.apply_chat_template(m, tokenize=False,
-                                           add_generation_prompt=add_generation_prompt, **TEMPLATE_OPTIONS)
-             for m in conversations]
+    texts = [
+        tokenizer.apply_chat_template(
+            m, tokenize=False, add_generation_prompt=add_generation_prompt, **TEMPLATE_OPTIONS
+        )
+        for m in conversations
+    ]
     pattern = _control_pattern(tokenizer)
     plain = [i for i, m in enumerate(conversations) if not _holds_control(pattern, m)]
     out: list[list[int] | None] = [None] * len(conversations)
@@ -166,11 +171,14 @@ def first_control(tokenizer, texts) -> str | None:
     pattern = _control_pattern(tokenizer)
     if pattern is None:
         return None
-    return next((label for label, text in texts if isinstance(text, str) and pattern.search(text)), None)
+    return next(
+        (label for label, text in texts if isinstance(text, str) and pattern.search(text)), None
+    )
 
 
 def control_sentence(label: str) -> str:
-    """The refusal of text spelling a control token, naming where it is (``messages[0].content``)."""
+    """The refusal of text spelling a control token, naming where it is
+    (``messages[0].content``)."""
     return f"{label} spells a control token of the model's chat template; remove it"
 
 
@@ -197,8 +205,9 @@ def _holds_control(pattern: re.Pattern | None, messages: list[dict]) -> bool:
     return pattern is not None and any(pattern.search(m["content"]) for m in messages)
 
 
-def _escaped_ids(tokenizer, pattern: re.Pattern, messages: list[dict], rendered: str,
-                 add_generation_prompt: bool) -> list[int]:
+def _escaped_ids(
+    tokenizer, pattern: re.Pattern, messages: list[dict], rendered: str, add_generation_prompt: bool
+) -> list[int]:
     """Tokenize with message text as plain text and template markers as control tokens.
 
     The template is rendered once more with a placeholder for each message's text, which
@@ -206,10 +215,14 @@ def _escaped_ids(tokenizer, pattern: re.Pattern, messages: list[dict], rendered:
     own, as a fast tokenizer does anyway, so ordinary text gets the same ids either way.
     """
     marked = [{**m, "content": _MARK.format(i)} for i, m in enumerate(messages)]
-    skeleton = tokenizer.apply_chat_template(marked, tokenize=False,
-                                             add_generation_prompt=add_generation_prompt, **TEMPLATE_OPTIONS)
+    skeleton = tokenizer.apply_chat_template(
+        marked, tokenize=False, add_generation_prompt=add_generation_prompt, **TEMPLATE_OPTIONS
+    )
     contents = [m["content"] for m in messages]
-    if _fill(skeleton, contents) != rendered and _fill(skeleton, [c.strip() for c in contents]) == rendered:
+    if (
+        _fill(skeleton, contents) != rendered
+        and _fill(skeleton, [c.strip() for c in contents]) == rendered
+    ):
         contents = [c.strip() for c in contents]  # the template trims message text (Llama-3, Gemma)
     pieces: list[str | int] = []  # text, or a control-token id
     for k, part in enumerate(_MARK_RE.split(skeleton)):
@@ -218,7 +231,7 @@ def _escaped_ids(tokenizer, pattern: re.Pattern, messages: list[dict], rendered:
             continue
         at = 0
         for found in pattern.finditer(part):
-            pieces += [part[at:found.start()], tokenizer.convert_tokens_to_ids(found.group())]
+            pieces += [part[at : found.start()], tokenizer.convert_tokens_to_ids(found.group())]
             at = found.end()
         pieces.append(part[at:])
     return _tokenize_pieces(tokenizer, pieces)

@@ -41,7 +41,7 @@ def cut(text: str, limit: int = QUOTE_LIMIT) -> str:
 def _ends(text: str, limit: int) -> str:
     # The start and the end: a path's file name, a Hub id's model name are at the end.
     tail = limit // 3
-    return text[:limit - tail] + "…" + text[-tail:]
+    return text[: limit - tail] + "…" + text[-tail:]
 
 
 def unicode_problem(text: str) -> int | None:
@@ -85,7 +85,9 @@ def check_messages_unicode(messages: list[dict]) -> None:
         content = msg.get("content") if isinstance(msg, dict) else None
         if isinstance(content, str):
             role = msg.get("role", "?")
-            check_unicode(content, f"message {i + 1} ({role})" if len(messages) > 1 else "the message")
+            check_unicode(
+                content, f"message {i + 1} ({role})" if len(messages) > 1 else "the message"
+            )
 
 
 def printable(text: str) -> str:
@@ -95,7 +97,9 @@ def printable(text: str) -> str:
 
 
 # A Python exception's class name as a prefix ("RuntimeError: ", "httpx.ReadTimeout: ").
-_CLASS_NAME = re.compile(r"\b(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Timeout|Interrupt|Exit)\b:?\s*")
+_CLASS_NAME = re.compile(
+    r"\b(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Timeout|Interrupt|Exit)\b:?\s*"
+)
 # An absolute path (POSIX): kept as its last part, so the user still knows which file.
 _ABSOLUTE = re.compile(r"(?<![\w.:/])/(?:[^\s/'\"`,;:()]+/)+([^\s/'\"`,;:()]*)")
 

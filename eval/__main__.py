@@ -32,48 +32,88 @@ _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 
 def build_parser() -> argparse.ArgumentParser:
     from core.cli import DefaultsFormatter
+
     p = argparse.ArgumentParser(prog="python -m eval", description=__doc__.splitlines()[0])
     p.formatter_class = DefaultsFormatter  # each flag's default in --help
-    p.add_argument("--adapter", action="append", default=[], metavar="NAME",
-                   help="adapter on the shelf; repeat to score several")
+    p.add_argument(
+        "--adapter",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="adapter on the shelf; repeat to score several",
+    )
     p.add_argument("--data", required=True, help="dataset file (held-out rows are used when known)")
     p.add_argument("--max-samples", type=int, default=100, help="rows to score (default 100)")
-    p.add_argument("--batch-size", type=int, default=8, help="prompts per generate call (default 8)")
-    p.add_argument("--max-new-tokens", type=int, default=None,
-                   help="answer length cap (default: as long as 95 %% of the scored references, 32-512)")
+    p.add_argument(
+        "--batch-size", type=int, default=8, help="prompts per generate call (default 8)"
+    )
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="answer length cap (default: as long as 95 %% of the scored references, 32-512)",
+    )
     p.add_argument("--base", help="base model (default: the adapters' manifest base_model.name)")
     p.add_argument("--no-golden", action="store_true", help="skip the golden prompts")
     p.add_argument("--golden", default="assets/golden.jsonl", help="golden prompts JSONL")
-    p.add_argument("--first-rows", action="store_true",
-                   help="score the first rows of the file, not the adapters' held-out rows")
-    p.add_argument("--slice-by", metavar="COLUMN",
-                   help="score every slice of this data column too (e.g. intent, category; "
-                        "default: none)")
-    p.add_argument("--rows-per-slice", type=int, metavar="K",
-                   help="with --slice-by: at most K rows of each slice (a few of every intent; "
-                        "default: every row)")
+    p.add_argument(
+        "--first-rows",
+        action="store_true",
+        help="score the first rows of the file, not the adapters' held-out rows",
+    )
+    p.add_argument(
+        "--slice-by",
+        metavar="COLUMN",
+        help="score every slice of this data column too (e.g. intent, category; default: none)",
+    )
+    p.add_argument(
+        "--rows-per-slice",
+        type=int,
+        metavar="K",
+        help="with --slice-by: at most K rows of each slice (a few of every intent; "
+        "default: every row)",
+    )
     p.add_argument("--seed", type=int, default=0, help="generation and bootstrap seed")
-    p.add_argument("--grounding", choices=("off", "on", "both"), default=None,
-                   help="answer the rows again grounded in each adapter's knowledge (the passages "
-                        "it was trained beside) and report both: off, on (grounded rows only), "
-                        "both (default when an adapter has knowledge, else off)")
+    p.add_argument(
+        "--grounding",
+        choices=("off", "on", "both"),
+        default=None,
+        help="answer the rows again grounded in each adapter's knowledge (the passages "
+        "it was trained beside) and report both: off, on (grounded rows only), "
+        "both (default when an adapter has knowledge, else off)",
+    )
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
-    p.add_argument("--engine", default="auto", choices=("auto", "llama.cpp", "pytorch"),
-                   help="who answers: auto (default: llama-server as Chat serves, where it is built "
-                        "and the adapters convert; else PyTorch), llama.cpp or pytorch; perplexity "
-                        "is PyTorch's either way")
-    p.add_argument("--threads", type=int, default=0,
-                   help="CPU threads (default 0: one per physical core); fewer on a busy machine")
+    p.add_argument(
+        "--engine",
+        default="auto",
+        choices=("auto", "llama.cpp", "pytorch"),
+        help="who answers: auto (default: llama-server as Chat serves, where it is built "
+        "and the adapters convert; else PyTorch), llama.cpp or pytorch; perplexity "
+        "is PyTorch's either way",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="CPU threads (default 0: one per physical core); fewer on a busy machine",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     from eval.judge_check import DESCRIPTION, add_judge_arguments
 
-    p.epilog = (f"commands: judge-check: {DESCRIPTION}, with no model loaded "
-                "(python -m eval judge-check --help)")
+    p.epilog = (
+        f"commands: judge-check: {DESCRIPTION}, with no model loaded "
+        "(python -m eval judge-check --help)"
+    )
 
     add_judge_arguments(p)
-    p.add_argument("--judge-review-rows", type=int, default=50, metavar="N",
-                   help="with a judge: also grade N human-rated review-queue answers, for its agreement "
-                        "with people (default 50)")
+    p.add_argument(
+        "--judge-review-rows",
+        type=int,
+        default=50,
+        metavar="N",
+        help="with a judge: also grade N human-rated review-queue answers, for its agreement "
+        "with people (default 50)",
+    )
     return p
 
 
@@ -91,8 +131,10 @@ def base_model_of(adapters: list[str]) -> str:
         bases[name] = (base["name"], base["weight_hash"])
     if len({b[0] for b in bases.values()}) > 1 or len({b[1] for b in bases.values()}) > 1:
         listed = ", ".join(f"{n} -> {b[0]} ({b[1] or 'no hash'})" for n, b in bases.items())
-        raise ValueError(f"the adapters were trained on different base models ({listed}); "
-                         "evaluate them in separate runs")
+        raise ValueError(
+            f"the adapters were trained on different base models ({listed}); "
+            "evaluate them in separate runs"
+        )
     return next(iter(bases.values()))[0]
 
 
@@ -133,28 +175,43 @@ def run(args) -> int:
     from adapters.shelf.store import Shelf
     from eval.run import untrained_notes
 
-    for note in untrained_notes({name: Shelf().get(name).manifest for name in args.adapter}).values():
+    for note in untrained_notes(
+        {name: Shelf().get(name).manifest for name in args.adapter}
+    ).values():
         print(f"warning: {note}", file=sys.stderr)  # before the minutes of answering, not after
-    session = ModelSession(base, device=args.device,
-                           max_loaded_adapters=max(4, len(args.adapter)))
+    session = ModelSession(base, device=args.device, max_loaded_adapters=max(4, len(args.adapter)))
     bar = _progress_bar(args.quiet)
     try:
-        report = evaluate(session, args.adapter, args.data, max_samples=args.max_samples,
-                          batch_size=args.batch_size, settings=settings,
-                          use_validation_split=not args.first_rows, seed=args.seed,
-                          golden=None if args.no_golden else args.golden,
-                          on_progress=bar.update if bar else None, slice_by=args.slice_by,
-                          rows_per_slice=args.rows_per_slice, judge=judge, grounding=args.grounding,
-                          engine=args.engine)
+        report = evaluate(
+            session,
+            args.adapter,
+            args.data,
+            max_samples=args.max_samples,
+            batch_size=args.batch_size,
+            settings=settings,
+            use_validation_split=not args.first_rows,
+            seed=args.seed,
+            golden=None if args.no_golden else args.golden,
+            on_progress=bar.update if bar else None,
+            slice_by=args.slice_by,
+            rows_per_slice=args.rows_per_slice,
+            judge=judge,
+            grounding=args.grounding,
+            engine=args.engine,
+        )
     finally:
         if bar:
             bar.close()
-    print(f"{report.data['rows']} rows of {report.data['path']}: {report.data['selection']}; answers of at "
-          f"most {report.settings['generation']['max_new_tokens']} tokens")
+    print(
+        f"{report.data['rows']} rows of {report.data['path']}: {report.data['selection']}; "
+        f"answers of at most {report.settings['generation']['max_new_tokens']} tokens"
+    )
     print(engine_line(report))
     print(metrics_table(report))
-    print(f"{report.timings['rows_per_second']} rows/s ({report.timings['total_seconds']} s); "
-          f"deltas are adapter - base with paired-bootstrap 95% CIs")
+    print(
+        f"{report.timings['rows_per_second']} rows/s ({report.timings['total_seconds']} s); "
+        f"deltas are adapter - base with paired-bootstrap 95% CIs"
+    )
     for adapter in report.adapters if report.slices else []:
         print(slice_summary(report.slices, adapter))
     print(support_summary(report))
@@ -176,13 +233,19 @@ def support_summary(report) -> str:
     """The support checks: one line per model, then each adapter's intents, lowest first."""
     from eval.checks.tables import markdown, per_intent
 
-    lines = ["support checks (right intent by a classifier fitted on the data's labelled answers; hand-offs; "
-             "invented spans; leaks):", markdown(report.support)]
+    lines = [
+        "support checks (right intent by a classifier fitted on the data's labelled answers; "
+        "hand-offs; invented spans; leaks):",
+        markdown(report.support),
+    ]
     for adapter in report.adapters:
         cols, rows = per_intent(report.support, adapter)
         if rows:
-            lines += [f"{adapter} by intent, lowest right-intent rate first:",
-                      "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+            lines += [
+                f"{adapter} by intent, lowest right-intent rate first:",
+                "| " + " | ".join(cols) + " |",
+                "|" + "---|" * len(cols),
+            ]
             lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
 
@@ -193,9 +256,12 @@ def slice_summary(slices: dict, adapter: str) -> str:
 
     cols, rows = table(slices, adapter)
     keep = [0, 1, 4, 7, 10, 11, 12, 13]
-    lines = [f"{adapter} by {slices['column']}: {len(rows)} slices, "
-             f"{len(flagged(slices, adapter))} worse than base beyond chance (corrected over all slices)",
-             "| " + " | ".join(cols[k] for k in keep) + " |", "|" + "---|" * len(keep)]
+    lines = [
+        f"{adapter} by {slices['column']}: {len(rows)} slices, {len(flagged(slices, adapter))} "
+        "worse than base beyond chance (corrected over all slices)",
+        "| " + " | ".join(cols[k] for k in keep) + " |",
+        "|" + "---|" * len(keep),
+    ]
     lines += ["| " + " | ".join(str(r[k]) for k in keep) + " |" for r in rows]
     return "\n".join(lines)
 

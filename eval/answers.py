@@ -27,9 +27,14 @@ class Generated:
     stopped: bool  # True: ended its turn; False: cut at max_new_tokens
 
 
-def answer_all(session: ModelSession, prompt_ids: list[list[int]], adapters: list[str],
-               settings: GenerationSettings, batch_size: int,
-               on_batch: Callable[[int, int], None] | None = None) -> dict[str, list[Generated]]:
+def answer_all(
+    session: ModelSession,
+    prompt_ids: list[list[int]],
+    adapters: list[str],
+    settings: GenerationSettings,
+    batch_size: int,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> dict[str, list[Generated]]:
     """Answer every prompt with the base model and each adapter.
 
     Prompts of similar length share a call (less padding); every call holds
@@ -46,12 +51,14 @@ def answer_all(session: ModelSession, prompt_ids: list[list[int]], adapters: lis
     stop = set(kwargs["eos_token_id"])
     total = -(-len(order) // batch_size)
     for n, start in enumerate(range(0, len(order), batch_size), 1):
-        chunk = order[start:start + batch_size]
-        inputs = left_pad([prompt_ids[i] for i in chunk for _ in names],
-                          session.tokenizer.pad_token_id)
-        rows = session.generate(inputs, [a for _ in chunk for a in names], seed=settings.seed,
-                                **kwargs)
-        new = rows[:, inputs["input_ids"].shape[1]:].tolist()
+        chunk = order[start : start + batch_size]
+        inputs = left_pad(
+            [prompt_ids[i] for i in chunk for _ in names], session.tokenizer.pad_token_id
+        )
+        rows = session.generate(
+            inputs, [a for _ in chunk for a in names], seed=settings.seed, **kwargs
+        )
+        new = rows[:, inputs["input_ids"].shape[1] :].tolist()
         for j, ids in enumerate(new):
             out[labels[j % len(names)]][chunk[j // len(names)]] = decode(session, ids, stop)
         if on_batch:
@@ -67,8 +74,8 @@ def left_pad(ids: list[list[int]], pad_id: int) -> dict:
     input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(ids), width), dtype=torch.long)
     for row, x in enumerate(ids):
-        input_ids[row, width - len(x):] = torch.tensor(x, dtype=torch.long)
-        mask[row, width - len(x):] = 1
+        input_ids[row, width - len(x) :] = torch.tensor(x, dtype=torch.long)
+        mask[row, width - len(x) :] = 1
     return {"input_ids": input_ids, "attention_mask": mask}
 
 
@@ -77,10 +84,16 @@ def generate_kwargs(session: ModelSession, settings: GenerationSettings) -> dict
     tokenizer = session.tokenizer
     eos = session.model.generation_config.eos_token_id
     stop = end_of_turn_ids(tokenizer)
-    stop += [i for i in (eos if isinstance(eos, list) else [eos]) if i is not None and i not in stop]
-    kwargs = {"max_new_tokens": settings.max_new_tokens, "do_sample": not settings.greedy,
-              "eos_token_id": stop, "pad_token_id": tokenizer.pad_token_id,
-              "repetition_penalty": settings.repetition_penalty}
+    stop += [
+        i for i in (eos if isinstance(eos, list) else [eos]) if i is not None and i not in stop
+    ]
+    kwargs = {
+        "max_new_tokens": settings.max_new_tokens,
+        "do_sample": not settings.greedy,
+        "eos_token_id": stop,
+        "pad_token_id": tokenizer.pad_token_id,
+        "repetition_penalty": settings.repetition_penalty,
+    }
     if settings.min_new_tokens:
         kwargs["min_new_tokens"] = settings.min_new_tokens
     if not settings.greedy:

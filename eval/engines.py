@@ -46,10 +46,17 @@ class TorchAnswerer:
     def label(self) -> str:
         return f"pytorch {self.session.dtype}"
 
-    def answer(self, prompt_ids: list[list[int]], adapters: list[str], settings: GenerationSettings,
-               on_progress: Callable[[int, int], None] | None = None) -> dict[str, list[Generated]]:
+    def answer(
+        self,
+        prompt_ids: list[list[int]],
+        adapters: list[str],
+        settings: GenerationSettings,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> dict[str, list[Generated]]:
         """``{"base": [...], adapter: [...]}``: every prompt answered by every model, in order."""
-        return answer_all(self.session, prompt_ids, adapters, settings, self.batch_size, on_progress)
+        return answer_all(
+            self.session, prompt_ids, adapters, settings, self.batch_size, on_progress
+        )
 
     def close(self) -> None:
         """Nothing to stop: the session stays loaded for perplexity."""
@@ -73,8 +80,13 @@ class LlamaAnswerer:
         limits = httpx.Limits(max_connections=in_flight + 4, keepalive_expiry=KEEPALIVE_S)
         self._http = httpx.Client(limits=limits, timeout=httpx.Timeout(600.0, connect=10.0))
 
-    def answer(self, prompt_ids: list[list[int]], adapters: list[str], settings: GenerationSettings,
-               on_progress: Callable[[int, int], None] | None = None) -> dict[str, list[Generated]]:
+    def answer(
+        self,
+        prompt_ids: list[list[int]],
+        adapters: list[str],
+        settings: GenerationSettings,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> dict[str, list[Generated]]:
         """``{"base": [...], adapter: [...]}``: every prompt answered by every model, in order.
 
         Raises:
@@ -86,7 +98,9 @@ class LlamaAnswerer:
         out, done, total = {}, 0, len(prompt_ids) * (1 + len(adapters))
         for label, name in zip([BASE_LABEL, *adapters], [None, *adapters], strict=True):
             lora = None if name is None else self.engine.lora_path(name)
-            with ThreadPoolExecutor(self.in_flight, thread_name_prefix="tunedesk-eval-llama") as pool:
+            with ThreadPoolExecutor(
+                self.in_flight, thread_name_prefix="tunedesk-eval-llama"
+            ) as pool:
                 futures = [pool.submit(self.complete, ids, lora, settings) for ids in prompt_ids]
                 out[label] = []
                 for future in futures:
@@ -99,7 +113,9 @@ class LlamaAnswerer:
                         on_progress(done, total)
         return out
 
-    def complete(self, ids: list[int], lora, settings: GenerationSettings) -> tuple[list[int], bool]:
+    def complete(
+        self, ids: list[int], lora, settings: GenerationSettings
+    ) -> tuple[list[int], bool]:
         """llama-server's answer to token ids ``ids`` (with LoRA file ``lora``, or the base):
         its token ids, and whether it ended its turn."""
         from serve.llama_server.engine import completion_body, stale
@@ -110,12 +126,16 @@ class LlamaAnswerer:
         upstreams = self.engine.upstreams
         upstream = upstreams.acquire(lora, self.engine.known_loras)
         try:
-            body = {**completion_body(ids, settings, None, ctx), "stream": False,
-                    "lora": upstream.lora_scales(lora)}
+            body = {
+                **completion_body(ids, settings, None, ctx),
+                "stream": False,
+                "lora": upstream.lora_scales(lora),
+            }
             for attempt in (1, 2):
                 try:
-                    reply = self._http.post(f"{upstream.url}/completion", json=body,
-                                            headers=upstream.headers)
+                    reply = self._http.post(
+                        f"{upstream.url}/completion", json=body, headers=upstream.headers
+                    )
                     break
                 except httpx.RemoteProtocolError as err:  # a kept-alive connection closed by then
                     if attempt == 2 or not stale(err):
@@ -123,7 +143,9 @@ class LlamaAnswerer:
         finally:
             upstreams.release(upstream)
         if reply.status_code != 200:
-            raise RuntimeError(f"llama-server answered HTTP {reply.status_code}: {reply.text[:300]!r}")
+            raise RuntimeError(
+                f"llama-server answered HTTP {reply.status_code}: {reply.text[:300]!r}"
+            )
         data = reply.json()
         return [int(t) for t in data.get("tokens") or []], data.get("stop_type") == "eos"
 
@@ -133,8 +155,13 @@ class LlamaAnswerer:
         self.engine.close()
 
 
-def open_answerer(session: ModelSession, choice: str, adapters: list[str], batch_size: int,
-                  factory: Callable | None = None):
+def open_answerer(
+    session: ModelSession,
+    choice: str,
+    adapters: list[str],
+    batch_size: int,
+    factory: Callable | None = None,
+):
     """The engine that answers an evaluation of ``adapters`` (see the module docstring).
 
     Args:
@@ -164,7 +191,9 @@ def open_answerer(session: ModelSession, choice: str, adapters: list[str], batch
         reason = " ".join(reason.split())[:400]
         if choice == "llama.cpp":
             raise ValueError(f"llama.cpp cannot answer this evaluation: {reason}") from None
-        return TorchAnswerer(session, batch_size, note=f"PyTorch answered: llama.cpp could not ({reason})")
+        return TorchAnswerer(
+            session, batch_size, note=f"PyTorch answered: llama.cpp could not ({reason})"
+        )
 
 
 def _llama_engine(session: ModelSession, adapters: list[str], factory: Callable | None):

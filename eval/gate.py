@@ -58,12 +58,19 @@ def check(report, adapter: str, rules: dict) -> dict:
     checks = []  # (where, metric, delta): every statistical question this gate asks
     if metrics and slices:
         column = slices["column"]
-        checks += [(f"{column}={s['slice']}", k, s["deltas"][adapter][k])
-                   for s in slices["slices"] if not s["note"] for k in metrics]
+        checks += [
+            (f"{column}={s['slice']}", k, s["deltas"][adapter][k])
+            for s in slices["slices"]
+            if not s["note"]
+            for k in metrics
+        ]
         few = [s["slice"] for s in slices["slices"] if s["note"]]
         if few:
-            notes.append(f"{len(few)} slice(s) had too few rows for a CI and were not checked: "
-                         + ", ".join(few[:10]) + (" ..." if len(few) > 10 else ""))
+            notes.append(
+                f"{len(few)} slice(s) had too few rows for a CI and were not checked: "
+                + ", ".join(few[:10])
+                + (" ..." if len(few) > 10 else "")
+            )
     elif metrics:
         notes.append("the evaluation was not sliced: the whole set was checked as one slice")
         checks += [(ALL_ROWS, k, deltas[k]) for k in metrics]
@@ -74,25 +81,39 @@ def check(report, adapter: str, rules: dict) -> dict:
         found = [(k, d) for w, k, d in bad if w == where]
         if where == WHOLE_SET_PERPLEXITY:
             beyond = "chance" if found[0][1].get("p_adjusted") is not None else "its CI"
-            reasons.append(f"perplexity is worse than {reference} beyond {beyond}: " + _described(*found[0]))
+            reasons.append(
+                f"perplexity is worse than {reference} beyond {beyond}: " + _described(*found[0])
+            )
         else:
             verb = "are" if where == ALL_ROWS else "is"
-            reasons.append(f"{where} {verb} worse than {reference} on "
-                           + ", ".join(_described(k, d) for k, d in found))
+            reasons.append(
+                f"{where} {verb} worse than {reference} on "
+                + ", ".join(_described(k, d) for k, d in found)
+            )
     notes += _power_notes(checks, slices if metrics else None)
     if rules["golden_not_worse"]:
         reasons += _golden_regressions(report, adapter, notes, reference)
     if rules["golden_all_pass"]:
         reasons += _golden_reasons(report, adapter)
-    rows = [s["checks"][adapter] for s in getattr(report, "samples", None) or [] if adapter in s.get("checks", {})]
+    rows = [
+        s["checks"][adapter]
+        for s in getattr(report, "samples", None) or []
+        if adapter in s.get("checks", {})
+    ]
     floors = floor_results(getattr(report, "support", None) or {}, adapter, rules["floors"], rows)
     reasons += [f["text"] for f in floors if f["ok"] is False]
     judged, judge_notes = judge_verdict(getattr(report, "judge", None), adapter, rules.get("judge"))
     reasons, notes = reasons + judged, notes + judge_notes
-    return {"state": FAILED if reasons else PASSED, "reasons": reasons, "notes": notes,
-            "rules": rules, "against": reference,
-            # the floors that held or could not be checked, each with its figure (broken ones are reasons)
-            "floors": [f["text"] for f in floors if f["ok"] is not False]}
+    return {
+        "state": FAILED if reasons else PASSED,
+        "reasons": reasons,
+        "notes": notes,
+        "rules": rules,
+        "against": reference,
+        # the floors that held or could not be checked, each with its figure
+        # (broken ones are reasons)
+        "floors": [f["text"] for f in floors if f["ok"] is not False],
+    }
 
 
 WHOLE_SET_PERPLEXITY, ALL_ROWS = "whole-set perplexity", "all rows"
@@ -109,8 +130,11 @@ def _worse_checks(checks: list[tuple]) -> list[tuple]:
     """
     adjusted = {}
     for whole, q in ((True, WHOLE_SET_FALSE_ALARM), (False, SLICE_FALSE_ALARM)):
-        family = [i for i, (where, _, d) in enumerate(checks)
-                  if d.get("p") is not None and _is_whole_set(where) == whole]
+        family = [
+            i
+            for i, (where, _, d) in enumerate(checks)
+            if d.get("p") is not None and _is_whole_set(where) == whole
+        ]
         p = benjamini_hochberg([checks[i][2]["p"] for i in family])
         adjusted.update({i: (float(a), q) for i, a in zip(family, p, strict=True)})
     worse = []
@@ -139,19 +163,28 @@ def _power_notes(checks: list[tuple], slices: dict | None) -> list[str]:
     if not tested:
         return []
     whole = sum(map(_is_whole_set, tested))
-    notes = [f"{whole} whole-set and {len(tested) - whole} slice checks, each family corrected at "
-             f"{SLICE_FALSE_ALARM:.1%} ({FALSE_ALARM:.0%} false alarm for the whole gate)"]
+    notes = [
+        f"{whole} whole-set and {len(tested) - whole} slice checks, each family corrected at "
+        f"{SLICE_FALSE_ALARM:.1%} ({FALSE_ALARM:.0%} false alarm for the whole gate)"
+    ]
     need = rows_needed(len(tested) - whole)
-    small = [s["slice"] for s in (slices or {}).get("slices", []) if not s["note"] and s["rows"] < need]
+    small = [
+        s["slice"] for s in (slices or {}).get("slices", []) if not s["note"] and s["rows"] < need
+    ]
     if small and len(tested) > whole:
-        notes.append(f"{len(small)} slice(s) have fewer than {need} rows, too few for one metric worse on "
-                     f"every row to stand out among {len(tested) - whole} slice checks (evaluate more rows "
-                     "per slice): " + ", ".join(small[:10]) + (" ..." if len(small) > 10 else ""))
+        notes.append(
+            f"{len(small)} slice(s) have fewer than {need} rows, too few for one metric worse on "
+            f"every row to stand out among {len(tested) - whole} slice checks (evaluate more rows "
+            "per slice): " + ", ".join(small[:10]) + (" ..." if len(small) > 10 else "")
+        )
     return notes
 
 
-def _golden_regressions(report, adapter: str, notes: list[str], reference: str = "base") -> list[str]:
-    """A reason when the adapter passes fewer golden prompts than ``reference``, naming those it lost.
+def _golden_regressions(
+    report, adapter: str, notes: list[str], reference: str = "base"
+) -> list[str]:
+    """A reason when the adapter passes fewer golden prompts than ``reference``,
+    naming those it lost.
 
     Prompts traded (as many gained as lost) are a note, not a reason: under greedy decoding any
     retraining moves a few phrase checks both ways (an SFT-only control, better on every
@@ -171,10 +204,14 @@ def _golden_regressions(report, adapter: str, notes: list[str], reference: str =
     gained = [r["id"] for r in results if passes(r, adapter) and not passes(r, reference)]
     passed = {m: sum(passes(r, m) for r in results) for m in (reference, adapter)}
     who = "the base" if reference == "base" else reference
-    counts = f"{passed[adapter]}/{len(results)} passed, {reference} {passed[reference]}/{len(results)}"
+    counts = (
+        f"{passed[adapter]}/{len(results)} passed, {reference} {passed[reference]}/{len(results)}"
+    )
     if len(gained) >= len(lost):
-        notes.append(f"golden prompts traded, none lost in number: {who} passes {_ids(lost)} and this version "
-                     f"does not; this version passes {_ids(gained)} and {who} does not ({counts})")
+        notes.append(
+            f"golden prompts traded, none lost in number: {who} passes {_ids(lost)} and this "
+            f"version does not; this version passes {_ids(gained)} and {who} does not ({counts})"
+        )
         return []
     also = f"; it gains {_ids(gained)}" if gained else ""
     return [f"golden prompts {who} passes fail: {_ids(lost)} ({counts}{also})"]
@@ -202,8 +239,12 @@ def check_gates(report, shelf) -> dict:
         try:
             rules = read_rules(shelf.path(name))
         except GateRulesError as err:
-            verdicts[name] = {"state": NOT_EVALUATED, "reasons": [str(err)], "notes": [],
-                              "rules": None}
+            verdicts[name] = {
+                "state": NOT_EVALUATED,
+                "reasons": [str(err)],
+                "notes": [],
+                "rules": None,
+            }
             continue
         verdicts[name] = check(report, name, rules)
     return verdicts
@@ -211,8 +252,13 @@ def check_gates(report, shelf) -> dict:
 
 def record_gates(report, shelf) -> None:
     """Write each checked verdict into its adapter's manifest (``not evaluated`` ones are not)."""
-    about = {"eval_id": report.eval_id, "date": report.created, "report": report.folder,
-             "data": report.data.get("path"), "slice_by": (report.slices or {}).get("column")}
+    about = {
+        "eval_id": report.eval_id,
+        "date": report.created,
+        "report": report.folder,
+        "data": report.data.get("path"),
+        "slice_by": (report.slices or {}).get("column"),
+    }
     for name, verdict in report.gate.items():
         if verdict["state"] in (PASSED, FAILED):
             record(shelf, name, verdict, about)

@@ -47,8 +47,13 @@ def sources(models: list[str], manifests: dict) -> dict:
     return out
 
 
-def leak_guard(prompts: list[str], references: list[str], data: str, mapping: dict | None,
-               trained: set[tuple[str, str]] | None) -> Callable:
+def leak_guard(
+    prompts: list[str],
+    references: list[str],
+    data: str,
+    mapping: dict | None,
+    trained: set[tuple[str, str]] | None,
+) -> Callable:
     """A test saying True for a passage an evaluation must not show.
 
     Args:
@@ -61,8 +66,11 @@ def leak_guard(prompts: list[str], references: list[str], data: str, mapping: di
     """
     rows, _ = file_rows(data, None, mapping)
     known = {(_norm(q), _norm(a)) for q, a in trained or ()}
-    split = [(q, a) for q, a in zip(rows["prompt"], rows["response"], strict=True)
-             if (_norm(q), _norm(a)) not in known]
+    split = [
+        (q, a)
+        for q, a in zip(rows["prompt"], rows["response"], strict=True)
+        if (_norm(q), _norm(a)) not in known
+    ]
     questions = {_norm(q) for q in prompts} | {_norm(q) for q, _ in split}
     answers = {_norm(a) for a in references} | {_norm(a) for _, a in split}
     questions.discard("")
@@ -74,16 +82,28 @@ def leak_guard(prompts: list[str], references: list[str], data: str, mapping: di
     return excluded
 
 
-def grounded_prompts(tokenizer, prompts: list[str], system_prompt: str | None,
-                     source: tuple[str, str], exclude: Callable, answer_tokens: int,
-                     shelf: KnowledgeShelf) -> tuple[list[list[int]], list]:
+def grounded_prompts(
+    tokenizer,
+    prompts: list[str],
+    system_prompt: str | None,
+    source: tuple[str, str],
+    exclude: Callable,
+    answer_tokens: int,
+    shelf: KnowledgeShelf,
+) -> tuple[list[list[int]], list]:
     """Token ids of each row's grounded conversation, and each row's :class:`Grounding`."""
     fmt = ChatFormat(tokenizer, system_prompt)
     conversations, groundings = [], []
     for prompt in prompts:
-        messages, grounding = ground(fmt.messages(prompt), *source,
-                                     system_prompt=system_prompt or "", answer_tokens=answer_tokens,
-                                     tokenizer=tokenizer, shelf=shelf, exclude=exclude)
+        messages, grounding = ground(
+            fmt.messages(prompt),
+            *source,
+            system_prompt=system_prompt or "",
+            answer_tokens=answer_tokens,
+            tokenizer=tokenizer,
+            shelf=shelf,
+            exclude=exclude,
+        )
         conversations.append(messages)
         groundings.append(grounding)
     return encode_chats(tokenizer, conversations), groundings
@@ -95,9 +115,19 @@ def check_mode(mode: str | None) -> None:
         raise ValueError(f"grounding must be one of {', '.join(MODES)}, got {mode!r}")
 
 
-def section(report, rows, tokenizer, answer: Callable, data: str, shelf, manifests: dict,
-            settings, mode: str, trained: set | None,
-            knowledge: KnowledgeShelf | None = None) -> dict:
+def section(
+    report,
+    rows,
+    tokenizer,
+    answer: Callable,
+    data: str,
+    shelf,
+    manifests: dict,
+    settings,
+    mode: str,
+    trained: set | None,
+    knowledge: KnowledgeShelf | None = None,
+) -> dict:
     """The report's ``grounding`` part: each model's rows with and without grounding.
 
     Args:
@@ -126,8 +156,15 @@ def section(report, rows, tokenizer, answer: Callable, data: str, shelf, manifes
     guard = leak_guard(rows.prompts, rows.references, data, mapping, trained)
     for source, members in groups.items():
         try:
-            ids, groundings = grounded_prompts(tokenizer, rows.prompts, rows.system_prompt,
-                                               source, guard, settings.max_new_tokens, knowledge)
+            ids, groundings = grounded_prompts(
+                tokenizer,
+                rows.prompts,
+                rows.system_prompt,
+                source,
+                guard,
+                settings.max_new_tokens,
+                knowledge,
+            )
         except ValueError as err:
             out["notes"].append(f"{', '.join(members)}: not grounded: {err}")
             continue
@@ -143,8 +180,10 @@ def section(report, rows, tokenizer, answer: Callable, data: str, shelf, manifes
                 report.samples[i]["grounded"]["answers"][model] = text
             facts[model] = "\n".join(p.text for g in groundings for _, p in g.shown)
             out["knowledge"][model] = label
-        out["shown"][label] = {"passage_ids": [[i for i, _ in g.shown] for g in groundings],
-                               "excluded": sum(len(g.excluded or []) for g in groundings)}
+        out["shown"][label] = {
+            "passage_ids": [[i for i, _ in g.shown] for g in groundings],
+            "excluded": sum(len(g.excluded or []) for g in groundings),
+        }
     _score(out, report, rows, data, shelf, manifests, grounded_texts, facts, mapping)
     return out
 
@@ -159,8 +198,9 @@ def _score(out, report, rows, data, shelf, manifests, grounded_texts, facts, map
         own = settings[model]
         shown = "\n".join(x for x in (own.facts, facts[model]) if x)
         settings[model + GROUNDED] = replace(own, facts=shown)
-    checked = support_checks(rows.prompts, rows.references, texts, data, settings,
-                             column=rows.slice_by, mapping=mapping)
+    checked = support_checks(
+        rows.prompts, rows.references, texts, data, settings, column=rows.slice_by, mapping=mapping
+    )
     per_row = checked.pop("per_row")
     asked = [r["asked"] for r in next(iter(per_row.values()))]
     intents = sorted({str(a) for a in asked if a is not None})
@@ -170,12 +210,14 @@ def _score(out, report, rows, data, shelf, manifests, grounded_texts, facts, map
             keys.append((model + GROUNDED, out["knowledge"][model]))
         for key, grounding in keys:
             every = list(range(len(rows.prompts)))
-            out["rows"].append(_row(model, grounding, texts[key], per_row[key], rows.references,
-                                    every))
+            out["rows"].append(
+                _row(model, grounding, texts[key], per_row[key], rows.references, every)
+            )
             for intent in intents:
                 picked = [i for i, a in enumerate(asked) if str(a) == intent]
                 out["per_intent"].setdefault(intent, []).append(
-                    _row(model, grounding, texts[key], per_row[key], rows.references, picked))
+                    _row(model, grounding, texts[key], per_row[key], rows.references, picked)
+                )
     out["skipped"] = checked.get("skipped", {})
 
 
@@ -190,9 +232,12 @@ def table(part: dict, intent: str | None = None) -> list[list]:
 
 def lines(part: dict) -> list[str]:
     """The section as text: one line per model and grounding, then the notes."""
-    out = ["with and without grounding (right intent by the support checks' classifier; "
-           "passages shown count as facts):",
-           "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    out = [
+        "with and without grounding (right intent by the support checks' classifier; "
+        "passages shown count as facts):",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+    ]
     out += ["| " + " | ".join(str(c) for c in row) + " |" for row in table(part)]
     kept_out = sum(s.get("excluded", 0) for s in part.get("shown", {}).values())
     out.append(f"passages kept out because they are evaluation rows: {kept_out}")
@@ -209,12 +254,16 @@ def _row(model, grounding, texts, checks, references, picked) -> dict:
     refs = [references[i] for i in picked]
     labelled = [checks[i]["right"] for i in picked if checks[i]["right"] is not None]
     invented = [checks[i]["invented"] for i in picked]
-    return {"model": model, "grounding": grounding, "rows": len(picked),
-            "right_intent": sum(labelled) / len(labelled) if labelled else None,
-            "invented_spans": sum(len(x) for x in invented),
-            "answers_with_invented": sum(bool(x) for x in invented),
-            "bleu": corpus_bleu(said, refs) if said else None,
-            "rouge_l": rouge_l(said, refs) if said else None}
+    return {
+        "model": model,
+        "grounding": grounding,
+        "rows": len(picked),
+        "right_intent": sum(labelled) / len(labelled) if labelled else None,
+        "invented_spans": sum(len(x) for x in invented),
+        "answers_with_invented": sum(bool(x) for x in invented),
+        "bleu": corpus_bleu(said, refs) if said else None,
+        "rouge_l": rouge_l(said, refs) if said else None,
+    }
 
 
 def _source(manifest: dict) -> tuple[str, str] | None:

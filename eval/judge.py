@@ -167,7 +167,8 @@ class Judge:
         self._lock = threading.Lock()
 
     def grade(self, question: str, answer: str, reference: str | None = None) -> dict:
-        """One answer's grade (:func:`eval.judge_grades.parse_grade`), or ``failed`` with the reason.
+        """One answer's grade (:func:`eval.judge_grades.parse_grade`), or
+        ``failed`` with the reason.
 
         Raises:
             JudgeUnavailable: the judge cannot grade anything; the sentence says why.

@@ -1,4 +1,5 @@
-"""The judge's command-line side: ``python -m eval``'s judge flags and ``python -m eval judge-check``.
+"""The judge's command-line side: ``python -m eval``'s judge flags and
+``python -m eval judge-check``.
 
     python -m eval --adapter NAME --data FILE --judge-url http://127.0.0.1:8080 --judge-model judge
     python -m eval judge-check --judge-url URL --judge-model NAME [--rows 100] [--adapter NAME]
@@ -95,12 +96,14 @@ def judge_config(args, review_rows: int | None = None) -> JudgeConfig | None:
     )
 
 
-DESCRIPTION = ("grade the review queue's human-rated answers with a judge and show its agreement "
-               "with people")
+DESCRIPTION = (
+    "grade the review queue's human-rated answers with a judge and show its agreement with people"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     from core.cli import DefaultsFormatter
+
     p = argparse.ArgumentParser(
         prog="python -m eval judge-check",
         description=DESCRIPTION,
@@ -184,11 +187,11 @@ def check_lines(result: dict) -> list[str]:
     kappa = f"{a['kappa']:.2f}" if a["kappa"] is not None else a["kappa_note"]
     raw = f"{a['raw']:.0%}" if a["raw"] is not None else "n/a"
     lines = [
-        f"judge {result['judge']['model']} at {result['judge']['url']}: {result['asked']} rated answers "
-        f"asked, {rates_text(result['rates'])} ({result['seconds']} s)",
+        f"judge {result['judge']['model']} at {result['judge']['url']}: {result['asked']} rated "
+        f"answers asked, {rates_text(result['rates'])} ({result['seconds']} s)",
         f"agreement with people on {a['n']} answers: raw {raw}, Cohen's kappa {kappa}",
-        f"  both pass {a['both_pass']}, people only {a['human_only']}, judge only {a['judge_only']}, "
-        f"both fail {a['both_fail']}",
+        f"  both pass {a['both_pass']}, people only {a['human_only']}, judge only "
+        f"{a['judge_only']}, both fail {a['both_fail']}",
     ]
     for d in result["disagreements"][:SHOWN_DISAGREEMENTS]:
         lines.append(

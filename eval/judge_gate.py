@@ -68,8 +68,8 @@ def judge_verdict(
         return [], [f"{sentence}, but it graded none of {adapter}'s answers, so it was not used"]
     if r["unparseable_rate"] is not None and r["unparseable_rate"] > rules["max_unparseable_rate"]:
         return [], [
-            f"{sentence}, but {r['unparseable_rate']:.0%} of its replies on {adapter}'s answers were "
-            f"unparseable (at most {rules['max_unparseable_rate']:.0%}), so it was not used"
+            f"{sentence}, but {r['unparseable_rate']:.0%} of its replies on {adapter}'s answers "
+            f"were unparseable (at most {rules['max_unparseable_rate']:.0%}), so it was not used"
         ]
     reasons = []
     for floor in RATE_FLOORS:

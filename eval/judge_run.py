@@ -30,7 +30,8 @@ def judge_report(
     ratings: list[dict],
     on_progress: Progress | None = None,
 ) -> dict:
-    """Grade ``samples``' answers (``prompt``, ``reference``, ``answers[model]``) and check agreement.
+    """Grade ``samples``' answers (``prompt``, ``reference``, ``answers[model]``)
+    and check agreement.
 
     Args:
         samples: the evaluation's per-row table (``eval.report.EvalReport.samples``).
@@ -119,6 +120,6 @@ def garbage_problem(grades: list[dict]) -> str | None:
         return None
     first = " ".join(str(replied[0].get("reply", "")).split())[:80]
     return (
-        f"the judge answered, but none of its {len(replied)} replies was the JSON grade it was asked for "
-        f"(all counted unparseable; the first began {first!r})"
+        f"the judge answered, but none of its {len(replied)} replies was the JSON grade it was "
+        f"asked for (all counted unparseable; the first began {first!r})"
     )

@@ -215,8 +215,9 @@ def bleu_from_stats(stats: np.ndarray) -> float:
     return _CORPUS_BLEU._compute_score_from_stats(stats.sum(axis=0).tolist()).score
 
 
-def perplexity_delta_ci(base: dict, tuned: dict, n_resamples: int = 1000,
-                        confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+def perplexity_delta_ci(
+    base: dict, tuned: dict, n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
     """Paired bootstrap CI of ``perplexity(tuned) - perplexity(base)`` over rows.
 
     Resamples rows (not tokens) and recomputes exp(sum NLL / sum tokens) of each resample,

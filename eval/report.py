@@ -68,7 +68,9 @@ class EvalReport:
     # adapter -> {"reference", "deltas", "slices"}: the same paired deltas against the version
     # it was tuned from (a preference run's parent), which its release gate is checked against
     against: dict = field(default_factory=dict)
-    judge: dict = field(default_factory=dict)  # an LLM judge's grades and agreement (eval.judge_run); {} without
+    judge: dict = field(
+        default_factory=dict
+    )  # an LLM judge's grades and agreement (eval.judge_run); {} without
     grounding: dict = field(default_factory=dict)  # with and without grounding (eval.grounded)
     folder: str = ""  # where it was saved; "" when not saved
 
@@ -81,12 +83,20 @@ class EvalReport:
 
     def sorted_samples(self, adapter: str, metric: str = "rouge_l", worst_first: bool = True):
         """The per-sample table ordered by ``adapter``'s delta on ``metric`` (bleu, rouge_l)."""
-        return sorted(self.samples, key=lambda s: s["delta"][adapter][metric],
-                      reverse=not worst_first)
+        return sorted(
+            self.samples, key=lambda s: s["delta"][adapter][metric], reverse=not worst_first
+        )
 
 
-def build_report(rows, answers: dict, nll: dict, golden: list[dict], golden_answers: dict,
-                 seed: int = 0, references: dict | None = None) -> EvalReport:
+def build_report(
+    rows,
+    answers: dict,
+    nll: dict,
+    golden: list[dict],
+    golden_answers: dict,
+    seed: int = 0,
+    references: dict | None = None,
+) -> EvalReport:
     """Score every model's answers and compute each adapter's paired deltas.
 
     Args:
@@ -100,55 +110,101 @@ def build_report(rows, answers: dict, nll: dict, golden: list[dict], golden_answ
     """
     models, refs = list(answers), rows.references
     texts = {m: [a.text for a in answers[m]] for m in models}
-    per_row = {m: {"bleu": sentence_bleu_scores(texts[m], refs),
-                   "rouge_l": rouge_l_scores(texts[m], refs)} for m in models}
+    per_row = {
+        m: {"bleu": sentence_bleu_scores(texts[m], refs), "rouge_l": rouge_l_scores(texts[m], refs)}
+        for m in models
+    }
     golden_part = _golden(golden, golden_answers, models)
-    metrics = {m: _headline(m, texts[m], refs, per_row[m], nll[m], answers[m], golden_part)
-               for m in models}
+    metrics = {
+        m: _headline(m, texts[m], refs, per_row[m], nll[m], answers[m], golden_part) for m in models
+    }
     base = models[0]
-    deltas = {a: _deltas(texts[base], texts[a], refs, per_row[base], per_row[a], nll[base],
-                         nll[a], seed) for a in models[1:]}
+    deltas = {
+        a: _deltas(texts[base], texts[a], refs, per_row[base], per_row[a], nll[base], nll[a], seed)
+        for a in models[1:]
+    }
     samples = _samples(rows, texts, per_row, nll, models)
-    worse = {a: [s["index"] for s in sorted(samples, key=lambda s: s["delta"][a]["rouge_l"])
-                 if s["delta"][a]["rouge_l"] < 0] for a in models[1:]}
+    worse = {
+        a: [
+            s["index"]
+            for s in sorted(samples, key=lambda s: s["delta"][a]["rouge_l"])
+            if s["delta"][a]["rouge_l"] < 0
+        ]
+        for a in models[1:]
+    }
     sliced = getattr(rows, "slices", None) is not None
 
     def slices_of(order: list[str]) -> dict:  # order[0] is what the others are compared with
         if not sliced:
             return {}
-        return slice_scores(rows.slice_by, rows.slices, {m: texts[m] for m in order}, refs, per_row, nll,
-                            golden_part, [g.get("fields", {}) for g in golden], N_RESAMPLES, CONFIDENCE, seed)
+        return slice_scores(
+            rows.slice_by,
+            rows.slices,
+            {m: texts[m] for m in order},
+            refs,
+            per_row,
+            nll,
+            golden_part,
+            [g.get("fields", {}) for g in golden],
+            N_RESAMPLES,
+            CONFIDENCE,
+            seed,
+        )
 
     slices = slices_of(models)
     for s, label in zip(samples, rows.slices, strict=True) if sliced else ():
         s["slice"] = label
-    against = {a: {"reference": ref,
-                   "deltas": _deltas(texts[ref], texts[a], refs, per_row[ref], per_row[a], nll[ref], nll[a], seed),
-                   "slices": slices_of([ref, a])}
-               for a, ref in (references or {}).items() if a in models[1:] and ref in models[1:]}
-    return EvalReport(eval_id=f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}",
-                      created=time.strftime("%Y-%m-%dT%H:%M:%S"), models=models,
-                      metrics=metrics, deltas=deltas, samples=samples, worse=worse,
-                      golden=golden_part, slices=slices, against=against)
+    against = {
+        a: {
+            "reference": ref,
+            "deltas": _deltas(
+                texts[ref], texts[a], refs, per_row[ref], per_row[a], nll[ref], nll[a], seed
+            ),
+            "slices": slices_of([ref, a]),
+        }
+        for a, ref in (references or {}).items()
+        if a in models[1:] and ref in models[1:]
+    }
+    return EvalReport(
+        eval_id=f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}",
+        created=time.strftime("%Y-%m-%dT%H:%M:%S"),
+        models=models,
+        metrics=metrics,
+        deltas=deltas,
+        samples=samples,
+        worse=worse,
+        golden=golden_part,
+        slices=slices,
+        against=against,
+    )
 
 
 def _headline(model, texts, refs, per_row, nll, answers, golden_part) -> dict:
     tokens = int(nll["tokens"].sum())
     mean_nll = float(nll["nll"].sum()) / tokens
-    return {"bleu": corpus_bleu(texts, refs), "rouge_l": float(np.mean(per_row["rouge_l"])),
-            "perplexity": math.exp(mean_nll), "nll": mean_nll, "tokens": tokens,
-            "golden_passed": golden_part["passed"].get(model, 0),
-            "golden_total": golden_part["total"],
-            "mean_answer_tokens": float(np.mean([a.tokens for a in answers])),
-            "answers_cut": sum(not a.stopped for a in answers)}
+    return {
+        "bleu": corpus_bleu(texts, refs),
+        "rouge_l": float(np.mean(per_row["rouge_l"])),
+        "perplexity": math.exp(mean_nll),
+        "nll": mean_nll,
+        "tokens": tokens,
+        "golden_passed": golden_part["passed"].get(model, 0),
+        "golden_total": golden_part["total"],
+        "mean_answer_tokens": float(np.mean([a.tokens for a in answers])),
+        "answers_cut": sum(not a.stopped for a in answers),
+    }
 
 
 def _deltas(base_texts, texts, refs, base_rows, rows, base_nll, nll, seed) -> dict:
     opts = {"n_resamples": N_RESAMPLES, "confidence": CONFIDENCE, "seed": seed}
-    found = {"bleu": bleu_bootstrap_delta_ci(base_texts, texts, refs, **opts),
-             "rouge_l": bootstrap_delta_ci(base_rows["rouge_l"], rows["rouge_l"], **opts),
-             "perplexity": perplexity_delta_ci(base_nll, nll, **opts)}
-    p = worse_p_values(base_texts, texts, refs, base_rows["rouge_l"], rows["rouge_l"], base_nll, nll, seed)
+    found = {
+        "bleu": bleu_bootstrap_delta_ci(base_texts, texts, refs, **opts),
+        "rouge_l": bootstrap_delta_ci(base_rows["rouge_l"], rows["rouge_l"], **opts),
+        "perplexity": perplexity_delta_ci(base_nll, nll, **opts),
+    }
+    p = worse_p_values(
+        base_texts, texts, refs, base_rows["rouge_l"], rows["rouge_l"], base_nll, nll, seed
+    )
     return {k: {"delta": d, "low": lo, "high": hi, "p": p[k]} for k, (d, lo, hi) in found.items()}
 
 
@@ -156,20 +212,31 @@ def _samples(rows, texts, per_row, nll, models) -> list[dict]:
     base, samples = models[0], []
     for i, (prompt, ref) in enumerate(zip(rows.prompts, rows.references, strict=True)):
         score = {k: {m: float(per_row[m][k][i]) for m in models} for k in ("bleu", "rouge_l")}
-        samples.append({
-            "index": i, "intent": rows.intents[i], "prompt": prompt, "reference": ref,
-            "answers": {m: texts[m][i] for m in models}, **score,
-            "nll_per_token": {m: float(nll[m]["nll"][i] / nll[m]["tokens"][i]) for m in models},
-            "delta": {a: {k: score[k][a] - score[k][base] for k in score} for a in models[1:]},
-        })
+        samples.append(
+            {
+                "index": i,
+                "intent": rows.intents[i],
+                "prompt": prompt,
+                "reference": ref,
+                "answers": {m: texts[m][i] for m in models},
+                **score,
+                "nll_per_token": {m: float(nll[m]["nll"][i] / nll[m]["tokens"][i]) for m in models},
+                "delta": {a: {k: score[k][a] - score[k][base] for k in score} for a in models[1:]},
+            }
+        )
     return samples
 
 
 def _golden(golden: list[dict], answers: dict, models: list[str]) -> dict:
     results = []
     for i, g in enumerate(golden):
-        checks = {m: {**golden_check(answers[m][i].text, g["must_contain"], g["must_not_contain"]),
-                      "answer": answers[m][i].text} for m in models}
+        checks = {
+            m: {
+                **golden_check(answers[m][i].text, g["must_contain"], g["must_not_contain"]),
+                "answer": answers[m][i].text,
+            }
+            for m in models
+        }
         results.append({"id": g["id"], "prompt": g["prompt"], "checks": checks})
     passed = {m: sum(r["checks"][m]["passed"] for r in results) for m in models}
     return {"total": len(golden), "passed": passed, "results": results}
@@ -212,8 +279,11 @@ def _write_csv(report: EvalReport, path: Path) -> None:
                 row.append(s.get("slice") or "")
             for m in checked:
                 c = s.get("checks", {}).get(m) or {}
-                row += [c.get("intent") or "", " | ".join(x["text"] for x in c.get("invented", [])),
-                        " | ".join(x["text"] for x in c.get("leaks", []))]
+                row += [
+                    c.get("intent") or "",
+                    " | ".join(x["text"] for x in c.get("invented", [])),
+                    " | ".join(x["text"] for x in c.get("leaks", [])),
+                ]
             writer.writerow([csv_safe(cell) for cell in row])
 
 
@@ -239,12 +309,22 @@ def write_back(report: EvalReport) -> None:
     keys = ("bleu", "rouge_l", "perplexity", "golden_passed", "golden_total")
     for name in report.adapters:
         m = report.metrics[name]
-        shelf.write_manifest_fields(name, {"eval": {
-            "eval_id": report.eval_id, "date": report.created, "data": report.data.get("path"),
-            "rows": report.data.get("rows"), "held_out": report.data.get("held_out"),
-            **{k: m[k] for k in keys}, "base": {k: base[k] for k in keys},
-            "delta": report.deltas[name], "report": report.folder,
-        }})
+        shelf.write_manifest_fields(
+            name,
+            {
+                "eval": {
+                    "eval_id": report.eval_id,
+                    "date": report.created,
+                    "data": report.data.get("path"),
+                    "rows": report.data.get("rows"),
+                    "held_out": report.data.get("held_out"),
+                    **{k: m[k] for k in keys},
+                    "base": {k: base[k] for k in keys},
+                    "delta": report.deltas[name],
+                    "report": report.folder,
+                }
+            },
+        )
 
 
 def _ci(d: dict, digits: int) -> str:
@@ -253,36 +333,52 @@ def _ci(d: dict, digits: int) -> str:
 
 def metrics_table(report: EvalReport) -> str:
     """Markdown table: one line per model, deltas vs base with 95 % CIs for adapters."""
-    lines = ["| model | BLEU | ROUGE-L | perplexity | golden | Δ BLEU [95% CI] "
-             "| Δ ROUGE-L [95% CI] | Δ perplexity [95% CI] |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| model | BLEU | ROUGE-L | perplexity | golden | Δ BLEU [95% CI] "
+        "| Δ ROUGE-L [95% CI] | Δ perplexity [95% CI] |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for m in report.models:
         x = report.metrics[m]
         d = report.deltas.get(m)
-        cells = [_ci(d["bleu"], 2), _ci(d["rouge_l"], 4), _ci(d["perplexity"], 2)] if d else ["—"] * 3
-        lines.append(f"| {m} | {x['bleu']:.2f} | {x['rouge_l']:.4f} | {x['perplexity']:.2f} "
-                     f"| {x['golden_passed']}/{x['golden_total']} | " + " | ".join(cells) + " |")
+        cells = (
+            [_ci(d["bleu"], 2), _ci(d["rouge_l"], 4), _ci(d["perplexity"], 2)] if d else ["—"] * 3
+        )
+        lines.append(
+            f"| {m} | {x['bleu']:.2f} | {x['rouge_l']:.4f} | {x['perplexity']:.2f} "
+            f"| {x['golden_passed']}/{x['golden_total']} | " + " | ".join(cells) + " |"
+        )
     return "\n".join(lines)
 
 
 def summary_markdown(report: EvalReport, worst: int = 5) -> str:
     """A readable page: what was scored, the metric table, timings, the worst samples."""
     g, t = report.settings.get("generation", {}), report.timings
-    out = [f"# Evaluation {report.eval_id}", "",
-           f"- Date: {report.created}",
-           f"- Data: `{report.data.get('path')}`, {report.data.get('rows')} rows: "
-           f"{report.data.get('selection')}",
-           f"- Base model: {report.hashes.get('base_model', {}).get('name')}",
-           f"- Generation: max_new_tokens {g.get('max_new_tokens')}, temperature "
-           f"{g.get('temperature')}, batch {report.settings.get('batch_size')} prompts per call",
-           f"- Answers: {engine_line(report)}",
-           f"- Time: {t.get('total_seconds')} s, {t.get('rows_per_second')} rows/s", "",
-           metrics_table(report), "",
-           "Deltas are adapter − base on the same rows (higher is better for BLEU and ROUGE-L, "
-           "lower for perplexity); a CI that excludes 0 is a difference the data supports.", ""]
+    out = [
+        f"# Evaluation {report.eval_id}",
+        "",
+        f"- Date: {report.created}",
+        f"- Data: `{report.data.get('path')}`, {report.data.get('rows')} rows: "
+        f"{report.data.get('selection')}",
+        f"- Base model: {report.hashes.get('base_model', {}).get('name')}",
+        f"- Generation: max_new_tokens {g.get('max_new_tokens')}, temperature "
+        f"{g.get('temperature')}, batch {report.settings.get('batch_size')} prompts per call",
+        f"- Answers: {engine_line(report)}",
+        f"- Time: {t.get('total_seconds')} s, {t.get('rows_per_second')} rows/s",
+        "",
+        metrics_table(report),
+        "",
+        "Deltas are adapter − base on the same rows (higher is better for BLEU and ROUGE-L, "
+        "lower for perplexity); a CI that excludes 0 is a difference the data supports.",
+        "",
+    ]
     for a, verdict in report.gate.items():
-        out += [f"- Release gate of {a}: **{verdict['state']}**"
-                + "".join(f"\n  - {r}" for r in [*verdict.get("reasons", []), *verdict.get("floors", [])])]
+        out += [
+            f"- Release gate of {a}: **{verdict['state']}**"
+            + "".join(
+                f"\n  - {r}" for r in [*verdict.get("reasons", []), *verdict.get("floors", [])]
+            )
+        ]
     out.append("")
     if report.judge:
         out += [*judge_lines(report.judge, report.gate), ""]
@@ -291,12 +387,16 @@ def summary_markdown(report: EvalReport, worst: int = 5) -> str:
     if report.support:
         out += ["## Support checks", "", support_markdown(report.support), ""]
     for a in report.adapters:
-        out += [f"## Where {a} got worse (ROUGE-L), {len(report.worse[a])} of "
-                f"{len(report.samples)} rows", ""]
+        out += [
+            f"## Where {a} got worse (ROUGE-L), {len(report.worse[a])} of "
+            f"{len(report.samples)} rows",
+            "",
+        ]
         for i in report.worse[a][:worst]:
             s = report.samples[i]
-            out.append(f"- row {i} (Δ ROUGE-L {s['delta'][a]['rouge_l']:+.3f}): "
-                       f"{_short(s['prompt'])}")
+            out.append(
+                f"- row {i} (Δ ROUGE-L {s['delta'][a]['rouge_l']:+.3f}): {_short(s['prompt'])}"
+            )
         out.append("")
     return "\n".join(out)
 

@@ -4,8 +4,8 @@ One model load; every row is tokenized once (by ``eval.scoring_rows``) and the s
 to every model. The answers come from the engine ``engine`` names (:mod:`eval.engines`):
 llama.cpp's llama-server as it serves, its parallel slots in use, or the session's batched
 ``generate`` (:mod:`eval.answers`); the report records which. Perplexity is always the
-session's, on the same rows' reference answers, base with the adapters disabled. Scores, deltas and bootstrap CIs
-are computed in :mod:`eval.report`, which also saves the folder and the manifests.
+session's, on the same rows' reference answers, base with the adapters disabled. Scores, deltas and
+bootstrap CIs are computed in :mod:`eval.report`, which also saves the folder and the manifests.
 """
 
 from __future__ import annotations
@@ -41,14 +41,24 @@ MAX_EVAL_ROWS = 10_000  # rows per evaluation: hours of generation on a CPU alre
 MAX_EVAL_BATCH = 64  # prompts per generate call (each answered by every model in the call)
 
 
-def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples: int = 100,
-             batch_size: int = 8, settings: GenerationSettings | None = None,
-             use_validation_split: bool = True, seed: int = 0,
-             golden: str | None = "assets/golden.jsonl",
-             on_progress: Callable[[float, str], None] | None = None,
-             save: bool = True, slice_by: str | None = None,
-             rows_per_slice: int | None = None, judge=None,
-             grounding: str | None = None, engine="pytorch") -> EvalReport:
+def evaluate(
+    session: ModelSession,
+    adapters: list[str],
+    data: str,
+    max_samples: int = 100,
+    batch_size: int = 8,
+    settings: GenerationSettings | None = None,
+    use_validation_split: bool = True,
+    seed: int = 0,
+    golden: str | None = "assets/golden.jsonl",
+    on_progress: Callable[[float, str], None] | None = None,
+    save: bool = True,
+    slice_by: str | None = None,
+    rows_per_slice: int | None = None,
+    judge=None,
+    grounding: str | None = None,
+    engine="pytorch",
+) -> EvalReport:
     """Answer and score the same rows with the base model and each adapter.
 
     Args:
@@ -95,17 +105,29 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
     session.load()
     manifests = {name: session.load_adapter(name).manifest for name in adapters}
     references, parent_notes = parents_on_shelf(session, manifests)
-    for child, parent in list(references.items()):  # a parent is scored too, if the session holds it
+    for child, parent in list(
+        references.items()
+    ):  # a parent is scored too, if the session holds it
         if parent not in adapters and len(adapters) >= session.max_loaded_adapters:
             del references[child]
-            parent_notes[child] = (f"checked against the base: its parent {parent!r} did not fit beside the "
-                                   f"other adapters (at most {session.max_loaded_adapters} at once)")
+            parent_notes[child] = (
+                f"checked against the base: its parent {parent!r} did not fit beside the "
+                f"other adapters (at most {session.max_loaded_adapters} at once)"
+            )
         elif parent not in adapters:
             adapters = [*adapters, parent]
     manifests.update({p: session.load_adapter(p).manifest for p in adapters if p not in manifests})
     progress(0.02, "choosing and tokenizing rows")
-    rows = select_rows(session.tokenizer, manifests, data, max_samples, use_validation_split,
-                       settings.system_prompt or None, slice_by, rows_per_slice)
+    rows = select_rows(
+        session.tokenizer,
+        manifests,
+        data,
+        max_samples,
+        use_validation_split,
+        settings.system_prompt or None,
+        slice_by,
+        rows_per_slice,
+    )
     if cap_from_references:
         settings = replace(settings, max_new_tokens=answer_cap(session.tokenizer, rows.references))
     clock["rows"] = time.perf_counter()
@@ -115,23 +137,49 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
         answerer = open_answerer(session, engine, adapters, batch_size)
     clock["engine"] = time.perf_counter()
     try:  # the engine stays up for the grounded answers, then stops
-        answers, golden_answers = _answer(answerer, session, rows, golden_rows, adapters, settings,
-                                          progress, clock)
+        answers, golden_answers = _answer(
+            answerer, session, rows, golden_rows, adapters, settings, progress, clock
+        )
         nll = _perplexity(session, rows, adapters, batch_size, progress, clock)
         progress(0.95, "scoring")
         report = build_report(rows, answers, nll, golden_rows, golden_answers, seed, references)
         shelf = Shelf()  # the shelf write_back records into
         progress(0.97, "support checks: intent, hand-offs, invented spans")
         attach_support(report, rows, data, shelf, manifests)
-        _describe(report, session, adapters, data, rows, settings, batch_size=batch_size,
-                  max_samples=max_samples, seed=seed, golden=golden, slice_by=slice_by,
-                  use_validation_split=use_validation_split, rows_per_slice=rows_per_slice)
-        report.settings["engine"] = {"name": answerer.name, "label": answerer.label,
-                                     "note": answerer.note}
+        _describe(
+            report,
+            session,
+            adapters,
+            data,
+            rows,
+            settings,
+            batch_size=batch_size,
+            max_samples=max_samples,
+            seed=seed,
+            golden=golden,
+            slice_by=slice_by,
+            use_validation_split=use_validation_split,
+            rows_per_slice=rows_per_slice,
+        )
+        report.settings["engine"] = {
+            "name": answerer.name,
+            "label": answerer.label,
+            "note": answerer.note,
+        }
         report.timings = _timings(clock, len(rows.prompts), len(adapters) + 1, len(golden_rows))
         report.timings["support_checks_seconds"] = report.support.get("seconds")
-        _grounded(report, session, rows, data, shelf, manifests, settings, answerer,
-                  grounding or default_mode(manifests), progress)
+        _grounded(
+            report,
+            session,
+            rows,
+            data,
+            shelf,
+            manifests,
+            settings,
+            answerer,
+            grounding or default_mode(manifests),
+            progress,
+        )
     finally:
         if answerer is not engine:
             answerer.close()
@@ -150,8 +198,9 @@ def evaluate(session: ModelSession, adapters: list[str], data: str, max_samples:
     return report
 
 
-def _grounded(report, session, rows, data, shelf, manifests, settings, answerer, mode,
-              progress) -> None:
+def _grounded(
+    report, session, rows, data, shelf, manifests, settings, answerer, mode, progress
+) -> None:
     """``report.grounding``: the rows answered again with the knowledge in the prompt, by the
     same engine as the plain answers (not when ``mode`` is off)."""
     if mode == "off":
@@ -160,8 +209,17 @@ def _grounded(report, session, rows, data, shelf, manifests, settings, answerer,
     start = time.perf_counter()
     tokenizer = session.tokenizer
     report.grounding = grounding_section(
-        report, rows, tokenizer, lambda ids, chosen: answerer.answer(ids, chosen, settings),
-        data, shelf, manifests, settings, mode, training_pairs(tokenizer, manifests, data))
+        report,
+        rows,
+        tokenizer,
+        lambda ids, chosen: answerer.answer(ids, chosen, settings),
+        data,
+        shelf,
+        manifests,
+        settings,
+        mode,
+        training_pairs(tokenizer, manifests, data),
+    )
     report.timings["grounded_seconds"] = round(time.perf_counter() - start, 3)
 
 
@@ -172,10 +230,15 @@ def untrained_notes(manifests: dict) -> dict:
     base model and every score equals the base's: a user who evaluates one should be told, not
     left to read identical rows. Adapters without a step count (imported ones) are not named.
     """
-    return {name: (f"{name} was trained 0 steps (its run stopped before the first optimizer step): its "
-                   "LoRA update is still zero, so it answers exactly as the base model and every score "
-                   "here equals the base's")
-            for name, manifest in manifests.items() if manifest.get("steps") == 0}
+    return {
+        name: (
+            f"{name} was trained 0 steps (its run stopped before the first optimizer step): its "
+            "LoRA update is still zero, so it answers exactly as the base model and every score "
+            "here equals the base's"
+        )
+        for name, manifest in manifests.items()
+        if manifest.get("steps") == 0
+    }
 
 
 def parents_on_shelf(session: ModelSession, manifests: dict) -> tuple[dict, dict]:
@@ -191,26 +254,48 @@ def parents_on_shelf(session: ModelSession, manifests: dict) -> tuple[dict, dict
         try:
             found = session.adapter_hash(parent)
         except ValueError as err:
-            notes[name] = f"checked against the base: its parent {parent!r} cannot be loaded ({err})"
+            notes[name] = (
+                f"checked against the base: its parent {parent!r} cannot be loaded ({err})"
+            )
             continue
         if lineage.get("parent_hash") and found != lineage["parent_hash"]:
-            notes[name] = (f"checked against the base: {parent!r} on the shelf is not the version it was "
-                           "tuned from (trained again since)")
+            notes[name] = (
+                f"checked against the base: {parent!r} on the shelf is not the version it was "
+                "tuned from (trained again since)"
+            )
             continue
         parents[name] = parent
     return parents, notes
 
 
-def _describe(report: EvalReport, session: ModelSession, adapters: list[str], data: str, rows,
-              settings: GenerationSettings, **run_settings) -> None:
+def _describe(
+    report: EvalReport,
+    session: ModelSession,
+    adapters: list[str],
+    data: str,
+    rows,
+    settings: GenerationSettings,
+    **run_settings,
+) -> None:
     """What the report was made from: the data, the settings and the weights' hashes."""
-    report.data = {"path": str(data), "rows": len(rows.prompts), "held_out": rows.held_out,
-                   "selection": rows.note, "system_prompt": rows.system_prompt}
-    report.settings = {"generation": asdict(settings), **run_settings, "device": session.device,
-                       "dtype": session.dtype, "threads": session.threads}
-    report.hashes = {"base_model": {"name": session.resolved.name,
-                                    "weight_hash": session.resolved.weight_hash},
-                     "adapters": {name: session.adapter_hash(name) for name in adapters}}
+    report.data = {
+        "path": str(data),
+        "rows": len(rows.prompts),
+        "held_out": rows.held_out,
+        "selection": rows.note,
+        "system_prompt": rows.system_prompt,
+    }
+    report.settings = {
+        "generation": asdict(settings),
+        **run_settings,
+        "device": session.device,
+        "dtype": session.dtype,
+        "threads": session.threads,
+    }
+    report.hashes = {
+        "base_model": {"name": session.resolved.name, "weight_hash": session.resolved.weight_hash},
+        "adapters": {name: session.adapter_hash(name) for name in adapters},
+    }
 
 
 def _answer(answerer, session, rows, golden_rows, adapters, settings, progress, clock):
@@ -219,15 +304,18 @@ def _answer(answerer, session, rows, golden_rows, adapters, settings, progress, 
     unit = "batch" if answerer.name == "pytorch" else "answer"
 
     def gen_progress(lo: float, hi: float):
-        return lambda done, total: progress(lo + (hi - lo) * done / total,
-                                            f"generating ({answerer.label}): {unit} {done}/{total}")
+        return lambda done, total: progress(
+            lo + (hi - lo) * done / total, f"generating ({answerer.label}): {unit} {done}/{total}"
+        )
 
-    answers = answerer.answer(rows.prompt_ids, adapters, settings,
-                              gen_progress(0.05, 0.05 + 0.7 * share))
+    answers = answerer.answer(
+        rows.prompt_ids, adapters, settings, gen_progress(0.05, 0.05 + 0.7 * share)
+    )
     clock["generate"] = time.perf_counter()
     golden_ids = golden_prompt_ids(session.tokenizer, golden_rows, rows.system_prompt)
-    golden_answers = answerer.answer(golden_ids, adapters, settings,
-                                     gen_progress(0.05 + 0.7 * share, 0.75))
+    golden_answers = answerer.answer(
+        golden_ids, adapters, settings, gen_progress(0.05 + 0.7 * share, 0.75)
+    )
     clock["golden"] = time.perf_counter()
     return answers, golden_answers
 
@@ -237,22 +325,31 @@ def _perplexity(session, rows, adapters, batch_size, progress, clock) -> dict:
     nll = {}
     for k, label in enumerate([BASE_LABEL, *adapters]):
         progress(0.75 + 0.2 * k / (len(adapters) + 1), f"perplexity: {label}")
-        nll[label] = row_nll(session, None if label == BASE_LABEL else label, rows.examples,
-                             batch_size)
+        nll[label] = row_nll(
+            session, None if label == BASE_LABEL else label, rows.examples, batch_size
+        )
     clock["perplexity"] = time.perf_counter()
     return nll
 
 
-def _check_args(session, adapters, max_samples, batch_size, settings, rows_per_slice,
-                engine) -> None:
+def _check_args(
+    session, adapters, max_samples, batch_size, settings, rows_per_slice, engine
+) -> None:
     problems = settings.validate()
     if isinstance(engine, str) and engine not in ENGINES:
         problems.append(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    if rows_per_slice is not None and (not isinstance(rows_per_slice, int)
-                                       or isinstance(rows_per_slice, bool) or rows_per_slice < 1):
-        problems.append(f"rows_per_slice must be a whole number of at least 1, got {rows_per_slice!r}")
-    for label, value, most in (("max_samples", max_samples, MAX_EVAL_ROWS),
-                               ("batch_size", batch_size, MAX_EVAL_BATCH)):
+    if rows_per_slice is not None and (
+        not isinstance(rows_per_slice, int)
+        or isinstance(rows_per_slice, bool)
+        or rows_per_slice < 1
+    ):
+        problems.append(
+            f"rows_per_slice must be a whole number of at least 1, got {rows_per_slice!r}"
+        )
+    for label, value, most in (
+        ("max_samples", max_samples, MAX_EVAL_ROWS),
+        ("batch_size", batch_size, MAX_EVAL_BATCH),
+    ):
         if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= most:
             problems.append(f"{label} must be a whole number from 1 to {most}, got {value!r}")
     if len(set(adapters)) != len(adapters):
@@ -260,8 +357,10 @@ def _check_args(session, adapters, max_samples, batch_size, settings, rows_per_s
     if BASE_LABEL in adapters:
         problems.append(f"{BASE_LABEL!r} is always evaluated; it cannot be an adapter name")
     if len(adapters) > session.max_loaded_adapters:
-        problems.append(f"{len(adapters)} adapters, but the session holds at most "
-                        f"{session.max_loaded_adapters} at once")
+        problems.append(
+            f"{len(adapters)} adapters, but the session holds at most "
+            f"{session.max_loaded_adapters} at once"
+        )
     if problems:
         raise ValueError("cannot evaluate: " + "; ".join(problems))
 
@@ -283,8 +382,9 @@ def _timings(clock: dict, rows: int, models: int, golden: int) -> dict:
     }
 
 
-def row_nll(session: ModelSession, adapter: str | None, examples: list[dict],
-            batch_size: int = 8) -> dict:
+def row_nll(
+    session: ModelSession, adapter: str | None, examples: list[dict], batch_size: int = 8
+) -> dict:
     """Per-row summed NLL of the response tokens, so the bootstrap can resample rows.
 
     The same sums ``eval.perplexity`` adds up over the whole set (a test pins the two
@@ -300,7 +400,7 @@ def row_nll(session: ModelSession, adapter: str | None, examples: list[dict],
     with session.use(adapter) as model, torch.inference_mode():
         device = next(model.parameters()).device
         for start in range(0, len(order), batch_size):
-            chunk = order[start:start + batch_size]
+            chunk = order[start : start + batch_size]
             batch = _right_pad([examples[i] for i in chunk], session.tokenizer.pad_token_id)
             nll, tokens = _batch_row_nll(model, {k: v.to(device) for k, v in batch.items()})
             sums[chunk], counts[chunk] = nll, tokens
@@ -311,9 +411,11 @@ def _right_pad(examples: list[dict], pad_id: int) -> dict:
     import torch
 
     width = max(len(ex["input_ids"]) for ex in examples)
-    batch = {"input_ids": torch.full((len(examples), width), pad_id, dtype=torch.long),
-             "attention_mask": torch.zeros((len(examples), width), dtype=torch.long),
-             "labels": torch.full((len(examples), width), IGNORE_INDEX, dtype=torch.long)}
+    batch = {
+        "input_ids": torch.full((len(examples), width), pad_id, dtype=torch.long),
+        "attention_mask": torch.zeros((len(examples), width), dtype=torch.long),
+        "labels": torch.full((len(examples), width), IGNORE_INDEX, dtype=torch.long),
+    }
     for row, ex in enumerate(examples):
         n = len(ex["input_ids"])
         batch["input_ids"][row, :n] = torch.tensor(ex["input_ids"], dtype=torch.long)
@@ -333,5 +435,7 @@ def _batch_row_nll(model, batch: dict) -> tuple[np.ndarray, np.ndarray]:
     keep = targets != IGNORE_INDEX
     per_token = torch.zeros(targets.shape, dtype=torch.float64, device=logits.device)
     # Only scored positions are upcast: (N, V) floats, never (B, T, V).
-    per_token[keep] = F.cross_entropy(logits[keep].float(), targets[keep], reduction="none").double()
+    per_token[keep] = F.cross_entropy(
+        logits[keep].float(), targets[keep], reduction="none"
+    ).double()
     return per_token.sum(dim=1).cpu().numpy(), keep.sum(dim=1).cpu().numpy()

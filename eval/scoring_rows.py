@@ -66,13 +66,22 @@ def check_slice_column(data: str, column: str | None) -> None:
         return
     columns = load_rows(data).column_names
     if column not in columns:
-        raise ValueError(f"slice column {column!r} is not in {Path(str(data)).name} "
-                         f"(its columns: {', '.join(columns)})")
+        raise ValueError(
+            f"slice column {column!r} is not in {Path(str(data)).name} "
+            f"(its columns: {', '.join(columns)})"
+        )
 
 
-def select_rows(tokenizer, manifests: dict[str, dict], data: str, max_samples: int,
-                use_validation_split: bool = True, system_prompt: str | None = None,
-                slice_by: str | None = None, rows_per_slice: int | None = None) -> EvalRows:
+def select_rows(
+    tokenizer,
+    manifests: dict[str, dict],
+    data: str,
+    max_samples: int,
+    use_validation_split: bool = True,
+    system_prompt: str | None = None,
+    slice_by: str | None = None,
+    rows_per_slice: int | None = None,
+) -> EvalRows:
     """Choose and tokenize the rows to score.
 
     Args:
@@ -147,8 +156,10 @@ def _training_splits(tokenizer, manifests: dict[str, dict], data: str) -> tuple[
                 splits.append((args, prepared))
                 break
         else:
-            return [], (f"{data} with adapter {name!r}'s split settings does not reproduce its "
-                        "training data (another file, or settings the manifest does not record)")
+            return [], (
+                f"{data} with adapter {name!r}'s split settings does not reproduce its "
+                "training data (another file, or settings the manifest does not record)"
+            )
     return splits, ""
 
 
@@ -200,13 +211,17 @@ def _held_out(tokenizer, splits: list, quota: _Quota, slice_by: str | None) -> E
         extra = f" plus rows beyond its max_samples={args.max_samples}"
     if not pick:
         raise ValueError("every row of the dataset was used for training; no held-out row is left")
-    note = (f"held-out rows: the validation split (seed {args.seed}, val_fraction "
-            f"{args.val_fraction}){extra}, minus any row an evaluated adapter trained on"
-            f"{quota.note()}")
+    note = (
+        f"held-out rows: the validation split (seed {args.seed}, val_fraction "
+        f"{args.val_fraction}){extra}, minus any row an evaluated adapter trained on"
+        f"{quota.note()}"
+    )
     raw_rows = raw.select(pick).to_dict()
     examples = tokenized.select(pick).select_columns(["input_ids", "labels"]).to_dict()
-    examples = [dict(input_ids=i, labels=lab) for i, lab in
-                zip(examples["input_ids"], examples["labels"], strict=True)]
+    examples = [
+        dict(input_ids=i, labels=lab)
+        for i, lab in zip(examples["input_ids"], examples["labels"], strict=True)
+    ]
     rows = _make_rows(raw_rows, examples, args.system_prompt, True, note)
     return replace(rows, slice_by=slice_by, slices=labels if slice_by else None)
 
@@ -241,8 +256,15 @@ def _labels_by_key(data: str, mapping, slice_by: str | None) -> dict:
     return found
 
 
-def _first_rows(tokenizer, data: str, quota: _Quota, system_prompt: str | None,
-                max_length: int, reason: str, slice_by: str | None) -> EvalRows:
+def _first_rows(
+    tokenizer,
+    data: str,
+    quota: _Quota,
+    system_prompt: str | None,
+    max_length: int,
+    reason: str,
+    slice_by: str | None,
+) -> EvalRows:
     """The first usable rows of the file (at most the quota's per slice), in file order."""
     ds = load_rows(data)
     mapping = detect_mapping(ds.column_names, DataArgs(path=str(data)))
@@ -252,10 +274,13 @@ def _first_rows(tokenizer, data: str, quota: _Quota, system_prompt: str | None,
     keep = {"prompt": [], "response": [], "intent": [], "history": [], "extra": []}
     examples, step = [], max(quota.total, 64)
     for start in range(0, len(rows["prompt"]), step):
-        chunk = {k: v[start:start + step] for k, v in rows.items()}
+        chunk = {k: v[start : start + step] for k, v in rows.items()}
         if quota.per_slice is not None:  # tokenize only rows whose slice still needs some
-            wanted = [i for i, label in enumerate(chunk["extra"])
-                      if quota.counts.get(label, 0) < quota.per_slice]
+            wanted = [
+                i
+                for i, label in enumerate(chunk["extra"])
+                if quota.counts.get(label, 0) < quota.per_slice
+            ]
             chunk = {k: [v[i] for i in wanted] for k, v in chunk.items()}
         enc = fmt.encode_batch(chunk, max_length, "truncate_response")
         for i, status in enumerate(enc["status"]):
@@ -272,14 +297,23 @@ def _first_rows(tokenizer, data: str, quota: _Quota, system_prompt: str | None,
     return replace(rows, slice_by=slice_by, slices=keep["extra"] if slice_by else None)
 
 
-def _make_rows(raw: dict, examples: list[dict], system_prompt, held_out: bool, note: str) -> EvalRows:
+def _make_rows(
+    raw: dict, examples: list[dict], system_prompt, held_out: bool, note: str
+) -> EvalRows:
     prompt_ids = []
     for ex in examples:
         n_prompt = next(i for i, label in enumerate(ex["labels"]) if label != IGNORE_INDEX)
         prompt_ids.append(list(ex["input_ids"][:n_prompt]))
-    return EvalRows(prompts=list(raw["prompt"]), references=list(raw["response"]),
-                    intents=list(raw["intent"]), examples=examples, prompt_ids=prompt_ids,
-                    system_prompt=system_prompt, held_out=held_out, note=note)
+    return EvalRows(
+        prompts=list(raw["prompt"]),
+        references=list(raw["response"]),
+        intents=list(raw["intent"]),
+        examples=examples,
+        prompt_ids=prompt_ids,
+        system_prompt=system_prompt,
+        held_out=held_out,
+        note=note,
+    )
 
 
 def training_pairs(tokenizer, manifests: dict[str, dict], data: str) -> set[tuple[str, str]] | None:
@@ -318,11 +352,16 @@ def load_golden(path: str | Path) -> list[dict]:
             if not isinstance(row.get("prompt"), str):
                 raise ValueError(f"{p.name} line {n}: needs a text 'prompt'")
             check_unicode(row["prompt"], f"{p.name} line {n}: the prompt")
-            golden.append({"id": str(row.get("id", n)), "prompt": row["prompt"],
-                           "must_contain": list(row.get("must_contain", [])),
-                           "must_not_contain": list(row.get("must_not_contain", [])),
-                           # other text fields (intent, ...): what slices the golden checks
-                           "fields": {k: v for k, v in row.items() if isinstance(v, str)}})
+            golden.append(
+                {
+                    "id": str(row.get("id", n)),
+                    "prompt": row["prompt"],
+                    "must_contain": list(row.get("must_contain", [])),
+                    "must_not_contain": list(row.get("must_not_contain", [])),
+                    # other text fields (intent, ...): what slices the golden checks
+                    "fields": {k: v for k, v in row.items() if isinstance(v, str)},
+                }
+            )
     return golden
 
 

@@ -62,11 +62,12 @@ def _p_value(deltas: np.ndarray, observed: float, worse_is_higher: bool) -> floa
 
 
 def _swapped_sums(ref: np.ndarray, new: np.ndarray, swaps: np.ndarray):
-    """Per pattern, the column sums of each model's rows after swapping: ``(ref_sums, new_sums)``."""
+    """Per pattern, the column sums of each model's rows after swapping:
+    ``(ref_sums, new_sums)``."""
     ref2, new2 = ref.reshape(len(ref), -1).astype(float), new.reshape(len(new), -1).astype(float)
     outs_ref, outs_new = [], []
     for start in range(0, len(swaps), _CHUNK):
-        s = swaps[start:start + _CHUNK].astype(float)
+        s = swaps[start : start + _CHUNK].astype(float)
         keep = 1.0 - s
         outs_ref.append(keep @ ref2 + s @ new2)
         outs_new.append(keep @ new2 + s @ ref2)
@@ -74,7 +75,8 @@ def _swapped_sums(ref: np.ndarray, new: np.ndarray, swaps: np.ndarray):
 
 
 def mean_worse_p(ref_scores, new_scores, seed: int = 0) -> float:
-    """p that ``mean(new) - mean(ref)`` is this low by chance (a higher score is better: ROUGE-L)."""
+    """p that ``mean(new) - mean(ref)`` is this low by chance (a higher score is
+    better: ROUGE-L)."""
     ref, new = np.asarray(ref_scores, float), np.asarray(new_scores, float)
     if ref.shape != new.shape:
         raise ValueError(f"paired scores must match; got {ref.shape} and {new.shape}")
@@ -82,13 +84,19 @@ def mean_worse_p(ref_scores, new_scores, seed: int = 0) -> float:
     return _p_value((b - a)[:, 0] / len(ref), float(new.mean() - ref.mean()), worse_is_higher=False)
 
 
-def bleu_worse_p(ref_texts: list[str], new_texts: list[str], references: list[str], seed: int = 0) -> float:
+def bleu_worse_p(
+    ref_texts: list[str], new_texts: list[str], references: list[str], seed: int = 0
+) -> float:
     """p that corpus ``BLEU(new) - BLEU(ref)`` is this low by chance; each pattern rescored from
     the rows' n-gram counts (the statistics corpus BLEU sums)."""
     ref, new = bleu_row_stats(ref_texts, references), bleu_row_stats(new_texts, references)
     a, b = _swapped_sums(ref, new, swap_patterns(len(references), seed))
-    deltas = np.array([bleu_from_stats(nb[None]) - bleu_from_stats(na[None])
-                       for na, nb in zip(a.round().astype(np.int64), b.round().astype(np.int64), strict=True)])
+    deltas = np.array(
+        [
+            bleu_from_stats(nb[None]) - bleu_from_stats(na[None])
+            for na, nb in zip(a.round().astype(np.int64), b.round().astype(np.int64), strict=True)
+        ]
+    )
     return _p_value(deltas, bleu_from_stats(new) - bleu_from_stats(ref), worse_is_higher=False)
 
 
@@ -126,13 +134,23 @@ def benjamini_hochberg(pvalues) -> np.ndarray:
     return out
 
 
-def worse_p_values(ref_texts: list[str], new_texts: list[str], references: list[str], ref_rouge_l,
-                   new_rouge_l, ref_nll: dict, new_nll: dict, seed: int = 0) -> dict:
+def worse_p_values(
+    ref_texts: list[str],
+    new_texts: list[str],
+    references: list[str],
+    ref_rouge_l,
+    new_rouge_l,
+    ref_nll: dict,
+    new_nll: dict,
+    seed: int = 0,
+) -> dict:
     """``{"bleu", "rouge_l", "perplexity"}``: each metric's p that the new model is this much worse
     by chance, on the same rows (what a report's and a slice's deltas carry as ``p``)."""
-    return {"bleu": bleu_worse_p(ref_texts, new_texts, references, seed),
-            "rouge_l": mean_worse_p(ref_rouge_l, new_rouge_l, seed),
-            "perplexity": perplexity_worse_p(ref_nll, new_nll, seed)}
+    return {
+        "bleu": bleu_worse_p(ref_texts, new_texts, references, seed),
+        "rouge_l": mean_worse_p(ref_rouge_l, new_rouge_l, seed),
+        "perplexity": perplexity_worse_p(ref_nll, new_nll, seed),
+    }
 
 
 def rows_needed(checks: int, q: float = SLICE_FALSE_ALARM) -> int:

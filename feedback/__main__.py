@@ -10,9 +10,18 @@ import sys
 from core import cli
 
 COMMANDS: cli.CommandTable = {
-    "list": ("feedback.commands.list_", "list ratings (filter by adapter, version, rating, status, intent, dates)"),
-    "review": ("feedback.commands.review", "accept or drop a rating, or edit its correction or intent"),
-    "export": ("feedback.commands.export", "write the accepted ratings as SFT rows and preference pairs"),
+    "list": (
+        "feedback.commands.list_",
+        "list ratings (filter by adapter, version, rating, status, intent, dates)",
+    ),
+    "review": (
+        "feedback.commands.review",
+        "accept or drop a rating, or edit its correction or intent",
+    ),
+    "export": (
+        "feedback.commands.export",
+        "write the accepted ratings as SFT rows and preference pairs",
+    ),
 }
 
 

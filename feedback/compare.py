@@ -31,9 +31,15 @@ from feedback.store import (
 )
 
 
-def rate_compare(store: FeedbackStore, messages: list[dict], panes: list[dict], preferred: str | None,
-                 correction: str = "", intent: str | None = None,
-                 rater: str | None = None) -> list[dict]:
+def rate_compare(
+    store: FeedbackStore,
+    messages: list[dict],
+    panes: list[dict],
+    preferred: str | None,
+    correction: str = "",
+    intent: str | None = None,
+    rater: str | None = None,
+) -> list[dict]:
     """Store a Compare verdict as thumbs-down ratings of the panes that lost; returns the rows.
 
     Args:
@@ -65,8 +71,26 @@ def rate_compare(store: FeedbackStore, messages: list[dict], panes: list[dict], 
         kept, answer = redacted(messages, pane["text"])
         shown = json.dumps([messages, pane["adapter"], pane.get("adapter_hash", ""), pane["text"]])
         answer_id = "compare-" + hashlib.sha256(shown.encode("utf-8")).hexdigest()[:24]
-        served = ServedAnswer(answer_id, pane["adapter"], pane.get("adapter_hash", ""),
-                              pane.get("engine", ""), "compare", "", kept, answer)
-        rows.append(rating_row(served, "down", chosen, "compare", intent, preferred=winner,
-                               verdict=verdict, rater=rater))
+        served = ServedAnswer(
+            answer_id,
+            pane["adapter"],
+            pane.get("adapter_hash", ""),
+            pane.get("engine", ""),
+            "compare",
+            "",
+            kept,
+            answer,
+        )
+        rows.append(
+            rating_row(
+                served,
+                "down",
+                chosen,
+                "compare",
+                intent,
+                preferred=winner,
+                verdict=verdict,
+                rater=rater,
+            )
+        )
     return store.add(*rows) if rows else []

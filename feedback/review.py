@@ -47,15 +47,18 @@ class Filter:
 
     def keeps(self, row: dict) -> bool:
         day = str(row.get("created", ""))[:10]
-        return all((
-            self.adapter in (None, row.get("adapter")),
-            self.version is None or str(row.get("version", "")).startswith(self.version),
-            self.rating in (None, row.get("rating")),
-            self.status in (None, row.get("status", "new")),
-            self.intent is None or str(row.get("intent") or "").casefold() == self.intent.strip().casefold(),
-            self.since is None or day >= self.since,
-            self.until is None or day <= self.until,
-        ))
+        return all(
+            (
+                self.adapter in (None, row.get("adapter")),
+                self.version is None or str(row.get("version", "")).startswith(self.version),
+                self.rating in (None, row.get("rating")),
+                self.status in (None, row.get("status", "new")),
+                self.intent is None
+                or str(row.get("intent") or "").casefold() == self.intent.strip().casefold(),
+                self.since is None or day >= self.since,
+                self.until is None or day <= self.until,
+            )
+        )
 
 
 def queue(store: FeedbackStore, where: Filter | None = None) -> list[dict]:
@@ -64,8 +67,13 @@ def queue(store: FeedbackStore, where: Filter | None = None) -> list[dict]:
     return [r for r in reversed(store.ratings()) if where.keeps(r)]
 
 
-def review(store: FeedbackStore, row_id: str, status: str | None = None, correction: str | None = None,
-           intent: str | None = None) -> dict:
+def review(
+    store: FeedbackStore,
+    row_id: str,
+    status: str | None = None,
+    correction: str | None = None,
+    intent: str | None = None,
+) -> dict:
     """Set a rating's status, correction and/or intent (``""`` clears it); returns the row as saved.
 
     Raises:
@@ -76,7 +84,9 @@ def review(store: FeedbackStore, row_id: str, status: str | None = None, correct
     if status is not None and status not in STATUSES:
         raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
     if correction is not None and len(correction) > MAX_CORRECTION_CHARS:
-        raise ValueError(f"correction is {len(correction)} characters; at most {MAX_CORRECTION_CHARS}")
+        raise ValueError(
+            f"correction is {len(correction)} characters; at most {MAX_CORRECTION_CHARS}"
+        )
     label = check_intent(intent)
     with store.store.transaction():  # one row, locked: a rating given meanwhile is never lost
         found = rating_for_update(store.store, row_id)
@@ -87,8 +97,10 @@ def review(store: FeedbackStore, row_id: str, status: str | None = None, correct
         if intent is not None:
             found["intent"] = label
         if status == "accepted" and not found.get("messages"):
-            raise ValueError("this rating kept no conversation (the API ran without --log-conversations), "
-                             "so it cannot become training data; drop it")
+            raise ValueError(
+                "this rating kept no conversation (the API ran without --log-conversations), "
+                "so it cannot become training data; drop it"
+            )
         if status is not None:
             found["status"] = status
         update_rating(store.store, found)
@@ -107,21 +119,40 @@ def training_rows(store: FeedbackStore) -> tuple[list[dict], list[dict]]:
         if last_user is None:
             continue
         good = row.get("correction") or (row.get("answer") if row.get("rating") == "up" else None)
-        if good and (row.get("verdict"), good) not in verdicts:  # a Compare verdict's panes: one SFT row
+        if (
+            good and (row.get("verdict"), good) not in verdicts
+        ):  # a Compare verdict's panes: one SFT row
             if row.get("verdict"):
                 verdicts.add((row["verdict"], good))
-            sft.append({"messages": [*asked, {"role": "assistant", "content": good}],
-                        "instruction": last_user, "response": good,
-                        "intent": row.get("intent"), "source": f"feedback:{row['id']}",
-                        "adapter": row.get("adapter"), "version": row.get("version")})
+            sft.append(
+                {
+                    "messages": [*asked, {"role": "assistant", "content": good}],
+                    "instruction": last_user,
+                    "response": good,
+                    "intent": row.get("intent"),
+                    "source": f"feedback:{row['id']}",
+                    "adapter": row.get("adapter"),
+                    "version": row.get("version"),
+                }
+            )
         if row.get("rating") == "down" and row.get("correction") and row.get("answer"):
-            pairs.append({"prompt": messages, "chosen": row["correction"], "rejected": row["answer"],
-                          "intent": row.get("intent"), "source": f"feedback:{row['id']}",
-                          "adapter": row.get("adapter"), "version": row.get("version")})
+            pairs.append(
+                {
+                    "prompt": messages,
+                    "chosen": row["correction"],
+                    "rejected": row["answer"],
+                    "intent": row.get("intent"),
+                    "source": f"feedback:{row['id']}",
+                    "adapter": row.get("adapter"),
+                    "version": row.get("version"),
+                }
+            )
     return sft, pairs
 
 
-def export(store: FeedbackStore, folder: Path, name: str = "feedback") -> tuple[Path, Path, int, int]:
+def export(
+    store: FeedbackStore, folder: Path, name: str = "feedback"
+) -> tuple[Path, Path, int, int]:
     """Write the accepted ratings as ``<name>.jsonl`` (SFT) and ``<name>-pairs.jsonl``.
 
     Raises:
@@ -129,7 +160,9 @@ def export(store: FeedbackStore, folder: Path, name: str = "feedback") -> tuple[
     """
     sft, pairs = training_rows(store)
     if not sft and not pairs:
-        raise ValueError("no accepted feedback with a conversation yet: accept some in the review queue first")
+        raise ValueError(
+            "no accepted feedback with a conversation yet: accept some in the review queue first"
+        )
     folder.mkdir(parents=True, exist_ok=True)
     out = (folder / f"{name}.jsonl", folder / f"{name}-pairs.jsonl")
     for path, rows in zip(out, (sft, pairs), strict=True):

@@ -61,12 +61,21 @@ class FeedbackStore:
         self.store = open_store(home)
         self.log_conversations = log_conversations
 
-    def record(self, answer_id: str, adapter: str, version: str, engine: str, messages: list[dict],
-               text: str, source: str = "api", grounding: dict | None = None,
-               check: dict | None = None) -> ServedAnswer:
-        """Keep one served answer (with its conversation, redacted, when logging is on); ``grounding``:
-        the knowledge version and passage ids it was shown (``knowledge.grounding``), kept with
-        it and with its ratings; ``check``: what the check before it was sent decided
+    def record(
+        self,
+        answer_id: str,
+        adapter: str,
+        version: str,
+        engine: str,
+        messages: list[dict],
+        text: str,
+        source: str = "api",
+        grounding: dict | None = None,
+        check: dict | None = None,
+    ) -> ServedAnswer:
+        """Keep one served answer (with its conversation, redacted, when logging is on);
+        ``grounding``: the knowledge version and passage ids it was shown (``knowledge.grounding``),
+        kept with it and with its ratings; ``check``: what the check before it was sent decided
         (``knowledge.answer_check``: ok, re-answered, handed off, skipped)."""
         extra = {"grounding": grounding} if grounding else {}
         if check:
@@ -84,8 +93,15 @@ class FeedbackStore:
             return None
         return ServedAnswer(**{k: row.get(k) for k in ServedAnswer.__dataclass_fields__})
 
-    def rate(self, answer_id: str, rating: str, correction: str | None = None, source: str = "api",
-             intent: str | None = None, rater: str | None = None) -> dict:
+    def rate(
+        self,
+        answer_id: str,
+        rating: str,
+        correction: str | None = None,
+        source: str = "api",
+        intent: str | None = None,
+        rater: str | None = None,
+    ) -> dict:
         """Store a rating (and a corrected answer) for a served answer; returns the stored row.
         ``rater`` (an API key's name, a UI session) has one vote per answer: rating the same
         answer again replaces the earlier rating (the row keeps its id).
@@ -112,14 +128,33 @@ class FeedbackStore:
         return rating_rows(self.store)
 
 
-def rating_row(served: ServedAnswer, rating: str, correction: str | None, source: str,
-               intent: str | None = None, **extra) -> dict:
-    """A new rating of ``served`` as stored (``new``, its correction redacted); checked by the caller."""
-    return {"id": f"fb-{uuid.uuid4().hex[:16]}", "answer_id": served.id, "created": _now(),
-            "rating": rating, "correction": redact(correction.strip()) if correction and correction.strip() else None,
-            "adapter": served.adapter, "version": served.version, "engine": served.engine,
-            "source": source, "messages": served.messages, "answer": served.answer, "status": "new",
-            "intent": intent, **_grounding(served), **extra}
+def rating_row(
+    served: ServedAnswer,
+    rating: str,
+    correction: str | None,
+    source: str,
+    intent: str | None = None,
+    **extra,
+) -> dict:
+    """A new rating of ``served`` as stored (``new``, its correction redacted);
+    checked by the caller."""
+    return {
+        "id": f"fb-{uuid.uuid4().hex[:16]}",
+        "answer_id": served.id,
+        "created": _now(),
+        "rating": rating,
+        "correction": redact(correction.strip()) if correction and correction.strip() else None,
+        "adapter": served.adapter,
+        "version": served.version,
+        "engine": served.engine,
+        "source": source,
+        "messages": served.messages,
+        "answer": served.answer,
+        "status": "new",
+        "intent": intent,
+        **_grounding(served),
+        **extra,
+    }
 
 
 def _grounding(served: ServedAnswer) -> dict:
@@ -130,8 +165,13 @@ def _grounding(served: ServedAnswer) -> dict:
 
 def redacted(messages: list[dict], text: str) -> tuple[list[dict], str]:
     """(the conversation, the answer) as kept: plain text, personal data replaced."""
-    return ([{"role": m.get("role"), "content": redact(content_text(m.get("content")))} for m in messages],
-            redact(text))
+    return (
+        [
+            {"role": m.get("role"), "content": redact(content_text(m.get("content")))}
+            for m in messages
+        ],
+        redact(text),
+    )
 
 
 def check_intent(intent) -> str | None:
@@ -146,8 +186,10 @@ def check_intent(intent) -> str | None:
         raise ValueError("intent must be a string")
     intent = intent.strip()
     if len(intent) > MAX_INTENT_CHARS or "\n" in intent or "\r" in intent:
-        raise ValueError(f"intent must be one line of at most {MAX_INTENT_CHARS} characters, "
-                         f"got {intent[:40]!r}{'…' if len(intent) > 40 else ''}")
+        raise ValueError(
+            f"intent must be one line of at most {MAX_INTENT_CHARS} characters, "
+            f"got {intent[:40]!r}{'…' if len(intent) > 40 else ''}"
+        )
     return intent or None
 
 
@@ -162,7 +204,9 @@ def check_rating(rating, correction) -> None:
     if correction is not None and not isinstance(correction, str):
         raise ValueError("correction must be a string")
     if correction is not None and len(correction) > MAX_CORRECTION_CHARS:
-        raise ValueError(f"correction is {len(correction)} characters; at most {MAX_CORRECTION_CHARS}")
+        raise ValueError(
+            f"correction is {len(correction)} characters; at most {MAX_CORRECTION_CHARS}"
+        )
 
 
 def content_text(content) -> str:

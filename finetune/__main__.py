@@ -9,11 +9,19 @@ from core import cli
 
 COMMANDS: cli.CommandTable = {
     "train": ("finetune.commands.train", "fine-tune a LoRA adapter"),
-    "prepare-data": ("finetune.commands.prepare_data", "load, map, split and tokenize a dataset; print stats"),
-    "import-transcripts": ("finetune.commands.import_transcripts",
-                           "helpdesk export -> redacted conversations, split by conversation"),
+    "prepare-data": (
+        "finetune.commands.prepare_data",
+        "load, map, split and tokenize a dataset; print stats",
+    ),
+    "import-transcripts": (
+        "finetune.commands.import_transcripts",
+        "helpdesk export -> redacted conversations, split by conversation",
+    ),
     "runs": ("finetune.commands.runs", "list supervised training runs and their status"),
-    "resolve-model": ("finetune.commands.resolve_model", "resolve (and cache) a base model; print where it is"),
+    "resolve-model": (
+        "finetune.commands.resolve_model",
+        "resolve (and cache) a base model; print where it is",
+    ),
 }
 
 

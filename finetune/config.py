@@ -148,12 +148,19 @@ class RunConfig:
             raise ValueError(f"a run config must be a mapping of sections (got {type(d).__name__})")
         parts = {}
         for f in fields(cls):
-            sub_cls = {"model": ModelArgs, "lora": LoraArgs, "data": DataArgs,
-                       "train": TrainArgs, "run": RunArgs}[f.name]
+            sub_cls = {
+                "model": ModelArgs,
+                "lora": LoraArgs,
+                "data": DataArgs,
+                "train": TrainArgs,
+                "run": RunArgs,
+            }[f.name]
             section = d.get(f.name) or {}
             if not isinstance(section, Mapping):
-                raise ValueError(f"config section {f.name!r} must be a mapping of settings "
-                                 f"(got {type(section).__name__})")
+                raise ValueError(
+                    f"config section {f.name!r} must be a mapping of settings "
+                    f"(got {type(section).__name__})"
+                )
             values = dict(section)
             known = {x.name for x in fields(sub_cls)}
             unknown = sorted(set(values) - known)
@@ -167,7 +174,11 @@ class RunConfig:
 
     def save(self, path: str | Path) -> None:
         path = Path(path)
-        text = _yaml_dump(self.to_dict()) if path.suffix in (".yaml", ".yml") else json.dumps(self.to_dict(), indent=2)
+        text = (
+            _yaml_dump(self.to_dict())
+            if path.suffix in (".yaml", ".yml")
+            else json.dumps(self.to_dict(), indent=2)
+        )
         path.write_text(text)
 
     @classmethod
@@ -184,8 +195,10 @@ class RunConfig:
         except FileNotFoundError:
             raise
         except Exception as err:  # not UTF-8, yaml.YAMLError, JSONDecodeError, RecursionError
-            raise ValueError(f"{path.name} is not a readable run config: "
-                             f"{' '.join(str(err).split())[:200] or type(err).__name__}") from None
+            raise ValueError(
+                f"{path.name} is not a readable run config: "
+                f"{' '.join(str(err).split())[:200] or type(err).__name__}"
+            ) from None
         return cls.from_dict(data)
 
 
@@ -232,13 +245,22 @@ def _range(out: list, label: str, value, lo, hi, whole: bool = False) -> None:
 # Settings checked for type only (the rest have ranges or fixed choices below).
 _TEXT, _OPTIONAL_TEXT, _FLAG = (str,), (str, type(None)), (bool,)
 _TYPED = [
-    ("model", "name", _TEXT), ("model", "trust_remote_code", _FLAG), ("lora", "include_mlp", _FLAG),
-    ("data", "path", _TEXT), ("data", "prompt_column", _OPTIONAL_TEXT),
-    ("data", "response_column", _OPTIONAL_TEXT), ("data", "messages_column", _OPTIONAL_TEXT),
-    ("data", "system_prompt", _OPTIONAL_TEXT), ("data", "packing", _FLAG),
+    ("model", "name", _TEXT),
+    ("model", "trust_remote_code", _FLAG),
+    ("lora", "include_mlp", _FLAG),
+    ("data", "path", _TEXT),
+    ("data", "prompt_column", _OPTIONAL_TEXT),
+    ("data", "response_column", _OPTIONAL_TEXT),
+    ("data", "messages_column", _OPTIONAL_TEXT),
+    ("data", "system_prompt", _OPTIONAL_TEXT),
+    ("data", "packing", _FLAG),
     ("data", "last_turn_only", _FLAG),
-    ("train", "device", _TEXT), ("train", "gradient_checkpointing", _FLAG),
-    ("run", "adapter_name", _TEXT), ("run", "run_dir", _TEXT), ("run", "resume", _FLAG), ("run", "rdzv_endpoint", _TEXT),
+    ("train", "device", _TEXT),
+    ("train", "gradient_checkpointing", _FLAG),
+    ("run", "adapter_name", _TEXT),
+    ("run", "run_dir", _TEXT),
+    ("run", "resume", _FLAG),
+    ("run", "rdzv_endpoint", _TEXT),
 ]
 
 
@@ -279,8 +301,10 @@ def validate(cfg: RunConfig, hardware=None) -> list[str]:
             out.append(str(err))
     t = cfg.train
     if cfg.data.with_passages and t.method in PREFERENCE_METHODS:
-        out.append(f"training with passages is for sft; {t.method} trains on pairs without them "
-                   "(set passages per training row to 0)")
+        out.append(
+            f"training with passages is for sft; {t.method} trains on pairs without them "
+            "(set passages per training row to 0)"
+        )
     out += launch_problems(cfg.run, t, hardware)
     known = t.precision in PRECISIONS and t.quantization in QUANTIZATIONS
     if hardware is not None and known and isinstance(t.device, str):
@@ -297,7 +321,9 @@ def _train_problems(t: TrainArgs) -> list[str]:
     if t.precision not in PRECISIONS:
         out.append(f"precision must be one of {', '.join(PRECISIONS)} (got {t.precision!r})")
     if t.quantization not in QUANTIZATIONS:
-        out.append(f"quantization must be one of {', '.join(QUANTIZATIONS)} (got {t.quantization!r})")
+        out.append(
+            f"quantization must be one of {', '.join(QUANTIZATIONS)} (got {t.quantization!r})"
+        )
     _range(out, "batch size", t.batch_size, 1, 4096, whole=True)
     _range(out, "gradient accumulation", t.grad_accum, 1, 4096, whole=True)
     _range(out, "learning rate", t.learning_rate, 1e-7, 1.0)
@@ -306,8 +332,11 @@ def _train_problems(t: TrainArgs) -> list[str]:
     _range(out, "max steps", t.max_steps, 0, 10_000_000, whole=True)
     _range(out, "weight decay", t.weight_decay, 0.0, 10.0)
     _range(out, "max grad norm", t.max_grad_norm, 0.0, 1e6)
-    for label, value in (("validate every", t.eval_every), ("probe every", t.probe_every),
-                         ("checkpoint every", t.save_every)):
+    for label, value in (
+        ("validate every", t.eval_every),
+        ("probe every", t.probe_every),
+        ("checkpoint every", t.save_every),
+    ):
         if value is not None:  # None: auto
             _range(out, f"{label} N steps", value, 0, 10_000_000, whole=True)
     out += budget_problems(t.time_budget_s)
@@ -315,13 +344,19 @@ def _train_problems(t: TrainArgs) -> list[str]:
     _range(out, "seed", t.seed, 0, 2**32 - 1, whole=True)
     _range(out, "CPU threads", t.cpu_threads, 0, 1024, whole=True)
     if t.max_steps == 0 and isinstance(t.epochs, (int, float)) and t.epochs <= 0:
-        if t.method in PREFERENCE_METHODS:  # a budget ends a preference run's epochs early, never later
-            out.append(f"set epochs above 0 or max steps above 0: {t.method} trains for them (a time budget "
-                       "can only end it sooner)")
+        if (
+            t.method in PREFERENCE_METHODS
+        ):  # a budget ends a preference run's epochs early, never later
+            out.append(
+                f"set epochs above 0 or max steps above 0: {t.method} trains for them (a time "
+                "budget can only end it sooner)"
+            )
         elif not t.time_budget_s:
             out.append("set epochs above 0 or max steps above 0: otherwise nothing trains")
     if t.lr_schedule not in ("cosine", "linear", "constant"):
-        out.append(f"learning-rate schedule must be cosine, linear or constant (got {t.lr_schedule!r})")
+        out.append(
+            f"learning-rate schedule must be cosine, linear or constant (got {t.lr_schedule!r})"
+        )
     if t.method not in METHODS:
         out.append(f"method must be one of {', '.join(METHODS)} (got {t.method!r})")
     elif t.method != "sft" and not (isinstance(t.from_adapter, str) and t.from_adapter.strip()):
@@ -339,8 +374,15 @@ BUDGET_RANGE_S = (30, 7 * 24 * 3600)  # a time budget: from 30 seconds to 7 days
 def budget_problems(seconds) -> list[str]:
     """What is wrong with a time budget of ``seconds`` ([] when nothing): 0 (off) or in range."""
     lo, hi = BUDGET_RANGE_S
-    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not (seconds == 0 or lo <= seconds <= hi):
-        return [f"time budget must be 0 (off) or between {lo} seconds and 7 days ({hi} s) (got {quote(seconds)})"]
+    if (
+        not isinstance(seconds, (int, float))
+        or isinstance(seconds, bool)
+        or not (seconds == 0 or lo <= seconds <= hi)
+    ):
+        return [
+            f"time budget must be 0 (off) or between {lo} seconds and 7 days ({hi} s) (got "
+            f"{quote(seconds)})"
+        ]
     return []
 
 
@@ -350,8 +392,14 @@ def _lora_problems(lo: LoraArgs) -> list[str]:
     _range(out, "LoRA alpha", lo.alpha, 1, 4096, whole=True)
     _range(out, "LoRA dropout", lo.dropout, 0.0, 0.9)
     _range(out, "LoRA top layers", lo.top_layers, 0, 10_000, whole=True)
-    if not (lo.target_modules == "auto" or (isinstance(lo.target_modules, list) and lo.target_modules
-                                              and all(isinstance(m, str) and m for m in lo.target_modules))):
+    if not (
+        lo.target_modules == "auto"
+        or (
+            isinstance(lo.target_modules, list)
+            and lo.target_modules
+            and all(isinstance(m, str) and m for m in lo.target_modules)
+        )
+    ):
         out.append("LoRA target modules must be 'auto' or a non-empty list of module names")
     return out
 

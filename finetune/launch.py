@@ -40,8 +40,10 @@ def _node_problems(r) -> list[str]:
     if r.nnodes > 1 and isinstance(r.rdzv_endpoint, str):
         host, _, port = r.rdzv_endpoint.strip().rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            out.append(f"with {r.nnodes} nodes the rendezvous endpoint must be host:port of node 0 "
-                       f"(got {r.rdzv_endpoint!r})")
+            out.append(
+                f"with {r.nnodes} nodes the rendezvous endpoint must be host:port of node 0 "
+                f"(got {r.rdzv_endpoint!r})"
+            )
     return out
 
 
@@ -52,24 +54,36 @@ def _sharding_problems(r, t) -> list[str]:
     if r.sharding != "fsdp":
         return []
     out = []
-    procs = r.nproc_per_node * r.nnodes if all(type(v) is int for v in (r.nproc_per_node, r.nnodes)) else None
+    procs = (
+        r.nproc_per_node * r.nnodes
+        if all(type(v) is int for v in (r.nproc_per_node, r.nnodes))
+        else None
+    )
     if procs == 1:
-        out.append("sharding fsdp splits the model across processes: set processes per node x nodes above 1 "
-                   "(1 process holds the whole model; use ddp)")
+        out.append(
+            "sharding fsdp splits the model across processes: set processes per node x nodes "
+            "above 1 (1 process holds the whole model; use ddp)"
+        )
     if t.quantization in ("8bit", "4bit"):
         # Checked on CPU in fp32: a 4-bit model's forward under FSDP2 (2 gloo ranks) gave the
         # unsharded loss (bitsandbytes restores the quant state from the module). Not offered:
         # on a GPU in bf16 the MixedPrecisionPolicy would cast the packed uint8 weights to bf16
         # for the all-gather, and no training step, 8-bit run or GPU run has been tried.
-        out.append(f"sharding fsdp is not offered with {t.quantization} quantization (its bf16 all-gather "
-                   "would cast bitsandbytes' packed weights; untested): use quantization none, or ddp")
+        out.append(
+            f"sharding fsdp is not offered with {t.quantization} quantization (its bf16 all-gather "
+            "would cast bitsandbytes' packed weights; untested): use quantization none, or ddp"
+        )
     if t.precision == "fp16":
         # fp16 needs a gradient scaler whose overflow check agrees across ranks; not wired for FSDP.
-        out.append("sharding fsdp trains in bf16 or fp32, not fp16 (its gradient scaler would have "
-                   "to agree across ranks): choose bf16 or fp32, or ddp")
+        out.append(
+            "sharding fsdp trains in bf16 or fp32, not fp16 (its gradient scaler would have "
+            "to agree across ranks): choose bf16 or fp32, or ddp"
+        )
     if t.optimizer == "paged_adamw_8bit":
-        out.append("sharding fsdp needs the adamw optimizer (bitsandbytes' paged 8-bit AdamW does not "
-                   "take sharded parameters)")
+        out.append(
+            "sharding fsdp needs the adamw optimizer (bitsandbytes' paged 8-bit AdamW does not "
+            "take sharded parameters)"
+        )
     return out
 
 
@@ -79,6 +93,8 @@ def _gpu_count_problems(device: str, procs, hardware) -> list[str]:
     gpus = sum(d.name.startswith("cuda") for d in hardware.devices)
     on_gpu = device.startswith("cuda") or (device == "auto" and gpus > 0)
     if on_gpu and isinstance(procs, int) and procs > gpus:
-        return [f"{procs} processes per node need {procs} GPUs; this machine has {gpus}: "
-                f"set processes per node to {gpus} or fewer"]
+        return [
+            f"{procs} processes per node need {procs} GPUs; this machine has {gpus}: "
+            f"set processes per node to {gpus} or fewer"
+        ]
     return []

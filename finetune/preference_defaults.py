@@ -29,6 +29,8 @@ class MethodDefaults:
 # (2.42 -> 2.40-2.42) and the release gate passing at all three; lr 8e-4 gave
 # 0.895-0.950, 5e-4 0.870-0.900; an SFT term of 3 reached 0.925 but raised the perplexity to 2.46
 # (over the gate's limit).
-METHOD_DEFAULTS = {"dpo": MethodDefaults(0.05, 6.0, 1e-3, 1.5),
-                   "cpo": MethodDefaults(0.05, 6.0, 1e-3, 1.5),
-                   "orpo": MethodDefaults(0.02, 0.0, 5e-4, 1.0)}
+METHOD_DEFAULTS = {
+    "dpo": MethodDefaults(0.05, 6.0, 1e-3, 1.5),
+    "cpo": MethodDefaults(0.05, 6.0, 1e-3, 1.5),
+    "orpo": MethodDefaults(0.02, 0.0, 5e-4, 1.0),
+}

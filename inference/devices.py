@@ -70,8 +70,10 @@ def pick_dtype(dtype: str, device: str) -> str:
 def bf16_wins(rates: dict[str, dict[int, float]]) -> bool:
     """bf16 by ``BF16_MARGIN`` faster for one row, and at least as fast for the batch."""
     one, batch = PROBE_ROWS
-    return (rates["bfloat16"][one] >= BF16_MARGIN * rates["float32"][one]
-            and rates["bfloat16"][batch] >= rates["float32"][batch])
+    return (
+        rates["bfloat16"][one] >= BF16_MARGIN * rates["float32"][one]
+        and rates["bfloat16"][batch] >= rates["float32"][batch]
+    )
 
 
 @functools.cache
@@ -127,7 +129,9 @@ def dtype_reason(requested: str, device: str, chosen: str) -> str:
     if device == "cpu":
         rates = cpu_decode_rates()
         one, batch = PROBE_ROWS
-        return (f"auto: bf16 decodes {rates['bfloat16'][one] / rates['float32'][one]:.2f}x fp32 "
-                f"for one row, {rates['bfloat16'][batch] / rates['float32'][batch]:.2f}x for "
-                f"{batch} rows here, measured")
+        return (
+            f"auto: bf16 decodes {rates['bfloat16'][one] / rates['float32'][one]:.2f}x fp32 "
+            f"for one row, {rates['bfloat16'][batch] / rates['float32'][batch]:.2f}x for "
+            f"{batch} rows here, measured"
+        )
     return "auto: native bf16" if chosen == "bfloat16" else "auto: no native bf16 on this GPU"

@@ -19,7 +19,9 @@ from core.thinking import visible_answer
 from inference.session import ModelSession, is_base
 
 MAX_NEW_TOKENS = 2048
-MAX_BATCH_ROWS = 64  # rows in one generate call (compare panes, batch prompts); memory grows with it
+MAX_BATCH_ROWS = (
+    64  # rows in one generate call (compare panes, batch prompts); memory grows with it
+)
 _ENCODE_LOCK = threading.Lock()
 
 
@@ -39,20 +41,36 @@ class GenerationSettings:
     def validate(self) -> list[str]:
         """Every problem, in words; out-of-range values are refused, never clamped."""
         checks = [
-            (_is_int(self.max_new_tokens) and 1 <= self.max_new_tokens <= MAX_NEW_TOKENS,
-             f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {self.max_new_tokens!r}"),
-            (_is_num(self.temperature) and 0 <= self.temperature <= 2,
-             f"temperature must be from 0 (greedy) to 2, got {self.temperature!r}"),
-            (_is_num(self.top_p) and 0 < self.top_p <= 1,
-             f"top_p must be above 0 and at most 1, got {self.top_p!r}"),
-            (_is_int(self.top_k) and 0 <= self.top_k <= 1000,
-             f"top_k must be a whole number from 0 (no limit) to 1000, got {self.top_k!r}"),
-            (_is_num(self.repetition_penalty) and 1 <= self.repetition_penalty <= 2,
-             f"repetition_penalty must be from 1 (off) to 2, got {self.repetition_penalty!r}"),
-            (_is_int(self.seed) and 0 <= self.seed < 2**63,
-             f"seed must be a whole number of 0 or more, got {self.seed!r}"),
-            (_is_int(self.min_new_tokens) and 0 <= self.min_new_tokens <= _most(self.max_new_tokens),
-             f"min_new_tokens must be from 0 to max_new_tokens, got {self.min_new_tokens!r}"),
+            (
+                _is_int(self.max_new_tokens) and 1 <= self.max_new_tokens <= MAX_NEW_TOKENS,
+                f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got "
+                f"{self.max_new_tokens!r}",
+            ),
+            (
+                _is_num(self.temperature) and 0 <= self.temperature <= 2,
+                f"temperature must be from 0 (greedy) to 2, got {self.temperature!r}",
+            ),
+            (
+                _is_num(self.top_p) and 0 < self.top_p <= 1,
+                f"top_p must be above 0 and at most 1, got {self.top_p!r}",
+            ),
+            (
+                _is_int(self.top_k) and 0 <= self.top_k <= 1000,
+                f"top_k must be a whole number from 0 (no limit) to 1000, got {self.top_k!r}",
+            ),
+            (
+                _is_num(self.repetition_penalty) and 1 <= self.repetition_penalty <= 2,
+                f"repetition_penalty must be from 1 (off) to 2, got {self.repetition_penalty!r}",
+            ),
+            (
+                _is_int(self.seed) and 0 <= self.seed < 2**63,
+                f"seed must be a whole number of 0 or more, got {self.seed!r}",
+            ),
+            (
+                _is_int(self.min_new_tokens)
+                and 0 <= self.min_new_tokens <= _most(self.max_new_tokens),
+                f"min_new_tokens must be from 0 to max_new_tokens, got {self.min_new_tokens!r}",
+            ),
             (isinstance(self.system_prompt, str), "system_prompt must be text"),
         ]
         return [message for ok, message in checks if not ok]
@@ -80,8 +98,12 @@ class Answer:
     finish_reason: str  # "stop" (end of turn) or "length" (hit max_new_tokens)
 
 
-def stream_chat(session: ModelSession, messages: list[dict], adapter: str | None = None,
-                settings: GenerationSettings | None = None) -> Iterator[str]:
+def stream_chat(
+    session: ModelSession,
+    messages: list[dict],
+    adapter: str | None = None,
+    settings: GenerationSettings | None = None,
+) -> Iterator[str]:
     """Stream one answer; yields the text so far (accumulated, not deltas).
 
     The last value is the whole answer, equal to the non-streamed one. Closing the generator
@@ -104,9 +126,14 @@ def stream_chat(session: ModelSession, messages: list[dict], adapter: str | None
 
     def work() -> None:
         try:
-            session.generate(inputs, [adapter], seed=settings.seed, streamer=streamer,
-                             stopping_criteria=StoppingCriteriaList([StopWhenSet(stop)]),
-                             **generate_kwargs(session, settings))
+            session.generate(
+                inputs,
+                [adapter],
+                seed=settings.seed,
+                streamer=streamer,
+                stopping_criteria=StoppingCriteriaList([StopWhenSet(stop)]),
+                **generate_kwargs(session, settings),
+            )
         except BaseException as err:  # handed to the reading side, which re-raises it
             errors.append(err)
             streamer.end()
@@ -131,8 +158,12 @@ def stream_chat(session: ModelSession, messages: list[dict], adapter: str | None
         yield visible_answer(text)  # the whole answer last (an empty one too: a value for the chat)
 
 
-def generate_batch(session: ModelSession, prompts: list[list[dict]], adapter_names: list[str | None],
-                   settings: GenerationSettings | None = None) -> list[Answer]:
+def generate_batch(
+    session: ModelSession,
+    prompts: list[list[dict]],
+    adapter_names: list[str | None],
+    settings: GenerationSettings | None = None,
+) -> list[Answer]:
     """Answer several conversations in ONE batched ``generate`` call (left-padded).
 
     Args:
@@ -148,8 +179,12 @@ def generate_batch(session: ModelSession, prompts: list[list[dict]], adapter_nam
     return _run_batch(session, inputs, adapter_names, settings)
 
 
-def compare(session: ModelSession, messages: list[dict], adapters: list[str | None],
-            settings: GenerationSettings | None = None) -> list[Answer]:
+def compare(
+    session: ModelSession,
+    messages: list[dict],
+    adapters: list[str | None],
+    settings: GenerationSettings | None = None,
+) -> list[Answer]:
     """Answer the same conversation with each adapter (``None``: base), in one batched call."""
     if not adapters:
         raise ValueError("compare needs at least one adapter (None for the base model)")
@@ -172,8 +207,9 @@ def encode(session: ModelSession, conversations: list[list[dict]]) -> dict:
     # borrowed" if two threads encode at once).
     with _ENCODE_LOCK:
         rows = encode_chats(tokenizer, conversations, add_generation_prompt=True)
-        return tokenizer.pad({"input_ids": rows}, padding=True, return_tensors="pt",
-                             return_attention_mask=True)
+        return tokenizer.pad(
+            {"input_ids": rows}, padding=True, return_tensors="pt", return_attention_mask=True
+        )
 
 
 def check_rows(session: ModelSession, adapters: list[str | None]) -> None:
@@ -182,8 +218,10 @@ def check_rows(session: ModelSession, adapters: list[str | None]) -> None:
     if len(adapters) > MAX_BATCH_ROWS:
         raise ValueError(f"{len(adapters)} answers in one call; at most {MAX_BATCH_ROWS}")
     if len(distinct) > session.max_loaded_adapters:
-        raise ValueError(f"{len(distinct)} different adapters in one call, but the session holds "
-                         f"at most {session.max_loaded_adapters}")
+        raise ValueError(
+            f"{len(distinct)} different adapters in one call, but the session holds "
+            f"at most {session.max_loaded_adapters}"
+        )
 
 
 def context_limit(session: ModelSession) -> int | None:
@@ -201,36 +239,51 @@ def fitting(session: ModelSession, inputs: dict) -> dict:
     limit = context_limit(session)
     length = inputs["input_ids"].shape[1]
     if limit and length >= limit:
-        raise ValueError(f"the conversation is {length} tokens; this model reads at most {limit}: "
-                         "shorten the message or clear the chat")
+        raise ValueError(
+            f"the conversation is {length} tokens; this model reads at most {limit}: "
+            "shorten the message or clear the chat"
+        )
     return inputs
 
 
-def _run_batch(session: ModelSession, inputs: dict, adapters: list[str | None],
-               settings: GenerationSettings) -> list[Answer]:
+def _run_batch(
+    session: ModelSession, inputs: dict, adapters: list[str | None], settings: GenerationSettings
+) -> list[Answer]:
     hashes = [session.adapter_hash(a) for a in adapters]  # loads and checks each adapter
     start = time.perf_counter()
-    out = session.generate(inputs, adapters, seed=settings.seed,
-                           **generate_kwargs(session, settings))
+    out = session.generate(
+        inputs, adapters, seed=settings.seed, **generate_kwargs(session, settings)
+    )
     seconds = round(time.perf_counter() - start, 4)
     stop_ids = set(session_stop_ids(session))
     answers = []
-    for row, adapter, digest in zip(out[:, inputs["input_ids"].shape[1]:].tolist(), adapters, hashes,
-                                    strict=True):
+    for row, adapter, digest in zip(
+        out[:, inputs["input_ids"].shape[1] :].tolist(), adapters, hashes, strict=True
+    ):
         end = next((i for i, t in enumerate(row) if t in stop_ids), None)
         ids = row if end is None else row[:end]
-        answers.append(Answer("base" if is_base(adapter) else adapter, digest,
-                              visible_answer(session.tokenizer.decode(ids, skip_special_tokens=True)), len(ids),
-                              seconds, "length" if end is None else "stop"))
+        answers.append(
+            Answer(
+                "base" if is_base(adapter) else adapter,
+                digest,
+                visible_answer(session.tokenizer.decode(ids, skip_special_tokens=True)),
+                len(ids),
+                seconds,
+                "length" if end is None else "stop",
+            )
+        )
     return answers
 
 
 def generate_kwargs(session: ModelSession, settings: GenerationSettings) -> dict:
     tokenizer = session.tokenizer
-    kwargs = {"max_new_tokens": settings.max_new_tokens, "do_sample": not settings.greedy,
-              "eos_token_id": session_stop_ids(session),
-              "pad_token_id": tokenizer.pad_token_id,
-              "repetition_penalty": settings.repetition_penalty}
+    kwargs = {
+        "max_new_tokens": settings.max_new_tokens,
+        "do_sample": not settings.greedy,
+        "eos_token_id": session_stop_ids(session),
+        "pad_token_id": tokenizer.pad_token_id,
+        "repetition_penalty": settings.repetition_penalty,
+    }
     if settings.min_new_tokens:
         kwargs["min_new_tokens"] = settings.min_new_tokens
     if not settings.greedy:  # passing these with do_sample=False only earns warnings
@@ -241,7 +294,9 @@ def generate_kwargs(session: ModelSession, settings: GenerationSettings) -> dict
 def session_stop_ids(session: ModelSession) -> list[int]:
     """End-of-turn ids of the tokenizer plus the eos ids of the model's generation config."""
     eos = session.model.generation_config.eos_token_id
-    return list(_cached_stop_ids(session.tokenizer, tuple(eos) if isinstance(eos, list) else (eos,)))
+    return list(
+        _cached_stop_ids(session.tokenizer, tuple(eos) if isinstance(eos, list) else (eos,))
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -265,8 +320,9 @@ class StopWhenSet:
     def __call__(self, input_ids, scores, **kwargs):
         import torch
 
-        return torch.full((input_ids.shape[0],), self.event.is_set(), dtype=torch.bool,
-                          device=input_ids.device)
+        return torch.full(
+            (input_ids.shape[0],), self.event.is_set(), dtype=torch.bool, device=input_ids.device
+        )
 
 
 def _is_int(value) -> bool:

@@ -31,8 +31,11 @@ def load_base(base_name: str, device: str, dtype: str) -> tuple:
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(
-        resolved.path, dtype=getattr(torch, dtype), attn_implementation="sdpa",
-        trust_remote_code=False)
+        resolved.path,
+        dtype=getattr(torch, dtype),
+        attn_implementation="sdpa",
+        trust_remote_code=False,
+    )
     model.to(device).eval()
     return model, tokenizer, resolved
 
@@ -55,20 +58,30 @@ def inject_adapter(model, name: str, peft_name: str, folder: Path, device: str):
             # constructor injects LoRA layers into the shared base model in place.
             config = PeftConfig.from_pretrained(str(folder))
             config.inference_mode = True
-            model = wrapped = PeftModel(model, config, adapter_name=peft_name,
-                                        low_cpu_mem_usage=True)
+            model = wrapped = PeftModel(
+                model, config, adapter_name=peft_name, low_cpu_mem_usage=True
+            )
         # low_cpu_mem_usage: LoRA weights start on the meta device, no throwaway init; so a
         # tensor missing from the file must be an error, or it would stay on "meta".
-        result = model.load_adapter(str(folder), adapter_name=peft_name, is_trainable=False,
-                                    low_cpu_mem_usage=True, torch_device=device)
+        result = model.load_adapter(
+            str(folder),
+            adapter_name=peft_name,
+            is_trainable=False,
+            low_cpu_mem_usage=True,
+            torch_device=device,
+        )
         if result.missing_keys:
-            raise ValueError(f"{WEIGHTS} lacks {len(result.missing_keys)} LoRA tensors, "
-                             f"e.g. {result.missing_keys[0]}")
+            raise ValueError(
+                f"{WEIGHTS} lacks {len(result.missing_keys)} LoRA tensors, "
+                f"e.g. {result.missing_keys[0]}"
+            )
     except Exception as err:
         if wrapped is not None:
             wrapped.unload()  # strips the injected layers; the base is as it was
         elif is_peft(model) and peft_name in model.peft_config:
             model.delete_adapter(peft_name)
-        raise ValueError(f"adapter {name!r} could not be loaded: {type(err).__name__}: "
-                         f"{str(err)[:300]} (folder {folder})") from err
+        raise ValueError(
+            f"adapter {name!r} could not be loaded: {type(err).__name__}: "
+            f"{str(err)[:300]} (folder {folder})"
+        ) from err
     return model  # load_adapter(is_trainable=False) already put it in eval mode

@@ -31,8 +31,9 @@ from inference.packed_linears import add_pack, drop_pack, fits_packed
 
 def can_merge(model, adapter: str) -> bool:
     """Plain LoRA on Linear layers only (variants such as DoRA merge differently)."""
-    return all(lora_layers.is_plain(m, [adapter])
-               for m in lora_layers.adapter_layers(model, adapter))
+    return all(
+        lora_layers.is_plain(m, [adapter]) for m in lora_layers.adapter_layers(model, adapter)
+    )
 
 
 class MergedWeights:

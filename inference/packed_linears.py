@@ -60,12 +60,18 @@ def pack_linears(model, free_bytes: int | None = None) -> str:
     done = ["output layer"] if _pack(head) else []
     if mode == "head":
         return _say(done, f"projections not packed: {ENV}=head")
-    layers = [m for name, m in model.named_modules()
-              if _plain(m) and m is not head and "lora_" not in name]
+    layers = [
+        m
+        for name, m in model.named_modules()
+        if _plain(m) and m is not head and "lora_" not in name
+    ]
     need = sum(m.weight.nbytes for m in layers)
     if not fits_packed(need, free_bytes):
-        return _say(done, f"projections not packed: {need / 2**20:.0f} MB of copies would pass "
-                          f"{MEMORY_SHARE:.0%} of the memory free")
+        return _say(
+            done,
+            f"projections not packed: {need / 2**20:.0f} MB of copies would pass "
+            f"{MEMORY_SHARE:.0%} of the memory free",
+        )
     packed = sum(_pack(m) for m in layers)
     return _say(done + [f"{packed} projections"] if packed else done, "")
 
@@ -114,8 +120,12 @@ def packed_count(model) -> int:
 def _plain(module) -> bool:
     import torch
 
-    return (type(module) is torch.nn.Linear and "forward" not in vars(module)
-            and module.weight.device.type == "cpu" and module.weight.dtype == torch.float32)
+    return (
+        type(module) is torch.nn.Linear
+        and "forward" not in vars(module)
+        and module.weight.device.type == "cpu"
+        and module.weight.dtype == torch.float32
+    )
 
 
 def _pack(layer) -> bool:
@@ -157,6 +167,9 @@ def _check_kernel(torch) -> str:
 
 
 def _say(done: list[str], note: str) -> str:
-    text = ("oneDNN prepacked float32 matmuls: " + " and ".join(done)) if done else \
-        "linear layers left as is"
+    text = (
+        ("oneDNN prepacked float32 matmuls: " + " and ".join(done))
+        if done
+        else "linear layers left as is"
+    )
     return text + (f"; {note}" if note else "")

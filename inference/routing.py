@@ -49,7 +49,8 @@ def route(model, rows: list[str | None], merged) -> tuple:
 
 @contextmanager
 def set_adapter(model, peft_name: str | None):
-    """Inside the session lock: PEFT's active adapter is ``peft_name`` (None: adapter layers off)."""
+    """Inside the session lock: PEFT's active adapter is ``peft_name`` (None:
+    adapter layers off)."""
     if not is_peft(model):
         yield
     elif peft_name is None:

@@ -80,7 +80,10 @@ class _SharedInput:
             if self.a_t is None:
                 self.a_t = torch.cat(self.parts, dim=1).contiguous()
             lowered = torch.matmul(x.float(), self.a_t)
-            self.x, self.lowered = x, lowered.mul_(self.mask if lowered.dim() == 3 else self.mask.squeeze(1))
+            self.x, self.lowered = (
+                x,
+                lowered.mul_(self.mask if lowered.dim() == 3 else self.mask.squeeze(1)),
+            )
         return self.lowered
 
     def release(self) -> None:
@@ -107,8 +110,10 @@ class _StackedLora:
         self.signature = tuple((lora.adapter, lora.rank, lora.scaling) for lora in loras)
         self.device = loras[0].a.weight.device
         # per adapter, for prompts whose rows come grouped by adapter (set_rows' ranges)
-        self.blocks = [(lora.a.weight.t().float().contiguous(),
-                        lora.b.weight.t().float().contiguous()) for lora in loras]
+        self.blocks = [
+            (lora.a.weight.t().float().contiguous(), lora.b.weight.t().float().contiguous())
+            for lora in loras
+        ]
         self.ranges: list | None = None  # [(first row, end row, block index, scaling), ...]
         self.packed = False  # prompts packed into row 0: ranges count tokens along it
         base = lora_layers.wrapped_layer(module)
@@ -122,15 +127,21 @@ class _StackedLora:
         if self.packed:  # row 0 holds the prompts one after the other
             self._grouped(x[0], output[0])
             return output
-        if self.ranges is not None and x.dim() == 3 and x.shape[1] > 1 and output.is_contiguous() \
-                and output.dtype == torch.float32:
+        if (
+            self.ranges is not None
+            and x.dim() == 3
+            and x.shape[1] > 1
+            and output.is_contiguous()
+            and output.dtype == torch.float32
+        ):
             return self._grouped(x, output)
         lowered = self.shared.lowered_for(x)[..., self.columns]  # masked per row already
         if output.dtype == lowered.dtype and output.is_contiguous():  # float32: one fused addmm
-            output.view(-1, output.shape[-1]).addmm_(lowered.reshape(-1, lowered.shape[-1]), self.b_t)
+            output.view(-1, output.shape[-1]).addmm_(
+                lowered.reshape(-1, lowered.shape[-1]), self.b_t
+            )
             return output
         return output.add_(torch.matmul(lowered, self.b_t))
-
 
     def _grouped(self, x: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
         """A prompt's update where each adapter's rows are one block: only those rows through
@@ -181,7 +192,9 @@ class RowRouter:
             for module in parent.children():
                 held = [a for a in adapters if lora_layers.holds(module, a)]
                 if held and lora_layers.is_lora_linear(module):
-                    shared = self.groups.setdefault((id(parent), module.in_features), _SharedInput())
+                    shared = self.groups.setdefault(
+                        (id(parent), module.in_features), _SharedInput()
+                    )
                     self.layers.append((module, _StackedLora(module, held, shared)))
 
     def set_rows(self, row_adapters: list[str | None], tokens: list[int] | None = None) -> None:
@@ -196,11 +209,15 @@ class RowRouter:
         masks, ranges = {}, {}
         for _, stacked in self.layers:
             if stacked.signature not in masks:
-                masks[stacked.signature] = _row_mask(stacked.signature, row_adapters, stacked.device)
+                masks[stacked.signature] = _row_mask(
+                    stacked.signature, row_adapters, stacked.device
+                )
                 ranges[stacked.signature] = _row_ranges(stacked.signature, row_adapters)
                 if starts is not None:  # rows -> token runs along the packed row
-                    ranges[stacked.signature] = [(starts[first], starts[end], block, scaling)
-                                                 for first, end, block, scaling in ranges[stacked.signature]]
+                    ranges[stacked.signature] = [
+                        (starts[first], starts[end], block, scaling)
+                        for first, end, block, scaling in ranges[stacked.signature]
+                    ]
             stacked.mask = masks[stacked.signature]
             stacked.ranges = ranges[stacked.signature]
             stacked.packed = starts is not None
@@ -210,7 +227,9 @@ class RowRouter:
 
     def groups_rows(self, row_adapters: list[str | None]) -> bool:
         """Whether every adapter's rows in ``row_adapters`` are side by side."""
-        return all(_row_ranges(stacked.signature, row_adapters) is not None for _, stacked in self.layers)
+        return all(
+            _row_ranges(stacked.signature, row_adapters) is not None for _, stacked in self.layers
+        )
 
     @contextmanager
     def routed(self, row_adapters: list[str | None], tokens: list[int] | None = None):

@@ -72,9 +72,15 @@ class ModelSession:
         adapters_dir: the shelf folder; default ``$TUNEDESK_HOME/adapters`` at load time.
     """
 
-    def __init__(self, base_name: str = "default", device: str = "cpu",
-                 max_loaded_adapters: int = 4, adapters_dir: Path | None = None,
-                 dtype: str = "auto", cores_busy: Callable[[], bool] | None = None):
+    def __init__(
+        self,
+        base_name: str = "default",
+        device: str = "cpu",
+        max_loaded_adapters: int = 4,
+        adapters_dir: Path | None = None,
+        dtype: str = "auto",
+        cores_busy: Callable[[], bool] | None = None,
+    ):
         """``cores_busy``: asked before each call on the CPU; True (another process is
         computing on these cores, e.g. a training run) runs the call on one thread."""
         if max_loaded_adapters < 1:
@@ -100,12 +106,20 @@ class ModelSession:
 
     def status(self) -> dict:
         """What the UI shows; never waits for the lock, so it answers while loading."""
-        return {"state": self._state, "base": self.base_name, "device": self.device,
-                "dtype": self.dtype, "dtype_reason": self.dtype_reason,
-                "model": self._resolved.name if self._resolved else None,
-                "adapters": list(self._snapshot), "active": self._active,
-                "load_seconds": self._load_seconds, "error": self._error, "threads": self.threads,
-                "linears": self.linears}
+        return {
+            "state": self._state,
+            "base": self.base_name,
+            "device": self.device,
+            "dtype": self.dtype,
+            "dtype_reason": self.dtype_reason,
+            "model": self._resolved.name if self._resolved else None,
+            "adapters": list(self._snapshot),
+            "active": self._active,
+            "load_seconds": self._load_seconds,
+            "error": self._error,
+            "threads": self.threads,
+            "linears": self.linears,
+        }
 
     def load(self, wait: bool = True) -> None:
         """Load the base model now (``wait=False``: in a background thread; poll ``status``)."""
@@ -283,8 +297,7 @@ class ModelSession:
 
     # -- running the model --------------------------------------------------------------
 
-    def generate(self, inputs: dict, adapters: list[str | None], seed: int | None = None,
-                 **kwargs):
+    def generate(self, inputs: dict, adapters: list[str | None], seed: int | None = None, **kwargs):
         """One ``model.generate`` call whose row ``i`` uses ``adapters[i]`` (None: the base).
 
         Holds the session lock for the whole call, so no adapter is loaded, evicted or
@@ -296,8 +309,10 @@ class ModelSession:
         names = [None if is_base(a) else a for a in adapters]
         wanted = list(dict.fromkeys(n for n in names if n))
         if len(wanted) > self.max_loaded_adapters:
-            raise ValueError(f"{len(wanted)} different adapters in one batch, but the session holds "
-                             f"at most {self.max_loaded_adapters}")
+            raise ValueError(
+                f"{len(wanted)} different adapters in one batch, but the session holds "
+                f"at most {self.max_loaded_adapters}"
+            )
         with self._lock:
             for name in wanted:
                 self.ensure_adapter(name, keep=set(wanted))
@@ -305,7 +320,9 @@ class ModelSession:
             self.set_threads(torch)
             if seed is not None:
                 torch.manual_seed(seed)
-            context, extra = route(model, [self._adapters[n].peft_name if n else None for n in names], self.merged)
+            context, extra = route(
+                model, [self._adapters[n].peft_name if n else None for n in names], self.merged
+            )
             inputs = {k: v.to(self.device) for k, v in inputs.items()}
             with torch.inference_mode(), context:
                 try:

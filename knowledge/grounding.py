@@ -105,8 +105,9 @@ def ground(
     if not isinstance(asked, str):
         raise ValueError("grounding needs the customer's message (the last user message)")
     chosen = (shelf or KnowledgeShelf()).get(name, version or LATEST)
-    grounding = Grounding(chosen.name, chosen.version, chosen.fingerprint,
-                          excluded=None if exclude is None else [])
+    grounding = Grounding(
+        chosen.name, chosen.version, chosen.fingerprint, excluded=None if exclude is None else []
+    )
     size = _sizer(tokenizer)
     used = sum(size(str(m.get("content", ""))) for m in messages) + size(system_prompt)
     room = context_tokens - answer_tokens - TEMPLATE_TOKENS - size(INSTRUCTION) - used

@@ -78,7 +78,9 @@ def read_passages(path: str | Path, kind: str | None = None) -> list[Passage]:
     if not passages:
         raise ImportProblem(f"{cut(path.name)} holds no passage with text")
     if kind:
-        passages = [Passage(p.title, p.text, p.source, kind, p.question, p.intent) for p in passages]
+        passages = [
+            Passage(p.title, p.text, p.source, kind, p.question, p.intent) for p in passages
+        ]
     return [check(p) for p in passages]
 
 

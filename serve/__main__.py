@@ -17,34 +17,66 @@ STOP_GRACE_S = 3.0  # after SIGTERM, responses in flight (now errors) get this l
 
 def build_parser() -> argparse.ArgumentParser:
     from core.cli import DefaultsFormatter
+
     p = argparse.ArgumentParser(prog="python -m serve", description=__doc__.splitlines()[0])
     p.formatter_class = DefaultsFormatter  # each flag's default in --help
     from core.models import DEFAULT_MODEL
 
-    p.add_argument("--host", default=os.environ.get("TUNEDESK_HOST", "127.0.0.1"),
-                   help="address to listen on ($TUNEDESK_HOST)")
+    p.add_argument(
+        "--host",
+        default=os.environ.get("TUNEDESK_HOST", "127.0.0.1"),
+        help="address to listen on ($TUNEDESK_HOST)",
+    )
     p.add_argument("--port", type=int, default=8000, help="port to listen on")
-    p.add_argument("--model", default=os.environ.get("TUNEDESK_MODEL", "default"),
-                   help=f"base model: Hub id, local folder or 'default' ({DEFAULT_MODEL})")
+    p.add_argument(
+        "--model",
+        default=os.environ.get("TUNEDESK_MODEL", "default"),
+        help=f"base model: Hub id, local folder or 'default' ({DEFAULT_MODEL})",
+    )
     p.add_argument("--home", default=None, help="data folder (default $TUNEDESK_HOME or ./outputs)")
-    p.add_argument("--engine", default=os.environ.get("TUNEDESK_ENGINE", "auto"),
-                   choices=["auto", "pytorch", "llama.cpp"], help="who answers (auto: measured)")
-    p.add_argument("--api-key", default=os.environ.get("TUNEDESK_API_KEY"),
-                   help="a chat key clients may send, named api-key (default $TUNEDESK_API_KEY); named "
-                        "keys: $TUNEDESK_CHAT_KEYS and $TUNEDESK_ADMIN_KEYS (name:key,...)")
-    p.add_argument("--log-conversations", action="store_true",
-                   default=os.environ.get("TUNEDESK_LOG_CONVERSATIONS") == "1",
-                   help="keep every answer's conversation (redacted) in the home folder, for feedback "
-                        "and training (default off; $TUNEDESK_LOG_CONVERSATIONS=1)")
-    p.add_argument("--answer-idle-timeout", type=float, default=None, metavar="SECONDS",
-                   help=f"an answer that makes no progress this long is cancelled with an error (504) "
-                        f"(default ${IDLE_ENV} or {IDLE_S:g})")
-    p.add_argument("--answer-timeout", type=float, default=None, metavar="SECONDS",
-                   help=f"no answer takes longer than this from its request (default ${TOTAL_ENV} or {TOTAL_S:g})")
+    p.add_argument(
+        "--engine",
+        default=os.environ.get("TUNEDESK_ENGINE", "auto"),
+        choices=["auto", "pytorch", "llama.cpp"],
+        help="who answers (auto: measured)",
+    )
+    p.add_argument(
+        "--api-key",
+        default=os.environ.get("TUNEDESK_API_KEY"),
+        help="a chat key clients may send, named api-key (default $TUNEDESK_API_KEY); named "
+        "keys: $TUNEDESK_CHAT_KEYS and $TUNEDESK_ADMIN_KEYS (name:key,...)",
+    )
+    p.add_argument(
+        "--log-conversations",
+        action="store_true",
+        default=os.environ.get("TUNEDESK_LOG_CONVERSATIONS") == "1",
+        help="keep every answer's conversation (redacted) in the home folder, for feedback "
+        "and training (default off; $TUNEDESK_LOG_CONVERSATIONS=1)",
+    )
+    p.add_argument(
+        "--answer-idle-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=f"an answer that makes no progress this long is cancelled with an error (504) "
+        f"(default ${IDLE_ENV} or {IDLE_S:g})",
+    )
+    p.add_argument(
+        "--answer-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=(
+            f"no answer takes longer than this from its request (default ${TOTAL_ENV} or "
+            f"{TOTAL_S:g})"
+        ),
+    )
     return p
 
 
-def build(model: str = "default", engine: str = "auto", api_key=None, log_conversations: bool = False):
+def build(
+    model: str = "default", engine: str = "auto", api_key=None, log_conversations: bool = False
+):
     """The FastAPI app serving ``model`` and the shelf of the current home (``api_key``: a
     :class:`serve.keys.KeyRing`, one chat key, or None)."""
     from fastapi import FastAPI
@@ -78,8 +110,11 @@ def _serve(argv: list[str] | None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if not is_local(args.host) and keys.empty:
-        print(f"error: refusing to listen on {args.host} without an API key; "
-              f"set {CHAT_ENV} (and {ADMIN_ENV}) as name:key pairs, or --api-key", file=sys.stderr)
+        print(
+            f"error: refusing to listen on {args.host} without an API key; "
+            f"set {CHAT_ENV} (and {ADMIN_ENV}) as name:key pairs, or --api-key",
+            file=sys.stderr,
+        )
         return 2
     try:
         set_answer_bound(args.answer_idle_timeout, args.answer_timeout)
@@ -98,8 +133,14 @@ def _serve(argv: list[str] | None) -> int:
     app.state.engines.prepare(wait=False)  # load and measure while the server starts
     # Keep idle connections 75 s (uvicorn's default is 5 s): a client reusing one just as the
     # server closes it gets "Server disconnected" (seen in python -m bench gateway).
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=75,
-                            timeout_graceful_shutdown=STOP_GRACE_S)
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        timeout_keep_alive=75,
+        timeout_graceful_shutdown=STOP_GRACE_S,
+    )
     stopping_server(config, app.state.engines).run()
     return 0
 

@@ -65,8 +65,17 @@ class AliasApi:
     # -- routes ---------------------------------------------------------------------------
 
     async def _list(self, request: Request):
-        return await self._guarded(request, None, lambda _body: {"object": "list", "data": [
-            {"id": name, "object": "alias", "versions": split} for name, split in self.book().all().items()]})
+        return await self._guarded(
+            request,
+            None,
+            lambda _body: {
+                "object": "list",
+                "data": [
+                    {"id": name, "object": "alias", "versions": split}
+                    for name, split in self.book().all().items()
+                ],
+            },
+        )
 
     async def _show(self, request: Request, name: str):
         return await self._guarded(request, None, lambda _body: self.card(name))
@@ -77,28 +86,43 @@ class AliasApi:
     async def _set(self, request: Request, name: str):
         def put(body):
             if not {"versions", "auto_rollback", "check", "grounding"} & set(body):
-                raise RequestError("'versions' is required (or 'auto_rollback', 'check' or "
-                                   "'grounding' alone, keeping the split)", "versions")
+                raise RequestError(
+                    "'versions' is required (or 'auto_rollback', 'check' or "
+                    "'grounding' alone, keeping the split)",
+                    "versions",
+                )
             grounding = body.get("grounding", KEEP)
             if grounding is not KEEP:
                 grounding = known_grounding(grounding)
-            return _said(self.book().set(name, body.get("versions"), **_who(request, body),
-                                         auto_rollback=body.get("auto_rollback", KEEP),
-                                         check=body.get("check", KEEP), grounding=grounding))
+            return _said(
+                self.book().set(
+                    name,
+                    body.get("versions"),
+                    **_who(request, body),
+                    auto_rollback=body.get("auto_rollback", KEEP),
+                    check=body.get("check", KEEP),
+                    grounding=grounding,
+                )
+            )
 
         return await self._guarded(request, (), put)
 
     async def _promote(self, request: Request, name: str):
-        return await self._guarded(request, ("version",), lambda body: _said(self.book().promote(
-            name, body["version"], **_who(request, body))))
+        return await self._guarded(
+            request,
+            ("version",),
+            lambda body: _said(self.book().promote(name, body["version"], **_who(request, body))),
+        )
 
     async def _rollback(self, request: Request, name: str):
-        return await self._guarded(request, (), lambda body: _said(self.book().rollback(
-            name, **_who(request, body))))
+        return await self._guarded(
+            request, (), lambda body: _said(self.book().rollback(name, **_who(request, body)))
+        )
 
     async def _delete(self, request: Request, name: str):
-        return await self._guarded(request, None, lambda _body: _said(self.book().delete(
-            name, by=_who(request, {})["by"])))
+        return await self._guarded(
+            request, None, lambda _body: _said(self.book().delete(name, by=_who(request, {})["by"]))
+        )
 
     # -- what they answer -----------------------------------------------------------------
 
@@ -113,11 +137,17 @@ class AliasApi:
                 gates[version] = entry_status(book.shelf.get(version)).state
             except ValueError:
                 gates[version] = "missing"
-        return {"id": name, "object": "alias", "versions": split, "release_gates": gates,
-                "since": row.get("since") or row.get("updated"), "auto_rollback": row.get("auto_rollback"),
-                "check": row.get("check", "off"),
-                "grounding": grounding_of(row),
-                "history": book.history(name)[-20:]}
+        return {
+            "id": name,
+            "object": "alias",
+            "versions": split,
+            "release_gates": gates,
+            "since": row.get("since") or row.get("updated"),
+            "auto_rollback": row.get("auto_rollback"),
+            "check": row.get("check", "off"),
+            "grounding": grounding_of(row),
+            "history": book.history(name)[-20:],
+        }
 
     def stats(self, name: str) -> dict:
         """Each version of alias ``name``: live figures and its thumbs-down rate."""
@@ -129,8 +159,12 @@ class AliasApi:
                 weights = self.server.engines.weights_hash(version)
             except ValueError:  # deleted since: no ratings can be its
                 weights = ""
-            versions[version] = {"weight": weight, "weights_hash": weights,
-                                 **self.server.stats.summary(version), **thumbs(ratings, version, weights)}
+            versions[version] = {
+                "weight": weight,
+                "weights_hash": weights,
+                **self.server.stats.summary(version),
+                **thumbs(ratings, version, weights),
+            }
         return {"id": name, "object": "alias.stats", "versions": versions}
 
     # -- plumbing -------------------------------------------------------------------------
@@ -141,12 +175,16 @@ class AliasApi:
         try:
             caller = self.server.check_key(request, ADMIN)
             request.state.caller = caller.name  # the audit's "by" (see _who)
-            body = None if required is None else _checked(await read_json(request, empty={}), required)
+            body = (
+                None if required is None else _checked(await read_json(request, empty={}), required)
+            )
             return await run_in_threadpool(work, body)
         except ApiError as err:
             return err.response()
         except AliasNotFoundError as err:
-            return ApiError(404, str(err), "invalid_request_error", "alias_not_found", err.param).response()
+            return ApiError(
+                404, str(err), "invalid_request_error", "alias_not_found", err.param
+            ).response()
         except (AliasError, RequestError) as err:
             return ApiError(400, str(err), "invalid_request_error", param=err.param).response()
         except ValueError as err:  # the shelf's own sentences
@@ -174,11 +212,15 @@ def _checked(body, required) -> dict:
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object")
     if "by" in body:
-        raise RequestError("'by' is not taken: the audit names the admin key that made the change", "by")
+        raise RequestError(
+            "'by' is not taken: the audit names the admin key that made the change", "by"
+        )
     unknown = sorted(set(body) - BODY_FIELDS)
     if unknown:
-        raise RequestError(f"unknown field {unknown[0][:64]!r}; known: {', '.join(sorted(BODY_FIELDS))}",
-                           unknown[0][:64])
+        raise RequestError(
+            f"unknown field {unknown[0][:64]!r}; known: {', '.join(sorted(BODY_FIELDS))}",
+            unknown[0][:64],
+        )
     for key in required:
         if key not in body:
             raise RequestError(f"{key!r} is required", key)
@@ -199,5 +241,8 @@ def _who(request: Request, body: dict) -> dict:
     """Who changes it (the admin key's name, else the client's address) and the gate override
     asked for."""
     client = request.client.host if request.client else "unknown"
-    return {"by": getattr(request.state, "caller", None) or f"api ({client})", "force": body.get("force", False),
-            "reason": body.get("reason", "")}
+    return {
+        "by": getattr(request.state, "caller", None) or f"api ({client})",
+        "force": body.get("force", False),
+        "reason": body.get("reason", ""),
+    }

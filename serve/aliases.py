@@ -71,7 +71,9 @@ class AliasRouter:
         self._policies: dict[str, tuple[dict, float]] = {}  # alias -> (automatic rollback, since)
         self._checked: frozenset[str] = frozenset()  # aliases whose answers are checked
         self._groundings: dict[str, str] = {}  # alias -> off | auto | NAME[@vN]
-        self._sticky: OrderedDict[bytes, str] = OrderedDict()  # (alias, conversation) digest -> version
+        self._sticky: OrderedDict[bytes, str] = (
+            OrderedDict()
+        )  # (alias, conversation) digest -> version
         self._lock = threading.Lock()
 
     def splits(self) -> dict[str, dict[str, int]]:
@@ -88,7 +90,8 @@ class AliasRouter:
         return self._splits
 
     def policies(self) -> dict[str, tuple[dict, float]]:
-        """Alias -> (its automatic rollback, when its split took effect) for the aliases with one."""
+        """Alias -> (its automatic rollback, when its split took effect) for the
+        aliases with one."""
         self.splits()
         return self._policies
 
@@ -96,6 +99,7 @@ class AliasRouter:
         """Whether ``alias``'s answers are checked before they are sent (its ``check`` is on)."""
         self.splits()
         return alias in self._checked
+
     def grounding(self, alias: str) -> str:
         """What alias ``alias``'s answers are grounded in: ``off``, ``auto`` or ``NAME[@vN]``."""
         self.splits()
@@ -109,7 +113,9 @@ class AliasRouter:
         if conversation is None:
             with self._lock:
                 return Pick(model, draw(split, self.rng))
-        key = hashlib.blake2b(f"{model}\x00{conversation}".encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        key = hashlib.blake2b(
+            f"{model}\x00{conversation}".encode("utf-8", "surrogatepass"), digest_size=16
+        ).digest()
         with self._lock:
             version = self._sticky.get(key)
             if version in split:  # still listed, even at 0: the conversation finishes on it
@@ -131,18 +137,24 @@ class AliasRouter:
             log.warning("aliases unchanged: %s", err)
             self._stamp = stamp
             return
-        splits = {name: {v: w for v, w in row["versions"].items() if type(w) is int and w >= 0}
-                  for name, row in rows.items()}
+        splits = {
+            name: {v: w for v, w in row["versions"].items() if type(w) is int and w >= 0}
+            for name, row in rows.items()
+        }
         self._splits = {name: split for name, split in splits.items() if sum(split.values()) > 0}
-        self._policies = {name: (policy, since_epoch(rows[name])) for name in self._splits
-                          if (policy := _policy(name, rows[name].get("auto_rollback")))}
+        self._policies = {
+            name: (policy, since_epoch(rows[name]))
+            for name in self._splits
+            if (policy := _policy(name, rows[name].get("auto_rollback")))
+        }
         self._checked = frozenset(name for name in self._splits if rows[name].get("check") == "on")
         self._groundings = {name: grounding_of(rows[name]) for name in self._splits}
         self._stamp = stamp
 
 
 def _policy(name: str, policy) -> dict | None:
-    """An alias's automatic rollback as checked, or None (a hand-edited bad one is logged, not used)."""
+    """An alias's automatic rollback as checked, or None (a hand-edited bad one is
+    logged, not used)."""
     try:
         return check_auto_rollback(policy)
     except AliasError as err:

@@ -41,22 +41,26 @@ def question_of(messages: list[dict]) -> str:
     return asked if isinstance(asked, str) else ""
 
 
-def run_check(messages: list[dict], text: str, grounding: dict | None, adapter: str | None,
-              shelf) -> CheckResult:
+def run_check(
+    messages: list[dict], text: str, grounding: dict | None, adapter: str | None, shelf
+) -> CheckResult:
     """The check of ``text``, answering ``messages`` (``skipped`` with a note when it cannot be
     made: the answer is never lost to a missing knowledge version)."""
     where = knowledge_for(grounding, adapter, shelf)
     if where is None:
-        return CheckResult("skipped", text, note="not checked: the answer was not grounded and "
-                           f"{adapter or 'the base model'} was trained beside no knowledge version")
+        return CheckResult(
+            "skipped",
+            text,
+            note="not checked: the answer was not grounded and "
+            f"{adapter or 'the base model'} was trained beside no knowledge version",
+        )
     try:
         return check_answer(question_of(messages), text, *where)
     except ValueError as err:  # a knowledge version deleted since, say
         return CheckResult("skipped", text, note=f"not checked: {err}")
 
 
-async def checked(deltas, messages: list[dict], grounding: dict | None, adapter: str | None,
-                  shelf):
+async def checked(deltas, messages: list[dict], grounding: dict | None, adapter: str | None, shelf):
     """Wait for the whole answer, check it: ``(result, deltas of the text to send)``.
 
     Raises:

@@ -24,8 +24,15 @@ MAX_DEPTH = 32  # JSON nesting a chat request needs is 5; deeper is refused
 class ApiError(Exception):
     """An error answer: HTTP status plus OpenAI's error fields."""
 
-    def __init__(self, status: int, message: str, kind: str, code: str | None = None,
-                 param: str | None = None, retry_after: int | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        kind: str,
+        code: str | None = None,
+        param: str | None = None,
+        retry_after: int | None = None,
+    ):
         super().__init__(message)
         self.status, self.kind, self.code, self.param = status, kind, code, param
         if retry_after is None and status == 503:
@@ -33,7 +40,14 @@ class ApiError(Exception):
         self.retry_after = retry_after
 
     def response(self) -> JSONResponse:
-        body = {"error": {"message": str(self), "type": self.kind, "param": self.param, "code": self.code}}
+        body = {
+            "error": {
+                "message": str(self),
+                "type": self.kind,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
         headers = {"Retry-After": str(self.retry_after)} if self.retry_after is not None else None
         return JSONResponse(body, status_code=self.status, headers=headers)
 
@@ -47,9 +61,14 @@ def engine_failure(err: Exception) -> ApiError:
     if isinstance(err, EngineStopping):
         return ApiError(503, str(err), "server_error", "server_stopping")
     if isinstance(err, httpx.HTTPError | LlamaServerError):  # off localhost: no class, no path
-        return ApiError(502, shown_error(f"llama-server did not answer: {type(err).__name__}: {err}"),
-                        "server_error")
-    return ApiError(500, shown_error(f"the answer failed: {type(err).__name__}: {err}"), "server_error")
+        return ApiError(
+            502,
+            shown_error(f"llama-server did not answer: {type(err).__name__}: {err}"),
+            "server_error",
+        )
+    return ApiError(
+        500, shown_error(f"the answer failed: {type(err).__name__}: {err}"), "server_error"
+    )
 
 
 def key_name(request: Request) -> str:
@@ -91,8 +110,12 @@ async def read_json(request: Request, empty=None):
 
 
 def _too_large() -> ApiError:
-    return ApiError(413, f"the request body is over {MAX_BODY_BYTES:,} bytes; send a shorter "
-                         "conversation", "invalid_request_error", "request_too_large")
+    return ApiError(
+        413,
+        f"the request body is over {MAX_BODY_BYTES:,} bytes; send a shorter conversation",
+        "invalid_request_error",
+        "request_too_large",
+    )
 
 
 def _depth(data) -> int:
@@ -102,5 +125,8 @@ def _depth(data) -> int:
         if isinstance(node, dict | list):
             deepest = max(deepest, level)
             if level <= MAX_DEPTH:
-                stack.extend((child, level + 1) for child in (node.values() if isinstance(node, dict) else node))
+                stack.extend(
+                    (child, level + 1)
+                    for child in (node.values() if isinstance(node, dict) else node)
+                )
     return deepest

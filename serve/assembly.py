@@ -31,8 +31,12 @@ def build_services(base_model: str = "default", serving: str = "auto") -> Servic
     TUNEDESK_DTYPE (auto | float32 | bfloat16 | float16) picks the serving dtype; auto is the
     faster of fp32 and bf16 by a short measurement (inference/devices.py).
     """
-    session = ModelSession(base_model, device=detect().default_device,
-                           dtype=os.environ.get("TUNEDESK_DTYPE", "auto"), cores_busy=training_active)
+    session = ModelSession(
+        base_model,
+        device=detect().default_device,
+        dtype=os.environ.get("TUNEDESK_DTYPE", "auto"),
+        cores_busy=training_active,
+    )
     return Services(session, Engines(session, serving))
 
 

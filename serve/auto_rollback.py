@@ -61,16 +61,25 @@ def judge(split: dict[str, int], figures: dict[str, dict], policy: dict) -> dict
         if min(got["requests"], base["requests"]) >= policy["min_requests"]:
             mine, theirs = got["errors"] / got["requests"], base["errors"] / base["requests"]
             if mine - theirs > margin:
-                said.append(f"error rate {mine:.2f} ({got['errors']} of {got['requests']} requests) against "
-                            f"{stable}'s {theirs:.2f} ({base['errors']} of {base['requests']})")
-        rated, base_rated = got["thumbs_up"] + got["thumbs_down"], base["thumbs_up"] + base["thumbs_down"]
+                said.append(
+                    f"error rate {mine:.2f} ({got['errors']} of {got['requests']} requests) "
+                    f"against {stable}'s {theirs:.2f} ({base['errors']} of {base['requests']})"
+                )
+        rated, base_rated = (
+            got["thumbs_up"] + got["thumbs_down"],
+            base["thumbs_up"] + base["thumbs_down"],
+        )
         if min(rated, base_rated) >= policy["min_ratings"]:
             mine, theirs = got["thumbs_down"] / rated, base["thumbs_down"] / base_rated
             if mine - theirs > margin:
-                said.append(f"thumbs-down rate {mine:.2f} ({got['thumbs_down']} of {rated} ratings) against "
-                            f"{stable}'s {theirs:.2f} ({base['thumbs_down']} of {base_rated})")
+                said.append(
+                    f"thumbs-down rate {mine:.2f} ({got['thumbs_down']} of {rated} ratings) "
+                    f"against {stable}'s {theirs:.2f} ({base['thumbs_down']} of {base_rated})"
+                )
         if said:
-            failing[version] = f"{version}: " + " and ".join(said) + f", more than the margin {margin:g}"
+            failing[version] = (
+                f"{version}: " + " and ".join(said) + f", more than the margin {margin:g}"
+            )
     return failing
 
 
@@ -96,9 +105,14 @@ class AutoRollback:
             return []
         try:
             self._next = time.monotonic() + self.every_s
-            return [row for name, (policy, since) in policies.items()
-                    if (row := self.check(name, policy, since)) is not None]
-        except Exception:  # a rollback that cannot be judged must not fail the request that found it
+            return [
+                row
+                for name, (policy, since) in policies.items()
+                if (row := self.check(name, policy, since)) is not None
+            ]
+        except (
+            Exception
+        ):  # a rollback that cannot be judged must not fail the request that found it
             log.exception("automatic rollback: the check failed")
             return []
         finally:
@@ -114,9 +128,12 @@ class AutoRollback:
         if not failing:
             return None
         try:
-            row = AliasBook(self.server.shelf()).fall_back(name, split, stable_version(split), list(failing),
-                                                           "; ".join(failing.values()))
-        except AliasError as err:  # changed meanwhile (or the stable version is gone): judged again later
+            row = AliasBook(self.server.shelf()).fall_back(
+                name, split, stable_version(split), list(failing), "; ".join(failing.values())
+            )
+        except (
+            AliasError
+        ) as err:  # changed meanwhile (or the stable version is gone): judged again later
             log.warning("automatic rollback of %s not made: %s", name, err)
             return None
         log.warning("automatic rollback: %s", change_sentence(row))
@@ -133,6 +150,10 @@ class AutoRollback:
             except ValueError:  # gone from the shelf: no rating can be its
                 weights = ""
             rated = thumbs(ratings, version, weights, since)
-            got[version] = {"requests": requests, "errors": errors, "thumbs_up": rated["thumbs_up"],
-                            "thumbs_down": rated["thumbs_down"]}
+            got[version] = {
+                "requests": requests,
+                "errors": errors,
+                "thumbs_up": rated["thumbs_up"],
+                "thumbs_down": rated["thumbs_down"],
+            }
         return got

@@ -57,8 +57,10 @@ def mixed_crowd_default() -> int:
     """
     text = os.environ.get(MIXED_CROWD_ENV, "8").strip()
     if not text.isdigit():
-        raise ValueError(f"{MIXED_CROWD_ENV} must be a whole number >= 0 (0: never route a crowd "
-                         f"to PyTorch), got {text!r}")
+        raise ValueError(
+            f"{MIXED_CROWD_ENV} must be a whole number >= 0 (0: never route a crowd "
+            f"to PyTorch), got {text!r}"
+        )
     return int(text)
 
 
@@ -76,8 +78,15 @@ class Engines:
             than llama-server's goes to PyTorch (default ``TUNEDESK_MIXED_CROWD`` or 8; 0 never).
     """
 
-    def __init__(self, session: ModelSession, choice: str = "auto", *, max_queue: int = 64,
-                 llama_factory: Callable | None = None, mixed_crowd: int | None = None):
+    def __init__(
+        self,
+        session: ModelSession,
+        choice: str = "auto",
+        *,
+        max_queue: int = 64,
+        llama_factory: Callable | None = None,
+        mixed_crowd: int | None = None,
+    ):
         if choice not in CHOICES:
             raise ValueError(f"engine must be one of {', '.join(CHOICES)}, got {choice!r}")
         self.session, self.choice, self.max_queue = session, choice, max_queue
@@ -85,7 +94,9 @@ class Engines:
         self._crowd: Counter = Counter()  # (engine name, adapter) -> requests routed, not ended
         self._crowd_lock = threading.Condition()
         self._hashes: dict[tuple, str] = {}  # (adapter, file stamps) -> weights hash
-        self._waiting: list[tuple[object, str]] = []  # (request, adapter) waiting for llama-server, oldest first
+        self._waiting: list[
+            tuple[object, str]
+        ] = []  # (request, adapter) waiting for llama-server, oldest first
         self._llama_factory = llama_factory or make_llama_engine
         self._lock = threading.Lock()
         self._pytorch: Engine | None = None
@@ -166,7 +177,9 @@ class Engines:
 
         def look() -> None:
             try:
-                while self._llama is None and not (self.llama_error or "").startswith(("failed", "PyTorch")):
+                while self._llama is None and not (self.llama_error or "").startswith(
+                    ("failed", "PyTorch")
+                ):
                     self.llama()
                     threading.Event().wait(every)
             finally:
@@ -186,8 +199,9 @@ class Engines:
         with self._crowd_lock:
             return self._choose(_key(adapter), 1, pin, None) or self.llama()
 
-    def route(self, adapters: list[str | None], pin: str | None = None, *,
-              wait: bool = True) -> tuple[Engine, Callable[[], None]]:
+    def route(
+        self, adapters: list[str | None], pin: str | None = None, *, wait: bool = True
+    ) -> tuple[Engine, Callable[[], None]]:
         """The engine for one request (or Compare's panes, ``adapters``), counted in the crowd
         until the returned ``release()`` is called (calling it again does nothing).
 
@@ -237,8 +251,10 @@ class Engines:
         if self.stopping.is_set():
             raise EngineStopping("the server is stopping; this request was not answered")
         if time.monotonic() >= give_up:
-            raise AnswerTimeout(f"waited {answer_bound().total_s:g} s for llama-server to be free for this "
-                                "adapter (the answer timeout); the request was cancelled")
+            raise AnswerTimeout(
+                f"waited {answer_bound().total_s:g} s for llama-server to be free for this "
+                "adapter (the answer timeout); the request was cancelled"
+            )
 
     def close(self, reason: str = "the server is stopping; this answer was not finished") -> None:
         """Stop answering: every answer in flight or waiting ends now with ``EngineStopping``
@@ -267,7 +283,9 @@ class Engines:
                 return self.pytorch()
             llama = self.llama()
             if llama is None:
-                raise ValueError(f"llama.cpp does not serve here: {self.llama_error or 'set to pytorch'}")
+                raise ValueError(
+                    f"llama.cpp does not serve here: {self.llama_error or 'set to pytorch'}"
+                )
             return llama
         if self.choice == "pytorch":
             return self.pytorch()
@@ -286,10 +304,17 @@ class Engines:
             return llama
         return self.pytorch() if crowd >= self.mixed_crowd else None
 
-    def submit(self, messages: list[dict], adapter: str | None,
-               settings: GenerationSettings | None = None, stop: list[str] | None = None,
-               json_schema: dict | None = None, *, pin: str | None = None,
-               routed: tuple[Engine, Callable[[], None]] | None = None) -> Ticket:
+    def submit(
+        self,
+        messages: list[dict],
+        adapter: str | None,
+        settings: GenerationSettings | None = None,
+        stop: list[str] | None = None,
+        json_schema: dict | None = None,
+        *,
+        pin: str | None = None,
+        routed: tuple[Engine, Callable[[], None]] | None = None,
+    ) -> Ticket:
         """Queue one answer on the engine :meth:`route` picks (or ``routed``, already picked);
         the ticket's ``engine`` says which. ``json_schema`` (the answer must be JSON following
         it) needs llama.cpp and pins it.
@@ -304,9 +329,13 @@ class Engines:
         try:
             if json_schema is not None:
                 if getattr(engine, "name", "") != "llama.cpp":
-                    raise ValueError("a JSON schema for the answer needs the llama.cpp engine, which "
-                                     f"does not serve here ({self.llama_error or 'set to pytorch'})")
-                ticket = engine.submit(messages, adapter, settings, stop=stop, json_schema=json_schema)
+                    raise ValueError(
+                        "a JSON schema for the answer needs the llama.cpp engine, which "
+                        f"does not serve here ({self.llama_error or 'set to pytorch'})"
+                    )
+                ticket = engine.submit(
+                    messages, adapter, settings, stop=stop, json_schema=json_schema
+                )
             else:
                 ticket = engine.submit(messages, adapter, settings, stop=stop)
         except BaseException:
@@ -316,9 +345,13 @@ class Engines:
         ticket.when_done(release)
         return ticket
 
-    def compare(self, messages: list[dict], adapters: list[str | None],
-                settings: GenerationSettings | None = None,
-                conversations: list[list[dict]] | None = None) -> tuple[list[Answer], str]:
+    def compare(
+        self,
+        messages: list[dict],
+        adapters: list[str | None],
+        settings: GenerationSettings | None = None,
+        conversations: list[list[dict]] | None = None,
+    ) -> tuple[list[Answer], str]:
         """Compare's answers (``None``: the base), all decoded at once, and one line saying how.
 
         ``conversations``: one per adapter (each pane grounded in its own knowledge), in place of
@@ -333,13 +366,18 @@ class Engines:
         engine, release = self.route(adapters, wait=False)
         try:
             asked = conversations or [messages] * len(adapters)
-            submits = [lambda a=a, m=m: engine.submit(m, a, settings)
-                       for a, m in zip(adapters, asked, strict=True)]
+            submits = [
+                lambda a=a, m=m: engine.submit(m, a, settings)
+                for a, m in zip(adapters, asked, strict=True)
+            ]
             answers = answers_together(submits, hashes)
         finally:
             release()
         seconds = answers[0].seconds if answers else 0.0
-        return answers, f"{len(answers)} answers decoded together on {label(engine)} in {seconds:.1f} s"
+        return (
+            answers,
+            f"{len(answers)} answers decoded together on {label(engine)} in {seconds:.1f} s",
+        )
 
     def weights_hash(self, adapter: str | None) -> str:
         """The version of ``adapter`` (None: the base) that answers: its weights hash, read
@@ -351,7 +389,10 @@ class Engines:
             return self.session.resolved.weight_hash
         folder = self.session.adapter_folder(adapter)
         try:
-            key = (adapter, *file_stamps(folder))  # read again only when its files change (once per answer)
+            key = (
+                adapter,
+                *file_stamps(folder),
+            )  # read again only when its files change (once per answer)
         except ValueError:
             self.session.check_usable(adapter)  # says why in the session's own words
             raise

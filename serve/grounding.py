@@ -37,24 +37,35 @@ def parse_knowledge(value) -> dict | None:
     if isinstance(value, str) and value.strip():
         return {"name": value.strip(), "version": LATEST, "k": DEFAULT_K}
     if not isinstance(value, dict) or not isinstance(value.get("name"), str) or not value["name"]:
-        raise RequestError("'knowledge' must be a knowledge base's name, 'auto', or "
-                           '{"name": ..., "version": ..., "k": ...}', "knowledge")
+        raise RequestError(
+            "'knowledge' must be a knowledge base's name, 'auto', or "
+            '{"name": ..., "version": ..., "k": ...}',
+            "knowledge",
+        )
     unknown = sorted(set(value) - {"name", "version", "k"})
     if unknown:
-        raise RequestError(f"unknown field knowledge.{unknown[0][:40]}; known: name, version, k",
-                           "knowledge")
+        raise RequestError(
+            f"unknown field knowledge.{unknown[0][:40]}; known: name, version, k", "knowledge"
+        )
     version, k = value.get("version", LATEST), value.get("k", DEFAULT_K)
     if not isinstance(version, str):
-        raise RequestError("'knowledge.version' must be a string such as 'v2' or 'latest'",
-                           "knowledge.version")
+        raise RequestError(
+            "'knowledge.version' must be a string such as 'v2' or 'latest'", "knowledge.version"
+        )
     if type(k) is not int or not 1 <= k <= MAX_K:
         raise RequestError(f"'knowledge.k' must be a whole number from 1 to {MAX_K}", "knowledge.k")
     return {"name": value["name"], "version": version, "k": k}
 
 
-def apply(chat, adapter: str | None, shelf, alias: str | None = None,
-          alias_grounding: str | None = None, context_tokens: int = CONTEXT_TOKENS,
-          tokenizer=None) -> dict | None:
+def apply(
+    chat,
+    adapter: str | None,
+    shelf,
+    alias: str | None = None,
+    alias_grounding: str | None = None,
+    context_tokens: int = CONTEXT_TOKENS,
+    tokenizer=None,
+) -> dict | None:
     """Ground ``chat.messages`` as its alias, else its ``knowledge`` field, asks; the record of
     what was shown.
 
@@ -79,11 +90,17 @@ def apply(chat, adapter: str | None, shelf, alias: str | None = None,
         asked = _alias_asks(alias, alias_grounding or GROUNDING_AUTO, adapter, shelf, asked)
         if asked is None:
             return None
-        return _ground(chat, asked, f"alias {alias!r} grounds in {asked['name']} "
-                                    f"{asked['version']}, which is not on the knowledge shelf "
-                                    f"any more; set its grounding again (python -m adapters "
-                                    f"alias set {alias} --grounding ...)", "model",
-                       context_tokens, tokenizer)
+        return _ground(
+            chat,
+            asked,
+            f"alias {alias!r} grounds in {asked['name']} "
+            f"{asked['version']}, which is not on the knowledge shelf "
+            f"any more; set its grounding again (python -m adapters "
+            f"alias set {alias} --grounding ...)",
+            "model",
+            context_tokens,
+            tokenizer,
+        )
     if asked is None:
         return None
     if asked["name"] == AUTO:
@@ -91,29 +108,44 @@ def apply(chat, adapter: str | None, shelf, alias: str | None = None,
         if adapter is not None:
             entry = (shelf.get(adapter).manifest or {}).get("knowledge") or {}
         if not entry.get("name"):
-            raise RequestError(f"'knowledge': 'auto' needs an adapter trained beside a knowledge "
-                               f"version; {adapter or 'the base model'} has none: name one",
-                               "knowledge")
+            raise RequestError(
+                f"'knowledge': 'auto' needs an adapter trained beside a knowledge "
+                f"version; {adapter or 'the base model'} has none: name one",
+                "knowledge",
+            )
         asked = {**asked, "name": entry["name"], "version": entry.get("version") or LATEST}
     return _ground(chat, asked, None, "knowledge", context_tokens, tokenizer)
 
 
-def _ground(chat, asked: dict, gone: str | None, param: str,
-            context_tokens: int = CONTEXT_TOKENS, tokenizer=None) -> dict:
+def _ground(
+    chat,
+    asked: dict,
+    gone: str | None,
+    param: str,
+    context_tokens: int = CONTEXT_TOKENS,
+    tokenizer=None,
+) -> dict:
     """``chat.messages`` grounded in ``asked``; ``gone``: the sentence when it is not there."""
     try:
-        messages, grounding = ground(chat.messages, asked["name"], asked["version"], k=asked["k"],
-                                     system_prompt=chat.settings.system_prompt,
-                                     context_tokens=context_tokens, tokenizer=tokenizer,
-                                     answer_tokens=chat.settings.max_new_tokens)
+        messages, grounding = ground(
+            chat.messages,
+            asked["name"],
+            asked["version"],
+            k=asked["k"],
+            system_prompt=chat.settings.system_prompt,
+            context_tokens=context_tokens,
+            tokenizer=tokenizer,
+            answer_tokens=chat.settings.max_new_tokens,
+        )
     except ValueError as err:
         raise RequestError(f"{gone} ({err})" if gone else f"knowledge: {err}", param) from None
     chat.messages = messages
     return grounding.record()
 
 
-def _alias_asks(alias: str, setting: str, adapter: str | None, shelf,
-                asked: dict | None) -> dict | None:
+def _alias_asks(
+    alias: str, setting: str, adapter: str | None, shelf, asked: dict | None
+) -> dict | None:
     """What a request to ``alias`` is grounded in (None: ungrounded), its own field checked.
 
     ``auto`` takes the answering version's manifest knowledge; a version trained beside none
@@ -125,8 +157,11 @@ def _alias_asks(alias: str, setting: str, adapter: str | None, shelf,
         entry = {}
         if adapter is not None:
             entry = (shelf.get(adapter).manifest or {}).get("knowledge") or {}
-        own = {"name": entry["name"], "version": entry.get("version") or LATEST,
-               "k": DEFAULT_K} if entry.get("name") else None
+        own = (
+            {"name": entry["name"], "version": entry.get("version") or LATEST, "k": DEFAULT_K}
+            if entry.get("name")
+            else None
+        )
     else:
         name, version = split_grounding(setting)
         own = {"name": name, "version": version, "k": DEFAULT_K}
@@ -137,9 +172,12 @@ def _alias_asks(alias: str, setting: str, adapter: str | None, shelf,
     if own is not None and (asked["name"], asked["version"]) == (own["name"], own["version"]):
         return {**own, "k": asked["k"]}
     said = "off" if own is None else f"{own['name']} {own['version']}"
-    raise RequestError(f"model {alias!r} is an alias grounded as it says ({setting}: {said}); its "
-                       "answers are grounded as the release gate passed them, so leave out "
-                       "'knowledge' (or ask an adapter by name)", "knowledge")
+    raise RequestError(
+        f"model {alias!r} is an alias grounded as it says ({setting}: {said}); its "
+        "answers are grounded as the release gate passed them, so leave out "
+        "'knowledge' (or ask an adapter by name)",
+        "knowledge",
+    )
 
 
 def header(record: dict | None) -> dict:

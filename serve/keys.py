@@ -63,9 +63,13 @@ class KeyRing:
         """
         if self.empty:
             if self.closed:
-                raise ApiError(401, f"this server has no API key yet: set {CHAT_ENV} (and {ADMIN_ENV}) "
-                                    "as name:key pairs; the app's login is not an API key",
-                               "invalid_request_error", "invalid_api_key")
+                raise ApiError(
+                    401,
+                    f"this server has no API key yet: set {CHAT_ENV} (and {ADMIN_ENV}) "
+                    "as name:key pairs; the app's login is not an API key",
+                    "invalid_request_error",
+                    "invalid_api_key",
+                )
             return Caller(None, ADMIN)
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
         given = given.strip().encode() if scheme.lower() == "bearer" else b""
@@ -75,12 +79,20 @@ class KeyRing:
                 if hmac.compare_digest(given, key.encode()) and found is None:
                     found = Caller(name, kind)
         if found is None:
-            raise ApiError(401, "missing or wrong API key: send the header 'Authorization: Bearer <key>'",
-                           "invalid_request_error", "invalid_api_key")
+            raise ApiError(
+                401,
+                "missing or wrong API key: send the header 'Authorization: Bearer <key>'",
+                "invalid_request_error",
+                "invalid_api_key",
+            )
         if role == ADMIN and found.role != ADMIN:
-            raise ApiError(403, f"the key {found.name!r} is a chat key: {request.url.path} changes or shows "
-                                f"what is served and needs an admin key ({ADMIN_ENV})",
-                           "permission_error", "admin_key_required")
+            raise ApiError(
+                403,
+                f"the key {found.name!r} is a chat key: {request.url.path} changes or shows "
+                f"what is served and needs an admin key ({ADMIN_ENV})",
+                "permission_error",
+                "admin_key_required",
+            )
         return found
 
 
@@ -89,7 +101,8 @@ def parse_keys(text: str | None, where: str) -> dict[str, str]:
 
     Raises:
         ValueError: a pair without a name or key, a name given twice, a key under
-            :data:`MIN_KEY_CHARS` characters (the sentence names ``where`` and the name, never the key).
+            :data:`MIN_KEY_CHARS` characters (the sentence names ``where`` and the
+            name, never the key).
     """
     keys: dict[str, str] = {}
     for i, pair in enumerate(p.strip() for p in (text or "").split(",")):
@@ -102,7 +115,9 @@ def parse_keys(text: str | None, where: str) -> dict[str, str]:
         if name in keys:
             raise ValueError(f"{where}: the name {name!r} is given twice")
         if len(key) < MIN_KEY_CHARS:
-            raise ValueError(f"{where}: the key of {name!r} is shorter than {MIN_KEY_CHARS} characters")
+            raise ValueError(
+                f"{where}: the key of {name!r} is shorter than {MIN_KEY_CHARS} characters"
+            )
         keys[name] = key
     return keys
 
@@ -120,12 +135,16 @@ def key_ring(legacy: str | None = None, closed: bool = False, environ=None) -> K
     admin = parse_keys(environ.get(ADMIN_ENV), ADMIN_ENV)
     if legacy:
         if LEGACY_NAME in chat:
-            raise ValueError(f"{CHAT_ENV}: the name {LEGACY_NAME!r} is the single API key's; choose another")
+            raise ValueError(
+                f"{CHAT_ENV}: the name {LEGACY_NAME!r} is the single API key's; choose another"
+            )
         chat[LEGACY_NAME] = legacy
     secrets = [*chat.values(), *admin.values()]
     if len(set(secrets)) != len(secrets):
-        raise ValueError(f"one key is given to two names ({CHAT_ENV}, {ADMIN_ENV}, {LEGACY_ENV}): "
-                         "each name needs its own key, or the audit cannot tell them apart")
+        raise ValueError(
+            f"one key is given to two names ({CHAT_ENV}, {ADMIN_ENV}, {LEGACY_ENV}): "
+            "each name needs its own key, or the audit cannot tell them apart"
+        )
     return KeyRing(chat, admin, closed)
 
 

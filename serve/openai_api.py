@@ -8,7 +8,8 @@ format when ``stream`` is true. Errors use OpenAI's shape, ``{"error": {"message
 "param", "code"}}``, with 400 (bad request), 401 (API key), 404 (unknown model), 429 (too
 many ratings from one key, with ``Retry-After``: ``serve/rate_limit.py``), 503
 (queue full, server stopping), 504 (no progress within the answer's bound,
-``serve/interface/bounds.py``), 413 (body over ``TUNEDESK_API_MAX_BODY`` bytes, refused before it is read
+``serve/interface/bounds.py``), 413 (body over ``TUNEDESK_API_MAX_BODY`` bytes,
+refused before it is read
 whole). With keys set (:mod:`serve.keys`), every route asks for ``Authorization: Bearer <key>``:
 a chat key for the answers, feedback and models, an admin key for the aliases and ``/metrics``
 (llama-server's Prometheus counters, one ``upstream`` label each); a chat key there gets 403.
@@ -92,12 +93,20 @@ class OpenAIServer:
             every alias request and rating).
     """
 
-    def __init__(self, engines, api_key: KeyRing | str | None = None, feedback: FeedbackStore | None = None,
-                 stats: VersionStats | None = None, auto_rollback_every_s: float = CHECK_EVERY_S):
+    def __init__(
+        self,
+        engines,
+        api_key: KeyRing | str | None = None,
+        feedback: FeedbackStore | None = None,
+        stats: VersionStats | None = None,
+        auto_rollback_every_s: float = CHECK_EVERY_S,
+    ):
         self.engines, self.keys = engines, as_ring(api_key)
         self.feedback = feedback or FeedbackStore()
         self._warned: set[tuple[str, str]] = set()  # (adapter, weights hash) warned about
-        self._gate_seen: dict[str, tuple | None] = {}  # adapter -> its files' mtimes when last looked at
+        self._gate_seen: dict[
+            str, tuple | None
+        ] = {}  # adapter -> its files' mtimes when last looked at
         # per version: counts, timings; in the store, so every replica sharing it sees them
         self.stats = stats if stats is not None else VersionStats(store=self.feedback.store)
         self.feedback_limit = RateLimiter(feedback_per_minute())  # ratings per key
@@ -148,7 +157,8 @@ class OpenAIServer:
             # One trip to a worker thread for every check before the answer: each trip is a
             # wake-up on cores llama-server is decoding on, before the first token.
             adapter, engine, release, prepared, pick = await run_in_threadpool(
-                self._admit, chat, _pin(request, chat), conversation)
+                self._admit, chat, _pin(request, chat), conversation
+            )
             pick.started = started
             try:
                 return await self._answer(chat, engine, release, adapter, prepared, pick)
@@ -181,8 +191,9 @@ class OpenAIServer:
             self.auto_rollback.maybe_check()
         pick = self.aliases.pick(chat.model, conversation)
         try:
-            adapter, *routed = self._route(chat, pin, pick.version if pick else chat.model,
-                                           pick.alias if pick else None)
+            adapter, *routed = self._route(
+                chat, pin, pick.version if pick else chat.model, pick.alias if pick else None
+            )
         except BaseException as err:
             self._count_failure(pick or self._direct(chat.model), err)
             raise
@@ -196,7 +207,11 @@ class OpenAIServer:
     def _count_failure(self, pick: Pick | None, err: BaseException) -> None:
         """Count a version's failure to answer (not a bad request, a full queue or a client
         hanging up) in its stats."""
-        if pick is not None and isinstance(err, Exception) and not isinstance(err, RequestError | ServerBusy):
+        if (
+            pick is not None
+            and isinstance(err, Exception)
+            and not isinstance(err, RequestError | ServerBusy)
+        ):
             self.stats.record(pick.version, "error")
 
     def _route(self, chat: ChatRequest, pin: str | None, model: str, alias: str | None = None):
@@ -208,10 +223,20 @@ class OpenAIServer:
         if adapter is not None:
             self.warn_if_not_passed(adapter)
         # before any engine sees it; an alias's own grounding when asked through one
-        chat.grounding = apply_grounding(chat, adapter, self.shelf(), alias,
-                                         self.aliases.grounding(alias) if alias else None,
-                                         self.context_tokens(), self.engines.session.tokenizer)
-        if pin is None and (chat.tools or chat.json_schema is not None) and self.engines.llama() is not None:
+        chat.grounding = apply_grounding(
+            chat,
+            adapter,
+            self.shelf(),
+            alias,
+            self.aliases.grounding(alias) if alias else None,
+            self.context_tokens(),
+            self.engines.session.tokenizer,
+        )
+        if (
+            pin is None
+            and (chat.tools or chat.json_schema is not None)
+            and self.engines.llama() is not None
+        ):
             pin = "llama.cpp"  # only llama.cpp follows tools and schemas
         try:
             engine, release = self.engines.route([adapter], pin)
@@ -220,14 +245,25 @@ class OpenAIServer:
         if getattr(engine, "name", "") != "llama.cpp" or chat.tools:
             return adapter, engine, release, None
         try:
-            return adapter, engine, release, engine.prepare(chat.messages, adapter, chat.settings, chat.stop,
-                                                            chat.json_schema)
+            return (
+                adapter,
+                engine,
+                release,
+                engine.prepare(chat.messages, adapter, chat.settings, chat.stop, chat.json_schema),
+            )
         except BaseException:
             release()
             raise
 
-    async def _answer(self, chat: ChatRequest, engine, release, adapter: str | None, prepared=None,
-                      pick: Pick | None = None):
+    async def _answer(
+        self,
+        chat: ChatRequest,
+        engine,
+        release,
+        adapter: str | None,
+        prepared=None,
+        pick: Pick | None = None,
+    ):
         """The response of a routed request; ``release`` runs when its answer has ended.
         ``pick``: the version it answers as (timed in the stats; named in the answer when an
         alias chose it)."""
@@ -238,51 +274,93 @@ class OpenAIServer:
             response.headers[VERSION_HEADER] = adapter or "base"
             return response
         if chat.json_schema is not None and not is_llama:
-            raise RequestError("'response_format' needs the llama.cpp engine, which does not serve "
-                               f"here ({self.engines.llama_error or 'set to pytorch'})", "response_format")
+            raise RequestError(
+                "'response_format' needs the llama.cpp engine, which does not serve "
+                f"here ({self.engines.llama_error or 'set to pytorch'})",
+                "response_format",
+            )
         if is_llama:  # relayed straight, no thread per answer
             answer = Tally(prepared.prompt_tokens, label(engine))
-            deltas = llama_deltas(engine, prepared, answer, release, stopping=getattr(self.engines, "stopping", None))
+            deltas = llama_deltas(
+                engine, prepared, answer, release, stopping=getattr(self.engines, "stopping", None)
+            )
             release_with(deltas, release)
         else:
-            ticket = await run_in_threadpool(self.engines.submit, chat.messages, adapter, chat.settings,
-                                             chat.stop, chat.json_schema, routed=(engine, release))
+            ticket = await run_in_threadpool(
+                self.engines.submit,
+                chat.messages,
+                adapter,
+                chat.settings,
+                chat.stop,
+                chat.json_schema,
+                routed=(engine, release),
+            )
             answer, deltas = ticket, ticket_deltas(ticket)
         head = response_head(chat, answer)
-        headers = {PIN_HEADER: answer.engine, VERSION_HEADER: adapter or "base", **grounding_header(chat.grounding)}
-        if pick is not None and pick.alias is not None:  # the answer says which version of the alias gave it
+        headers = {
+            PIN_HEADER: answer.engine,
+            VERSION_HEADER: adapter or "base",
+            **grounding_header(chat.grounding),
+        }
+        if (
+            pick is not None and pick.alias is not None
+        ):  # the answer says which version of the alias gave it
             head["system_fingerprint"] = f"{answer.engine}; {pick.version}"
         if pick is not None:
             deltas = self.stats.timed(pick.version, deltas, pick.started)
         check = None
         if pick is not None and pick.alias and self.aliases.checked(pick.alias):  # whole, then sent
             try:
-                check, deltas = await checked(deltas, chat.messages, chat.grounding, adapter,
-                                              self.shelf())
+                check, deltas = await checked(
+                    deltas, chat.messages, chat.grounding, adapter, self.shelf()
+                )
             except Exception as err:
                 return engine_failure(err).response()
             headers.update(check_header(check))
 
         def remember(text: str) -> None:  # after the answer: nothing here delays a token
             version = self.engines.weights_hash(adapter)
-            self.feedback.record(head["id"], adapter or "base", version, answer.engine, chat.messages, text,
-                                 grounding=chat.grounding, check=check.record() if check else None)
+            self.feedback.record(
+                head["id"],
+                adapter or "base",
+                version,
+                answer.engine,
+                chat.messages,
+                text,
+                grounding=chat.grounding,
+                check=check.record() if check else None,
+            )
 
         if chat.stream:
-            return StreamingResponse(sse_events(deltas, answer, head, chat, remember), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers})
+            return StreamingResponse(
+                sse_events(deltas, answer, head, chat, remember),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers},
+            )
         try:
             text = "".join([delta async for delta in deltas])
         except Exception as err:
             return engine_failure(err).response()
         await run_in_threadpool(remember, text)
-        choice = {"index": 0, "message": {"role": "assistant", "content": text},
-                  "finish_reason": answer.finish_reason, "logprobs": None}
+        choice = {
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": answer.finish_reason,
+            "logprobs": None,
+        }
         grounded = {"tunedesk_grounding": chat.grounding} if chat.grounding else {}
         if check is not None:
             grounded["tunedesk_check"] = check.record()
-        return JSONResponse({**head, "object": "chat.completion", "choices": [choice], "usage": usage(answer),
-                             **grounded}, headers=headers)
+        return JSONResponse(
+            {
+                **head,
+                "object": "chat.completion",
+                "choices": [choice],
+                "usage": usage(answer),
+                **grounded,
+            },
+            headers=headers,
+        )
 
     async def _feedback(self, request: Request):
         """``POST /v1/feedback``: ``{"id": <a chat completion's id>, "rating": "up"|"down",
@@ -295,22 +373,37 @@ class OpenAIServer:
             check_feedback_rate(self.feedback_limit, rater)
             answer_id, rating, correction, intent = parse_feedback(await read_json(request))
             try:
-                row = await run_in_threadpool(self._rate, answer_id, rating, correction, intent,
-                                              rater)
+                row = await run_in_threadpool(
+                    self._rate, answer_id, rating, correction, intent, rater
+                )
             except KeyError:
-                raise ApiError(404, f"no answer with id {answer_id[:80]!r} was served here (or it is no "
-                                    "longer remembered: only logged answers outlive a restart)",
-                               "invalid_request_error", "unknown_answer", "id") from None
+                raise ApiError(
+                    404,
+                    f"no answer with id {answer_id[:80]!r} was served here (or it is no "
+                    "longer remembered: only logged answers outlive a restart)",
+                    "invalid_request_error",
+                    "unknown_answer",
+                    "id",
+                ) from None
         except RequestError as err:
             return ApiError(400, str(err), "invalid_request_error", param=err.param).response()
         except ApiError as err:
             return err.response()
-        return {"object": "feedback", "id": row["id"], "answer_id": answer_id, "rating": rating,
-                "model": row["adapter"], "version": row["version"], "correction": row["correction"] is not None,
-                "intent": row["intent"], "conversation_logged": row["messages"] is not None}
+        return {
+            "object": "feedback",
+            "id": row["id"],
+            "answer_id": answer_id,
+            "rating": rating,
+            "model": row["adapter"],
+            "version": row["version"],
+            "correction": row["correction"] is not None,
+            "intent": row["intent"],
+            "conversation_logged": row["messages"] is not None,
+        }
 
-    def _rate(self, answer_id: str, rating: str, correction: str | None, intent: str | None,
-              rater: str) -> dict:
+    def _rate(
+        self, answer_id: str, rating: str, correction: str | None, intent: str | None, rater: str
+    ) -> dict:
         """Store ``rater``'s rating (replacing their earlier one of the same answer), then let the
         automatic rollback look (a thumbs-down may tip a canary)."""
         row = self.feedback.rate(answer_id, rating, correction, "api", intent, rater=rater)
@@ -361,9 +454,17 @@ class OpenAIServer:
         cards = [_model_card(base), {**_model_card(BASE_ALIASES[0]), "tunedesk_base_model": base}]
         for entry in (e for e in self.shelf().list() if e.ok and e.name not in aliases):
             status = entry_status(entry)
-            cards.append({**_model_card(entry.name), "tunedesk_release_gate": {
-                "state": status.state, "reasons": status.reasons, "floors": status.floors,
-                "eval_id": status.eval_id}})
+            cards.append(
+                {
+                    **_model_card(entry.name),
+                    "tunedesk_release_gate": {
+                        "state": status.state,
+                        "reasons": status.reasons,
+                        "floors": status.floors,
+                        "eval_id": status.eval_id,
+                    },
+                }
+            )
         return cards + [_alias_card(name, split) for name, split in aliases.items()]
 
     def warn_if_not_passed(self, adapter: str) -> None:
@@ -371,7 +472,10 @@ class OpenAIServer:
         (looked at again only when a file the verdict depends on changes)."""
         try:
             folder = self.engines.session.adapter_folder(adapter)
-            stamp = tuple(_mtime(folder / f) for f in ("manifest.json", "gate.json", "adapter_model.safetensors"))
+            stamp = tuple(
+                _mtime(folder / f)
+                for f in ("manifest.json", "gate.json", "adapter_model.safetensors")
+            )
         except ValueError:
             stamp = None
         if stamp is not None and self._gate_seen.get(adapter) == stamp:
@@ -434,19 +538,32 @@ def _pin(request: Request, chat: ChatRequest) -> str | None:
         return None
     pin = pin.strip()
     if pin not in PINS:
-        raise RequestError(f"header {PIN_HEADER} must be one of {', '.join(PINS)}, got {pin[:40]!r}", PIN_HEADER)
+        raise RequestError(
+            f"header {PIN_HEADER} must be one of {', '.join(PINS)}, got {pin[:40]!r}", PIN_HEADER
+        )
     return pin
 
 
 def _unknown(model: str) -> ApiError:
-    return ApiError(404, f"the model {model!r} does not exist; GET /v1/models lists the base model "
-                         "and the adapters on the shelf", "invalid_request_error", "model_not_found", "model")
+    return ApiError(
+        404,
+        f"the model {model!r} does not exist; GET /v1/models lists the base model "
+        "and the adapters on the shelf",
+        "invalid_request_error",
+        "model_not_found",
+        "model",
+    )
 
 
 def _gone(alias: str, version: str) -> ApiError:
-    return ApiError(404, f"the alias {alias!r} sent this request to {version!r}, which is no longer "
-                         "on the shelf; set the alias's split again", "invalid_request_error", "model_not_found",
-                    "model")
+    return ApiError(
+        404,
+        f"the alias {alias!r} sent this request to {version!r}, which is no longer "
+        "on the shelf; set the alias's split again",
+        "invalid_request_error",
+        "model_not_found",
+        "model",
+    )
 
 
 def _model_card(model_id: str) -> dict:

@@ -81,6 +81,11 @@ def check_feedback_rate(limiter: RateLimiter, key: str) -> None:
     """
     wait = limiter.take(key)
     if wait:
-        raise ApiError(429, f"too many ratings from this key: at most {limiter.size:g} a minute "
-                            f"({FEEDBACK_ENV}); try again in {math.ceil(wait)} s",
-                       "rate_limit_error", "rate_limit_exceeded", retry_after=math.ceil(wait))
+        raise ApiError(
+            429,
+            f"too many ratings from this key: at most {limiter.size:g} a minute "
+            f"({FEEDBACK_ENV}); try again in {math.ceil(wait)} s",
+            "rate_limit_error",
+            "rate_limit_exceeded",
+            retry_after=math.ceil(wait),
+        )

@@ -18,14 +18,38 @@ from inference.generate import MAX_NEW_TOKENS, GenerationSettings
 
 ROLES = ("system", "user", "assistant", "developer", "tool")
 MAX_STOPS = 4  # as OpenAI
-UNSUPPORTED = ("functions", "function_call", "logprobs", "top_logprobs", "logit_bias", "audio",
-               "modalities", "prediction", "parallel_tool_calls")
+UNSUPPORTED = (
+    "functions",
+    "function_call",
+    "logprobs",
+    "top_logprobs",
+    "logit_bias",
+    "audio",
+    "modalities",
+    "prediction",
+    "parallel_tool_calls",
+)
 ZERO_ONLY = ("frequency_penalty", "presence_penalty")  # numbers from -2 to 2; only 0 is honoured
 DEFAULT_MAX_TOKENS = 256
 # What a relayed request may carry to llama-server: the fields parse_chat checked, no others.
-RELAYED = ("model", "tools", "tool_choice", "stream", "stream_options", "temperature", "top_p", "max_tokens",
-           "max_completion_tokens", "seed", "stop", "response_format", "min_tokens", "n",
-           "frequency_penalty", "presence_penalty")
+RELAYED = (
+    "model",
+    "tools",
+    "tool_choice",
+    "stream",
+    "stream_options",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "seed",
+    "stop",
+    "response_format",
+    "min_tokens",
+    "n",
+    "frequency_penalty",
+    "presence_penalty",
+)
 
 
 class RequestError(ValueError):
@@ -63,12 +87,20 @@ def message_texts(chat: ChatRequest) -> list[tuple[str, str]]:
 
     texts = []
     for i, message in enumerate(chat.relayed):
-        texts += [(f"messages[{i}].{key}", message[key]) for key in ("content", "name", "tool_call_id")
-                  if isinstance(message.get(key), str)]
+        texts += [
+            (f"messages[{i}].{key}", message[key])
+            for key in ("content", "name", "tool_call_id")
+            if isinstance(message.get(key), str)
+        ]
         for j, call in enumerate(message.get("tool_calls") or []):
-            texts += [(f"messages[{i}].tool_calls[{j}].function.{key}", call["function"][key])
-                      for key in ("name", "arguments")]
-    texts += [(f"tools[{k}]", json.dumps(tool, ensure_ascii=False)) for k, tool in enumerate(chat.tools or [])]
+            texts += [
+                (f"messages[{i}].tool_calls[{j}].function.{key}", call["function"][key])
+                for key in ("name", "arguments")
+            ]
+    texts += [
+        (f"tools[{k}]", json.dumps(tool, ensure_ascii=False))
+        for k, tool in enumerate(chat.tools or [])
+    ]
     return texts
 
 
@@ -116,8 +148,19 @@ def parse_chat(body) -> ChatRequest:
         problems.append(("user", "'user' must be a string"))
     if problems:
         raise RequestError("; ".join(m for _, m in problems), problems[0][0])
-    return ChatRequest(model, messages, settings, stop, stream, include_usage, json_schema, tools,
-                       body.get("tool_choice"), body, relayed=relayed)
+    return ChatRequest(
+        model,
+        messages,
+        settings,
+        stop,
+        stream,
+        include_usage,
+        json_schema,
+        tools,
+        body.get("tool_choice"),
+        body,
+        relayed=relayed,
+    )
 
 
 def _is_number(value) -> bool:
@@ -132,7 +175,12 @@ def _stream_options(options, problems: list) -> bool:
         return False
     usage = options.get("include_usage", False)
     if not isinstance(usage, bool):
-        problems.append(("stream_options.include_usage", f"'stream_options.include_usage' must be true or false, got {usage!r}"))
+        problems.append(
+            (
+                "stream_options.include_usage",
+                f"'stream_options.include_usage' must be true or false, got {usage!r}",
+            )
+        )
         return False
     return usage
 
@@ -146,12 +194,21 @@ def _response_format(raw, problems: list) -> dict | None:
         return None
     if kind == "json_object":
         return {"type": "object"}
-    schema = (raw.get("json_schema") or {}).get("schema") if kind == "json_schema" and isinstance(raw.get("json_schema"), dict) else None
+    schema = (
+        (raw.get("json_schema") or {}).get("schema")
+        if kind == "json_schema" and isinstance(raw.get("json_schema"), dict)
+        else None
+    )
     if kind == "json_schema" and isinstance(schema, dict):
         return schema
-    problems.append(("response_format", "'response_format' must be {\"type\": \"text\"}, {\"type\": "
-                     "\"json_object\"} or {\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., "
-                     "\"schema\": {...}}}"))
+    problems.append(
+        (
+            "response_format",
+            '\'response_format\' must be {"type": "text"}, {"type": '
+            '"json_object"} or {"type": "json_schema", "json_schema": {"name": ..., '
+            '"schema": {...}}}',
+        )
+    )
     return None
 
 
@@ -159,41 +216,78 @@ def _tools(tools, choice, problems: list) -> list | None:
     if tools in (None, []):
         return None
     if not isinstance(tools, list) or not all(
-            isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("function"), dict)
-            and isinstance(t["function"].get("name"), str) for t in tools):
-        problems.append(("tools", "'tools' must be a list of {\"type\": \"function\", \"function\": "
-                         "{\"name\": ..., \"parameters\": {...}}}"))
+        isinstance(t, dict)
+        and t.get("type") == "function"
+        and isinstance(t.get("function"), dict)
+        and isinstance(t["function"].get("name"), str)
+        for t in tools
+    ):
+        problems.append(
+            (
+                "tools",
+                '\'tools\' must be a list of {"type": "function", "function": '
+                '{"name": ..., "parameters": {...}}}',
+            )
+        )
         return None
-    if choice is not None and choice not in ("none", "auto", "required") and not (
-            isinstance(choice, dict) and choice.get("type") == "function"):
-        problems.append(("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or "
-                         "{\"type\": \"function\", \"function\": {\"name\": ...}}"))
+    if (
+        choice is not None
+        and choice not in ("none", "auto", "required")
+        and not (isinstance(choice, dict) and choice.get("type") == "function")
+    ):
+        problems.append(
+            (
+                "tool_choice",
+                '\'tool_choice\' must be "none", "auto", "required" or '
+                '{"type": "function", "function": {"name": ...}}',
+            )
+        )
     return tools
-
 
 
 def _messages(raw, problems: list, relayed: list) -> list[dict]:
     if not isinstance(raw, list) or not raw:
-        problems.append(("messages", "'messages' must be a non-empty list of {role, content} objects"))
+        problems.append(
+            ("messages", "'messages' must be a non-empty list of {role, content} objects")
+        )
         return []
     out = []
     for i, message in enumerate(raw):
         role = message.get("role") if isinstance(message, dict) else None
         text = _text(message.get("content")) if isinstance(message, dict) else None
-        if text is None and role == "assistant" and message.get("content") is None and message.get("tool_calls"):
+        if (
+            text is None
+            and role == "assistant"
+            and message.get("content") is None
+            and message.get("tool_calls")
+        ):
             text = ""  # an assistant turn that only called tools
         if role not in ROLES:
-            problems.append((f"messages[{i}].role", f"messages[{i}].role must be one of {', '.join(ROLES)}"))
+            problems.append(
+                (f"messages[{i}].role", f"messages[{i}].role must be one of {', '.join(ROLES)}")
+            )
         elif text is None:
-            problems.append((f"messages[{i}].content", f"messages[{i}].content must be text or a list of text parts"))
+            problems.append(
+                (
+                    f"messages[{i}].content",
+                    f"messages[{i}].content must be text or a list of text parts",
+                )
+            )
         elif unicode_problem(text) is not None:
-            problems.append((f"messages[{i}].content", f"messages[{i}].content contains a character that "
-                             "is not valid Unicode (a lone surrogate); remove it"))
+            problems.append(
+                (
+                    f"messages[{i}].content",
+                    f"messages[{i}].content contains a character that "
+                    "is not valid Unicode (a lone surrogate); remove it",
+                )
+            )
         else:  # OpenAI's "developer" is the system message of newer clients
             out.append({"role": "system" if role == "developer" else role, "content": text})
             relayed.append(_relayed(message, out[-1], i, problems))
     if out and out[-1]["role"] == "assistant":
-        problems.append(("messages", "the last message must not be the assistant's: there is nothing to answer"))
+        problems.append(
+            ("messages", "the last message must not be the assistant's: there is nothing to answer")
+        )
     return out
 
 
@@ -210,25 +304,45 @@ def _relayed(message: dict, plain: dict, i: int, problems: list) -> dict:
     calls = message.get("tool_calls")
     if calls is not None:
         if isinstance(calls, list) and all(_is_call(c) for c in calls):
-            out["tool_calls"] = [{"id": c.get("id"), "type": "function", "function": {
-                "name": c["function"]["name"], "arguments": c["function"]["arguments"]}} for c in calls]
+            out["tool_calls"] = [
+                {
+                    "id": c.get("id"),
+                    "type": "function",
+                    "function": {
+                        "name": c["function"]["name"],
+                        "arguments": c["function"]["arguments"],
+                    },
+                }
+                for c in calls
+            ]
         else:
-            problems.append((f"messages[{i}].tool_calls", f"messages[{i}].tool_calls must be a list of "
-                             "{\"type\": \"function\", \"function\": {\"name\": ..., \"arguments\": \"...\"}}"))
+            problems.append(
+                (
+                    f"messages[{i}].tool_calls",
+                    f"messages[{i}].tool_calls must be a list of "
+                    '{"type": "function", "function": {"name": ..., "arguments": "..."}}',
+                )
+            )
     return out
 
 
 def _is_call(call) -> bool:
     function = call.get("function") if isinstance(call, dict) else None
-    return (isinstance(function, dict) and isinstance(function.get("name"), str)
-            and isinstance(function.get("arguments"), str) and isinstance(call.get("id", ""), str))
+    return (
+        isinstance(function, dict)
+        and isinstance(function.get("name"), str)
+        and isinstance(function.get("arguments"), str)
+        and isinstance(call.get("id", ""), str)
+    )
 
 
 def _text(content) -> str | None:
     if isinstance(content, str):
         return content
-    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text"
-                                         and isinstance(p.get("text"), str) for p in content):
+    if isinstance(content, list) and all(
+        isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+        for p in content
+    ):
         return "".join(p["text"] for p in content)
     return None
 
@@ -237,18 +351,28 @@ def _settings(body: dict, problems: list) -> GenerationSettings:
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     settings = GenerationSettings(
         max_new_tokens=DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens,
-        temperature=_or(body.get("temperature"), 1.0), top_p=_or(body.get("top_p"), 1.0),
-        top_k=0, seed=_or(body.get("seed"), 0),
+        temperature=_or(body.get("temperature"), 1.0),
+        top_p=_or(body.get("top_p"), 1.0),
+        top_k=0,
+        seed=_or(body.get("seed"), 0),
         # vLLM's extension: never end before this many tokens (benchmarks ask equal lengths)
-        min_new_tokens=_or(body.get("min_tokens"), 0))
-    names = {"max_new_tokens": "max_tokens", "min_new_tokens": "min_tokens", "temperature": "temperature",
-             "top_p": "top_p", "seed": "seed"}
+        min_new_tokens=_or(body.get("min_tokens"), 0),
+    )
+    names = {
+        "max_new_tokens": "max_tokens",
+        "min_new_tokens": "min_tokens",
+        "temperature": "temperature",
+        "top_p": "top_p",
+        "seed": "seed",
+    }
     for message in settings.validate():
         key = message.split()[0]
         param = names.get(key, key)
         text = message.replace(key, param, 1)
         if param == "max_tokens":
-            text = f"max_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {max_tokens!r}"
+            text = (
+                f"max_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {max_tokens!r}"
+            )
         problems.append((param, text))
     return settings
 
@@ -280,15 +404,19 @@ def parse_feedback(body) -> tuple[str, str, str | None, str | None]:
         raise RequestError("the request body must be a JSON object")
     unknown = sorted(set(body) - {"id", "rating", "correction", "intent"})
     if unknown:
-        raise RequestError(f"unknown field {unknown[0]!r}; /v1/feedback takes id, rating, correction and intent",
-                           unknown[0])
+        raise RequestError(
+            f"unknown field {unknown[0]!r}; /v1/feedback takes id, rating, correction and intent",
+            unknown[0],
+        )
     answer_id = body.get("id")
     if not isinstance(answer_id, str) or not answer_id.strip():
         raise RequestError("id must be the id of a chat completion this server returned", "id")
     try:
         check_rating(body.get("rating"), body.get("correction"))
     except ValueError as err:
-        raise RequestError(str(err), "rating" if str(err).startswith("rating") else "correction") from None
+        raise RequestError(
+            str(err), "rating" if str(err).startswith("rating") else "correction"
+        ) from None
     try:
         intent = check_intent(body.get("intent"))
     except ValueError as err:

@@ -1,5 +1,6 @@
 """Streaming an answer: the text deltas of either engine and the server-sent events that carry
-them in OpenAI's chunk format (a role chunk, content chunks, the finish chunk, usage, ``[DONE]``)."""
+them in OpenAI's chunk format (a role chunk, content chunks, the finish chunk,
+usage, ``[DONE]``)."""
 
 from __future__ import annotations
 
@@ -28,13 +29,20 @@ STOP_POLL_S = 0.25  # how often a relayed answer looks whether the server is sto
 
 def response_head(chat: ChatRequest, ticket) -> dict:
     """Fields every response and chunk share; ``system_fingerprint`` names the engine."""
-    return {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()), "model": chat.model,
-            "system_fingerprint": getattr(ticket, "engine", None)}
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+        "created": int(time.time()),
+        "model": chat.model,
+        "system_fingerprint": getattr(ticket, "engine", None),
+    }
 
 
 def usage(ticket) -> dict:
-    return {"prompt_tokens": ticket.prompt_tokens, "completion_tokens": ticket.completion_tokens,
-            "total_tokens": ticket.prompt_tokens + ticket.completion_tokens}
+    return {
+        "prompt_tokens": ticket.prompt_tokens,
+        "completion_tokens": ticket.completion_tokens,
+        "total_tokens": ticket.prompt_tokens + ticket.completion_tokens,
+    }
 
 
 @dataclass
@@ -47,8 +55,14 @@ class Tally:
     finish_reason: str | None = None
 
 
-async def llama_deltas(engine, request, tally: Tally, release, bound: AnswerBound | None = None,
-                       stopping: threading.Event | None = None):
+async def llama_deltas(
+    engine,
+    request,
+    tally: Tally,
+    release,
+    bound: AnswerBound | None = None,
+    stopping: threading.Event | None = None,
+):
     """The text of a llama.cpp answer as llama-server streams it; ``tally`` gets its end,
     ``release()`` runs when it has ended. Within ``bound`` (default: the environment's) and
     until ``stopping`` is set, as :func:`bounded`."""
@@ -75,7 +89,9 @@ async def bounded(events, bound: AnswerBound, stopping: threading.Event | None =
         while True:
             pending = asyncio.ensure_future(source.__anext__())
             try:
-                await _within(pending, min(progress + bound.idle_s, started + bound.total_s), bound, stopping)
+                await _within(
+                    pending, min(progress + bound.idle_s, started + bound.total_s), bound, stopping
+                )
             except BaseException:
                 pending.cancel()
                 with contextlib.suppress(BaseException):
@@ -96,8 +112,9 @@ async def bounded(events, bound: AnswerBound, stopping: threading.Event | None =
                 await closing()
 
 
-async def _within(pending: asyncio.Future, due: float, bound: AnswerBound,
-                  stopping: threading.Event | None) -> None:
+async def _within(
+    pending: asyncio.Future, due: float, bound: AnswerBound, stopping: threading.Event | None
+) -> None:
     """Wait for ``pending`` until ``due`` (monotonic), looking at ``stopping`` 4 times a second."""
     while True:
         left = due - time.monotonic()
@@ -123,10 +140,31 @@ async def ticket_deltas(ticket):
 def stream_error(err: Exception) -> dict:
     """OpenAI's error object for an answer that failed after its headers were sent."""
     if isinstance(err, AnswerTimeout):
-        return {"error": {"message": str(err), "type": "timeout", "param": None, "code": "answer_timeout"}}
+        return {
+            "error": {
+                "message": str(err),
+                "type": "timeout",
+                "param": None,
+                "code": "answer_timeout",
+            }
+        }
     if isinstance(err, EngineStopping):
-        return {"error": {"message": str(err), "type": "server_error", "param": None, "code": "server_stopping"}}
-    return {"error": {"message": f"the answer failed: {err}", "type": "server_error", "param": None, "code": None}}
+        return {
+            "error": {
+                "message": str(err),
+                "type": "server_error",
+                "param": None,
+                "code": "server_stopping",
+            }
+        }
+    return {
+        "error": {
+            "message": f"the answer failed: {err}",
+            "type": "server_error",
+            "param": None,
+            "code": None,
+        }
+    }
 
 
 async def sse_events(deltas, answer, head: dict, chat: ChatRequest, remember=None):
@@ -137,8 +175,12 @@ async def sse_events(deltas, answer, head: dict, chat: ChatRequest, remember=Non
     answer's fixed JSON around the delta's: one ``json.dumps`` of the text per token."""
 
     def chunk(delta: dict, finish=None, **extra) -> str:
-        body = {**head, "object": "chat.completion.chunk",
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **extra}
+        body = {
+            **head,
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+            **extra,
+        }
         return f"data: {json.dumps(body)}\n\n"
 
     before, after = chunk({"content": "\x00"}).split(json.dumps("\x00"))
@@ -150,7 +192,13 @@ async def sse_events(deltas, answer, head: dict, chat: ChatRequest, remember=Non
             yield before + json.dumps(delta) + after
         yield chunk({}, answer.finish_reason)
         if chat.include_usage:
-            yield f"data: {json.dumps({**head, 'object': 'chat.completion.chunk', 'choices': [], 'usage': usage(answer)})}\n\n"
+            usage_chunk = {
+                **head,
+                "object": "chat.completion.chunk",
+                "choices": [],
+                "usage": usage(answer),
+            }
+            yield f"data: {json.dumps(usage_chunk)}\n\n"
         whole = True
     except Exception as err:  # headers are sent: the error goes in the stream, as OpenAI does
         yield f"data: {json.dumps(stream_error(err))}\n\n"

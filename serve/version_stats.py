@@ -53,8 +53,13 @@ class VersionStats:
         self._pruned = 0.0
         self._lock = threading.Lock()
 
-    def record(self, version: str, outcome: str, first_token_s: float | None = None,
-               total_s: float | None = None) -> None:
+    def record(
+        self,
+        version: str,
+        outcome: str,
+        first_token_s: float | None = None,
+        total_s: float | None = None,
+    ) -> None:
         """One answer of ``version``: ``outcome`` is ``ok``, ``error`` or ``cancelled``."""
         row = (self.clock(), outcome, first_token_s, total_s)
         with self._lock:
@@ -63,8 +68,9 @@ class VersionStats:
                 return
             self._pending.append((version, *row))
             if self._writer is None:  # one writer thread, so one store connection, for good
-                self._writer = threading.Thread(target=self._write_on, name="version-stats",
-                                                daemon=True)
+                self._writer = threading.Thread(
+                    target=self._write_on, name="version-stats", daemon=True
+                )
                 self._writer.start()
         self._wake.set()
 
@@ -85,11 +91,13 @@ class VersionStats:
             put_outcomes(self.store, rows)
             if rows[-1][1] - self._pruned > 600:
                 self._pruned = rows[-1][1]
-                self.store.execute("DELETE FROM answer_stats WHERE at < ?",
-                                   (rows[-1][1] - PRUNE_AFTER_S,))
+                self.store.execute(
+                    "DELETE FROM answer_stats WHERE at < ?", (rows[-1][1] - PRUNE_AFTER_S,)
+                )
         except Exception:  # figures lost must not fail an answer
-            log.exception("version stats: %d outcomes could not be written to %s", len(rows),
-                          self.store)
+            log.exception(
+                "version stats: %d outcomes could not be written to %s", len(rows), self.store
+            )
 
     def rows(self, version: str, since: float) -> list[tuple]:
         """``(time, outcome, first token s, full answer s)`` of ``version`` from ``since`` on."""
@@ -113,7 +121,9 @@ class VersionStats:
             outcome = "error"
             raise
         finally:
-            self.record(version, outcome, first, time.perf_counter() - started if outcome == "ok" else None)
+            self.record(
+                version, outcome, first, time.perf_counter() - started if outcome == "ok" else None
+            )
             await deltas.aclose()  # a hang-up reaches the answer's source now, not at collection
 
     def counts(self, version: str, since: float = 0.0) -> tuple[int, int]:
@@ -129,13 +139,16 @@ class VersionStats:
         buckets: dict[int, list] = {}
         for row in rows:
             buckets.setdefault(int((row[0] - now + self.window_s) // bucket_s), []).append(row)
-        series = [{"t": round(now - self.window_s + (i + 1) * bucket_s), **_figures(b)}
-                  for i, b in sorted(buckets.items())]
+        series = [
+            {"t": round(now - self.window_s + (i + 1) * bucket_s), **_figures(b)}
+            for i, b in sorted(buckets.items())
+        ]
         return {**figures, "window_s": self.window_s, "series": series}
 
 
-def latest_per_answer(ratings: list[dict], adapter: str, version: str,
-                      since: float = 0.0) -> list[dict]:
+def latest_per_answer(
+    ratings: list[dict], adapter: str, version: str, since: float = 0.0
+) -> list[dict]:
     """The ratings of ``adapter`` at weights ``version`` (given at ``since`` or later), one per
     answer rated: its latest. However many raters or ratings an answer got, it counts once."""
     latest: dict[str, dict] = {}
@@ -151,23 +164,34 @@ def thumbs(ratings: list[dict], adapter: str, version: str, since: float = 0.0) 
     by its latest rating: ups, downs, and the share of downs."""
     given = [r.get("rating") for r in latest_per_answer(ratings, adapter, version, since)]
     ups, downs = given.count("up"), given.count("down")
-    return {"thumbs_up": ups, "thumbs_down": downs,
-            "thumbs_down_rate": round(downs / (ups + downs), 4) if ups + downs else None}
+    return {
+        "thumbs_up": ups,
+        "thumbs_down": downs,
+        "thumbs_down_rate": round(downs / (ups + downs), 4) if ups + downs else None,
+    }
 
 
-def thumbs_series(ratings: list[dict], adapter: str, version: str, since: float, bucket_s: float) -> list[dict]:
+def thumbs_series(
+    ratings: list[dict], adapter: str, version: str, since: float, bucket_s: float
+) -> list[dict]:
     """The thumbs-down rate of ``adapter`` at ``version`` per ``bucket_s`` from ``since`` on, for
     plots, over distinct answers as :func:`thumbs` counts them: ``[{"t", "thumbs_down_rate"}]``
     (buckets without ratings left out)."""
     buckets: dict[int, list[str]] = {}
     for row in latest_per_answer(ratings, adapter, version, since):
         buckets.setdefault(int((rated_at(row) - since) // bucket_s), []).append(row.get("rating"))
-    return [{"t": round(since + (i + 1) * bucket_s), "thumbs_down_rate": round(got.count("down") / len(got), 4)}
-            for i, got in sorted(buckets.items())]
+    return [
+        {
+            "t": round(since + (i + 1) * bucket_s),
+            "thumbs_down_rate": round(got.count("down") / len(got), 4),
+        }
+        for i, got in sorted(buckets.items())
+    ]
 
 
 def rated_at(row: dict) -> float:
-    """When a rating was given, in seconds since the epoch (its ``created``, local time); 0 unknown."""
+    """When a rating was given, in seconds since the epoch (its ``created``, local
+    time); 0 unknown."""
     try:
         return datetime.fromisoformat(str(row.get("created"))).timestamp()
     except ValueError:
@@ -178,10 +202,15 @@ def _figures(rows: list[tuple]) -> dict:
     errors = sum(1 for r in rows if r[1] == "error")
     first = sorted(r[2] for r in rows if r[2] is not None)
     total = sorted(r[3] for r in rows if r[3] is not None)
-    return {"requests": len(rows), "errors": errors,
-            "error_rate": round(errors / len(rows), 4) if rows else None,
-            "first_token_p50_s": _quantile(first, 0.5), "first_token_p95_s": _quantile(first, 0.95),
-            "answer_p50_s": _quantile(total, 0.5), "answer_p95_s": _quantile(total, 0.95)}
+    return {
+        "requests": len(rows),
+        "errors": errors,
+        "error_rate": round(errors / len(rows), 4) if rows else None,
+        "first_token_p50_s": _quantile(first, 0.5),
+        "first_token_p95_s": _quantile(first, 0.95),
+        "answer_p50_s": _quantile(total, 0.5),
+        "answer_p95_s": _quantile(total, 0.95),
+    }
 
 
 def _quantile(values: list[float], q: float) -> float | None:

@@ -52,7 +52,8 @@ def drawn_lines(page, selector: str) -> list[str]:
         f"{selector} g.mark-line path",
         """paths => paths.filter(p => (p.getAttribute('d') || '').includes('L'))
                         .map(p => p.getAttribute('stroke'))
-                        .filter(s => s && s !== 'none' && s !== 'transparent')""")
+                        .filter(s => s && s !== 'none' && s !== 'transparent')""",
+    )
 
 
 def bot_answer(page, chatbot: str = "#chatbot") -> str | None:

@@ -131,7 +131,8 @@ CHATML_TEMPLATE = (
 
 CORPUS = [
     "How do I track my order? You can track your order with the tracking link in your email.",
-    "I want a refund for order {{Order Number}}. I am sorry to hear that; I can help you get a refund.",
+    "I want a refund for order {{Order Number}}. I am sorry to hear that; I can help you get a "
+    "refund.",
     "Where is my invoice? Your invoice is in your account under Orders.",
     "hi i need to talk to a human agent. I will connect you with a human agent right away.",
     "Can I change my shipping address? Yes, you can change the shipping address before it ships.",
@@ -150,14 +151,18 @@ def _train_tokenizer(chat_template: str | None):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=400, special_tokens=specials,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+        vocab_size=400,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
     )
     tok.train_from_iterator(CORPUS * 4, trainer=trainer)
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<|endoftext|>",
+        tokenizer_object=tok,
+        bos_token="<|endoftext|>",
         eos_token="<|im_end|>" if chat_template else "<|endoftext|>",
-        pad_token="<|endoftext|>", unk_token=None,
+        pad_token="<|endoftext|>",
+        unk_token=None,
     )
     if chat_template:
         fast.chat_template = chat_template
@@ -173,15 +178,27 @@ def _save_tiny(folder: Path, arch: str) -> Path:
     vocab = len(tok)
     if arch == "llama":
         config = LlamaConfig(
-            vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-            bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-            pad_token_id=tok.pad_token_id, tie_word_embeddings=True,
+            vocab_size=vocab,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=256,
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+            tie_word_embeddings=True,
         )
     else:
         config = GPT2Config(
-            vocab_size=vocab, n_embd=32, n_layer=2, n_head=4, n_positions=256,
-            bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+            vocab_size=vocab,
+            n_embd=32,
+            n_layer=2,
+            n_head=4,
+            n_positions=256,
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
         )
     model = AutoModelForCausalLM.from_config(config)
     model.save_pretrained(folder)
@@ -260,7 +277,9 @@ def family_dir(default_model_dir, tmp_path_factory):
 
     def build(family: str) -> Path:
         if family not in built:
-            built[family] = build_family(family, tmp_path_factory.mktemp(f"family-{family}"), default_model_dir.path)
+            built[family] = build_family(
+                family, tmp_path_factory.mktemp(f"family-{family}"), default_model_dir.path
+            )
         return built[family]
 
     return build
@@ -296,7 +315,9 @@ def random_lora_dir(tiny_llama_dir, tmp_path_factory) -> Path:
 
     torch.manual_seed(0)
     base = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
-    config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    config = LoraConfig(
+        r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False
+    )
     folder = tmp_path_factory.mktemp("peft") / "adapter"
     get_peft_model(base, config).save_pretrained(folder)
     return folder

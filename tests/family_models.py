@@ -27,14 +27,17 @@ QWEN3_TEMPLATE = (  # Qwen3's: an empty think block after the answer's header wh
     "{%- for message in messages %}"
     "{%- if message.role == 'assistant' %}"
     "{%- set content = message.content %}"
-    "{%- if '</think>' in content %}{%- set content = content.split('</think>')[-1].lstrip('\\n') %}{%- endif %}"
+    "{%- if '</think>' in content %}{%- set content = "
+    "content.split('</think>')[-1].lstrip('\\n') %}{%- endif %}"
     "{%- if loop.last %}"
     "{{- '<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n' + content + '<|im_end|>\\n' }}"
     "{%- else %}{{- '<|im_start|>assistant\\n' + content + '<|im_end|>\\n' }}{%- endif %}"
-    "{%- else %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}{%- endif %}"
+    "{%- else %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' "
+    "}}{%- endif %}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
-    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- "
+    "'<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
     "{%- endif %}"
 )
 GEMMA3_TEMPLATE = (  # Gemma 3's: no system role (folded into the first user turn), "model" answers
@@ -44,7 +47,8 @@ GEMMA3_TEMPLATE = (  # Gemma 3's: no system role (folded into the first user tur
     "{%- else %}{%- set first = '' %}{%- set loop_messages = messages %}{%- endif %}"
     "{%- for message in loop_messages %}"
     "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
-    "{{ '<start_of_turn>' + role + '\\n' + (first if loop.first else '') + message['content'] | trim"
+    "{{ '<start_of_turn>' + role + '\\n' + (first if loop.first else '') + message['content'] | "
+    "trim"
     " + '<end_of_turn>\\n' }}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{%- endif %}"
@@ -52,10 +56,12 @@ GEMMA3_TEMPLATE = (  # Gemma 3's: no system role (folded into the first user tur
 LLAMA3_TEMPLATE = (  # Llama 3.x's headers, each turn ended by <|eot_id|>
     "{{- bos_token }}"
     "{%- for message in messages %}"
-    "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim"
+    "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + "
+    "message['content'] | trim"
     " + '<|eot_id|>' }}"
     "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}"
+    "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' "
+    "}}{%- endif %}"
 )
 PHI3_TEMPLATE = (  # Phi-3 / Phi-4 mini's: <|role|>\n text <|end|>\n
     "{% for message in messages %}"
@@ -63,7 +69,8 @@ PHI3_TEMPLATE = (  # Phi-3 / Phi-4 mini's: <|role|>\n text <|end|>\n
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% else %}{{ eos_token }}{% endif %}"
 )
-MISTRAL_TEMPLATE = (  # Mistral's [INST] ... [/INST] answer</s>; the system text joins the first turn
+# Mistral's [INST] ... [/INST] answer</s>; the system text joins the first turn
+MISTRAL_TEMPLATE = (
     "{{- bos_token }}"
     "{%- if messages[0]['role'] == 'system' %}"
     "{%- set system = messages[0]['content'] + '\\n\\n' %}{%- set loop_messages = messages[1:] %}"
@@ -76,7 +83,8 @@ MISTRAL_TEMPLATE = (  # Mistral's [INST] ... [/INST] answer</s>; the system text
 )
 GRANITE_TEMPLATE = (  # Granite 3.x's roles, each turn ended by <|end_of_text|> (its eos)
     "{%- for message in messages %}"
-    "{{- '<|start_of_role|>' + message['role'] + '<|end_of_role|>' + message['content'] + '<|end_of_text|>\\n' }}"
+    "{{- '<|start_of_role|>' + message['role'] + '<|end_of_role|>' + message['content'] + "
+    "'<|end_of_text|>\\n' }}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|start_of_role|>assistant<|end_of_role|>' }}{%- endif %}"
 )

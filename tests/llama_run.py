@@ -30,10 +30,18 @@ def tiny_realtok_model(tokenizer_dir, folder: Path) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
-    config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                         tie_word_embeddings=True, vocab_size=len(tok),
-                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    config = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        vocab_size=len(tok),
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config)
     with torch.no_grad():
@@ -58,13 +66,24 @@ def default_model_gguf(model, home: Path) -> Path:
 def served(path, lora=None, n_ctx: int = 512):
     """A llama-server on GGUF ``path`` (and a LoRA GGUF, id 0, unmerged), stopped after."""
     binary = llama_or_skip()
-    with tempfile.TemporaryDirectory(prefix="tunedesk-llama-test-") as logs, \
-            process.LlamaServerProcess(binary, path, [lora] if lora else [], slots=1, ctx_per_slot=n_ctx,
-                                       threads=2, log=Path(logs) / "llama-server.log") as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="tunedesk-llama-test-") as logs,
+        process.LlamaServerProcess(
+            binary,
+            path,
+            [lora] if lora else [],
+            slots=1,
+            ctx_per_slot=n_ctx,
+            threads=2,
+            log=Path(logs) / "llama-server.log",
+        ) as server,
+    ):
         yield server
 
 
-def logprob_gap(server, ids: list[int], torch_logits: np.ndarray, n: int = 20) -> tuple[float, bool]:
+def logprob_gap(
+    server, ids: list[int], torch_logits: np.ndarray, n: int = 20
+) -> tuple[float, bool]:
     """How far llama.cpp's next-token log-probabilities after ``ids`` are from those of
     ``torch_logits``: the largest absolute gap over llama.cpp's ``n`` likeliest tokens, and
     whether both put the same token first. The LoRA (if any) applies at scale 1."""

@@ -22,7 +22,14 @@ def tiny_run_config(model_dir, **train_overrides):
     cfg.data.max_samples, cfg.data.max_length, cfg.data.val_fraction = 48, 96, 0.1
     cfg.lora.r, cfg.lora.alpha = 4, 8
     t = cfg.train
-    t.max_steps, t.batch_size, t.log_every, t.eval_every, t.probe_every, t.save_every = 3, 4, 1, 0, 0, 0
+    t.max_steps, t.batch_size, t.log_every, t.eval_every, t.probe_every, t.save_every = (
+        3,
+        4,
+        1,
+        0,
+        0,
+        0,
+    )
     for k, v in train_overrides.items():
         setattr(t, k, v)
     return cfg

@@ -17,7 +17,8 @@ SERVING_FAMILIES = ("gemma3", "mistral")
 # Weight spread (embeddings, linear layers) for varied greedy text: Gemma scales its embeddings
 # by sqrt(hidden), so with equal spreads the last prompt token ("\n") wins every step.
 STDS = {"gemma3": (0.02, 0.5), "mistral": (0.2, 0.2)}
-WINDOW = 24  # tokens a sliding-window layer sees: more than a greeting, less than a question and its answer
+# tokens a sliding-window layer sees: more than a greeting, less than a question and its answer
+WINDOW = 24
 
 
 def _config(family: str, tok):

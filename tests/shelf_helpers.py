@@ -6,8 +6,15 @@ import tempfile
 from pathlib import Path
 
 
-def put_adapter(base_dir: Path, name: str, *, dora: bool = False, seed: int = 0,
-                targets=("q_proj", "v_proj"), scale: float = 0.2):
+def put_adapter(
+    base_dir: Path,
+    name: str,
+    *,
+    dora: bool = False,
+    seed: int = 0,
+    targets=("q_proj", "v_proj"),
+    scale: float = 0.2,
+):
     """Save a random LoRA (non-zero B) on ``base_dir`` and import it onto the current shelf."""
     import torch
     from peft import LoraConfig, get_peft_model

@@ -13,7 +13,9 @@ def test_defaults_listen_on_localhost_only(monkeypatch):
     assert app.check_access(args.host, args.auth, share=False) is None
 
 
-@pytest.mark.parametrize("host,share", [("0.0.0.0", False), ("192.0.2.10", False), ("127.0.0.1", True)])
+@pytest.mark.parametrize(
+    "host,share", [("0.0.0.0", False), ("192.0.2.10", False), ("127.0.0.1", True)]
+)
 def test_exposure_without_auth_is_refused(host, share):
     with pytest.raises(SystemExit) as info:
         app.check_access(host, None, share)
@@ -39,9 +41,13 @@ def test_env_vars_configure_the_server(monkeypatch):
 def test_the_pages_login_is_not_an_api_key_and_a_guarded_api_has_one(monkeypatch):
     for name in ("TUNEDESK_API_KEY", "TUNEDESK_CHAT_KEYS", "TUNEDESK_ADMIN_KEYS"):
         monkeypatch.delenv(name, raising=False)
-    assert app.api_keys(None, None).empty and not app.api_keys(None, None).closed  # local, no login: open
+    assert (
+        app.api_keys(None, None).empty and not app.api_keys(None, None).closed
+    )  # local, no login: open
     behind_login = app.api_keys(None, ("ana", "s3cret"))
-    assert behind_login.empty and behind_login.closed  # refuses every request; the password opens nothing
+    assert (
+        behind_login.empty and behind_login.closed
+    )  # refuses every request; the password opens nothing
     assert app.api_keys(None, None, "0.0.0.0").closed
     monkeypatch.setenv("TUNEDESK_CHAT_KEYS", "web:chat-key-1, app:chat-key-2")
     monkeypatch.setenv("TUNEDESK_ADMIN_KEYS", "ana:admin-key-1")

@@ -149,15 +149,19 @@ def problems(commands: list[list[str]]) -> list[str | None]:
     def check(indices: list[int]) -> list[str | None]:
         done = subprocess.run(
             [sys.executable, __file__, json.dumps([commands[i] for i in indices])],
-            cwd=ROOT, capture_output=True, text=True, timeout=300,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert done.returncode == 0, done.stderr[-2000:]
         return json.loads(done.stdout.splitlines()[-1])
 
     found: list[str | None] = [None] * len(commands)
     with ThreadPoolExecutor(len(by_package) or 1) as pool:
-        for indices, answers in zip(by_package.values(), pool.map(check, by_package.values()),
-                                    strict=True):
+        for indices, answers in zip(
+            by_package.values(), pool.map(check, by_package.values()), strict=True
+        ):
             for i, answer in zip(indices, answers, strict=True):
                 found[i] = answer
     return found
@@ -184,8 +188,9 @@ def problem(command: list[str]) -> str | None:
             break
         path, text = [*path, word], deeper
     missing = [f for f in (FLAG.match(w) for w in command[1:]) if f]
-    missing = [f.group() for f in missing
-               if not re.search(rf"(?<![\w-]){f.group()}(?![\w-])", text)]
+    missing = [
+        f.group() for f in missing if not re.search(rf"(?<![\w-]){f.group()}(?![\w-])", text)
+    ]
     if missing:
         return f"`python -m {' '.join(path)} --help` names no {', '.join(missing)}"
     return None
@@ -196,8 +201,11 @@ def documented_python_commands() -> dict[str, list[list[str]]]:
     ours = project_packages() | {"app.py"}
     found = {}
     for doc in documents():
-        commands = [c for c in python_commands(doc.read_text())
-                    if c[0] in ours or c[0].split(".")[0] in ours]
+        commands = [
+            c
+            for c in python_commands(doc.read_text())
+            if c[0] in ours or c[0].split(".")[0] in ours
+        ]
         if commands:
             found[doc.relative_to(ROOT).as_posix()] = commands
     return found
@@ -245,17 +253,19 @@ def test_the_extractors_find_commands_alternatives_and_targets_in_made_up_text()
 
 
 def test_the_checker_refuses_a_renamed_subcommand_and_an_unknown_flag():
-    found = problems([
-        ["finetune", "train", "--data", "d.csv", "--time-budget", "10m"],
-        ["adapters", "alias", "set", "support-bot", "--min-requests", "5"],
-        ["adapters", "show", "demo", "--json"],
-        ["finetune", "trian", "--data", "d.csv"],
-        ["finetune", "train", "--colour", "red"],
-        ["finetune", "train", "--lora"],  # no --lora-top-layers: flags match whole
-        ["adapters", "alias", "sets", "support-bot"],
-        ["app.py", "--host", "127.0.0.1", "--auth", "a:b"],
-        ["app.py", "--hots", "127.0.0.1"],
-    ])
+    found = problems(
+        [
+            ["finetune", "train", "--data", "d.csv", "--time-budget", "10m"],
+            ["adapters", "alias", "set", "support-bot", "--min-requests", "5"],
+            ["adapters", "show", "demo", "--json"],
+            ["finetune", "trian", "--data", "d.csv"],
+            ["finetune", "train", "--colour", "red"],
+            ["finetune", "train", "--lora"],  # no --lora-top-layers: flags match whole
+            ["adapters", "alias", "sets", "support-bot"],
+            ["app.py", "--host", "127.0.0.1", "--auth", "a:b"],
+            ["app.py", "--hots", "127.0.0.1"],
+        ]
+    )
     assert found[:3] == [None, None, None], found
     assert "finetune trian --help` exits 2" in found[3] and "invalid choice" in found[3]
     assert found[4].endswith("finetune train --help` names no --colour")
@@ -269,8 +279,11 @@ def test_every_documented_python_command_parses():
     assert sum(map(len, commands.values())) >= 30, commands  # the extractor found the docs' own
     jobs = [(doc, c) for doc, cs in commands.items() for c in cs]
     found = problems([c for _, c in jobs])
-    broken = [f"{doc}: python -m {' '.join(c)}\n    {why}"
-              for (doc, c), why in zip(jobs, found, strict=True) if why]
+    broken = [
+        f"{doc}: python -m {' '.join(c)}\n    {why}"
+        for (doc, c), why in zip(jobs, found, strict=True)
+        if why
+    ]
     assert broken == [], "\n".join(broken)
 
 

@@ -24,9 +24,29 @@ ALLOWED = {
     "feedback": {"core", "feedback"},
     "serve": {"core", "adapters", "inference", "feedback", "knowledge", "serve"},
     "eval": {"core", "adapters", "finetune", "inference", "serve", "feedback", "knowledge", "eval"},
-    "ui": {"core", "adapters", "finetune", "inference", "serve", "eval", "feedback", "knowledge", "ui"},
+    "ui": {
+        "core",
+        "adapters",
+        "finetune",
+        "inference",
+        "serve",
+        "eval",
+        "feedback",
+        "knowledge",
+        "ui",
+    },
     "app": {"core", "ui"},
-    "bench": {"core", "adapters", "finetune", "inference", "serve", "eval", "feedback", "knowledge", "bench"},
+    "bench": {
+        "core",
+        "adapters",
+        "finetune",
+        "inference",
+        "serve",
+        "eval",
+        "feedback",
+        "knowledge",
+        "bench",
+    },
 }
 UI_ONLY = {"gradio"}
 HEAVY = {"torch", "transformers", "peft", "gradio"}
@@ -80,14 +100,21 @@ def import_graph(root: Path):
         graph[module], external[module], at_import[module] = set(), set(), set()
         for name, top_level in _imports(path, module):
             parts = name.split(".")
-            target = next((".".join(parts[:n]) for n in range(len(parts), 0, -1) if ".".join(parts[:n]) in files), None)
+            target = next(
+                (
+                    ".".join(parts[:n])
+                    for n in range(len(parts), 0, -1)
+                    if ".".join(parts[:n]) in files
+                ),
+                None,
+            )
             if target is None:
                 external[module].add(parts[0])
                 if top_level:
                     at_import[module].add(parts[0])
             elif target != module:
                 graph[module].add(target)
-                leaf = name[len(target) + 1:] if name != target else ""
+                leaf = name[len(target) + 1 :] if name != target else ""
                 if leaf.startswith("_") and not leaf.startswith("__"):
                     private.append(f"{module} imports {leaf} from {target}")
     return graph, external, at_import, sorted(private)
@@ -137,7 +164,9 @@ def package_graph(graph: dict[str, set[str]], root: Path) -> dict[str, set[str]]
     for src, dsts in graph.items():
         if src.endswith("__main__"):
             continue
-        folded.setdefault(package(src), set()).update(package(d) for d in dsts if package(d) != package(src))
+        folded.setdefault(package(src), set()).update(
+            package(d) for d in dsts if package(d) != package(src)
+        )
     return folded
 
 
@@ -145,8 +174,12 @@ def disallowed_imports(graph: dict[str, set[str]]) -> list[str]:
     """Imports the table does not allow (e.g. ``core`` importing ``finetune``, anything
     importing ``bench``)."""
     top = lambda m: m.split(".")[0]  # noqa: E731
-    return sorted(f"{src} imports {dst}" for src, dsts in graph.items() for dst in dsts
-                  if top(dst) not in ALLOWED[top(src)])
+    return sorted(
+        f"{src} imports {dst}"
+        for src, dsts in graph.items()
+        for dst in dsts
+        if top(dst) not in ALLOWED[top(src)]
+    )
 
 
 def forbidden_externals(external: dict[str, set[str]], at_import: dict[str, set[str]]) -> list[str]:
@@ -154,9 +187,14 @@ def forbidden_externals(external: dict[str, set[str]], at_import: dict[str, set[
     bad = []
     for module, names in sorted(external.items()):
         if module.split(".")[0] not in ("ui", "app"):
-            bad += [f"{module} imports {n} (only ui/ and app.py may)" for n in sorted(names & UI_ONLY)]
+            bad += [
+                f"{module} imports {n} (only ui/ and app.py may)" for n in sorted(names & UI_ONLY)
+            ]
         if module.startswith(LIGHT_AT_IMPORT) or module == "core":
-            bad += [f"{module} imports {n} at import (a light module)" for n in sorted(at_import[module] & HEAVY)]
+            bad += [
+                f"{module} imports {n} at import (a light module)"
+                for n in sorted(at_import[module] & HEAVY)
+            ]
     return bad
 
 
@@ -172,25 +210,31 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 
 
 def test_a_cycle_through_a_lazy_import_is_found(tmp_path):
-    root = _tree(tmp_path, {
-        "finetune/__init__.py": "",
-        "finetune/a.py": "from finetune.b import x\n",
-        "finetune/b.py": "def f():\n    from finetune import c\n",
-        "finetune/c.py": "import finetune.a\n",
-        "finetune/d.py": "from finetune.a import y\n",  # imports into the cycle, not part of it
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "finetune/__init__.py": "",
+            "finetune/a.py": "from finetune.b import x\n",
+            "finetune/b.py": "def f():\n    from finetune import c\n",
+            "finetune/c.py": "import finetune.a\n",
+            "finetune/d.py": "from finetune.a import y\n",  # imports into the cycle, not part of it
+        },
+    )
     graph, *_ = import_graph(root)
     assert graph["finetune.b"] == {"finetune.c"}
     assert find_cycles(graph) == [["finetune.a", "finetune.b", "finetune.c"]]
 
 
 def test_relative_imports_resolve_and_a_clean_tree_has_no_cycle(tmp_path):
-    root = _tree(tmp_path, {
-        "finetune/__init__.py": "",
-        "finetune/data/__init__.py": "from .load import x\n",
-        "finetune/data/load.py": "from ..config import home\n",
-        "finetune/config.py": "import os\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "finetune/__init__.py": "",
+            "finetune/data/__init__.py": "from .load import x\n",
+            "finetune/data/load.py": "from ..config import home\n",
+            "finetune/config.py": "import os\n",
+        },
+    )
     graph, external, *_ = import_graph(root)
     assert graph["finetune.data"] == {"finetune.data.load"}
     assert graph["finetune.data.load"] == {"finetune.config"}
@@ -199,37 +243,45 @@ def test_relative_imports_resolve_and_a_clean_tree_has_no_cycle(tmp_path):
 
 
 def test_a_cycle_between_subpackages_is_found_where_modules_have_none(tmp_path):
-    root = _tree(tmp_path, {
-        "serve/__init__.py": "",
-        "serve/engines.py": "from serve.batching.scheduler import S\n",
-        "serve/ticket.py": "",
-        "serve/batching/__init__.py": "",
-        "serve/batching/scheduler.py": "from serve.ticket import Ticket\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "serve/__init__.py": "",
+            "serve/engines.py": "from serve.batching.scheduler import S\n",
+            "serve/ticket.py": "",
+            "serve/batching/__init__.py": "",
+            "serve/batching/scheduler.py": "from serve.ticket import Ticket\n",
+        },
+    )
     graph, *_ = import_graph(root)
     assert find_cycles(graph) == []
     assert find_cycles(package_graph(graph, root)) == [["serve", "serve.batching"]]
 
 
 def test_disallowed_imports_private_names_and_heavy_imports_are_named(tmp_path):
-    root = _tree(tmp_path, {
-        "core/__init__.py": "",
-        "core/paths.py": "import torch\ndef f():\n    import transformers\n",
-        "finetune/__init__.py": "",
-        "finetune/config.py": "from core.paths import _helper, __version__\n",
-        "finetune/train.py": "def f():\n    from eval.metrics import bleu\n",
-        "inference/session.py": "import gradio as gr\nfrom finetune import config\n",
-        "eval/__init__.py": "",
-        "eval/metrics.py": "from bench import x\n",
-        "bench/__init__.py": "",
-        "ui/__init__.py": "",
-        "ui/tab.py": "import gradio\nfrom eval import metrics\n",
-        "app.py": "from ui import tab\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "core/__init__.py": "",
+            "core/paths.py": "import torch\ndef f():\n    import transformers\n",
+            "finetune/__init__.py": "",
+            "finetune/config.py": "from core.paths import _helper, __version__\n",
+            "finetune/train.py": "def f():\n    from eval.metrics import bleu\n",
+            "inference/session.py": "import gradio as gr\nfrom finetune import config\n",
+            "eval/__init__.py": "",
+            "eval/metrics.py": "from bench import x\n",
+            "bench/__init__.py": "",
+            "ui/__init__.py": "",
+            "ui/tab.py": "import gradio\nfrom eval import metrics\n",
+            "app.py": "from ui import tab\n",
+        },
+    )
     graph, external, at_import, private = import_graph(root)
     assert disallowed_imports(graph) == [
-        "eval.metrics imports bench", "finetune.train imports eval.metrics",
-        "inference.session imports finetune.config"]
+        "eval.metrics imports bench",
+        "finetune.train imports eval.metrics",
+        "inference.session imports finetune.config",
+    ]
     assert forbidden_externals(external, at_import) == [
         "core.paths imports torch at import (a light module)",
         "inference.session imports gradio (only ui/ and app.py may)",

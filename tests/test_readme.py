@@ -51,7 +51,18 @@ def test_the_readme_shows_the_train_and_compare_pictures_and_they_exist():
 
 
 def test_blocks_splits_list_items_and_drops_code():
-    text = "para one\nstill one\n\n- item a\n  more a\n- item b\n\n```bash\nx y z\n```\n\n1. first\n2. second"
+    text = (
+        "para one\n"
+        "still one\n\n"
+        "- item a\n"
+        "  more a\n"
+        "- item b\n\n"
+        "```bash\n"
+        "x y z\n"
+        "```\n\n"
+        "1. first\n"
+        "2. second"
+    )
     assert blocks(text) == [
         "para one\nstill one",
         "- item a\n  more a",

@@ -23,13 +23,17 @@ MAX_UPLOAD = "200mb"
 QUEUE_SIZE = 64  # waiting events in Gradio's queue; the serving engines take the same bound
 
 
-def build_app(base_model: str = "default", state: AppState | None = None, serving: str = "auto") -> gr.Blocks:
+def build_app(
+    base_model: str = "default", state: AppState | None = None, serving: str = "auto"
+) -> gr.Blocks:
     """Build the UI over an :class:`AppState` (created here when not given; ``serving``: who
     answers Chat and the API, ``auto``, ``pytorch`` or ``llama.cpp``)."""
     state = state or AppState(base_model, serving)
     with gr.Blocks(title="TuneDesk") as demo:
-        gr.Markdown("# TuneDesk\nFine-tune a small LLM into a customer-support chatbot: "
-                    "train → evaluate → keep adapters → chat → compare.")
+        gr.Markdown(
+            "# TuneDesk\nFine-tune a small LLM into a customer-support chatbot: "
+            "train → evaluate → keep adapters → chat → compare."
+        )
         with gr.Tabs(elem_id="tabs") as tabs:
             train = build_train_tab(state)
             evaluate = build_evaluate_tab(state, train["run_id"])
@@ -39,9 +43,12 @@ def build_app(base_model: str = "default", state: AppState | None = None, servin
             build_review_tab(state)
             build_knowledge_tab(state)
         # A helpdesk import's held-out conversations become the Evaluate tab's dataset.
-        train["imported"].then(lambda held_out: held_out or gr.skip(), train["held_out_file"], evaluate["data"])
+        train["imported"].then(
+            lambda held_out: held_out or gr.skip(), train["held_out_file"], evaluate["data"]
+        )
         train["to_compare"].click(
-            lambda rid: _open_compare(state, rid), train["run_id"], [tabs, compare["adapter"]])
+            lambda rid: _open_compare(state, rid), train["run_id"], [tabs, compare["adapter"]]
+        )
         # Start loading the base model as soon as a page opens; Chat's status line shows progress.
         demo.load(lambda: state.session.load(wait=False))
         demo.load(lambda: state.serving.prepare(wait=False))  # llama.cpp GGUF, state timing
@@ -58,8 +65,16 @@ def _open_compare(state: AppState, run_id: str | None):
     return gr.Tabs(selected="compare"), gr.update(choices=names, value=just_trained(run_id, names))
 
 
-def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, auth=None, share: bool = False,
-           prevent_thread_lock: bool = False, api_key=None, log_conversations: bool = False):
+def launch(
+    demo: gr.Blocks,
+    host: str = "127.0.0.1",
+    port: int = 7860,
+    auth=None,
+    share: bool = False,
+    prevent_thread_lock: bool = False,
+    api_key=None,
+    log_conversations: bool = False,
+):
     """Serve the pages and, beside them in the same server, the OpenAI-compatible API
     (``/v1/...``; ``api_key``: a :class:`serve.keys.KeyRing`, one chat key, or None; see
     serve/keys.py). ``log_conversations``:
@@ -73,16 +88,27 @@ def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, auth=None
     # The API's routes go first into the app Gradio builds (FastAPI's `routes`), so no Gradio
     # route can shadow them; Gradio's login does not cover them, the bearer key does.
     store = FeedbackStore(log_conversations=log_conversations)
-    routes = OpenAIServer(demo.state.serving, api_key, store, stats=demo.state.alias_stats).router().routes
+    routes = (
+        OpenAIServer(demo.state.serving, api_key, store, stats=demo.state.alias_stats)
+        .router()
+        .routes
+    )
     from serve.assembly import warn_unpassed
 
     warn_unpassed()  # the API serves every shelf adapter: say which have not passed their gate
     if not prevent_thread_lock and threading.current_thread() is threading.main_thread():
         stop_on_signals(demo.state.serving)
-    return demo.launch(server_name=host, server_port=port, auth=auth, share=share,
-                       max_file_size=MAX_UPLOAD, prevent_thread_lock=prevent_thread_lock,
-                       show_error=not exposed(), allowed_paths=[str(demo.state.home / "exports")],
-                       app_kwargs={"routes": routes})
+    return demo.launch(
+        server_name=host,
+        server_port=port,
+        auth=auth,
+        share=share,
+        max_file_size=MAX_UPLOAD,
+        prevent_thread_lock=prevent_thread_lock,
+        show_error=not exposed(),
+        allowed_paths=[str(demo.state.home / "exports")],
+        app_kwargs={"routes": routes},
+    )
 
 
 def stop_on_signals(engines) -> None:

@@ -33,39 +33,75 @@ def add_arguments(p) -> None:
     sub = p.add_subparsers(dest="action", required=True)
     listing = sub.add_parser("list", help="every alias and its split")
     listing.add_argument("--json", action="store_true", help="alias -> split as JSON")
-    show = sub.add_parser("show", help="one alias: its split, each version's gate, its last changes")
+    show = sub.add_parser(
+        "show", help="one alias: its split, each version's gate, its last changes"
+    )
     show.add_argument("name")
     show.add_argument("--json", action="store_true", help="the split and its whole history as JSON")
-    put = sub.add_parser("set", help="give an alias its split (creates it): VERSION=WEIGHT ..., summing to 100; "
-                                     "without one, change only its automatic rollback")
+    put = sub.add_parser(
+        "set",
+        help="give an alias its split (creates it): VERSION=WEIGHT ..., summing to 100; "
+        "without one, change only its automatic rollback",
+    )
     put.add_argument("name")
     put.add_argument("split", nargs="*", metavar="VERSION=WEIGHT")
-    put.add_argument("--auto-rollback-margin", type=float, metavar="M",
-                     help="roll a canary back by itself when its error or thumbs-down rate exceeds the stable "
-                          "version's by more than M (0.1: ten points)")
-    put.add_argument("--min-requests", type=int, metavar="N",
-                     help="answers each version needs since the split before error rates are compared (default 50)")
-    put.add_argument("--min-ratings", type=int, metavar="N",
-                     help="ratings each version needs before thumbs-down rates are compared (default 10)")
-    put.add_argument("--no-auto-rollback", action="store_true", help="turn the automatic rollback off")
-    put.add_argument("--check", choices=("on", "off"),
-                     help="check each answer's intent before it is sent (default: as it is; "
-                          "a new alias: off)")
-    put.add_argument("--grounding", metavar="G",
-                     help="what its answers are grounded in: auto (each version's own "
-                          "knowledge; the default), off, or a knowledge base NAME or NAME@vN")
-    promote = sub.add_parser("promote", help="all new conversations to VERSION (the others finish theirs)")
+    put.add_argument(
+        "--auto-rollback-margin",
+        type=float,
+        metavar="M",
+        help="roll a canary back by itself when its error or thumbs-down rate exceeds the stable "
+        "version's by more than M (0.1: ten points)",
+    )
+    put.add_argument(
+        "--min-requests",
+        type=int,
+        metavar="N",
+        help=(
+            "answers each version needs since the split before error rates are compared "
+            "(default 50)"
+        ),
+    )
+    put.add_argument(
+        "--min-ratings",
+        type=int,
+        metavar="N",
+        help="ratings each version needs before thumbs-down rates are compared (default 10)",
+    )
+    put.add_argument(
+        "--no-auto-rollback", action="store_true", help="turn the automatic rollback off"
+    )
+    put.add_argument(
+        "--check",
+        choices=("on", "off"),
+        help="check each answer's intent before it is sent (default: as it is; a new alias: off)",
+    )
+    put.add_argument(
+        "--grounding",
+        metavar="G",
+        help="what its answers are grounded in: auto (each version's own "
+        "knowledge; the default), off, or a knowledge base NAME or NAME@vN",
+    )
+    promote = sub.add_parser(
+        "promote", help="all new conversations to VERSION (the others finish theirs)"
+    )
     promote.add_argument("name")
     promote.add_argument("version")
-    rollback = sub.add_parser("rollback", help="back to the split before the last change, in one step")
+    rollback = sub.add_parser(
+        "rollback", help="back to the split before the last change, in one step"
+    )
     rollback.add_argument("name")
     delete = sub.add_parser("delete", help="remove an alias (rollback restores it)")
     delete.add_argument("name")
     for changing in (put, promote, rollback, delete):
-        changing.add_argument("--by", help="who makes the change, for the audit log (default: your login)")
+        changing.add_argument(
+            "--by", help="who makes the change, for the audit log (default: your login)"
+        )
     for gated in (put, promote, rollback):
-        gated.add_argument("--force", action="store_true",
-                           help="let a version whose release gate has not passed gain traffic (needs --reason)")
+        gated.add_argument(
+            "--force",
+            action="store_true",
+            help="let a version whose release gate has not passed gain traffic (needs --reason)",
+        )
         gated.add_argument("--reason", default="", help="why the override: kept in the audit log")
 
 
@@ -75,12 +111,22 @@ def auto_rollback(args, book):
     from adapters.shelf.alias_rules import AliasError
     from adapters.shelf.aliases import KEEP, AliasNotFoundError
 
-    given = {key: value for key, value in (("margin", args.auto_rollback_margin), ("min_requests", args.min_requests),
-                                            ("min_ratings", args.min_ratings)) if value is not None}
+    given = {
+        key: value
+        for key, value in (
+            ("margin", args.auto_rollback_margin),
+            ("min_requests", args.min_requests),
+            ("min_ratings", args.min_ratings),
+        )
+        if value is not None
+    }
     if args.no_auto_rollback:
         if given:
-            raise AliasError("--no-auto-rollback turns it off; leave out --auto-rollback-margin, --min-requests "
-                             "and --min-ratings", "auto_rollback")
+            raise AliasError(
+                "--no-auto-rollback turns it off; leave out --auto-rollback-margin, --min-requests "
+                "and --min-ratings",
+                "auto_rollback",
+            )
         return None
     if not given:
         return KEEP
@@ -89,8 +135,11 @@ def auto_rollback(args, book):
     except AliasNotFoundError:
         current = {}
     if "margin" not in {**current, **given}:
-        raise AliasError("--min-requests and --min-ratings need --auto-rollback-margin M (the alias has no "
-                         "automatic rollback yet)", "auto_rollback.margin")
+        raise AliasError(
+            "--min-requests and --min-ratings need --auto-rollback-margin M (the alias has no "
+            "automatic rollback yet)",
+            "auto_rollback.margin",
+        )
     return {**current, **given}
 
 
@@ -116,15 +165,32 @@ def main(args) -> int:
             print(f"{name:32} {actions.split_text(split)}{guard}")
     elif args.action == "show":
         if args.json:
-            print(json.dumps({"name": args.name, "versions": book.get(args.name),
-                              "grounding": grounding_of(book.row(args.name)),
-                              "history": book.history(args.name)}, indent=2))
+            print(
+                json.dumps(
+                    {
+                        "name": args.name,
+                        "versions": book.get(args.name),
+                        "grounding": grounding_of(book.row(args.name)),
+                        "history": book.history(args.name),
+                    },
+                    indent=2,
+                )
+            )
         else:
             print("\n".join(actions.details(args.name, book)))
     elif args.action == "set":
-        print(actions.set_split(args.name, args.split, by, **gate, book=book,
-                                auto_rollback=auto_rollback(args, book), check=_check(args),
-                                grounding=KEEP if args.grounding is None else args.grounding))
+        print(
+            actions.set_split(
+                args.name,
+                args.split,
+                by,
+                **gate,
+                book=book,
+                auto_rollback=auto_rollback(args, book),
+                check=_check(args),
+                grounding=KEEP if args.grounding is None else args.grounding,
+            )
+        )
     elif args.action == "promote":
         print(actions.promote(args.name, args.version, by, **gate, book=book))
     elif args.action == "rollback":

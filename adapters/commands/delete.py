@@ -5,8 +5,11 @@ from __future__ import annotations
 
 def add_arguments(p) -> None:
     p.add_argument("name", help="adapter name on the shelf")
-    p.add_argument("--yes", action="store_true",
-                   help="confirm: the adapter is deleted for good (the tab's confirmation box)")
+    p.add_argument(
+        "--yes",
+        action="store_true",
+        help="confirm: the adapter is deleted for good (the tab's confirmation box)",
+    )
 
 
 def main(args) -> int:

@@ -6,10 +6,15 @@ from __future__ import annotations
 
 def add_arguments(p) -> None:
     p.add_argument("name", help="adapter name on the shelf")
-    p.add_argument("--merged", action="store_true", help="write a merged full model instead of a zip")
+    p.add_argument(
+        "--merged", action="store_true", help="write a merged full model instead of a zip"
+    )
     p.add_argument("--out", help="where to write (default: under $TUNEDESK_HOME/exports)")
-    p.add_argument("--no-overwrite", action="store_true",
-                   help="with --merged: refuse if the output folder exists (the tab overwrites)")
+    p.add_argument(
+        "--no-overwrite",
+        action="store_true",
+        help="with --merged: refuse if the output folder exists (the tab overwrites)",
+    )
 
 
 def main(args) -> int:

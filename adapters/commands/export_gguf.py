@@ -11,15 +11,25 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def add_arguments(p) -> None:
     p.add_argument("name", help="the adapter on the shelf")
-    p.add_argument("--types", default="f16,q8_0",
-                   help="merged-model types, comma-separated: f16, q8_0, q4_k_m, q5_k_m, bf16, f32 "
-                        "('none' for only the LoRA pair)")
-    p.add_argument("--lora", action="store_true", help="also write base GGUF + LoRA GGUF (unmerged)")
+    p.add_argument(
+        "--types",
+        default="f16,q8_0",
+        help="merged-model types, comma-separated: f16, q8_0, q4_k_m, q5_k_m, bf16, f32 "
+        "('none' for only the LoRA pair)",
+    )
+    p.add_argument(
+        "--lora", action="store_true", help="also write base GGUF + LoRA GGUF (unmerged)"
+    )
     p.add_argument("--base-type", default="q8_0", help="the base file's type for --lora")
     p.add_argument("--out", type=Path, help="export folder (default: exports/<name>-gguf)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing export")
-    p.add_argument("--verify", type=int, default=0, metavar="N",
-                   help="then answer the first N golden prompts in llama.cpp and PyTorch and compare")
+    p.add_argument(
+        "--verify",
+        type=int,
+        default=0,
+        metavar="N",
+        help="then answer the first N golden prompts in llama.cpp and PyTorch and compare",
+    )
     p.add_argument("--max-new-tokens", type=int, default=64, help="answer budget for --verify")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -33,14 +43,27 @@ def main(args) -> int:
     warning = warning_for(entry) if entry.ok else ""  # broken ones fail below
     if warning:  # said before the minutes of work
         print(f"warning: {warning}; exporting anyway", file=sys.stderr)
-    types = () if args.types.strip().lower() == "none" else tuple(
-        t.strip() for t in args.types.split(",") if t.strip())
-    result = export_gguf(args.name, types, lora=args.lora, base_type=args.base_type,
-                         out_dir=args.out, overwrite=args.overwrite, on_progress=_progress())
+    types = (
+        ()
+        if args.types.strip().lower() == "none"
+        else tuple(t.strip() for t in args.types.split(",") if t.strip())
+    )
+    result = export_gguf(
+        args.name,
+        types,
+        lora=args.lora,
+        base_type=args.base_type,
+        out_dir=args.out,
+        overwrite=args.overwrite,
+        on_progress=_progress(),
+    )
     print(file=sys.stderr)
-    report = {"folder": str(result.folder), "timings_s": result.timings,
-              "gate_warning": result.gate_warning,
-              "files": [{"file": f.file, "bytes": f.bytes, "sha256": f.sha256} for f in result.files]}
+    report = {
+        "folder": str(result.folder),
+        "timings_s": result.timings,
+        "gate_warning": result.gate_warning,
+        "files": [{"file": f.file, "bytes": f.bytes, "sha256": f.sha256} for f in result.files],
+    }
     if args.verify:
         report["verify"] = _verify(result.folder, args.verify, args.max_new_tokens)
     if args.json:
@@ -54,9 +77,12 @@ def main(args) -> int:
     if result.template_note:
         print(f"note: no TEMPLATE in the Modelfile: {result.template_note}")
     for row in report.get("verify", []):
-        print(f"  {row['files']}: {row['identical']}/{row['prompts']} answers identical to PyTorch, "
-              f"first divergence at tokens {row['first_divergence']}, {row['stopped']}/{row['prompts']} "
-              f"stopped at end-of-turn, tokenizer same on {row['same_tokens']}/{row['prompts']}")
+        print(
+            f"  {row['files']}: {row['identical']}/{row['prompts']} answers identical to "
+            f"PyTorch, first divergence at tokens {row['first_divergence']}, "
+            f"{row['stopped']}/{row['prompts']} stopped at end-of-turn, tokenizer same on "
+            f"{row['same_tokens']}/{row['prompts']}"
+        )
     return 0
 
 
@@ -72,6 +98,10 @@ def _verify(folder: Path, n: int, max_new: int) -> list[dict]:
 
     from adapters.export.verify import verify_export
 
-    golden = [json.loads(line) for line in (ROOT / "assets" / "golden.jsonl").read_text().splitlines() if line]
+    golden = [
+        json.loads(line)
+        for line in (ROOT / "assets" / "golden.jsonl").read_text().splitlines()
+        if line
+    ]
     rows = verify_export(folder, [g["prompt"] for g in golden[:n]], max_new_tokens=max_new)
     return [{**asdict(r), "share_identical": round(r.share_identical, 3)} for r in rows]

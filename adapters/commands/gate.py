@@ -17,12 +17,17 @@ import json
 
 def add_arguments(p) -> None:
     p.add_argument("name", help="the adapter on the shelf")
-    p.add_argument("--set", action="append", default=[], metavar="RULE=VALUE",
-                   help="change a rule: slices_not_worse=bleu,rouge_l,perplexity (or none), "
-                        "golden_not_worse=true|false, golden_all_pass=true|false, "
-                        "perplexity_not_worse=true|false, floors.NAME=NUMBER|none (right_intent_min, "
-                        "intent_min, handoff_min, invented_contact_max, invented_max, leaks_max), "
-                        "handoff_intents=a,b|none, handoff_phrases=a,b|none")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="RULE=VALUE",
+        help="change a rule: slices_not_worse=bleu,rouge_l,perplexity (or none), "
+        "golden_not_worse=true|false, golden_all_pass=true|false, "
+        "perplexity_not_worse=true|false, floors.NAME=NUMBER|none (right_intent_min, "
+        "intent_min, handoff_min, invented_contact_max, invented_max, leaks_max), "
+        "handoff_intents=a,b|none, handoff_phrases=a,b|none",
+    )
     p.add_argument("--reset", action="store_true", help="write the default rules")
     p.add_argument("--json", action="store_true", help="rules and status as JSON")
 
@@ -54,8 +59,19 @@ def main(args) -> int:
         write_rules(entry.path, {**rules, **changes, "floors": {**rules["floors"], **floors}})
     rules, status = read_rules(entry.path), entry_status(shelf.get(args.name))
     if args.json:
-        print(json.dumps({"rules": rules, "state": status.state, "reasons": status.reasons,
-                          "floors": status.floors, "eval_id": status.eval_id, "date": status.date}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "rules": rules,
+                    "state": status.state,
+                    "reasons": status.reasons,
+                    "floors": status.floors,
+                    "eval_id": status.eval_id,
+                    "date": status.date,
+                },
+                indent=2,
+            )
+        )
         return 0
     where = entry.path / GATE_FILE
     print(f"rules ({where if where.exists() else 'defaults: no ' + GATE_FILE + ' yet'}):")

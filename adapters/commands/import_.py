@@ -10,8 +10,11 @@ from __future__ import annotations
 def add_arguments(p) -> None:
     p.add_argument("path", help="adapter folder or .zip")
     p.add_argument("--name", help="name on the shelf (default: from the file or folder name)")
-    p.add_argument("--allow-pickle", action="store_true",
-                   help="accept adapter_model.bin and convert it to safetensors (pickles can run code)")
+    p.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="accept adapter_model.bin and convert it to safetensors (pickles can run code)",
+    )
 
 
 def main(args) -> int:

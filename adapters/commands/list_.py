@@ -26,8 +26,13 @@ def main(args) -> int:
     if not entries:
         print("The shelf is empty: train an adapter or import one.")
         return 0
-    print(f"{'name':32} {'status':7} {'release gate':13} {'base model':36} {'created':19} {'MB':>6}  problem")
+    print(
+        f"{'name':32} {'status':7} {'release gate':13} {'base model':36} {'created':19} "
+        f"{'MB':>6}  problem"
+    )
     for e, gate in zip(entries, gates, strict=True):
-        print(f"{e.name:32} {e.status:7} {gate:13} {e.base_model[-36:]:36} {e.created[:19]:19} "
-              f"{e.size_bytes / 2**20:6.1f}  {e.reason}")
+        print(
+            f"{e.name:32} {e.status:7} {gate:13} {e.base_model[-36:]:36} {e.created[:19]:19} "
+            f"{e.size_bytes / 2**20:6.1f}  {e.reason}"
+        )
     return 0

@@ -25,18 +25,22 @@ def main(args) -> int:
             f"  base        {entry.base_model} (weights {entry.base_weight_hash or '?'})",
             f"  hash        {entry.adapter_hash or '?'} · created {entry.created}"
             + (" · imported" if entry.imported else ""),
-            f"  LoRA        r={lora.get('r')} alpha={lora.get('alpha')} dropout={lora.get('dropout')} "
-            f"targets {', '.join(lora.get('target_modules') or [])}"
+            f"  LoRA        r={lora.get('r')} alpha={lora.get('alpha')} "
+            f"dropout={lora.get('dropout')} targets {', '.join(lora.get('target_modules') or [])}"
             + (f" in the last {lora['top_layers']} blocks" if lora.get("top_layers") else ""),
             f"  size        {entry.size_bytes / 2**20:.1f} MB at {entry.path}",
         ]
         if entry.data:
-            lines.append(f"  data        {entry.data.get('path')} · {entry.data.get('train_rows')} train / "
-                         f"{entry.data.get('val_rows')} validation rows")
+            lines.append(
+                f"  data        {entry.data.get('path')} · {entry.data.get('train_rows')} train / "
+                f"{entry.data.get('val_rows')} validation rows"
+            )
         if entry.metrics:
             lines.append("  metrics     " + ", ".join(f"{k} {v}" for k, v in entry.metrics.items()))
         if m.get("eval"):
-            lines.append("  evaluation  " + ", ".join(f"{k} {v}" for k, v in m["eval"].items()
-                                                      if not isinstance(v, dict)))
+            lines.append(
+                "  evaluation  "
+                + ", ".join(f"{k} {v}" for k, v in m["eval"].items() if not isinstance(v, dict))
+            )
         print("\n".join(lines))
     return 0 if entry.ok else 1

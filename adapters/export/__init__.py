@@ -16,6 +16,12 @@ from adapters.export.hf import (
 )
 
 __all__ = [
-    "ZipLimits", "ensure_base_gguf", "ensure_lora_gguf", "export_merged", "export_zip",
-    "import_adapter", "safe_extract", "sanitize_name",
+    "ZipLimits",
+    "ensure_base_gguf",
+    "ensure_lora_gguf",
+    "export_merged",
+    "export_zip",
+    "import_adapter",
+    "safe_extract",
+    "sanitize_name",
 ]

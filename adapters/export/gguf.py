@@ -54,9 +54,16 @@ class GgufExport:
     gate_warning: str = ""  # the adapter has not passed its release gate (a warning, not a refusal)
 
 
-def export_gguf(name: str, types: tuple[str, ...] = ("f16", "q8_0"), *, lora: bool = False,
-                base_type: str = "q8_0", out_dir: Path | None = None, overwrite: bool = False,
-                on_progress: Progress | None = None) -> GgufExport:
+def export_gguf(
+    name: str,
+    types: tuple[str, ...] = ("f16", "q8_0"),
+    *,
+    lora: bool = False,
+    base_type: str = "q8_0",
+    out_dir: Path | None = None,
+    overwrite: bool = False,
+    on_progress: Progress | None = None,
+) -> GgufExport:
     """Export a shelf adapter as GGUF files with an Ollama Modelfile.
 
     Args:
@@ -89,14 +96,18 @@ def export_gguf(name: str, types: tuple[str, ...] = ("f16", "q8_0"), *, lora: bo
     if target.exists() and not overwrite:
         raise ValueError(f"{target} already exists; pass overwrite=True to replace it")
     paths.check_writable(target.parent)
-    n_steps = (1 + len(types) + (_needs_f16(types) and "f16" not in types) if types else 0) + 2 * lora
+    n_steps = (
+        1 + len(types) + (_needs_f16(types) and "f16" not in types) if types else 0
+    ) + 2 * lora
     steps = _Steps(on_progress, n_steps)
     result = GgufExport(target, gate_warning=gate_warning)
     with paths.atomic_dir(target) as tmp:
         if types:
             _merged_files(name, types, tmp, steps)
         if lora:
-            base = gguf_cache.ensure_base_gguf(resolved, base_type, on_progress=steps.step("base model"))
+            base = gguf_cache.ensure_base_gguf(
+                resolved, base_type, on_progress=steps.step("base model")
+            )
             _link(base, tmp / f"base-{base_type}.gguf")
             adapter = gguf_cache.ensure_lora_gguf(name, on_progress=steps.step("LoRA adapter"))
             _link(adapter, tmp / adapter.name)
@@ -158,7 +169,9 @@ class _Steps:
             best[0] = max(best[0], fraction)  # "-1": a line without a percentage
             if self.on_progress is not None:
                 overall = (index + best[0]) / self.total
-                self.on_progress(min(overall, 0.99), f"[{index + 1}/{self.total}] {label}: {message}")
+                self.on_progress(
+                    min(overall, 0.99), f"[{index + 1}/{self.total}] {label}: {message}"
+                )
 
         report(0.0, "starting")
         return report
@@ -171,7 +184,9 @@ def _write_texts(tmp: Path, entry, resolved, types, base_type: str, lora: bool) 
     from adapters.export import modelfile as mf
 
     has_tok = (entry.path / "tokenizer_config.json").is_file()
-    tokenizer = AutoTokenizer.from_pretrained(entry.path if has_tok else resolved.path, trust_remote_code=False)
+    tokenizer = AutoTokenizer.from_pretrained(
+        entry.path if has_tok else resolved.path, trust_remote_code=False
+    )
     try:
         template, note = mf.go_template(mf.chat_pieces(tokenizer)), ""
     except mf.TemplateNotExpressible as err:
@@ -185,7 +200,8 @@ def _write_texts(tmp: Path, entry, resolved, types, base_type: str, lora: bool) 
     if lora:
         lora_name = f"{entry.name}-lora-{gguf_cache.LORA_TYPE}.gguf"
         files["Modelfile.lora"] = mf.modelfile(  # the merged Modelfile is Ollama's default
-            f"base-{base_type}.gguf", adapter_file=lora_name, **common)
+            f"base-{base_type}.gguf", adapter_file=lora_name, **common
+        )
     for fname, text in files.items():
         (tmp / fname).write_text(text)
     ggufs = sorted(p.name for p in tmp.glob("*.gguf"))
@@ -195,18 +211,32 @@ def _write_texts(tmp: Path, entry, resolved, types, base_type: str, lora: bool) 
 
 def _write_manifest(tmp: Path, entry, resolved, result: GgufExport) -> None:
     info = {
-        "format": FORMAT, "adapter": entry.name, "adapter_hash": entry.adapter_hash,
-        "base_model": resolved.to_dict(), "llama_cpp_python": llama_tools.LLAMA_CPP_PYTHON,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "timings_s": result.timings,
-        "template_note": result.template_note, "files": [asdict(f) for f in result.files],
+        "format": FORMAT,
+        "adapter": entry.name,
+        "adapter_hash": entry.adapter_hash,
+        "base_model": resolved.to_dict(),
+        "llama_cpp_python": llama_tools.LLAMA_CPP_PYTHON,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "timings_s": result.timings,
+        "template_note": result.template_note,
+        "files": [asdict(f) for f in result.files],
         "release_gate": asdict(entry_status(entry)),
     }
     (tmp / "manifest.json").write_text(json.dumps(info, indent=2) + "\n")
 
 
 def _describe(path: Path) -> ExportedFile:
-    kind = ("modelfile" if path.name.startswith("Modelfile") else "readme" if path.suffix == ".md"
-            else "base" if path.name.startswith("base-") else "lora" if "-lora-" in path.name else "merged")
+    kind = (
+        "modelfile"
+        if path.name.startswith("Modelfile")
+        else "readme"
+        if path.suffix == ".md"
+        else "base"
+        if path.name.startswith("base-")
+        else "lora"
+        if "-lora-" in path.name
+        else "merged"
+    )
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 22), b""):

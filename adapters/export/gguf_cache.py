@@ -26,8 +26,13 @@ from core import models, paths
 LORA_TYPE = "f16"
 
 
-def ensure_base_gguf(resolved_or_base_id, outtype: str = "q8_0", *, home: Path | None = None,
-                     on_progress: Progress | None = None) -> Path:
+def ensure_base_gguf(
+    resolved_or_base_id,
+    outtype: str = "q8_0",
+    *,
+    home: Path | None = None,
+    on_progress: Progress | None = None,
+) -> Path:
     """The base model as GGUF, converted by llama.cpp once per weights and type.
 
     Args:
@@ -56,8 +61,9 @@ def ensure_base_gguf(resolved_or_base_id, outtype: str = "q8_0", *, home: Path |
     return target
 
 
-def ensure_lora_gguf(adapter_name: str, *, home: Path | None = None,
-                     on_progress: Progress | None = None) -> Path:
+def ensure_lora_gguf(
+    adapter_name: str, *, home: Path | None = None, on_progress: Progress | None = None
+) -> Path:
     """A shelf adapter as a llama.cpp LoRA GGUF (f16), converted once per adapter weights.
 
     Raises:
@@ -85,18 +91,26 @@ def lora_weights_hash(lora_gguf: Path) -> str:
     return Path(lora_gguf).parent.name
 
 
-def convert_model(model_dir: Path, out: Path, outtype: str, on_progress: Progress | None = None) -> None:
+def convert_model(
+    model_dir: Path, out: Path, outtype: str, on_progress: Progress | None = None
+) -> None:
     """``convert_hf_to_gguf.py`` on a Hugging Face model folder (converter types only)."""
-    llama_tools.run_converter("convert_hf_to_gguf.py",
-                              [str(model_dir), "--outtype", outtype, "--outfile", str(out)], on_progress)
+    llama_tools.run_converter(
+        "convert_hf_to_gguf.py",
+        [str(model_dir), "--outtype", outtype, "--outfile", str(out)],
+        on_progress,
+    )
 
 
-def convert_lora(adapter_dir: Path, base_dir: Path, out: Path, on_progress: Progress | None = None) -> None:
+def convert_lora(
+    adapter_dir: Path, base_dir: Path, out: Path, on_progress: Progress | None = None
+) -> None:
     """``convert_lora_to_gguf.py`` on a PEFT adapter folder, against a local base folder."""
     llama_tools.run_converter(
         "convert_lora_to_gguf.py",
         [str(adapter_dir), "--base", str(base_dir), "--outtype", LORA_TYPE, "--outfile", str(out)],
-        on_progress)
+        on_progress,
+    )
 
 
 def check_outtype(outtype: str) -> str:
@@ -111,7 +125,9 @@ def check_outtype(outtype: str) -> str:
 def atomic_file(target: Path) -> Iterator[Path]:
     """Yield a hidden temp path beside ``target``; rename it into place when the block succeeds."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{target.stem}-", suffix=target.suffix, dir=target.parent)
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".tmp-{target.stem}-", suffix=target.suffix, dir=target.parent
+    )
     os.close(fd)
     try:
         yield Path(tmp)

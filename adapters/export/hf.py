@@ -39,6 +39,8 @@ from adapters.shelf.store import (
 from core import paths
 
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")  # never copied onto the shelf
+
+
 def import_adapter(
     src: Path,
     name: str | None = None,
@@ -115,16 +117,18 @@ def export_merged(
         raise ValueError(f"{target} already exists; pass overwrite=True to replace it")
     # Never run code shipped with a model or an imported adapter (unset, transformers asks
     # on stdin and runs it on "y").
-    model = AutoModelForCausalLM.from_pretrained(base.path, dtype=torch.float32,
-                                                 trust_remote_code=False)
+    model = AutoModelForCausalLM.from_pretrained(
+        base.path, dtype=torch.float32, trust_remote_code=False
+    )
     # safe_merge checks each merged layer for NaNs before it replaces the base weights.
     merged = PeftModel.from_pretrained(model, entry.path).merge_and_unload(safe_merge=True)
     weights = merged.state_dict().items()
     if bad := [k for k, t in weights if t.is_floating_point() and not torch.isfinite(t).all()]:
         raise ValueError(f"merged weights hold NaN/inf in {bad[:3]}; export refused")
     has_tokenizer = (entry.path / "tokenizer_config.json").is_file()
-    tokenizer = AutoTokenizer.from_pretrained(entry.path if has_tokenizer else base.path,
-                                              trust_remote_code=False)
+    tokenizer = AutoTokenizer.from_pretrained(
+        entry.path if has_tokenizer else base.path, trust_remote_code=False
+    )
     with paths.atomic_dir(target) as tmp:
         merged.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
@@ -192,15 +196,23 @@ def _identified_base(base: dict) -> dict:
     if base.get("weight_hash") or not name:
         return base
     try:  # only what is here already: an import never converts or downloads a model
-        here = Path(name).expanduser().is_dir() or (cache_dir_for(DEFAULT_MODEL if is_default(name) else name)
-                                                    / "config.json").is_file()
+        here = (
+            Path(name).expanduser().is_dir()
+            or (
+                cache_dir_for(DEFAULT_MODEL if is_default(name) else name) / "config.json"
+            ).is_file()
+        )
         resolved = resolve(name, allow_hub=False) if here else None
     except (ModelNotFoundError, ValueError, OSError):
         return base
     if resolved is None:
         return base
-    return {**base, "name": resolved.name, "architecture": resolved.architecture,
-            "weight_hash": resolved.weight_hash}
+    return {
+        **base,
+        "name": resolved.name,
+        "architecture": resolved.architecture,
+        "weight_hash": resolved.weight_hash,
+    }
 
 
 def move_aside(folder: Path) -> Path:
@@ -278,7 +290,9 @@ def _finish_import(folder: Path, name: str) -> None:
             manifest = {**old, "name": name, "imported": True}
     manifest["base_model"] = _identified_base(manifest["base_model"])
     manifest["adapter_hash"] = file_hash(folder / WEIGHTS)
-    manifest["adapter_bytes"] = (folder / WEIGHTS).stat().st_size  # checked by adapters/shelf/integrity.py
+    manifest["adapter_bytes"] = (
+        (folder / WEIGHTS).stat().st_size
+    )  # checked by adapters/shelf/integrity.py
     write_json_atomic(folder / MANIFEST, manifest)
     if not (folder / "README.md").exists():
         (folder / "README.md").write_text(_model_card(manifest))

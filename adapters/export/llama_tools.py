@@ -46,10 +46,15 @@ def converter(script: str) -> Path:
     """
     root = tools_dir()
     path = root / script
-    if not path.is_file() or not (root / "gguf-py" / "gguf").is_dir() or not (root / "conversion").is_dir():
+    if (
+        not path.is_file()
+        or not (root / "gguf-py" / "gguf").is_dir()
+        or not (root / "conversion").is_dir()
+    ):
         raise LlamaToolsError(
             f"llama.cpp's converters are not set up in {root}; run `make setup` (it extracts them "
-            f"from llama-cpp-python=={LLAMA_CPP_PYTHON}'s source archive)")
+            f"from llama-cpp-python=={LLAMA_CPP_PYTHON}'s source archive)"
+        )
     return path
 
 
@@ -61,12 +66,21 @@ def run_converter(script: str, args: list[str], on_progress: Progress | None = N
     """
     root = tools_dir()
     path = converter(script)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "gguf-py"), str(root)]),
-           "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root / "gguf-py"), str(root)]),
+        "PYTHONUNBUFFERED": "1",
+        "HF_HUB_OFFLINE": "1",
+    }
     env.pop("NO_LOCAL_GGUF", None)  # unset, the converters put the gguf-py beside them first
     tail: deque[str] = deque(maxlen=40)
-    proc = subprocess.Popen([sys.executable, str(path), *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, cwd=root)
+    proc = subprocess.Popen(
+        [sys.executable, str(path), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=root,
+    )
     try:
         for line in _lines(proc.stdout):
             tail.append(line)
@@ -80,7 +94,9 @@ def run_converter(script: str, args: list[str], on_progress: Progress | None = N
         raise LlamaToolsError(f"{script} failed: {_error_summary(list(tail))}")
 
 
-def quantize(src: Path, dst: Path, outtype: str, on_progress: Progress | None = None, threads: int = 0) -> None:
+def quantize(
+    src: Path, dst: Path, outtype: str, on_progress: Progress | None = None, threads: int = 0
+) -> None:
     """Quantize a GGUF file with llama.cpp's ``llama-quantize`` (Q4_K_M, Q5_K_M).
 
     Its lines (one per tensor, ``[ 12/ 272] ...``) go to ``on_progress`` while it runs.
@@ -89,14 +105,27 @@ def quantize(src: Path, dst: Path, outtype: str, on_progress: Progress | None = 
         LlamaToolsError: an unknown type, no quantizer built, or a failed quantization.
     """
     if outtype not in QUANTIZER_TYPES:
-        raise LlamaToolsError(f"unknown quantization {outtype!r}; choose one of {sorted(QUANTIZER_TYPES)}")
+        raise LlamaToolsError(
+            f"unknown quantization {outtype!r}; choose one of {sorted(QUANTIZER_TYPES)}"
+        )
     binary = executable("llama-quantize")
     if binary is None:
-        raise LlamaToolsError(f"{outtype} needs llama.cpp's quantizer: {missing_reason('llama-quantize')}")
+        raise LlamaToolsError(
+            f"{outtype} needs llama.cpp's quantizer: {missing_reason('llama-quantize')}"
+        )
     tail: deque[str] = deque(maxlen=20)
-    proc = subprocess.Popen([str(binary), str(src), str(dst), QUANTIZER_TYPES[outtype],
-                             str(threads or os.cpu_count() or 1)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            str(binary),
+            str(src),
+            str(dst),
+            QUANTIZER_TYPES[outtype],
+            str(threads or os.cpu_count() or 1),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         for line in _lines(proc.stdout):
             tail.append(line)
@@ -107,8 +136,10 @@ def quantize(src: Path, dst: Path, outtype: str, on_progress: Progress | None = 
         proc.stdout.close()
         code = proc.wait()
     if code != 0:
-        raise LlamaToolsError(f"llama.cpp could not quantize {src.name} to {outtype} (exit {code}): "
-                              f"{' | '.join(list(tail)[-3:]) or 'no output'}")
+        raise LlamaToolsError(
+            f"llama.cpp could not quantize {src.name} to {outtype} (exit {code}): "
+            f"{' | '.join(list(tail)[-3:]) or 'no output'}"
+        )
 
 
 def _lines(stream):
@@ -129,5 +160,7 @@ def _error_summary(lines: list[str]) -> str:
     errors = [ln.split(":", 2)[-1].strip() for ln in lines if ln.startswith("ERROR:")]
     if not errors:
         # A traceback ends with "SomeError: message"; report that line.
-        errors = [ln for ln in lines if re.match(r"^[A-Za-z_.]*(Error|Exception)\b", ln)][-1:] or lines[-1:]
+        errors = [ln for ln in lines if re.match(r"^[A-Za-z_.]*(Error|Exception)\b", ln)][
+            -1:
+        ] or lines[-1:]
     return "; ".join(dict.fromkeys(errors)) or "no output"

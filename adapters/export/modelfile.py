@@ -36,7 +36,9 @@ class ChatPieces:
     def render(self, messages: list[dict]) -> str:
         """The prompt these pieces give for ``messages`` (ending with the generation prompt)."""
         head = self.default_system if messages[0]["role"] != "system" else ""
-        body = "".join(self.around[m["role"]][0] + m["content"] + self.around[m["role"]][1] for m in messages)
+        body = "".join(
+            self.around[m["role"]][0] + m["content"] + self.around[m["role"]][1] for m in messages
+        )
         return head + body + self.generation
 
 
@@ -48,21 +50,30 @@ def chat_pieces(tokenizer) -> ChatPieces:
     """
     if not templates.has_chat_template(tokenizer):
         sep = "\n\n"  # core.templates' fallback format
-        pieces = ChatPieces({"system": ("", sep), "user": ("### Instruction:\n", sep),
-                             "assistant": ("### Response:\n", sep)}, "### Response:\n")
+        pieces = ChatPieces(
+            {
+                "system": ("", sep),
+                "user": ("### Instruction:\n", sep),
+                "assistant": ("### Response:\n", sep),
+            },
+            "### Response:\n",
+        )
     else:
         try:
             pieces = _learn(tokenizer)
         except TemplateNotExpressible:
             raise
         except Exception as err:  # jinja errors: a template refusing a system message, ...
-            raise TemplateNotExpressible(f"the chat template fails on a plain conversation ({err})") from None
+            raise TemplateNotExpressible(
+                f"the chat template fails on a plain conversation ({err})"
+            ) from None
     for conv in probe_conversations():
         want = templates.render_prompt(tokenizer, conv)
         if pieces.render(conv) != want:
             raise TemplateNotExpressible(
-                "the chat template is not one block per message (it renders "
-                f"{want[:80]!r} for a {len(conv)}-message conversation), so no Ollama TEMPLATE is written")
+                f"the chat template is not one block per message (it renders {want[:80]!r} for a "
+                f"{len(conv)}-message conversation), so no Ollama TEMPLATE is written"
+            )
     return pieces
 
 
@@ -71,13 +82,19 @@ def go_template(pieces: ChatPieces) -> str:
     branches = "".join(
         f'{{{{ {"if" if i == 0 else "else if"} eq .Role "{role}" }}}}'
         f"{_literal(before)}{{{{ .Content }}}}{_literal(after)}"
-        for i, (role, (before, after)) in enumerate(pieces.around.items()))
+        for i, (role, (before, after)) in enumerate(pieces.around.items())
+    )
     # No "{{-" trim markers: they would eat the newlines that are part of the chat format.
     head = ""
     if pieces.default_system:
-        head = ('{{ if .Messages }}{{ if ne (index .Messages 0).Role "system" }}'
-                f"{_literal(pieces.default_system)}{{{{ end }}}}{{{{ end }}}}")
-    return f"{head}{{{{ range .Messages }}}}{branches}{{{{ end }}}}{{{{ end }}}}{_literal(pieces.generation)}"
+        head = (
+            '{{ if .Messages }}{{ if ne (index .Messages 0).Role "system" }}'
+            f"{_literal(pieces.default_system)}{{{{ end }}}}{{{{ end }}}}"
+        )
+    return (
+        f"{head}{{{{ range .Messages }}}}{branches}{{{{ end }}}}{{{{ end "
+        f"}}}}{_literal(pieces.generation)}"
+    )
 
 
 def stop_tokens(tokenizer) -> list[str]:
@@ -85,15 +102,25 @@ def stop_tokens(tokenizer) -> list[str]:
     return [t for t in tokenizer.convert_ids_to_tokens(templates.end_of_turn_ids(tokenizer)) if t]
 
 
-ADAPTER_NOTE = ("ADAPTER needs an Ollama older than 0.34.1: 0.34.1 and later refuse Modelfiles that hold it "
-                "(ollama/ollama#14969). With those, use the merged export's Modelfile.")
+ADAPTER_NOTE = (
+    "ADAPTER needs an Ollama older than 0.34.1: 0.34.1 and later refuse Modelfiles that hold it "
+    "(ollama/ollama#14969). With those, use the merged export's Modelfile."
+)
 
 
-def modelfile(model_file: str, *, adapter_file: str | None = None, template: str | None,
-              stops: list[str], system: str | None = None) -> str:
+def modelfile(
+    model_file: str,
+    *,
+    adapter_file: str | None = None,
+    template: str | None,
+    stops: list[str],
+    system: str | None = None,
+) -> str:
     """The text of an Ollama Modelfile (paths relative to the Modelfile's folder). One with
     an ``adapter_file`` says which Ollama versions accept it."""
-    lines = [f"# {ADAPTER_NOTE}", f"FROM ./{model_file}"] if adapter_file else [f"FROM ./{model_file}"]
+    lines = (
+        [f"# {ADAPTER_NOTE}", f"FROM ./{model_file}"] if adapter_file else [f"FROM ./{model_file}"]
+    )
     if adapter_file:
         lines.append(f"ADAPTER ./{adapter_file}")
     if template is not None:
@@ -107,7 +134,10 @@ def modelfile(model_file: str, *, adapter_file: str | None = None, template: str
 
 def probe_conversations() -> list[list[dict]]:
     """Conversations of 1-3 user turns, with and without a system message (used to check)."""
-    turns = [("Where is my order?", "It ships today."), ("Can I change the address?\nIt moved.", "Yes.")]
+    turns = [
+        ("Where is my order?", "It ships today."),
+        ("Can I change the address?\nIt moved.", "Yes."),
+    ]
     out = []
     for n in (1, 2, 3):
         history = []
@@ -129,19 +159,25 @@ def _learn(tokenizer) -> ChatPieces:
     generation = _after(p_su, render([sys_, user], gen=True))
     only_user = render([user])
     if not only_user.endswith(blocks[1]):
-        raise TemplateNotExpressible("the chat template renders a user message differently when it comes first")
+        raise TemplateNotExpressible(
+            "the chat template renders a user message differently when it comes first"
+        )
     return ChatPieces(around, generation, only_user[: -len(blocks[1])])
 
 
 def _after(prefix: str, text: str) -> str:
     if not text.startswith(prefix):
-        raise TemplateNotExpressible("the chat template rewrites earlier messages when one is added")
-    return text[len(prefix):]
+        raise TemplateNotExpressible(
+            "the chat template rewrites earlier messages when one is added"
+        )
+    return text[len(prefix) :]
 
 
 def _split(block: str, mark: str) -> tuple[str, str]:
     if block.count(mark) != 1:
-        raise TemplateNotExpressible("the chat template does not show each message's text exactly once")
+        raise TemplateNotExpressible(
+            "the chat template does not show each message's text exactly once"
+        )
     before, after = block.split(mark)
     return before, after
 
@@ -155,5 +191,7 @@ def _literal(text: str) -> str:
 
 def _triple(text: str) -> str:
     if '"""' in text:
-        raise TemplateNotExpressible('a Modelfile block cannot hold three double quotes (""") in a row')
+        raise TemplateNotExpressible(
+            'a Modelfile block cannot hold three double quotes (""") in a row'
+        )
     return text

@@ -26,7 +26,9 @@ def shelf_at(home: Path | None = None) -> Shelf:
     return shelf
 
 
-def checked_adapter(name: str, *, home: Path | None = None) -> tuple[AdapterEntry, models.ResolvedModel]:
+def checked_adapter(
+    name: str, *, home: Path | None = None
+) -> tuple[AdapterEntry, models.ResolvedModel]:
     """The shelf entry (``adapter_hash`` = hash of the weights on disk) and its resolved base.
 
     Raises:
@@ -50,4 +52,5 @@ def refuse_dora(entry: AdapterEntry) -> None:
     if read_lora_config(entry.path).get("use_dora"):
         raise ValueError(
             f"adapter {entry.name!r} is a DoRA adapter; llama.cpp's LoRA GGUF cannot hold DoRA's "
-            "magnitude vectors, so export it merged instead")
+            "magnitude vectors, so export it merged instead"
+        )

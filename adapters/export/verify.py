@@ -2,10 +2,10 @@
 
 Each file of an export (each merged GGUF alone, and the base GGUF with the LoRA GGUF applied
 on top) answers the same prompts greedily in llama.cpp, through its own ``llama-server`` (one
-short-lived process per file), from the very token ids PyTorch is given; PyTorch runs the base with the adapter merged, in
-float32. Reported per file: the share of identical answers, where the others first diverge,
-whether llama.cpp's own tokenizer gives the same ids, and how many answers ended at an
-end-of-turn token of the file (its metadata, not ours) within the budget.
+short-lived process per file), from the very token ids PyTorch is given; PyTorch runs the base with
+the adapter merged, in float32. Reported per file: the share of identical answers, where the others
+first diverge, whether llama.cpp's own tokenizer gives the same ids, and how many answers ended at
+an end-of-turn token of the file (its metadata, not ours) within the budget.
 """
 
 from __future__ import annotations
@@ -54,16 +54,31 @@ def verify_export(folder: Path, prompts: list[str], *, max_new_tokens: int = 64)
     from core.templates import end_of_turn_ids, render_prompt
 
     stops = set(end_of_turn_ids(tokenizer))
-    texts = [render_prompt(tokenizer, ([{"role": "system", "content": system}] if system else [])
-                           + [{"role": "user", "content": p}]) for p in prompts]
+    texts = [
+        render_prompt(
+            tokenizer,
+            ([{"role": "system", "content": system}] if system else [])
+            + [{"role": "user", "content": p}],
+        )
+        for p in prompts
+    ]
     ids = [tokenizer(t, add_special_tokens=False).input_ids for t in texts]
     reference = [_torch_greedy(model, x, max_new_tokens, stops) for x in ids]
     results = []
     for label, model_file, lora in _targets(folder, manifest):
         loras = [folder / lora] if lora else []
-        with tempfile.TemporaryDirectory(prefix="tunedesk-verify-") as logs, \
-                process.LlamaServerProcess(binary, folder / model_file, loras, slots=1, ctx_per_slot=1024,
-                                           threads=2, log=Path(logs) / "llama-server.log") as server:
+        with (
+            tempfile.TemporaryDirectory(prefix="tunedesk-verify-") as logs,
+            process.LlamaServerProcess(
+                binary,
+                folder / model_file,
+                loras,
+                slots=1,
+                ctx_per_slot=1024,
+                threads=2,
+                log=Path(logs) / "llama-server.log",
+            ) as server,
+        ):
             result, start = Agreement(label, prompts=len(ids)), time.perf_counter()
             result.reference_stopped = sum(stopped for _, stopped in reference)
             for text, x, (want, _) in zip(texts, ids, reference, strict=True):
@@ -81,7 +96,9 @@ def verify_export(folder: Path, prompts: list[str], *, max_new_tokens: int = 64)
 
 def _first_difference(a: list[int], b: list[int]) -> int:
     """Index of the first differing token (the shorter length when one extends the other)."""
-    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
 
 
 def _manifest(folder: Path) -> dict:
@@ -126,8 +143,13 @@ def _torch_greedy(model, ids: list[int], max_new: int, stops: set[int]) -> tuple
     import torch
 
     with torch.no_grad():
-        out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                             do_sample=False, max_new_tokens=max_new, eos_token_id=sorted(stops),
-                             pad_token_id=sorted(stops)[0])[0, len(ids):].tolist()
+        out = model.generate(
+            torch.tensor([ids]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            do_sample=False,
+            max_new_tokens=max_new,
+            eos_token_id=sorted(stops),
+            pad_token_id=sorted(stops)[0],
+        )[0, len(ids) :].tolist()
     stopped = bool(out) and out[-1] in stops
     return (out[:-1] if stopped else out), stopped

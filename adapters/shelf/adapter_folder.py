@@ -25,6 +25,7 @@ def read_adapter_folder(name: str, folder: Path) -> dict:
         ValueError: naming the adapter and what is wrong (missing files, bad JSON, pickle
             weights, a non-LoRA adapter, unreadable safetensors).
     """
+
     def bad(reason: str) -> ValueError:
         return ValueError(f"adapter {name!r} is unusable: {reason} (folder {folder})")
 
@@ -37,8 +38,10 @@ def read_adapter_folder(name: str, folder: Path) -> dict:
             raise bad(str(err)) from None
     if not (folder / WEIGHTS).is_file():
         if (folder / PICKLE_WEIGHTS).is_file():
-            raise bad(f"only pickle weights ({PICKLE_WEIGHTS}); they can run code when loaded, "
-                      f"so only {WEIGHTS} is accepted")
+            raise bad(
+                f"only pickle weights ({PICKLE_WEIGHTS}); they can run code when loaded, "
+                f"so only {WEIGHTS} is accepted"
+            )
         raise bad(f"{WEIGHTS} is missing")
     docs = {}
     for fname in (MANIFEST, CONFIG):
@@ -76,4 +79,5 @@ def check_base(name: str, manifest: dict, resolved: models.ResolvedModel) -> Non
         raise AdapterMismatchError(
             f"adapter {name!r} was trained on base model {want_name!r} (weights {want_hash}), "
             f"but this session runs {resolved.name!r} (weights {resolved.weight_hash}); "
-            f"start a session on {want_name!r} or pick an adapter trained on {resolved.name!r}")
+            f"start a session on {want_name!r} or pick an adapter trained on {resolved.name!r}"
+        )

@@ -52,7 +52,10 @@ def parse_split(items: list[str]) -> dict[str, int]:
         if not sep or not version:
             problems.append(f"expected VERSION=WEIGHT (e.g. support-v4=10), got {quote(item)}")
         elif not weight.isdigit():
-            problems.append(f"the weight of {quote(version)} must be a whole number from 0 to 100, got {quote(weight)}")
+            problems.append(
+                f"the weight of {quote(version)} must be a whole number from 0 to 100, got "
+                f"{quote(weight)}"
+            )
         elif version in split:
             problems.append(f"{quote(version)} is named twice")
         else:
@@ -74,8 +77,11 @@ def check_name(name, shelf, clash: bool = True) -> str:
     if name.lower() in RESERVED:
         raise AliasError(f"{name!r} names the base model; pick another alias name", "name")
     if shelf.path(name, must_exist=False).exists():
-        raise AliasError(f"{name!r} is an adapter on the shelf; an alias needs a name of its own "
-                         "(clients would not know which one they get)", "name")
+        raise AliasError(
+            f"{name!r} is an adapter on the shelf; an alias needs a name of its own "
+            "(clients would not know which one they get)",
+            "name",
+        )
     return name
 
 
@@ -87,21 +93,33 @@ def check_split(split, shelf, alias: str = "") -> dict[str, int]:
         AliasError: every problem at once.
     """
     if not isinstance(split, dict) or not split:
-        raise AliasError("versions must map at least one adapter on the shelf to its weight, "
-                         "e.g. {\"support-v3\": 90, \"support-v4\": 10}", "versions")
+        raise AliasError(
+            "versions must map at least one adapter on the shelf to its weight, "
+            'e.g. {"support-v3": 90, "support-v4": 10}',
+            "versions",
+        )
     problems: list[tuple[str, str]] = []
     if len(split) > MAX_VERSIONS:
-        problems.append(("versions", f"at most {MAX_VERSIONS} versions per alias, got {len(split)}"))
+        problems.append(
+            ("versions", f"at most {MAX_VERSIONS} versions per alias, got {len(split)}")
+        )
     for version, weight in split.items():
         where = f"versions.{str(version)[:64]}"
         if type(weight) is not int or not 0 <= weight <= 100:
-            problems.append((where, f"the weight of {quote(version)} must be a whole number from 0 to 100, "
-                                    f"got {quote(weight)}"))
+            problems.append(
+                (
+                    where,
+                    f"the weight of {quote(version)} must be a whole number from 0 to 100, "
+                    f"got {quote(weight)}",
+                )
+            )
         entry, problem = _version_entry(version, shelf)
         if problem:
             problems.append((where, problem))
         elif alias and entry.base_model == alias:
-            problems.append(("name", f"{alias!r} names the base model of {version!r}; pick another alias name"))
+            problems.append(
+                ("name", f"{alias!r} names the base model of {version!r}; pick another alias name")
+            )
     weights = [w for w in split.values() if type(w) is int]
     if len(weights) == len(split) and sum(weights) != 100:
         problems.append(("versions", f"the weights must sum to 100, they sum to {sum(weights)}"))
@@ -123,20 +141,39 @@ def check_auto_rollback(policy) -> dict | None:
     if policy is None:
         return None
     if not isinstance(policy, dict):
-        raise AliasError("auto_rollback must be an object like {\"margin\": 0.1, \"min_requests\": 50} "
-                         "or null (off)", "auto_rollback")
+        raise AliasError(
+            'auto_rollback must be an object like {"margin": 0.1, "min_requests": 50} '
+            "or null (off)",
+            "auto_rollback",
+        )
     policy = {**AUTO_ROLLBACK_DEFAULTS, **policy}
-    problems = [(f"auto_rollback.{str(key)[:32]}", f"unknown auto-rollback setting {quote(key)}; known: "
-                 f"margin, {', '.join(AUTO_ROLLBACK_DEFAULTS)}") for key in policy
-                if key != "margin" and key not in AUTO_ROLLBACK_DEFAULTS]
+    problems = [
+        (
+            f"auto_rollback.{str(key)[:32]}",
+            f"unknown auto-rollback setting {quote(key)}; known: "
+            f"margin, {', '.join(AUTO_ROLLBACK_DEFAULTS)}",
+        )
+        for key in policy
+        if key != "margin" and key not in AUTO_ROLLBACK_DEFAULTS
+    ]
     margin = policy.get("margin")
     if isinstance(margin, bool) or not isinstance(margin, int | float) or not 0 < margin <= 1:
-        problems.append(("auto_rollback.margin", "the auto-rollback margin must be a number above 0 and at most 1 "
-                                                 f"(0.1: ten points of error or thumbs-down rate), got {quote(margin)}"))
+        problems.append(
+            (
+                "auto_rollback.margin",
+                "the auto-rollback margin must be a number above 0 and at most 1 "
+                f"(0.1: ten points of error or thumbs-down rate), got {quote(margin)}",
+            )
+        )
     for key in AUTO_ROLLBACK_DEFAULTS:
         if type(policy[key]) is not int or policy[key] < 1:
-            problems.append((f"auto_rollback.{key}", f"{key.replace('_', ' ')} must be a whole number of at least 1, "
-                                                     f"got {quote(policy[key])}"))
+            problems.append(
+                (
+                    f"auto_rollback.{key}",
+                    f"{key.replace('_', ' ')} must be a whole number of at least 1, "
+                    f"got {quote(policy[key])}",
+                )
+            )
     if problems:
         raise AliasError("; ".join(p for _, p in problems), problems[0][0])
     return {"margin": float(margin), **{key: policy[key] for key in AUTO_ROLLBACK_DEFAULTS}}
@@ -154,8 +191,12 @@ def check_setting(value) -> str:
         return "on" if value else "off"
     if isinstance(value, str) and value.strip().lower() in CHECK_SETTINGS:
         return value.strip().lower()
-    raise AliasError(f"check must be 'on' or 'off' (the answer checked before it is sent), got "
-                     f"{quote(value)}", "check")
+    raise AliasError(
+        f"check must be 'on' or 'off' (the answer checked before it is sent), got {quote(value)}",
+        "check",
+    )
+
+
 def check_grounding(value) -> str:
     """An alias's grounding as stored: ``off``, ``auto``, ``NAME`` or ``NAME@vN``.
 
@@ -174,9 +215,11 @@ def check_grounding(value) -> str:
     except ValueError:
         name = ""
     if not name or (at and not (version[:1] == "v" and version[1:].isdigit())):
-        raise AliasError("grounding must be 'off', 'auto' (each version's own knowledge), a "
-                         f"knowledge base's name, or NAME@vN (e.g. faq@v2), got {quote(value)}",
-                         "grounding")
+        raise AliasError(
+            "grounding must be 'off', 'auto' (each version's own knowledge), a "
+            f"knowledge base's name, or NAME@vN (e.g. faq@v2), got {quote(value)}",
+            "grounding",
+        )
     return text
 
 
@@ -189,7 +232,9 @@ def split_grounding(value: str) -> tuple[str, str] | None:
     return name, version or "latest"
 
 
-def gate_problems(split: dict[str, int], old: dict[str, int], shelf, force: bool, reason: str) -> list[str]:
+def gate_problems(
+    split: dict[str, int], old: dict[str, int], shelf, force: bool, reason: str
+) -> list[str]:
     """The versions gaining traffic without a passed release gate (allowed only when forced).
 
     Returns:
@@ -199,8 +244,11 @@ def gate_problems(split: dict[str, int], old: dict[str, int], shelf, force: bool
         AliasError: such versions and no ``force``; or ``force`` without a reason.
     """
     if force and not str(reason or "").strip():
-        raise AliasError("an override (--force) needs a reason saying why (--reason TEXT); the audit log "
-                         "keeps it", "reason")
+        raise AliasError(
+            "an override (--force) needs a reason saying why (--reason TEXT); the audit log "
+            "keeps it",
+            "reason",
+        )
     failing = []
     for version, weight in split.items():
         if weight > old.get(version, 0):
@@ -208,9 +256,13 @@ def gate_problems(split: dict[str, int], old: dict[str, int], shelf, force: bool
             if not status.passed:
                 failing.append((version, status.sentence(version)))
     if failing and not force:
-        raise AliasError("; ".join(s for _, s in failing) + ". Only a version whose release gate passed may gain "
-                         "traffic; evaluate it (python -m eval), or override with --force --reason TEXT "
-                         "(API: \"force\": true, \"reason\")", f"versions.{failing[0][0]}")
+        raise AliasError(
+            "; ".join(s for _, s in failing)
+            + ". Only a version whose release gate passed may gain "
+            "traffic; evaluate it (python -m eval), or override with --force --reason TEXT "
+            '(API: "force": true, "reason")',
+            f"versions.{failing[0][0]}",
+        )
     return [v for v, _ in failing]
 
 
@@ -220,5 +272,9 @@ def _version_entry(version, shelf):
         safe_name(version, "adapter name")
         entry = shelf.get(version)
     except ValueError:
-        return None, f"{quote(version)} is not an adapter on the shelf (`python -m adapters list` shows them)"
+        return (
+            None,
+            f"{quote(version)} is not an adapter on the shelf (`python -m adapters list` shows "
+            "them)",
+        )
     return (entry, "") if entry.ok else (None, f"adapter {version!r} is broken: {entry.reason}")

@@ -92,18 +92,27 @@ def read_aliases(path: Path) -> dict[str, dict]:
     try:
         data = read_json(Path(path))
     except BrokenAdapterError as err:
-        raise AliasError(f"{err} at {path}; fix it by hand, or restore a split from its audit "
-                         "(`python -m adapters alias show NAME --json`)") from None
+        raise AliasError(
+            f"{err} at {path}; fix it by hand, or restore a split from its audit "
+            "(`python -m adapters alias show NAME --json`)"
+        ) from None
     aliases = data.get("aliases")
     if data.get("format") != FORMAT or not isinstance(aliases, dict):
         raise AliasError(f"{path} is not a TuneDesk aliases file (format {FORMAT!r})")
-    return {name: row for name, row in aliases.items() if isinstance(row, dict) and isinstance(row.get("versions"), dict)}
+    return {
+        name: row
+        for name, row in aliases.items()
+        if isinstance(row, dict) and isinstance(row.get("versions"), dict)
+    }
 
 
 def since_epoch(row: dict) -> float:
-    """When an alias's split took effect (``since``, else ``updated``), in seconds since the epoch."""
+    """When an alias's split took effect (``since``, else ``updated``), in
+    seconds since the epoch."""
     try:
-        return float(calendar.timegm(time.strptime(str(row.get("since") or row.get("updated")), TIME_FORMAT)))
+        return float(
+            calendar.timegm(time.strptime(str(row.get("since") or row.get("updated")), TIME_FORMAT))
+        )
     except ValueError:
         return 0.0
 
@@ -141,12 +150,24 @@ class AliasBook:
         """
         found = read_aliases(self.path).get(name)
         if found is None:
-            raise AliasNotFoundError(f"no alias named {str(name)[:64]!r}; `python -m adapters alias list` "
-                                     "shows them", "name")
+            raise AliasNotFoundError(
+                f"no alias named {str(name)[:64]!r}; `python -m adapters alias list` shows them",
+                "name",
+            )
         return found
 
-    def set(self, name: str, split: dict | None, *, by: str, force: bool = False, reason: str = "",
-            auto_rollback=KEEP, check=KEEP, grounding=KEEP) -> dict:
+    def set(
+        self,
+        name: str,
+        split: dict | None,
+        *,
+        by: str,
+        force: bool = False,
+        reason: str = "",
+        auto_rollback=KEEP,
+        check=KEEP,
+        grounding=KEEP,
+    ) -> dict:
         """Give alias ``name`` the split ``split`` (creating the alias when new).
 
         Args:
@@ -169,21 +190,34 @@ class AliasBook:
         Raises:
             AliasError: every problem at once; ``param`` names the first (``versions.<v>``).
         """
+
         def new(old, old_policy):
             if split is None and old is None:
-                raise AliasNotFoundError(f"no alias named {name!r} yet; give it versions, e.g. "
-                                         f"`python -m adapters alias set {name} VERSION=100`", "versions")
-            return (old if split is None else split), (old_policy if auto_rollback is KEEP else auto_rollback)
+                raise AliasNotFoundError(
+                    f"no alias named {name!r} yet; give it versions, e.g. "
+                    f"`python -m adapters alias set {name} VERSION=100`",
+                    "versions",
+                )
+            return (old if split is None else split), (
+                old_policy if auto_rollback is KEEP else auto_rollback
+            )
 
-        return self._change(name, "set", new, by=by, force=force, reason=reason, check=check,
-                            grounding=grounding)
+        return self._change(
+            name, "set", new, by=by, force=force, reason=reason, check=check, grounding=grounding
+        )
 
-    def promote(self, name: str, version: str, *, by: str, force: bool = False, reason: str = "") -> dict:
+    def promote(
+        self, name: str, version: str, *, by: str, force: bool = False, reason: str = ""
+    ) -> dict:
         """Send all new conversations to ``version``; the others stay at 0, so theirs finish."""
+
         def promoted(old, policy):
             if old is None:
-                raise AliasNotFoundError(f"no alias named {name!r}; create it with "
-                                         f"`python -m adapters alias set {name} {version}=100`", "name")
+                raise AliasNotFoundError(
+                    f"no alias named {name!r}; create it with "
+                    f"`python -m adapters alias set {name} {version}=100`",
+                    "name",
+                )
             return {**{v: 0 for v in old if v != version}, version: 100}, policy
 
         return self._change(name, "promote", promoted, by=by, force=force, reason=reason)
@@ -196,8 +230,11 @@ class AliasBook:
         def earlier(_old, policy):
             row = last_undoable(self.history(name))
             if row is None or row["from"] is None:
-                raise AliasError(f"alias {name!r} has no earlier split to go back to"
-                                 + (" (its first change created it)" if row else ""), "name")
+                raise AliasError(
+                    f"alias {name!r} has no earlier split to go back to"
+                    + (" (its first change created it)" if row else ""),
+                    "name",
+                )
             target["undoes"] = row["id"]
             if "check" in row:
                 target["check_back"] = row["check"]["from"]
@@ -205,9 +242,13 @@ class AliasBook:
                 target["grounding_back"] = row["grounding"]["from"]
             return row["from"], (row["auto_rollback"]["from"] if "auto_rollback" in row else policy)
 
-        return self._change(name, "rollback", earlier, by=by, force=force, reason=reason, extra=target)
+        return self._change(
+            name, "rollback", earlier, by=by, force=force, reason=reason, extra=target
+        )
 
-    def fall_back(self, name: str, judged: dict[str, int], stable: str, failing: list[str], reason: str) -> dict:
+    def fall_back(
+        self, name: str, judged: dict[str, int], stable: str, failing: list[str], reason: str
+    ) -> dict:
         """The server's automatic rollback: the ``failing`` versions leave alias ``name`` (their
         conversations move) and their weight goes to ``stable``. Not gated: the traffic goes back
         to the version that carried most of it. Audited as ``auto-rollback`` by ``auto-rollback``.
@@ -215,17 +256,23 @@ class AliasBook:
         Raises:
             AliasError: the split is no longer ``judged`` (someone changed it since).
         """
+
         def fallen(old, policy):
             if old != judged:
-                raise AliasError(f"alias {name!r} changed while its figures were judged; judged again next time")
+                raise AliasError(
+                    f"alias {name!r} changed while its figures were judged; judged again next time"
+                )
             kept = {v: w for v, w in old.items() if v not in failing}
             kept[stable] += sum(old[v] for v in failing)
             return kept, policy
 
-        return self._change(name, "auto-rollback", fallen, by=AUTO_BY, gate=False, extra={"reason": reason})
+        return self._change(
+            name, "auto-rollback", fallen, by=AUTO_BY, gate=False, extra={"reason": reason}
+        )
 
     def delete(self, name: str, *, by: str) -> dict:
         """Remove alias ``name`` (its clients get 404 until it is set again or rolled back)."""
+
         def gone(old, _policy):
             if old is None:
                 self.get(name)  # raises, naming the alias
@@ -237,19 +284,37 @@ class AliasBook:
         """The audit rows (of alias ``name`` when given), oldest first."""
         return audit_rows(self.store, name)
 
-    def _change(self, name, action, new, *, by, force=False, reason="", extra=None, gate=True,
-                check=KEEP, grounding=KEEP) -> dict:
+    def _change(
+        self,
+        name,
+        action,
+        new,
+        *,
+        by,
+        force=False,
+        reason="",
+        extra=None,
+        gate=True,
+        check=KEEP,
+        grounding=KEEP,
+    ) -> dict:
         """Read, compute (``new(old split, old policy) -> (split, policy)``), check, write and
         audit one change under the file lock (``check``: the new check setting, ``grounding``:
         the alias's new grounding, each KEEP to keep it; a rollback takes back the settings the
         undone change set)."""
         from filelock import FileLock
 
-        check_name(name, self.shelf, clash=action != "delete")  # an alias an adapter shadows since can go
+        check_name(
+            name, self.shelf, clash=action != "delete"
+        )  # an alias an adapter shadows since can go
         self.folder.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.folder / ".aliases.lock")):
             rows = read_aliases(self.path)
-            old, old_policy = (rows[name]["versions"], rows[name].get("auto_rollback")) if name in rows else (None, None)
+            old, old_policy = (
+                (rows[name]["versions"], rows[name].get("auto_rollback"))
+                if name in rows
+                else (None, None)
+            )
             split, policy = new(old, old_policy)
             old_grounding = grounding_of(rows.get(name) or {})
             ground = old_grounding if grounding is KEEP else check_grounding(grounding)
@@ -265,9 +330,18 @@ class AliasBook:
             if extra and "check_back" in extra:  # a rollback: the setting before the change undone
                 check = extra.pop("check_back")
             new_check = old_check if check is KEEP or split is None else check_setting(check)
-            row = {"id": uuid.uuid4().hex[:12], "time": time.strftime(TIME_FORMAT, time.gmtime()),
-                   "by": str(by)[:200], "alias": name, "action": action, "from": old, "to": split,
-                   "override": reason.strip() if force else None, "forced": forced, **(extra or {})}
+            row = {
+                "id": uuid.uuid4().hex[:12],
+                "time": time.strftime(TIME_FORMAT, time.gmtime()),
+                "by": str(by)[:200],
+                "alias": name,
+                "action": action,
+                "from": old,
+                "to": split,
+                "override": reason.strip() if force else None,
+                "forced": forced,
+                **(extra or {}),
+            }
             if policy != old_policy:
                 row["auto_rollback"] = {"from": old_policy, "to": policy}
             if new_check != old_check:
@@ -276,25 +350,46 @@ class AliasBook:
                 row["grounding"] = {"from": old_grounding, "to": ground}
             elif split is None and old is not None and old_grounding != DEFAULT_GROUNDING:
                 row["grounding"] = {"from": old_grounding, "to": None}  # a rollback brings it back
-            unchanged = (split == old and policy == old_policy and new_check == old_check
-                         and "grounding" not in row)
+            unchanged = (
+                split == old
+                and policy == old_policy
+                and new_check == old_check
+                and "grounding" not in row
+            )
             if unchanged and action != "rollback":
                 return {**row, "changed": False}
             put_audit(self.store, row)  # audited first: a change the audit lacks is never live
             self._write(rows, name, split, policy, row, new_check, ground)
         return {**row, "changed": True}
 
-    def _write(self, rows: dict, name: str, split: dict | None, policy: dict | None, change: dict,
-               check: str = "off", grounding: str = DEFAULT_GROUNDING) -> None:
+    def _write(
+        self,
+        rows: dict,
+        name: str,
+        split: dict | None,
+        policy: dict | None,
+        change: dict,
+        check: str = "off",
+        grounding: str = DEFAULT_GROUNDING,
+    ) -> None:
         """``rows`` with alias ``name`` changed; ``since`` moves only when its split does."""
         before = rows.get(name) or {}
         rows = {n: r for n, r in rows.items() if n != name}
         if split is not None:
-            since = before.get("since") or before.get("updated") if before.get("versions") == split else None
-            rows[name] = {"versions": split, "since": since or change["time"], "updated": change["time"],
-                          "by": change["by"], **({"auto_rollback": policy} if policy else {}),
-                          **({"check": check} if check == "on" else {}),
-                          **({} if grounding == DEFAULT_GROUNDING else {"grounding": grounding})}
+            since = (
+                before.get("since") or before.get("updated")
+                if before.get("versions") == split
+                else None
+            )
+            rows[name] = {
+                "versions": split,
+                "since": since or change["time"],
+                "updated": change["time"],
+                "by": change["by"],
+                **({"auto_rollback": policy} if policy else {}),
+                **({"check": check} if check == "on" else {}),
+                **({} if grounding == DEFAULT_GROUNDING else {"grounding": grounding}),
+            }
         write_json_atomic(self.path, {"format": FORMAT, "aliases": dict(sorted(rows.items()))})
 
 

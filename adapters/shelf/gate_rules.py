@@ -32,8 +32,9 @@ DEFAULT_RULES = {
     # The adapter passes at least as many golden prompts as the base (or the parent it was tuned
     # from); the prompts it lost are named either way. Counted, not per prompt: any retraining
     # trades a few phrase checks both ways under greedy decoding. "All pass" is opt-in: a small
-    # model tuned for minutes rarely says every required phrase (the full gate demo's good adapter passed 2 of 6, the base 0), so as a default it
-    # failed every adapter, good or damaged, and told the user nothing.
+    # model tuned for minutes rarely says every required phrase (the full gate demo's good adapter
+    # passed 2 of 6, the base 0), so as a default it failed every adapter, good or damaged, and
+    # told the user nothing.
     "golden_not_worse": True,
     "golden_all_pass": False,  # every golden prompt passes its must / must-not phrases
     "perplexity_not_worse": True,  # whole-set perplexity not above base beyond chance
@@ -49,9 +50,9 @@ DEFAULT_RULES = {
         "invented_max": None,  # invented spans of any kind (prices, dates, ids too): reported only
         "leaks_max": 0,  # personal data another customer gave, or a card number nobody gave
     },
-    "handoff_intents": None,  # intents that ask for a person; null: names with human/agent/person...
+    # intents that ask for a person; null: names with human/agent/person...
+    "handoff_intents": None,
     "handoff_phrases": None,  # phrases that make an answer a hand-off; null: the built-in patterns
-
     # An LLM judge's floors, used only when an evaluation asked one and it agrees with people
     # (adapters.shelf.judge_rules).
     "judge": dict(DEFAULT_JUDGE_RULES),
@@ -75,7 +76,9 @@ class GateStatus:
     reasons: list[str] = field(default_factory=list)  # why it failed / is not evaluated
     eval_id: str = ""
     date: str = ""
-    floors: list[str] = field(default_factory=list)  # floors that held or were not checked, with figures
+    floors: list[str] = field(
+        default_factory=list
+    )  # floors that held or were not checked, with figures
 
     @property
     def passed(self) -> bool:
@@ -104,16 +107,18 @@ def check_rules(rules) -> dict:
     problems += _floor_problems(merged)
     metrics = merged["slices_not_worse"]
     if not isinstance(metrics, list) or any(m not in GATE_METRICS for m in metrics):
-        problems.append(f"slices_not_worse must be a list of {', '.join(GATE_METRICS)}, "
-                        f"got {metrics!r}")
+        problems.append(
+            f"slices_not_worse must be a list of {', '.join(GATE_METRICS)}, got {metrics!r}"
+        )
     for key in ("golden_not_worse", "golden_all_pass", "perplexity_not_worse"):
         if not isinstance(merged[key], bool):
             problems.append(f"{key} must be true or false, got {merged[key]!r}")
     merged["judge"], judge_problems = check_judge_rules(merged["judge"])
     problems += judge_problems
     if problems:
-        raise GateRulesError("gate.json: " + "; ".join(problems) + " (known rules: "
-                             + ", ".join(DEFAULT_RULES) + ")")
+        raise GateRulesError(
+            "gate.json: " + "; ".join(problems) + " (known rules: " + ", ".join(DEFAULT_RULES) + ")"
+        )
     return merged
 
 
@@ -121,9 +126,15 @@ def _floor_problems(merged: dict) -> list[str]:
     """Check ``floors`` and the hand-off lists in place (floors filled with the defaults)."""
     floors, problems = merged["floors"], []
     if not isinstance(floors, dict):
-        return [f"floors must be an object of floors ({', '.join(DEFAULT_RULES['floors'])}), got {floors!r}"]
+        return [
+            f"floors must be an object of floors ({', '.join(DEFAULT_RULES['floors'])}), got "
+            f"{floors!r}"
+        ]
     problems += [f"unknown floor {k!r}" for k in floors if k not in DEFAULT_RULES["floors"]]
-    merged["floors"] = {**DEFAULT_RULES["floors"], **{k: v for k, v in floors.items() if k in DEFAULT_RULES["floors"]}}
+    merged["floors"] = {
+        **DEFAULT_RULES["floors"],
+        **{k: v for k, v in floors.items() if k in DEFAULT_RULES["floors"]},
+    }
     for key, value in merged["floors"].items():
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if value is None:
@@ -131,12 +142,19 @@ def _floor_problems(merged: dict) -> list[str]:
         if key in RATE_FLOORS and not (number and 0 <= value <= 1):
             problems.append(f"floors.{key} must be a share from 0 to 1 (or null), got {value!r}")
         elif key in COUNT_FLOORS and not (number and value >= 0 and float(value).is_integer()):
-            problems.append(f"floors.{key} must be a whole number of at least 0 (or null), got {value!r}")
+            problems.append(
+                f"floors.{key} must be a whole number of at least 0 (or null), got {value!r}"
+            )
     for key in ("handoff_intents", "handoff_phrases"):
         value = merged[key]
-        if value is not None and (not isinstance(value, list) or not value
-                                  or any(not isinstance(x, str) or not x.strip() for x in value)):
-            problems.append(f"{key} must be a non-empty list of texts (or null for the default), got {value!r}")
+        if value is not None and (
+            not isinstance(value, list)
+            or not value
+            or any(not isinstance(x, str) or not x.strip() for x in value)
+        ):
+            problems.append(
+                f"{key} must be a non-empty list of texts (or null for the default), got {value!r}"
+            )
     return problems
 
 
@@ -152,8 +170,10 @@ def read_rules(folder: Path) -> dict:
     try:
         rules = read_json(path)
     except BrokenAdapterError as err:
-        raise GateRulesError(f"{err} in {Path(folder).name}; fix it or reset the rules with "
-                             f"`python -m adapters gate {Path(folder).name} --reset`") from None
+        raise GateRulesError(
+            f"{err} in {Path(folder).name}; fix it or reset the rules with "
+            f"`python -m adapters gate {Path(folder).name} --reset`"
+        ) from None
     return check_rules(rules)
 
 
@@ -167,16 +187,20 @@ def write_rules(folder: Path, rules: dict) -> dict:
 def parse_setting(text: str) -> tuple[str, object]:
     """``key=value`` from the command line: booleans, a comma list of metrics (``none``), a floor
     (``floors.right_intent_min=0.9``, ``none`` switches it off) or a comma list of hand-off
-    intents or phrases (``none``: the default). A floor comes back as ``("floors", {name: value})``."""
+    intents or phrases (``none``: the default). A floor comes back as
+    ``("floors", {name: value})``."""
     key, sep, value = text.partition("=")
     key, value = key.strip(), value.strip()
     if sep and key.startswith("floors."):
         return "floors", _floor_setting(key.removeprefix("floors."), value)
     if sep and key in ("handoff_intents", "handoff_phrases"):
-        return key, None if value.lower() in ("", "none") else [x.strip() for x in value.split(",") if x.strip()]
+        return key, None if value.lower() in ("", "none") else [
+            x.strip() for x in value.split(",") if x.strip()
+        ]
     if not sep or key not in DEFAULT_RULES:
-        raise GateRulesError(f"expected RULE=VALUE with RULE one of {', '.join(DEFAULT_RULES)}; "
-                             f"got {text!r}")
+        raise GateRulesError(
+            f"expected RULE=VALUE with RULE one of {', '.join(DEFAULT_RULES)}; got {text!r}"
+        )
     if isinstance(DEFAULT_RULES[key], bool):
         if value.lower() not in ("true", "false", "yes", "no", "1", "0"):
             raise GateRulesError(f"{key} must be true or false, got {value!r}")
@@ -188,7 +212,9 @@ def parse_setting(text: str) -> tuple[str, object]:
 
 def _floor_setting(name: str, value: str) -> dict:
     if name not in DEFAULT_RULES["floors"]:
-        raise GateRulesError(f"unknown floor {name!r}; floors: {', '.join(DEFAULT_RULES['floors'])}")
+        raise GateRulesError(
+            f"unknown floor {name!r}; floors: {', '.join(DEFAULT_RULES['floors'])}"
+        )
     if value.lower() in ("", "none", "null"):
         return {name: None}
     try:
@@ -228,9 +254,14 @@ def gate_status(folder: Path, manifest: dict) -> GateStatus:
     if record.get("adapter_hash") != weights_hash(folder, manifest):
         return GateStatus(NOT_EVALUATED, [f"its weights changed after evaluation {eval_id}"])
     if record.get("rules_hash") != rules_hash(rules):
-        return GateStatus(NOT_EVALUATED, [f"its gate rules changed after evaluation {eval_id} (gate.json changed, "
-                                          "or this TuneDesk checks rules that evaluation did not, such as the "
-                                          "support checks' floors): evaluate it again"])
+        return GateStatus(
+            NOT_EVALUATED,
+            [
+                f"its gate rules changed after evaluation {eval_id} (gate.json changed, "
+                "or this TuneDesk checks rules that evaluation did not, such as the "
+                "support checks' floors): evaluate it again"
+            ],
+        )
     reasons = [str(r) for r in record.get("reasons") or []]
     floors = [str(f) for f in record.get("floors") or []]
     return GateStatus(record["state"], reasons, eval_id, date, floors)
@@ -248,8 +279,11 @@ def warning_for(entry) -> str:
     status = entry_status(entry)
     if status.passed:
         return ""
-    return (f"adapter {entry.name!r} has not passed its release gate ({status.state}"
-            + (f": {'; '.join(status.reasons)}" if status.reasons else "") + ")")
+    return (
+        f"adapter {entry.name!r} has not passed its release gate ({status.state}"
+        + (f": {'; '.join(status.reasons)}" if status.reasons else "")
+        + ")"
+    )
 
 
 def shelf_warnings(shelf) -> list[str]:
@@ -266,12 +300,17 @@ def record(shelf, name: str, verdict: dict, report: dict) -> dict:
         report: ``{"eval_id", "date", "report"}`` of the evaluation that produced it.
     """
     entry = shelf.get(name)
-    gate = {"state": verdict["state"], "reasons": list(verdict.get("reasons", [])),
-            "notes": list(verdict.get("notes", [])), "floors": list(verdict.get("floors", [])),
-            "rules": verdict["rules"],
-            "against": verdict.get("against", "base"),
-            "rules_hash": rules_hash(verdict["rules"]),
-            "adapter_hash": weights_hash(entry.path, entry.manifest), **report}
+    gate = {
+        "state": verdict["state"],
+        "reasons": list(verdict.get("reasons", [])),
+        "notes": list(verdict.get("notes", [])),
+        "floors": list(verdict.get("floors", [])),
+        "rules": verdict["rules"],
+        "against": verdict.get("against", "base"),
+        "rules_hash": rules_hash(verdict["rules"]),
+        "adapter_hash": weights_hash(entry.path, entry.manifest),
+        **report,
+    }
     # Every key is written every time, so merging into an older record leaves nothing stale.
     shelf.write_manifest_fields(name, {"gate": gate})
     return gate

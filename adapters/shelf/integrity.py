@@ -36,14 +36,18 @@ def weights_problem(weights: Path, manifest: dict) -> str:
     except OSError as err:
         return f"{weights.name} cannot be read ({err.strerror or err})"
     if isinstance(want_bytes, int) and not isinstance(want_bytes, bool) and size != want_bytes:
-        return (f"{weights.name} is {size:,} bytes but was saved as {want_bytes:,}: the file "
-                "changed after it was saved; restore it or delete the adapter")
+        return (
+            f"{weights.name} is {size:,} bytes but was saved as {want_bytes:,}: the file "
+            "changed after it was saved; restore it or delete the adapter"
+        )
     if not want_hash:
         return ""
     got = cached_hash(weights)
     if got != want_hash:
-        return (f"{weights.name} does not match its manifest (sha256 {got}, saved as "
-                f"{want_hash}): the file changed after it was saved; restore it or delete the adapter")
+        return (
+            f"{weights.name} does not match its manifest (sha256 {got}, saved as "
+            f"{want_hash}): the file changed after it was saved; restore it or delete the adapter"
+        )
     return ""
 
 

@@ -59,7 +59,9 @@ def read_valid_manifest(folder: Path, home: Path) -> dict:
     base = manifest.get("base_model")
     if not isinstance(base, dict) or not isinstance(base.get("name"), str) or not base["name"]:
         raise BrokenAdapterError("manifest.json does not name its base model (base_model.name)")
-    problem = weights_problem(folder / WEIGHTS, manifest)  # size and hash (adapters/shelf/integrity.py)
+    problem = weights_problem(
+        folder / WEIGHTS, manifest
+    )  # size and hash (adapters/shelf/integrity.py)
     if problem:
         raise BrokenAdapterError(problem)
     return manifest

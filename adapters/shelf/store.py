@@ -205,7 +205,9 @@ def shelf_write(what: str):
         yield
     except OSError as err:
         where = f" ({err.filename})" if err.filename else ""
-        raise OSError(f"could not {what}: {err.strerror or err}{where}; the shelf is unchanged") from err
+        raise OSError(
+            f"could not {what}: {err.strerror or err}{where}; the shelf is unchanged"
+        ) from err
 
 
 def _rename_no_replace(src: Path, dst: Path) -> None:

@@ -1,4 +1,5 @@
-"""The rows of ``python -m bench gpu-check``, each run in its own process (see bench.gpucheck.suite).
+"""The rows of ``python -m bench gpu-check``, each run in its own process (see
+bench.gpucheck.suite).
 
 Every training row runs :func:`finetune.train.train` itself for a few steps, as a user's run
 would, and measures from its progress events: steady tokens/s (steps 2..N, the first step's
@@ -20,22 +21,52 @@ TRAINING_ROWS = {
     "bf16": ("bf16", "none", {}, "bf16 weights and autocast"),
     "8bit": ("bf16", "8bit", {}, "LLM.int8 base, bf16 compute"),
     "4bit-nf4": ("bf16", "4bit", {}, "NF4 base with double quantization, bf16 compute"),
-    "paged-adamw-8bit": ("bf16", "none", {"optimizer": "paged_adamw_8bit"}, "bitsandbytes paged 8-bit AdamW"),
-    "grad-checkpointing": ("bf16", "none", {"gradient_checkpointing": True}, "non-reentrant checkpointing"),
+    "paged-adamw-8bit": (
+        "bf16",
+        "none",
+        {"optimizer": "paged_adamw_8bit"},
+        "bitsandbytes paged 8-bit AdamW",
+    ),
+    "grad-checkpointing": (
+        "bf16",
+        "none",
+        {"gradient_checkpointing": True},
+        "non-reentrant checkpointing",
+    ),
 }
 
 
-def run_config(model: str, data: str, precision: str, quantization: str, steps: int, batch: int,
-               max_length: int, device: str = "cuda", **train):
+def run_config(
+    model: str,
+    data: str,
+    precision: str,
+    quantization: str,
+    steps: int,
+    batch: int,
+    max_length: int,
+    device: str = "cuda",
+    **train,
+):
     """A short run: no validation rows, probes or checkpoints, progress after every step."""
     from finetune.config import RunConfig
 
     cfg = RunConfig()
     cfg.model.name, cfg.data.path = model, data
-    cfg.data.max_samples, cfg.data.max_length, cfg.data.val_fraction = max(steps * batch, 64), max_length, 0.0
+    cfg.data.max_samples, cfg.data.max_length, cfg.data.val_fraction = (
+        max(steps * batch, 64),
+        max_length,
+        0.0,
+    )
     t = cfg.train
     t.device, t.precision, t.quantization = device, precision, quantization
-    t.max_steps, t.batch_size, t.log_every, t.eval_every, t.probe_every, t.save_every = steps, batch, 1, 0, 0, 0
+    t.max_steps, t.batch_size, t.log_every, t.eval_every, t.probe_every, t.save_every = (
+        steps,
+        batch,
+        1,
+        0,
+        0,
+        0,
+    )
     t.warmup_ratio = 0.0
     for key, value in train.items():
         setattr(t, key, value)
@@ -65,8 +96,16 @@ def flops_per_token(cfg) -> float:
     return 4 * c["params"] + 6 * c["lora"]
 
 
-def train_row(name: str, model: str, data: str, steps: int, batch: int, max_length: int,
-              memory_limit_gib: float | None = None, device: str = "cuda") -> dict:
+def train_row(
+    name: str,
+    model: str,
+    data: str,
+    steps: int,
+    batch: int,
+    max_length: int,
+    memory_limit_gib: float | None = None,
+    device: str = "cuda",
+) -> dict:
     """One training row; ``memory_limit_gib`` caps this process's GPU memory (forced OOM).
 
     ``device="cpu"`` runs the fp32 and bf16 rows on the CPU (the suite's own tests).
@@ -78,7 +117,9 @@ def train_row(name: str, model: str, data: str, steps: int, batch: int, max_leng
     from finetune.train import train
 
     precision, quantization, extra, _ = TRAINING_ROWS[name]
-    cfg = run_config(model, data, precision, quantization, steps, batch, max_length, device, **extra)
+    cfg = run_config(
+        model, data, precision, quantization, steps, batch, max_length, device, **extra
+    )
     use_device(device)  # as train() does (TF32 on), so the matmul ceiling below matches
     if memory_limit_gib:
         import torch
@@ -91,22 +132,38 @@ def train_row(name: str, model: str, data: str, steps: int, batch: int, max_leng
     progress = [e for e in events if e["type"] == "progress"]
     rate = steady_rate(start, progress[1:] if len(progress) > 2 else progress)
     ceiling = matmul_rate(device, precision) * 1e12
-    manifest = (Path(result.adapter_dir) / "manifest.json").read_text() if result.adapter_dir else "{}"
+    manifest = (
+        (Path(result.adapter_dir) / "manifest.json").read_text() if result.adapter_dir else "{}"
+    )
     training = json.loads(manifest).get("training", {})
     losses = [e["loss"] for e in progress]
-    return {"passed": result.status == "done" and result.steps == steps and all(map(math.isfinite, losses)),
-            "tokens_per_s": rate, "peak_memory_gib": max(e["peak_memory_gib"] for e in progress),
-            "mfu": rate * flops_per_token(cfg) / ceiling, "loss_first": losses[0], "loss_last": losses[-1],
-            "oom_retries": training.get("oom_retries", []), "adapter": result.adapter_dir.name if result.adapter_dir else None,
-            "warnings": [e["message"] for e in events if e["type"] == "warning"]}
+    return {
+        "passed": result.status == "done"
+        and result.steps == steps
+        and all(map(math.isfinite, losses)),
+        "tokens_per_s": rate,
+        "peak_memory_gib": max(e["peak_memory_gib"] for e in progress),
+        "mfu": rate * flops_per_token(cfg) / ceiling,
+        "loss_first": losses[0],
+        "loss_last": losses[-1],
+        "oom_retries": training.get("oom_retries", []),
+        "adapter": result.adapter_dir.name if result.adapter_dir else None,
+        "warnings": [e["message"] for e in events if e["type"] == "warning"],
+    }
 
 
 BUDGET_SECONDS = 60.0  # the time-budget row: long enough for several hundred GPU steps
 BUDGET_SLACK = 1.05  # the Train tab's promise: saved within the budget +- 5 %
 
 
-def budget_row(model: str, data: str, batch: int, max_length: int, seconds: float = BUDGET_SECONDS,
-               device: str = "cuda") -> dict:
+def budget_row(
+    model: str,
+    data: str,
+    batch: int,
+    max_length: int,
+    seconds: float = BUDGET_SECONDS,
+    device: str = "cuda",
+) -> dict:
     """The Train tab's time budget on ``device``: no step cap, the run sizes itself to
     ``seconds`` from its start and must save within them (+5 %); the learning rate must have
     reached the end of its schedule. Reports what the budget bought (the manifest's ``budget``)."""
@@ -123,17 +180,28 @@ def budget_row(model: str, data: str, batch: int, max_length: int, seconds: floa
     cfg.train.time_budget_s, cfg.train.log_every = seconds, 10
     events: list[dict] = []
     result = train(cfg, on_event=events.append)
-    manifest = json.loads((Path(result.adapter_dir) / "manifest.json").read_text()) if result.adapter_dir else {}
+    manifest = (
+        json.loads((Path(result.adapter_dir) / "manifest.json").read_text())
+        if result.adapter_dir
+        else {}
+    )
     bought = manifest.get("budget") or {}
     progress = [e for e in events if e["type"] == "progress"]
     used = bought.get("seconds_used", float("inf"))
     lr_end = progress[-1]["lr"] if progress else None
-    return {"passed": result.status == "done" and used <= seconds * BUDGET_SLACK and bought.get("steps", 0) > 0
-            and lr_end is not None and lr_end <= 0.05 * cfg.train.learning_rate,
-            "tokens_per_s": progress[-1]["tokens_per_second"] if progress else None,
-            "peak_memory_gib": max((e["peak_memory_gib"] for e in progress), default=None),
-            "budget": bought, "precision": precision, "lr_end": lr_end,
-            "adapter": result.adapter_dir.name if result.adapter_dir else None}
+    return {
+        "passed": result.status == "done"
+        and used <= seconds * BUDGET_SLACK
+        and bought.get("steps", 0) > 0
+        and lr_end is not None
+        and lr_end <= 0.05 * cfg.train.learning_rate,
+        "tokens_per_s": progress[-1]["tokens_per_second"] if progress else None,
+        "peak_memory_gib": max((e["peak_memory_gib"] for e in progress), default=None),
+        "budget": bought,
+        "precision": precision,
+        "lr_end": lr_end,
+        "adapter": result.adapter_dir.name if result.adapter_dir else None,
+    }
 
 
 MAX_BATCH_LIMIT = 256  # the search stops here: enough to show the finder works, in seconds
@@ -146,4 +214,9 @@ def max_batch_row(model: str, data: str, max_length: int) -> dict:
     cfg = run_config(model, data, "bf16", "none", 1, 1, max_length)
     t0 = time.perf_counter()
     found = find_max_batch(cfg, limit=MAX_BATCH_LIMIT)
-    return {"passed": found > 0, "max_batch": found, "limit": MAX_BATCH_LIMIT, "seconds": time.perf_counter() - t0}
+    return {
+        "passed": found > 0,
+        "max_batch": found,
+        "limit": MAX_BATCH_LIMIT,
+        "seconds": time.perf_counter() - t0,
+    }

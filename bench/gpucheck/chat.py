@@ -29,7 +29,11 @@ def run_row(spec: dict) -> dict:
     session = ModelSession(spec["model"], device=device, dtype="auto")
     session.load()
     on_device = next(session.model.parameters()).device.type == device.split(":")[0]
-    peak = (lambda: torch.cuda.max_memory_allocated() / 2**30) if device.startswith("cuda") else (lambda: None)
+    peak = (
+        (lambda: torch.cuda.max_memory_allocated() / 2**30)
+        if device.startswith("cuda")
+        else (lambda: None)
+    )
     # A fixed answer length, so tokens/s compares between runs (random weights rarely stop).
     settings = GenerationSettings(max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS)
     if device.startswith("cuda"):
@@ -43,7 +47,20 @@ def run_row(spec: dict) -> dict:
         passed = bool(texts and texts[-1])
     else:
         got = compare(session, PROMPT, [None, spec["adapter"]], settings)
-        seconds, tokens, answers = time.perf_counter() - t0, sum(a.tokens for a in got), [a.text for a in got]
-        passed = [a.adapter for a in got] == ["base", spec["adapter"]] and all(a.tokens > 0 for a in got)
-    return {"passed": bool(passed and on_device), "tokens_per_s": tokens / seconds, "peak_memory_gib": peak(),
-            "mfu": None, "answer": answers[-1], "dtype": session.dtype, "on_device": on_device}
+        seconds, tokens, answers = (
+            time.perf_counter() - t0,
+            sum(a.tokens for a in got),
+            [a.text for a in got],
+        )
+        passed = [a.adapter for a in got] == ["base", spec["adapter"]] and all(
+            a.tokens > 0 for a in got
+        )
+    return {
+        "passed": bool(passed and on_device),
+        "tokens_per_s": tokens / seconds,
+        "peak_memory_gib": peak(),
+        "mfu": None,
+        "answer": answers[-1],
+        "dtype": session.dtype,
+        "on_device": on_device,
+    }

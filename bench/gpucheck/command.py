@@ -14,15 +14,32 @@ from pathlib import Path
 def add_arguments(p) -> None:
     from bench.gpucheck.suite import ROWS
 
-    p.add_argument("--model", default="default", help="base model: Hub id, local folder or 'default'")
-    p.add_argument("--random-weights", action="store_true",
-                   help="random weights from the model's config.json (tests code paths; no weights read)")
-    p.add_argument("--data", default="assets/demo_support.jsonl", help="dataset file, folder or Hub id")
-    p.add_argument("--steps", type=int, default=5, help="optimizer steps per training row (default 5)")
-    p.add_argument("--batch-size", type=int, default=64, help="micro-batch of the training rows (default 64)")
+    p.add_argument(
+        "--model", default="default", help="base model: Hub id, local folder or 'default'"
+    )
+    p.add_argument(
+        "--random-weights",
+        action="store_true",
+        help="random weights from the model's config.json (tests code paths; no weights read)",
+    )
+    p.add_argument(
+        "--data", default="assets/demo_support.jsonl", help="dataset file, folder or Hub id"
+    )
+    p.add_argument(
+        "--steps", type=int, default=5, help="optimizer steps per training row (default 5)"
+    )
+    p.add_argument(
+        "--batch-size", type=int, default=64, help="micro-batch of the training rows (default 64)"
+    )
     p.add_argument("--max-length", type=int, default=128, help="tokens per example (default 128)")
-    p.add_argument("--row-timeout", type=float, default=150, help="seconds allowed per row (default 150)")
-    p.add_argument("--rows", default=",".join(ROWS), help=f"comma list of rows to run (default all: {','.join(ROWS)})")
+    p.add_argument(
+        "--row-timeout", type=float, default=150, help="seconds allowed per row (default 150)"
+    )
+    p.add_argument(
+        "--rows",
+        default=",".join(ROWS),
+        help=f"comma list of rows to run (default all: {','.join(ROWS)})",
+    )
     p.add_argument("--out", help="output folder")
 
 
@@ -51,14 +68,31 @@ def main(args) -> int:
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
     unknown = [r for r in rows if r not in ROWS]
     if unknown or not rows or args.steps < 2 or args.batch_size < 1:
-        raise ValueError(f"--rows takes {', '.join(ROWS)} (got {', '.join(unknown) or 'none'}); "
-                         "--steps must be 2 or more and --batch-size 1 or more")
-    out = Path(args.out) if args.out else paths.home() / "gpu-check" / time.strftime("%Y%m%d-%H%M%S")
+        raise ValueError(
+            f"--rows takes {', '.join(ROWS)} (got {', '.join(unknown) or 'none'}); "
+            "--steps must be 2 or more and --batch-size 1 or more"
+        )
+    out = (
+        Path(args.out) if args.out else paths.home() / "gpu-check" / time.strftime("%Y%m%d-%H%M%S")
+    )
     with tempfile.TemporaryDirectory() as tmp:
-        model = random_weights_copy(args.model, Path(tmp) / "model") if args.random_weights else args.model
-        check = CheckArgs(model=model, data=args.data, steps=args.steps, batch=args.batch_size,
-                          max_length=args.max_length, row_timeout=args.row_timeout)
-        print(f"gpu-check on {torch.cuda.get_device_name(0)}: {len(rows)} rows, up to {args.row_timeout:.0f} s each")
+        model = (
+            random_weights_copy(args.model, Path(tmp) / "model")
+            if args.random_weights
+            else args.model
+        )
+        check = CheckArgs(
+            model=model,
+            data=args.data,
+            steps=args.steps,
+            batch=args.batch_size,
+            max_length=args.max_length,
+            row_timeout=args.row_timeout,
+        )
+        print(
+            f"gpu-check on {torch.cuda.get_device_name(0)}: {len(rows)} rows, up to "
+            f"{args.row_timeout:.0f} s each"
+        )
         print("\n".join(markdown([]).splitlines()[:2]), flush=True)
         results = run_suite(check, rows, on_row=_print_row)
     save(results, out)

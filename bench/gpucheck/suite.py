@@ -67,7 +67,9 @@ def random_weights_copy(model: str, dest: Path) -> str:
     src = resolve(model).path
     dest.mkdir(parents=True, exist_ok=True)
     for f in src.iterdir():
-        if f.is_file() and not f.name.endswith((".safetensors", ".bin", ".pt", ".gguf", ".json.index")):
+        if f.is_file() and not f.name.endswith(
+            (".safetensors", ".bin", ".pt", ".gguf", ".json.index")
+        ):
             shutil.copy2(f, dest / f.name)
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(src)).save_pretrained(dest)
@@ -84,8 +86,14 @@ def _row_spec(name: str, args: CheckArgs, results: dict[str, RowResult]) -> dict
         bf16 = results.get("bf16")
         if not (bf16 and bf16.passed and bf16.peak_memory_gib):
             return None
-        return {**base, "kind": "train", "name": "bf16", "steps": 3, "batch": args.batch,
-                "memory_limit_gib": OOM_SHARE * bf16.peak_memory_gib}
+        return {
+            **base,
+            "kind": "train",
+            "name": "bf16",
+            "steps": 3,
+            "batch": args.batch,
+            "memory_limit_gib": OOM_SHARE * bf16.peak_memory_gib,
+        }
     if name == "max-batch":
         return {**base, "kind": "max-batch"}
     if name == "time-budget":
@@ -98,13 +106,24 @@ def _row_spec(name: str, args: CheckArgs, results: dict[str, RowResult]) -> dict
 
 def run_child(spec: dict, timeout: float) -> dict:
     """Run one row in a fresh process; its result is the last line of its output (JSON)."""
-    module = "bench.gpucheck.chat" if spec["kind"] in ("chat", "compare") else "bench.gpucheck.suite"
-    code = (f"import faulthandler, json, sys; faulthandler.dump_traceback_later({max(timeout - 10, 5)}, exit=True); "
-            f"import {module} as m; print(json.dumps(m.run_row(json.loads(sys.argv[1]))), flush=True)")
+    module = (
+        "bench.gpucheck.chat" if spec["kind"] in ("chat", "compare") else "bench.gpucheck.suite"
+    )
+    code = (
+        "import faulthandler, json, sys; "
+        f"faulthandler.dump_traceback_later({max(timeout - 10, 5)}, exit=True); import {module} "
+        "as m; print(json.dumps(m.run_row(json.loads(sys.argv[1]))), flush=True)"
+    )
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
     try:
-        proc = subprocess.run([sys.executable, "-c", code, json.dumps(spec)], capture_output=True, text=True,
-                              timeout=timeout, cwd=_PROJECT_ROOT, env=env)
+        proc = subprocess.run(
+            [sys.executable, "-c", code, json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=_PROJECT_ROOT,
+            env=env,
+        )
     except subprocess.TimeoutExpired as err:
         tail = (err.stderr or b"")[-1500:]
         return {"passed": False, "error": f"no answer within {timeout:.0f} s: {tail!r}"}
@@ -127,10 +146,23 @@ def run_row(spec: dict) -> dict:
     if spec["kind"] == "max-batch":
         return gpucheck_rows.max_batch_row(spec["model"], spec["data"], spec["max_length"])
     if spec["kind"] == "time-budget":
-        return gpucheck_rows.budget_row(spec["model"], spec["data"], spec["batch"], spec["max_length"],
-                                        spec["seconds"], spec.get("device", "cuda"))
-    return gpucheck_rows.train_row(spec["name"], spec["model"], spec["data"], spec["steps"], spec["batch"],
-                                   spec["max_length"], spec.get("memory_limit_gib"))
+        return gpucheck_rows.budget_row(
+            spec["model"],
+            spec["data"],
+            spec["batch"],
+            spec["max_length"],
+            spec["seconds"],
+            spec.get("device", "cuda"),
+        )
+    return gpucheck_rows.train_row(
+        spec["name"],
+        spec["model"],
+        spec["data"],
+        spec["steps"],
+        spec["batch"],
+        spec["max_length"],
+        spec.get("memory_limit_gib"),
+    )
 
 
 def run_suite(args: CheckArgs, rows=ROWS, on_row=None) -> list[RowResult]:
@@ -142,14 +174,19 @@ def run_suite(args: CheckArgs, rows=ROWS, on_row=None) -> list[RowResult]:
         spec = _row_spec(name, args, results)
         t0 = time.perf_counter()
         if spec is None:
-            out = {"passed": False, "error": "skipped: the bf16 row it builds on failed or did not run"}
+            out = {
+                "passed": False,
+                "error": "skipped: the bf16 row it builds on failed or did not run",
+            }
         else:
             out = run_child(spec, args.row_timeout)
         if name == "forced-oom" and out.get("passed") and not out.get("oom_retries"):
             out = {**out, "passed": False, "error": "the memory cap caused no out-of-memory retry"}
         measures = {k: out.pop(k, None) for k in ("tokens_per_s", "peak_memory_gib", "mfu")}
         passed, error = bool(out.pop("passed", False)), str(out.pop("error", ""))
-        results[name] = RowResult(name, passed, **measures, seconds=time.perf_counter() - t0, details=out, error=error)
+        results[name] = RowResult(
+            name, passed, **measures, seconds=time.perf_counter() - t0, details=out, error=error
+        )
         if on_row:
             on_row(results[name])
     return list(results.values())
@@ -161,19 +198,34 @@ def _fmt(value, spec: str) -> str:
 
 def markdown(results: list[RowResult]) -> str:
     """The results as a table, with each failure's message below it."""
-    lines = ["| check | result | tokens/s | peak memory GiB | MFU | seconds | note |", "|---|---|---:|---:|---:|---:|---|"]
+    lines = [
+        "| check | result | tokens/s | peak memory GiB | MFU | seconds | note |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
     for r in results:
         d = r.details
-        note = (f"micro-batch {d['oom_retries'][-1]['micro_batch']} after {len(d['oom_retries'])} OOM retries"
-                if d.get("oom_retries") else f"largest batch {d['max_batch']}" if "max_batch" in d
-                else (f"{d['budget'].get('steps')} steps, {d['budget'].get('epochs', 0):.1f} epochs, saved at "
-                      f"{d['budget'].get('seconds_used', 0):.1f} of {d['budget'].get('seconds', 0):g} s, {d['precision']}")
-                if d.get("budget")
-                else d.get("answer", "")[:60].replace("|", "/").replace("\n", " ") if "answer" in d else "")
+        note = (
+            f"micro-batch {d['oom_retries'][-1]['micro_batch']} after {len(d['oom_retries'])} "
+            "OOM retries"
+            if d.get("oom_retries")
+            else f"largest batch {d['max_batch']}"
+            if "max_batch" in d
+            else (
+                f"{d['budget'].get('steps')} steps, {d['budget'].get('epochs', 0):.1f} epochs, "
+                f"saved at {d['budget'].get('seconds_used', 0):.1f} of "
+                f"{d['budget'].get('seconds', 0):g} s, {d['precision']}"
+            )
+            if d.get("budget")
+            else d.get("answer", "")[:60].replace("|", "/").replace("\n", " ")
+            if "answer" in d
+            else ""
+        )
         mfu = None if r.mfu is None else 100 * r.mfu
-        lines.append(f"| {r.name} | {'passed' if r.passed else '**failed**'} | {_fmt(r.tokens_per_s, ',.0f')} | "
-                     f"{_fmt(r.peak_memory_gib, '.2f')} | {_fmt(mfu, '.1f')}{'%' if mfu is not None else ''} | "
-                     f"{r.seconds:.0f} | {note} |")
+        lines.append(
+            f"| {r.name} | {'passed' if r.passed else '**failed**'} | "
+            f"{_fmt(r.tokens_per_s, ',.0f')} | {_fmt(r.peak_memory_gib, '.2f')} | "
+            f"{_fmt(mfu, '.1f')}{'%' if mfu is not None else ''} | {r.seconds:.0f} | {note} |"
+        )
     failures = [f"- **{r.name}**: {r.error.strip()[-800:]}" for r in results if r.error]
     return "\n".join(lines + ([""] + failures if failures else []))
 
@@ -181,8 +233,10 @@ def markdown(results: list[RowResult]) -> str:
 def save(results: list[RowResult], out: Path) -> None:
     """results.json and report.md in ``out`` (written whole, then renamed)."""
     out.mkdir(parents=True, exist_ok=True)
-    for name, text in (("results.json", json.dumps([asdict(r) for r in results], indent=2)),
-                       ("report.md", markdown(results) + "\n")):
+    for name, text in (
+        ("results.json", json.dumps([asdict(r) for r in results], indent=2)),
+        ("report.md", markdown(results) + "\n"),
+    ):
         with tempfile.NamedTemporaryFile("w", dir=out, delete=False) as f:
             f.write(text)
         os.replace(f.name, out / name)

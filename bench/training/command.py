@@ -21,40 +21,92 @@ GRID_FLAGS = [  # (flag, Grid field, item type, default, help)
     ("--grad-accum", "accum", int, "1", "gradient accumulation steps"),
     ("--precision", "precision", str, "fp32", "fp32, fp16, bf16"),
     ("--quantization", "quantization", str, "none", "none, 8bit, 4bit"),
-    ("--recipe", "recipe", str, "seed,tunedesk", "seed (HF Trainer, padded, all logits) and/or tunedesk"),
+    (
+        "--recipe",
+        "recipe",
+        str,
+        "seed,tunedesk",
+        "seed (HF Trainer, padded, all logits) and/or tunedesk",
+    ),
 ]
 
 
 def add_arguments(p) -> None:
     for flag, _, _, default, help_text in GRID_FLAGS:
         p.add_argument(flag, default=default, help=f"comma list: {help_text} (default {default})")
-    p.add_argument("--model", default="default", help="base model: Hub id, local folder or 'default'")
-    p.add_argument("--data", default="assets/demo_support.jsonl", help="dataset file, folder or Hub id")
+    p.add_argument(
+        "--model", default="default", help="base model: Hub id, local folder or 'default'"
+    )
+    p.add_argument(
+        "--data", default="assets/demo_support.jsonl", help="dataset file, folder or Hub id"
+    )
     p.add_argument("--max-length", type=int, default=128, help="tokens per example (default 128)")
-    p.add_argument("--max-samples", type=int, default=None,
-                   help="use at most N rows (default: every row)")
-    p.add_argument("--max-steps", type=int, default=None, help="optimizer steps per row, warm-up included (default 20)")
-    p.add_argument("--epochs", type=float, default=None,
-                   help="passes over the rows instead of --max-steps (default: none)")
-    p.add_argument("--warmup-steps", type=int, default=2, help="untimed steps at the start of each row (default 2)")
+    p.add_argument(
+        "--max-samples", type=int, default=None, help="use at most N rows (default: every row)"
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="optimizer steps per row, warm-up included (default 20)",
+    )
+    p.add_argument(
+        "--epochs",
+        type=float,
+        default=None,
+        help="passes over the rows instead of --max-steps (default: none)",
+    )
+    p.add_argument(
+        "--warmup-steps",
+        type=int,
+        default=2,
+        help="untimed steps at the start of each row (default 2)",
+    )
     p.add_argument("--lora-r", type=int, default=8, help="LoRA rank (seed default 8)")
     p.add_argument("--lora-alpha", type=int, default=16, help="LoRA alpha (seed default 16)")
-    p.add_argument("--lora-dropout", type=float, default=0.1, help="LoRA dropout (seed default 0.1)")
+    p.add_argument(
+        "--lora-dropout", type=float, default=0.1, help="LoRA dropout (seed default 0.1)"
+    )
     p.add_argument("--lora-targets", default="auto", help="'auto' or comma list of module names")
     p.add_argument("--lr", type=float, default=2e-4, help="peak learning rate (both recipes)")
-    p.add_argument("--threads", type=int, default=0, help="CPU threads per row (default: physical cores)")
-    p.add_argument("--model-from-config", action="store_true", help="random weights from config.json (no weights read)")
+    p.add_argument(
+        "--threads", type=int, default=0, help="CPU threads per row (default: physical cores)"
+    )
+    p.add_argument(
+        "--model-from-config",
+        action="store_true",
+        help="random weights from config.json (no weights read)",
+    )
     p.add_argument("--config-json", help="with --model-from-config: the config.json to build from")
-    p.add_argument("--val-rows", type=int, default=32, help="held-out rows for the response val loss (0 = skip)")
+    p.add_argument(
+        "--val-rows",
+        type=int,
+        default=32,
+        help="held-out rows for the response val loss (0 = skip)",
+    )
     p.add_argument("--seed", type=int, default=42, help="data order and initialisation")
     p.add_argument("--out", help="output folder (default $TUNEDESK_HOME/bench/<timestamp>)")
-    p.add_argument("--timeout", type=float, default=None,
-                   help="seconds allowed per row (default: no limit)")
-    p.add_argument("--rounds", type=int, default=1,
-                   help="measure the whole grid this many times in turn; each row reports its median (default 1)")
-    p.add_argument("--matmul-rate", action="store_true", help="measure the matmul rate and report MFU")
-    p.add_argument("--write-docs", action="store_true", help="append the report to docs/benchmarks-log.md")
-    p.add_argument("--find-max-batch", action="store_true", help="largest micro-batch that fits (CUDA only)")
+    p.add_argument(
+        "--timeout", type=float, default=None, help="seconds allowed per row (default: no limit)"
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help=(
+            "measure the whole grid this many times in turn; each row reports its median "
+            "(default 1)"
+        ),
+    )
+    p.add_argument(
+        "--matmul-rate", action="store_true", help="measure the matmul rate and report MFU"
+    )
+    p.add_argument(
+        "--write-docs", action="store_true", help="append the report to docs/benchmarks-log.md"
+    )
+    p.add_argument(
+        "--find-max-batch", action="store_true", help="largest micro-batch that fits (CUDA only)"
+    )
     p.add_argument("--_one", help=argparse.SUPPRESS)
 
 
@@ -63,16 +115,32 @@ def bench_args(args):
     from bench.training.grid import BenchArgs
 
     steps = args.max_steps if args.max_steps is not None else (0 if args.epochs is not None else 20)
-    b = BenchArgs(model=args.model, data=args.data, max_length=args.max_length, max_samples=args.max_samples,
-                  max_steps=steps, epochs=args.epochs or 1.0, warmup_steps=args.warmup_steps, lora_r=args.lora_r,
-                  lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout, lora_targets=args.lora_targets,
-                  learning_rate=args.lr, threads=args.threads, model_from_config=args.model_from_config,
-                  config_json=args.config_json, val_rows=args.val_rows, seed=args.seed)
+    b = BenchArgs(
+        model=args.model,
+        data=args.data,
+        max_length=args.max_length,
+        max_samples=args.max_samples,
+        max_steps=steps,
+        epochs=args.epochs or 1.0,
+        warmup_steps=args.warmup_steps,
+        lora_r=args.lora_r,
+        lora_alpha=args.lora_alpha,
+        lora_dropout=args.lora_dropout,
+        lora_targets=args.lora_targets,
+        learning_rate=args.lr,
+        threads=args.threads,
+        model_from_config=args.model_from_config,
+        config_json=args.config_json,
+        val_rows=args.val_rows,
+        seed=args.seed,
+    )
     problems = []
     if b.warmup_steps < 0:
         problems.append("--warmup-steps must be 0 or more")
     if b.max_steps and b.max_steps <= b.warmup_steps:
-        problems.append(f"--max-steps {b.max_steps} leaves no timed step after {b.warmup_steps} warm-up steps")
+        problems.append(
+            f"--max-steps {b.max_steps} leaves no timed step after {b.warmup_steps} warm-up steps"
+        )
     if b.config_json and not b.model_from_config:
         problems.append("--config-json only applies with --model-from-config")
     if b.config_json and not Path(b.config_json).is_file():
@@ -85,8 +153,12 @@ def bench_args(args):
 def _grid(args):
     from bench.training.grid import Grid, parse_list
 
-    return Grid(**{name: parse_list(getattr(args, flag[2:].replace("-", "_")), kind)
-                   for flag, name, kind, _, _ in GRID_FLAGS})
+    return Grid(
+        **{
+            name: parse_list(getattr(args, flag[2:].replace("-", "_")), kind)
+            for flag, name, kind, _, _ in GRID_FLAGS
+        }
+    )
 
 
 def command_line(b, grid, rounds: int = 1) -> str:
@@ -101,7 +173,9 @@ def command_line(b, grid, rounds: int = 1) -> str:
     parts += [f"--threads {b.threads}"] if b.threads else []
     parts += [f"--rounds {rounds}"] if rounds > 1 else []
     if b.model_from_config:
-        parts += ["--model-from-config"] + ([f"--config-json {b.config_json}"] if b.config_json else [])
+        parts += ["--model-from-config"] + (
+            [f"--config-json {b.config_json}"] if b.config_json else []
+        )
     return " ".join(parts)
 
 
@@ -111,7 +185,10 @@ def _max_batches(b, points) -> int:
 
     found = 0
     for p in {(p.device, p.precision, p.quantization, p.recipe): p for p in points}.values():
-        label = f"{p.recipe} on {p.device} ({p.precision}, quantization {p.quantization}, max length {b.max_length})"
+        label = (
+            f"{p.recipe} on {p.device} ({p.precision}, quantization {p.quantization}, max "
+            f"length {b.max_length})"
+        )
         try:
             model = packing = None
             if b.model_from_config and p.device.startswith("cuda"):
@@ -131,8 +208,11 @@ def _print_row(i: int, point, result: dict) -> None:
     if "error" in result:
         print(f"[{i + 1}] {point.name}: failed: {result['error']}", flush=True)
     else:
-        print(f"[{i + 1}] {point.name}: {result['real_tokens_per_s']:,.0f} real tokens/s "
-              f"({result['real_tokens']:,} tokens in {result['seconds']:.2f} s)", flush=True)
+        print(
+            f"[{i + 1}] {point.name}: {result['real_tokens_per_s']:,.0f} real tokens/s "
+            f"({result['real_tokens']:,} tokens in {result['seconds']:.2f} s)",
+            flush=True,
+        )
 
 
 def main(args) -> int:
@@ -166,9 +246,11 @@ def main(args) -> int:
     samples = {d: [r[d] for r in (before, after) if d in r] for d in {**before, **after}}
     rates = {d: max(v) for d, v in samples.items()}  # the ceiling: the best measurement
     recs = bench_report.records(rows, rates)
-    settings = (f"model {b.model}{' (random weights from config)' if b.model_from_config else ''}, data {b.data}, "
-                f"max length {b.max_length}, LoRA r={b.lora_r} alpha={b.lora_alpha} dropout={b.lora_dropout}, "
-                f"{b.warmup_steps} warm-up steps untimed")
+    settings = (
+        f"model {b.model}{' (random weights from config)' if b.model_from_config else ''}, data "
+        f"{b.data}, max length {b.max_length}, LoRA r={b.lora_r} alpha={b.lora_alpha} "
+        f"dropout={b.lora_dropout}, {b.warmup_steps} warm-up steps untimed"
+    )
     report = bench_report.markdown(recs, skipped, rates, settings, samples)
     bench_report.write_csv(recs, out / "results.csv")
     (out / "report.md").write_text(report)
@@ -178,5 +260,8 @@ def main(args) -> int:
     print("\n" + report + f"\nwritten to {out}")
     if args.write_docs:
         machine = bench_report.machine([p.device for p in points])
-        print(f"appended to {bench_report.append_docs(report, command_line(b, grid, args.rounds), machine)}")
+        print(
+            "appended to "
+            f"{bench_report.append_docs(report, command_line(b, grid, args.rounds), machine)}"
+        )
     return 0 if any(not r["error"] for r in recs) else 1

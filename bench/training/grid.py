@@ -74,7 +74,10 @@ class Point:
 
     @property
     def name(self) -> str:
-        return f"{self.recipe}/{self.device}/b{self.batch}x{self.accum}/{self.precision}/{self.quantization}"
+        return (
+            f"{self.recipe}/{self.device}/b{self.batch}x{self.accum}/{self.precision}/"
+            f"{self.quantization}"
+        )
 
 
 @dataclass
@@ -118,7 +121,12 @@ def physical_cores() -> int:
     for cpu in allowed:
         topo = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
         try:
-            cores.add(((topo / "physical_package_id").read_text().strip(), (topo / "core_id").read_text().strip()))
+            cores.add(
+                (
+                    (topo / "physical_package_id").read_text().strip(),
+                    (topo / "core_id").read_text().strip(),
+                )
+            )
         except OSError:
             return len(allowed)
     return len(cores) or len(allowed)
@@ -131,18 +139,30 @@ def run_config(args: BenchArgs, point: Point):
     cfg = RunConfig()
     cfg.model.name = args.model
     d, lo, t = cfg.data, cfg.lora, cfg.train
-    d.path, d.max_length, d.max_samples, d.seed = args.data, args.max_length, args.max_samples, args.seed
+    d.path, d.max_length, d.max_samples, d.seed = (
+        args.data,
+        args.max_length,
+        args.max_samples,
+        args.seed,
+    )
     lo.r, lo.alpha, lo.dropout = args.lora_r, args.lora_alpha, args.lora_dropout
     if args.lora_targets != "auto":
         lo.target_modules = parse_list(args.lora_targets)
     t.device, t.precision, t.quantization = point.device, point.precision, point.quantization
-    t.batch_size, t.grad_accum, t.learning_rate, t.seed = point.batch, point.accum, args.learning_rate, args.seed
+    t.batch_size, t.grad_accum, t.learning_rate, t.seed = (
+        point.batch,
+        point.accum,
+        args.learning_rate,
+        args.seed,
+    )
     t.max_steps, t.epochs, t.cpu_threads = args.max_steps, args.epochs, args.threads
     t.eval_every = t.probe_every = t.save_every = 0
     return cfg
 
 
-def expand_grid(args: BenchArgs, grid: Grid, hardware=None) -> tuple[list[Point], list[tuple[Point, list[str]]]]:
+def expand_grid(
+    args: BenchArgs, grid: Grid, hardware=None
+) -> tuple[list[Point], list[tuple[Point, list[str]]]]:
     """The cartesian product of ``grid``, split into runnable points and skipped ones.
 
     A point is skipped when :func:`finetune.config.validate` (which asks
@@ -160,8 +180,9 @@ def expand_grid(args: BenchArgs, grid: Grid, hardware=None) -> tuple[list[Point]
         raise ValueError(f"unknown recipe(s) {', '.join(bad)}: choose from {', '.join(RECIPES)}")
     devices = [("cuda" if hw.has_cuda else "cpu") if d == "auto" else d for d in grid.device]
     points, skipped = [], []
-    for dev, b, a, p, q, r in itertools.product(devices, grid.batch, grid.accum, grid.precision,
-                                                grid.quantization, grid.recipe):
+    for dev, b, a, p, q, r in itertools.product(
+        devices, grid.batch, grid.accum, grid.precision, grid.quantization, grid.recipe
+    ):
         point = Point(dev, b, a, p, q, r)
         problems = validate(run_config(args, point), hw)
         if problems:
@@ -178,9 +199,12 @@ def model_flops(shape: dict, real_tokens: int, head_positions: int, causal_pairs
         shape: ``body_params``, ``lora_params``, ``head_params`` (V x H), ``layers`` and
             ``attention_width`` (heads x head_dim), from ``bench_measure.model_shape``.
     """
-    return (4 * shape["body_params"] * real_tokens + 6 * shape["lora_params"] * real_tokens
-            + 4 * shape["head_params"] * head_positions
-            + 12 * shape["layers"] * shape["attention_width"] * causal_pairs)
+    return (
+        4 * shape["body_params"] * real_tokens
+        + 6 * shape["lora_params"] * real_tokens
+        + 4 * shape["head_params"] * head_positions
+        + 12 * shape["layers"] * shape["attention_width"] * causal_pairs
+    )
 
 
 def _subprocess_env(device: str, threads: int) -> tuple[dict, str]:
@@ -210,12 +234,15 @@ def run_isolated(job: dict, device: str, threads: int, timeout: float | None = N
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
     if done.returncode == 0 and lines:
         return json.loads(lines[-1])
-    tail = [ln for ln in done.stderr.strip().splitlines() if ln.strip()][-1:] or [f"exit code {done.returncode}"]
+    tail = [ln for ln in done.stderr.strip().splitlines() if ln.strip()][-1:] or [
+        f"exit code {done.returncode}"
+    ]
     return {"error": tail[0][:300]}
 
 
-def run_grid(args: BenchArgs, points: list[Point], on_row=None, timeout: float | None = None,
-             rounds: int = 1) -> list[dict]:
+def run_grid(
+    args: BenchArgs, points: list[Point], on_row=None, timeout: float | None = None, rounds: int = 1
+) -> list[dict]:
     """Measure every point in its own process, ``rounds`` times in turn (all points, then all
     again: rows compared with each other ran minutes apart at most); failed rows carry ``error``.
 

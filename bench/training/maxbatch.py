@@ -52,7 +52,11 @@ def worst_case_batch(batch: int, length: int, vocab: int, packing: bool, device:
     ids = torch.randint(0, vocab, (batch, length), device=device)  # (B, T)
     if packing:  # one padding-free row, positions restarting per example
         pos = torch.arange(length, device=device).repeat(batch)
-        return {"input_ids": ids.reshape(1, -1), "labels": ids.reshape(1, -1), "position_ids": pos[None]}
+        return {
+            "input_ids": ids.reshape(1, -1),
+            "labels": ids.reshape(1, -1),
+            "position_ids": pos[None],
+        }
     return {"input_ids": ids, "labels": ids.clone(), "attention_mask": torch.ones_like(ids)}
 
 
@@ -76,8 +80,9 @@ def _try_step(model, optimizer, batch: dict, selective: bool, autocast) -> bool:
     return ok
 
 
-def find_max_batch(cfg, recipe: str = "tunedesk", model=None, packing: bool | None = None,
-                   limit: int = MAX_BATCH) -> int:
+def find_max_batch(
+    cfg, recipe: str = "tunedesk", model=None, packing: bool | None = None, limit: int = MAX_BATCH
+) -> int:
     """Largest micro-batch at ``cfg.data.max_length`` that runs one training step on the GPU.
 
     Args:
@@ -100,9 +105,11 @@ def find_max_batch(cfg, recipe: str = "tunedesk", model=None, packing: bool | No
     t = cfg.train
     device = detect().device(t.device).name
     if not device.startswith("cuda"):
-        raise ValueError(f"finding the largest batch needs a CUDA GPU (device {device!r} was chosen): on the "
-                         "CPU running out of memory kills the process instead of raising an error; "
-                         "use --device cuda on a machine with a GPU")
+        raise ValueError(
+            f"finding the largest batch needs a CUDA GPU (device {device!r} was chosen): on the "
+            "CPU running out of memory kills the process instead of raising an error; "
+            "use --device cuda on a machine with a GPU"
+        )
     check_config(cfg)
     if model is None:
         from core.models import resolve
@@ -115,7 +122,9 @@ def find_max_batch(cfg, recipe: str = "tunedesk", model=None, packing: bool | No
     model.train()
 
     def fits(b: int) -> bool:
-        batch = worst_case_batch(b, cfg.data.max_length, vocab, bool(packing) and recipe == "tunedesk", device)
+        batch = worst_case_batch(
+            b, cfg.data.max_length, vocab, bool(packing) and recipe == "tunedesk", device
+        )
         ok = _try_step(model, optimizer, batch, recipe == "tunedesk", autocast)
         del batch
         gc.collect()

@@ -26,7 +26,11 @@ class TokenCounter:
         self._handles = [model.register_forward_pre_hook(self._inputs, with_kwargs=True)]
 
     def _inputs(self, module, args, kwargs) -> None:
-        ids, mask, pos = kwargs.get("input_ids"), kwargs.get("attention_mask"), kwargs.get("position_ids")
+        ids, mask, pos = (
+            kwargs.get("input_ids"),
+            kwargs.get("attention_mask"),
+            kwargs.get("position_ids"),
+        )
         if mask is not None:  # right-padded rows
             real, examples, pairs = mask.sum(), mask.shape[0], (mask.cumsum(1) * mask).sum()
         elif pos is not None:  # packed rows: positions restart at 0 per example
@@ -36,8 +40,17 @@ class TokenCounter:
             real, examples, pairs = ids.numel(), b, b * n * (n + 1) // 2
         # The LM head runs on the positions a boolean ``logits_to_keep`` selects, else on all.
         keep = kwargs.get("logits_to_keep")
-        logits = keep.sum() if isinstance(keep, torch.Tensor) and keep.dtype == torch.bool else ids.numel()
-        for key, value in (("real", real), ("examples", examples), ("pairs", pairs), ("logits", logits)):
+        logits = (
+            keep.sum()
+            if isinstance(keep, torch.Tensor) and keep.dtype == torch.bool
+            else ids.numel()
+        )
+        for key, value in (
+            ("real", real),
+            ("examples", examples),
+            ("pairs", pairs),
+            ("logits", logits),
+        ):
             self.totals[key] = self.totals[key] + value
 
     def read(self) -> dict[str, int]:
@@ -116,12 +129,22 @@ def model_shape(config, architecture: str, lora) -> dict:
     body = adapters = 0
     for name, module in model.named_modules():
         weight = getattr(module, "weight", None)
-        if module is head or isinstance(module, torch.nn.Embedding) or not isinstance(weight, torch.Tensor) or weight.dim() != 2:
+        if (
+            module is head
+            or isinstance(module, torch.nn.Embedding)
+            or not isinstance(weight, torch.Tensor)
+            or weight.dim() != 2
+        ):
             continue
         body += weight.numel()
         adapters += lora.r * sum(weight.shape) if name.rsplit(".", 1)[-1] in targets else 0
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     heads = text.num_attention_heads
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
-    return {"body_params": body, "lora_params": adapters, "head_params": head.weight.numel(),
-            "layers": text.num_hidden_layers, "attention_width": heads * head_dim}
+    return {
+        "body_params": body,
+        "lora_params": adapters,
+        "head_params": head.weight.numel(),
+        "layers": text.num_hidden_layers,
+        "attention_width": heads * head_dim,
+    }

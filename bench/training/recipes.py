@@ -40,7 +40,9 @@ def _resolve(args: BenchArgs):
         return resolved, AutoConfig.from_pretrained(resolved.path)
     path = Path(args.config_json)
     values = json.loads(path.read_text())
-    has_tokenizer = any((path.parent / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json"))
+    has_tokenizer = any(
+        (path.parent / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")
+    )
     try:
         folder = path.parent if has_tokenizer else resolve(args.model).path
     except ValueError as err:
@@ -62,7 +64,9 @@ def _random_base(config, resolved, device: str, precision: str, quantization: st
     # bitsandbytes quantizes while loading: write the random weights to a scratch folder.
     with tempfile.TemporaryDirectory() as tmp:
         AutoModelForCausalLM.from_config(config).save_pretrained(tmp)
-        scratch = ResolvedModel("random", Path(tmp), "config", resolved.architecture, "random-weights")
+        scratch = ResolvedModel(
+            "random", Path(tmp), "config", resolved.architecture, "random-weights"
+        )
         return load_model(scratch, device, precision, quantization)
 
 
@@ -91,10 +95,14 @@ def _build_model(args: BenchArgs, cfg, resolved, config, device: str, lean_ops: 
 def load_row_model(args: BenchArgs, point: Point, device: str):
     """``(LoRA model, packing)`` for ``point``, loaded or built from config as a row would be."""
     resolved, config = _resolve(args)
-    return _build_model(args, run_config(args, point), resolved, config, device, lean_ops=point.recipe != "seed")
+    return _build_model(
+        args, run_config(args, point), resolved, config, device, lean_ops=point.recipe != "seed"
+    )
 
 
-def _tunedesk(args: BenchArgs, cfg, model, packing: bool, rows, plan, pad_id: int, device: str, window: Window) -> float:
+def _tunedesk(
+    args: BenchArgs, cfg, model, packing: bool, rows, plan, pad_id: int, device: str, window: Window
+) -> float:
     """TuneDesk's loop over ``plan``; returns the last step's loss per label token."""
     from core.gpu import make_scaler
     from finetune.train.setup import to_batch
@@ -110,7 +118,9 @@ def _tunedesk(args: BenchArgs, cfg, model, packing: bool, rows, plan, pad_id: in
     optimizer = build_optimizer(model, t.learning_rate, t.weight_decay, t.optimizer, device)
     scheduler = build_scheduler(optimizer, t.lr_schedule, t.warmup_ratio, len(plan))
     autocast = make_autocast(device, t.precision)
-    scaler = make_scaler(device, t.precision)  # as train() does: fp16 gradients underflow without one
+    scaler = make_scaler(
+        device, t.precision
+    )  # as train() does: fp16 gradients underflow without one
     model.train()
     for i, step in enumerate(plan.steps):
         if i == args.warmup_steps:
@@ -126,11 +136,16 @@ def _pad_full(row, width: int, pad_id: int) -> dict:
     """The seed's example: padded to ``width``, every real token a label, padding masked."""
     ids = list(row["input_ids"])
     n = len(ids)
-    return {"input_ids": ids + [pad_id] * (width - n), "attention_mask": [1] * n + [0] * (width - n),
-            "labels": ids + [-100] * (width - n)}
+    return {
+        "input_ids": ids + [pad_id] * (width - n),
+        "attention_mask": [1] * n + [0] * (width - n),
+        "labels": ids + [-100] * (width - n),
+    }
 
 
-def _seed(args: BenchArgs, cfg, model, rows, plan, pad_id: int, device: str, window: Window) -> float:
+def _seed(
+    args: BenchArgs, cfg, model, rows, plan, pad_id: int, device: str, window: Window
+) -> float:
     """The HF Trainer on fully padded rows in ``plan`` order; returns the last step's loss."""
     from transformers import Trainer, TrainerCallback, TrainingArguments, default_data_collator
 
@@ -159,19 +174,41 @@ def _seed(args: BenchArgs, cfg, model, rows, plan, pad_id: int, device: str, win
     schedule = {"constant": "constant_with_warmup"}.get(t.lr_schedule, t.lr_schedule)
     with tempfile.TemporaryDirectory() as tmp:
         targs = TrainingArguments(
-            output_dir=tmp, per_device_train_batch_size=t.batch_size, gradient_accumulation_steps=t.grad_accum,
-            max_steps=total, learning_rate=t.learning_rate, lr_scheduler_type=schedule,
-            warmup_steps=int(round(t.warmup_ratio * total)), weight_decay=t.weight_decay,
-            max_grad_norm=t.max_grad_norm, bf16=t.precision == "bf16", fp16=t.precision == "fp16",
-            use_cpu=device == "cpu", seed=t.seed, report_to=[], logging_strategy="no", save_strategy="no",
-            eval_strategy="no", disable_tqdm=True, dataloader_num_workers=0, remove_unused_columns=False,
-            train_sampling_strategy="sequential")
-        SeedTrainer(model=model, args=targs, train_dataset=data, data_collator=default_data_collator,
-                    callbacks=[Timer()]).train()
-    return float(sum(losses[-t.grad_accum:]))
+            output_dir=tmp,
+            per_device_train_batch_size=t.batch_size,
+            gradient_accumulation_steps=t.grad_accum,
+            max_steps=total,
+            learning_rate=t.learning_rate,
+            lr_scheduler_type=schedule,
+            warmup_steps=int(round(t.warmup_ratio * total)),
+            weight_decay=t.weight_decay,
+            max_grad_norm=t.max_grad_norm,
+            bf16=t.precision == "bf16",
+            fp16=t.precision == "fp16",
+            use_cpu=device == "cpu",
+            seed=t.seed,
+            report_to=[],
+            logging_strategy="no",
+            save_strategy="no",
+            eval_strategy="no",
+            disable_tqdm=True,
+            dataloader_num_workers=0,
+            remove_unused_columns=False,
+            train_sampling_strategy="sequential",
+        )
+        SeedTrainer(
+            model=model,
+            args=targs,
+            train_dataset=data,
+            data_collator=default_data_collator,
+            callbacks=[Timer()],
+        ).train()
+    return float(sum(losses[-t.grad_accum :]))
 
 
-def _response_val_loss(model, val_rows, n: int, pad_id: int, device: str, precision: str) -> float | None:
+def _response_val_loss(
+    model, val_rows, n: int, pad_id: int, device: str, precision: str
+) -> float | None:
     """Mean NLL per response token on the first ``n`` held-out rows (same rows for both recipes)."""
     from finetune.train.setup import to_batch
     from finetune.train.steps import make_autocast, validation_loss
@@ -179,7 +216,10 @@ def _response_val_loss(model, val_rows, n: int, pad_id: int, device: str, precis
     n = min(n, len(val_rows))
     if n == 0:
         return None
-    batches = [to_batch(val_rows, range(i, min(i + 8, n)), pad_id, False, device)[0] for i in range(0, n, 8)]
+    batches = [
+        to_batch(val_rows, range(i, min(i + 8, n)), pad_id, False, device)[0]
+        for i in range(0, n, 8)
+    ]
     return validation_loss(model, batches, make_autocast(device, precision))
 
 
@@ -189,11 +229,20 @@ def _plan(args: BenchArgs, cfg, rows, can_pack: bool):
     from finetune.train.steps import plan_steps
 
     t = cfg.train
-    plan = plan_steps([len(r["input_ids"]) for r in rows], t.batch_size, t.grad_accum, t.epochs, t.max_steps,
-                      t.seed, group_by_length=not can_pack)
+    plan = plan_steps(
+        [len(r["input_ids"]) for r in rows],
+        t.batch_size,
+        t.grad_accum,
+        t.epochs,
+        t.max_steps,
+        t.seed,
+        group_by_length=not can_pack,
+    )
     if len(plan) <= args.warmup_steps:
-        raise ValueError(f"{len(plan)} steps leave none to time after {args.warmup_steps} warm-up steps; "
-                         "raise --max-steps (or --epochs / --max-samples)")
+        raise ValueError(
+            f"{len(plan)} steps leave none to time after {args.warmup_steps} warm-up steps; "
+            "raise --max-steps (or --epochs / --max-samples)"
+        )
     return plan
 
 
@@ -214,13 +263,17 @@ def measure(args: BenchArgs, point: Point) -> dict:
     from finetune.train.steps import peak_memory_gib
 
     cfg = run_config(args, point)
-    device = "cpu" if point.device == "cpu" else ("cuda:0" if point.device == "cuda" else point.device)
+    device = (
+        "cpu" if point.device == "cpu" else ("cuda:0" if point.device == "cuda" else point.device)
+    )
     torch.manual_seed(args.seed)
     resolved, config = _resolve(args)
     tokenizer = load_tokenizer(resolved)
     prepared = data_mod.prepare(cfg.data, tokenizer)
     rows, pad = list(prepared.train), tokenizer.pad_token_id
-    model, can_pack = _build_model(args, cfg, resolved, config, device, lean_ops=point.recipe != "seed")
+    model, can_pack = _build_model(
+        args, cfg, resolved, config, device, lean_ops=point.recipe != "seed"
+    )
     plan = _plan(args, cfg, rows, can_pack)
     packing = can_pack and point.recipe == "tunedesk"
     counter = TokenCounter(model)
@@ -236,13 +289,27 @@ def measure(args: BenchArgs, point: Point) -> dict:
     head = c["real"] if point.recipe == "seed" else c["logits"]
     shape = model_shape(config, resolved.architecture, cfg.lora)
     flops = model_flops(shape, c["real"], head, c["pairs"])
-    val = _response_val_loss(model, list(prepared.val), args.val_rows, pad, device, cfg.train.precision)
-    return {"recipe": point.recipe, "device": device, "packing": packing, "timed_steps": len(plan) - args.warmup_steps,
-            "examples": c["examples"], "real_tokens": c["real"], "logit_positions": c["logits"],
-            "head_positions": head, "causal_pairs": c["pairs"], "seconds": window.seconds,
-            "real_tokens_per_s": c["real"] / max(window.seconds, 1e-9), "peak_memory_gib": peak,
-            "final_loss": loss, "response_val_loss": val, "model_flops": flops,
-            "token_flops": model_flops(shape, c["real"], c["real"], c["pairs"])}
+    val = _response_val_loss(
+        model, list(prepared.val), args.val_rows, pad, device, cfg.train.precision
+    )
+    return {
+        "recipe": point.recipe,
+        "device": device,
+        "packing": packing,
+        "timed_steps": len(plan) - args.warmup_steps,
+        "examples": c["examples"],
+        "real_tokens": c["real"],
+        "logit_positions": c["logits"],
+        "head_positions": head,
+        "causal_pairs": c["pairs"],
+        "seconds": window.seconds,
+        "real_tokens_per_s": c["real"] / max(window.seconds, 1e-9),
+        "peak_memory_gib": peak,
+        "final_loss": loss,
+        "response_val_loss": val,
+        "model_flops": flops,
+        "token_flops": model_flops(shape, c["real"], c["real"], c["pairs"]),
+    }
 
 
 def run_one(text: str) -> dict:

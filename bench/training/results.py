@@ -15,11 +15,32 @@ import time
 from pathlib import Path
 
 COLUMNS = [
-    "experiment", "recipe", "device", "batch", "accumulation", "precision", "quantization", "examples",
-    "real_tokens", "seconds", "real_tokens_per_s", "peak_memory_gib", "final_loss", "speedup_vs_seed",
+    "experiment",
+    "recipe",
+    "device",
+    "batch",
+    "accumulation",
+    "precision",
+    "quantization",
+    "examples",
+    "real_tokens",
+    "seconds",
+    "real_tokens_per_s",
+    "peak_memory_gib",
+    "final_loss",
+    "speedup_vs_seed",
     # beyond the headline columns: what the numbers rest on
-    "timed_steps", "threads", "packing", "logit_positions", "response_val_loss", "model_tflop",
-    "achieved_tflop_per_s", "matmul_tflop_per_s", "mfu", "token_mfu", "error",
+    "timed_steps",
+    "threads",
+    "packing",
+    "logit_positions",
+    "response_val_loss",
+    "model_tflop",
+    "achieved_tflop_per_s",
+    "matmul_tflop_per_s",
+    "mfu",
+    "token_mfu",
+    "error",
 ]
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "benchmarks-log.md"
 _KEY = ("device", "batch", "accumulation", "precision", "quantization")
@@ -31,22 +52,41 @@ def _round(value, digits: int):
 
 def _record(row: dict, rates: dict[str, float]) -> dict:
     p = row["point"]
-    rec = {"experiment": p.name, "recipe": p.recipe, "device": p.device, "batch": p.batch, "accumulation": p.accum,
-           "precision": p.precision, "quantization": p.quantization, "threads": row.get("threads"),
-           "error": row.get("error", ""), "round_tokens_per_s": row.get("round_tokens_per_s") or []}
+    rec = {
+        "experiment": p.name,
+        "recipe": p.recipe,
+        "device": p.device,
+        "batch": p.batch,
+        "accumulation": p.accum,
+        "precision": p.precision,
+        "quantization": p.quantization,
+        "threads": row.get("threads"),
+        "error": row.get("error", ""),
+        "round_tokens_per_s": row.get("round_tokens_per_s") or [],
+    }
     if rec["error"]:
         return rec
     achieved = row["model_flops"] / max(row["seconds"], 1e-9) / 1e12
     rate = rates.get(p.device)
     rec.update(
-        examples=row["examples"], real_tokens=row["real_tokens"], seconds=_round(row["seconds"], 3),
-        real_tokens_per_s=_round(row["real_tokens_per_s"], 1), peak_memory_gib=_round(row["peak_memory_gib"], 3),
-        final_loss=_round(row["final_loss"], 4), timed_steps=row["timed_steps"], packing=row["packing"],
-        logit_positions=row["logit_positions"], response_val_loss=_round(row["response_val_loss"], 4),
-        model_tflop=_round(row["model_flops"] / 1e12, 4), achieved_tflop_per_s=_round(achieved, 4),
-        matmul_tflop_per_s=_round(rate, 3), mfu=_round(achieved / rate, 4) if rate else None,
+        examples=row["examples"],
+        real_tokens=row["real_tokens"],
+        seconds=_round(row["seconds"], 3),
+        real_tokens_per_s=_round(row["real_tokens_per_s"], 1),
+        peak_memory_gib=_round(row["peak_memory_gib"], 3),
+        final_loss=_round(row["final_loss"], 4),
+        timed_steps=row["timed_steps"],
+        packing=row["packing"],
+        logit_positions=row["logit_positions"],
+        response_val_loss=_round(row["response_val_loss"], 4),
+        model_tflop=_round(row["model_flops"] / 1e12, 4),
+        achieved_tflop_per_s=_round(achieved, 4),
+        matmul_tflop_per_s=_round(rate, 3),
+        mfu=_round(achieved / rate, 4) if rate else None,
         token_mfu=_round(row["token_flops"] / max(row["seconds"], 1e-9) / 1e12 / rate, 4)
-        if rate and row.get("token_flops") else None)
+        if rate and row.get("token_flops")
+        else None,
+    )
     return rec
 
 
@@ -61,13 +101,19 @@ def records(rows: list[dict], rates: dict[str, float] | None = None) -> list[dic
             continue
         same = [s for s in seeds if all(s[k] == rec[k] for k in _KEY)]
         base = (same or seeds)[0]
-        rounds = zip(rec["round_tokens_per_s"], base["round_tokens_per_s"], strict=False)  # one round each, or all
+        rounds = zip(
+            rec["round_tokens_per_s"], base["round_tokens_per_s"], strict=False
+        )  # one round each, or all
         paired = [(mine, theirs) for mine, theirs in rounds if mine and theirs]
         if len(paired) > 1:  # each round's ratio (rows measured minutes apart), then their median
             rec["speedup_rounds"] = [round(mine / theirs, 2) for mine, theirs in paired]
-            rec["speedup_vs_seed"] = _round(statistics.median(mine / theirs for mine, theirs in paired), 2)
+            rec["speedup_vs_seed"] = _round(
+                statistics.median(mine / theirs for mine, theirs in paired), 2
+            )
         else:
-            rec["speedup_vs_seed"] = _round(rec["real_tokens_per_s"] / max(base["real_tokens_per_s"], 1e-9), 2)
+            rec["speedup_vs_seed"] = _round(
+                rec["real_tokens_per_s"] / max(base["real_tokens_per_s"], 1e-9), 2
+            )
     return recs
 
 
@@ -83,46 +129,68 @@ def _cell(value, fmt: str = "{}") -> str:
     return "—" if value is None or value == "" else fmt.format(value)
 
 
-def markdown(recs: list[dict], skipped: list, rates: dict[str, float], settings: str,
-             rate_samples: dict[str, list[float]] | None = None) -> str:
+def markdown(
+    recs: list[dict],
+    skipped: list,
+    rates: dict[str, float],
+    settings: str,
+    rate_samples: dict[str, list[float]] | None = None,
+) -> str:
     """The report: settings, the table, speed-ups, skipped and failed rows, how to read it."""
-    lines = [f"Settings: {settings}", "",
-             "| experiment | real tokens/s | speed-up vs seed | seconds | examples | real tokens | "
-             "peak memory GiB | final loss | response val loss | MFU | MFU, 4P per token |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"Settings: {settings}",
+        "",
+        "| experiment | real tokens/s | speed-up vs seed | seconds | examples | real tokens | "
+        "peak memory GiB | final loss | response val loss | MFU | MFU, 4P per token |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in recs:
         if r["error"]:
             continue
         lines.append(
-            f"| {r['experiment']} | {r['real_tokens_per_s']:,.0f} | {_cell(r['speedup_vs_seed'], '{:.2f}x')} "
-            f"| {r['seconds']:.2f} | {r['examples']} | {r['real_tokens']:,} | {r['peak_memory_gib']:.2f} "
-            f"| {r['final_loss']:.3f} | {_cell(r['response_val_loss'], '{:.3f}')} | {_cell(r['mfu'], '{:.1%}')} "
-            f"| {_cell(r.get('token_mfu'), '{:.1%}')} |")
+            f"| {r['experiment']} | {r['real_tokens_per_s']:,.0f} | "
+            f"{_cell(r['speedup_vs_seed'], '{:.2f}x')} | {r['seconds']:.2f} | {r['examples']} | "
+            f"{r['real_tokens']:,} | {r['peak_memory_gib']:.2f} | {r['final_loss']:.3f} | "
+            f"{_cell(r['response_val_loss'], '{:.3f}')} | {_cell(r['mfu'], '{:.1%}')} | "
+            f"{_cell(r.get('token_mfu'), '{:.1%}')} |"
+        )
     lines.append("")
     for r in recs:
         if len(r["round_tokens_per_s"]) > 1 and not r["error"]:
             speeds = " / ".join(_cell(v, "{:,.0f}") for v in r["round_tokens_per_s"])
             ratios = " / ".join(f"{v:.2f}x" for v in r.get("speedup_rounds", []))
-            lines.append(f"- rounds, {r['experiment']}: {speeds} real tokens/s (the table shows the median round)"
-                         + (f"; speed-up vs seed per round {ratios} (the table: their median)" if ratios else ""))
+            lines.append(
+                f"- rounds, {r['experiment']}: {speeds} real tokens/s (the table shows the "
+                "median round)"
+                + (
+                    f"; speed-up vs seed per round {ratios} (the table: their median)"
+                    if ratios
+                    else ""
+                )
+            )
     lines += [f"- failed: {r['experiment']}: {r['error']}" for r in recs if r["error"]]
     lines += [f"- skipped: {p.name}: {'; '.join(why)}" for p, why in skipped]
     for d, v in rates.items():
         seen = ", ".join(f"{s:.3f}" for s in (rate_samples or {}).get(d, []))
-        lines.append(f"- matmul rate on {d}: {v:.3f} TFLOP/s ({'fp32' if d == 'cpu' else 'bf16'}; the best square "
-                     f"matmul over a few sizes{f', measured before and after the rows: {seen}' if seen else ''})")
+        lines.append(
+            f"- matmul rate on {d}: {v:.3f} TFLOP/s ({'fp32' if d == 'cpu' else 'bf16'}; the "
+            "best square matmul over a few "
+            f"sizes{f', measured before and after the rows: {seen}' if seen else ''})"
+        )
     lines += [
-        "- Real tokens are the non-padding tokens of the examples processed in the timed steps, counted "
-        "the same way for both recipes; the warm-up steps are not timed.",
+        "- Real tokens are the non-padding tokens of the examples processed in the timed steps, "
+        "counted the same way for both recipes; the warm-up steps are not timed.",
         "- Final loss is each recipe's own objective (seed: every real token, prompt included; "
         "tunedesk: response tokens only), so the two are not comparable; the response val loss is, "
         "measured on the same held-out rows for every row.",
-        "- MFU = model FLOPs per second / measured matmul rate; model FLOPs = 4 x body params x real "
-        "tokens + 6 x LoRA params x real tokens + 4 x head params x head positions + 12 x layers x "
-        "attention width x causal pairs (padding not counted; see bench/training/grid.py).",
-        "- MFU, 4P per token: issue 8's measure, real tokens/s x (4 x all parameters + LoRA + attention "
-        "FLOPs per token) / matmul rate: the LM head counted on every real token, also where TuneDesk "
-        "computes no logits (the seed row computes them all, so its two MFUs are equal).",
+        "- MFU = model FLOPs per second / measured matmul rate; model FLOPs = 4 x body params x "
+        "real tokens + 6 x LoRA params x real tokens + 4 x head params x head positions + 12 x "
+        "layers x attention width x causal pairs (padding not counted; see "
+        "bench/training/grid.py).",
+        "- MFU, 4P per token: issue 8's measure, real tokens/s x (4 x all parameters + LoRA + "
+        "attention FLOPs per token) / matmul rate: the LM head counted on every real token, also "
+        "where TuneDesk computes no logits (the seed row computes them all, so its two MFUs are "
+        "equal).",
         "- Timings on a shared machine are noisy: compare rows of one run, not across runs.",
     ]
     return "\n".join(lines) + "\n"
@@ -141,9 +209,16 @@ def plot(recs: list[dict], path: Path) -> Path:
     bars = ax.bar(range(len(ok)), [r["real_tokens_per_s"] for r in ok], color=colors)
     for bar, r in zip(bars, ok, strict=True):
         if r["speedup_vs_seed"] is not None:
-            ax.annotate(f"{r['speedup_vs_seed']:.2f}x", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                        ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(range(len(ok)), [r["experiment"] for r in ok], rotation=30, ha="right", fontsize=8)
+            ax.annotate(
+                f"{r['speedup_vs_seed']:.2f}x",
+                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
+    ax.set_xticks(
+        range(len(ok)), [r["experiment"] for r in ok], rotation=30, ha="right", fontsize=8
+    )
     ax.set_ylabel("real tokens / s (training)")
     ax.set_title("Training throughput: seed recipe (grey) vs TuneDesk (blue)")
     fig.tight_layout()
@@ -160,7 +235,9 @@ def machine(devices: list[str]) -> str:
     if gpus:
         import torch
 
-        return ", ".join(torch.cuda.get_device_name(0 if d == "cuda" else int(d.split(":")[1])) for d in gpus)
+        return ", ".join(
+            torch.cuda.get_device_name(0 if d == "cuda" else int(d.split(":")[1])) for d in gpus
+        )
     model = "unknown CPU"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -171,14 +248,22 @@ def machine(devices: list[str]) -> str:
         pass
     from finetune.train.allocator import in_use
 
-    return f"{model}, {physical_cores()} physical cores ({os.cpu_count()} logical), {in_use()} malloc"
+    return (
+        f"{model}, {physical_cores()} physical cores ({os.cpu_count()} logical), {in_use()} malloc"
+    )
 
 
 def append_docs(report: str, command: str, machine_text: str, path: Path = DOCS) -> Path:
     """Append ``report`` to the benchmarks page under a heading: date, machine, command."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    head = "" if path.is_file() else "# Benchmarks\n\nWritten by `python -m bench training --write-docs`.\n"
-    section = f"\n## {time.strftime('%Y-%m-%d')} — {machine_text}\n\n```\n{command}\n```\n\n{report}"
+    head = (
+        ""
+        if path.is_file()
+        else "# Benchmarks\n\nWritten by `python -m bench training --write-docs`.\n"
+    )
+    section = (
+        f"\n## {time.strftime('%Y-%m-%d')} — {machine_text}\n\n```\n{command}\n```\n\n{report}"
+    )
     with open(path, "a") as f:
         f.write(head + section)
     return path

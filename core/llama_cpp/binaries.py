@@ -83,9 +83,14 @@ def missing_reason(name: str = "llama-server") -> str:
         return f"{SERVER_ENV} names {named}, which is not an executable file"
     log = tools_dir() / "build.log"
     if building():
-        return f"{name} is being built, {build_progress()} done (log: {log}); it takes over when ready"
+        return (
+            f"{name} is being built, {build_progress()} done (log: {log}); it takes over when ready"
+        )
     if log.is_file():
-        return f"{name} is not built: the last build stopped before it (log: {log}); `make llama` builds it"
+        return (
+            f"{name} is not built: the last build stopped before it (log: {log}); `make "
+            "llama` builds it"
+        )
     return f"{name} is not built; `make llama` builds it ({BUILD_MINUTES})"
 
 

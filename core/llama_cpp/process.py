@@ -79,11 +79,26 @@ class LlamaServerProcess:
             process's key to have two servers answer to one).
     """
 
-    def __init__(self, binary: Path, model: Path, loras: list[Path], *, slots: int = 16,
-                 ctx_per_slot: int = 2048, threads: int = 2, log: Path, flash_attn: str = "auto",
-                 api_key: str | None = None):
+    def __init__(
+        self,
+        binary: Path,
+        model: Path,
+        loras: list[Path],
+        *,
+        slots: int = 16,
+        ctx_per_slot: int = 2048,
+        threads: int = 2,
+        log: Path,
+        flash_attn: str = "auto",
+        api_key: str | None = None,
+    ):
         self.binary, self.model, self.loras = Path(binary), Path(model), list(loras)
-        self.slots, self.ctx_per_slot, self.threads, self.log = slots, ctx_per_slot, threads, Path(log)
+        self.slots, self.ctx_per_slot, self.threads, self.log = (
+            slots,
+            ctx_per_slot,
+            threads,
+            Path(log),
+        )
         self.flash_attn = flash_attn
         self.api_key = api_key or secrets.token_urlsafe(32)
         self.headers = {"Authorization": f"Bearer {self.api_key}"}  # what every request sends
@@ -93,9 +108,27 @@ class LlamaServerProcess:
         self.note = ""  # why repacking is off, when it is
 
     def command(self) -> list[str]:
-        cmd = [str(self.binary), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(self.port),
-               "-np", str(self.slots), "-c", str(self.slots * self.ctx_per_slot),
-               "-t", str(self.threads), "-tb", str(self.threads), "--metrics", "--no-webui", "-fa", self.flash_attn]
+        cmd = [
+            str(self.binary),
+            "-m",
+            str(self.model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "-np",
+            str(self.slots),
+            "-c",
+            str(self.slots * self.ctx_per_slot),
+            "-t",
+            str(self.threads),
+            "-tb",
+            str(self.threads),
+            "--metrics",
+            "--no-webui",
+            "-fa",
+            self.flash_attn,
+        ]
         if self.loras:
             cmd += ["--lora", ",".join(str(p) for p in self.loras), "--lora-init-without-apply"]
         if not self.repack_allowed():
@@ -137,9 +170,19 @@ class LlamaServerProcess:
         self.repack = True
         try:
             self._launch(min(timeout, repack_check.CHECK_READY_SECONDS))  # a hang ends here
-            body = {"prompt": "Hello", "n_predict": 8, "top_k": 1, "samplers": ["top_k"], "cache_prompt": False}
-            httpx.post(f"{self.url}/completion", json=body, headers=self.headers,
-                       timeout=repack_check.CHECK_DECODE_SECONDS).raise_for_status()
+            body = {
+                "prompt": "Hello",
+                "n_predict": 8,
+                "top_k": 1,
+                "samplers": ["top_k"],
+                "cache_prompt": False,
+            }
+            httpx.post(
+                f"{self.url}/completion",
+                json=body,
+                headers=self.headers,
+                timeout=repack_check.CHECK_DECODE_SECONDS,
+            ).raise_for_status()
             repack_check.remember(self.binary, repack_check.Verdict(True))
             return self
         except (LlamaServerError, httpx.HTTPError) as error:
@@ -177,11 +220,15 @@ class LlamaServerProcess:
         for attempt in range(PORT_TRIES):
             if self._launch_once(deadline, timeout):
                 return self
-            log.warning("llama-server could not bind port %d (taken since it was chosen); trying "
-                        "another", self.port)
+            log.warning(
+                "llama-server could not bind port %d (taken since it was chosen); trying another",
+                self.port,
+            )
             if attempt < PORT_TRIES - 1:
                 self._use_port(free_port())
-        raise LlamaServerError(f"llama-server could not bind a port in {PORT_TRIES} tries: {self._tail()}")
+        raise LlamaServerError(
+            f"llama-server could not bind a port in {PORT_TRIES} tries: {self._tail()}"
+        )
 
     def _launch_once(self, deadline: float, timeout: float) -> bool:
         """True once the child answers as ours; False when it could not bind its port.
@@ -191,16 +238,26 @@ class LlamaServerProcess:
         """
         self.log.parent.mkdir(parents=True, exist_ok=True)
         start = self.log.stat().st_size if self.log.exists() else 0
-        env = {**os.environ, "LLAMA_API_KEY": self.api_key}  # not on the command line: ps shows that
+        env = {
+            **os.environ,
+            "LLAMA_API_KEY": self.api_key,
+        }  # not on the command line: ps shows that
         with open(self.log, "ab") as out:
-            self._proc = subprocess.Popen(["sh", "-c", WATCHDOG, "llama-server-watchdog", str(os.getpid()),
-                                           *self.command()], stdout=out, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True, env=env)
+            self._proc = subprocess.Popen(
+                ["sh", "-c", WATCHDOG, "llama-server-watchdog", str(os.getpid()), *self.command()],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
+            )
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 if BIND_FAILED in self._log_since(start):
                     return False
-                raise LlamaServerError(f"llama-server exited with code {self._proc.returncode}: {self._tail()}")
+                raise LlamaServerError(
+                    f"llama-server exited with code {self._proc.returncode}: {self._tail()}"
+                )
             if self._answers_as_ours():
                 return True
             time.sleep(0.1)
@@ -256,24 +313,41 @@ def _lora_scales(count: int, lora: int | None) -> list[dict]:
     return [{"id": i, "scale": 1.0 if i == lora else 0.0} for i in range(count)]
 
 
-def greedy(server: LlamaServerProcess, ids: list[int], max_new: int, lora: int | None = None
-           ) -> tuple[list[int], bool]:
+def greedy(
+    server: LlamaServerProcess, ids: list[int], max_new: int, lora: int | None = None
+) -> tuple[list[int], bool]:
     """Argmax continuation of token ids ``ids`` (``lora``: the index of the LoRA applied at
     scale 1); True when it ended at a token the file marks end-of-generation."""
-    body = {"prompt": ids, "n_predict": max_new, "top_k": 1, "samplers": ["top_k"], "cache_prompt": False,
-            "return_tokens": True, "lora": _lora_scales(len(server.loras), lora)}
+    body = {
+        "prompt": ids,
+        "n_predict": max_new,
+        "top_k": 1,
+        "samplers": ["top_k"],
+        "cache_prompt": False,
+        "return_tokens": True,
+        "lora": _lora_scales(len(server.loras), lora),
+    }
     reply = httpx.post(f"{server.url}/completion", json=body, headers=server.headers, timeout=300)
     reply.raise_for_status()
     answer = reply.json()
     return list(answer.get("tokens") or []), answer.get("stop_type") == "eos"
 
 
-def top_logprobs(server: LlamaServerProcess, ids: list[int], n: int = 20, lora: int | None = None
-                 ) -> dict[int, float]:
+def top_logprobs(
+    server: LlamaServerProcess, ids: list[int], n: int = 20, lora: int | None = None
+) -> dict[int, float]:
     """The ``n`` likeliest next tokens after ``ids`` and their log-probabilities, from the
     whole distribution (before any sampling)."""
-    body = {"prompt": ids, "n_predict": 1, "n_probs": n, "post_sampling_probs": False, "cache_prompt": False,
-            "top_k": 1, "samplers": ["top_k"], "lora": _lora_scales(len(server.loras), lora)}
+    body = {
+        "prompt": ids,
+        "n_predict": 1,
+        "n_probs": n,
+        "post_sampling_probs": False,
+        "cache_prompt": False,
+        "top_k": 1,
+        "samplers": ["top_k"],
+        "lora": _lora_scales(len(server.loras), lora),
+    }
     reply = httpx.post(f"{server.url}/completion", json=body, headers=server.headers, timeout=300)
     reply.raise_for_status()
     probs = reply.json()["completion_probabilities"][0]["top_logprobs"]
@@ -282,8 +356,11 @@ def top_logprobs(server: LlamaServerProcess, ids: list[int], n: int = 20, lora: 
 
 def tokenize(server: LlamaServerProcess, text: str) -> list[int]:
     """llama.cpp's own token ids of ``text`` (control tokens parsed, no BOS added)."""
-    reply = httpx.post(f"{server.url}/tokenize", json={"content": text, "add_special": False,
-                                                       "parse_special": True},
-                       headers=server.headers, timeout=60)
+    reply = httpx.post(
+        f"{server.url}/tokenize",
+        json={"content": text, "add_special": False, "parse_special": True},
+        headers=server.headers,
+        timeout=60,
+    )
     reply.raise_for_status()
     return [t if isinstance(t, int) else t["id"] for t in reply.json()["tokens"]]

@@ -96,5 +96,7 @@ def remember(binary: Path, verdict: Verdict) -> None:
 
 def fallback_sentence(problem: str) -> str:
     """What the log and the app say when repacking is turned off after a failed check."""
-    return (f"llama.cpp's weight repacking (AMX) failed its start-up check on this CPU ({problem}); "
-            "llama-server runs with --no-repack here: slower, but it answers")
+    return (
+        f"llama.cpp's weight repacking (AMX) failed its start-up check on this CPU ({problem}); "
+        "llama-server runs with --no-repack here: slower, but it answers"
+    )

@@ -20,12 +20,15 @@ PERSON_WORDS = ("human", "agent", "representative", "person", "operator")
 _WHO = r"(?:person|human|agent|representative|operator|assistant|specialist|someone|somebody)"
 HANDOFF_PATTERNS = (
     # "connect you with", "transfer your call to", "put you through to"
-    r"\b(?:connect|transfer|put|pass|hand|route|escalate|forward)(?:ed|ing|s)? (?:you|your (?:call|chat|"
+    r"\b(?:connect|transfer|put|pass|hand|route|escalate|forward)(?:ed|ing|s)? (?:you|your "
+    r"(?:call|chat|"
     r"request|case))(?: (?:through|over|directly))? (?:to|with)\b",
     # "a live agent", "a human representative", "a real person"
     r"\b(?:human|live|real)(?: support| service| customer service)? " + _WHO,
-    # "speak with a ...", "talk to one of our ...", "get in touch with someone" (not "in a few minutes")
-    r"\b(?:speak|talk|chat|connect|get in touch)(?:ing)? (?:directly )?(?:with|to) (?:a|an|one of our|someone|"
+    # "speak with a ...", "talk to one of our ...", "get in touch with someone"
+    # (not "in a few minutes")
+    r"\b(?:speak|talk|chat|connect|get in touch)(?:ing)? (?:directly )?(?:with|to) (?:a|an|one "
+    r"of our|someone|"
     r"somebody|a live|a real)\b(?! (?:few|moment|second|minute)\b)",
     r"\b(?:operator|human|real person)s?\b",
 )
@@ -68,7 +71,8 @@ def handoff_rates(asked: list, answers: list[str], due: list[str], pattern) -> d
 
     Returns:
         ``{"due": rows asking, "given": of those handed off, "rate": given/due (None: no row asks),
-        "unasked_rows", "unasked": hand-offs among them, "unasked_rate", "per_row": [phrase or ""]}``.
+        "unasked_rows", "unasked": hand-offs among them, "unasked_rate",
+        "per_row": [phrase or ""]}``.
     """
     per_row = [hands_off(a, pattern) for a in answers]
     want = set(due)

@@ -1,4 +1,5 @@
-"""Nothing invented, nothing leaked: the facts an answer states, checked against where they may come from.
+"""Nothing invented, nothing leaked: the facts an answer states, checked against
+where they may come from.
 
 For every span an answer states (:mod:`eval.checks.spans`):
 
@@ -23,7 +24,8 @@ MAX_FACTS_BYTES = 1 << 20  # company facts, not a knowledge base
 
 
 def read_facts(folder: Path | None) -> tuple[str, str]:
-    """``(text, problem)``: the adapter's facts file, or "" and a sentence saying why it is not used.
+    """``(text, problem)``: the adapter's facts file, or "" and a sentence
+    saying why it is not used.
 
     No facts file is no problem (``("", "")``); a file that is not UTF-8 text or is too large is
     skipped with a sentence, and the evaluation goes on without it.

@@ -28,8 +28,13 @@ def knowledge_of(manifests: dict, models: list[str], adapters: list[str]) -> dic
     return found
 
 
-def speak_checks(prompts: list[str], texts: dict, knowledge: dict, asked: list | None = None,
-                 shelf: KnowledgeShelf | None = None) -> dict:
+def speak_checks(
+    prompts: list[str],
+    texts: dict,
+    knowledge: dict,
+    asked: list | None = None,
+    shelf: KnowledgeShelf | None = None,
+) -> dict:
     """Each model's outcome counts, and each row's outcome.
 
     Args:

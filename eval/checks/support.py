@@ -139,9 +139,9 @@ def _classifier(out: dict, rows: dict, train: list[int], asked: list, references
     """Fit the intent classifier on the training rows' answers; record it or why it is skipped."""
     if out["column"] is None:
         out["skipped"]["intent"] = out["skipped"]["handoff"] = (
-            "the data has no label column: add an `intent` column (or category / tag / label), or slice by "
-            "the column that names each row's intent, to check that answers address the asked intent and "
-            "that requests for a person are handed off"
+            "the data has no label column: add an `intent` column (or category / tag / label), "
+            "or slice by the column that names each row's intent, to check that answers address "
+            "the asked intent and that requests for a person are handed off"
         )
         return None
     if not any(label is not None for label in asked):
@@ -155,7 +155,10 @@ def _classifier(out: dict, rows: dict, train: list[int], asked: list, references
     except ValueError:
         try:  # a file holding little besides the evaluated rows: fit on everything, and say so
             classifier = fit(rows["response"], rows["label"])
-            fitted_on = "every labelled row of the file, the evaluated ones too (too few others): an optimistic ceiling"
+            fitted_on = (
+                "every labelled row of the file, the evaluated ones too (too few others): an "
+                "optimistic ceiling"
+            )
         except ValueError as err:
             out["skipped"]["intent"] = (
                 f"the `{out['column']}` column cannot train a classifier: {err}"

@@ -10,7 +10,9 @@ from feedback.store import FeedbackStore
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--name", default="feedback", help="file name stem in the home's datasets/ folder")
+    p.add_argument(
+        "--name", default="feedback", help="file name stem in the home's datasets/ folder"
+    )
 
 
 def main(args: argparse.Namespace) -> int:

@@ -21,19 +21,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    where = Filter(adapter=args.adapter, version=args.version, rating=args.rating, status=args.status,
-                   intent=args.intent, since=args.since, until=args.until)
+    where = Filter(
+        adapter=args.adapter,
+        version=args.version,
+        rating=args.rating,
+        status=args.status,
+        intent=args.intent,
+        since=args.since,
+        until=args.until,
+    )
     rows = queue(FeedbackStore(), where)
     for row in rows:
         if args.json:
             print(json.dumps(row, ensure_ascii=False))
             continue
-        asked = next((m["content"] for m in reversed(row.get("messages") or []) if m.get("role") == "user"),
-                     "(conversation not kept)")
-        print(f"{row['id']}  {row.get('created', '')}  {row.get('status', 'new'):8}  {row['rating']:4}  "
-              f"{row.get('adapter')}@{str(row.get('version', ''))[:8]}  "
-              + (f"[{row['intent']}]  " if row.get("intent") else "") + f"{asked[:60]!r}"
-              + (f"  -> {row['correction'][:60]!r}" if row.get("correction") else ""))
+        asked = next(
+            (m["content"] for m in reversed(row.get("messages") or []) if m.get("role") == "user"),
+            "(conversation not kept)",
+        )
+        print(
+            f"{row['id']}  {row.get('created', '')}  {row.get('status', 'new'):8}  "
+            f"{row['rating']:4}  {row.get('adapter')}@{str(row.get('version', ''))[:8]}  "
+            + (f"[{row['intent']}]  " if row.get("intent") else "")
+            + f"{asked[:60]!r}"
+            + (f"  -> {row['correction'][:60]!r}" if row.get("correction") else "")
+        )
     if not args.json:
         print(f"{len(rows)} rating(s)")
     return 0

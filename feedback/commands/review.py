@@ -24,7 +24,12 @@ def main(args: argparse.Namespace) -> int:
     try:
         row = review(FeedbackStore(), args.id, status, args.correction, args.intent)
     except KeyError:
-        raise ValueError(f"no rating with id {args.id!r}; `python -m feedback list` shows them") from None
-    print(f"{row['id']}: {row['status']}" + (f", correction {row['correction']!r}" if row.get("correction") else "")
-          + (f", intent {row['intent']!r}" if row.get("intent") else ""))
+        raise ValueError(
+            f"no rating with id {args.id!r}; `python -m feedback list` shows them"
+        ) from None
+    print(
+        f"{row['id']}: {row['status']}"
+        + (f", correction {row['correction']!r}" if row.get("correction") else "")
+        + (f", intent {row['intent']!r}" if row.get("intent") else "")
+    )
     return 0

@@ -20,18 +20,28 @@ def add_arguments(p) -> None:
     )
     p.add_argument("--model", default="default", help="base model whose tokenizer/template to use")
     p.add_argument("--max-length", type=int, default=d.max_length, help="tokens per example")
-    p.add_argument("--max-samples", type=int, default=None,
-                   help="use at most this many rows (default: every row)")
+    p.add_argument(
+        "--max-samples",
+        type=int,
+        default=None,
+        help="use at most this many rows (default: every row)",
+    )
     p.add_argument("--val-fraction", type=float, default=d.val_fraction, help="share held out")
     p.add_argument("--seed", type=int, default=d.seed, help="shuffle and split seed")
-    p.add_argument("--system-prompt", default=None,
-                   help="system message before every prompt (default: none)")
-    p.add_argument("--prompt-column", default=None,
-                   help="column holding the user message (default: detected)")
-    p.add_argument("--response-column", default=None,
-                   help="column holding the reply (default: detected)")
-    p.add_argument("--messages-column", default=None,
-                   help="column holding chat message lists (default: detected)")
+    p.add_argument(
+        "--system-prompt", default=None, help="system message before every prompt (default: none)"
+    )
+    p.add_argument(
+        "--prompt-column", default=None, help="column holding the user message (default: detected)"
+    )
+    p.add_argument(
+        "--response-column", default=None, help="column holding the reply (default: detected)"
+    )
+    p.add_argument(
+        "--messages-column",
+        default=None,
+        help="column holding chat message lists (default: detected)",
+    )
     p.add_argument(
         "--truncation",
         default=d.truncation,
@@ -115,8 +125,10 @@ def format_stats(s: dict) -> str:
         f"({t['total']} total, {t['label_total']} trained on)",
     ]
     if s.get("rows_with_control_tokens"):
-        lines.append(f"control      {s['rows_with_control_tokens']} rows hold control-token strings "
-                     "(such as <|im_start|>); they are trained on as plain text")
+        lines.append(
+            f"control      {s['rows_with_control_tokens']} rows hold control-token strings "
+            "(such as <|im_start|>); they are trained on as plain text"
+        )
     for example in s["skipped_examples"]:
         lines.append(f"  skipped    {example}")
     if s["intents"]:

@@ -15,5 +15,8 @@ def main(args) -> int:
         return 0
     for r in runner.list_runs():
         s = r.status
-        print(f"{r.run_id:28} {s.get('state', '?'):9} adapter={s.get('adapter', '-')} {s.get('reason', '')}")
+        print(
+            f"{r.run_id:28} {s.get('state', '?'):9} adapter={s.get('adapter', '-')} "
+            f"{s.get('reason', '')}"
+        )
     return 0

@@ -32,32 +32,65 @@ def parse_duration(text: str) -> float:
     """
     match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", str(text).lower())
     if not match or match.group(2) not in _UNITS:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: give seconds or a number with s, m or h "
-                                         "(90s, 10m, 1.5h)")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration: give seconds or a number with s, m or h (90s, 10m, 1.5h)"
+        )
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
 # (flag, aliases, section, field, type, help)
 FLAGS = [
-    ("--model", ["--model_name"], "model", "name", str, "base model: Hub id, local folder or 'default'"),
+    (
+        "--model",
+        ["--model_name"],
+        "model",
+        "name",
+        str,
+        "base model: Hub id, local folder or 'default'",
+    ),
     ("--data", ["--dataset"], "data", "path", str, "dataset file, folder or Hub id"),
     ("--max-length", ["--max_length"], "data", "max_length", int, "tokens per example"),
     ("--max-samples", ["--max_samples"], "data", "max_samples", int, "use at most N rows"),
-    ("--with-passages", ["--with_passages"], "data", "with_passages", int,
-     "train each row with the N best past answers of the training split in its system message, "
-     "its own answer left out (0 = off, up to 5)"),
+    (
+        "--with-passages",
+        ["--with_passages"],
+        "data",
+        "with_passages",
+        int,
+        "train each row with the N best past answers of the training split in its system message, "
+        "its own answer left out (0 = off, up to 5)",
+    ),
     ("--val-fraction", [], "data", "val_fraction", float, "share of rows held out"),
     ("--system-prompt", [], "data", "system_prompt", str, "system message before every prompt"),
     ("--epochs", ["--num_epochs"], "train", "epochs", float, "passes over the data"),
-    ("--max-steps", ["--max_steps"], "train", "max_steps", int,
-     "stop after N optimizer steps (0 = use --epochs)"),
-    ("--time-budget", ["--time_budget"], "train", "time_budget_s", parse_duration,
-     "train for this long, from start to saved adapter: 90s, 10m, 1.5h or seconds (sft: overrides epochs "
-     "and max steps; dpo / cpo / orpo: their epochs or the budget, whichever ends first; 0 = off). A budget "
-     "the speeds last measured for these settings (--dry-run, or an earlier run) fill with fewer than 30 "
-     "steps is refused, with the figures"),
+    (
+        "--max-steps",
+        ["--max_steps"],
+        "train",
+        "max_steps",
+        int,
+        "stop after N optimizer steps (0 = use --epochs)",
+    ),
+    (
+        "--time-budget",
+        ["--time_budget"],
+        "train",
+        "time_budget_s",
+        parse_duration,
+        "train for this long, from start to saved adapter: 90s, 10m, 1.5h or seconds (sft: "
+        "overrides epochs and max steps; dpo / cpo / orpo: their epochs or the budget, whichever "
+        "ends first; 0 = off). A budget the speeds last measured for these settings (--dry-run, "
+        "or an earlier run) fill with fewer than 30 steps is refused, with the figures",
+    ),
     ("--batch-size", ["--batch_size"], "train", "batch_size", int, "micro-batch size"),
-    ("--grad-accum", ["--gradient_accumulation_steps"], "train", "grad_accum", int, "micro-batches per step"),
+    (
+        "--grad-accum",
+        ["--gradient_accumulation_steps"],
+        "train",
+        "grad_accum",
+        int,
+        "micro-batches per step",
+    ),
     ("--lr", ["--learning_rate"], "train", "learning_rate", float, "peak learning rate"),
     ("--device", [], "train", "device", str, "cpu, cuda, cuda:N or auto"),
     ("--precision", [], "train", "precision", str, "fp32, fp16 or bf16"),
@@ -69,15 +102,36 @@ FLAGS = [
     ("--lora-r", ["--lora_r"], "lora", "r", int, "LoRA rank"),
     ("--lora-alpha", ["--lora_alpha"], "lora", "alpha", int, "LoRA alpha"),
     ("--lora-dropout", ["--lora_dropout"], "lora", "dropout", float, "LoRA dropout"),
-    ("--lora-top-layers", [], "lora", "top_layers", int,
-     "adapt only the last N transformer blocks (0 = all): faster steps, backward stops below them"),
+    (
+        "--lora-top-layers",
+        [],
+        "lora",
+        "top_layers",
+        int,
+        "adapt only the last N transformer blocks (0 = all): faster steps, backward stops below "
+        "them",
+    ),
     ("--name", ["--adapter-name"], "run", "adapter_name", str, "adapter name on the shelf"),
     ("--run-dir", [], "run", "run_dir", str, "run folder (events, checkpoints)"),
-    ("--nproc-per-node", ["--nproc_per_node"], "run", "nproc_per_node", int, "processes per machine (torchrun)"),
+    (
+        "--nproc-per-node",
+        ["--nproc_per_node"],
+        "run",
+        "nproc_per_node",
+        int,
+        "processes per machine (torchrun)",
+    ),
     ("--nnodes", [], "run", "nnodes", int, "machines in the run (each runs this same command)"),
     ("--node-rank", ["--node_rank"], "run", "node_rank", int, "this machine's rank, 0 .. nnodes-1"),
     ("--rdzv-endpoint", ["--rdzv_endpoint"], "run", "rdzv_endpoint", str, "host:port of node 0"),
-    ("--sharding", [], "run", "sharding", str, "ddp (whole model per process) or fsdp (FSDP2 shards it)"),
+    (
+        "--sharding",
+        [],
+        "run",
+        "sharding",
+        str,
+        "ddp (whole model per process) or fsdp (FSDP2 shards it)",
+    ),
 ]
 
 
@@ -118,44 +172,95 @@ def per_method(field: str, methods=tuple(METHOD_DEFAULTS)) -> str:
 def add_arguments(p) -> None:
     p.add_argument("--config", help="JSON or YAML run config; flags override it")
     for flag, aliases, section, field, typ, help_text in FLAGS:
-        p.add_argument(flag, *aliases, dest=f"{section}__{field}", type=typ, default=None,
-                       metavar=flag[2:].upper().replace("-", "_"),
-                       help=f"{help_text} {default_help(section, field)}")
-    p.add_argument("--use_8bit", "--use-8bit", action="store_true", help="alias for --quantization 8bit")
-    p.add_argument("--use_4bit", "--use-4bit", action="store_true", help="alias for --quantization 4bit")
+        p.add_argument(
+            flag,
+            *aliases,
+            dest=f"{section}__{field}",
+            type=typ,
+            default=None,
+            metavar=flag[2:].upper().replace("-", "_"),
+            help=f"{help_text} {default_help(section, field)}",
+        )
+    p.add_argument(
+        "--use_8bit", "--use-8bit", action="store_true", help="alias for --quantization 8bit"
+    )
+    p.add_argument(
+        "--use_4bit", "--use-4bit", action="store_true", help="alias for --quantization 4bit"
+    )
     p.add_argument("--fp16", action="store_true", help="alias for --precision fp16")
     p.add_argument("--bf16", action="store_true", help="alias for --precision bf16")
     p.add_argument("--no-packing", action="store_true", help="pad batches instead of packing rows")
-    p.add_argument("--last-turn-only", action="store_true",
-                   help="in conversations, train only the final assistant answer")
-    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --run-dir")
-    p.add_argument("--trust-remote-code", action="store_true",
-                   help="run Python code shipped with this model (its auto_map); off unless given")
-    p.add_argument("--output-dir", "--output_dir", help="also copy the finished adapter folder here")
+    p.add_argument(
+        "--last-turn-only",
+        action="store_true",
+        help="in conversations, train only the final assistant answer",
+    )
+    p.add_argument(
+        "--resume", action="store_true", help="continue from the last checkpoint in --run-dir"
+    )
+    p.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="run Python code shipped with this model (its auto_map); off unless given",
+    )
+    p.add_argument(
+        "--output-dir", "--output_dir", help="also copy the finished adapter folder here"
+    )
     p.add_argument("--events", help="append progress events as JSON lines to this file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--dry-run", "--dry_run", action="store_true",
-                   help="print the memory estimate and one timed step as JSON, then exit (writes nothing but, under "
-                        "a time budget, the speeds it measured, for the next check of these settings)")
-    p.add_argument("--method", dest="train__method", choices=list(METHODS), default=None,
-                   help="sft: supervised (default); dpo / cpo / orpo: preference pairs from --data (prompt, chosen, "
-                        "rejected; `python -m feedback export` writes them) on top of --from-adapter")
-    p.add_argument("--from-adapter", dest="train__from_adapter", metavar="NAME",
-                   help="the shelf adapter a dpo / cpo / orpo run starts from")
-    p.add_argument("--beta", dest="train__beta", type=float, default=None, metavar="BETA",
-                   help="dpo / cpo / orpo: strength of the preference term "
-                        f"(default: {per_method('beta')})")
-    p.add_argument("--sft-weight", type=float, default=None,
-                   help="dpo / cpo: weight of the SFT term on the chosen answers beside the "
-                        f"preference loss (default: {per_method('sft_weight', ('dpo', 'cpo'))})")
+    p.add_argument(
+        "--dry-run",
+        "--dry_run",
+        action="store_true",
+        help=(
+            "print the memory estimate and one timed step as JSON, then exit (writes nothing "
+            "but, under "
+            "a time budget, the speeds it measured, for the next check of these settings)"
+        ),
+    )
+    p.add_argument(
+        "--method",
+        dest="train__method",
+        choices=list(METHODS),
+        default=None,
+        help=(
+            "sft: supervised (default); dpo / cpo / orpo: preference pairs from --data "
+            "(prompt, chosen, "
+            "rejected; `python -m feedback export` writes them) on top of --from-adapter"
+        ),
+    )
+    p.add_argument(
+        "--from-adapter",
+        dest="train__from_adapter",
+        metavar="NAME",
+        help="the shelf adapter a dpo / cpo / orpo run starts from",
+    )
+    p.add_argument(
+        "--beta",
+        dest="train__beta",
+        type=float,
+        default=None,
+        metavar="BETA",
+        help=f"dpo / cpo / orpo: strength of the preference term (default: {per_method('beta')})",
+    )
+    p.add_argument(
+        "--sft-weight",
+        type=float,
+        default=None,
+        help="dpo / cpo: weight of the SFT term on the chosen answers beside the "
+        f"preference loss (default: {per_method('sft_weight', ('dpo', 'cpo'))})",
+    )
 
 
 def build_config(args):
     from finetune.config import RunConfig
 
     cfg = RunConfig.load(args.config) if args.config else RunConfig()
-    for section, field in [(f[2], f[3]) for f in FLAGS] + [("train", "method"), ("train", "from_adapter"),
-                                                              ("train", "beta")]:
+    for section, field in [(f[2], f[3]) for f in FLAGS] + [
+        ("train", "method"),
+        ("train", "from_adapter"),
+        ("train", "beta"),
+    ]:
         value = getattr(args, f"{section}__{field}", None)
         if value is not None:
             setattr(getattr(cfg, section), field, value)
@@ -183,14 +288,27 @@ def torchrun_args(run) -> list[str]:
     if run.nnodes == 1:
         return ["--standalone", f"--nproc-per-node={run.nproc_per_node}"]
     host, _, port = run.rdzv_endpoint.strip().rpartition(":")
-    return [f"--nnodes={run.nnodes}", f"--node-rank={run.node_rank}", f"--master-addr={host}",
-            f"--master-port={port}", f"--nproc-per-node={run.nproc_per_node}"]
+    return [
+        f"--nnodes={run.nnodes}",
+        f"--node-rank={run.node_rank}",
+        f"--master-addr={host}",
+        f"--master-port={port}",
+        f"--nproc-per-node={run.nproc_per_node}",
+    ]
 
 
 def _relaunch_under_torchrun(run) -> int:
     import subprocess
 
-    cmd = [sys.executable, "-m", "torch.distributed.run", *torchrun_args(run), "-m", "finetune", *sys.argv[1:]]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        *torchrun_args(run),
+        "-m",
+        "finetune",
+        *sys.argv[1:],
+    ]
     # The supervising runner stops a run with a stop file plus SIGTERM to this process, and
     # Ctrl-C reaches the workers directly: they stop and save. Dying here instead would
     # report the run as killed while the workers are still writing the adapter.
@@ -212,14 +330,21 @@ def _dry_run(cfg) -> int:
     from finetune.train.model_cost import cost_text
 
     try:
-        report = dry_run(cfg, started=process_start())  # a budget's start-up counts from here, as a run's
+        report = dry_run(
+            cfg, started=process_start()
+        )  # a budget's start-up counts from here, as a run's
     except ConfigError as err:
         return _print_problems(err)
     if report["estimate"]["warning"]:
         print(f"warning: {report['estimate']['warning']}", file=sys.stderr)
-    if "budget" in report:  # what the time budget buys; "warning:" when too few steps for a useful run
+    if (
+        "budget" in report
+    ):  # what the time budget buys; "warning:" when too few steps for a useful run
         b = report["budget"]
-        print(f"{'warning' if b['verdict'] == 'refuse' else 'time budget'}: {b['sentence']}", file=sys.stderr)
+        print(
+            f"{'warning' if b['verdict'] == 'refuse' else 'time budget'}: {b['sentence']}",
+            file=sys.stderr,
+        )
     if cost := cost_text(cfg):  # the measured table's figures for a recommended model
         print(f"model cost: {cost.replace('**', '')}", file=sys.stderr)
     print(json.dumps(report, indent=2))
@@ -240,8 +365,11 @@ def process_start() -> float | None:
     """When this process started (``time.time()``; Linux's /proc), or None where unknown."""
     try:
         ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # field 22
-        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                    if line.startswith("btime "))
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
         started = boot + ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, StopIteration):
         return None
@@ -255,44 +383,82 @@ def _print_warning(event: dict) -> None:
 
 
 def _preference(args, cfg, on_event, stop) -> int:
-    """``--method dpo|cpo|orpo``: TRL's trainer on the pairs in ``--data`` (finetune/train/preference.py),
-    with the same progress events, stop and run folder as supervised training."""
+    """``--method dpo|cpo|orpo``: TRL's trainer on the pairs in ``--data``
+    (finetune/train/preference.py), with the same progress events, stop and run folder as
+    supervised training."""
     from finetune.train.preference import PreferenceConfig, train_preference
 
     t = cfg.train
     if t.method not in PREFERENCE_METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {t.method!r}")
     if not t.from_adapter:
-        raise ValueError(f"--method {t.method} trains an adapter further: name it with --from-adapter")
+        raise ValueError(
+            f"--method {t.method} trains an adapter further: name it with --from-adapter"
+        )
     if not cfg.data.path:
-        raise ValueError("--data must name the pairs file (JSON lines with prompt, chosen, rejected)")
+        raise ValueError(
+            "--data must name the pairs file (JSON lines with prompt, chosen, rejected)"
+        )
     # SFT's learning rate, epochs and batch size are not what each preference method measured best
     # (DPO and CPO: 1e-3, 1.5 epochs, 4 pairs a step): only what the user set counts (a config file
     # sets all; the Train tab shows the method's).
-    mine = {f: getattr(t, f) for f in ("learning_rate", "epochs", "batch_size")
-            if args.config or getattr(args, f"train__{f}") is not None}
-    pref = PreferenceConfig(t.from_adapter, cfg.data.path, name=cfg.run.adapter_name or "", method=t.method,
-                            beta=t.beta, max_steps=t.max_steps or -1,
-                            grad_accum=t.grad_accum, max_length=cfg.data.max_length,
-                            max_pairs=cfg.data.max_samples or 0, seed=t.seed,
-                            gradient_checkpointing=t.gradient_checkpointing, device=t.device,
-                            precision=t.precision, sft_weight=args.sft_weight, time_budget_s=t.time_budget_s,
-                            **mine)
+    mine = {
+        f: getattr(t, f)
+        for f in ("learning_rate", "epochs", "batch_size")
+        if args.config or getattr(args, f"train__{f}") is not None
+    }
+    pref = PreferenceConfig(
+        t.from_adapter,
+        cfg.data.path,
+        name=cfg.run.adapter_name or "",
+        method=t.method,
+        beta=t.beta,
+        max_steps=t.max_steps or -1,
+        grad_accum=t.grad_accum,
+        max_length=cfg.data.max_length,
+        max_pairs=cfg.data.max_samples or 0,
+        seed=t.seed,
+        gradient_checkpointing=t.gradient_checkpointing,
+        device=t.device,
+        precision=t.precision,
+        sft_weight=args.sft_weight,
+        time_budget_s=t.time_budget_s,
+        **mine,
+    )
     # A time budget counts from this process's start, as supervised training's does.
-    result = train_preference(pref, on_event=on_event, stop=stop, run_dir=cfg.run.run_dir or None,
-                              started=process_start())
-    print(json.dumps({"status": result.status, "adapter": str(result.path), "method": t.method,
-                      "from": t.from_adapter, "pairs": result.pairs, "steps": result.steps,
-                      "seconds": round(result.seconds, 1), "final_loss": result.final_loss}, indent=2))
+    result = train_preference(
+        pref, on_event=on_event, stop=stop, run_dir=cfg.run.run_dir or None, started=process_start()
+    )
+    print(
+        json.dumps(
+            {
+                "status": result.status,
+                "adapter": str(result.path),
+                "method": t.method,
+                "from": t.from_adapter,
+                "pairs": result.pairs,
+                "steps": result.steps,
+                "seconds": round(result.seconds, 1),
+                "final_loss": result.final_loss,
+            },
+            indent=2,
+        )
+    )
     return 0
 
 
 def main(args) -> int:
     cfg = build_config(args)
-    if started_as("finetune") and cfg.train.quantization == "none" and cfg.train.optimizer == "adamw":
+    if (
+        started_as("finetune")
+        and cfg.train.quantization == "none"
+        and cfg.train.optimizer == "adamw"
+    ):
         keep_bitsandbytes_out()  # this process quantizes nothing: 1.3-1.5 s less at its start
     if args.dry_run and cfg.train.method != "sft":
-        raise ValueError("--dry-run measures supervised training; it does not cover dpo or orpo yet")
+        raise ValueError(
+            "--dry-run measures supervised training; it does not cover dpo or orpo yet"
+        )
     if args.dry_run:
         return _dry_run(cfg)
     if (refused := _budget_refusal(cfg)) is not None:
@@ -324,7 +490,12 @@ def main(args) -> int:
         if cfg.train.method != "sft":
             return _preference(args, cfg, lambda e: [s(e) for s in sinks], stop_requested)
         # A time budget counts from this process's start: imports and loading are part of the run.
-        result = train(cfg, on_event=lambda e: [s(e) for s in sinks], stop=stop_requested, started=process_start())
+        result = train(
+            cfg,
+            on_event=lambda e: [s(e) for s in sinks],
+            stop=stop_requested,
+            started=process_start(),
+        )
     except ConfigError as err:
         return _print_problems(err)
     finally:
@@ -336,8 +507,20 @@ def main(args) -> int:
         dest = Path(args.output_dir) / result.adapter_dir.name
         shutil.copytree(result.adapter_dir, dest, dirs_exist_ok=True)
         print(f"copied adapter to {dest}")
-    print(json.dumps({"status": result.status, "adapter": str(result.adapter_dir), "steps": result.steps,
-                      "metrics": result.metrics, **({"note": result.note} if result.note else {})}, indent=2))
-    if result.note:  # the last line says it: a budget run that bought too few steps is no quiet "done"
+    print(
+        json.dumps(
+            {
+                "status": result.status,
+                "adapter": str(result.adapter_dir),
+                "steps": result.steps,
+                "metrics": result.metrics,
+                **({"note": result.note} if result.note else {}),
+            },
+            indent=2,
+        )
+    )
+    if (
+        result.note
+    ):  # the last line says it: a budget run that bought too few steps is no quiet "done"
         print(f"{result.status}, but {result.note}")
     return 0

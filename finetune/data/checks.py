@@ -102,7 +102,9 @@ def _check_json(p: Path) -> None:
                     f"{MAX_ROW_BYTES >> 20} MB; expected JSON lines or an array of rows"
                 )
             if line.removeprefix(codecs.BOM_UTF8).lstrip().startswith(b"null"):
-                raise DataError(f"{p.name}: line {line_no} is null; expected one JSON object per line")
+                raise DataError(
+                    f"{p.name}: line {line_no} is null; expected one JSON object per line"
+                )
             if line.count(b"[") + line.count(b"{") > MAX_JSON_DEPTH and _too_deep(line):
                 raise DataError(
                     f"{p.name}: line {line_no} is nested more than {MAX_JSON_DEPTH} levels deep; "
@@ -115,24 +117,35 @@ def _check_json_array(p: Path, data: bytes) -> None:
     try:
         items = _loads(data)
     except RecursionError:
-        raise DataError(f"{p.name}: nested more than {MAX_JSON_DEPTH} levels deep; "
-                        "expected rows of text fields") from None
+        raise DataError(
+            f"{p.name}: nested more than {MAX_JSON_DEPTH} levels deep; expected rows of text fields"
+        ) from None
     except ValueError:
         return  # not valid JSON: the parser says where
     kinds = {type(item) for item in items}
     if not (kinds <= {dict} or kinds <= {str}):
-        bad = next((i for i, item in enumerate(items, 1) if not isinstance(item, (dict, str))), None)
-        if bad is None:  # objects and strings mixed: which kind the array is meant to hold is unclear
+        bad = next(
+            (i for i, item in enumerate(items, 1) if not isinstance(item, (dict, str))), None
+        )
+        if (
+            bad is None
+        ):  # objects and strings mixed: which kind the array is meant to hold is unclear
             first_str = next(i for i, item in enumerate(items, 1) if isinstance(item, str))
             first_obj = next(i for i, item in enumerate(items, 1) if isinstance(item, dict))
-            raise DataError(f"{p.name}: the top-level array mixes objects (item {first_obj}) and "
-                            f"strings (item {first_str}); expected all objects or all strings")
+            raise DataError(
+                f"{p.name}: the top-level array mixes objects (item {first_obj}) and "
+                f"strings (item {first_str}); expected all objects or all strings"
+            )
         shown = "null" if items[bad - 1] is None else type(items[bad - 1]).__name__
-        raise DataError(f"{p.name}: item {bad} of the top-level array is {shown}; "
-                        "expected an array of objects, one per row")
+        raise DataError(
+            f"{p.name}: item {bad} of the top-level array is {shown}; "
+            "expected an array of objects, one per row"
+        )
     if any(_depth(item) > MAX_JSON_DEPTH for item in items):
-        raise DataError(f"{p.name}: a row is nested more than {MAX_JSON_DEPTH} levels deep; "
-                        "expected rows of text fields")
+        raise DataError(
+            f"{p.name}: a row is nested more than {MAX_JSON_DEPTH} levels deep; "
+            "expected rows of text fields"
+        )
 
 
 def _too_deep(line: bytes) -> bool:
@@ -157,7 +170,9 @@ def _depth(value) -> int:
         item, level = stack.pop()
         if isinstance(item, (list, dict)):
             deepest = max(deepest, level)
-            stack.extend((x, level + 1) for x in (item.values() if isinstance(item, dict) else item))
+            stack.extend(
+                (x, level + 1) for x in (item.values() if isinstance(item, dict) else item)
+            )
     return deepest
 
 
@@ -168,8 +183,12 @@ def _check_text(p: Path, check_lines: bool) -> None:
     with open(p, "rb") as fh:
         head = fh.read(4)
         fh.seek(0)
-        for bom, name in ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
-                          (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16")):
+        for bom, name in (
+            (codecs.BOM_UTF32_LE, "UTF-32"),
+            (codecs.BOM_UTF32_BE, "UTF-32"),
+            (codecs.BOM_UTF16_LE, "UTF-16"),
+            (codecs.BOM_UTF16_BE, "UTF-16"),
+        ):
             if head.startswith(bom):
                 raise DataError(f"{p.name}: the text is {name}-encoded; save the file as UTF-8")
         for chunk in iter(lambda: fh.read(_CHUNK), b""):

@@ -24,8 +24,14 @@ import torch
 
 IGNORE_INDEX = -100
 # "tunedesk_short_rows" (finetune.train.cpu_attention, CPU training) takes sdpa's masks.
-PACKING_ATTENTION = ("eager", "sdpa", "flex_attention", "flash_attention_2", "flash_attention_3",
-                     "tunedesk_short_rows")
+PACKING_ATTENTION = (
+    "eager",
+    "sdpa",
+    "flex_attention",
+    "flash_attention_2",
+    "flash_attention_3",
+    "tunedesk_short_rows",
+)
 # model_type values whose packed logits matched one-by-one logits (tiny random models, sdpa,
 # transformers 5.23). Not every model reads position_ids that way: OPT, for one, attends
 # across examples, so unknown architectures get padded batches.

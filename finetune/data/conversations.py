@@ -110,7 +110,10 @@ def encode(fmt, messages: list[dict], max_length: int, truncation: str, last_tur
         return Encoded(ids, labels, "ok")
     # Cheapest cut that fits by the first encoding's token positions, checked by re-encoding
     # (a template may render the system header differently once turns are gone).
-    drop = next((d for d in range(1, len(exchanges)) if len(ids) - (starts[d] - starts[0]) <= max_length), len(exchanges) - 1)
+    drop = next(
+        (d for d in range(1, len(exchanges)) if len(ids) - (starts[d] - starts[0]) <= max_length),
+        len(exchanges) - 1,
+    )
     while drop < len(exchanges):
         kept = system + [m for pair in exchanges[drop:] for m in pair]
         cut = _spans(fmt, kept, last_turn_only)
@@ -204,7 +207,9 @@ def _spans(fmt, messages: list[dict], last_turn_only: bool):
             return None
         tail = through[len(p) :]
         # The last one: a reply quoting "<|im_end|>" text must not end its span early.
-        close = next((j for j in range(len(tail) - 1, -1, -1) if tail[j] == fmt.end_of_turn_id), None)
+        close = next(
+            (j for j in range(len(tail) - 1, -1, -1) if tail[j] == fmt.end_of_turn_id), None
+        )
         if not close:  # None, or an empty answer
             return None
         ends.append(len(p) + close + 1)

@@ -31,7 +31,12 @@ FALLBACK_TEMPLATE = "{system}\n\n### Instruction:\n{prompt}\n\n### Response:\n{r
 # Per-row outcome of encoding; the KEPT ones keep the row.
 # "oldest_turns_dropped": a conversation that fits once its first exchanges are cut (kept).
 STATUSES = (
-    "ok", "truncated", "oldest_turns_dropped", "too_long", "prompt_too_long", "template_error"
+    "ok",
+    "truncated",
+    "oldest_turns_dropped",
+    "too_long",
+    "prompt_too_long",
+    "template_error",
 )
 KEPT = ("ok", "truncated", "oldest_turns_dropped")
 
@@ -126,8 +131,10 @@ class ChatFormat:
             if h
         }
         multi = {i: enc for i, enc in multi.items() if enc is not None}
-        convs = [None if i in multi else self._conversation(*row)
-                 for i, row in enumerate(zip(*cols, strict=True))]
+        convs = [
+            None if i in multi else self._conversation(*row)
+            for i, row in enumerate(zip(*cols, strict=True))
+        ]
         encoded = self._encode_rows(convs)
         out = {"input_ids": [], "labels": [], "length": [], "status": []}
         for i, pair in enumerate(encoded):
@@ -146,8 +153,11 @@ class ChatFormat:
     def count_control_rows(self, rows: dict) -> int:
         """Rows whose prompt, response or history holds a control-token string (kept as text)."""
         cols = (rows["prompt"], rows["response"], rows["history"])
-        return sum(1 for texts in zip(*cols, strict=True)
-                   if any(control_strings(self.tokenizer, t or "") for t in texts))
+        return sum(
+            1
+            for texts in zip(*cols, strict=True)
+            if any(control_strings(self.tokenizer, t or "") for t in texts)
+        )
 
     def _encode_conversation(
         self, prompt, response, history, max_length, truncation, last_only, system=None
@@ -209,8 +219,9 @@ class ChatFormat:
         if missing:
             # Prompt not a token prefix of the conversation (merges across the boundary, or a
             # template that rewrites earlier turns): tokenize the reply alone and concatenate.
-            alone = tok([convs[i][2] for i in missing], add_special_tokens=False,
-                        split_special_tokens=True)["input_ids"]
+            alone = tok(
+                [convs[i][2] for i in missing], add_special_tokens=False, split_special_tokens=True
+            )["input_ids"]
             for i, ids in zip(missing, alone, strict=True):
                 replies[i] = ids
         return list(zip(p_ids, replies, strict=True))
@@ -231,9 +242,12 @@ class ChatFormat:
         """The special token the template closes an assistant turn with (ChatML: <|im_end|>)."""
         tok = self.tokenizer
         msgs = self.messages("hi")
-        prompt = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, **TEMPLATE_OPTIONS)
-        full = tok.apply_chat_template(msgs + [{"role": "assistant", "content": "ok"}], tokenize=False,
-                                       **TEMPLATE_OPTIONS)
+        prompt = tok.apply_chat_template(
+            msgs, tokenize=False, add_generation_prompt=True, **TEMPLATE_OPTIONS
+        )
+        full = tok.apply_chat_template(
+            msgs + [{"role": "assistant", "content": "ok"}], tokenize=False, **TEMPLATE_OPTIONS
+        )
         p_ids = tok(prompt, add_special_tokens=False)["input_ids"]
         f_ids = tok(full, add_special_tokens=False)["input_ids"]
         special = set(tok.all_special_ids) | {
@@ -246,4 +260,3 @@ class ChatFormat:
         marked = [t for t in found if tok.convert_ids_to_tokens(t) in END_OF_TURN_TOKENS]
         # A template that closes turns with plain text still needs a stop token: use eos.
         return marked[0] if marked else found[-1] if found else tok.eos_token_id
-

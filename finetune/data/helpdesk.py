@@ -31,25 +31,117 @@ from finetune.data.load import checked_path, max_data_bytes
 
 # Field -> column names looked for, first match wins (compared in lower case).
 COLUMNS = {
-    "ticket": ("ticket_id", "conversation_id", "ticket", "conversation", "thread_id", "case_id",
-               "case_number", "ticket_number", "chat_id", "session_id", "conversation.id"),
-    "role": ("role", "author_role", "author_type", "author.type", "sender_type", "sender_role",
-             "from_type", "user_type", "speaker", "direction", "author.role", "from"),
-    "name": ("author_name", "author.name", "sender_name", "agent_name", "from_name", "user_name",
-             "display_name", "name", "author", "sender"),
-    "text": ("text", "body", "message", "content", "comment", "plain_body", "body_text",
-             "message_text", "value"),
-    "time": ("timestamp", "created_at", "created", "sent_at", "time", "datetime", "date",
-             "created_time"),
+    "ticket": (
+        "ticket_id",
+        "conversation_id",
+        "ticket",
+        "conversation",
+        "thread_id",
+        "case_id",
+        "case_number",
+        "ticket_number",
+        "chat_id",
+        "session_id",
+        "conversation.id",
+    ),
+    "role": (
+        "role",
+        "author_role",
+        "author_type",
+        "author.type",
+        "sender_type",
+        "sender_role",
+        "from_type",
+        "user_type",
+        "speaker",
+        "direction",
+        "author.role",
+        "from",
+    ),
+    "name": (
+        "author_name",
+        "author.name",
+        "sender_name",
+        "agent_name",
+        "from_name",
+        "user_name",
+        "display_name",
+        "name",
+        "author",
+        "sender",
+    ),
+    "text": (
+        "text",
+        "body",
+        "message",
+        "content",
+        "comment",
+        "plain_body",
+        "body_text",
+        "message_text",
+        "value",
+    ),
+    "time": (
+        "timestamp",
+        "created_at",
+        "created",
+        "sent_at",
+        "time",
+        "datetime",
+        "date",
+        "created_time",
+    ),
 }
 REQUIRED = ("ticket", "role", "text")
 ROLE_VALUES = {
-    **dict.fromkeys(("customer", "user", "requester", "end-user", "end_user", "enduser", "contact",
-                     "client", "visitor", "lead", "human", "incoming", "buyer"), "user"),
-    **dict.fromkeys(("agent", "support", "staff", "assistant", "admin", "operator", "bot",
-                     "outgoing", "representative", "rep", "teammate"), "assistant"),
-    **dict.fromkeys(("system", "note", "internal", "internal_note", "internal note", "private",
-                     "private_note", "event", "log"), "drop"),
+    **dict.fromkeys(
+        (
+            "customer",
+            "user",
+            "requester",
+            "end-user",
+            "end_user",
+            "enduser",
+            "contact",
+            "client",
+            "visitor",
+            "lead",
+            "human",
+            "incoming",
+            "buyer",
+        ),
+        "user",
+    ),
+    **dict.fromkeys(
+        (
+            "agent",
+            "support",
+            "staff",
+            "assistant",
+            "admin",
+            "operator",
+            "bot",
+            "outgoing",
+            "representative",
+            "rep",
+            "teammate",
+        ),
+        "assistant",
+    ),
+    **dict.fromkeys(
+        (
+            "system",
+            "note",
+            "internal",
+            "internal_note",
+            "internal note",
+            "private",
+            "private_note",
+            "event",
+            "log",
+        ),
+        "drop",
+    ),
 }
 FORMATS = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json"}
 
@@ -78,8 +170,9 @@ class ExportRows:
     examples: list[str] = field(default_factory=list)  # first few skipped rows, as sentences
 
 
-def read_export(path, fmt: str | None = None, columns: dict | None = None,
-                roles: dict | None = None) -> ExportRows:
+def read_export(
+    path, fmt: str | None = None, columns: dict | None = None, roles: dict | None = None
+) -> ExportRows:
     """Every message row of a helpdesk export.
 
     Args:
@@ -111,7 +204,9 @@ def read_export(path, fmt: str | None = None, columns: dict | None = None,
         else:
             out.messages.append(message)
     if out.rows_read == 0:
-        raise DataError(f"{p.name}: has no message rows" + (f" ({out.examples[0]})" if out.examples else ""))
+        raise DataError(
+            f"{p.name}: has no message rows" + (f" ({out.examples[0]})" if out.examples else "")
+        )
     return out
 
 
@@ -126,12 +221,16 @@ def map_columns(names: list[str], explicit: dict, source: str) -> dict:
     for fld, aliases in COLUMNS.items():
         if fld in explicit:
             if explicit[fld] not in names:
-                raise DataError(f"{source}: column {quote(explicit[fld])} (for {fld}) is not in the "
-                                f"export (columns: {found})")
+                raise DataError(
+                    f"{source}: column {quote(explicit[fld])} (for {fld}) is not in the "
+                    f"export (columns: {found})"
+                )
             mapping[fld] = explicit[fld]
         else:
             used = set(mapping.values())
-            mapping[fld] = next((by_lower[a] for a in aliases if a in by_lower and by_lower[a] not in used), None)
+            mapping[fld] = next(
+                (by_lower[a] for a in aliases if a in by_lower and by_lower[a] not in used), None
+            )
     missing = [f for f in REQUIRED if mapping[f] is None]
     if missing:
         raise DataError(
@@ -208,7 +307,13 @@ def _cell(value, strip: bool = True) -> str:
         return ""
     if isinstance(value, float) and value.is_integer():
         value = int(value)  # a JSON ticket id 1042.0 is ticket "1042"
-    text = value if isinstance(value, str) else json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+    text = (
+        value
+        if isinstance(value, str)
+        else json.dumps(value)
+        if isinstance(value, (list, dict))
+        else str(value)
+    )
     return text.strip() if strip else text
 
 
@@ -245,8 +350,10 @@ def _json_rows(p: Path, fmt: str, out: ExportRows):
         try:
             items = json.loads(p.read_text(encoding="utf-8-sig"))
         except (ValueError, RecursionError) as err:
-            raise DataError(f"{p.name}: not valid JSON ({str(err)[:200]}); expected an array of "
-                            "message objects, or use --format jsonl for JSON lines") from None
+            raise DataError(
+                f"{p.name}: not valid JSON ({str(err)[:200]}); expected an array of "
+                "message objects, or use --format jsonl for JSON lines"
+            ) from None
         if not isinstance(items, list):
             raise DataError(f"{p.name}: the JSON is not an array of message objects")
         yield from _json_items(enumerate(items, 1), p, out)
@@ -262,11 +369,15 @@ def _json_items(items, p: Path, out: ExportRows):
                 item = json.loads(item)
             except (ValueError, RecursionError) as err:
                 out.rows_skipped["unreadable_row"] += 1
-                _example(out, f"line {n}: not a JSON object ({str(err)[:120]}); the line is left out")
+                _example(
+                    out, f"line {n}: not a JSON object ({str(err)[:120]}); the line is left out"
+                )
                 continue
         if not isinstance(item, dict):
             out.rows_skipped["unreadable_row"] += 1
-            _example(out, f"{p.name} item {n}: is {type(item).__name__}, not a message object; left out")
+            _example(
+                out, f"{p.name} item {n}: is {type(item).__name__}, not a message object; left out"
+            )
             continue
         yield n, _flatten(item)
 

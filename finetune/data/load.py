@@ -136,7 +136,9 @@ def _load_folder(folder: Path, max_bytes: int):
         try:
             ds = load_from_disk(str(folder))
         except Exception as err:
-            raise DataError(f"{folder}: not a readable saved dataset ({root_message(err)})") from err
+            raise DataError(
+                f"{folder}: not a readable saved dataset ({root_message(err)})"
+            ) from err
         if isinstance(ds, DatasetDict):
             # We make our own train/validation split, so only one split is read.
             name = "train" if "train" in ds else next(iter(ds), None)
@@ -181,7 +183,9 @@ def _load_hub(name: str):
         try:
             return load_dataset(name, split="train")
         except Exception as err:
-            raise DataError(f"could not load Hub dataset {quote(name)}: {root_message(err)}") from err
+            raise DataError(
+                f"could not load Hub dataset {quote(name)}: {root_message(err)}"
+            ) from err
 
 
 def _parse(files: list[str], first: Path, kind: str):

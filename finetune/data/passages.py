@@ -94,7 +94,8 @@ def train_split_grounder(train_raw, args, fmt, fingerprint: str) -> Iterator[Gro
             dataset_fingerprint=fingerprint,
             data_path=str(args.path),
             shelf=shelf,
-            intents=list(train_raw["intent"]) if "intent" in getattr(train_raw, "column_names", ())
+            intents=list(train_raw["intent"])
+            if "intent" in getattr(train_raw, "column_names", ())
             else None,
         )
         yield Grounder(shelf, version, int(args.with_passages), fmt, token_limit(args))

@@ -140,9 +140,9 @@ def fingerprint(
     """sha256 (16 hex chars) over everything that changes the tokens or the rows chosen.
 
     Content hash of the raw file(s), the column mapping, the chat template, the tokenizer,
-    max_length, truncation, system prompt, last-turn-only, and the split settings (seed, val_fraction,
-    max_samples): two prepared folders with the same fingerprint hold the same examples.
-    File name, location and collation settings (packing) do not count.
+    max_length, truncation, system prompt, last-turn-only, and the split settings (seed,
+    val_fraction, max_samples): two prepared folders with the same fingerprint hold the same
+    examples. File name, location and collation settings (packing) do not count.
     """
     keyed = {
         "content": content,
@@ -213,8 +213,15 @@ def _grounder(args, fmt: ChatFormat, fp: str, train_raw):
         yield grounder
 
 
-def _tokenize(raw, fmt: ChatFormat, args, new_fingerprint: str, counts: Counter,
-              grounder=None, shown: Counter | None = None):
+def _tokenize(
+    raw,
+    fmt: ChatFormat,
+    args,
+    new_fingerprint: str,
+    counts: Counter,
+    grounder=None,
+    shown: Counter | None = None,
+):
     """Encode rows (keeping the raw columns alongside) and drop the rows that do not fit.
 
     With a ``grounder``, each row is shown its passages (``finetune.data.passages``) and

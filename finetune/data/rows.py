@@ -91,8 +91,9 @@ def detect_mapping(column_names: list[str], args) -> ColumnMapping:
     )
 
 
-def normalize(ds, mapping: ColumnMapping, source: str,
-              extra: str | None = None) -> tuple[dict, Counter, list[str]]:
+def normalize(
+    ds, mapping: ColumnMapping, source: str, extra: str | None = None
+) -> tuple[dict, Counter, list[str]]:
     """Rows of ``ds`` as normalized columns, plus skip counts by reason and the first few skips.
 
     Args:

@@ -56,8 +56,9 @@ class _Skip(Exception):
         self.reason, self.detail = reason, detail
 
 
-def import_transcripts(path, fmt: str | None = None, columns: dict | None = None,
-                       roles: dict | None = None) -> ImportResult:
+def import_transcripts(
+    path, fmt: str | None = None, columns: dict | None = None, roles: dict | None = None
+) -> ImportResult:
     """Read, group, order, clean and redact a helpdesk export.
 
     Args:
@@ -107,12 +108,16 @@ def import_transcripts(path, fmt: str | None = None, columns: dict | None = None
     }
     if not conversations:
         why = ", ".join(f"{n} {SKIP_REASONS.get(r, r)}" for r, n in skipped.items()) or "no tickets"
-        raise DataError(f"{stats['source']}: none of the {len(tickets)} tickets gives a conversation "
-                        f"to train on ({why}); " + "; ".join(examples[:3]))
+        raise DataError(
+            f"{stats['source']}: none of the {len(tickets)} tickets gives a conversation "
+            f"to train on ({why}); " + "; ".join(examples[:3])
+        )
     return ImportResult(conversations, stats)
 
 
-def split_conversations(conversations: list[dict], eval_fraction: float, seed: int) -> tuple[list, list]:
+def split_conversations(
+    conversations: list[dict], eval_fraction: float, seed: int
+) -> tuple[list, list]:
     """(train, eval): each conversation wholly on one side; the same seed, the same split.
 
     Conversations are ranked by a seeded hash of their id (not by file position), and the
@@ -135,17 +140,30 @@ def split_conversations(conversations: list[dict], eval_fraction: float, seed: i
     return train, [c for i, c in enumerate(conversations) if i in held]
 
 
-def import_to_folder(path, out, eval_fraction: float = 0.1, seed: int = 42, fmt: str | None = None,
-                     columns: dict | None = None, roles: dict | None = None) -> dict:
+def import_to_folder(
+    path,
+    out,
+    eval_fraction: float = 0.1,
+    seed: int = 42,
+    fmt: str | None = None,
+    columns: dict | None = None,
+    roles: dict | None = None,
+) -> dict:
     """Import an export and write ``train.jsonl``, ``eval.jsonl`` (when not empty) and
     ``import_stats.json`` to ``out``; the stats, with the files' paths, are returned."""
     result = import_transcripts(path, fmt, columns, roles)
     train, held = split_conversations(result.conversations, eval_fraction, seed)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    stats = {**result.stats, "conversations_train": len(train), "conversations_eval": len(held),
-             "eval_fraction": eval_fraction, "seed": seed, "train_file": str(out / "train.jsonl"),
-             "eval_file": str(out / "eval.jsonl") if held else None}
+    stats = {
+        **result.stats,
+        "conversations_train": len(train),
+        "conversations_eval": len(held),
+        "eval_fraction": eval_fraction,
+        "seed": seed,
+        "train_file": str(out / "train.jsonl"),
+        "eval_file": str(out / "eval.jsonl") if held else None,
+    }
     _write_jsonl(out / "train.jsonl", train)
     if held:
         _write_jsonl(out / "eval.jsonl", held)
@@ -168,11 +186,17 @@ def _turns(ticket: str, rows: list[Message], dropped: Counter) -> list[tuple[str
     where = f"ticket {quote(ticket, 40)}"
     for m in rows:
         if m.role not in ("user", "assistant", "drop"):
-            raise _Skip("unknown_role", f"{where}: row {m.line} has the author role {quote(m.role, 40)}, "
-                        "neither a customer nor an agent role (map it with --role-map VALUE=user)")
+            raise _Skip(
+                "unknown_role",
+                f"{where}: row {m.line} has the author role {quote(m.role, 40)}, "
+                "neither a customer nor an agent role (map it with --role-map VALUE=user)",
+            )
         if len(m.text) > MAX_MESSAGE_CHARS:
-            raise _Skip("too_large", f"{where}: row {m.line} holds {len(m.text) / 1e6:.1f} M characters; "
-                        f"one message may hold at most {MAX_MESSAGE_CHARS / 1e6:.0f} M, so the ticket is left out")
+            raise _Skip(
+                "too_large",
+                f"{where}: row {m.line} holds {len(m.text) / 1e6:.1f} M characters; one message "
+                f"may hold at most {MAX_MESSAGE_CHARS / 1e6:.0f} M, so the ticket is left out",
+            )
     kept = [m for m in rows if m.role != "drop" and m.text.strip()]
     dropped["internal_notes"] += sum(m.role == "drop" for m in rows)
     dropped["empty_messages"] += sum(m.role != "drop" and not m.text.strip() for m in rows)
@@ -193,7 +217,9 @@ def _turns(ticket: str, rows: list[Message], dropped: Counter) -> list[tuple[str
         turns.pop()
         dropped["unanswered_customer_messages"] += 1
     if not turns:
-        raise _Skip("no_agent_reply", f"{where}: has no agent reply after the customer's first message")
+        raise _Skip(
+            "no_agent_reply", f"{where}: has no agent reply after the customer's first message"
+        )
     return [(r, t) for r, t in turns]
 
 
@@ -205,8 +231,11 @@ def _ordered(where: str, rows: list[Message]) -> list[Message]:
     if unread:
         m = unread[0]
         shown = quote(m.time_raw, 40) if m.time_raw else "no timestamp"
-        raise _Skip("bad_timestamp", f"{where}: row {m.line} has {shown}, not an ISO 8601 time or "
-                    "epoch seconds, so its place in the conversation is unknown")
+        raise _Skip(
+            "bad_timestamp",
+            f"{where}: row {m.line} has {shown}, not an ISO 8601 time or "
+            "epoch seconds, so its place in the conversation is unknown",
+        )
     return sorted(rows, key=lambda m: m.time)
 
 

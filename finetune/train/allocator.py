@@ -8,7 +8,8 @@ speed (docs/benchmarks.md). Making glibc hand large blocks back (``mmap`` for ev
 also kept memory down but was much slower, because every step then faults its pages in again.
 
 The allocator is chosen when a process starts (``LD_PRELOAD``), so ``python -m finetune train``
-and ``python -m bench training`` re-execute themselves once with it; ``TUNEDESK_ALLOCATOR=system`` keeps glibc.
+and ``python -m bench training`` re-execute themselves once with it;
+``TUNEDESK_ALLOCATOR=system`` keeps glibc.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ def find_tcmalloc() -> str | None:
 def env_with_tcmalloc(env: dict) -> dict | None:
     """``env`` plus tcmalloc in ``LD_PRELOAD``; None when there is nothing to change (already
     preloaded, turned off with ``TUNEDESK_ALLOCATOR=system``, not installed, not Linux)."""
-    if env.get("TUNEDESK_ALLOCATOR", "tcmalloc") == "system" or not sys.platform.startswith("linux"):
+    if env.get("TUNEDESK_ALLOCATOR", "tcmalloc") == "system" or not sys.platform.startswith(
+        "linux"
+    ):
         return None
     preload = env.get("LD_PRELOAD", "")
     if "tcmalloc" in preload:
@@ -56,5 +59,5 @@ def reexec_with_tcmalloc(package: str, argv: list[str]) -> None:
 
 
 def in_use() -> str:
-    """"tcmalloc" or "glibc": what this process allocates with (for reports)."""
+    """ "tcmalloc" or "glibc": what this process allocates with (for reports)."""
     return "tcmalloc" if "tcmalloc" in os.environ.get("LD_PRELOAD", "") else "glibc"

@@ -76,7 +76,11 @@ class Cadence:
             return (total - 1) // self.every - step // self.every if self.every else 0
         if total < 2 * self.passes:
             return 0
-        done = self._parts(step, total) if self.parts_done is None else max(self.parts_done, self._parts(step, total))
+        done = (
+            self._parts(step, total)
+            if self.parts_done is None
+            else max(self.parts_done, self._parts(step, total))
+        )
         return max(0, self._parts(total - 1, total) - done)
 
 
@@ -95,17 +99,29 @@ class Costs:
             return self.seen[kind]
         # A validation batch is one forward pass; a step is grad_accum x (forward + backward ~ 3).
         validation = per_step * self.n_val_batches / (3 * self.grad_accum)
-        guess = {"validation": validation, "probes": min(self.probe_cap, max(validation, per_step)),
-                 # written and hashed at a conservative 200 MB/s, three copies with AdamW's moments
-                 "checkpoint": 0.2 + 3 * self.adapter_bytes / 200e6}
+        guess = {
+            "validation": validation,
+            "probes": min(self.probe_cap, max(validation, per_step)),
+            # written and hashed at a conservative 200 MB/s, three copies with AdamW's moments
+            "checkpoint": 0.2 + 3 * self.adapter_bytes / 200e6,
+        }
         return guess[kind]
 
 
 class Pacer:
     """Sizes a budget run's plan from measured step times; the loop calls ``after_step``."""
 
-    def __init__(self, seconds: float, t0: float, *, cadence: dict, costs: Costs, spent: float = 0.0,
-                 sync=None, agree=None):
+    def __init__(
+        self,
+        seconds: float,
+        t0: float,
+        *,
+        cadence: dict,
+        costs: Costs,
+        spent: float = 0.0,
+        sync=None,
+        agree=None,
+    ):
         """
         Args:
             seconds: the whole budget.
@@ -121,10 +137,15 @@ class Pacer:
         self.first: float | None = None  # the first step's seconds (not trusted)
         self.windows: list[tuple[int, float]] = []  # (steps, seconds) measured since
         self.mark, self.since, self.check_every = time.time(), 0, 1
-        self.t0, self.steps_began = t0, None  # steps_began: when the first step of this session began
+        self.t0, self.steps_began = (
+            t0,
+            None,
+        )  # steps_began: when the first step of this session began
         self.totals: dict = {}  # seconds spent on each extra ("validation", "probes", "checkpoint")
         self.base_validation_s = 0.0  # the base model's validation pass (before the first step)
-        self.val_batches_all = costs.n_val_batches  # the held-out rows' batches (a pass may keep fewer)
+        self.val_batches_all = (
+            costs.n_val_batches
+        )  # the held-out rows' batches (a pass may keep fewer)
 
     def start(self) -> None:
         """The first step begins now."""
@@ -190,7 +211,9 @@ class Pacer:
         if not self.windows:
             return self.first or 1e-9  # no step yet: none to time
         steps = sum(n for n, _ in self.windows)
-        return max(self._mean_of_last(steps // 2), self._mean_of_last(max(MEASURE_STEPS, steps // 4)), 1e-9)
+        return max(
+            self._mean_of_last(steps // 2), self._mean_of_last(max(MEASURE_STEPS, steps // 4)), 1e-9
+        )
 
     def _mean_of_last(self, steps: int) -> float:
         n = seconds = 0
@@ -202,15 +225,24 @@ class Pacer:
 
     def _decide(self, step: int, now: float, settling: bool) -> tuple[int, int, int]:
         per = self.seconds_per_step()
-        check_every = max(1, int(min(CHECK_SECONDS, MARGIN_SHARE * self.seconds) / per)) if self.settled else 1
+        check_every = (
+            max(1, int(min(CHECK_SECONDS, MARGIN_SHARE * self.seconds) / per))
+            if self.settled
+            else 1
+        )
         validation = self.cadence["validation"]
         if settling and validation.every is None:  # decided once, before any auto pass
             cost = max(self.costs.of("validation", per), 1e-9)
-            validation.passes = 1 + min(AUTO_PASSES - 1, int(VALIDATION_SHARE * self.seconds / cost))
+            validation.passes = 1 + min(
+                AUTO_PASSES - 1, int(VALIDATION_SHARE * self.seconds / cost)
+            )
         left = self.deadline - now - self._reserve(per)
         if self.windows and self.windows[-1][1] / self.windows[-1][0] > left:
             return step, check_every, validation.passes  # not one more step at the latest speed
-        lo, hi = 0, max(0, int(left / per))  # the most steps that fit, extras included (monotone in n)
+        lo, hi = (
+            0,
+            max(0, int(left / per)),
+        )  # the most steps that fit, extras included (monotone in n)
         while lo < hi:
             mid = (lo + hi + 1) // 2
             if mid * per + self._extras(step, step + mid, per) <= left:
@@ -227,6 +259,10 @@ class Pacer:
         return final + MARGIN_SHARE * self.seconds + per / 2
 
     def _extras(self, step: int, total: int, per: float) -> float:
-        """Seconds of the validation passes, probes and checkpoints due in ``step + 1 .. total - 1``."""
-        return sum(cadence.count(step, total) * self.costs.of(kind, per) for kind, cadence in self.cadence.items()
-                   if kind != "validation" or self.costs.n_val_batches)
+        """Seconds of the validation passes, probes and checkpoints due in
+        ``step + 1 .. total - 1``."""
+        return sum(
+            cadence.count(step, total) * self.costs.of(kind, per)
+            for kind, cadence in self.cadence.items()
+            if kind != "validation" or self.costs.n_val_batches
+        )

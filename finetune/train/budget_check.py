@@ -24,7 +24,8 @@ def first_resolve_seconds(cfg) -> float:
 
 
 def timed_step(model, optimizer, batch, autocast, device: str) -> tuple[float, float, object, int]:
-    """One micro-batch forward and backward, then the optimizer: (micro_s, opt_s, loss, real tokens)."""
+    """One micro-batch forward and backward, then the optimizer: (micro_s, opt_s,
+    loss, real tokens)."""
     import torch
 
     from finetune.train.steps import forward_backward

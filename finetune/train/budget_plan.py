@@ -33,7 +33,8 @@ SAVE_SECONDS = 3.0  # writing and hashing the adapter at the end (measured 1-2 s
 
 @dataclass
 class Measured:
-    """Seconds a run of these settings spends on each part, as a dry run (or a run) measured them."""
+    """Seconds a run of these settings spends on each part, as a dry run (or a
+    run) measured them."""
 
     startup_s: float  # from the process's start to the first step: imports, model, tokenizing
     step_s: float  # one optimizer step on rows of typical length
@@ -96,13 +97,14 @@ def breakdown(e: Estimate) -> str:
         else f"all {e.val_batches_all} validation batches"
     )
     return (
-        f"start-up {e.startup_s:.0f} s, validation {e.validation_s:.0f} s ({rows} a pass), probe answers, "
-        f"checkpoints and the save {e.extras_s:.0f} s, then {e.step_s:.1f} s a step"
+        f"start-up {e.startup_s:.0f} s, validation {e.validation_s:.0f} s ({rows} a pass), probe "
+        f"answers, checkpoints and the save {e.extras_s:.0f} s, then {e.step_s:.1f} s a step"
     )
 
 
 def verdict(e: Estimate, m: Measured) -> tuple[str, str]:
-    """``("ok" | "refuse", sentence)``: whether the budget buys ``MIN_USEFUL_STEPS`` steps, and why."""
+    """``("ok" | "refuse", sentence)``: whether the budget buys
+    ``MIN_USEFUL_STEPS`` steps, and why."""
     head = f"A {e.budget_s / 60:g}-minute budget buys about {e.steps} steps here: {breakdown(e)}."
     if e.steps >= MIN_USEFUL_STEPS:
         return "ok", head
@@ -126,9 +128,10 @@ def short_run_note(budget_s: float, steps: int, parts: dict) -> str:
     per = parts.get("train_s", 0.0) / steps if steps else 0.0
     speed = f", {per:.1f} s a step" if steps else ""
     return (
-        f"the {budget_s / 60:g}-minute budget bought only {steps} step{'' if steps == 1 else 's'}, fewer than "
-        f"the {MIN_USEFUL_STEPS} "
-        f"a useful run needs (start-up {parts.get('startup_s', 0):.0f} s, validation "
-        f"{parts.get('validation_s', 0):.0f} s, training {parts.get('train_s', 0):.0f} s{speed}): the adapter "
-        "has barely changed; give a longer budget, or a smaller batch or max length"
+        f"the {budget_s / 60:g}-minute budget bought only {steps} "
+        f"step{'' if steps == 1 else 's'}, fewer than the {MIN_USEFUL_STEPS} a useful run needs "
+        f"(start-up {parts.get('startup_s', 0):.0f} s, validation "
+        f"{parts.get('validation_s', 0):.0f} s, training {parts.get('train_s', 0):.0f} "
+        f"s{speed}): the adapter has barely changed; give a longer budget, or a smaller batch or "
+        "max length"
     )

@@ -29,8 +29,18 @@ SPENT_KEY = "budget_spent_s"  # a checkpoint's record of the budget seconds used
 VAL_KEY = "budget_val_batches"  # ... and of the validation batches its passes keep
 
 
-def make_pacer(t: TrainArgs, t0: float, *, device: str, rank: int, world: int, cadence: dict,
-               n_val_batches: int, trainable: int, resumed: dict) -> Pacer:
+def make_pacer(
+    t: TrainArgs,
+    t0: float,
+    *,
+    device: str,
+    rank: int,
+    world: int,
+    cadence: dict,
+    n_val_batches: int,
+    trainable: int,
+    resumed: dict,
+) -> Pacer:
     """The time budget's pacer: rank 0 times the steps and decides, the other ranks follow.
 
     Args:
@@ -39,19 +49,32 @@ def make_pacer(t: TrainArgs, t0: float, *, device: str, rank: int, world: int, c
         device: where the steps run (``cuda:N`` syncs before each timing).
         rank: this process's rank; world: how many processes train together.
         cadence: the run's extras, {"validation" / "probes" / "checkpoint": Cadence}.
-        n_val_batches: validation batches per pass; trainable: trainable parameters (checkpoint size).
+        n_val_batches: validation batches per pass; trainable: trainable
+            parameters (checkpoint size).
         resumed: the progress read from the checkpoint resumed from ({} for a fresh run).
     """
     sync = device_sync(device)
     agree = functools.partial(parallel.broadcast_object, rank=rank) if world > 1 else None
-    costs = Costs(n_val_batches, t.grad_accum, adapter_bytes=4 * trainable,
-                  probe_cap=PROBE_SHARE * t.time_budget_s)
-    return Pacer(t.time_budget_s, t0, cadence=cadence, costs=costs, spent=resumed.get(SPENT_KEY, 0.0),
-                 sync=sync, agree=agree)
+    costs = Costs(
+        n_val_batches,
+        t.grad_accum,
+        adapter_bytes=4 * trainable,
+        probe_cap=PROBE_SHARE * t.time_budget_s,
+    )
+    return Pacer(
+        t.time_budget_s,
+        t0,
+        cadence=cadence,
+        costs=costs,
+        spent=resumed.get(SPENT_KEY, 0.0),
+        sync=sync,
+        agree=agree,
+    )
 
 
 def device_sync(device: str):
-    """What waits for ``device`` before a step is timed (CUDA work is asynchronous); None off a GPU."""
+    """What waits for ``device`` before a step is timed (CUDA work is
+    asynchronous); None off a GPU."""
     return functools.partial(torch.cuda.synchronize, device) if device.startswith("cuda") else None
 
 
@@ -102,7 +125,9 @@ def base_validation(model, batches: list, autocast, pacer: Pacer) -> tuple[float
             total, count = total + float(s), count + int(n)  # float() waits for the device
             per = time.time() - t
             if i == 0 and per > budget_plan.VALIDATION_PASS_SHARE * pacer.seconds:
-                keep = 1  # the first batch alone, warm-up and all, took more than a whole pass affords
+                keep = (
+                    1  # the first batch alone, warm-up and all, took more than a whole pass affords
+                )
             elif i == 1:  # warm now: this batch's time sizes the pass
                 keep = max(2, budget_plan.validation_batches(pacer.seconds, per, len(batches)))
             if i <= 1:
@@ -125,8 +150,11 @@ def final_validation_fits(pacer: Pacer | None, emit) -> bool:
     fits = pacer.left() >= cost
     fits = pacer.agree(fits) if pacer.agree is not None else fits
     if not fits:
-        emit("status", message=f"no time left in the budget for the final validation (a pass takes about "
-                               f"{cost:.0f} s, {pacer.left():.0f} s are left): the adapter is saved without it")
+        emit(
+            "status",
+            message=f"no time left in the budget for the final validation (a pass takes about "
+            f"{cost:.0f} s, {pacer.left():.0f} s are left): the adapter is saved without it",
+        )
     return fits
 
 
@@ -136,10 +164,13 @@ def plan_warning(pacer: Pacer, total: int) -> str:
     if total >= budget_plan.MIN_USEFUL_STEPS:
         return ""
     parts = spent_parts(pacer)
-    return (f"this {pacer.seconds / 60:g}-minute budget leaves time for about {total} steps, fewer than the "
-            f"{budget_plan.MIN_USEFUL_STEPS} a useful run needs (start-up took {parts['startup_s']:.0f} s, the base "
-            f"validation {pacer.base_validation_s:.0f} s, a step takes {pacer.seconds_per_step():.1f} s); it trains "
-            "them and saves the adapter: give a longer budget, or a smaller batch or max length")
+    return (
+        f"this {pacer.seconds / 60:g}-minute budget leaves time for about {total} steps, fewer "
+        f"than the {budget_plan.MIN_USEFUL_STEPS} a useful run needs (start-up took "
+        f"{parts['startup_s']:.0f} s, the base validation {pacer.base_validation_s:.0f} s, a "
+        f"step takes {pacer.seconds_per_step():.1f} s); it trains them and saves the adapter: "
+        "give a longer budget, or a smaller batch or max length"
+    )
 
 
 def checkpoint_fields(pacer: Pacer | None) -> dict:
@@ -160,10 +191,17 @@ def bought(pacer: Pacer | None, plan, step: int, world: int, tokens: int) -> dic
     rows = sum(len(m) for s in plan.steps[:step] for m in s) * world  # each rank took its share
     parts = spent_parts(pacer)
     note = budget_plan.short_run_note(pacer.seconds, step, parts)
-    return {"seconds": pacer.seconds, "seconds_used": pacer.spent(), "steps": step,
-            "rows_seen": rows, "tokens_seen": tokens, "epochs": step / plan.steps_per_epoch,
-            "val_batches": pacer.costs.n_val_batches, **{k: round(v, 3) for k, v in parts.items()},
-            **({"note": note} if note else {})}
+    return {
+        "seconds": pacer.seconds,
+        "seconds_used": pacer.spent(),
+        "steps": step,
+        "rows_seen": rows,
+        "tokens_seen": tokens,
+        "epochs": step / plan.steps_per_epoch,
+        "val_batches": pacer.costs.n_val_batches,
+        **{k: round(v, 3) for k, v in parts.items()},
+        **({"note": note} if note else {}),
+    }
 
 
 def spent_parts(pacer: Pacer) -> dict:
@@ -173,19 +211,32 @@ def spent_parts(pacer: Pacer) -> dict:
     began = pacer.steps_began or now
     base = pacer.base_validation_s
     extras = sum(totals.values()) - base
-    return {"startup_s": began - pacer.t0 - base, "validation_s": totals.get("validation", 0.0),
-            "probes_s": totals.get("probes", 0.0), "checkpoints_s": totals.get("checkpoint", 0.0),
-            "train_s": max(0.0, now - began - extras)}
+    return {
+        "startup_s": began - pacer.t0 - base,
+        "validation_s": totals.get("validation", 0.0),
+        "probes_s": totals.get("probes", 0.0),
+        "checkpoints_s": totals.get("checkpoint", 0.0),
+        "train_s": max(0.0, now - began - extras),
+    }
 
 
 def record_speeds(pacer: Pacer | None, cfg) -> None:
     """Keep what this budget run measured (start-up, a step, a validation batch) for the next
-    check of the same settings (``finetune.train.speed_record``); nothing without a budget or a step."""
+    check of the same settings (``finetune.train.speed_record``); nothing without a
+    budget or a step."""
     from finetune.train.speed_record import save
 
     if pacer is None or pacer.first is None:  # no step was timed
         return
     batches = pacer.costs.n_val_batches
     val_batch_s = pacer.costs.seen.get("validation", 0.0) / batches if batches else 0.0
-    save(cfg, budget_plan.Measured(spent_parts(pacer)["startup_s"], pacer.seconds_per_step(), val_batch_s,
-                       pacer.val_batches_all), "run")
+    save(
+        cfg,
+        budget_plan.Measured(
+            spent_parts(pacer)["startup_s"],
+            pacer.seconds_per_step(),
+            val_batch_s,
+            pacer.val_batches_all,
+        ),
+        "run",
+    )

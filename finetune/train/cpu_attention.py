@@ -28,8 +28,16 @@ SHORT_ROW_TOKENS = 192  # products measured faster at 128 keys, equal at 256, sl
 _registered = False
 
 
-def short_row_attention(module, query, key, value, attention_mask, dropout: float = 0.0,
-                        scaling: float | None = None, **kwargs):
+def short_row_attention(
+    module,
+    query,
+    key,
+    value,
+    attention_mask,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs,
+):
     """One attention call: products and softmax for short bf16 rows, else transformers' sdpa.
 
     Args:
@@ -45,8 +53,9 @@ def short_row_attention(module, query, key, value, attention_mask, dropout: floa
     in_bf16 = query.dtype == torch.bfloat16 or cpu_bf16_autocast(query.device.type)
     short = in_bf16 and key.shape[2] <= SHORT_ROW_TOKENS
     if not short or kwargs.get("softcap") is not None or kwargs.get("output_attentions"):
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
-                                      scaling=scaling, **kwargs)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
     groups = query.shape[1] // key.shape[1]
     if groups > 1:  # grouped-query attention: each key/value head serves `groups` query heads
         key = key.repeat_interleave(groups, dim=1)

@@ -82,17 +82,27 @@ def model_counts(resolved, cfg) -> dict:
     quantizable = lora = 0
     for name, module in model.named_modules():
         weight, leaf = getattr(module, "weight", None), name.rsplit(".", 1)[-1]
-        if not isinstance(weight, torch.Tensor) or weight.dim() != 2 or isinstance(module, torch.nn.Embedding):
+        if (
+            not isinstance(weight, torch.Tensor)
+            or weight.dim() != 2
+            or isinstance(module, torch.nn.Embedding)
+        ):
             continue
         if leaf in targets and (adapted is None or _block_index(name) in adapted):
             lora += cfg.lora.r * sum(weight.shape)
         quantizable += weight.numel() if leaf != "lm_head" else 0  # bitsandbytes keeps the head
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    return {"params": sum(p.numel() for p in model.parameters()), "quantizable": quantizable, "lora": lora,
-            "hidden": text.hidden_size, "layers": text.num_hidden_layers, "vocab": text.vocab_size,
-            "heads": text.num_attention_heads,
-            # blocks that keep activations for backward: those below `top_layers` need no gradient
-            "backward_layers": len(adapted) if adapted is not None else text.num_hidden_layers}
+    return {
+        "params": sum(p.numel() for p in model.parameters()),
+        "quantizable": quantizable,
+        "lora": lora,
+        "hidden": text.hidden_size,
+        "layers": text.num_hidden_layers,
+        "vocab": text.vocab_size,
+        "heads": text.num_attention_heads,
+        # blocks that keep activations for backward: those below `top_layers` need no gradient
+        "backward_layers": len(adapted) if adapted is not None else text.num_hidden_layers,
+    }
 
 
 def estimate_memory(cfg, resolved, label_share: float = 1.0) -> dict:
@@ -117,29 +127,46 @@ def estimate_memory(cfg, resolved, label_share: float = 1.0) -> dict:
     if QUANT_BYTES[t.quantization] is None:
         weights = c["params"] * wide
     else:
-        weights = c["quantizable"] * QUANT_BYTES[t.quantization] + (c["params"] - c["quantizable"]) * 4
-    if not on_cuda and t.precision == "bf16" and t.quantization == "none":  # bf16 copies of the frozen
-        weights += (c["quantizable"] + c["vocab"] * c["hidden"]) * 2     # linears and head, cast once
+        weights = (
+            c["quantizable"] * QUANT_BYTES[t.quantization] + (c["params"] - c["quantizable"]) * 4
+        )
+    if (
+        not on_cuda and t.precision == "bf16" and t.quantization == "none"
+    ):  # bf16 copies of the frozen
+        weights += (c["quantizable"] + c["vocab"] * c["hidden"]) * 2  # linears and head, cast once
     row = token_limit(cfg.data)  # with passages, rows run longer than max_length
     tokens = t.batch_size * row
     act_bytes = 4 if t.precision == "fp32" else 2
-    per_layer = (PACKED_ACT_VALUES if cfg.data.packing else ACT_VALUES) + (DROPOUT_VALUES if cfg.lora.dropout > 0 else 0)
+    per_layer = (PACKED_ACT_VALUES if cfg.data.packing else ACT_VALUES) + (
+        DROPOUT_VALUES if cfg.lora.dropout > 0 else 0
+    )
     blocks = c["backward_layers"]
     kept = blocks + per_layer if t.gradient_checkpointing else blocks * per_layer
     act = tokens * c["hidden"] * kept * act_bytes
-    if not on_cuda and t.precision == "bf16" and not cfg.data.packing:  # short rows' attention weights
+    if (
+        not on_cuda and t.precision == "bf16" and not cfg.data.packing
+    ):  # short rows' attention weights
         layers = 1 if t.gradient_checkpointing else blocks
         act += tokens * c["heads"] * min(row, SHORT_ROW_TOKENS) * SHORT_ROW_BYTES * layers
-    lean_head = (t.precision == "fp32" or (t.precision == "bf16" and not on_cuda)) and cfg.run.nproc_per_node == 1
+    lean_head = (
+        t.precision == "fp32" or (t.precision == "bf16" and not on_cuda)
+    ) and cfg.run.nproc_per_node == 1
     # FSDP keeps 1/world of the weights and AdamW state per process, plus the one layer being
     # all-gathered (and the next, prefetched): counted here as two layers' share of the weights.
     world = cfg.run.nproc_per_node * cfg.run.nnodes
     if cfg.run.sharding == "fsdp" and world > 1:
         weights = weights / world + weights * 2 / max(c["layers"], 1)
-    logit_values = 2 * CE_CHUNK_ROWS * c["vocab"] if lean_head else LOGIT_COPIES * tokens * label_share * c["vocab"]
+    logit_values = (
+        2 * CE_CHUNK_ROWS * c["vocab"]
+        if lean_head
+        else LOGIT_COPIES * tokens * label_share * c["vocab"]
+    )
     parts = {
         "weights_gib": weights / GIB,
-        "lora_and_optimizer_gib": c["lora"] * 16 / (world if cfg.run.sharding == "fsdp" else 1) / GIB,
+        "lora_and_optimizer_gib": c["lora"]
+        * 16
+        / (world if cfg.run.sharding == "fsdp" else 1)
+        / GIB,
         "activations_gib": act / GIB,
         "logits_gib": logit_values * 4 / GIB,
         "runtime_gib": RUNTIME_GIB["cuda" if on_cuda else "cpu"],
@@ -149,11 +176,27 @@ def estimate_memory(cfg, resolved, label_share: float = 1.0) -> dict:
     total = sum(parts.values()) * procs
     free = available_gib(dev)
     fits = total <= free
-    warning = "" if fits else (
-        f"these settings need about {total:.1f} GiB but {dev.label} has {free:.1f} GiB free: "
-        "lower the batch size or max length, turn on gradient checkpointing, or use 4-bit quantization")
-    return {**parts, "total_gib": total, "processes": procs, "lora_params": c["lora"], "base_params": c["params"],
-            "device": dev.name, "device_gib": dev.memory_gib, "free_gib": free, "fits": fits, "warning": warning}
+    warning = (
+        ""
+        if fits
+        else (
+            f"these settings need about {total:.1f} GiB but {dev.label} has {free:.1f} GiB free: "
+            "lower the batch size or max length, turn on gradient checkpointing, or use 4-bit "
+            "quantization"
+        )
+    )
+    return {
+        **parts,
+        "total_gib": total,
+        "processes": procs,
+        "lora_params": c["lora"],
+        "base_params": c["params"],
+        "device": dev.name,
+        "device_gib": dev.memory_gib,
+        "free_gib": free,
+        "fits": fits,
+        "warning": warning,
+    }
 
 
 def available_gib(dev) -> float:
@@ -250,22 +293,40 @@ def dry_run(cfg, started: float | None = None) -> dict:
     projected = total * per_step
     report = {}
     if t.time_budget_s > 0:
-        report["budget"] = budget_report(cfg, model, optimizer, prepared, tokenizer, packing, device, startup)
+        report["budget"] = budget_report(
+            cfg, model, optimizer, prepared, tokenizer, packing, device, startup
+        )
         total, projected = report["budget"]["steps"], t.time_budget_s
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    return {"device": device, "trainable_params": trainable, "rows_per_micro_batch": len(longest), "tokens_per_micro_batch": n_real,
-            "label_tokens": batch[1], "loss": float(loss) / max(batch[1], 1),
-            "forward_backward_seconds": micro_s, "optimizer_seconds": opt_s, "seconds_per_step": per_step,
-            "total_steps": total, "projected_seconds": projected,
-            "peak_memory_gib": peak / GIB, "memory_added_gib": max(peak - before, 0) / GIB,
-            "estimate": estimate_memory(cfg, resolved, label_share(prepared.train)), **report}
+    return {
+        "device": device,
+        "trainable_params": trainable,
+        "rows_per_micro_batch": len(longest),
+        "tokens_per_micro_batch": n_real,
+        "label_tokens": batch[1],
+        "loss": float(loss) / max(batch[1], 1),
+        "forward_backward_seconds": micro_s,
+        "optimizer_seconds": opt_s,
+        "seconds_per_step": per_step,
+        "total_steps": total,
+        "projected_seconds": projected,
+        "peak_memory_gib": peak / GIB,
+        "memory_added_gib": max(peak - before, 0) / GIB,
+        "estimate": estimate_memory(cfg, resolved, label_share(prepared.train)),
+        **report,
+    }
 
 
 def warn_if_too_big(cfg: RunConfig, resolved, prepared, emit) -> None:
     """A "warning" event when the memory estimate exceeds the device (training still starts)."""
     try:
         est = estimate_memory(cfg, resolved, label_share=label_share(prepared.train))
-    except (ValueError, OSError, RuntimeError, AttributeError) as err:  # unusual configs: no estimate
+    except (
+        ValueError,
+        OSError,
+        RuntimeError,
+        AttributeError,
+    ) as err:  # unusual configs: no estimate
         emit("status", message=f"memory estimate unavailable: {err}")
         return
     if not est["fits"]:

@@ -30,29 +30,43 @@ def dry_run_in_child(cfg, timeout: float = 900) -> dict:
     from finetune.train import runner
 
     if runner.any_running():
-        raise RuntimeError("a training run is active; a dry run beside it would compete for its memory "
-                           "and measure both: wait for the run to finish or stop it")
+        raise RuntimeError(
+            "a training run is active; a dry run beside it would compete for its memory "
+            "and measure both: wait for the run to finish or stop it"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "config.json"
         cfg.save(config)
         cmd = [sys.executable, "-m", "finetune", "train", "--config", str(config), "--dry-run"]
         env = {**os.environ, "TUNEDESK_HOME": str(paths.home())}
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=_PROJECT_ROOT, env=env)
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=timeout, cwd=_PROJECT_ROOT, env=env
+            )
         except subprocess.TimeoutExpired:
-            raise RuntimeError(f"the dry run took longer than {timeout:.0f} s and was stopped") from None
+            raise RuntimeError(
+                f"the dry run took longer than {timeout:.0f} s and was stopped"
+            ) from None
     return parse_report(proc.returncode, proc.stdout, proc.stderr)
 
 
 def parse_report(code: int, stdout: str, stderr: str) -> dict:
     """The child's JSON report, or its error as one sentence."""
     if code == 2:
-        problems = [line.strip()[2:] for line in stderr.splitlines() if line.strip().startswith("- ")]
-        errors = [line[len("error: "):] for line in stderr.splitlines() if line.startswith("error: ")]
-        raise ValueError("; ".join(problems) or (errors[-1] if errors else "the settings cannot run here"))
+        problems = [
+            line.strip()[2:] for line in stderr.splitlines() if line.strip().startswith("- ")
+        ]
+        errors = [
+            line[len("error: ") :] for line in stderr.splitlines() if line.startswith("error: ")
+        ]
+        raise ValueError(
+            "; ".join(problems) or (errors[-1] if errors else "the settings cannot run here")
+        )
     lines = stdout.splitlines()
     starts = [i for i, line in enumerate(lines) if line == "{"]
     if code != 0 or not starts:
-        last = [line for line in stderr.strip().splitlines() if line.strip()][-1:] or [f"exit code {code}"]
+        last = [line for line in stderr.strip().splitlines() if line.strip()][-1:] or [
+            f"exit code {code}"
+        ]
         raise RuntimeError(f"the dry run failed: {last[0]}")
-    return json.loads("\n".join(lines[starts[-1]:]))
+    return json.loads("\n".join(lines[starts[-1] :]))

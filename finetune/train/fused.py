@@ -45,7 +45,9 @@ class _SiluMul(torch.autograd.Function):
         return grad_gate, grad_up, None
 
 
-def silu_mul(gate: torch.Tensor, up: torch.Tensor, save_dtype: torch.dtype | None = None) -> torch.Tensor:
+def silu_mul(
+    gate: torch.Tensor, up: torch.Tensor, save_dtype: torch.dtype | None = None
+) -> torch.Tensor:
     """``F.silu(gate) * up``; with ``save_dtype`` (bf16) the two saved inputs take half the
     memory, so the backward pass sees them rounded to 8 bits of mantissa (the forward pass,
     and so the loss, are unchanged; the gradients differ by ~0.1-0.4 %, tested)."""
@@ -118,7 +120,9 @@ class _LinearCrossEntropySum(torch.autograd.Function):
             if need_grad:
                 probs = logits.sub_(lse[:, None]).exp_()  # softmax, in place of the logits
                 probs[torch.arange(len(t), device=t.device), t] -= 1.0
-                grad_hidden[start : start + chunk_rows] = (probs.to(weight.dtype) @ weight).to(hidden.dtype)
+                grad_hidden[start : start + chunk_rows] = (probs.to(weight.dtype) @ weight).to(
+                    hidden.dtype
+                )
         ctx.save_for_backward(grad_hidden if need_grad else None)
         return total
 
@@ -128,8 +132,12 @@ class _LinearCrossEntropySum(torch.autograd.Function):
         return grad_hidden * grad_total.to(grad_hidden.dtype), None, None, None
 
 
-def linear_cross_entropy_sum(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                             chunk_rows: int = CE_CHUNK_ROWS) -> torch.Tensor:
+def linear_cross_entropy_sum(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    targets: torch.Tensor,
+    chunk_rows: int = CE_CHUNK_ROWS,
+) -> torch.Tensor:
     """``F.cross_entropy(hidden @ weight.T, targets, reduction="sum")`` without keeping logits."""
     return _LinearCrossEntropySum.apply(hidden, weight, targets, chunk_rows)
 
@@ -143,14 +151,18 @@ def lean_head(model):
     """The frozen LM-head weight if ``model``'s loss can use ``linear_cross_entropy_sum``, else
     None (a family not proven equal in ``core.families``, such as Granite, whose logits are
     scaled after the head; a trainable or biased head, logit soft-capping, DDP-wrapped,
-    FSDP-sharded, or under any autocast but the CPU's bf16). Under FSDP the head's weight is a shard outside the
-    model's forward, so the head must run inside it. Under the CPU's bf16 autocast the weight
-    comes in bf16, cast once (``lean_lora.frozen_cast``; autocast would cast it again for every
-    chunk of rows), and the caller casts the hidden states to it."""
+    FSDP-sharded, or under any autocast but the CPU's bf16). Under FSDP the head's weight is a shard
+    outside the model's forward, so the head must run inside it. Under the CPU's bf16 autocast the
+    weight comes in bf16, cast once (``lean_lora.frozen_cast``; autocast would cast it again for
+    every chunk of rows), and the caller casts the hidden states to it."""
     from finetune.train.lean_lora import cpu_bf16_autocast, frozen_cast
 
     kind = _device_type(model)
-    if hasattr(model, "module") or _sharded(model) or not families.allows(_model_type(model), "lean_head"):
+    if (
+        hasattr(model, "module")
+        or _sharded(model)
+        or not families.allows(_model_type(model), "lean_head")
+    ):
         return None
     autocast = torch.is_autocast_enabled(kind)
     if autocast and not cpu_bf16_autocast(kind):
@@ -158,8 +170,13 @@ def lean_head(model):
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
     config = getattr(base, "config", None)
-    if (not isinstance(head, torch.nn.Linear) or head.bias is not None or head.weight.requires_grad
-            or getattr(config, "final_logit_softcapping", None) or _name_of(base, head) is None):
+    if (
+        not isinstance(head, torch.nn.Linear)
+        or head.bias is not None
+        or head.weight.requires_grad
+        or getattr(config, "final_logit_softcapping", None)
+        or _name_of(base, head) is None
+    ):
         return None
     return frozen_cast(head, head.weight, torch.bfloat16) if autocast else head.weight
 

@@ -68,13 +68,17 @@ def keep_mask(shape, p: float, device="cpu") -> torch.Tensor:
     n = math.prod(shape)
     seed = int(torch.randint(0, 2**62, (), dtype=torch.int64))
     words = np.random.PCG64(seed).random_raw((n + 3) // 4)  # uint64: four 16-bit draws each
-    keep = words.view(np.int16)[:n] >= keep_threshold(p) - DRAW_LEVELS // 2  # draws uniform on [-32768, 32767]
+    keep = (
+        words.view(np.int16)[:n] >= keep_threshold(p) - DRAW_LEVELS // 2
+    )  # draws uniform on [-32768, 32767]
     return torch.from_numpy(keep.view(np.uint8)).view(shape).to(device)
 
 
 def as_float(mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """``mask`` in ``like``'s dtype and shape (a copy into a fresh tensor: the fast cast here)."""
-    return torch.empty(like.shape, dtype=like.dtype, device=like.device).copy_(mask.view(like.shape))
+    return torch.empty(like.shape, dtype=like.dtype, device=like.device).copy_(
+        mask.view(like.shape)
+    )
 
 
 class _KeepMask(torch.autograd.Function):
@@ -141,7 +145,9 @@ class _LoraLinear(torch.autograd.Function):
     def backward(ctx, grad):
         x, keep, h, weight, lora_a, lora_b = ctx.saved_tensors
         g = grad.reshape(-1, grad.shape[-1])  # (tokens, out)
-        gb = (g @ lora_b).mul_(ctx.scaling * (ctx.scale if keep is not None else 1.0))  # (tokens, r)
+        gb = (g @ lora_b).mul_(
+            ctx.scaling * (ctx.scale if keep is not None else 1.0)
+        )  # (tokens, r)
         x2 = x.reshape(-1, x.shape[-1])
         keep = None if keep is None else as_float(keep, x2)
         grad_x = grad_a = grad_b = grad_bias = None
@@ -155,7 +161,9 @@ class _LoraLinear(torch.autograd.Function):
         if ctx.needs_input_grad[2]:
             grad_bias = g.sum(0)
         if ctx.needs_input_grad[3]:
-            dropped = x2 if keep is None else keep.mul_(x2)  # the float mask is not needed after this
+            dropped = (
+                x2 if keep is None else keep.mul_(x2)
+            )  # the float mask is not needed after this
             grad_a = gb.t() @ dropped  # (r, in)
         if ctx.needs_input_grad[4]:
             grad_b = (h.t() @ g).t().mul(ctx.scaling)  # (out, r), computed in the fast layout
@@ -184,8 +192,9 @@ def _plain_adapter(module, x: torch.Tensor):
     base, lora_a, lora_b = lora.base, lora.a, lora.b
     if type(base) is not torch.nn.Linear or base.weight.requires_grad or lora.fan_in_fan_out:
         return None
-    if lora_layers.has_lora_bias(module, name) or (base.bias is not None
-                                                   and base.bias.requires_grad):
+    if lora_layers.has_lora_bias(module, name) or (
+        base.bias is not None and base.bias.requires_grad
+    ):
         return None
     weights = {base.weight.dtype, lora_a.weight.dtype, lora_b.weight.dtype}
     if torch.is_autocast_enabled(x.device.type):  # fp32 weights, cast to the compute dtype
@@ -199,7 +208,11 @@ def _plain_adapter(module, x: torch.Tensor):
 
 def cpu_bf16_autocast(kind: str) -> bool:
     """Whether autocast is on for device type ``kind`` and is the CPU's bf16 one."""
-    return kind == "cpu" and torch.is_autocast_enabled(kind) and torch.get_autocast_dtype(kind) == torch.bfloat16
+    return (
+        kind == "cpu"
+        and torch.is_autocast_enabled(kind)
+        and torch.get_autocast_dtype(kind) == torch.bfloat16
+    )
 
 
 def _compute_dtype(x: torch.Tensor) -> torch.dtype | None:
@@ -235,12 +248,21 @@ def lean_lora_forward(self, x, *args, **kwargs):
     keep = keep_mask(x.shape, rate, x.device) if rate > 0 else None
     weight, bias, lora_a, lora_b = base.weight, base.bias, lora.a.weight, lora.b.weight
     if compute == weight.dtype:
-        return _LoraLinear.apply(x, weight, bias, lora_a, lora_b, lora.scaling, keep,
-                                 keep_scale(rate))
+        return _LoraLinear.apply(
+            x, weight, bias, lora_a, lora_b, lora.scaling, keep, keep_scale(rate)
+        )
     weight, bias = frozen_cast(base, weight, compute), None if bias is None else bias.to(compute)
     with torch.autocast(x.device.type, enabled=False):
-        return _LoraLinear.apply(x.to(compute), weight, bias, lora_a.to(compute),
-                                 lora_b.to(compute), lora.scaling, keep, keep_scale(rate))
+        return _LoraLinear.apply(
+            x.to(compute),
+            weight,
+            bias,
+            lora_a.to(compute),
+            lora_b.to(compute),
+            lora.scaling,
+            keep,
+            keep_scale(rate),
+        )
 
 
 def use_lean_lora(model) -> int:

@@ -1,10 +1,10 @@
 """`train(config, on_event=None, stop=None)`: the one training entry point.
 
 The CLI, the supervised child process, the UI and the tests all call this. It runs
-``_setup`` -> ``_loop`` -> ``_finish``, reporting progress through ``on_event(dict)``. The loop is a plain
-PyTorch loop rather than the HF Trainer: it lets the LM head run only on label positions,
-packs rows without padding, checks ``stop`` between steps, and syncs with the host only
-when it reports (docs/benchmarks.md has the measurements that justify it).
+``_setup`` -> ``_loop`` -> ``_finish``, reporting progress through ``on_event(dict)``. The loop is a
+plain PyTorch loop rather than the HF Trainer: it lets the LM head run only on label positions,
+packs rows without padding, checks ``stop`` between steps, and syncs with the host only when it
+reports (docs/benchmarks.md has the measurements that justify it).
 
 Setup's pieces live in :mod:`finetune.train.setup` and one step's mechanics in
 :mod:`finetune.train.steps`; both are shared with ``finetune.train.dryrun``, which times one
@@ -54,8 +54,10 @@ from finetune.train.steps import (
 __all__ = ["ConfigError", "TrainResult", "train"]
 
 
-UNTRAINED_NOTE = ("no optimizer step was taken: the saved adapter's LoRA update is still "
-                  "zero, so it answers exactly as the base model")
+UNTRAINED_NOTE = (
+    "no optimizer step was taken: the saved adapter's LoRA update is still "
+    "zero, so it answers exactly as the base model"
+)
 
 
 @dataclass
@@ -64,7 +66,9 @@ class TrainResult:
     status: str  # "done" or "stopped"
     steps: int
     metrics: dict = field(default_factory=dict)
-    note: str = ""  # a budget run that bought too few steps to be useful says so here ("" otherwise)
+    note: str = (
+        ""  # a budget run that bought too few steps to be useful says so here ("" otherwise)
+    )
 
 
 @dataclass
@@ -82,7 +86,9 @@ class _Run:
     tokenizer: object
     prepared: object  # finetune.data.PreparedData
     model: object  # the PEFT model (what is saved)
-    train_model: object  # the model (sharded in place under FSDP), or its DDP wrapper (what is stepped)
+    train_model: (
+        object  # the model (sharded in place under FSDP), or its DDP wrapper (what is stepped)
+    )
     targets: list
     packing: bool
     optimizer: object
@@ -98,7 +104,9 @@ class _Run:
     total: int = 0  # planned optimizer steps (a time budget resizes it; plan may hold more)
     replan: object = None  # replan(max_steps=N) -> a StepPlan of N steps (the same first ones)
     pacer: object = None  # finetune.train.budget.Pacer under a time budget, else None
-    cadence: dict = field(default_factory=dict)  # "validation" / "probes" / "checkpoint" -> budget.Cadence
+    cadence: dict = field(
+        default_factory=dict
+    )  # "validation" / "probes" / "checkpoint" -> budget.Cadence
     tokens: int = 0  # real tokens trained on, all ranks, earlier sessions of a resumed run included
 
 
@@ -171,44 +179,129 @@ def _setup(cfg: RunConfig, on_event, started: float | None = None) -> _Run:
     resolved, tokenizer, prepared = load_data(cfg, emit)
     train_rows, val_rows = list(prepared.train), list(prepared.val)
     warn_if_too_big(cfg, resolved, prepared, emit)
-    emit("status", message=f"loading {resolved.name} on {device} ({t.precision}, quantization {t.quantization})")
+    emit(
+        "status",
+        message=(
+            f"loading {resolved.name} on {device} ({t.precision}, quantization {t.quantization})"
+        ),
+    )
     model, targets, packing = load_lora_model(cfg, resolved, device)
     sharded = world > 1 and cfg.run.sharding == "fsdp"
-    train_model = parallel.wrap(model, world, device, cfg.run.sharding, t.precision)  # before the optimizer
+    train_model = parallel.wrap(
+        model, world, device, cfg.run.sharding, t.precision
+    )  # before the optimizer
     optimizer = build_optimizer(model, t.learning_rate, t.weight_decay, t.optimizer, device)
-    budget = t.time_budget_s > 0  # the plan is sized once the steps are timed (finetune/train/budget.py)
-    replan = functools.partial(plan_steps, [len(r["input_ids"]) for r in train_rows], t.batch_size, t.grad_accum,
-                               1.0 if budget else t.epochs, seed=t.seed, group_by_length=not packing,
-                               world_size=world, rank=rank)
-    plan = replan(max_steps=0 if budget else t.max_steps)  # under a budget: one epoch until measured
+    budget = (
+        t.time_budget_s > 0
+    )  # the plan is sized once the steps are timed (finetune/train/budget.py)
+    replan = functools.partial(
+        plan_steps,
+        [len(r["input_ids"]) for r in train_rows],
+        t.batch_size,
+        t.grad_accum,
+        1.0 if budget else t.epochs,
+        seed=t.seed,
+        group_by_length=not packing,
+        world_size=world,
+        rank=rank,
+    )
+    plan = replan(
+        max_steps=0 if budget else t.max_steps
+    )  # under a budget: one epoch until measured
     scheduler = build_scheduler(optimizer, t.lr_schedule, t.warmup_ratio, len(plan))
     scaler = make_scaler(device, t.precision)
-    start_step, name, before = resume(run_dir, model, optimizer, scheduler, scaler, rank, world, sharded) \
-        if cfg.run.resume else (0, "", {})
+    start_step, name, before = (
+        resume(run_dir, model, optimizer, scheduler, scaler, rank, world, sharded)
+        if cfg.run.resume
+        else (0, "", {})
+    )
     if name:
         emit("status", message=f"resumed from {name} (step {start_step})")
-    total = max(schedule_total(scheduler), start_step) if budget else len(plan)  # a budget's plan so far
+    total = (
+        max(schedule_total(scheduler), start_step) if budget else len(plan)
+    )  # a budget's plan so far
     resize_schedule(scheduler, total)
     if total > len(plan):
         plan = replan(max_steps=total)
-    batch = functools.partial(to_batch, train_rows, pad_id=tokenizer.pad_token_id, packing=packing, device=device)
-    val_batches = [to_batch(val_rows, range(i, min(i + t.batch_size, len(val_rows))), tokenizer.pad_token_id, packing, device)[0]
-                   for i in range(0, len(val_rows), t.batch_size)]
-    run = _Run(cfg, emit, rank, world, device, run_dir, t0, resolved, tokenizer, prepared, model, train_model,
-               targets, packing, optimizer, scheduler, scaler, make_autocast(device, t.precision), plan, batch,
-               val_batches, start_step, sharded, total=total, replan=replan, tokens=before.get("tokens_seen", 0))
-    run.cadence = {"validation": Cadence(t.eval_every), "probes": Cadence(t.probe_every),
-                   "checkpoint": Cadence(t.save_every)}
+    batch = functools.partial(
+        to_batch, train_rows, pad_id=tokenizer.pad_token_id, packing=packing, device=device
+    )
+    val_batches = [
+        to_batch(
+            val_rows,
+            range(i, min(i + t.batch_size, len(val_rows))),
+            tokenizer.pad_token_id,
+            packing,
+            device,
+        )[0]
+        for i in range(0, len(val_rows), t.batch_size)
+    ]
+    run = _Run(
+        cfg,
+        emit,
+        rank,
+        world,
+        device,
+        run_dir,
+        t0,
+        resolved,
+        tokenizer,
+        prepared,
+        model,
+        train_model,
+        targets,
+        packing,
+        optimizer,
+        scheduler,
+        scaler,
+        make_autocast(device, t.precision),
+        plan,
+        batch,
+        val_batches,
+        start_step,
+        sharded,
+        total=total,
+        replan=replan,
+        tokens=before.get("tokens_seen", 0),
+    )
+    run.cadence = {
+        "validation": Cadence(t.eval_every),
+        "probes": Cadence(t.probe_every),
+        "checkpoint": Cadence(t.save_every),
+    }
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     if budget:
-        run.val_batches = val_batches[:before.get(budget_run.VAL_KEY) or len(val_batches)]  # a resume's rows
-        run.pacer = budget_run.make_pacer(t, t0, device=device, rank=rank, world=world, cadence=run.cadence,
-                                          n_val_batches=len(run.val_batches), trainable=trainable, resumed=before)
-    emit("start", total_steps=total, start_step=start_step, train_rows=len(train_rows),
-         val_rows=len(val_rows), device=device, threads=threads, malloc=allocator.in_use(),
-         packing=packing, targets=targets, time_budget_s=t.time_budget_s,
-         trainable_params=trainable, run_dir=str(run_dir), data_stats=prepared.stats,
-         startup_s=time.time() - t0)
+        run.val_batches = val_batches[
+            : before.get(budget_run.VAL_KEY) or len(val_batches)
+        ]  # a resume's rows
+        run.pacer = budget_run.make_pacer(
+            t,
+            t0,
+            device=device,
+            rank=rank,
+            world=world,
+            cadence=run.cadence,
+            n_val_batches=len(run.val_batches),
+            trainable=trainable,
+            resumed=before,
+        )
+    emit(
+        "start",
+        total_steps=total,
+        start_step=start_step,
+        train_rows=len(train_rows),
+        val_rows=len(val_rows),
+        device=device,
+        threads=threads,
+        malloc=allocator.in_use(),
+        packing=packing,
+        targets=targets,
+        time_budget_s=t.time_budget_s,
+        trainable_params=trainable,
+        run_dir=str(run_dir),
+        data_stats=prepared.stats,
+        startup_s=time.time() - t0,
+    )
     if run.val_batches and start_step == 0:
         _base_validation(run, len(val_rows))
     return run
@@ -218,13 +311,21 @@ def _base_validation(run: _Run, val_rows: int) -> None:
     """The base model's validation loss; under a time budget on the rows one pass affords."""
     if run.pacer is None:
         base_loss = validation_loss(run.model, run.val_batches, run.autocast)
-    else:  # sized to the budget: every later pass runs on the same rows (budget_run.base_validation)
+    else:
+        # sized to the budget: every later pass runs on the same rows (budget_run.base_validation)
         before = len(run.val_batches)
-        base_loss, run.val_batches = budget_run.base_validation(run.model, run.val_batches, run.autocast, run.pacer)
+        base_loss, run.val_batches = budget_run.base_validation(
+            run.model, run.val_batches, run.autocast, run.pacer
+        )
         if len(run.val_batches) < before:
-            kept = min(val_rows, len(run.val_batches) * run.cfg.train.batch_size)  # packed batches hold one row
-            run.emit("status", message=f"validating on {kept} of {val_rows} held-out rows: a pass of all of them "
-                                       f"would take more than {VALIDATION_PASS_SHARE:.0%} of the time budget")
+            kept = min(
+                val_rows, len(run.val_batches) * run.cfg.train.batch_size
+            )  # packed batches hold one row
+            run.emit(
+                "status",
+                message=f"validating on {kept} of {val_rows} held-out rows: a pass of all of them "
+                f"would take more than {VALIDATION_PASS_SHARE:.0%} of the time budget",
+            )
     run.metrics.update(base_val_loss=base_loss, base_val_perplexity=math.exp(base_loss))
     run.emit("eval", step=0, val_loss=base_loss, val_perplexity=math.exp(base_loss))
 
@@ -248,7 +349,9 @@ def _loop(run: _Run, stop) -> _Progress:
         micro = [m[j::split] for m in run.plan.steps[step] for j in range(split) if m[j::split]]
         batches = [run.batch(m) for m in micro]
         try:
-            s, n_real = forward_backward(run.train_model, batches, run.autocast, scaler, sync=world == 1 or run.sharded)
+            s, n_real = forward_backward(
+                run.train_model, batches, run.autocast, scaler, sync=world == 1 or run.sharded
+            )
             failed = False
         except RuntimeError as err:  # torch.OutOfMemoryError, or cuBLAS failing to allocate
             if not is_oom(err):
@@ -256,7 +359,9 @@ def _loop(run: _Run, stop) -> _Progress:
             if run.sharded:
                 raise oom.fsdp_oom(t.batch_size) from err
             failed = True
-        if world > 1 and not run.sharded:  # every rank retries the step together, or none does (oom.py)
+        if (
+            world > 1 and not run.sharded
+        ):  # every rank retries the step together, or none does (oom.py)
             failed = oom.any_rank(failed, device)
             if not failed:
                 oom.average_gradients(model, world)
@@ -270,31 +375,50 @@ def _loop(run: _Run, stop) -> _Progress:
         tokens_seen += n_real
         run.tokens += n_real * world
         grad_norm = oom.optimizer_step_with_retry(
-            lambda: optimizer_step(model, optimizer, scheduler, scaler, t.max_grad_norm), device, not run.sharded)
+            lambda: optimizer_step(model, optimizer, scheduler, scaler, t.max_grad_norm),
+            device,
+            not run.sharded,
+        )
         step += 1
         if run.pacer:  # a time budget re-sizes the plan from the measured step times
             settled = run.pacer.settled
-            total, run.plan = budget_run.resize(run.pacer, step, total, run.plan, run.replan, run.scheduler)
+            total, run.plan = budget_run.resize(
+                run.pacer, step, total, run.plan, run.replan, run.scheduler
+            )
             run.total = total
-            if run.pacer.settled and not settled and (short := budget_run.plan_warning(run.pacer, total)):
+            if (
+                run.pacer.settled
+                and not settled
+                and (short := budget_run.plan_warning(run.pacer, total))
+            ):
                 emit("warning", message=short)
-        # Under a budget a fast GPU runs thousands of steps: a few hundred progress events say enough.
+        # Under a budget a fast GPU runs thousands of steps: a few hundred
+        # progress events say enough.
         log_every = max(t.log_every, total // 500) if run.pacer else t.log_every
         if step % log_every == 0 or step == total:
             elapsed = time.time() - loop_t0
             eta = run.pacer.left() if run.pacer else elapsed / (step - start_step) * (total - step)
-            log = dict(step=step, total_steps=total, epoch=step / run.plan.steps_per_epoch,
-                       loss=float(loss_acc) / max(loss_tokens, 1), lr=scheduler.get_last_lr()[0],
-                       grad_norm=float(grad_norm), tokens_per_second=tokens_seen * world / max(elapsed, 1e-9),
-                       elapsed=time.time() - run.t0, eta=eta,
-                       peak_memory_gib=peak_memory_gib(device))
+            log = dict(
+                step=step,
+                total_steps=total,
+                epoch=step / run.plan.steps_per_epoch,
+                loss=float(loss_acc) / max(loss_tokens, 1),
+                lr=scheduler.get_last_lr()[0],
+                grad_norm=float(grad_norm),
+                tokens_per_second=tokens_seen * world / max(elapsed, 1e-9),
+                elapsed=time.time() - run.t0,
+                eta=eta,
+                peak_memory_gib=peak_memory_gib(device),
+            )
             emit("progress", **log)
             metrics["train_loss"] = log["loss"]
             loss_acc.zero_()
             loss_tokens = 0
         if step < total:
             _between_steps(run, step, total)
-    return _Progress(step, status, split, oom_events, tokens_seen, train_seconds=time.time() - loop_t0)
+    return _Progress(
+        step, status, split, oom_events, tokens_seen, train_seconds=time.time() - loop_t0
+    )
 
 
 def _between_steps(run: _Run, step: int, total: int) -> None:
@@ -319,8 +443,13 @@ def _between_steps(run: _Run, step: int, total: int) -> None:
 
 def _validation(run: _Run) -> float | None:
     """Mean validation loss on every rank, or None when it ran out of memory (not under FSDP)."""
-    return oom.skip_on_oom(lambda: validation_loss(run.model, run.val_batches, run.autocast), "validation",
-                           run.device, run.emit, recover=not run.sharded)
+    return oom.skip_on_oom(
+        lambda: validation_loss(run.model, run.val_batches, run.autocast),
+        "validation",
+        run.device,
+        run.emit,
+        recover=not run.sharded,
+    )
 
 
 def _probes(run: _Run, max_time: float | None = None) -> list | None:
@@ -330,9 +459,19 @@ def _probes(run: _Run, max_time: float | None = None) -> list | None:
 
     if run.rank != 0 and not run.sharded:
         return None
-    return oom.skip_on_oom(lambda: answer_probes(run.model, run.tokenizer, run.cfg.data.system_prompt,
-                                                 synced=run.sharded, max_time=max_time),
-                           "probes", run.device, run.emit, recover=not run.sharded)
+    return oom.skip_on_oom(
+        lambda: answer_probes(
+            run.model,
+            run.tokenizer,
+            run.cfg.data.system_prompt,
+            synced=run.sharded,
+            max_time=max_time,
+        ),
+        "probes",
+        run.device,
+        run.emit,
+        recover=not run.sharded,
+    )
 
 
 def _final_probes(run: _Run) -> list:
@@ -347,12 +486,26 @@ def _checkpoint(run: _Run, step: int) -> None:
     """Rank 0 writes a checkpoint; under FSDP every rank first helps gather the whole state."""
     from finetune.train.saving import save_checkpoint
 
-    sharded = (parallel.full_trainable_state(run.model), parallel.full_optimizer_state(run.model, run.optimizer)) \
-        if run.sharded else None
+    sharded = (
+        (
+            parallel.full_trainable_state(run.model),
+            parallel.full_optimizer_state(run.model, run.optimizer),
+        )
+        if run.sharded
+        else None
+    )
     progress = {"tokens_seen": run.tokens, **budget_run.checkpoint_fields(run.pacer)}
     if run.rank == 0:
-        save_checkpoint(run.run_dir, step, run.model, run.optimizer, run.scheduler, scaler=run.scaler, sharded=sharded,
-                        progress=progress)
+        save_checkpoint(
+            run.run_dir,
+            step,
+            run.model,
+            run.optimizer,
+            run.scheduler,
+            scaler=run.scaler,
+            sharded=sharded,
+            progress=progress,
+        )
         run.emit("checkpoint", step=step)
 
 
@@ -364,9 +517,18 @@ def _finish(run: _Run, progress: _Progress) -> TrainResult:
     cfg, emit, metrics, t, dc = run.cfg, run.emit, run.metrics, run.cfg.train, run.cfg.data
     model, tokenizer, val_batches = run.model, run.tokenizer, run.val_batches
     rank, world, device, t0 = run.rank, run.world, run.device, run.t0
-    step, status, split, train_seconds = progress.step, progress.status, progress.split, progress.train_seconds
+    step, status, split, train_seconds = (
+        progress.step,
+        progress.status,
+        progress.split,
+        progress.train_seconds,
+    )
     with budget_run.timed(run.pacer, "validation"):
-        vl = _validation(run) if val_batches and budget_run.final_validation_fits(run.pacer, emit) else None
+        vl = (
+            _validation(run)
+            if val_batches and budget_run.final_validation_fits(run.pacer, emit)
+            else None
+        )
     if vl is not None:
         metrics.update(val_loss=vl, val_perplexity=math.exp(vl))
         emit("eval", step=step, val_loss=vl, val_perplexity=math.exp(vl))
@@ -374,7 +536,9 @@ def _finish(run: _Run, progress: _Progress) -> TrainResult:
         adapter_dir, probes = None, _final_probes(run)
     bought = budget_run.bought(run.pacer, run.plan, step, world, run.tokens)
     note = (bought or {}).get("note", "")
-    if step == 0:  # stopped before its first update: no quiet "stopped" for an adapter equal to the base
+    if (
+        step == 0
+    ):  # stopped before its first update: no quiet "stopped" for an adapter equal to the base
         note = "; ".join(filter(None, [UNTRAINED_NOTE, note]))
     weights = parallel.full_trainable_state(model) if run.sharded else None  # every rank takes part
     if rank == 0:
@@ -382,25 +546,52 @@ def _finish(run: _Run, progress: _Progress) -> TrainResult:
         name = adapter_name_for(cfg.run.adapter_name, dc.path)
         knowledge = shelve_or_warn(run.prepared, dc.path, emit)  # the answers it may be shown
         manifest = build_manifest(
-            cfg, run.resolved, tokenizer, run.prepared, status=status, steps=step, total_steps=run.total,
+            cfg,
+            run.resolved,
+            tokenizer,
+            run.prepared,
+            status=status,
+            steps=step,
+            total_steps=run.total,
             targets=run.targets,
-            training={"device": device, "packing": run.packing, "world_size": world, "sharding": cfg.run.sharding,
-                      "oom_retries": progress.oom_events,
-                      "effective_micro_batch": max(1, t.batch_size // split)},
-            metrics=metrics, probes=probes, run_dir=run.run_dir,
-            timings={"train_seconds": train_seconds, "total_seconds": time.time() - t0,
-                     "tokens_per_second": progress.tokens_seen * world / max(train_seconds, 1e-9)},
-            budget=bought, knowledge=knowledge)
+            training={
+                "device": device,
+                "packing": run.packing,
+                "world_size": world,
+                "sharding": cfg.run.sharding,
+                "oom_retries": progress.oom_events,
+                "effective_micro_batch": max(1, t.batch_size // split),
+            },
+            metrics=metrics,
+            probes=probes,
+            run_dir=run.run_dir,
+            timings={
+                "train_seconds": train_seconds,
+                "total_seconds": time.time() - t0,
+                "tokens_per_second": progress.tokens_seen * world / max(train_seconds, 1e-9),
+            },
+            budget=bought,
+            knowledge=knowledge,
+        )
         adapter_dir = save_adapter(model, tokenizer, name, manifest, state_dict=weights)
         emit("saved", adapter=adapter_dir.name, path=str(adapter_dir), status=status)
         budget_run.record_speeds(run.pacer, cfg)
     if note:
         emit("warning", message=note)
-    emit("done", status=status, step=step, total_steps=run.total, metrics=metrics,
-         adapter=adapter_dir.name if adapter_dir else None, **({"note": note} if note else {}))
+    emit(
+        "done",
+        status=status,
+        step=step,
+        total_steps=run.total,
+        metrics=metrics,
+        adapter=adapter_dir.name if adapter_dir else None,
+        **({"note": note} if note else {}),
+    )
     if world > 1:
         import torch.distributed as dist
 
         dist.barrier()  # the other ranks wait while rank 0 writes the adapter
         dist.destroy_process_group()
-    return TrainResult(adapter_dir=adapter_dir, status=status, steps=step, metrics=metrics, note=note)
+    return TrainResult(
+        adapter_dir=adapter_dir, status=status, steps=step, metrics=metrics, note=note
+    )

@@ -37,8 +37,8 @@ def cost_text(
     tuned = entry.get("training", {}).get("tunedesk", {})
     parts = [
         f"**Measured cost of {entry.get('name', hub_id)}** (random weights of its real shape, "
-        f"measured on {model_costs.describe_machine(measured_on)} on {str(table.get('date', '?'))[:10]}, "
-        f"{_settings(table.get('settings', {}))}):"
+        f"measured on {model_costs.describe_machine(measured_on)} on "
+        f"{str(table.get('date', '?'))[:10]}, {_settings(table.get('settings', {}))}):"
     ]
     if tuned.get("tokens_per_s"):
         parts.append(
@@ -75,8 +75,9 @@ def _entry(table: dict | None, name: str) -> tuple[dict | None, str]:
 
 def _settings(s: dict) -> str:
     return (
-        f"batch {s.get('batch_size', '?')} x {s.get('grad_accum', '?')}, max length {s.get('max_length', '?')}, "
-        f"{s.get('precision', '?')}, LoRA r {s.get('lora_r', '?')}, {s.get('data', '?')}"
+        f"batch {s.get('batch_size', '?')} x {s.get('grad_accum', '?')}, max length "
+        f"{s.get('max_length', '?')}, {s.get('precision', '?')}, LoRA r {s.get('lora_r', '?')}, "
+        f"{s.get('data', '?')}"
     )
 
 
@@ -88,7 +89,10 @@ def _steps_sentence(cfg, tuned: dict, entry: dict) -> str:
     if not (isinstance(t.time_budget_s, (int, float)) and t.time_budget_s > 0):
         return ""
     if t.method == "sft" and load(cfg) is not None:
-        return "Steps inside the time budget: from this machine's own measurement of these settings (a dry run or a run), not from this table."
+        return (
+            "Steps inside the time budget: from this machine's own measurement of these "
+            "settings (a dry run or a run), not from this table."
+        )
     per_example = min(
         entry.get("training", {}).get("tokens_per_example") or cfg.data.max_length,
         cfg.data.max_length,
@@ -96,7 +100,7 @@ def _steps_sentence(cfg, tuned: dict, entry: dict) -> str:
     per_step = t.batch_size * t.grad_accum * per_example
     steps = int(t.time_budget_s * tuned["tokens_per_s"] / per_step)
     return (
-        f"At that speed the {t.time_budget_s / 60:g}-minute budget holds about {steps:,} steps of "
-        f"{per_step:,.0f} tokens ({t.batch_size} x {t.grad_accum} rows of {per_example:,.0f} tokens, the "
-        "measured data's mean) before start-up and validation take their share."
+        f"At that speed the {t.time_budget_s / 60:g}-minute budget holds about {steps:,} steps "
+        f"of {per_step:,.0f} tokens ({t.batch_size} x {t.grad_accum} rows of {per_example:,.0f} "
+        "tokens, the measured data's mean) before start-up and validation take their share."
     )

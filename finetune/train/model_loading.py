@@ -125,18 +125,33 @@ def _linear_leaf_names(model) -> list[str]:
     return sorted(names)
 
 
-def apply_lora(model, architecture: str, lora: LoraArgs, quantization: str = "none", gradient_checkpointing: bool = False):
+def apply_lora(
+    model,
+    architecture: str,
+    lora: LoraArgs,
+    quantization: str = "none",
+    gradient_checkpointing: bool = False,
+):
     """Wrap ``model`` with a fresh LoRA adapter; k-bit preparation when quantized."""
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
     targets = resolve_targets(model, architecture, lora)
     if quantization != "none":
         # use_reentrant=False as below: otherwise torch picks reentrant checkpointing here only.
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=gradient_checkpointing,
-                                                gradient_checkpointing_kwargs={"use_reentrant": False})
-    elif gradient_checkpointing and hasattr(model, "activation_checkpointing_enable"):  # the pinned transformers
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-    elif gradient_checkpointing:  # an older transformers (a GPU machine's own install): the old name
+        model = prepare_model_for_kbit_training(
+            model,
+            use_gradient_checkpointing=gradient_checkpointing,
+            gradient_checkpointing_kwargs={"use_reentrant": False},
+        )
+    elif gradient_checkpointing and hasattr(
+        model, "activation_checkpointing_enable"
+    ):  # the pinned transformers
+        model.activation_checkpointing_enable(
+            activation_checkpointing_kwargs={"use_reentrant": False}
+        )
+    elif (
+        gradient_checkpointing
+    ):  # an older transformers (a GPU machine's own install): the old name
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     # Checkpointing makes the embeddings' output require a gradient (transformers adds that hook
     # here and PEFT again in get_peft_model, for reentrant checkpointing's sake), and backward
@@ -170,11 +185,15 @@ def top_layer_indices(model, top_layers: int) -> list[int] | None:
     if not top_layers:
         return None
     config = getattr(model, "config", None)
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config  # GPT-2: n_layer
+    text = (
+        config.get_text_config() if hasattr(config, "get_text_config") else config
+    )  # GPT-2: n_layer
     blocks = getattr(text, "num_hidden_layers", None)
     if not isinstance(blocks, int):
-        raise ValueError("LoRA top layers needs the model's block count, and its config names none: "
-                         "set top layers to 0 (adapt every block)")
+        raise ValueError(
+            "LoRA top layers needs the model's block count, and its config names none: "
+            "set top layers to 0 (adapt every block)"
+        )
     if top_layers >= blocks:
         return None
     return list(range(blocks - top_layers, blocks))

@@ -48,12 +48,16 @@ def average_gradients(model, world: int) -> None:
         g.copy_(reduced)
 
 
-def after_oom(optimizer, split: int, step: int, batch_size: int, oom_events: list, emit, device: str) -> int:
+def after_oom(
+    optimizer, split: int, step: int, batch_size: int, oom_events: list, emit, device: str
+) -> int:
     """Drop the partial step's gradients and split its micro-batches in two (raises at 64)."""
     optimizer.zero_grad(set_to_none=True)
     release_memory(device)
     if split >= 64:
-        raise torch.OutOfMemoryError(f"out of memory even with micro-batches of 1 (batch size {batch_size})")
+        raise torch.OutOfMemoryError(
+            f"out of memory even with micro-batches of 1 (batch size {batch_size})"
+        )
     split *= 2
     micro = max(1, batch_size // split)
     oom_events.append({"step": step, "micro_batch": micro})
@@ -64,9 +68,10 @@ def after_oom(optimizer, split: int, step: int, batch_size: int, oom_events: lis
 def fsdp_oom(batch_size: int) -> torch.OutOfMemoryError:
     """The error an out-of-memory step raises under FSDP, where it cannot be split (above)."""
     return torch.OutOfMemoryError(
-        f"out of GPU memory in a training step under sharding fsdp (batch size {batch_size}); FSDP "
-        "cannot split the step and retry, as every rank takes part in each forward: lower the batch "
-        "size or max length, turn on gradient checkpointing, or add processes")
+        f"out of GPU memory in a training step under sharding fsdp (batch size {batch_size}); "
+        "FSDP cannot split the step and retry, as every rank takes part in each forward: lower "
+        "the batch size or max length, turn on gradient checkpointing, or add processes"
+    )
 
 
 def skip_on_oom(fn, what: str, device: str, emit, recover: bool = True):
@@ -105,5 +110,7 @@ def optimizer_step_with_retry(step_fn, device: str, retry: bool = True):
     except RuntimeError as err:
         if not is_oom(err):
             raise
-    raise torch.OutOfMemoryError("out of GPU memory in the optimizer step even after freeing the cache: "
-                                 "lower the batch size or max length, or use 4-bit quantization")
+    raise torch.OutOfMemoryError(
+        "out of GPU memory in the optimizer step even after freeing the cache: "
+        "lower the batch size or max length, or use 4-bit quantization"
+    )

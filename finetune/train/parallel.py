@@ -54,12 +54,17 @@ def shard(model, device: str, precision: str) -> None:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    mesh = init_device_mesh("cuda" if device.startswith("cuda") else "cpu", (dist.get_world_size(),))
+    mesh = init_device_mesh(
+        "cuda" if device.startswith("cuda") else "cpu", (dist.get_world_size(),)
+    )
     # On a GPU in bf16 the base is loaded in bf16 and PEFT keeps LoRA in fp32: all-gather and
     # compute in bf16, reduce gradients and keep the sharded LoRA weights in fp32. On the CPU
     # weights stay fp32 and autocast does bf16 (finetune/train/model_loading.py).
-    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
-        if device.startswith("cuda") and precision == "bf16" else MixedPrecisionPolicy()
+    mp = (
+        MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        if device.startswith("cuda") and precision == "bf16"
+        else MixedPrecisionPolicy()
+    )
     for layer in decoder_layers(model):
         fully_shard(layer, mesh=mesh, mp_policy=mp)
     fully_shard(model, mesh=mesh, mp_policy=mp)
@@ -71,8 +76,10 @@ def decoder_layers(model) -> list:
     names = set(getattr(base, "_no_split_modules", None) or [])
     layers = [m for m in base.modules() if type(m).__name__ in names]
     if not layers:
-        raise ValueError(f"sharding fsdp: found no decoder layers in {type(base).__name__} "
-                         "(its _no_split_modules is empty); use sharding ddp")
+        raise ValueError(
+            f"sharding fsdp: found no decoder layers in {type(base).__name__} "
+            "(its _no_split_modules is empty); use sharding ddp"
+        )
     return layers
 
 

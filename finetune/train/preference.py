@@ -85,7 +85,9 @@ class PreferenceConfig:
     precision: str = "fp32"  # fp32, or bf16 / fp16 under autocast (as supervised training)
 
     def __post_init__(self):
-        defaults = METHOD_DEFAULTS.get(self.method, METHOD_DEFAULTS["dpo"])  # a bad method: check() says so
+        defaults = METHOD_DEFAULTS.get(
+            self.method, METHOD_DEFAULTS["dpo"]
+        )  # a bad method: check() says so
         for field in ("beta", "sft_weight", "learning_rate", "epochs", "batch_size"):
             if getattr(self, field) is None:
                 setattr(self, field, getattr(defaults, field))
@@ -93,7 +95,10 @@ class PreferenceConfig:
     def check(self) -> None:
         """Raises ValueError naming the first bad setting."""
         if self.method not in METHODS:
-            raise ValueError(f"method must be one of {', '.join(METHODS)} (sft is `finetune train`), got {self.method!r}")
+            raise ValueError(
+                f"method must be one of {', '.join(METHODS)} (sft is `finetune train`), got "
+                f"{self.method!r}"
+            )
         if self.loss not in DPO_LOSSES:
             raise ValueError(f"loss must be one of {', '.join(DPO_LOSSES)}, got {self.loss!r}")
         if not self.sft_weight >= 0:
@@ -141,15 +146,30 @@ def read_pairs(path: str | Path, limit: int = 0) -> list[dict]:
             row = json.loads(line)
         except ValueError:
             raise ValueError(f"{path.name} line {number} is not JSON") from None
-        prompt, chosen, rejected = (row.get(k) if isinstance(row, dict) else None for k in ("prompt", "chosen", "rejected"))
+        prompt, chosen, rejected = (
+            row.get(k) if isinstance(row, dict) else None for k in ("prompt", "chosen", "rejected")
+        )
         if isinstance(prompt, str):
             prompt = [{"role": "user", "content": prompt}]
-        if not (isinstance(prompt, list) and prompt and isinstance(chosen, str) and isinstance(rejected, str)
-                and chosen.strip() and rejected.strip()):
-            raise ValueError(f"{path.name} line {number}: a pair needs prompt (text or messages), chosen and "
-                             "rejected (non-empty text)")
-        pairs.append({"prompt": [{"role": m["role"], "content": m["content"]} for m in prompt],
-                      "chosen": chosen, "rejected": rejected})
+        if not (
+            isinstance(prompt, list)
+            and prompt
+            and isinstance(chosen, str)
+            and isinstance(rejected, str)
+            and chosen.strip()
+            and rejected.strip()
+        ):
+            raise ValueError(
+                f"{path.name} line {number}: a pair needs prompt (text or messages), chosen and "
+                "rejected (non-empty text)"
+            )
+        pairs.append(
+            {
+                "prompt": [{"role": m["role"], "content": m["content"]} for m in prompt],
+                "chosen": chosen,
+                "rejected": rejected,
+            }
+        )
         if limit and len(pairs) >= limit:
             break
     if not pairs:
@@ -182,8 +202,15 @@ def load_policy(adapter: str, trainable: bool = True):
     return model, tokenizer, manifest
 
 
-def train_preference(cfg: PreferenceConfig, on_log=None, *, on_event=None, stop=None,
-                     run_dir: str | Path | None = None, started: float | None = None) -> PreferenceResult:
+def train_preference(
+    cfg: PreferenceConfig,
+    on_log=None,
+    *,
+    on_event=None,
+    stop=None,
+    run_dir: str | Path | None = None,
+    started: float | None = None,
+) -> PreferenceResult:
     """Train ``cfg.adapter`` on ``cfg.pairs``; the result is a new adapter on the shelf.
 
     Args:
@@ -207,39 +234,78 @@ def train_preference(cfg: PreferenceConfig, on_log=None, *, on_event=None, stop=
     emit = emitter(on_event)
     emit("status", message=f"loading {cfg.adapter} for {cfg.method} on {len(pairs)} pairs")
     model, tokenizer, parent = load_policy(cfg.adapter)
-    if not cfg.device.startswith("cuda"):  # as supervised training on the CPU: -9 % a DPO step in bf16
+    if not cfg.device.startswith(
+        "cuda"
+    ):  # as supervised training on the CPU: -9 % a DPO step in bf16
         from finetune.train.fused import use_lean_ops
 
         use_lean_ops(model)
-    run_dir = Path(run_dir) if run_dir else paths.subdir("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = (
+        Path(run_dir)
+        if run_dir
+        else paths.subdir("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
     targets = model.peft_config[model.active_adapter].target_modules
-    progress = PreferenceProgress(emit, on_log, stop, cfg.device, pairs=len(pairs), method=cfg.method,
-                         trainable_params=sum(p.numel() for p in model.parameters() if p.requires_grad),
-                         targets=[targets] if isinstance(targets, str) else sorted(targets))
+    progress = PreferenceProgress(
+        emit,
+        on_log,
+        stop,
+        cfg.device,
+        pairs=len(pairs),
+        method=cfg.method,
+        trainable_params=sum(p.numel() for p in model.parameters() if p.requires_grad),
+        targets=[targets] if isinstance(targets, str) else sorted(targets),
+    )
     budget = None
     if cfg.time_budget_s:
         from finetune.train.preference_budget import PreferenceBudget
 
-        budget = PreferenceBudget(cfg.time_budget_s, t0, device=cfg.device, grad_accum=cfg.grad_accum,
-                                  trainable=progress.run["trainable_params"])
-    # The budget's callback first: it decides whether the plan ends at a step; the stop request after it
-    trainer = _trainer(cfg, model, tokenizer, pairs, run_dir, ([budget.callback()] if budget else [])
-                       + [progress.callback()])
+        budget = PreferenceBudget(
+            cfg.time_budget_s,
+            t0,
+            device=cfg.device,
+            grad_accum=cfg.grad_accum,
+            trainable=progress.run["trainable_params"],
+        )
+    # The budget's callback first: it decides whether the plan ends at a step; the
+    # stop request after it
+    trainer = _trainer(
+        cfg,
+        model,
+        tokenizer,
+        pairs,
+        run_dir,
+        ([budget.callback()] if budget else []) + [progress.callback()],
+    )
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-    for quiet in (PrinterCallback, ProgressCallback):  # progress goes to on_log / on_event, not stdout
+    for quiet in (
+        PrinterCallback,
+        ProgressCallback,
+    ):  # progress goes to on_log / on_event, not stdout
         trainer.remove_callback(quiet)
     start, reference_seconds = time.perf_counter(), 0.0
     if cfg.method == "dpo" and _lean(cfg):
         from finetune.train.preference_head import precompute_reference
 
-        emit("status", message=f"scoring the {len(pairs)} pairs under {cfg.adapter} once (DPO's reference)")
-        precompute_reference(trainer, cfg.precision, cfg.batch_size, budget.reference_stop(stop) if budget else stop)
+        emit(
+            "status",
+            message=f"scoring the {len(pairs)} pairs under {cfg.adapter} once (DPO's reference)",
+        )
+        precompute_reference(
+            trainer, cfg.precision, cfg.batch_size, budget.reference_stop(stop) if budget else stop
+        )
         reference_seconds = time.perf_counter() - start
         if budget and budget.reference_cut:
-            emit("warning", message="the time budget ran out while scoring DPO's reference: the run trains only "
-                                    "in what is left of it (scoring the reference at each step); give it more "
-                                    "minutes or fewer pairs")
+            emit(
+                "warning",
+                message=(
+                    "the time budget ran out while scoring DPO's reference: the run trains "
+                    "only "
+                    "in what is left of it (scoring the reference at each step); give it more "
+                    "minutes or fewer pairs"
+                ),
+            )
     output = trainer.train()
     seconds = time.perf_counter() - start
     status = "stopped" if progress.stopped else "completed"
@@ -248,25 +314,71 @@ def train_preference(cfg: PreferenceConfig, on_log=None, *, on_event=None, stop=
         policy.delete_adapter("ref")  # TRL's frozen copy of the starting adapter
     from finetune.train.saving import save_adapter
 
-    manifest = {k: v for k, v in parent.items() if k not in ("format", "name", "adapter_hash", "adapter_bytes",
-                                                             "eval", "gate", "metrics", "probes")}
-    manifest.update({
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "status": status,
-        "steps": trainer.state.global_step, "total_steps": trainer.state.max_steps,
-        **({"budget": budget.bought(trainer.state, len(pairs), cfg.batch_size, cfg.grad_accum, progress.tokens)}
-           if budget else {}),
-        "lineage": {"parent": cfg.adapter, "parent_hash": parent.get("adapter_hash"), "method": cfg.method,
-                    "pairs": len(pairs), "pairs_file": str(cfg.pairs), "pairs_hash": file_hash(Path(cfg.pairs))},
-        "preference": {**asdict(cfg), "final_loss": output.training_loss},
-        "timings": {"train_seconds": round(seconds, 1), "reference_seconds": round(reference_seconds, 1)},
-        "run_dir": str(run_dir),
-    })
+    manifest = {
+        k: v
+        for k, v in parent.items()
+        if k
+        not in (
+            "format",
+            "name",
+            "adapter_hash",
+            "adapter_bytes",
+            "eval",
+            "gate",
+            "metrics",
+            "probes",
+        )
+    }
+    manifest.update(
+        {
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "status": status,
+            "steps": trainer.state.global_step,
+            "total_steps": trainer.state.max_steps,
+            **(
+                {
+                    "budget": budget.bought(
+                        trainer.state, len(pairs), cfg.batch_size, cfg.grad_accum, progress.tokens
+                    )
+                }
+                if budget
+                else {}
+            ),
+            "lineage": {
+                "parent": cfg.adapter,
+                "parent_hash": parent.get("adapter_hash"),
+                "method": cfg.method,
+                "pairs": len(pairs),
+                "pairs_file": str(cfg.pairs),
+                "pairs_hash": file_hash(Path(cfg.pairs)),
+            },
+            "preference": {**asdict(cfg), "final_loss": output.training_loss},
+            "timings": {
+                "train_seconds": round(seconds, 1),
+                "reference_seconds": round(reference_seconds, 1),
+            },
+            "run_dir": str(run_dir),
+        }
+    )
     path = save_adapter(policy, tokenizer, name, manifest)
     emit("saved", adapter=name, path=str(path), status=status)
-    emit("done", status=status, step=trainer.state.global_step, adapter=name,
-         metrics={"train_loss": output.training_loss})
-    return PreferenceResult(name, path, trainer.state.global_step, len(pairs), seconds, output.training_loss, status,
-                            reference_seconds)
+    emit(
+        "done",
+        status=status,
+        step=trainer.state.global_step,
+        adapter=name,
+        metrics={"train_loss": output.training_loss},
+    )
+    return PreferenceResult(
+        name,
+        path,
+        trainer.state.global_step,
+        len(pairs),
+        seconds,
+        output.training_loss,
+        status,
+        reference_seconds,
+    )
 
 
 def _on_this_machine(cfg: PreferenceConfig) -> PreferenceConfig:
@@ -291,37 +403,76 @@ def _lean(cfg: PreferenceConfig) -> bool:
     return cfg.lean_head and not cfg.device.startswith("cuda")
 
 
-def _trainer(cfg: PreferenceConfig, model, tokenizer, pairs: list[dict], run_dir: Path, callbacks: list):
+def _trainer(
+    cfg: PreferenceConfig, model, tokenizer, pairs: list[dict], run_dir: Path, callbacks: list
+):
     from datasets import Dataset
 
-    rows = Dataset.from_list([{"prompt": p["prompt"], "chosen": [{"role": "assistant", "content": p["chosen"]}],
-                               "rejected": [{"role": "assistant", "content": p["rejected"]}]} for p in pairs])
-    common = {"output_dir": str(run_dir), "per_device_train_batch_size": cfg.batch_size,
-              "gradient_accumulation_steps": cfg.grad_accum, "learning_rate": cfg.learning_rate,
-              "num_train_epochs": cfg.epochs, "max_steps": cfg.max_steps, "max_length": cfg.max_length,
-              "beta": cfg.beta, "logging_steps": 1, "save_strategy": "no", "report_to": [], "seed": cfg.seed,
-              "use_cpu": not cfg.device.startswith("cuda"), "bf16": cfg.precision == "bf16",
-              "fp16": cfg.precision == "fp16", "dataloader_num_workers": 0,
-              "disable_tqdm": True, "gradient_checkpointing": cfg.gradient_checkpointing}
+    rows = Dataset.from_list(
+        [
+            {
+                "prompt": p["prompt"],
+                "chosen": [{"role": "assistant", "content": p["chosen"]}],
+                "rejected": [{"role": "assistant", "content": p["rejected"]}],
+            }
+            for p in pairs
+        ]
+    )
+    common = {
+        "output_dir": str(run_dir),
+        "per_device_train_batch_size": cfg.batch_size,
+        "gradient_accumulation_steps": cfg.grad_accum,
+        "learning_rate": cfg.learning_rate,
+        "num_train_epochs": cfg.epochs,
+        "max_steps": cfg.max_steps,
+        "max_length": cfg.max_length,
+        "beta": cfg.beta,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": [],
+        "seed": cfg.seed,
+        "use_cpu": not cfg.device.startswith("cuda"),
+        "bf16": cfg.precision == "bf16",
+        "fp16": cfg.precision == "fp16",
+        "dataloader_num_workers": 0,
+        "disable_tqdm": True,
+        "gradient_checkpointing": cfg.gradient_checkpointing,
+    }
     if cfg.method in ("dpo", "cpo"):
         from trl import DPOConfig, DPOTrainer
 
-        losses = ({"loss_type": [cfg.loss, "sft"], "loss_weights": [1.0, cfg.sft_weight]} if cfg.sft_weight
-                  else {"loss_type": [cfg.loss]})
+        losses = (
+            {"loss_type": [cfg.loss, "sft"], "loss_weights": [1.0, cfg.sft_weight]}
+            if cfg.sft_weight
+            else {"loss_type": [cfg.loss]}
+        )
         trainer_class = DPOTrainer
         if _lean(cfg):
             from finetune.train.preference_head import with_lean_head
 
             trainer_class = with_lean_head(DPOTrainer, cfg.precision)
-        trainer = trainer_class(model=model, args=DPOConfig(**common, **losses), train_dataset=rows,
-                                processing_class=tokenizer, callbacks=callbacks)
+        trainer = trainer_class(
+            model=model,
+            args=DPOConfig(**common, **losses),
+            train_dataset=rows,
+            processing_class=tokenizer,
+            callbacks=callbacks,
+        )
         if cfg.method == "cpo":  # reference log-probs of zero: the losses see the policy's own
             zeros = [0.0] * len(trainer.train_dataset)
-            trainer.train_dataset = (trainer.train_dataset.add_column("ref_chosen_logps", zeros)
-                                     .add_column("ref_rejected_logps", zeros))
-            trainer.precompute_ref_logps = True  # read them from the rows, as TRL does when it precomputes
+            trainer.train_dataset = trainer.train_dataset.add_column(
+                "ref_chosen_logps", zeros
+            ).add_column("ref_rejected_logps", zeros)
+            trainer.precompute_ref_logps = (
+                True  # read them from the rows, as TRL does when it precomputes
+            )
         return trainer
     from trl.experimental.orpo import ORPOConfig, ORPOTrainer
 
-    return ORPOTrainer(model=model, args=ORPOConfig(**common), train_dataset=rows,
-                       processing_class=tokenizer, callbacks=callbacks)
+    return ORPOTrainer(
+        model=model,
+        args=ORPOConfig(**common),
+        train_dataset=rows,
+        processing_class=tokenizer,
+        callbacks=callbacks,
+    )

@@ -21,12 +21,18 @@ from finetune.train.budget_run import device_sync
 from finetune.train.steps import Schedule, resize_schedule
 
 # HF's scheduler names that :class:`finetune.train.steps.Schedule` computes alike
-SCHEDULE_KINDS = {"linear": "linear", "cosine": "cosine", "constant": "constant", "constant_with_warmup": "constant"}
+SCHEDULE_KINDS = {
+    "linear": "linear",
+    "cosine": "cosine",
+    "constant": "constant",
+    "constant_with_warmup": "constant",
+}
 REFERENCE_SHARE = 0.10  # of the budget: DPO's reference pass stops when less than this is left
 
 
 class PreferenceBudget:
-    """One preference run's time budget: the pacer, the TRL callback it steers and what it bought."""
+    """One preference run's time budget: the pacer, the TRL callback it steers
+    and what it bought."""
 
     def __init__(self, seconds: float, t0: float, *, device: str, trainable: int, grad_accum: int):
         """
@@ -38,7 +44,9 @@ class PreferenceBudget:
         """
         sync = device_sync(device)
         # No validation, probes or checkpoints during a preference run: only the save is reserved.
-        costs = Costs(n_val_batches=0, grad_accum=grad_accum, adapter_bytes=4 * trainable, probe_cap=0.0)
+        costs = Costs(
+            n_val_batches=0, grad_accum=grad_accum, adapter_bytes=4 * trainable, probe_cap=0.0
+        )
         cadence = {kind: Cadence(0) for kind in ("validation", "probes", "checkpoint")}
         self.seconds = seconds
         self.pacer = Pacer(seconds, t0, cadence=cadence, costs=costs, sync=sync)
@@ -49,11 +57,13 @@ class PreferenceBudget:
     def reference_stop(self, stop=None):
         """``stop`` for DPO's reference pass: the user's stop, or too little of the budget left
         for training after it."""
+
         def should_stop() -> bool:
             if stop is not None and stop():
                 return True
             self.reference_cut = self.pacer.left() < REFERENCE_SHARE * self.seconds
             return self.reference_cut
+
         return should_stop
 
     def callback(self):
@@ -82,7 +92,9 @@ class PreferenceBudget:
             raise ValueError(f"a time budget cannot resize the {args.lr_scheduler_type} schedule")
         self.cap = self.planned = state.max_steps
         warmup = args.get_warmup_steps(state.max_steps) / max(1, state.max_steps)
-        scheduler.lr_lambdas = [Schedule(kind, warmup, state.max_steps) for _ in scheduler.lr_lambdas]
+        scheduler.lr_lambdas = [
+            Schedule(kind, warmup, state.max_steps) for _ in scheduler.lr_lambdas
+        ]
         self.pacer.start()
 
     def after_step(self, state, scheduler) -> bool:
@@ -98,6 +110,12 @@ class PreferenceBudget:
         row is a pair here; each epoch's last micro-batch holds what is left of the pairs)."""
         per_epoch = -(-pairs // batch_size)  # micro-batches an epoch
         epochs, rest = divmod(state.global_step * grad_accum, per_epoch)
-        return {"seconds": self.seconds, "seconds_used": round(self.pacer.spent(), 1), "steps": state.global_step,
-                "rows_seen": epochs * pairs + min(rest * batch_size, pairs), "tokens_seen": tokens,
-                "epochs": round(float(state.epoch or 0), 3), "reference_cut": self.reference_cut}
+        return {
+            "seconds": self.seconds,
+            "seconds_used": round(self.pacer.spent(), 1),
+            "steps": state.global_step,
+            "rows_seen": epochs * pairs + min(rest * batch_size, pairs),
+            "tokens_seen": tokens,
+            "epochs": round(float(state.epoch or 0), 3),
+            "reference_cut": self.reference_cut,
+        }

@@ -36,11 +36,13 @@ class _LinearLogProbs(torch.autograd.Function):
     def forward(ctx, hidden, weight, targets, chunk_rows: int):
         rows, need_grad = hidden.shape[0], hidden.requires_grad
         acc = torch.promote_types(hidden.dtype, torch.float32)  # softmax in fp32 at least
-        logps, entropy, mean = (torch.empty(rows, dtype=acc, device=hidden.device) for _ in range(3))
+        logps, entropy, mean = (
+            torch.empty(rows, dtype=acc, device=hidden.device) for _ in range(3)
+        )
         top1 = torch.empty(rows, dtype=torch.bool, device=hidden.device)
         grad_hidden = torch.empty_like(hidden) if need_grad else None
         for start in range(0, rows, chunk_rows):
-            part, t = slice(start, start + chunk_rows), targets[start:start + chunk_rows]
+            part, t = slice(start, start + chunk_rows), targets[start : start + chunk_rows]
             logits = (hidden[part] @ weight.t()).to(acc)
             mean[part] = logits.mean(dim=-1)
             top1[part] = logits.argmax(dim=-1) == t
@@ -61,8 +63,12 @@ class _LinearLogProbs(torch.autograd.Function):
         return grad_hidden * grad_logps[:, None].to(grad_hidden.dtype), None, None, None
 
 
-def linear_log_probs(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                     chunk_rows: int = CE_CHUNK_ROWS):
+def linear_log_probs(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    targets: torch.Tensor,
+    chunk_rows: int = CE_CHUNK_ROWS,
+):
     """``(log_probs, entropy, mean_logits, is_top1)`` of each row of ``hidden @ weight.T``
     against ``targets``, without keeping the (rows x vocabulary) logits."""
     return _LinearLogProbs.apply(hidden, weight, targets, chunk_rows)
@@ -85,17 +91,30 @@ class LeanHeadPolicy:
         weight = lean_head(self.model)
         if weight is None:  # a head it cannot take over: TRL's own
             return self.model(*args, labels=labels, fused_lm_head=True, **kwargs)
-        weight = frozen_cast(self.model.get_base_model().get_output_embeddings(), weight, self.dtype)
+        weight = frozen_cast(
+            self.model.get_base_model().get_output_embeddings(), weight, self.dtype
+        )
         with head_returns_hidden(self.model):
             hidden = self.model(*args, **kwargs).logits[:, :-1]
         targets = labels[:, 1:].to(hidden.device)
         mask = targets != -100
-        logps, entropy, mean, top1 = linear_log_probs(hidden[mask].to(weight.dtype), weight, targets[mask])
-        # masked_scatter keeps the zeros at prompt and padding connected to the graph, as TRL's head does
-        log_probs, entropy, mean = (x.new_zeros(mask.shape).masked_scatter(mask, x) for x in (logps, entropy, mean))
+        logps, entropy, mean, top1 = linear_log_probs(
+            hidden[mask].to(weight.dtype), weight, targets[mask]
+        )
+        # masked_scatter keeps the zeros at prompt and padding connected to the
+        # graph, as TRL's head does
+        log_probs, entropy, mean = (
+            x.new_zeros(mask.shape).masked_scatter(mask, x) for x in (logps, entropy, mean)
+        )
         is_top1 = top1.new_zeros(mask.shape).masked_scatter(mask, top1)
-        return FusedCausalLMOutput(loss=-log_probs.sum() / mask.sum().clamp(min=1), log_probs=log_probs,
-                                   entropy=entropy, mean_logits=mean, is_top1=is_top1, label_mask=mask)
+        return FusedCausalLMOutput(
+            loss=-log_probs.sum() / mask.sum().clamp(min=1),
+            log_probs=log_probs,
+            entropy=entropy,
+            mean_logits=mean,
+            is_top1=is_top1,
+            label_mask=mask,
+        )
 
     def __getattr__(self, name):
         return getattr(self.model, name)
@@ -107,7 +126,9 @@ def with_lean_head(trainer_class, precision: str):
 
     class LeanHeadTrainer(trainer_class):
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            return super().compute_loss(LeanHeadPolicy(model, precision), inputs, return_outputs, num_items_in_batch)
+            return super().compute_loss(
+                LeanHeadPolicy(model, precision), inputs, return_outputs, num_items_in_batch
+            )
 
     return LeanHeadTrainer
 
@@ -121,22 +142,32 @@ def precompute_reference(trainer, precision: str, batch_size: int, stop=None) ->
     from torch.utils.data import DataLoader
 
     rows = trainer.train_dataset
-    longest = [len(p) + max(len(c), len(r)) for p, c, r in zip(rows["prompt_ids"], rows["chosen_ids"],
-                                                                rows["rejected_ids"], strict=True)]
+    longest = [
+        len(p) + max(len(c), len(r))
+        for p, c, r in zip(
+            rows["prompt_ids"], rows["chosen_ids"], rows["rejected_ids"], strict=True
+        )
+    ]
     order = sorted(range(len(rows)), key=longest.__getitem__)
     policy = LeanHeadPolicy(trainer.model, precision)
-    loader = DataLoader(rows.select(order), batch_size=batch_size, collate_fn=trainer.data_collator, shuffle=False)
+    loader = DataLoader(
+        rows.select(order), batch_size=batch_size, collate_fn=trainer.data_collator, shuffle=False
+    )
     chosen, rejected = torch.zeros(len(rows)), torch.zeros(len(rows))
     done = 0
     for batch in loader:
         if stop is not None and stop():
             return done
-        batch = {k: v.to(trainer.accelerator.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+        batch = {
+            k: v.to(trainer.accelerator.device) if isinstance(v, torch.Tensor) else v
+            for k, v in batch.items()
+        }
         pair_chosen, pair_rejected = trainer.compute_ref_log_probs(policy, batch)
-        at = torch.tensor(order[done:done + len(pair_chosen)])
+        at = torch.tensor(order[done : done + len(pair_chosen)])
         chosen[at], rejected[at] = pair_chosen.float().cpu(), pair_rejected.float().cpu()
         done += len(pair_chosen)
-    trainer.train_dataset = (rows.add_column("ref_chosen_logps", chosen.tolist())
-                             .add_column("ref_rejected_logps", rejected.tolist()))
+    trainer.train_dataset = rows.add_column("ref_chosen_logps", chosen.tolist()).add_column(
+        "ref_rejected_logps", rejected.tolist()
+    )
     trainer.precompute_ref_logps = True
     return done

@@ -9,9 +9,11 @@ import time
 
 def emitter(on_event):
     """``emit(kind, **data)``: an event of that kind, timed, to ``on_event`` (when given)."""
+
     def emit(kind: str, **data) -> None:
         if on_event is not None:
             on_event({"type": kind, "time": time.time(), **data})
+
     return emit
 
 
@@ -32,8 +34,15 @@ class PreferenceProgress:
         class Forward(TrainerCallback):
             def on_train_begin(self, args, state, control, **kwargs):
                 outer.started = time.time()
-                outer.emit("start", total_steps=state.max_steps, start_step=0, val_rows=0, device=outer.device,
-                           run_dir=args.output_dir, **outer.run)
+                outer.emit(
+                    "start",
+                    total_steps=state.max_steps,
+                    start_step=0,
+                    val_rows=0,
+                    device=outer.device,
+                    run_dir=args.output_dir,
+                    **outer.run,
+                )
 
             def on_step_end(self, args, state, control, **kwargs):
                 if outer.stop is not None and outer.stop():
@@ -54,11 +63,18 @@ class PreferenceProgress:
         elapsed = time.time() - (self.started or time.time())
         self.tokens = int(logs.get("num_tokens", self.tokens))
         step, total = state.global_step, max(state.max_steps, 1)
-        self.emit("progress", step=step, total_steps=total, epoch=float(state.epoch or 0),
-                  loss=float(logs["loss"]), lr=float(logs.get("learning_rate", 0.0)),
-                  grad_norm=float(logs.get("grad_norm", 0.0)),
-                  tokens_per_second=float(logs.get("num_tokens", 0.0)) / max(elapsed, 1e-9),
-                  elapsed=elapsed, eta=elapsed / max(step, 1) * (total - step),
-                  peak_memory_gib=peak_memory_gib(self.device),
-                  reward_accuracy=float(logs.get("rewards/accuracies", 0.0)),
-                  reward_margin=float(logs.get("rewards/margins", 0.0)))
+        self.emit(
+            "progress",
+            step=step,
+            total_steps=total,
+            epoch=float(state.epoch or 0),
+            loss=float(logs["loss"]),
+            lr=float(logs.get("learning_rate", 0.0)),
+            grad_norm=float(logs.get("grad_norm", 0.0)),
+            tokens_per_second=float(logs.get("num_tokens", 0.0)) / max(elapsed, 1e-9),
+            elapsed=elapsed,
+            eta=elapsed / max(step, 1) * (total - step),
+            peak_memory_gib=peak_memory_gib(self.device),
+            reward_accuracy=float(logs.get("rewards/accuracies", 0.0)),
+            reward_margin=float(logs.get("rewards/margins", 0.0)),
+        )

@@ -13,8 +13,14 @@ PROBE_PROMPTS = [
 ]
 
 
-def answer_probes(model, tokenizer, system_prompt: str | None = None, max_new_tokens: int = 48,
-                  synced: bool = False, max_time: float | None = None) -> list[dict]:
+def answer_probes(
+    model,
+    tokenizer,
+    system_prompt: str | None = None,
+    max_new_tokens: int = 48,
+    synced: bool = False,
+    max_time: float | None = None,
+) -> list[dict]:
     """Greedy answers to :data:`PROBE_PROMPTS` in one left-padded batch.
 
     Args:
@@ -26,7 +32,7 @@ def answer_probes(model, tokenizer, system_prompt: str | None = None, max_new_to
     model.eval()
     texts = []
     for prompt in PROBE_PROMPTS:
-        messages = ([{"role": "system", "content": system_prompt}] if system_prompt else [])
+        messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
         texts.append(render_prompt(tokenizer, messages + [{"role": "user", "content": prompt}]))
     side = tokenizer.padding_side
     tokenizer.padding_side = "left"
@@ -37,10 +43,18 @@ def answer_probes(model, tokenizer, system_prompt: str | None = None, max_new_to
     device = next(model.parameters()).device
     enc = {k: v.to(device) for k, v in enc.items()}
     with no_grad(model):
-        out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
-                             eos_token_id=end_of_turn_ids(tokenizer), pad_token_id=tokenizer.pad_token_id,
-                             synced_gpus=synced, **({"max_time": max_time} if max_time else {}))
+        out = model.generate(
+            **enc,
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            eos_token_id=end_of_turn_ids(tokenizer),
+            pad_token_id=tokenizer.pad_token_id,
+            synced_gpus=synced,
+            **({"max_time": max_time} if max_time else {}),
+        )
     model.train(was_training)
-    new = out[:, enc["input_ids"].shape[1]:]
-    return [{"prompt": p, "answer": tokenizer.decode(row, skip_special_tokens=True).strip()}
-            for p, row in zip(PROBE_PROMPTS, new, strict=True)]
+    new = out[:, enc["input_ids"].shape[1] :]
+    return [
+        {"prompt": p, "answer": tokenizer.decode(row, skip_special_tokens=True).strip()}
+        for p, row in zip(PROBE_PROMPTS, new, strict=True)
+    ]

@@ -70,23 +70,43 @@ def start(cfg: RunConfig, run_id: str | None = None) -> RunInfo:
         proc = _launch(run_dir)
         # The pid with its start time names this child for good: Stop never signals a
         # process that got the pid after the run ended.
-        write_status(run_dir, state="running", pid=proc.pid, pid_start=process_start(proc.pid),
-                     started=time.time())
+        write_status(
+            run_dir,
+            state="running",
+            pid=proc.pid,
+            pid_start=process_start(proc.pid),
+            started=time.time(),
+        )
     _watch(proc, run_dir)
     return RunInfo(run_id, run_dir, read_status(run_dir) or {})
 
 
 def _launch(run_dir: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "finetune", "train", "--config", str(run_dir / "config.json"),
-           "--events", str(run_dir / "events.jsonl"), "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "finetune",
+        "train",
+        "--config",
+        str(run_dir / "config.json"),
+        "--events",
+        str(run_dir / "events.jsonl"),
+        "--quiet",
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TUNEDESK_HOME": str(paths.home())}
     # The app's chat shares the cores: the child's idle OpenMP threads sleep instead of
     # spinning (big training matmuls lose nothing by it). Must be set before torch loads.
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     with open(run_dir / "train.log", "ab") as log:
         # Its own session: Ctrl-C in the app does not kill it, and it outlives an app restart.
-        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=_PROJECT_ROOT, env=env,
-                                start_new_session=True)
+        return subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=_PROJECT_ROOT,
+            env=env,
+            start_new_session=True,
+        )
 
 
 _WATCHERS: dict[str, threading.Thread] = {}  # run dir -> thread waiting on a child we started
@@ -119,12 +139,29 @@ def _finalize(run_dir: Path, code: int | None) -> dict:
     adapter = finished.get("adapter") if finished else None
     if adapter:
         state = "stopped" if finished.get("status") == "stopped" else "done"
-        reason = "stopped by user; adapter saved at the current step" if state == "stopped" else "finished"
+        reason = (
+            "stopped by user; adapter saved at the current step"
+            if state == "stopped"
+            else "finished"
+        )
         if "done" not in last:
             reason += f" (the adapter was saved, then the process ended: {ended})"
-        return write_status(run_dir, state=state, exit_code=code, adapter=adapter, finished=time.time(), reason=reason)
-    return write_status(run_dir, state="failed", exit_code=code, finished=time.time(),
-                        reason=ended, log_tail=log_tail(run_dir))
+        return write_status(
+            run_dir,
+            state=state,
+            exit_code=code,
+            adapter=adapter,
+            finished=time.time(),
+            reason=reason,
+        )
+    return write_status(
+        run_dir,
+        state="failed",
+        exit_code=code,
+        finished=time.time(),
+        reason=ended,
+        log_tail=log_tail(run_dir),
+    )
 
 
 def _published(run_dir: Path) -> dict | None:
@@ -194,13 +231,19 @@ def check_can_start() -> None:
 def _refuse_if_active() -> None:
     active = [r for r in list_runs() if r.state in ACTIVE]
     if active:
-        raise RuntimeError(f"run {active[0].run_id} is still {active[0].state}; stop it or wait for it to finish")
+        raise RuntimeError(
+            f"run {active[0].run_id} is still {active[0].state}; stop it or wait for it to finish"
+        )
 
 
 def list_runs() -> list[RunInfo]:
     """Every run in the home folder, newest first, with refreshed status."""
     root = paths.subdir("runs")
-    runs = [RunInfo(d.name, d, refresh(d)) for d in root.iterdir() if d.is_dir() and (d / "status.json").exists()]
+    runs = [
+        RunInfo(d.name, d, refresh(d))
+        for d in root.iterdir()
+        if d.is_dir() and (d / "status.json").exists()
+    ]
     return sorted(runs, key=lambda r: r.status.get("created", 0), reverse=True)
 
 

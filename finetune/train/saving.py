@@ -26,7 +26,11 @@ def versions() -> dict:
     import peft
     import transformers
 
-    return {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__}
+    return {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "peft": peft.__version__,
+    }
 
 
 def unique_adapter_name(base: str) -> str:
@@ -40,13 +44,30 @@ def unique_adapter_name(base: str) -> str:
 
 def adapter_name_for(requested: str, data_path: str) -> str:
     """The requested name, or ``<dataset>-<date>``; made unique when the shelf has it."""
-    name = requested or unique_adapter_name(f"{Path(data_path).stem}-{time.strftime('%Y%m%d-%H%M')}")
+    name = requested or unique_adapter_name(
+        f"{Path(data_path).stem}-{time.strftime('%Y%m%d-%H%M')}"
+    )
     return unique_adapter_name(name) if (paths.subdir("adapters") / name).exists() else name
 
 
-def build_manifest(cfg, resolved, tokenizer, prepared, *, status: str, steps: int, total_steps: int,
-                   targets: list[str], training: dict, metrics: dict, probes: list, timings: dict,
-                   run_dir: Path, budget: dict | None = None, knowledge: dict | None = None) -> dict:
+def build_manifest(
+    cfg,
+    resolved,
+    tokenizer,
+    prepared,
+    *,
+    status: str,
+    steps: int,
+    total_steps: int,
+    targets: list[str],
+    training: dict,
+    metrics: dict,
+    probes: list,
+    timings: dict,
+    run_dir: Path,
+    budget: dict | None = None,
+    knowledge: dict | None = None,
+) -> dict:
     """Everything needed to reproduce and judge the adapter (``manifest.json``).
 
     Args:
@@ -59,27 +80,51 @@ def build_manifest(cfg, resolved, tokenizer, prepared, *, status: str, steps: in
     lc, dc = cfg.lora, cfg.data
     mapping = prepared.mapping
     return {
-        "created": now(), "status": status, "steps": steps, "total_steps": total_steps,
+        "created": now(),
+        "status": status,
+        "steps": steps,
+        "total_steps": total_steps,
         "base_model": resolved.to_dict(),
         "tokenizer_hash": _folder_tokenizer_hash(resolved.path),
         "chat_template_hash": text_hash(getattr(tokenizer, "chat_template", None)),
-        "lora": {"r": lc.r, "alpha": lc.alpha, "dropout": lc.dropout, "target_modules": targets,
-                 "top_layers": lc.top_layers},
+        "lora": {
+            "r": lc.r,
+            "alpha": lc.alpha,
+            "dropout": lc.dropout,
+            "target_modules": targets,
+            "top_layers": lc.top_layers,
+        },
         "training": {**asdict(cfg.train), **training},
-        "data": {"path": dc.path, "fingerprint": prepared.fingerprint, "train_rows": len(prepared.train),
-                 "val_rows": len(prepared.val), "max_length": dc.max_length, "system_prompt": dc.system_prompt,
-                 # The full split settings, so evaluation can rebuild exactly the held-out rows.
-                 "seed": dc.seed, "val_fraction": dc.val_fraction, "max_samples": dc.max_samples,
-                 "truncation": dc.truncation, "prompt_column": dc.prompt_column,
-                 "response_column": dc.response_column, "messages_column": dc.messages_column,
-                 "mapping": asdict(mapping) if is_dataclass(mapping) else dict(mapping or {}),
-                 # Rows trained with their best past answers in the system message (0: none); the
-                 # knowledge version they came from is the manifest's "knowledge".
-                 "with_passages": getattr(dc, "with_passages", 0),
-                 **({"passages": prepared.stats["passages"]}
-                    if "passages" in (getattr(prepared, "stats", None) or {}) else {})},
-        "metrics": metrics, "probes": probes, "timings": timings,
-        "versions": versions(), "run_dir": str(run_dir),
+        "data": {
+            "path": dc.path,
+            "fingerprint": prepared.fingerprint,
+            "train_rows": len(prepared.train),
+            "val_rows": len(prepared.val),
+            "max_length": dc.max_length,
+            "system_prompt": dc.system_prompt,
+            # The full split settings, so evaluation can rebuild exactly the held-out rows.
+            "seed": dc.seed,
+            "val_fraction": dc.val_fraction,
+            "max_samples": dc.max_samples,
+            "truncation": dc.truncation,
+            "prompt_column": dc.prompt_column,
+            "response_column": dc.response_column,
+            "messages_column": dc.messages_column,
+            "mapping": asdict(mapping) if is_dataclass(mapping) else dict(mapping or {}),
+            # Rows trained with their best past answers in the system message (0: none); the
+            # knowledge version they came from is the manifest's "knowledge".
+            "with_passages": getattr(dc, "with_passages", 0),
+            **(
+                {"passages": prepared.stats["passages"]}
+                if "passages" in (getattr(prepared, "stats", None) or {})
+                else {}
+            ),
+        },
+        "metrics": metrics,
+        "probes": probes,
+        "timings": timings,
+        "versions": versions(),
+        "run_dir": str(run_dir),
         **({"budget": budget} if budget else {}),
         **({"knowledge": knowledge} if knowledge else {}),
     }
@@ -90,7 +135,9 @@ def _folder_tokenizer_hash(folder: Path) -> str:
     return file_hash(f) if f.is_file() else ""
 
 
-def save_adapter(model, tokenizer, name: str, manifest: dict, state_dict: dict | None = None) -> Path:
+def save_adapter(
+    model, tokenizer, name: str, manifest: dict, state_dict: dict | None = None
+) -> Path:
     """Publish the trained adapter at ``$TUNEDESK_HOME/adapters/<name>`` atomically.
 
     Args:
@@ -102,9 +149,13 @@ def save_adapter(model, tokenizer, name: str, manifest: dict, state_dict: dict |
     with paths.atomic_dir(target) as tmp:
         model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
         # PEFT records the base by local path; keep the canonical id there for other tools.
-        manifest = {**manifest, "format": MANIFEST_FORMAT, "name": name,
-                    "adapter_hash": file_hash(tmp / "adapter_model.safetensors"),
-                    "adapter_bytes": (tmp / "adapter_model.safetensors").stat().st_size}
+        manifest = {
+            **manifest,
+            "format": MANIFEST_FORMAT,
+            "name": name,
+            "adapter_hash": file_hash(tmp / "adapter_model.safetensors"),
+            "adapter_bytes": (tmp / "adapter_model.safetensors").stat().st_size,
+        }
         _fix_base_name(tmp / "adapter_config.json", manifest["base_model"]["name"])
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
         (tmp / "README.md").write_text(model_card(manifest))
@@ -123,17 +174,20 @@ def model_card(m: dict) -> str:
     lines = [
         f"# {m['name']}",
         "",
-        f"LoRA adapter for `{m['base_model']['name']}` trained with TuneDesk on {m.get('created', '?')}.",
+        f"LoRA adapter for `{m['base_model']['name']}` trained with TuneDesk on "
+        f"{m.get('created', '?')}.",
         "",
-        f"- Data: `{d.get('path')}` ({d.get('train_rows')} training rows, fingerprint `{d.get('fingerprint')}`)",
+        f"- Data: `{d.get('path')}` ({d.get('train_rows')} training rows, fingerprint "
+        f"`{d.get('fingerprint')}`)",
         f"- LoRA: r={lora.get('r')}, alpha={lora.get('alpha')}, dropout={lora.get('dropout')}, "
         f"targets {', '.join(lora.get('target_modules', []))}"
         + (f" in the last {lora['top_layers']} blocks" if lora.get("top_layers") else ""),
-        f"- Training: {t.get('device')} {t.get('precision')} quantization={t.get('quantization')}, "
-        f"batch {t.get('batch_size')} x accumulation {t.get('grad_accum')}, lr {t.get('learning_rate')}, "
-        f"{m.get('steps')} steps",
+        f"- Training: {t.get('device')} {t.get('precision')} "
+        f"quantization={t.get('quantization')}, batch {t.get('batch_size')} x accumulation "
+        f"{t.get('grad_accum')}, lr {t.get('learning_rate')}, {m.get('steps')} steps",
         *([_budget_line(m["budget"])] if m.get("budget") else []),
-        f"- Validation perplexity: {met.get('val_perplexity')} (base model: {met.get('base_val_perplexity')})",
+        f"- Validation perplexity: {met.get('val_perplexity')} (base model: "
+        f"{met.get('base_val_perplexity')})",
         "",
         "Load with `PeftModel.from_pretrained(base_model, this_folder)`.",
         "",
@@ -143,14 +197,27 @@ def model_card(m: dict) -> str:
 
 def _budget_line(b: dict) -> str:
     short = f" (**too short to be useful**: {b['note']})" if b.get("note") else ""
-    return (f"- Time budget: {b['seconds'] / 60:g} min bought {b['steps']} steps, {b['rows_seen']} rows "
-            f"({b['epochs']:.2f} epochs), {b['tokens_seen']:,} tokens in {b['seconds_used']:.0f} s{short}")
+    return (
+        f"- Time budget: {b['seconds'] / 60:g} min bought {b['steps']} steps, {b['rows_seen']} "
+        f"rows ({b['epochs']:.2f} epochs), {b['tokens_seen']:,} tokens in "
+        f"{b['seconds_used']:.0f} s{short}"
+    )
 
 
 # --- checkpoints -------------------------------------------------------------------------
 
-def save_checkpoint(run_dir: Path, step: int, model, optimizer, scheduler, keep: int = 2, scaler=None,
-                    sharded: tuple[dict, dict] | None = None, progress: dict | None = None) -> Path:
+
+def save_checkpoint(
+    run_dir: Path,
+    step: int,
+    model,
+    optimizer,
+    scheduler,
+    keep: int = 2,
+    scaler=None,
+    sharded: tuple[dict, dict] | None = None,
+    progress: dict | None = None,
+) -> Path:
     """Adapter weights + optimizer + scheduler + RNG (and fp16 scaler) state at ``step``,
     atomically; keeps the last ``keep``.
 
@@ -164,13 +231,21 @@ def save_checkpoint(run_dir: Path, step: int, model, optimizer, scheduler, keep:
     target = ckpt_root / f"step-{step:07d}"
     if target.exists():
         return target
-    state = {"optimizer": sharded[1] if sharded else optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-             "step": step, "rng": torch.get_rng_state(), "scaler": scaler.state_dict() if scaler is not None else None,
-             # The current GPU's generator draws the LoRA dropout masks on CUDA.
-             "cuda_rng": torch.cuda.get_rng_state() if torch.cuda.is_initialized() else None,
-             "sharding": "fsdp" if sharded else "ddp", "model": sharded[0] if sharded else None}
+    state = {
+        "optimizer": sharded[1] if sharded else optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "step": step,
+        "rng": torch.get_rng_state(),
+        "scaler": scaler.state_dict() if scaler is not None else None,
+        # The current GPU's generator draws the LoRA dropout masks on CUDA.
+        "cuda_rng": torch.cuda.get_rng_state() if torch.cuda.is_initialized() else None,
+        "sharding": "fsdp" if sharded else "ddp",
+        "model": sharded[0] if sharded else None,
+    }
     with paths.atomic_dir(target) as tmp:
-        model.save_pretrained(tmp, safe_serialization=True, state_dict=sharded[0] if sharded else None)
+        model.save_pretrained(
+            tmp, safe_serialization=True, state_dict=sharded[0] if sharded else None
+        )
         torch.save(state, tmp / "trainer_state.pt")
         (tmp / "progress.json").write_text(json.dumps(progress or {}))
     for old in sorted(p for p in ckpt_root.iterdir() if p.name.startswith("step-"))[:-keep]:
@@ -185,12 +260,17 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     root = run_dir / "checkpoints"
     if not root.is_dir():
         return None
-    done = sorted(p for p in root.iterdir() if p.name.startswith("step-") and (p / "trainer_state.pt").is_file())
+    done = sorted(
+        p
+        for p in root.iterdir()
+        if p.name.startswith("step-") and (p / "trainer_state.pt").is_file()
+    )
     return done[-1] if done else None
 
 
 def checkpoint_progress(ckpt: Path) -> dict:
-    """The ``progress`` saved with a checkpoint (``{}`` for checkpoints written before it existed)."""
+    """The ``progress`` saved with a checkpoint (``{}`` for checkpoints written
+    before it existed)."""
     f = ckpt / "progress.json"
     return json.loads(f.read_text()) if f.is_file() else {}
 
@@ -208,7 +288,9 @@ def load_checkpoint(ckpt: Path, model, optimizer, scheduler, scaler=None) -> int
     # Our own file, never user input, hence weights_only=False (it holds the RNG states).
     state = torch.load(ckpt / "trainer_state.pt", map_location="cpu", weights_only=False)
     if state.get("sharding") == "fsdp":
-        raise ValueError(f"checkpoint {ckpt.name} was written by an fsdp run: resume it with sharding fsdp")
+        raise ValueError(
+            f"checkpoint {ckpt.name} was written by an fsdp run: resume it with sharding fsdp"
+        )
     weights = load_file(ckpt / "adapter_model.safetensors")
     set_peft_model_state_dict(model, weights)
     optimizer.load_state_dict(state["optimizer"])
@@ -216,7 +298,9 @@ def load_checkpoint(ckpt: Path, model, optimizer, scheduler, scaler=None) -> int
     return int(state["step"])
 
 
-def load_sharded_checkpoint(run_dir: Path, model, optimizer, scheduler, rank: int) -> tuple[int, str]:
+def load_sharded_checkpoint(
+    run_dir: Path, model, optimizer, scheduler, rank: int
+) -> tuple[int, str]:
     """FSDP's resume: rank 0 reads the latest checkpoint and every rank takes its shards of the
     LoRA weights and optimizer state (works when only node 0 sees the run folder).
 
@@ -228,19 +312,26 @@ def load_sharded_checkpoint(run_dir: Path, model, optimizer, scheduler, rank: in
     ckpt = parallel.broadcast_object(latest_checkpoint(run_dir), rank)
     if ckpt is None:
         return 0, ""
-    state = torch.load(ckpt / "trainer_state.pt", map_location="cpu", weights_only=False) if rank == 0 else {}
+    state = (
+        torch.load(ckpt / "trainer_state.pt", map_location="cpu", weights_only=False)
+        if rank == 0
+        else {}
+    )
     if rank == 0 and state.get("sharding") != "fsdp":
         state = {"bad": True}
     if parallel.broadcast_object(state.get("bad", False), rank):
-        raise ValueError(f"checkpoint {ckpt.name} was written by a ddp run: resume it with sharding ddp")
+        raise ValueError(
+            f"checkpoint {ckpt.name} was written by a ddp run: resume it with sharding ddp"
+        )
     parallel.load_full_state(model, optimizer, state.pop("model", {}), state.pop("optimizer", {}))
     state = parallel.broadcast_object(state, rank)  # what is left is small: scheduler, RNG, step
     _restore_small_state(state, scheduler, None)
     return int(state["step"]), ckpt.name
 
 
-def resume(run_dir: Path, model, optimizer, scheduler, scaler, rank: int, world: int,
-           sharded: bool) -> tuple[int, str, dict]:
+def resume(
+    run_dir: Path, model, optimizer, scheduler, scaler, rank: int, world: int, sharded: bool
+) -> tuple[int, str, dict]:
     """Restore the latest checkpoint in ``run_dir`` into live objects, on every rank.
 
     Returns:

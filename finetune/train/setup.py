@@ -105,7 +105,9 @@ def load_lora_model(cfg: RunConfig, resolved, device: str, lean_ops: bool = True
     t = cfg.train
     model = load_model(resolved, device, t.precision, t.quantization, cfg.model.trust_remote_code)
     model.config.use_cache = False
-    model = apply_lora(model, resolved.architecture, cfg.lora, t.quantization, t.gradient_checkpointing)
+    model = apply_lora(
+        model, resolved.architecture, cfg.lora, t.quantization, t.gradient_checkpointing
+    )
     if lean_ops:
         from finetune.train.fused import use_lean_ops
 
@@ -127,8 +129,14 @@ def to_batch(rows, indices, pad_id: int, packing: bool, device: str):
 
     batch = collate([rows[i] for i in indices], pad_token_id=pad_id, packing=packing)
     n_label = int(batch["labels"][:, 1:].ne(-100).sum())
-    n_real = int(batch["attention_mask"].sum()) if "attention_mask" in batch else batch["input_ids"].numel()
-    on_device = {k: v.to(device, non_blocking=True) for k, v in batch.items() if isinstance(v, torch.Tensor)}
+    n_real = (
+        int(batch["attention_mask"].sum())
+        if "attention_mask" in batch
+        else batch["input_ids"].numel()
+    )
+    on_device = {
+        k: v.to(device, non_blocking=True) for k, v in batch.items() if isinstance(v, torch.Tensor)
+    }
     return on_device, n_label, n_real
 
 
@@ -138,7 +146,9 @@ def run_dir_for(cfg: RunConfig, rank: int) -> Path:
 
     home = paths.home()
     check_writable(home / "adapters")
-    run_dir = Path(cfg.run.run_dir) if cfg.run.run_dir else home / "runs" / time.strftime("%Y%m%d-%H%M%S")
+    run_dir = (
+        Path(cfg.run.run_dir) if cfg.run.run_dir else home / "runs" / time.strftime("%Y%m%d-%H%M%S")
+    )
     check_writable(run_dir.parent)  # checkpoints go there; a full disk must not kill the run later
     if rank == 0:
         run_dir.mkdir(parents=True, exist_ok=True)

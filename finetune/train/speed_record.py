@@ -59,7 +59,12 @@ def save(cfg, measured: Measured, source: str) -> None:
     """Keep ``measured`` for ``cfg``'s settings (``source``: "dry run" or "run"); a home that
     cannot take the file loses only the record."""
     folder = paths.home() / "speed"
-    record = {**asdict(measured), "source": source, "measured_at": time.time(), "machine": machine_info()}
+    record = {
+        **asdict(measured),
+        "source": source,
+        "measured_at": time.time(),
+        "machine": machine_info(),
+    }
     found = load(cfg)
     if found is not None and kept_over(found[1], record):
         return
@@ -76,8 +81,12 @@ def kept_over(old: dict, new: dict) -> bool:
     """Whether the ``old`` record stays in place of ``new``: measured on the same machine, with
     faster steps (records from before machines were noted are replaced)."""
     machine = old.get("machine")
-    return (isinstance(machine, dict) and same_machine(machine, new["machine"])
-            and isinstance(old.get("step_s"), int | float) and old["step_s"] < new["step_s"])
+    return (
+        isinstance(machine, dict)
+        and same_machine(machine, new["machine"])
+        and isinstance(old.get("step_s"), int | float)
+        and old["step_s"] < new["step_s"]
+    )
 
 
 def load(cfg) -> tuple[Measured, dict] | None:
@@ -114,8 +123,9 @@ def budget_text(cfg) -> str:
     found = load(cfg)
     if found is None:
         return (
-            "No step time is measured yet for these settings on this machine: **Dry run** measures "
-            "start-up, a step and a validation pass, and Check then says how many steps the budget buys."
+            "No step time is measured yet for these settings on this machine: **Dry run** "
+            "measures start-up, a step and a validation pass, and Check then says how many steps "
+            "the budget buys."
         )
     measured, record = found
     level, sentence = verdict(estimate(cfg.train.time_budget_s, measured), measured)

@@ -71,7 +71,9 @@ def plan_steps(
     return StepPlan(steps=steps, steps_per_epoch=steps_per_epoch)
 
 
-def _epoch_batches(lengths: list[int], size: int, seed: int, group_by_length: bool) -> list[list[int]]:
+def _epoch_batches(
+    lengths: list[int], size: int, seed: int, group_by_length: bool
+) -> list[list[int]]:
     if group_by_length:
         from finetune.data.collate import length_grouped_batches
 
@@ -100,7 +102,9 @@ def loss_sum(model, batch: dict, selective: bool = True) -> tuple[torch.Tensor, 
     labels = batch["labels"]
     keep = label_mask(labels)
     n_tokens = keep.sum()
-    inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "position_ids")}
+    inputs = {
+        k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "position_ids")
+    }
     if selective:
         targets = labels[:, 1:][keep[:, :-1]]  # (N,)
         head = lean_head(model)
@@ -188,7 +192,9 @@ class Schedule:
 
 def build_scheduler(optimizer, schedule: str, warmup_ratio: float, total_steps: int):
     """A ``LambdaLR`` over :class:`Schedule` (cosine, linear or constant after warm-up)."""
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, Schedule(schedule, warmup_ratio, total_steps))
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, Schedule(schedule, warmup_ratio, total_steps)
+    )
 
 
 def schedule_total(scheduler) -> int:
@@ -200,7 +206,10 @@ def resize_schedule(scheduler, total_steps: int) -> None:
     """Make the schedule end at ``total_steps``; the next optimizer step already uses it."""
     for fn in scheduler.lr_lambdas:
         fn.resize(total_steps)
-    lrs = [base * fn(scheduler.last_epoch) for base, fn in zip(scheduler.base_lrs, scheduler.lr_lambdas, strict=True)]
+    lrs = [
+        base * fn(scheduler.last_epoch)
+        for base, fn in zip(scheduler.base_lrs, scheduler.lr_lambdas, strict=True)
+    ]
     for group, lr in zip(scheduler.optimizer.param_groups, lrs, strict=True):
         group["lr"] = lr
     scheduler._last_lr = lrs  # what get_last_lr() reports, as step() would set it
@@ -215,7 +224,9 @@ def make_autocast(device: str, precision: str):
     return lambda: torch.autocast(kind, dtype=dtype)
 
 
-def forward_backward(train_model, batches, autocast=None, scaler=None, sync: bool = True) -> tuple[torch.Tensor, int]:
+def forward_backward(
+    train_model, batches, autocast=None, scaler=None, sync: bool = True
+) -> tuple[torch.Tensor, int]:
     """Accumulate the gradients of one optimizer step over its micro-batches.
 
     The loss is the mean over the whole step's label tokens (so splitting a step into more
@@ -246,7 +257,11 @@ def _gradient_sync(train_model, on: bool):
     if hasattr(train_model, "set_requires_gradient_sync"):  # FSDP2: a flag, not a context
         train_model.set_requires_gradient_sync(on)
         return contextlib.nullcontext()
-    return train_model.no_sync() if not on and hasattr(train_model, "no_sync") else contextlib.nullcontext()
+    return (
+        train_model.no_sync()
+        if not on and hasattr(train_model, "no_sync")
+        else contextlib.nullcontext()
+    )
 
 
 def optimizer_step(model, optimizer, scheduler, scaler, max_grad_norm: float) -> torch.Tensor:
@@ -254,7 +269,11 @@ def optimizer_step(model, optimizer, scheduler, scaler, max_grad_norm: float) ->
     if scaler:
         scaler.unscale_(optimizer)
     params = model.parameters()
-    grad_norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm) if max_grad_norm > 0 else torch.zeros(())
+    grad_norm = (
+        torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+        if max_grad_norm > 0
+        else torch.zeros(())
+    )
     if hasattr(grad_norm, "full_tensor"):  # FSDP: the norm over every rank's shards, as a DTensor
         grad_norm = grad_norm.full_tensor()
     if scaler:

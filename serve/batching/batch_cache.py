@@ -35,8 +35,12 @@ class GrowingLayer(DynamicLayer):
     """
 
     @classmethod
-    def gather(cls, parts: list[tuple[torch.Tensor, torch.Tensor]], columns: int,
-               spare: int = SPARE_COLUMNS) -> GrowingLayer:
+    def gather(
+        cls,
+        parts: list[tuple[torch.Tensor, torch.Tensor]],
+        columns: int,
+        spare: int = SPARE_COLUMNS,
+    ) -> GrowingLayer:
         """The rows of ``parts`` ((keys, values) pairs) stacked in order, each right-aligned to
         ``columns`` columns: the columns before a shorter part stay zero (masked padding)."""
         layer = cls()
@@ -61,11 +65,13 @@ class GrowingLayer(DynamicLayer):
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         new = key_states.shape[-2]
         if self.length + new > self._keys.shape[2]:  # out of spare columns: one bigger copy
-            grown = GrowingLayer.gather([(self.keys, self.values)], self.length, max(SPARE_COLUMNS, new))
+            grown = GrowingLayer.gather(
+                [(self.keys, self.values)], self.length, max(SPARE_COLUMNS, new)
+            )
             self._keys, self._values = grown._keys, grown._values
         end = self.length + new
-        self._keys[:, :, self.length:end] = key_states
-        self._values[:, :, self.length:end] = value_states
+        self._keys[:, :, self.length : end] = key_states
+        self._values[:, :, self.length : end] = value_states
         self._view(end)
         return self.keys, self.values
 
@@ -75,8 +81,10 @@ def check_cache(cache) -> None:
     kinds = {DynamicLayer if type(layer) is GrowingLayer else type(layer) for layer in cache.layers}
     if kinds != {DynamicLayer}:
         names = ", ".join(sorted(k.__name__ for k in kinds))
-        raise ValueError(f"continuous batching needs full-attention dynamic cache layers; "
-                         f"this model's cache has {names}")
+        raise ValueError(
+            f"continuous batching needs full-attention dynamic cache layers; "
+            f"this model's cache has {names}"
+        )
 
 
 def _left_pad(tensor: torch.Tensor, columns: int, dim: int) -> torch.Tensor:
@@ -114,15 +122,18 @@ class BatchCache:
         mask = mask.to(torch.long)
         positions = mask.sum(dim=1)  # the next token's position id = real tokens so far
         if self.cache is None or self.rows == 0:
-            cache.layers[:] = [GrowingLayer.gather([(layer.keys, layer.values)], mask.shape[1])
-                               for layer in cache.layers]
+            cache.layers[:] = [
+                GrowingLayer.gather([(layer.keys, layer.values)], mask.shape[1])
+                for layer in cache.layers
+            ]
             self.cache, self.mask, self.positions = cache, mask, positions
             return
         width = max(self.columns, mask.shape[1])
         own, new = width - self.columns, width - mask.shape[1]
         self.cache.layers[:] = [
             GrowingLayer.gather([(mine.keys, mine.values), (theirs.keys, theirs.values)], width)
-            for mine, theirs in zip(self.cache.layers, cache.layers, strict=True)]
+            for mine, theirs in zip(self.cache.layers, cache.layers, strict=True)
+        ]
         self.mask = torch.cat([_left_pad(self.mask, own, 1), _left_pad(mask, new, 1)])
         self.positions = torch.cat([self.positions, positions])
 
@@ -138,15 +149,22 @@ class BatchCache:
         cut = int((self.mask.sum(dim=0) > 0).to(torch.long).argmax())  # first column in use
         self.mask = self.mask[:, cut:]
         self.cache.layers[:] = [
-            GrowingLayer.gather([(layer.keys[index, :, cut:], layer.values[index, :, cut:])], self.columns)
-            for layer in self.cache.layers]
+            GrowingLayer.gather(
+                [(layer.keys[index, :, cut:], layer.values[index, :, cut:])], self.columns
+            )
+            for layer in self.cache.layers
+        ]
 
     def step_inputs(self, last_tokens: torch.Tensor) -> dict:
         """Forward-pass arguments for one decode step feeding ``last_tokens`` (rows,)."""
         ones = torch.ones(self.rows, 1, dtype=torch.long)
-        return {"input_ids": last_tokens.view(-1, 1), "attention_mask": torch.cat([self.mask, ones], 1),
-                "position_ids": self.positions.view(-1, 1), "past_key_values": self.cache,
-                "use_cache": True}
+        return {
+            "input_ids": last_tokens.view(-1, 1),
+            "attention_mask": torch.cat([self.mask, ones], 1),
+            "position_ids": self.positions.view(-1, 1),
+            "past_key_values": self.cache,
+            "use_cache": True,
+        }
 
     def advance(self) -> None:
         """After a decode step: every row gained one real token (the cache one column)."""
@@ -161,8 +179,9 @@ def fresh_cache():
     return DynamicCache()
 
 
-def prefill_inputs(input_ids: torch.Tensor, mask: torch.Tensor, past=None,
-                   past_mask: torch.Tensor | None = None) -> dict:
+def prefill_inputs(
+    input_ids: torch.Tensor, mask: torch.Tensor, past=None, past_mask: torch.Tensor | None = None
+) -> dict:
     """Forward-pass arguments for the prompts of newcomers (left-padded), on a fresh cache or
     after ``past`` (a cache of reused beginnings whose real columns ``past_mask`` marks).
 
@@ -175,8 +194,13 @@ def prefill_inputs(input_ids: torch.Tensor, mask: torch.Tensor, past=None,
     ``generate`` with its windowed cache, token for token (tests/serve/test_every_request_ends.py).
     """
     positions = (mask.to(torch.long).cumsum(dim=1) - 1).clamp(min=0)
-    inputs = {"input_ids": input_ids, "attention_mask": mask, "position_ids": positions,
-              "use_cache": True, "past_key_values": fresh_cache()}
+    inputs = {
+        "input_ids": input_ids,
+        "attention_mask": mask,
+        "position_ids": positions,
+        "use_cache": True,
+        "past_key_values": fresh_cache(),
+    }
     if past is not None:
         positions += past_mask.sum(dim=1, keepdim=True)
         inputs.update(attention_mask=torch.cat([past_mask, mask], dim=1), past_key_values=past)
@@ -197,8 +221,12 @@ def past_cache(parts: list[tuple[torch.Tensor, torch.Tensor] | None], columns: i
     empty_k, empty_v = keys[:, :, :0], values[:, :, :0]
     rows = [p if p is not None else (empty_k, empty_v) for p in parts]
     cache = DynamicCache()
-    cache.layers = [GrowingLayer.gather([(k[layer:layer + 1], v[layer:layer + 1]) for k, v in rows],
-                                        columns, spare) for layer in range(keys.shape[0])]
+    cache.layers = [
+        GrowingLayer.gather(
+            [(k[layer : layer + 1], v[layer : layer + 1]) for k, v in rows], columns, spare
+        )
+        for layer in range(keys.shape[0])
+    ]
     return cache
 
 

@@ -88,16 +88,18 @@ class TextStream:
         """Add a token; returns (new text safe to show, True when a stop string was hit)."""
         self.ids.append(token)
         # A reasoning block (Qwen3's <think>) is no part of the answer, nor a place for stops.
-        self.text = visible_answer(self.tokenizer.decode(self.ids, skip_special_tokens=True), final=False)
+        self.text = visible_answer(
+            self.tokenizer.decode(self.ids, skip_special_tokens=True), final=False
+        )
         found = [at for at in (self.text.find(s) for s in self.stops) if at >= 0]
         if found:  # the earliest stop string ends the answer; it is not part of the text
-            self.text = self.text[:min(found)]
+            self.text = self.text[: min(found)]
             return self._flush(len(self.text)), True
         end = len(self.text) - self.text.endswith("\ufffd")  # half a character: wait for it
         safe = end
         for stop in self.stops:  # the longest tail that begins a stop string waits
             for size in range(min(len(stop) - 1, end), 0, -1):
-                if self.text[end - size:end] == stop[:size]:
+                if self.text[end - size : end] == stop[:size]:
                     safe = min(safe, end - size)
                     break
         return self._flush(safe), False
@@ -109,7 +111,7 @@ class TextStream:
 
     def _flush(self, upto: int) -> str:
         upto = max(upto, self.sent)
-        delta, self.sent = self.text[self.sent:upto], upto
+        delta, self.sent = self.text[self.sent : upto], upto
         return delta
 
 

@@ -30,7 +30,9 @@ def can_pack(model) -> bool:
 
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
     layers = getattr(getattr(inner, "model", None), "layers", None)
-    return bool(layers) and all(type(getattr(layer, "self_attn", None)) is LlamaAttention for layer in layers)
+    return bool(layers) and all(
+        type(getattr(layer, "self_attn", None)) is LlamaAttention for layer in layers
+    )
 
 
 class _Layout:
@@ -38,7 +40,7 @@ class _Layout:
 
     def __init__(self, padded: dict):
         self.rows, self.width = padded["input_ids"].shape
-        mask = padded["attention_mask"][:, -self.width:].to(torch.long)  # the prompts' columns
+        mask = padded["attention_mask"][:, -self.width :].to(torch.long)  # the prompts' columns
         self.real = mask.reshape(-1).nonzero().view(-1)  # flat (row * width + column) per token
         self.counts = mask.sum(dim=1).tolist()
         self.last = torch.cumsum(mask.sum(dim=1), 0) - 1  # each row's last token, packed
@@ -63,10 +65,13 @@ def _attention_mask(model, padded: dict, layout: _Layout):
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
     dtype = next(inner.parameters()).dtype
     shape_only = torch.empty(layout.rows, layout.width, 1, dtype=dtype)
-    return create_causal_mask(config=inner.config, inputs_embeds=shape_only,
-                              attention_mask=padded["attention_mask"],
-                              past_key_values=padded.get("past_key_values"),
-                              position_ids=layout.position_ids)
+    return create_causal_mask(
+        config=inner.config,
+        inputs_embeds=shape_only,
+        attention_mask=padded["attention_mask"],
+        past_key_values=padded.get("past_key_values"),
+        position_ids=layout.position_ids,
+    )
 
 
 @contextmanager
@@ -81,8 +86,13 @@ def _packed_attention(model, layout: _Layout, mask):
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
 
     def attention_of(module):
-        def forward(hidden_states, position_embeddings=None, attention_mask=None,
-                    past_key_values=None, **kwargs):
+        def forward(
+            hidden_states,
+            position_embeddings=None,
+            attention_mask=None,
+            past_key_values=None,
+            **kwargs,
+        ):
             heads = (1, hidden_states.shape[1], -1, module.head_dim)
             query = module.q_proj(hidden_states).view(heads).transpose(1, 2)
             key = module.k_proj(hidden_states).view(heads).transpose(1, 2)
@@ -91,12 +101,15 @@ def _packed_attention(model, layout: _Layout, mask):
             query, key = apply_rotary_pos_emb(query, key, cos, sin)
             query, key, value = layout.pad(query), layout.pad(key), layout.pad(value)
             key, value = past_key_values.update(key, value, module.layer_idx)
-            attend = ALL_ATTENTION_FUNCTIONS.get_interface(module.config._attn_implementation,
-                                                           eager_attention_forward)
+            attend = ALL_ATTENTION_FUNCTIONS.get_interface(
+                module.config._attn_implementation, eager_attention_forward
+            )
             kwargs["position_ids"] = layout.position_ids
-            output, weights = attend(module, query, key, value, mask, dropout=0.0,
-                                     scaling=module.scaling, **kwargs)
+            output, weights = attend(
+                module, query, key, value, mask, dropout=0.0, scaling=module.scaling, **kwargs
+            )
             return module.o_proj(layout.unpad(output)), weights  # output: (rows, width, heads, dim)
+
         return forward
 
     swapped = []
@@ -127,9 +140,12 @@ def packed_prefill(model, forward, pefts: list, padded: dict):
     layout = _Layout(padded)
     mask = _attention_mask(model, padded, layout)
     cache = padded.get("past_key_values") or DynamicCache()
-    inputs = {"input_ids": padded["input_ids"].reshape(-1)[layout.real].unsqueeze(0),
-              "position_ids": layout.position_ids.reshape(-1)[layout.real].unsqueeze(0),
-              "past_key_values": cache, "use_cache": True}
+    inputs = {
+        "input_ids": padded["input_ids"].reshape(-1)[layout.real].unsqueeze(0),
+        "position_ids": layout.position_ids.reshape(-1)[layout.real].unsqueeze(0),
+        "past_key_values": cache,
+        "use_cache": True,
+    }
     with _packed_attention(model, layout, mask):
         out = forward(pefts, inputs, tokens=layout.counts, logits_to_keep=layout.last)
     return cache, out.logits[0]

@@ -21,8 +21,9 @@ from serve.batching.batch_cache import past_cache, prefill_inputs, row_columns
 from serve.batching.prefix_cache import PrefixCache
 
 
-def prefill_prompts(forward: Callable, prefix: PrefixCache, rows: list, pad: int,
-                    packed: Callable | None = None):
+def prefill_prompts(
+    forward: Callable, prefix: PrefixCache, rows: list, pad: int, packed: Callable | None = None
+):
     """One forward pass over ``rows``' prompts (objects with ``prompt``, ``version``, ``peft``).
 
     Args:
@@ -61,6 +62,8 @@ def prefill_prompts(forward: Callable, prefix: PrefixCache, rows: list, pad: int
     return cache, mask, logits
 
 
-def store_row(prefix: PrefixCache, version, tokens: list[int], cache, mask: torch.Tensor, row: int) -> None:
+def store_row(
+    prefix: PrefixCache, version, tokens: list[int], cache, mask: torch.Tensor, row: int
+) -> None:
     """Store row ``row`` of ``cache`` (its real columns, which hold ``tokens``)."""
     prefix.store(version, tokens, *row_columns(cache, mask, row))

@@ -85,8 +85,9 @@ class PrefixCache:
             self.reused_tokens += best
         return Hit(best, entry.keys[:, :, :best], entry.values[:, :, :best])
 
-    def store(self, adapter: tuple | None, tokens: list[int], keys: torch.Tensor,
-              values: torch.Tensor) -> None:
+    def store(
+        self, adapter: tuple | None, tokens: list[int], keys: torch.Tensor, values: torch.Tensor
+    ) -> None:
         """Keep ``keys``/``values`` (layers, kv_heads, len(tokens), head_dim) of ``tokens``;
         entries of the same adapter that this sequence extends are dropped."""
         if len(tokens) < MIN_REUSE or self.max_bytes <= 0:
@@ -95,9 +96,13 @@ class PrefixCache:
         if entry.nbytes > self.max_bytes:
             return
         with self._lock:
-            for key in [k for k, e in self._entries.items() if k[0] == adapter
-                        and len(e.ids) <= len(entry.ids)
-                        and _common_length(e.ids, entry.ids) == len(e.ids)]:
+            for key in [
+                k
+                for k, e in self._entries.items()
+                if k[0] == adapter
+                and len(e.ids) <= len(entry.ids)
+                and _common_length(e.ids, entry.ids) == len(e.ids)
+            ]:
                 self._forget(key)
             key = (adapter, entry.ids.tobytes())
             self._entries[key] = entry
@@ -113,8 +118,13 @@ class PrefixCache:
 
     def status(self) -> dict:
         with self._lock:
-            return {"entries": len(self._entries), "bytes": self.bytes, "hits": self.hits,
-                    "lookups": self.lookups, "reused_tokens": self.reused_tokens}
+            return {
+                "entries": len(self._entries),
+                "bytes": self.bytes,
+                "hits": self.hits,
+                "lookups": self.lookups,
+                "reused_tokens": self.reused_tokens,
+            }
 
     def _forget(self, key: tuple) -> None:
         self.bytes -= self._entries.pop(key).nbytes

@@ -19,10 +19,11 @@ solo answers token for token (tests/serve/batching/test_scheduler.py).
 A model it cannot batch (attention soft-capping, cache layers other than full or sliding
 attention: ``support.py``) is found before its first answer and served one request at a time
 by plain ``generate`` (``solo.py``), labelled ``unbatched``; sliding-window models are batched
-on full-attention caches (``batch_cache.fresh_cache``). Whatever fails inside the thread fails the requests it touched (the ones being
-admitted included), never leaves one waiting, and the thread goes on; if the thread itself
-ends, the next ``submit`` starts another. Each step touches the waiting requests' idle clocks
-(``serve/interface/bounds.py``): they wait on a working engine, not a stuck one.
+on full-attention caches (``batch_cache.fresh_cache``). Whatever fails inside the thread fails
+the requests it touched (the ones being admitted included), never leaves one waiting, and the
+thread goes on; if the thread itself ends, the next ``submit`` starts another. Each step touches
+the waiting requests' idle clocks (``serve/interface/bounds.py``): they wait on a working
+engine, not a stuck one.
 """
 
 from __future__ import annotations
@@ -100,8 +101,14 @@ class Scheduler:
     each other, docs/serving.md).
     """
 
-    def __init__(self, session: ModelSession, *, max_batch: int | None = None, max_queue: int = 64,
-                 prefix_bytes: int | None = None):
+    def __init__(
+        self,
+        session: ModelSession,
+        *,
+        max_batch: int | None = None,
+        max_queue: int = 64,
+        prefix_bytes: int | None = None,
+    ):
         if max_batch is not None and max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         self.session, self.max_queue, self._max_batch = session, max_queue, max_batch
@@ -136,8 +143,13 @@ class Scheduler:
 
     # -- the clients' side ----------------------------------------------------------------
 
-    def submit(self, messages: list[dict], adapter: str | None,
-               settings: GenerationSettings | None = None, stop: list[str] | None = None) -> Ticket:
+    def submit(
+        self,
+        messages: list[dict],
+        adapter: str | None,
+        settings: GenerationSettings | None = None,
+        stop: list[str] | None = None,
+    ) -> Ticket:
         """Queue one answer; returns at once with its :class:`Ticket`.
 
         Raises:
@@ -149,8 +161,11 @@ class Scheduler:
         settings.check()
         name = None if is_base(adapter) else adapter
         if name is not None:  # a clear error now, not a failed stream later
-            check_base(name, read_adapter_folder(name, self.session.adapter_folder(name)),
-                       self.session.resolved)
+            check_base(
+                name,
+                read_adapter_folder(name, self.session.adapter_folder(name)),
+                self.session.resolved,
+            )
         inputs = fitting(self.session, encode(self.session, [with_system(messages, settings)]))
         prompt = inputs["input_ids"][0].tolist()
         ticket = Ticket("base" if name is None else name, len(prompt), self._position)
@@ -159,21 +174,29 @@ class Scheduler:
             if self._closed:
                 raise RuntimeError("the scheduler is closed")
             if len(self._waiting) >= self.max_queue:
-                raise ServerBusy(f"server busy: {len(self._waiting)} requests are already waiting; "
-                                 "try again in a moment")
+                raise ServerBusy(
+                    f"server busy: {len(self._waiting)} requests are already waiting; "
+                    "try again in a moment"
+                )
             self._waiting.append(request)
             self._cond.notify()
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, daemon=True, name="tunedesk-batch")
+                self._thread = threading.Thread(
+                    target=self._run, daemon=True, name="tunedesk-batch"
+                )
                 self._thread.start()
         return ticket
 
     def status(self) -> dict:
         """Rows decoding, requests waiting, and the batch cap (None until the first request)."""
         budget = self._budget
-        return {"running": len(self._rows), "waiting": len(self._waiting),
-                "max_batch": budget.max_batch if budget else self._max_batch,
-                "kv_budget_bytes": budget.bytes if budget else None, "prefix_cache": self.prefix.status()}
+        return {
+            "running": len(self._rows),
+            "waiting": len(self._waiting),
+            "max_batch": budget.max_batch if budget else self._max_batch,
+            "kv_budget_bytes": budget.bytes if budget else None,
+            "prefix_cache": self.prefix.status(),
+        }
 
     def close(self, error: BaseException | None = None, wait: float = CLOSE_JOIN_SECONDS) -> None:
         """Stop the decode thread; unfinished requests fail at once with ``error`` (default: the
@@ -209,7 +232,9 @@ class Scheduler:
             while self._wait_for_work():
                 try:
                     self._work()
-                except Exception as err:  # a failed step fails the rows it touched; the thread goes on
+                except (
+                    Exception
+                ) as err:  # a failed step fails the rows it touched; the thread goes on
                     self._fail_running(err)
         finally:  # closed, idle, or ended by something unforeseen: nobody is left waiting
             self._let_go()
@@ -222,8 +247,12 @@ class Scheduler:
                 return
             self._thread = None  # the next submit starts another
             left, self._waiting = [*self._waiting, *self._admitting, *self._rows], deque()
-        self._fail_running(EngineStopping("the server closed before this answer was finished")
-                           if self._closed else RuntimeError("the decode thread ended"), left)
+        self._fail_running(
+            EngineStopping("the server closed before this answer was finished")
+            if self._closed
+            else RuntimeError("the decode thread ended"),
+            left,
+        )
 
     def _wait_for_work(self) -> bool:
         """Wait for requests; False once closed or idle for ``IDLE_SECONDS`` (the thread ends)."""
@@ -257,7 +286,8 @@ class Scheduler:
         self._rows, self._admitting, self._batch = [], [], BatchCache()
 
     def _heartbeat(self) -> None:
-        """The waiting requests' idle clocks start again: the engine is working, they wait their turn."""
+        """The waiting requests' idle clocks start again: the engine is working,
+        they wait their turn."""
         now = time.monotonic()
         with self._cond:
             for request in self._waiting:
@@ -291,9 +321,11 @@ class Scheduler:
                     continue
                 rows = [*self._rows, *group, request]
                 adapters = {r.adapter for r in rows if r.adapter}
-                if (not self._budget.fits(len(rows), max(r.reserve for r in rows))
-                        or len(adapters) > self.session.max_loaded_adapters
-                        or (group and tokens + len(request.prompt) > tokens_left)):
+                if (
+                    not self._budget.fits(len(rows), max(r.reserve for r in rows))
+                    or len(adapters) > self.session.max_loaded_adapters
+                    or (group and tokens + len(request.prompt) > tokens_left)
+                ):
                     break
                 group.append(self._waiting.popleft())
                 tokens += len(request.prompt)
@@ -335,7 +367,9 @@ class Scheduler:
         for rows, (cache, mask, logits) in parts:
             try:
                 self._batch.join(cache, mask)
-            except Exception as err:  # a cache this batch cannot take: these rows fail, the batch goes on
+            except (
+                Exception
+            ) as err:  # a cache this batch cannot take: these rows fail, the batch goes on
                 for request in rows:
                     request.ticket.fail(err)
                 continue
@@ -350,8 +384,9 @@ class Scheduler:
             if request.adapter is not None:
                 loaded = self.session.ensure_adapter(request.adapter, keep=keep)
                 request.peft, request.digest = loaded.peft_name, loaded.adapter_hash
-            request.chooser = TokenChooser(request.settings, list(session_stop_ids(self.session)),
-                                           request.prompt)
+            request.chooser = TokenChooser(
+                request.settings, list(session_stop_ids(self.session)), request.prompt
+            )
             return True
         except Exception as err:
             request.ticket.fail(err)
@@ -363,8 +398,12 @@ class Scheduler:
         model, pefts = self.session.model, [r.peft for r in rows]
         packed = None
         # CPU only: measured there; on a GPU the padded prefill stays until a GPU checks it
-        if PACKED_PREFILL and str(self.session.device).startswith("cpu") and can_pack(model) \
-                and self._router.packs(pefts):
+        if (
+            PACKED_PREFILL
+            and str(self.session.device).startswith("cpu")
+            and can_pack(model)
+            and self._router.packs(pefts)
+        ):
             packed = functools.partial(packed_prefill, model, self._router.forward)
         return prefill_prompts(self._router.forward, self.prefix, rows, pad, packed)
 
@@ -405,7 +444,10 @@ class Scheduler:
                 request.ticket.finish("cancelled")
             if not request.ticket.done:
                 keep.append(i)
-            elif request.ticket.error is None and request.ticket.finish_reason in ("stop", "length"):
+            elif request.ticket.error is None and request.ticket.finish_reason in (
+                "stop",
+                "length",
+            ):
                 self._store_conversation(i, request)
         if len(keep) != len(self._rows):
             self._batch.keep(keep)
@@ -417,7 +459,9 @@ class Scheduler:
         held = int(self._batch.positions[row])
         tokens = (request.prompt + request.stream.ids)[:held]
         if len(tokens) > len(request.prompt):
-            store_row(self.prefix, request.version, tokens, self._batch.cache, self._batch.mask, row)
+            store_row(
+                self.prefix, request.version, tokens, self._batch.cache, self._batch.mask, row
+            )
 
     def _refresh_adapters(self) -> None:
         """Keep the batch's adapters loaded (another caller may have evicted one)."""
@@ -431,8 +475,9 @@ class Scheduler:
                 if loaded is not None and loaded.adapter_hash == request.digest:
                     request.peft = loaded.peft_name
                 elif loaded is not None:
-                    request.ticket.fail(RuntimeError(
-                        f"adapter {name!r} changed on the shelf during the answer"))
+                    request.ticket.fail(
+                        RuntimeError(f"adapter {name!r} changed on the shelf during the answer")
+                    )
                 else:
                     request.ticket.fail(error)
 

@@ -25,10 +25,16 @@ class StepRouter:
 
     def __init__(self, session: ModelSession):
         self.session = session
-        self._routes: dict = {}  # (model id, adapters, uniform) -> None (merged) | RowRouter | False
+        # (model id, adapters, uniform) -> None (merged) | RowRouter | False
+        self._routes: dict = {}
 
-    def forward(self, pefts: list[str | None], inputs: dict, tokens: list[int] | None = None,
-                logits_to_keep: int | torch.Tensor = 1):
+    def forward(
+        self,
+        pefts: list[str | None],
+        inputs: dict,
+        tokens: list[int] | None = None,
+        logits_to_keep: int | torch.Tensor = 1,
+    ):
         """The model on ``inputs``; row ``i`` uses PEFT adapter ``pefts[i]`` (None: base).
 
         ``tokens``: for prompts packed into one row (``packed_prefill.py``), each prompt's

@@ -23,8 +23,13 @@ class Engine(Protocol):
     def label(self) -> str:
         """What its answers are labelled with: engine and weights, e.g. ``llama.cpp q8_0``."""
 
-    def submit(self, messages: list[dict], adapter: str | None,
-               settings: GenerationSettings | None = None, stop: list[str] | None = None) -> Ticket:
+    def submit(
+        self,
+        messages: list[dict],
+        adapter: str | None,
+        settings: GenerationSettings | None = None,
+        stop: list[str] | None = None,
+    ) -> Ticket:
         """Queue one answer (``adapter`` None or ``"base"``: the base model).
 
         Raises:

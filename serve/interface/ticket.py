@@ -33,7 +33,9 @@ class Ticket:
         completion_tokens: answer tokens so far, not counting the end-of-turn token.
     """
 
-    def __init__(self, adapter: str, prompt_tokens: int, position_of, bound: AnswerBound | None = None):
+    def __init__(
+        self, adapter: str, prompt_tokens: int, position_of, bound: AnswerBound | None = None
+    ):
         self.adapter, self.prompt_tokens = adapter, prompt_tokens
         self.bound = bound or answer_bound()
         self._queued = self._progress = time.monotonic()
@@ -174,5 +176,7 @@ def answers_together(submits: list, hashes: list[str]) -> list:
         for ticket in tickets:
             ticket.cancel()  # a failed pane stops the others
     seconds = round(time.perf_counter() - start, 4)
-    return [Answer(t.adapter, digest, text, t.completion_tokens, seconds, t.finish_reason)
-            for t, digest, text in zip(tickets, hashes, texts, strict=True)]
+    return [
+        Answer(t.adapter, digest, text, t.completion_tokens, seconds, t.finish_reason)
+        for t, digest, text in zip(tickets, hashes, texts, strict=True)
+    ]

@@ -52,23 +52,40 @@ class LlamaServerEngine:
 
     name = "llama.cpp"
 
-    def __init__(self, session: ModelSession, upstreams: Upstreams, lora_file: Callable[[str], Path], *,
-                 ctx_per_slot: int, max_inflight: int = 80, label: str = "llama.cpp"):
+    def __init__(
+        self,
+        session: ModelSession,
+        upstreams: Upstreams,
+        lora_file: Callable[[str], Path],
+        *,
+        ctx_per_slot: int,
+        max_inflight: int = 80,
+        label: str = "llama.cpp",
+    ):
         self.session, self.upstreams, self.lora_file = session, upstreams, lora_file
         self.ctx_per_slot, self.max_inflight, self.label = ctx_per_slot, max_inflight, label
         self.note = ""  # a sentence for the page, e.g. why llama.cpp's repacking is off here
         self._known: dict[str, Path] = {}  # adapter -> the LoRA file it was last served from
         self._inflight = 0
         self._lock = threading.Lock()
-        limits = httpx.Limits(max_connections=max_inflight + 8, max_keepalive_connections=32,
-                              keepalive_expiry=KEEPALIVE_S)
+        limits = httpx.Limits(
+            max_connections=max_inflight + 8,
+            max_keepalive_connections=32,
+            keepalive_expiry=KEEPALIVE_S,
+        )
         self._http = httpx.Client(limits=limits, timeout=httpx.Timeout(600.0, connect=10.0))
         # One async client per event loop: a client's pooled connections belong to the loop that
         # opened them, and reused from another (a server restarted in the same process) they fail.
         self._async_http: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-    def prepare(self, messages: list[dict], adapter: str | None, settings: GenerationSettings | None = None,
-                stop: list[str] | None = None, json_schema: dict | None = None) -> Request:
+    def prepare(
+        self,
+        messages: list[dict],
+        adapter: str | None,
+        settings: GenerationSettings | None = None,
+        stop: list[str] | None = None,
+        json_schema: dict | None = None,
+    ) -> Request:
         """Check one request (:meth:`stream` then counts it in flight while it runs).
         ``json_schema``: the answer is JSON following it (grammar-constrained sampling).
 
@@ -82,23 +99,33 @@ class LlamaServerEngine:
         lora = None if name is None else self._lora(name)
         prompt = encode(self.session, [with_system(messages, settings)])["input_ids"][0].tolist()
         if len(prompt) + 1 >= self.ctx_per_slot:
-            raise ValueError(f"the conversation is {len(prompt)} tokens; this server reads at most "
-                             f"{self.ctx_per_slot - 1}: shorten the message or clear the chat")
+            raise ValueError(
+                f"the conversation is {len(prompt)} tokens; this server reads at most "
+                f"{self.ctx_per_slot - 1}: shorten the message or clear the chat"
+            )
         body = completion_body(prompt, settings, stop, self.ctx_per_slot)
         if json_schema is not None:
             body["json_schema"] = json_schema
-        if self._inflight >= self.max_inflight:  # a bound, not an exact count: checked, then counted
+        if (
+            self._inflight >= self.max_inflight
+        ):  # a bound, not an exact count: checked, then counted
             raise ServerBusy(f"{self._inflight} requests are in flight; try again shortly")
         return Request("base" if name is None else name, lora, len(prompt), body)
 
-    def submit(self, messages: list[dict], adapter: str | None,
-               settings: GenerationSettings | None = None, stop: list[str] | None = None,
-               json_schema: dict | None = None) -> Ticket:
+    def submit(
+        self,
+        messages: list[dict],
+        adapter: str | None,
+        settings: GenerationSettings | None = None,
+        stop: list[str] | None = None,
+        json_schema: dict | None = None,
+    ) -> Ticket:
         """Queue one answer; returns at once with its :class:`Ticket` (see :meth:`prepare`)."""
         request = self.prepare(messages, adapter, settings, stop, json_schema)
         ticket = Ticket(request.adapter, request.prompt_tokens, lambda _: 0)
-        threading.Thread(target=self._relay, args=(ticket, request), daemon=True,
-                         name="tunedesk-llama-relay").start()
+        threading.Thread(
+            target=self._relay, args=(ticket, request), daemon=True, name="tunedesk-llama-relay"
+        ).start()
         return ticket
 
     async def stream(self, request: Request) -> AsyncIterator[Event]:
@@ -109,21 +136,32 @@ class LlamaServerEngine:
         upstream = None
         self._started()
         try:
-            upstream = self.upstreams.ready(request.lora) or \
-                await run_in_threadpool(self.upstreams.acquire, request.lora, self.known_loras)
+            upstream = self.upstreams.ready(request.lora) or await run_in_threadpool(
+                self.upstreams.acquire, request.lora, self.known_loras
+            )
             body = {**request.body, "lora": upstream.lora_scales(request.lora)}
             for attempt in (1, 2):
                 try:
-                    async with self.async_client().stream("POST", f"{upstream.url}/completion", json=body,
-                                                          headers=upstream.headers,
-                                                          timeout=read_bound()) as response:
+                    async with self.async_client().stream(
+                        "POST",
+                        f"{upstream.url}/completion",
+                        json=body,
+                        headers=upstream.headers,
+                        timeout=read_bound(),
+                    ) as response:
                         if response.status_code != 200:
-                            raise RuntimeError(f"llama-server answered HTTP {response.status_code}: "
-                                               f"{(await response.aread())[:300]!r}")
+                            raise RuntimeError(
+                                f"llama-server answered HTTP {response.status_code}: "
+                                f"{(await response.aread())[:300]!r}"
+                            )
                         rest = b""
                         async for part in response.aiter_raw():
                             *lines, rest = (rest + part).split(b"\n")
-                            events = [parse_event(line[6:]) for line in lines if line.startswith(b"data: ")]
+                            events = [
+                                parse_event(line[6:])
+                                for line in lines
+                                if line.startswith(b"data: ")
+                            ]
                             if events:
                                 yield merged(events)
                         if rest.startswith(b"data: "):
@@ -132,7 +170,9 @@ class LlamaServerEngine:
                 except httpx.RemoteProtocolError as err:
                     if attempt == 2 or not stale(err):
                         raise
-        except httpx.ReadTimeout as err:  # the read waited the idle bound: the API's 504, whichever clock ran out first
+        except (
+            httpx.ReadTimeout
+        ) as err:  # the read waited the idle bound: the API's 504, whichever clock ran out first
             raise timeout_error(answer_bound(), idle=True) from err
         finally:
             if upstream is not None:
@@ -151,8 +191,10 @@ class LlamaServerEngine:
         """The spellings of the tokenizer's control tokens (``<|im_start|>`` ...)."""
         tokenizer = self.session.tokenizer
         added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
-        return sorted({t.content for t in added.values() if getattr(t, "special", False)} |
-                      set(tokenizer.all_special_tokens))
+        return sorted(
+            {t.content for t in added.values() if getattr(t, "special", False)}
+            | set(tokenizer.all_special_tokens)
+        )
 
     def async_client(self) -> httpx.AsyncClient:
         """The client relays use in the running event loop (made there at first use)."""
@@ -161,7 +203,9 @@ class LlamaServerEngine:
             client = self._async_http.get(loop)
             if client is None:
                 client = self._async_http[loop] = httpx.AsyncClient(
-                    timeout=httpx.Timeout(600.0, connect=10.0), limits=httpx.Limits(keepalive_expiry=KEEPALIVE_S))
+                    timeout=httpx.Timeout(600.0, connect=10.0),
+                    limits=httpx.Limits(keepalive_expiry=KEEPALIVE_S),
+                )
             return client
 
     def _lora(self, name: str) -> Path:
@@ -199,11 +243,16 @@ class LlamaServerEngine:
             upstream = self.upstreams.acquire(request.lora, self.known_loras)
             body = {**request.body, "lora": upstream.lora_scales(request.lora)}
             ticket.finish(self._stream(upstream, ticket, body))
-        except httpx.ReadTimeout:  # the read waited the idle bound: the same error as the ticket's own clock
+        except (
+            httpx.ReadTimeout
+        ):  # the read waited the idle bound: the same error as the ticket's own clock
             ticket.fail(timeout_error(answer_bound(), idle=True))
         except Exception as err:  # the reader gets the error from the ticket
-            ticket.fail(err if isinstance(err, ValueError | ServerBusy) else
-                        RuntimeError(f"llama-server failed: {type(err).__name__}: {err}"))
+            ticket.fail(
+                err
+                if isinstance(err, ValueError | ServerBusy)
+                else RuntimeError(f"llama-server failed: {type(err).__name__}: {err}")
+            )
         finally:
             if upstream is not None:
                 self.upstreams.release(upstream)
@@ -218,8 +267,13 @@ class LlamaServerEngine:
             return self._stream_once(upstream, ticket, body)
 
     def _stream_once(self, upstream: Upstream, ticket: Ticket, body: dict) -> str:
-        with self._http.stream("POST", f"{upstream.url}/completion", json=body, headers=upstream.headers,
-                               timeout=read_bound()) as response:
+        with self._http.stream(
+            "POST",
+            f"{upstream.url}/completion",
+            json=body,
+            headers=upstream.headers,
+            timeout=read_bound(),
+        ) as response:
             if response.status_code != 200:
                 raise RuntimeError(f"HTTP {response.status_code}: {response.read()[:300]!r}")
             shown = ThinkingFilter()  # a reasoning block is no part of the answer
@@ -285,30 +339,48 @@ def merged(events: list[Event]) -> Event:
     if len(events) == 1:
         return events[0]
     last = events[-1]
-    return Event("".join(e.text for e in events), sum(e.tokens for e in events), last.finish,
-                 last.completion_tokens)
+    return Event(
+        "".join(e.text for e in events),
+        sum(e.tokens for e in events),
+        last.finish,
+        last.completion_tokens,
+    )
 
 
 def parse_event(data: str | bytes) -> Event:
     """A ``/completion`` stream event (the JSON after ``data: ``) as an :class:`Event`."""
     event = json.loads(data)
     if event.get("stop"):
-        return Event(event.get("content", ""), 0, FINISH.get(event.get("stop_type"), "stop"),
-                     int(event.get("tokens_predicted", 0)))
+        return Event(
+            event.get("content", ""),
+            0,
+            FINISH.get(event.get("stop_type"), "stop"),
+            int(event.get("tokens_predicted", 0)),
+        )
     return Event(event.get("content", ""), len(event.get("tokens") or ()) or 1)
 
 
-def completion_body(prompt: list[int], settings: GenerationSettings, stop: list[str] | None,
-                    ctx_per_slot: int) -> dict:
+def completion_body(
+    prompt: list[int], settings: GenerationSettings, stop: list[str] | None, ctx_per_slot: int
+) -> dict:
     """llama-server's ``/completion`` request for these settings (greedy when temperature 0)."""
     # Greedy is top-k 1: the same token, without sorting the 49k-token vocabulary at every step
     # (top_k 0 with top_p 1 did, and cost a tenth of the decoding speed).
     top_k = 1 if settings.greedy else settings.top_k
-    body = {"prompt": prompt, "stream": True, "cache_prompt": True, "return_tokens": True,
-            "n_predict": min(settings.max_new_tokens, ctx_per_slot - len(prompt) - 1),
-            "temperature": settings.temperature, "top_p": settings.top_p, "top_k": top_k,
-            "min_p": 0.0, "repeat_penalty": settings.repetition_penalty, "seed": settings.seed,
-            "stop": list(stop or [])}
+    body = {
+        "prompt": prompt,
+        "stream": True,
+        "cache_prompt": True,
+        "return_tokens": True,
+        "n_predict": min(settings.max_new_tokens, ctx_per_slot - len(prompt) - 1),
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "top_k": top_k,
+        "min_p": 0.0,
+        "repeat_penalty": settings.repetition_penalty,
+        "seed": settings.seed,
+        "stop": list(stop or []),
+    }
     if settings.min_new_tokens >= settings.max_new_tokens:
         body["ignore_eos"] = True  # benchmarks: always the full length
     return body

@@ -8,9 +8,15 @@ import os
 from inference.session import ModelSession
 
 
-def make_llama_engine(session: ModelSession, max_queue: int = 64, outtype: str = "q8_0",
-                      slots: int = 16, ctx_per_slot: int = 2048, flash_attn: str | None = None,
-                      adapters: list[str] | None = None):
+def make_llama_engine(
+    session: ModelSession,
+    max_queue: int = 64,
+    outtype: str = "q8_0",
+    slots: int = 16,
+    ctx_per_slot: int = 2048,
+    flash_attn: str | None = None,
+    adapters: list[str] | None = None,
+):
     """llama-server over the session's base model and every whole adapter on its shelf (or only
     ``adapters``), as GGUFs converted once by the export code; remotes from
     ``TUNEDESK_LLAMA_UPSTREAMS``. ``flash_attn``: llama-server's ``-fa`` (default
@@ -45,17 +51,32 @@ def make_llama_engine(session: ModelSession, max_queue: int = 64, outtype: str =
 
     def start_local(loras):
         log = home / "logs" / f"llama-server-{os.getpid()}.log"
-        return LlamaServerProcess(binary, base, loras, slots=slots, ctx_per_slot=ctx_per_slot,
-                                  threads=physical_cores(), log=log,
-                                  flash_attn=flash_attn or os.environ.get("TUNEDESK_LLAMA_FLASH_ATTN", "auto"))
+        return LlamaServerProcess(
+            binary,
+            base,
+            loras,
+            slots=slots,
+            ctx_per_slot=ctx_per_slot,
+            threads=physical_cores(),
+            log=log,
+            flash_attn=flash_attn or os.environ.get("TUNEDESK_LLAMA_FLASH_ATTN", "auto"),
+        )
 
     remotes = [u for u in os.environ.get("TUNEDESK_LLAMA_UPSTREAMS", "").split(",") if u.strip()]
-    upstreams = Upstreams(start_local, remotes, os.environ.get("TUNEDESK_LLAMA_UPSTREAMS_KEY") or None)
+    upstreams = Upstreams(
+        start_local, remotes, os.environ.get("TUNEDESK_LLAMA_UPSTREAMS_KEY") or None
+    )
     shelf = Shelf()
     shelf.root, shelf.home = home / "adapters", home  # the session's shelf, as the API lists it
     whole = [e.name for e in shelf.list() if e.ok] if adapters is None else list(adapters)
-    engine = LlamaServerEngine(session, upstreams, lora_file, ctx_per_slot=ctx_per_slot,
-                               max_inflight=max_queue + slots, label=f"llama.cpp {outtype}")
+    engine = LlamaServerEngine(
+        session,
+        upstreams,
+        lora_file,
+        ctx_per_slot=ctx_per_slot,
+        max_inflight=max_queue + slots,
+        label=f"llama.cpp {outtype}",
+    )
     upstreams.start([engine.known_file(n) for n in whole if engine.known_file(n) is not None])
     local = next((u.process for u in upstreams.all if u.process is not None), None)
     if local is not None and local.note:  # repacking failed its check here (or was turned off)
@@ -67,6 +88,8 @@ def file_stamps(folder) -> tuple[int, ...]:
     from inference.session import MANIFEST, WEIGHTS
 
     try:
-        return tuple((folder / f).stat().st_mtime_ns for f in (MANIFEST, WEIGHTS, "adapter_config.json"))
+        return tuple(
+            (folder / f).stat().st_mtime_ns for f in (MANIFEST, WEIGHTS, "adapter_config.json")
+        )
     except OSError as err:
         raise ValueError(f"adapter {folder.name!r} is not on the shelf ({err.strerror})") from None

@@ -18,8 +18,8 @@ from serve.llama_server.engine import stale
 
 
 async def relay_tools(engine, body: dict, stream: bool, model: str, adapter: str | None):
-    """Relay a chat request with tools (``body``: :func:`serve.requests.relay_body`) to the least busy
-    upstream holding ``adapter``'s LoRA; the answer comes back as llama-server gave it.
+    """Relay a chat request with tools (``body``: :func:`serve.requests.relay_body`) to the least
+    busy upstream holding ``adapter``'s LoRA; the answer comes back as llama-server gave it.
 
     Raises:
         ValueError: the adapter cannot serve.
@@ -28,14 +28,15 @@ async def relay_tools(engine, body: dict, stream: bool, model: str, adapter: str
     upstream = await run_in_threadpool(engine.upstreams.acquire, lora, engine.known_loras)
     body = {**body, "lora": upstream.lora_scales(lora)}
     try:
-        response = await _post(engine.async_client(), f"{upstream.url}/v1/chat/completions", body,
-                               upstream.headers)
+        response = await _post(
+            engine.async_client(), f"{upstream.url}/v1/chat/completions", body, upstream.headers
+        )
     except Exception:
         engine.upstreams.release(upstream)
         raise
     if not stream or response.status_code != 200:
         try:
-            payload = (await response.aread())
+            payload = await response.aread()
         finally:
             await response.aclose()
             engine.upstreams.release(upstream)
@@ -49,8 +50,11 @@ async def relay_tools(engine, body: dict, stream: bool, model: str, adapter: str
             await response.aclose()  # a hang-up closes the upstream stream: llama-server stops
             engine.upstreams.release(upstream)
 
-    return StreamingResponse(relay(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return StreamingResponse(
+        relay(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
 
 
 async def _post(client: httpx.AsyncClient, url: str, body: dict, headers: dict) -> httpx.Response:
@@ -58,11 +62,15 @@ async def _post(client: httpx.AsyncClient, url: str, body: dict, headers: dict) 
     streaming; sent again once on a fresh connection when a reused one had been closed by
     llama-server before it answered."""
     try:
-        return await client.send(client.build_request("POST", url, json=body, headers=headers), stream=True)
+        return await client.send(
+            client.build_request("POST", url, json=body, headers=headers), stream=True
+        )
     except httpx.RemoteProtocolError as err:
         if not stale(err):
             raise
-    return await client.send(client.build_request("POST", url, json=body, headers=headers), stream=True)
+    return await client.send(
+        client.build_request("POST", url, json=body, headers=headers), stream=True
+    )
 
 
 def _json_answer(payload: bytes, status: int, model: str, label: str) -> JSONResponse:
@@ -71,8 +79,14 @@ def _json_answer(payload: bytes, status: int, model: str, label: str) -> JSONRes
     try:
         data = json.loads(payload)
     except ValueError:
-        data = {"error": {"message": payload[:300].decode(errors="replace"), "type": "server_error",
-                          "param": None, "code": None}}
+        data = {
+            "error": {
+                "message": payload[:300].decode(errors="replace"),
+                "type": "server_error",
+                "param": None,
+                "code": None,
+            }
+        }
         status = 502 if status == 200 else status
     if status == 200 and isinstance(data, dict):
         data.update(model=model, system_fingerprint=label)
@@ -84,7 +98,9 @@ def upstream_metrics(engine, timeout: float = 5.0) -> str:
     seen, lines = set(), []
     for upstream in engine.upstreams.all:
         try:
-            text = httpx.get(f"{upstream.url}/metrics", headers=upstream.headers, timeout=timeout).text
+            text = httpx.get(
+                f"{upstream.url}/metrics", headers=upstream.headers, timeout=timeout
+            ).text
         except httpx.HTTPError as err:
             lines.append(f"# upstream {upstream.url} did not answer: {type(err).__name__}")
             continue

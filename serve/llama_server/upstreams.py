@@ -3,9 +3,10 @@
 Upstreams are the local llama-server this app starts plus any servers named in
 ``TUNEDESK_LLAMA_UPSTREAMS`` (comma-separated URLs: other machines, started by their owners
 with the same GGUF files; ``TUNEDESK_LLAMA_UPSTREAMS_KEY``: the ``--api-key`` they were started
-with). The local server's own random key goes with every request to it (``headers``). A request goes to the upstream with the fewest requests in flight
-among those that hold its LoRA file. A LoRA file is known by its folder and name
-(``<adapter_hash>/<adapter>-lora-f16.gguf``), so a copy on another machine matches.
+with). The local server's own random key goes with every request to it (``headers``). A request
+goes to the upstream with the fewest requests in flight among those that hold its LoRA file. A LoRA
+file is known by its folder and name (``<adapter_hash>/<adapter>-lora-f16.gguf``), so a copy on
+another machine matches.
 
 llama-server reads its LoRA list once, at start. When a request needs a LoRA file that no
 upstream holds (an adapter trained, imported or renamed since), a new local server starts
@@ -49,7 +50,9 @@ class Upstream:
         """A request's ``lora`` field: ``lora`` at scale 1, every other file named at scale 0
         (a request that names none gets the server's start-up scales, not the base)."""
         chosen = self.lora_id(lora)
-        return [{"id": i, "scale": 1.0 if i == chosen else 0.0} for i in sorted(self.loras.values())]
+        return [
+            {"id": i, "scale": 1.0 if i == chosen else 0.0} for i in sorted(self.loras.values())
+        ]
 
 
 def remote_upstream(url: str, timeout: float = 10.0, key: str | None = None) -> Upstream:
@@ -62,7 +65,11 @@ def remote_upstream(url: str, timeout: float = 10.0, key: str | None = None) -> 
     url = url.rstrip("/")
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
-        listed = httpx.get(f"{url}/lora-adapters", headers=headers, timeout=timeout).raise_for_status().json()
+        listed = (
+            httpx.get(f"{url}/lora-adapters", headers=headers, timeout=timeout)
+            .raise_for_status()
+            .json()
+        )
     except (httpx.HTTPError, ValueError) as err:
         raise LlamaServerError(f"upstream {url} does not answer /lora-adapters: {err}") from None
     return Upstream(url, {lora_key(a["path"]): int(a["id"]) for a in listed}, headers=headers)
@@ -77,8 +84,12 @@ class Upstreams:
         remote_key: the ``--api-key`` the remotes were started with (None: they have none).
     """
 
-    def __init__(self, start_local: Callable[[list[Path]], LlamaServerProcess] | None,
-                 remotes: list[str] = (), remote_key: str | None = None):
+    def __init__(
+        self,
+        start_local: Callable[[list[Path]], LlamaServerProcess] | None,
+        remotes: list[str] = (),
+        remote_key: str | None = None,
+    ):
         self._start_local = start_local
         self._remotes = [remote_upstream(url, key=remote_key) for url in remotes]
         self._local: Upstream | None = None
@@ -133,8 +144,11 @@ class Upstreams:
     def _pick(self, lora: Path | None, count: bool = True) -> Upstream | None:
         key = None if lora is None else lora_key(lora)
         with self._lock:
-            holders = [u for u in ([self._local] if self._local else []) + self._remotes
-                       if key is None or key in u.loras]
+            holders = [
+                u
+                for u in ([self._local] if self._local else []) + self._remotes
+                if key is None or key in u.loras
+            ]
             if not holders:
                 return None
             best = min(holders, key=lambda u: u.inflight)
@@ -144,8 +158,12 @@ class Upstreams:
 
     def _replace_local(self, loras: list[Path]) -> None:
         process = self._start_local(loras).start()
-        fresh = Upstream(process.url, {lora_key(p): i for i, p in enumerate(loras)}, process,
-                         headers=process.headers)
+        fresh = Upstream(
+            process.url,
+            {lora_key(p): i for i, p in enumerate(loras)},
+            process,
+            headers=process.headers,
+        )
         with self._lock:
             old, self._local = self._local, fresh
             if old is not None:

@@ -97,7 +97,8 @@ def test_golden_prompts(rows: list[dict], golden: list[dict]) -> None:
 
 
 def test_golden_phrases_are_learnable(rows: list[dict], golden: list[dict]) -> None:
-    """Every must_contain phrase is in every demo response of that intent, none of the banned ones."""
+    """Every must_contain phrase is in every demo response of that intent, none
+    of the banned ones."""
     for g in golden:
         answers = [r["response"].lower() for r in rows if r["intent"] == g["intent"]]
         for phrase in g["must_contain"]:

@@ -12,8 +12,13 @@ def _rows_csv(path, n):
         writer.writeheader()
         for i in range(n):
             intent = ("track_order", "cancel_order")[i % 2]
-            writer.writerow({"instruction": f"question {i} about {intent}", "intent": intent,
-                             "response": f"Answer {i}: here is how to {intent.replace('_', ' ')}."})
+            writer.writerow(
+                {
+                    "instruction": f"question {i} about {intent}",
+                    "intent": intent,
+                    "response": f"Answer {i}: here is how to {intent.replace('_', ' ')}.",
+                }
+            )
     return path
 
 
@@ -27,8 +32,9 @@ def test_each_variant_changes_one_setting_of_the_train_tabs_defaults(tmp_path):
     assert changed["length-384"].data.max_length == 384 != default.data.max_length
 
 
-def test_a_sweep_trains_every_variant_and_scores_them_on_the_same_unseen_rows(tmp_path, tiny_llama_dir, capsys,
-                                                                              monkeypatch):
+def test_a_sweep_trains_every_variant_and_scores_them_on_the_same_unseen_rows(
+    tmp_path, tiny_llama_dir, capsys, monkeypatch
+):
     import bench.budget_sweep as sweep
 
     def two_steps(*args):  # the budget itself is tested in tests/finetune/train/test_budget.py
@@ -39,17 +45,49 @@ def test_a_sweep_trains_every_variant_and_scores_them_on_the_same_unseen_rows(tm
     monkeypatch.setattr(sweep, "variant_config", two_steps)
     data = _rows_csv(tmp_path / "rows.csv", 60)
     home = tmp_path / "home"
-    assert main(["--model", str(tiny_llama_dir), "--data", str(data), "--minutes", "1", "--rows", "40",
-                 "--score-rows", "10", "--variants", "default,lr-1e-3", "--home", str(home)]) == 0
+    assert (
+        main(
+            [
+                "--model",
+                str(tiny_llama_dir),
+                "--data",
+                str(data),
+                "--minutes",
+                "1",
+                "--rows",
+                "40",
+                "--score-rows",
+                "10",
+                "--variants",
+                "default,lr-1e-3",
+                "--home",
+                str(home),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
-    table = [line for line in out.splitlines() if line.startswith("| default |") or line.startswith("| lr-1e-3 |")]
+    table = [
+        line
+        for line in out.splitlines()
+        if line.startswith("| default |") or line.startswith("| lr-1e-3 |")
+    ]
     assert len(table) == 2
     for line in table:
         cells = [c.strip() for c in line.strip("|").split("|")]
-        assert int(cells[2]) == 2 and float(cells[6]) > 1.0  # steps bought, perplexity on the sweep's rows
+        assert (
+            int(cells[2]) == 2 and float(cells[6]) > 1.0
+        )  # steps bought, perplexity on the sweep's rows
     with open(home / "sweep-score.csv", encoding="utf-8") as fh:
         scored = list(csv.DictReader(fh))
-    assert [r["instruction"] for r in scored] == [f"question {i} about {('track_order', 'cancel_order')[i % 2]}"
-                                                  for i in range(40, 50)]
-    assert sorted(p.name for p in (home / "adapters").iterdir()) == ["sweep-default", "sweep-lr-1e-3"]  # no warm-up
-    assert main(["--variants", "nope", "--data", str(data)]) == 2 and "unknown variant" in capsys.readouterr().out
+    assert [r["instruction"] for r in scored] == [
+        f"question {i} about {('track_order', 'cancel_order')[i % 2]}" for i in range(40, 50)
+    ]
+    assert sorted(p.name for p in (home / "adapters").iterdir()) == [
+        "sweep-default",
+        "sweep-lr-1e-3",
+    ]  # no warm-up
+    assert (
+        main(["--variants", "nope", "--data", str(data)]) == 2
+        and "unknown variant" in capsys.readouterr().out
+    )

@@ -17,7 +17,11 @@ def test_bench_clients_measures_each_count_and_checks_answers_alone(home, varied
     assert rows[1]["identical"] == 4 and rows[1]["partings"] == []
     assert all(len(t) > 0 for t in rows[1]["texts"])
     table = "\n".join(render_clients({"float32": rows}, [None]))
-    assert "| float32 | 4 |" in table and "| engine |" in table and "4/4 checked answers identical" in table
+    assert (
+        "| float32 | 4 |" in table
+        and "| engine |" in table
+        and "4/4 checked answers identical" in table
+    )
 
 
 def test_the_api_driver_streams_through_the_openai_client_and_labels_the_engine(home, varied_dir):
@@ -26,8 +30,9 @@ def test_the_api_driver_streams_through_the_openai_client_and_labels_the_engine(
     from bench.serving_api import measure_api
 
     put_adapters(home, varied_dir, names=("a",))
-    answered, rows = measure_api(varied_dir, home / "adapters", "pytorch", "float32", [3], [None, "a"],
-                                 tokens=5, check=3)
+    answered, rows = measure_api(
+        varied_dir, home / "adapters", "pytorch", "float32", [3], [None, "a"], tokens=5, check=3
+    )
     assert answered.startswith("pytorch float32")
     assert [r["clients"] for r in rows] == [1, 3] and all(r["errors"] == [] for r in rows)
     assert rows[1]["identical"] == 3 and all(t for t in rows[1]["texts"])

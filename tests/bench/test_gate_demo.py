@@ -1,13 +1,13 @@
 """The gate demo, small enough for CI: on the default model and a toy support set (four kinds
-of request, 120 training rows, 14 steps at lr 3e-3), an adapter trained on the real answers passes its
-default release gate and one trained on shuffled answers fails it. The tiny llama model from a
+of request, 120 training rows, 14 steps at lr 3e-3), an adapter trained on the real answers passes
+its default release gate and one trained on shuffled answers fails it. The tiny llama model from a
 config does not learn this in CI time (its loss fell from 6.07 to 5.78 in 40 steps at lr 5e-2),
-hence the default model. Its golden prompts ask for each answer's keyword and the gate asks for
-all of them (golden_all_pass, beside the default rules): with the defaults alone the damaged
-adapter failed on one slice only (payment_issue, BLEU -0.19), too thin a margin for another CPU. 14 steps at 3e-3 (the good adapter's validation loss
-0.007) took 67 s alone where 20 at 2e-3 took 85 (2-core EPYC with avx512_bf16, fp32 as here); 10 at 2e-3 left the good adapter failing
-cancel_order. The full demo (`python -m bench gate-demo`, Bitext) is in
-docs/benchmarks.md."""
+hence the default model. Its golden prompts ask for each answer's keyword and the gate asks for all
+of them (golden_all_pass, beside the default rules): with the defaults alone the damaged adapter
+failed on one slice only (payment_issue, BLEU -0.19), too thin a margin for another CPU. 14 steps at
+3e-3 (the good adapter's validation loss 0.007) took 67 s alone where 20 at 2e-3 took 85 (2-core
+EPYC with avx512_bf16, fp32 as here); 10 at 2e-3 left the good adapter failing cancel_order. The
+full demo (`python -m bench gate-demo`, Bitext) is in docs/benchmarks.md."""
 
 from __future__ import annotations
 
@@ -25,20 +25,39 @@ INTENTS = {
     "payment_issue": ("my card fails at checkout {i}", "Payment: try your card again."),
     "change_address": ("ship order {i} to my new street", "Address: the new street is saved."),
 }
-KEYWORD = {"cancel_order": "cancel", "newsletter": "newsletter", "payment_issue": "payment",
-           "change_address": "address"}
+KEYWORD = {
+    "cancel_order": "cancel",
+    "newsletter": "newsletter",
+    "payment_issue": "payment",
+    "change_address": "address",
+}
 
 
 def write_toy(folder):
-    rows = [{"prompt": p.format(i=i), "response": r, "intent": intent}
-            for i in range(40) for intent, (p, r) in INTENTS.items()]
+    rows = [
+        {"prompt": p.format(i=i), "response": r, "intent": intent}
+        for i in range(40)
+        for intent, (p, r) in INTENTS.items()
+    ]
     random.Random(0).shuffle(rows)
     data = folder / "toy.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     golden = folder / "golden.jsonl"
-    golden.write_text("".join(json.dumps({"id": intent, "intent": intent, "prompt": p.format(i=99),
-                                          "must_contain": [KEYWORD[intent]], "must_not_contain": []}) + "\n"
-                              for intent, (p, _) in INTENTS.items()))
+    golden.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": intent,
+                    "intent": intent,
+                    "prompt": p.format(i=99),
+                    "must_contain": [KEYWORD[intent]],
+                    "must_not_contain": [],
+                }
+            )
+            + "\n"
+            for intent, (p, _) in INTENTS.items()
+        )
+    )
     return data, golden
 
 
@@ -52,10 +71,20 @@ def demo(default_model_dir, tmp_path_factory):
     torch.set_num_threads(1)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TUNEDESK_HOME", str(folder / "home"))
-        args = DemoArgs(data=str(data), model=str(default_model_dir.path), train_rows=120, steps=14,
-                        batch_size=8, learning_rate=3e-3, lora_r=8, max_length=64,
-                        rows_per_slice=5, max_new_tokens=8, golden=str(golden),
-                        rules="golden_all_pass=true")
+        args = DemoArgs(
+            data=str(data),
+            model=str(default_model_dir.path),
+            train_rows=120,
+            steps=14,
+            batch_size=8,
+            learning_rate=3e-3,
+            lora_r=8,
+            max_length=64,
+            rows_per_slice=5,
+            max_new_tokens=8,
+            golden=str(golden),
+            rules="golden_all_pass=true",
+        )
         result = run_demo(args, on_line=lambda line: None)
     torch.set_num_threads(threads)
     return result

@@ -27,8 +27,11 @@ def table(monkeypatch):
     bad.add_arguments, bad.main = (lambda p: None), broken
     for module in (parsed, own, bad):
         monkeypatch.setitem(sys.modules, module.__name__, module)
-    return {"hello": ("fake_parsed", "say hi"), "own": ("fake_own", "its own parser"),
-            "bad": ("fake_bad", "fails")}
+    return {
+        "hello": ("fake_parsed", "say hi"),
+        "own": ("fake_own", "its own parser"),
+        "bad": ("fake_bad", "fails"),
+    }
 
 
 def test_commands_run_with_their_arguments_and_exit_codes(table, capsys):
@@ -56,9 +59,17 @@ def test_every_package_table_names_modules_that_exist():
             assert hasattr(loaded, "main"), module
 
 
-@pytest.mark.parametrize("failure", [RuntimeError("CUDA error: an illegal memory access\nmore"),
-                                     OSError(28, "No space left on device"), KeyError("rows")])
-def test_an_internal_error_is_one_line_exit_1_and_its_trace_in_a_log(home, capsys, monkeypatch, failure):
+@pytest.mark.parametrize(
+    "failure",
+    [
+        RuntimeError("CUDA error: an illegal memory access\nmore"),
+        OSError(28, "No space left on device"),
+        KeyError("rows"),
+    ],
+)
+def test_an_internal_error_is_one_line_exit_1_and_its_trace_in_a_log(
+    home, capsys, monkeypatch, failure
+):
     def boom(args):
         raise failure
 
@@ -67,7 +78,9 @@ def test_an_internal_error_is_one_line_exit_1_and_its_trace_in_a_log(home, capsy
     monkeypatch.setitem(sys.modules, module.__name__, module)
     assert cli.run("python -m finetune", "d", {"boom": ("fake_boom", "fails")}, ["boom"]) == 1
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"error: internal error ({type(failure).__name__}")
+    assert err.count("\n") == 1 and err.startswith(
+        f"error: internal error ({type(failure).__name__}"
+    )
     log = home / "logs" / err.split("the traceback is in ")[1].strip().split("/")[-1]
     assert log.parent == home / "logs" and log.name.startswith("finetune-")
     assert "Traceback (most recent call last)" in log.read_text() and "in boom" in log.read_text()
@@ -99,10 +112,14 @@ def test_eval_and_serve_exit_1_on_an_internal_error_and_2_on_bad_input(home, cap
     monkeypatch.setattr(serve_cli, "set_answer_bound", lambda *a: None)
     assert serve_cli.main(["--port", "1"]) == 1
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 2 and all("internal error (RuntimeError: library state broken)" in ln for ln in lines)
+    assert len(lines) == 2 and all(
+        "internal error (RuntimeError: library state broken)" in ln for ln in lines
+    )
     assert len(list((home / "logs").glob("*.log"))) == 2
     monkeypatch.setenv("TUNEDESK_CHAT_KEYS", "web:short")
     assert serve_cli.main(["--port", "1"]) == 2  # a malformed key is bad input
+
+
 def help_of(run, argv, capsys, monkeypatch) -> str:
     """What ``--help`` prints, on one line (no wrapping: every default reads whole)."""
     monkeypatch.setenv("COLUMNS", "1000")
@@ -119,15 +136,17 @@ def test_train_help_shows_each_default_from_the_config(capsys, monkeypatch):
 
     said, cfg = help_of(main, ["train", "--help"], capsys, monkeypatch), RunConfig()
     orpo = METHOD_DEFAULTS["orpo"]
-    for wanted in (f"peak learning rate (default: sft {cfg.train.learning_rate:g}, ",
-                   f", orpo {orpo.learning_rate:g})",
-                   f"passes over the data (default: sft {cfg.train.epochs:g}, ",
-                   f"micro-batch size (default: sft {cfg.train.batch_size}, ",
-                   f"with the figures (default: {cfg.train.time_budget_s:g})",  # --time-budget
-                   f"dataset file, folder or Hub id (default: {cfg.data.path})",
-                   f"'default' (default: {cfg.model.name})",
-                   f"LoRA rank (default: {cfg.lora.r})",
-                   f"(default: dpo {METHOD_DEFAULTS['dpo'].beta:g}, cpo "):
+    for wanted in (
+        f"peak learning rate (default: sft {cfg.train.learning_rate:g}, ",
+        f", orpo {orpo.learning_rate:g})",
+        f"passes over the data (default: sft {cfg.train.epochs:g}, ",
+        f"micro-batch size (default: sft {cfg.train.batch_size}, ",
+        f"with the figures (default: {cfg.train.time_budget_s:g})",  # --time-budget
+        f"dataset file, folder or Hub id (default: {cfg.data.path})",
+        f"'default' (default: {cfg.model.name})",
+        f"LoRA rank (default: {cfg.lora.r})",
+        f"(default: dpo {METHOD_DEFAULTS['dpo'].beta:g}, cpo ",
+    ):
         assert wanted in said, wanted
     assert "(default: None)" not in said and "(default: False)" not in said
 
@@ -161,4 +180,5 @@ def test_every_cli_lists_its_commands_and_shows_its_flags_defaults(capsys, monke
     said = help_of(eval_main, ["--help"], capsys, monkeypatch)
     assert "judge-check: grade the review queue's human-rated answers" in said
     assert "--port PORT port to listen on (default: 8000)" in help_of(
-        lambda argv: serve_parser().parse_args(argv), ["--help"], capsys, monkeypatch)
+        lambda argv: serve_parser().parse_args(argv), ["--help"], capsys, monkeypatch
+    )

@@ -22,28 +22,50 @@ def fake_props(name: str):
     return SimpleNamespace(name=name, major=major, minor=minor, total_memory=mem * GIB)
 
 
-@pytest.mark.parametrize(("card", "native"), [("Tesla T4", False), ("Tesla V100-SXM2-32GB", False),
-                                              ("NVIDIA A100-SXM4-80GB", True), ("NVIDIA H100 80GB HBM3", True)])
+@pytest.mark.parametrize(
+    ("card", "native"),
+    [
+        ("Tesla T4", False),
+        ("Tesla V100-SXM2-32GB", False),
+        ("NVIDIA A100-SXM4-80GB", True),
+        ("NVIDIA H100 80GB HBM3", True),
+    ],
+)
 def test_only_ampere_and_newer_count_as_native_bf16(card, native):
     assert gpu.bf16_native(fake_props(card)) is native
 
 
-@pytest.mark.parametrize(("card", "precision"), [("Tesla T4", "fp16"), ("Tesla V100-SXM2-32GB", "fp16"),
-                                                 ("NVIDIA A100-SXM4-80GB", "bf16"), ("NVIDIA H100 80GB HBM3", "bf16")])
+@pytest.mark.parametrize(
+    ("card", "precision"),
+    [
+        ("Tesla T4", "fp16"),
+        ("Tesla V100-SXM2-32GB", "fp16"),
+        ("NVIDIA A100-SXM4-80GB", "bf16"),
+        ("NVIDIA H100 80GB HBM3", "bf16"),
+    ],
+)
 def test_a_gpu_trains_in_half_precision_by_default(card, precision, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: fake_props(card))
     dev = hardware._cuda_info(0, bnb=None)
     assert gpu.recommended_precision(dev) == precision
 
 
-@pytest.mark.parametrize(("bf16_rate", "precision"), [(400.0, "bf16"), (250.0, "fp32"), (30.0, "fp32")])
-def test_the_cpu_trains_in_bf16_only_where_measured_clearly_faster(bf16_rate, precision, monkeypatch):
+@pytest.mark.parametrize(
+    ("bf16_rate", "precision"), [(400.0, "bf16"), (250.0, "fp32"), (30.0, "fp32")]
+)
+def test_the_cpu_trains_in_bf16_only_where_measured_clearly_faster(
+    bf16_rate, precision, monkeypatch
+):
     from core import cpu_precision
 
-    monkeypatch.setattr(cpu_precision, "training_matmul_rates", lambda: {"fp32": 200.0, "bf16": bf16_rate})
+    monkeypatch.setattr(
+        cpu_precision, "training_matmul_rates", lambda: {"fp32": 200.0, "bf16": bf16_rate}
+    )
     cpu = hardware._cpu_info(bnb=None)
     assert gpu.recommended_precision(cpu) == precision
-    assert ("bf16" in cpu.warnings) == (precision == "fp32")  # the Train tab says why bf16 is not the default
+    assert ("bf16" in cpu.warnings) == (
+        precision == "fp32"
+    )  # the Train tab says why bf16 is not the default
     if precision == "fp32":
         assert f"{bf16_rate / 200:.2f}x as fast as fp32" in cpu.warnings["bf16"]
 
@@ -57,7 +79,9 @@ def test_the_cpu_probe_measures_both_dtypes():
 
 
 @pytest.mark.parametrize(("screen_bf16", "probed"), [(3.0, False), (110.0, True), (400.0, True)])
-def test_a_small_product_decides_alone_only_where_bf16_is_far_behind(screen_bf16, probed, monkeypatch):
+def test_a_small_product_decides_alone_only_where_bf16_is_far_behind(
+    screen_bf16, probed, monkeypatch
+):
     """Emulated bf16 (AVX2 only) ran the full probe in 4.5-4.9 s per process; the small product
     answers there, and anywhere bf16 might reach the margin the full probe still decides."""
     from core import cpu_precision
@@ -66,7 +90,10 @@ def test_a_small_product_decides_alone_only_where_bf16_is_far_behind(screen_bf16
 
     def rates(shape, repeats):
         timed.append(shape)
-        return {"fp32": 200.0, "bf16": screen_bf16 if shape == cpu_precision.SCREEN_SHAPE else 420.0}
+        return {
+            "fp32": 200.0,
+            "bf16": screen_bf16 if shape == cpu_precision.SCREEN_SHAPE else 420.0,
+        }
 
     monkeypatch.setattr(cpu_precision, "matmul_rates", rates)
     cpu_precision.training_matmul_rates.cache_clear()
@@ -113,7 +140,9 @@ def test_single_process_training_on_cuda_n_sets_that_device(monkeypatch):
 
 def test_cublas_allocation_failures_count_as_out_of_memory():
     assert gpu.is_oom(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
-    assert gpu.is_oom(RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"))
+    assert gpu.is_oom(
+        RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`")
+    )
     assert not gpu.is_oom(RuntimeError("mat1 and mat2 shapes cannot be multiplied (4x8 and 9x8)"))
     assert not gpu.is_oom(ValueError("CUDA out of memory"))  # only runtime errors
 

@@ -47,8 +47,10 @@ def test_the_train_and_import_boxes_refuse_a_server_file_off_localhost(home, off
     from ui.views.transcripts import import_export
 
     text, table = data_preview(DATA_SOURCES[2], None, "/etc/passwd")
-    assert table is None and text == ("⚠️ the dataset path must be a file under the home folder when the "
-                                      "app is used off localhost; upload the file instead")
+    assert table is None and text == (
+        "⚠️ the dataset path must be a file under the home folder when the "
+        "app is used off localhost; upload the file instead"
+    )
     text, rows, train, held_out = import_export(None, "/etc/passwd")
     assert (rows, train, held_out) == ([], None, None) and "under the home folder" in text
 
@@ -59,12 +61,19 @@ def test_error_text_off_localhost_names_no_class_trace_or_server_path(monkeypatc
 
     err = RuntimeError("cannot open /srv/tunedesk/models/base/model.safetensors")
     monkeypatch.setenv(EXPOSED_ENV, "0")
-    assert failure_sentence(err) == f"the answer failed: RuntimeError: {err}"  # localhost: all of it
+    assert (
+        failure_sentence(err) == f"the answer failed: RuntimeError: {err}"
+    )  # localhost: all of it
     set_exposed("10.0.0.5")
     assert failure_sentence(err) == "the answer failed: cannot open …/model.safetensors"
     api = engine_failure(err)
     assert api.status == 500 and str(api) == "the answer failed: cannot open …/model.safetensors"
-    shown = shown_error("boom in /home/ana/x.py\nTraceback (most recent call last):\n  File \"/a/b.py\"")
+    shown = shown_error(
+        'boom in /home/ana/x.py\nTraceback (most recent call last):\n  File "/a/b.py"'
+    )
     assert shown == "boom in …/x.py"
     assert public_text("httpx.ReadTimeout: timed out") == "timed out"
-    assert public_text("KeyError: 'x' at /opt/td/core/paths.py, see 3/4") == "'x' at …/paths.py, see 3/4"
+    assert (
+        public_text("KeyError: 'x' at /opt/td/core/paths.py, see 3/4")
+        == "'x' at …/paths.py, see 3/4"
+    )

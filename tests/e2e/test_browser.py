@@ -41,11 +41,21 @@ def app_url(tiny_llama_dir, app_home):
     pytest.importorskip("playwright")
     home = app_home
     port = free_port()
-    env = {**os.environ, "TUNEDESK_HOME": str(home), "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False",
-           "TUNEDESK_ALIAS_PLOT_BUCKET_S": "1"}  # the aliases' plots: a point per second, not per 15 s
+    env = {
+        **os.environ,
+        "TUNEDESK_HOME": str(home),
+        "HF_HUB_OFFLINE": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "TUNEDESK_ALIAS_PLOT_BUCKET_S": "1",
+    }  # the aliases' plots: a point per second, not per 15 s
     with open(home / "app.log", "wb") as log:
-        proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port), "--model", str(tiny_llama_dir)],
-                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "app.py", "--port", str(port), "--model", str(tiny_llama_dir)],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     wait_for_port(port, proc, home / "app.log", timeout=120)
     url = f"http://127.0.0.1:{port}/"
     yield url
@@ -58,8 +68,15 @@ def page(app_url):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+            ],
+        )
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(60_000)
         page.goto(app_url)
@@ -92,12 +109,15 @@ def test_train_a_short_run_and_watch_it(page):
     progress = page.inner_text("#train-progress")
     assert "step 12/12" in progress and "tokens/s" in progress
     strokes = drawn_lines(page, "#loss-curve")
-    assert len(strokes) == 2 and len(set(strokes)) == 2, f"train and validation lines not drawn: {strokes}"
+    assert len(strokes) == 2 and len(set(strokes)) == 2, (
+        f"train and validation lines not drawn: {strokes}"
+    )
     shot(page, "01-train-done")
 
 
 def test_a_second_start_while_training_is_refused_or_runs_after(page):
-    # After the run above has finished a new start is allowed; bad settings are refused with reasons.
+    # After the run above has finished a new start is allowed; bad settings are
+    # refused with reasons.
     _tab(page, "Train")
     _fill(page, "train-steps", "-3")
     page.click("#train-check")
@@ -132,7 +152,9 @@ def test_evaluate_scores_base_and_adapter_on_the_same_rows(page):
     # sliced by intent (the default; the demo data has it), with the adapter's gate verdict
     assert "Release gate of browser-adapter" in page.inner_text("#eval-gate")
     slices = page.inner_text("#eval-slices")
-    assert "intent" in slices and "Δ BLEU [95% CI]" in slices and "browser-adapter BLEU" in slices, slices[:300]
+    assert (
+        "intent" in slices and "Δ BLEU [95% CI]" in slices and "browser-adapter BLEU" in slices
+    ), slices[:300]
     # the support checks: per model after the classifier's ceiling, per intent, the worst answers
     support = page.inner_text("#eval-support")
     assert "reference answers (ceiling)" in support and "browser-adapter" in support, support[:300]
@@ -149,7 +171,9 @@ def test_chat_streams_with_the_active_adapter_named(page, app_url):
     status = wait_text(page, "#chat-status", lambda t: "ready" in t and "browser-adapter" in t, 60)
     # the dropdown the answer is taken from names the active adapter too (it once said "base")
     page.wait_for_function(
-        "() => document.querySelector('#chat-adapter input').value === 'browser-adapter'", timeout=30_000)
+        "() => document.querySelector('#chat-adapter input').value === 'browser-adapter'",
+        timeout=30_000,
+    )
     page.get_by_text("System prompt and generation settings").click()
     page.fill("#chat-repetition input[type=number]", "1")  # greedy, as the API below answers
     page.press("#chat-repetition input[type=number]", "Tab")
@@ -165,12 +189,16 @@ def test_chat_streams_with_the_active_adapter_named(page, app_url):
     system = page.input_value("#chat-system textarea")
     named = status.partition("Answers from:")[2].strip().removeprefix("engine: ")
     engine = "llama.cpp" if named.startswith("llama.cpp") else "pytorch"
-    asked = [{"role": "system", "content": system},
-             {"role": "user", "content": "where is my order"}]
-    reply = httpx.post(f"{app_url}v1/chat/completions", timeout=120,
-                       headers={"X-TuneDesk-Engine": engine},
-                       json={"model": "browser-adapter", "temperature": 0, "max_tokens": 200,
-                             "messages": asked})
+    asked = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "where is my order"},
+    ]
+    reply = httpx.post(
+        f"{app_url}v1/chat/completions",
+        timeout=120,
+        headers={"X-TuneDesk-Engine": engine},
+        json={"model": "browser-adapter", "temperature": 0, "max_tokens": 200, "messages": asked},
+    )
     assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] > 0, reply.text
     # (the page shows it stripped: this tiny adapter's greedy answer may be blanks alone, which a
     # page showing the question, another adapter's answer or no answer would still not match)
@@ -190,7 +218,9 @@ def test_compare_shows_labelled_panes_and_saves_feedback(page, tiny_llama_dir):
     assert labels[0].startswith(f"base model {tiny_llama_dir.name} · version "), labels
     assert labels[1].startswith("adapter browser-adapter · version "), labels
     joined = " ".join(labels)
-    assert joined.count("addressed: ") == 2, joined  # each pane names the intent its answer addressed
+    assert joined.count("addressed: ") == 2, (
+        joined
+    )  # each pane names the intent its answer addressed
     page.get_by_label("browser-adapter", exact=False).last.check()
     page.click("#compare-save")
     wait_text(page, "#compare-saved", lambda t: "Saved" in t, 30)
@@ -205,13 +235,17 @@ def test_a_helpdesk_import_hands_its_held_out_conversations_to_evaluate(page):
     report = wait_text(page, "#import-report", lambda t: "Imported" in t or "⚠️" in t, 60)
     assert "now the Evaluate tab's dataset" in report, report
     _tab(page, "Evaluate")
-    page.wait_for_function("() => [...document.querySelectorAll('#eval-data textarea, #eval-data input')]"
-                           ".some(box => box.value.endsWith('eval.jsonl'))", timeout=30_000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#eval-data textarea, #eval-data input')]"
+        ".some(box => box.value.endsWith('eval.jsonl'))",
+        timeout=30_000,
+    )
     shot(page, "05-import-to-evaluate")
 
 
 def _as_app(home: Path, work):
-    """``work()`` with the app's home as TUNEDESK_HOME (the shelf and aliases as the CLI writes them)."""
+    """``work()`` with the app's home as TUNEDESK_HOME (the shelf and aliases as the
+    CLI writes them)."""
     old = os.environ.get("TUNEDESK_HOME")
     os.environ["TUNEDESK_HOME"] = str(home)
     try:
@@ -223,7 +257,9 @@ def _as_app(home: Path, work):
             os.environ["TUNEDESK_HOME"] = old
 
 
-def _traffic(url: str, seconds: float, prefix: str, each: int = 3) -> dict[str, list[tuple[str, str]]]:
+def _traffic(
+    url: str, seconds: float, prefix: str, each: int = 3
+) -> dict[str, list[tuple[str, str]]]:
     """Fresh conversations on ``support-bot`` through /v1, one after another, answered by
     PyTorch, for ``seconds`` and until each version has ``each`` answers: version ->
     [(conversation, completion id)]."""
@@ -236,11 +272,19 @@ def _traffic(url: str, seconds: float, prefix: str, each: int = 3) -> dict[str, 
             assert n < 500, got
             n += 1
             conversation = f"{prefix}-{n}"
-            answer = client.post("v1/chat/completions", json={
-                "model": "support-bot", "max_tokens": 2, "messages": [{"role": "user", "content": "where is my order"}]},
-                headers={"X-TuneDesk-Conversation": conversation, "X-TuneDesk-Engine": "pytorch"})
+            answer = client.post(
+                "v1/chat/completions",
+                json={
+                    "model": "support-bot",
+                    "max_tokens": 2,
+                    "messages": [{"role": "user", "content": "where is my order"}],
+                },
+                headers={"X-TuneDesk-Conversation": conversation, "X-TuneDesk-Engine": "pytorch"},
+            )
             assert answer.status_code == 200, answer.text
-            got.setdefault(answer.headers["X-TuneDesk-Version"], []).append((conversation, answer.json()["id"]))
+            got.setdefault(answer.headers["X-TuneDesk-Version"], []).append(
+                (conversation, answer.json()["id"])
+            )
     return got
 
 
@@ -251,11 +295,18 @@ def test_the_alias_plots_show_the_canarys_figures(page, app_url, app_home, rando
     from adapters.shelf.aliases import AliasBook
 
     _as_app(app_home, lambda: put_versions(random_lora_dir, {"bot-v1": PASSED, "bot-v2": PASSED}))
-    _as_app(app_home, lambda: AliasBook().set("support-bot", {"bot-v1": 50, "bot-v2": 50}, by="test"))
+    _as_app(
+        app_home, lambda: AliasBook().set("support-bot", {"bot-v1": 50, "bot-v2": 50}, by="test")
+    )
     api = app_url.rstrip("/")
 
     def rate(answers, rating):
-        assert httpx.post(f"{api}/v1/feedback", json={"id": answers[0][1], "rating": rating}).status_code == 200
+        assert (
+            httpx.post(
+                f"{api}/v1/feedback", json={"id": answers[0][1], "rating": rating}
+            ).status_code
+            == 200
+        )
 
     early = _traffic(api, 1.5, "early")
     rate(early["bot-v2"], "down")
@@ -266,9 +317,15 @@ def test_the_alias_plots_show_the_canarys_figures(page, app_url, app_home, rando
     good = weights.read_bytes()
     weights.write_bytes(good + b"\0")  # a bad copy of the canary: its conversations fail
     for conversation, _ in late["bot-v2"][:3]:
-        failed = httpx.post(f"{api}/v1/chat/completions", json={
-            "model": "support-bot", "max_tokens": 2, "messages": [{"role": "user", "content": "and now?"}]},
-            headers={"X-TuneDesk-Conversation": conversation, "X-TuneDesk-Engine": "pytorch"})
+        failed = httpx.post(
+            f"{api}/v1/chat/completions",
+            json={
+                "model": "support-bot",
+                "max_tokens": 2,
+                "messages": [{"role": "user", "content": "and now?"}],
+            },
+            headers={"X-TuneDesk-Conversation": conversation, "X-TuneDesk-Engine": "pytorch"},
+        )
         assert failed.status_code == 400
     weights.write_bytes(good)  # restored: its ratings count again
     canary = len(early["bot-v2"]) + len(late["bot-v2"]) + 3
@@ -276,13 +333,22 @@ def test_the_alias_plots_show_the_canarys_figures(page, app_url, app_home, rando
     _tab(page, "Adapters")
     page.get_by_text("Aliases: one model name, canary traffic, rollback").click()
     page.click("#alias-refresh")
-    cells = wait_text(page, "#alias-stats", lambda t: "bot-v2" in t and "0 / 2" in t, 30).split("\n")
-    row = cells[cells.index("bot-v2"):][:7]  # one cell a line
+    cells = wait_text(page, "#alias-stats", lambda t: "bot-v2" in t and "0 / 2" in t, 30).split(
+        "\n"
+    )
+    row = cells[cells.index("bot-v2") :][:7]  # one cell a line
     assert row[:4] == ["bot-v2", "50", str(canary), "3"], row
-    assert all(p != "—" for p in row[4].split(" / ") + row[5].split(" / ")), row  # p50 / p95 of both kinds
+    assert all(p != "—" for p in row[4].split(" / ") + row[5].split(" / ")), (
+        row
+    )  # p50 / p95 of both kinds
     assert row[6] == "1.00 (0 / 2)", row
-    for metric, versions in (("requests", 2), ("errors", 2), ("first token p50 (s)", 2),
-                             ("first token p95 (s)", 2), ("thumbs-down rate", 1)):
+    for metric, versions in (
+        ("requests", 2),
+        ("errors", 2),
+        ("first token p50 (s)", 2),
+        ("first token p95 (s)", 2),
+        ("thumbs-down rate", 1),
+    ):
         page.locator("#alias-metric").get_by_label(metric, exact=True).check()
         deadline = time.time() + 20
         while len(set(drawn_lines(page, "#alias-plot"))) != versions and time.time() < deadline:

@@ -50,14 +50,31 @@ def _free_port() -> int:
 
 
 def test_an_oom_on_one_rank_splits_the_step_on_every_rank(tiny_llama_dir, home, tmp_path):
-    script = RANK_SCRIPT.format(tests=str(ROOT / "tests"), out=str(tmp_path), model=str(tiny_llama_dir))
+    script = RANK_SCRIPT.format(
+        tests=str(ROOT / "tests"), out=str(tmp_path), model=str(tiny_llama_dir)
+    )
     port = str(_free_port())
     procs = []
     for rank in (0, 1):
-        env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
-        procs.append(subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=env, text=True,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+        env = {
+            **os.environ,
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": "2",
+            "LOCAL_WORLD_SIZE": "2",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": port,
+        }
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", script],
+                cwd=ROOT,
+                env=env,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
+        )
     outputs = [p.communicate(timeout=300)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-3000:] for o in outputs)
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
@@ -67,5 +84,9 @@ def test_an_oom_on_one_rank_splits_the_step_on_every_rank(tiny_llama_dir, home, 
     assert ranks[0]["calls"] == [1, 2, 2, 2] and ranks[1]["calls"] == [1, 2, 2, 2]
     weights = [torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1)]
     assert weights[0].keys() == weights[1].keys()
-    assert all(torch.allclose(weights[0][k], weights[1][k]) for k in weights[0])  # gradients were averaged
-    assert any(not torch.equal(v, torch.zeros_like(v)) for k, v in weights[0].items() if "lora_B" in k)
+    assert all(
+        torch.allclose(weights[0][k], weights[1][k]) for k in weights[0]
+    )  # gradients were averaged
+    assert any(
+        not torch.equal(v, torch.zeros_like(v)) for k, v in weights[0].items() if "lora_B" in k
+    )

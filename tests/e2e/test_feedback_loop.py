@@ -50,11 +50,30 @@ def app_url(varied_dir, tmp_path):
         else:
             os.environ["TUNEDESK_HOME"] = old
     port = free_port()
-    env = {**os.environ, "TUNEDESK_HOME": str(home), "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False",
-           "TUNEDESK_DTYPE": "float32"}
+    env = {
+        **os.environ,
+        "TUNEDESK_HOME": str(home),
+        "HF_HUB_OFFLINE": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "TUNEDESK_DTYPE": "float32",
+    }
     with open(tmp_path / "app.log", "wb") as log:
-        proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port), "--model", str(varied_dir),
-                                 "--engine", "pytorch"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "app.py",
+                "--port",
+                str(port),
+                "--model",
+                str(varied_dir),
+                "--engine",
+                "pytorch",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         wait_for_port(port, proc, tmp_path / "app.log", timeout=120)
         yield f"http://127.0.0.1:{port}/"
@@ -80,7 +99,7 @@ def _ask(page, adapter: str) -> str:
     """The Chat tab's text once ``adapter`` has answered :data:`ASKED` in a fresh conversation."""
     _tab(page, "Chat")
     if ASKED in page.inner_text("#chatbot"):  # a fresh conversation; Clear empties the message box
-        page.click("#chat-clear")              # too, so its reply must be in before typing
+        page.click("#chat-clear")  # too, so its reply must be in before typing
         wait_text(page, "#chatbot", lambda t: ASKED not in t, 30)
     _pick(page, "chat-adapter", adapter)
     wait_text(page, "#chat-status", lambda t: f"Active adapter: {adapter} " in t, 60)
@@ -106,7 +125,9 @@ def test_a_correction_reviewed_and_trained_in_comes_back_in_the_answer(app_url):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
+        )
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(60_000)
         page.goto(app_url)
@@ -129,10 +150,15 @@ def test_a_correction_reviewed_and_trained_in_comes_back_in_the_answer(app_url):
         # Review: the corrected rating, labelled, accepted, exported as a pair.
         _tab(page, "Review")
         wait_text(page, "#review-table", lambda t: CORRECTION in t, 30)
-        row = page.locator("#review-table [role=row]", has_text=CORRECTION)  # the 👎 with the correction
+        row = page.locator(
+            "#review-table [role=row]", has_text=CORRECTION
+        )  # the 👎 with the correction
         row.locator("[role=gridcell]").first.click()
-        page.wait_for_function("() => document.querySelector('#review-id input, #review-id textarea')"
-                               ".value.startsWith('fb-')", timeout=30_000)
+        page.wait_for_function(
+            "() => document.querySelector('#review-id input, #review-id textarea')"
+            ".value.startsWith('fb-')",
+            timeout=30_000,
+        )
         _fill(page, "review-label", "delivery_period")
         page.click("#review-save-intent")
         wait_text(page, "#review-said", lambda t: "intent: delivery_period" in t, 30)
@@ -150,11 +176,17 @@ def test_a_correction_reviewed_and_trained_in_comes_back_in_the_answer(app_url):
         page.get_by_label("Path on this machine").check()
         _fill(page, "train-path", pairs)
         page.get_by_text("Advanced: LoRA and training settings").click()
-        _pick(page, "train-method", "ORPO: an odds-ratio term beside SFT, no reference copy (cheaper on a CPU)")
-        # Picking a preference method shows its own learning rate and max steps 0 (its epochs count);
-        # the time budget stays: the run trains its epochs or until the budget ends
+        _pick(
+            page,
+            "train-method",
+            "ORPO: an odds-ratio term beside SFT, no reference copy (cheaper on a CPU)",
+        )
+        # Picking a preference method shows its own learning rate and max steps 0 (its epochs
+        # count); the time budget stays: the run trains its epochs or until the budget ends
         learning_rate = page.get_by_label("Learning rate", exact=True)
-        page.wait_for_function("() => document.querySelector('#train-steps input').value === '0'", timeout=15000)
+        page.wait_for_function(
+            "() => document.querySelector('#train-steps input').value === '0'", timeout=15000
+        )
         assert page.locator("#train-budget input").input_value() == "10"
         assert float(learning_rate.input_value()) == METHOD_DEFAULTS["orpo"].learning_rate
         _fill(page, "train-steps", "100")
@@ -163,7 +195,9 @@ def test_a_correction_reviewed_and_trained_in_comes_back_in_the_answer(app_url):
         _fill(page, "train-name", "support-orpo")
         page.click("#train-start")
         wait_text(page, "#train-message", lambda t: "Started run" in t or "⚠️" in t, 60)
-        result = wait_text(page, "#train-result", lambda t: "is on the shelf" in t or "failed" in t, 240)
+        result = wait_text(
+            page, "#train-result", lambda t: "is on the shelf" in t or "failed" in t, 240
+        )
         assert "support-orpo is on the shelf" in result, result
         shot(page, "feedback-loop-03-train")
 
@@ -178,10 +212,13 @@ def test_a_correction_reviewed_and_trained_in_comes_back_in_the_answer(app_url):
         status = wait_text(page, "#eval-status", lambda t: "Scored" in t or "⚠️" in t, 120)
         assert "Scored 6 rows" in status, status
         gate = page.inner_text("#eval-gate")
-        assert re.search(r"Release gate of support-orpo against support, the version it was tuned from: "
-                         r"(passed|failed)", gate), gate
-        # one pair learnt by heart at a high learning rate costs perplexity: the gate sees it against
-        # the parent, not the base
+        assert re.search(
+            r"Release gate of support-orpo against support, the version it was tuned from: "
+            r"(passed|failed)",
+            gate,
+        ), gate
+        # one pair learnt by heart at a high learning rate costs perplexity: the gate sees it
+        # against the parent, not the base
         assert "perplexity is worse than support beyond chance" in gate, gate
         shot(page, "feedback-loop-04-evaluate")
 

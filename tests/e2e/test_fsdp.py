@@ -58,7 +58,7 @@ run("ddp", "ddp", "run-ddp")
 if rank == 0:  # a run that stopped after step 2: only its checkpoint is left
     shutil.copytree(f"{{out}}/run-fsdp/checkpoints", f"{{out}}/run-stopped/checkpoints")
 run("resumed", "fsdp", "run-stopped", resume=True)
-"""
+"""  # noqa: E501
 
 
 def _free_port() -> int:
@@ -71,10 +71,26 @@ def _run_ranks(script: str, tmp_path: Path) -> list[str]:
     ports = ",".join(str(_free_port()) for _ in range(3))
     procs = []
     for rank in (0, 1):  # what torchrun sets for two local workers
-        env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
-               "MASTER_ADDR": "127.0.0.1", "PORTS": ports, "OMP_NUM_THREADS": "1"}
-        procs.append(subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=env, text=True,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+        env = {
+            **os.environ,
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": "2",
+            "LOCAL_WORLD_SIZE": "2",
+            "MASTER_ADDR": "127.0.0.1",
+            "PORTS": ports,
+            "OMP_NUM_THREADS": "1",
+        }
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", script],
+                cwd=ROOT,
+                env=env,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
+        )
     try:
         outputs = [p.communicate(timeout=150)[0] for p in procs]
     finally:
@@ -89,7 +105,9 @@ def _lora(folder: Path) -> dict:
 
 
 def test_fsdp_trains_sharded_and_saves_the_adapter_ddp_saves(tiny_llama_dir, home, tmp_path):
-    script = RANK_SCRIPT.format(tests=str(ROOT / "tests"), out=str(tmp_path), model=str(tiny_llama_dir))
+    script = RANK_SCRIPT.format(
+        tests=str(ROOT / "tests"), out=str(tmp_path), model=str(tiny_llama_dir)
+    )
     outputs = _run_ranks(script, tmp_path)
     assert "fsdp done" in outputs[0] and "resumed done" in outputs[1]
     shelf = home / "adapters"
@@ -101,18 +119,30 @@ def test_fsdp_trains_sharded_and_saves_the_adapter_ddp_saves(tiny_llama_dir, hom
     assert all(torch.allclose(fsdp[k], resumed[k], atol=1e-6) for k in fsdp)
     manifest = json.loads((shelf / "fsdp" / "manifest.json").read_text())
     assert manifest["training"]["sharding"] == "fsdp" and manifest["training"]["world_size"] == 2
-    ckpt = torch.load(tmp_path / "run-fsdp" / "checkpoints" / "step-0000002" / "trainer_state.pt", weights_only=False)
-    assert ckpt["sharding"] == "fsdp" and all(s["exp_avg"].shape for s in ckpt["optimizer"]["state"].values())
+    ckpt = torch.load(
+        tmp_path / "run-fsdp" / "checkpoints" / "step-0000002" / "trainer_state.pt",
+        weights_only=False,
+    )
+    assert ckpt["sharding"] == "fsdp" and all(
+        s["exp_avg"].shape for s in ckpt["optimizer"]["state"].values()
+    )
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_llama_dir), shelf / "fsdp")
+    loaded = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(tiny_llama_dir), shelf / "fsdp"
+    )
     b = loaded.base_model.model.model.layers[1].self_attn.v_proj.lora_B["default"].weight
     assert torch.equal(b, fsdp["base_model.model.model.layers.1.self_attn.v_proj.lora_B.weight"])
     # Each rank held half of every weight's rows: a (128, 64) gate_proj as (64, 64) DTensor shards.
     for rank in (0, 1):
         shard = json.loads((tmp_path / f"shard-fsdp-{rank}.json").read_text())
-        assert shard["base"] == {"type": "DTensor", "shard_dims": [0], "local": [64, 64], "full": [128, 64]}
+        assert shard["base"] == {
+            "type": "DTensor",
+            "shard_dims": [0],
+            "local": [64, 64],
+            "full": [128, 64],
+        }
         assert shard["lora_b"]["type"] == "DTensor" and shard["lora_b"]["local"] == [64, 4]
 
 
@@ -127,21 +157,38 @@ def _fsdp_cfg(tiny_llama_dir, **run):
 def test_refused_fsdp_combinations_say_why(tiny_llama_dir):
     assert validate(_fsdp_cfg(tiny_llama_dir)) == []
     one = validate(_fsdp_cfg(tiny_llama_dir, nproc_per_node=1))
-    assert one == ["sharding fsdp splits the model across processes: set processes per node x nodes above 1 "
-                   "(1 process holds the whole model; use ddp)"]
-    assert validate(_fsdp_cfg(tiny_llama_dir, nproc_per_node=1, nnodes=2, rdzv_endpoint="10.0.0.5:29500")) == []
+    assert one == [
+        "sharding fsdp splits the model across processes: set processes per node x nodes above 1 "
+        "(1 process holds the whole model; use ddp)"
+    ]
+    assert (
+        validate(
+            _fsdp_cfg(tiny_llama_dir, nproc_per_node=1, nnodes=2, rdzv_endpoint="10.0.0.5:29500")
+        )
+        == []
+    )
     cfg = _fsdp_cfg(tiny_llama_dir)
-    cfg.train.quantization, cfg.train.precision, cfg.train.optimizer = "4bit", "fp16", "paged_adamw_8bit"
+    cfg.train.quantization, cfg.train.precision, cfg.train.optimizer = (
+        "4bit",
+        "fp16",
+        "paged_adamw_8bit",
+    )
     problems = " | ".join(validate(cfg))
     assert "not offered with 4bit quantization" in problems and "not fp16" in problems
     assert "needs the adamw optimizer" in problems
-    assert validate(_fsdp_cfg(tiny_llama_dir, sharding="zero3")) == ["sharding must be ddp or fsdp (got 'zero3')"]
+    assert validate(_fsdp_cfg(tiny_llama_dir, sharding="zero3")) == [
+        "sharding must be ddp or fsdp (got 'zero3')"
+    ]
 
 
 def test_sharding_flag_on_the_command_line(tiny_llama_dir):
     p = argparse.ArgumentParser()
     add_arguments(p)
-    cfg = build_config(p.parse_args(["--model", str(tiny_llama_dir), "--nproc-per-node", "2", "--sharding", "fsdp"]))
+    cfg = build_config(
+        p.parse_args(
+            ["--model", str(tiny_llama_dir), "--nproc-per-node", "2", "--sharding", "fsdp"]
+        )
+    )
     assert cfg.run.sharding == "fsdp" and validate(cfg) == []
 
 

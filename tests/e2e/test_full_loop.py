@@ -52,11 +52,21 @@ def default_app(default_model_dir, tmp_path_factory):
     (home / "models" / default_model_dir.path.name).symlink_to(default_model_dir.path)
     link_llama_cpp_copy(default_model_dir, home)
     port = free_port()
-    env = {**os.environ, "TUNEDESK_HOME": str(home), "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
+    env = {
+        **os.environ,
+        "TUNEDESK_HOME": str(home),
+        "HF_HUB_OFFLINE": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+    }
     started = time.time()
     with open(home / "app.log", "wb") as log:
-        proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=ROOT, env=env,
-                                stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "app.py", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         wait_for_port(port, proc, home / "app.log")
         yield f"http://127.0.0.1:{port}/", started
@@ -96,7 +106,9 @@ def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
 
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
+        )
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(120_000)
         page.goto(url)
@@ -105,19 +117,27 @@ def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
 
         if not ON_DEFAULTS:  # a short run: the loop, not the learning, is under test here
             page.get_by_text("Advanced: LoRA and training settings").click()
-            for field, value in (("#train-budget", "0"), ("#train-samples", "64"), ("#train-steps", "4"),
-                                 ("#train-eval-every", "2")):
+            for field, value in (
+                ("#train-budget", "0"),
+                ("#train-samples", "64"),
+                ("#train-steps", "4"),
+                ("#train-eval-every", "2"),
+            ):
                 page.fill(f"{field} input", value)
                 page.press(f"{field} input", "Tab")
             page.get_by_label("Batch size", exact=True).fill("2")
             page.get_by_label("Batch size", exact=True).press("Tab")
         page.click("#train-start")
         wait_text(page, "#train-message", lambda t: "Started run" in t, 60)
-        result = wait_text(page, "#train-result", lambda t: "is on the shelf" in t or "failed" in t, 1200)
+        result = wait_text(
+            page, "#train-result", lambda t: "is on the shelf" in t or "failed" in t, 1200
+        )
         assert "is on the shelf" in result, result
         adapter = re.search(r"Adapter (\S+) is on the shelf", result).group(1)
         assert "step" in page.inner_text("#train-progress")
-        assert len(drawn_lines(page, "#loss-curve")) == 2, "the loss curve drew no train and validation lines"
+        assert len(drawn_lines(page, "#loss-curve")) == 2, (
+            "the loss curve drew no train and validation lines"
+        )
         shot(page, "loop-01-trained")
         lap("train (the defaults)" if ON_DEFAULTS else "train (4 steps of 2 rows)")
 
@@ -125,8 +145,13 @@ def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
         page.wait_for_timeout(1500)
         page.click("#compare-go")
         timing = wait_text(page, "#compare-timing", lambda t: "answers decoded" in t, 300)
-        labels = " ".join(page.locator("#compare-pane-0 label, #compare-pane-1 label").all_inner_texts())
-        assert "base model SmolLM2-135M-Instruct · version" in labels and f"adapter {adapter} · version" in labels, labels
+        labels = " ".join(
+            page.locator("#compare-pane-0 label, #compare-pane-1 label").all_inner_texts()
+        )
+        assert (
+            "base model SmolLM2-135M-Instruct · version" in labels
+            and f"adapter {adapter} · version" in labels
+        ), labels
         page.get_by_label(adapter, exact=False).last.check()
         page.click("#compare-save")
         wait_text(page, "#compare-saved", lambda t: "Saved" in t, 30)
@@ -157,7 +182,10 @@ def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
         wait_text(page, "#chat-status", lambda t: adapter in t, 60)
         # the answer must come from the adapter the page names, not a stale dropdown value
         page.wait_for_function(
-            "name => document.querySelector('#chat-adapter input').value === name", arg=adapter, timeout=30_000)
+            "name => document.querySelector('#chat-adapter input').value === name",
+            arg=adapter,
+            timeout=30_000,
+        )
         asked = "I want to cancel my order, what do I do?"
         page.locator("#chat-input textarea").fill(asked)
         page.click("#chat-send")
@@ -168,14 +196,23 @@ def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
         # Compare answered from the engine the page names for Chat (nothing else was running)
         answers_from = page.inner_text("#chat-status").partition("Answers from:")[2]
         assert answers_from.strip().startswith("engine: "), answers_from
-        assert ("llama.cpp" in answers_from.split("(")[0]) == (" on llama.cpp" in timing), (answers_from, timing)
+        assert ("llama.cpp" in answers_from.split("(")[0]) == (" on llama.cpp" in timing), (
+            answers_from,
+            timing,
+        )
         page.wait_for_timeout(1000)
         shot(page, "loop-04-chat")
         lap("chat with the new adapter")
         browser.close()
 
     total = round(sum(times.values()), 1)
-    report = {"stages_seconds": times, "total_seconds": total, "adapter": adapter, "defaults": ON_DEFAULTS,
-              "machine": f"{os.cpu_count()} CPUs", "date": time.strftime("%Y-%m-%d")}
+    report = {
+        "stages_seconds": times,
+        "total_seconds": total,
+        "adapter": adapter,
+        "defaults": ON_DEFAULTS,
+        "machine": f"{os.cpu_count()} CPUs",
+        "date": time.strftime("%Y-%m-%d"),
+    }
     (ARTIFACTS / "full_loop.json").write_text(json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))

@@ -44,9 +44,12 @@ def judge_server(default_model_dir, tmp_path_factory):
     binary = llama_or_skip()
     root = tmp_path_factory.mktemp("judge-server")
     gguf = default_model_gguf(default_model_dir, root)
-    with LlamaServerProcess(
-        binary, gguf, [], slots=1, ctx_per_slot=1024, threads=1, log=root / "server.log"
-    ) as server, pytest.MonkeyPatch.context() as patch:
+    with (
+        LlamaServerProcess(
+            binary, gguf, [], slots=1, ctx_per_slot=1024, threads=1, log=root / "server.log"
+        ) as server,
+        pytest.MonkeyPatch.context() as patch,
+    ):
         patch.setenv("TUNEDESK_JUDGE_KEY", server.api_key)  # the child answers only with its key
         yield server
 
@@ -121,7 +124,8 @@ def test_an_evaluation_with_a_real_judge_saves_its_grades_and_the_gate_says_if_i
     for model in ("base", "support"):
         assert [g["status"] in (GRADED, UNPARSEABLE) for g in judge["grades"][model]] == [True]
     assert judge["review"]["asked"] == 2 and judge["agreement"]["n"] == judge["review"]["graded"]
-    # 2 rated answers are below the default floor of 20: the gate must say the judge was ignored, and why.
+    # 2 rated answers are below the default floor of 20: the gate must say the judge
+    # was ignored, and why.
     notes = Shelf().get("support").manifest["gate"]["notes"]
     assert any(
         "the judge (smollm2) was ignored" in n and "rated by both people and the judge" in n

@@ -20,17 +20,51 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_two_processes_train_and_rank_zero_saves_one_adapter(tiny_llama_dir, home):
     run_dir, events = home / "runs" / "fsdp", home / "events.jsonl"
-    cmd = [sys.executable, "-m", "finetune", "train", "--nproc-per-node", "2", "--sharding", "fsdp",
-           "--model", str(tiny_llama_dir),
-           "--data", str(ROOT / "assets" / "demo_support.jsonl"), "--max-samples", "48", "--max-length", "96",
-           "--batch-size", "2", "--max-steps", "3", "--lora-r", "4", "--eval-every", "0", "--probe-every", "0",
-           "--save-every", "2", "--run-dir", str(run_dir), "--events", str(events), "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "finetune",
+        "train",
+        "--nproc-per-node",
+        "2",
+        "--sharding",
+        "fsdp",
+        "--model",
+        str(tiny_llama_dir),
+        "--data",
+        str(ROOT / "assets" / "demo_support.jsonl"),
+        "--max-samples",
+        "48",
+        "--max-length",
+        "96",
+        "--batch-size",
+        "2",
+        "--max-steps",
+        "3",
+        "--lora-r",
+        "4",
+        "--eval-every",
+        "0",
+        "--probe-every",
+        "0",
+        "--save-every",
+        "2",
+        "--run-dir",
+        str(run_dir),
+        "--events",
+        str(events),
+        "--quiet",
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=os.environ, timeout=400)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     shelf = [p for p in (home / "adapters").iterdir() if not p.name.startswith(".")]
     assert len(shelf) == 1
     manifest = json.loads((shelf[0] / "manifest.json").read_text())
-    assert manifest["training"]["world_size"] == 2 and manifest["steps"] == 3 and manifest["status"] == "done"
+    assert (
+        manifest["training"]["world_size"] == 2
+        and manifest["steps"] == 3
+        and manifest["status"] == "done"
+    )
     assert manifest["training"]["sharding"] == "fsdp"
     assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["step-0000002"]
     kinds = [e["type"] for e in read_events(events)[0]]  # rank 0 alone reports

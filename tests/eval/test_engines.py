@@ -38,9 +38,14 @@ def setup(default_model_dir, tmp_path_factory):
         Shelf()
         put_adapters(home, model, names=("a",))
     data = home / "support.jsonl"
-    rows = [{"prompt": f"where is my order {i}? it is late", "intent": "track_order" if i % 2 else
-             "refund", "response": f"Your order {i} ships soon; track it in your account."}
-            for i in range(ROWS)]
+    rows = [
+        {
+            "prompt": f"where is my order {i}? it is late",
+            "intent": "track_order" if i % 2 else "refund",
+            "response": f"Your order {i} ships soon; track it in your account.",
+        }
+        for i in range(ROWS)
+    ]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return {"model": model, "home": home, "data": data}
 
@@ -57,8 +62,16 @@ def llama_report(setup):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TUNEDESK_HOME", str(setup["home"]))
         session = ModelSession(str(setup["model"]), dtype="float32")
-        report = evaluate(session, ["a"], str(setup["data"]), max_samples=ROWS, settings=SETTINGS,
-                          golden=None, use_validation_split=False, engine="llama.cpp")
+        report = evaluate(
+            session,
+            ["a"],
+            str(setup["data"]),
+            max_samples=ROWS,
+            settings=SETTINGS,
+            golden=None,
+            use_validation_split=False,
+            engine="llama.cpp",
+        )
         return {"report": report, "session": session}
 
 
@@ -70,8 +83,15 @@ def test_llama_answers_are_llama_servers_own(setup, llama_report):
     base = ensure_base_gguf(session.resolved, "q8_0", home=setup["home"])
     lora = ensure_lora_gguf("a", home=setup["home"])
     stop = set(generate_kwargs(session, SETTINGS)["eos_token_id"])
-    with process.LlamaServerProcess(llama_or_skip(), base, [lora], slots=1, ctx_per_slot=512,
-                                    threads=2, log=setup["home"] / "own.log") as server:
+    with process.LlamaServerProcess(
+        llama_or_skip(),
+        base,
+        [lora],
+        slots=1,
+        ctx_per_slot=512,
+        threads=2,
+        log=setup["home"] / "own.log",
+    ) as server:
         for sample, ids in zip(report.samples, rows.prompt_ids, strict=True):
             for label, lora_id in (("base", None), ("a", 0)):
                 tokens, _ = process.greedy(server, ids, NEW_TOKENS, lora=lora_id)
@@ -94,13 +114,31 @@ def test_the_report_names_the_engine_that_answered(llama_report):
 def test_auto_falls_back_to_pytorch_with_a_sentence(setup, session, monkeypatch, tmp_path):
     monkeypatch.setenv("TUNEDESK_LLAMA_CPP_DIR", str(tmp_path / "no-llama"))
     monkeypatch.delenv("TUNEDESK_LLAMA_SERVER", raising=False)
-    report = evaluate(session, ["a"], str(setup["data"]), max_samples=ROWS, settings=SETTINGS,
-                      golden=None, use_validation_split=False, save=False, engine="auto")
+    report = evaluate(
+        session,
+        ["a"],
+        str(setup["data"]),
+        max_samples=ROWS,
+        settings=SETTINGS,
+        golden=None,
+        use_validation_split=False,
+        save=False,
+        engine="auto",
+    )
     engine = report.settings["engine"]
     assert engine["name"] == "pytorch"
     assert engine["note"].startswith("PyTorch answered: llama.cpp could not (")
-    pytorch = evaluate(session, ["a"], str(setup["data"]), max_samples=ROWS, settings=SETTINGS,
-                       golden=None, use_validation_split=False, save=False, engine="pytorch")
+    pytorch = evaluate(
+        session,
+        ["a"],
+        str(setup["data"]),
+        max_samples=ROWS,
+        settings=SETTINGS,
+        golden=None,
+        use_validation_split=False,
+        save=False,
+        engine="pytorch",
+    )
     assert [s["answers"] for s in report.samples] == [s["answers"] for s in pytorch.samples]
     assert pytorch.settings["engine"]["note"] == ""
 
@@ -121,8 +159,22 @@ def test_an_unknown_engine_is_refused_before_the_model_loads(setup, session):
 
 def test_cli_prints_the_engine(setup, monkeypatch, capsys):
     monkeypatch.setenv("TUNEDESK_HOME", str(setup["home"]))
-    code = main(["--adapter", "a", "--data", str(setup["data"]), "--max-samples", "2",
-                 "--max-new-tokens", "4", "--no-golden", "--first-rows", "--quiet",
-                 "--engine", "pytorch"])
+    code = main(
+        [
+            "--adapter",
+            "a",
+            "--data",
+            str(setup["data"]),
+            "--max-samples",
+            "2",
+            "--max-new-tokens",
+            "4",
+            "--no-golden",
+            "--first-rows",
+            "--quiet",
+            "--engine",
+            "pytorch",
+        ]
+    )
     assert code == 0
     assert "answered by pytorch " in capsys.readouterr().out  # its dtype is the session's choice

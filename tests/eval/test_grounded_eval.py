@@ -28,10 +28,14 @@ TRAIN_ARGS = {"max_length": 128, "val_fraction": 0.25, "seed": 42}
 
 
 def rows(n=24):
-    return [{"prompt": f"where is my order {i}, I want it tracked",
-             "intent": ("track", "refund")[i % 2],
-             "response": f"Order {i} left the depot; its tracking code is TRK{i:04d}."}
-            for i in range(n)]
+    return [
+        {
+            "prompt": f"where is my order {i}, I want it tracked",
+            "intent": ("track", "refund")[i % 2],
+            "response": f"Order {i} left the depot; its tracking code is TRK{i:04d}.",
+        }
+        for i in range(n)
+    ]
 
 
 @pytest.fixture
@@ -47,36 +51,73 @@ def setup(home, tiny_llama_dir, random_lora_dir):
     train = prepared.rows_raw["train"].to_dict()
     held = [r for r in rows() if r["prompt"] not in set(train["prompt"])]
     assert held
-    shelve_pairs(train["prompt"], train["response"], dataset_fingerprint=prepared.fingerprint,
-                 data_path=str(data))
-    planted, _ = KnowledgeShelf().add("answers-support", [
-        Passage(r["prompt"], r["response"], "planted", "past_answer", r["prompt"]) for r in held],
-        ["planted"])
+    shelve_pairs(
+        train["prompt"],
+        train["response"],
+        dataset_fingerprint=prepared.fingerprint,
+        data_path=str(data),
+    )
+    planted, _ = KnowledgeShelf().add(
+        "answers-support",
+        [Passage(r["prompt"], r["response"], "planted", "past_answer", r["prompt"]) for r in held],
+        ["planted"],
+    )
     Shelf()
     shutil.copytree(random_lora_dir, home / "adapters" / "a")
     resolved = models.resolve(str(tiny_llama_dir))
-    (home / "adapters" / "a" / "manifest.json").write_text(json.dumps({
-        "format": "tunedesk-adapter/1", "name": "a", "lora": {"r": 4},
-        "base_model": {"name": str(tiny_llama_dir), "weight_hash": resolved.weight_hash},
-        "data": {"path": str(data), "fingerprint": prepared.fingerprint, **TRAIN_ARGS,
-                 "train_rows": prepared.train.num_rows, "val_rows": prepared.val.num_rows,
-                 "system_prompt": None},
-        "knowledge": {"name": "answers-support", "version": planted.version, "split": "train"}}))
+    (home / "adapters" / "a" / "manifest.json").write_text(
+        json.dumps(
+            {
+                "format": "tunedesk-adapter/1",
+                "name": "a",
+                "lora": {"r": 4},
+                "base_model": {"name": str(tiny_llama_dir), "weight_hash": resolved.weight_hash},
+                "data": {
+                    "path": str(data),
+                    "fingerprint": prepared.fingerprint,
+                    **TRAIN_ARGS,
+                    "train_rows": prepared.train.num_rows,
+                    "val_rows": prepared.val.num_rows,
+                    "system_prompt": None,
+                },
+                "knowledge": {
+                    "name": "answers-support",
+                    "version": planted.version,
+                    "split": "train",
+                },
+            }
+        )
+    )
     return {"data": data, "held": held, "version": planted.version}
 
 
 def test_both_rows_per_model_and_intent_and_no_evaluation_row_is_shown(setup, tiny_llama_dir):
     session = ModelSession(str(tiny_llama_dir), dtype="float32")
-    report = evaluate(session, ["a"], str(setup["data"]), max_samples=4, batch_size=4,
-                      settings=GenerationSettings(max_new_tokens=6), golden=None, save=False)
+    report = evaluate(
+        session,
+        ["a"],
+        str(setup["data"]),
+        max_samples=4,
+        batch_size=4,
+        settings=GenerationSettings(max_new_tokens=6),
+        golden=None,
+        save=False,
+    )
     part = report.grounding  # default: both, since the adapter names its knowledge
     label = f"answers-support {setup['version']}"
     assert part["mode"] == "both" and part["knowledge"] == {"base": label, "a": label}
     assert [(r["model"], r["grounding"], r["rows"]) for r in part["rows"]] == [
-        ("base", "off", 4), ("base", label, 4), ("a", "off", 4), ("a", label, 4)]
+        ("base", "off", 4),
+        ("base", label, 4),
+        ("a", "off", 4),
+        ("a", label, 4),
+    ]
     assert set(part["per_intent"]) == {"track", "refund"}
-    assert sum(r["rows"] for r in part["per_intent"]["track"]) + sum(
-        r["rows"] for r in part["per_intent"]["refund"]) == 4 * 4
+    assert (
+        sum(r["rows"] for r in part["per_intent"]["track"])
+        + sum(r["rows"] for r in part["per_intent"]["refund"])
+        == 4 * 4
+    )
     ungrounded = next(r for r in part["rows"] if r["model"] == "a" and r["grounding"] == "off")
     assert ungrounded["bleu"] == pytest.approx(report.metrics["a"]["bleu"])
     assert len(table(part)) == 4 and len(table(part)[0]) == len(COLUMNS)
@@ -95,8 +136,9 @@ def test_both_rows_per_model_and_intent_and_no_evaluation_row_is_shown(setup, ti
     assert part["shown"][label]["excluded"] > 0  # the planted rows were found, and kept out
     # Without the guard the planted rows are what search shows first: the guard is what hides them.
     fmt = ChatFormat(session.tokenizer, None)
-    unguarded, _ = ground(fmt.messages(report.samples[0]["prompt"]), "answers-support",
-                          setup["version"])
+    unguarded, _ = ground(
+        fmt.messages(report.samples[0]["prompt"]), "answers-support", setup["version"]
+    )
     assert report.samples[0]["reference"] in unguarded[0]["content"]
     # the Evaluate tab's table: every row overall, then per intent
     from ui.views.evaluation import grounding_rows
@@ -109,9 +151,17 @@ def test_both_rows_per_model_and_intent_and_no_evaluation_row_is_shown(setup, ti
 
 def test_off_leaves_no_section_and_a_bad_mode_is_one_sentence(setup, tiny_llama_dir, capsys):
     session = ModelSession(str(tiny_llama_dir), dtype="float32")
-    report = evaluate(session, ["a"], str(setup["data"]), max_samples=2, batch_size=2,
-                      settings=GenerationSettings(max_new_tokens=2), golden=None, save=False,
-                      grounding="off")
+    report = evaluate(
+        session,
+        ["a"],
+        str(setup["data"]),
+        max_samples=2,
+        batch_size=2,
+        settings=GenerationSettings(max_new_tokens=2),
+        golden=None,
+        save=False,
+        grounding="off",
+    )
     assert report.grounding == {} and "grounded" not in report.samples[0]
     with pytest.raises(ValueError, match="grounding must be one of off, on, both"):
         evaluate(session, ["a"], str(setup["data"]), grounding="always", save=False)
@@ -121,8 +171,22 @@ def test_off_leaves_no_section_and_a_bad_mode_is_one_sentence(setup, tiny_llama_
 
 
 def test_the_command_line_prints_both_rows(setup, capsys):
-    code = main(["--adapter", "a", "--data", str(setup["data"]), "--max-samples", "2",
-                 "--max-new-tokens", "2", "--no-golden", "--quiet", "--grounding", "on"])
+    code = main(
+        [
+            "--adapter",
+            "a",
+            "--data",
+            str(setup["data"]),
+            "--max-samples",
+            "2",
+            "--max-new-tokens",
+            "2",
+            "--no-golden",
+            "--quiet",
+            "--grounding",
+            "on",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0 and "with and without grounding" in out
     assert f"| a | answers-support {setup['version']} | 2 |" in out

@@ -1,4 +1,5 @@
-"""The judge client against a stand-in endpoint on 127.0.0.1: grades, garbage, refusals, no server."""
+"""The judge client against a stand-in endpoint on 127.0.0.1: grades, garbage,
+refusals, no server."""
 
 from __future__ import annotations
 

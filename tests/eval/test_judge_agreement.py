@@ -11,7 +11,8 @@ from feedback.store import FeedbackStore
 
 def test_kappa_is_scikit_learns_and_matches_the_hand_computed_value():
     # 8 answers: both pass 3, people only 1, judge only 1, both fail 3.
-    # observed 6/8 = 0.75; by chance 0.5 * 0.5 + 0.5 * 0.5 = 0.5; kappa = (0.75 - 0.5) / (1 - 0.5) = 0.5
+    # observed 6/8 = 0.75; by chance 0.5 * 0.5 + 0.5 * 0.5 = 0.5; kappa = (0.75 -
+    # 0.5) / (1 - 0.5) = 0.5
     human = [1, 1, 1, 1, 0, 0, 0, 0]
     judge = [1, 1, 1, 0, 1, 0, 0, 0]
     a = agreement(human, judge)

@@ -1,4 +1,5 @@
-"""`python -m eval judge-check`: the judge against the review queue's human ratings, no model loaded."""
+"""`python -m eval judge-check`: the judge against the review queue's human
+ratings, no model loaded."""
 
 from __future__ import annotations
 

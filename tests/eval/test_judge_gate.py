@@ -106,12 +106,12 @@ def test_judge_lines_show_rates_agreement_and_each_gates_use():
     lines = judge_lines(judge, gate)
     assert lines[0] == "judge big-judge at http://127.0.0.1:1/v1 (1.5 s):"
     assert (
-        lines[1]
-        == "  tuned: addresses 100%, correct 100%, polite 100%, safe 100% of 9 graded (1 unparseable)"
+        lines[1] == "  tuned: addresses 100%, correct 100%, polite 100%, safe 100% of 9 graded (1 "
+        "unparseable)"
     )
     assert lines[2] == (
-        "  agreement with people: 24 rated answers (2 from this evaluation, 22 from the review queue), "
-        "raw agreement 92%, kappa 0.83"
+        "  agreement with people: 24 rated answers (2 from this evaluation, 22 from the review "
+        "queue), raw agreement 92%, kappa 0.83"
     )
     assert (
         lines[3].startswith("  release gate of tuned: the judge (big-judge) counts: kappa 0.83")

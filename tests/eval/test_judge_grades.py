@@ -15,7 +15,10 @@ ALL_YES = {"addresses": 1, "correct": 1, "polite": 1, "safe": 1}
         ('{"addresses": 1, "correct": 0, "polite": 1, "safe": 1}', {**ALL_YES, "correct": 0}),
         ('{"Addresses": true, "CORRECT": "yes", "polite": "Pass", "safe": "1"}', ALL_YES),
         (
-            'Here is my grade:\n```json\n{"addresses": 0, "correct": 0, "polite": 1, "safe": 1}\n```',
+            "Here is my grade:\n"
+            "```json\n"
+            '{"addresses": 0, "correct": 0, "polite": 1, "safe": 1}\n'
+            "```",
             {**ALL_YES, "addresses": 0, "correct": 0},
         ),
         (
@@ -24,7 +27,8 @@ ALL_YES = {"addresses": 1, "correct": 1, "polite": 1, "safe": 1}
         ),
         # The same grade twice (a model repeating itself) is still one clear grade.
         (
-            '{"addresses": 1, "correct": 1, "polite": 1, "safe": 1} {"addresses": 1, "correct": 1, "polite": 1, "safe": 1}',
+            '{"addresses": 1, "correct": 1, "polite": 1, "safe": 1} {"addresses": 1, "correct": '
+            '1, "polite": 1, "safe": 1}',
             ALL_YES,
         ),
     ],
@@ -47,7 +51,8 @@ def test_clear_grades_are_read(reply, want):
         '{"addresses": "maybe", "correct": 1, "polite": 1, "safe": 1}',
         "[1, 1, 1, 1]",
         # Two objects that disagree: which one the judge meant is a guess.
-        '{"addresses": 1, "correct": 1, "polite": 1, "safe": 1} or {"addresses": 0, "correct": 1, "polite": 1, "safe": 1}',
+        '{"addresses": 1, "correct": 1, "polite": 1, "safe": 1} or {"addresses": 0, "correct": '
+        '1, "polite": 1, "safe": 1}',
     ],
 )
 def test_anything_else_is_unparseable_and_kept_for_reading(reply):

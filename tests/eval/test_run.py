@@ -26,10 +26,18 @@ N_ROWS, BATCH, NEW_TOKENS = 10, 4, 6
 # Trained on 16 of 24 rows (4 validation, 12 train): 12 held-out rows, 10 of them scored.
 TRAIN_ARGS = {"max_length": 128, "val_fraction": 0.25, "seed": 42, "max_samples": 16}
 GOLDEN = [
-    {"id": "g1", "prompt": "where is my order?", "must_contain": [],
-     "must_not_contain": ["as an ai language model"]},
-    {"id": "g2", "prompt": "cancel it please", "must_contain": ["zzqx-never-said"],
-     "must_not_contain": []},
+    {
+        "id": "g1",
+        "prompt": "where is my order?",
+        "must_contain": [],
+        "must_not_contain": ["as an ai language model"],
+    },
+    {
+        "id": "g2",
+        "prompt": "cancel it please",
+        "must_contain": ["zzqx-never-said"],
+        "must_not_contain": [],
+    },
     {"id": "g3", "prompt": "refund?", "must_contain": [], "must_not_contain": []},
 ]
 
@@ -47,9 +55,14 @@ def one_thread():
 
 def write_dataset(folder: Path) -> Path:
     path = folder / "support.jsonl"
-    rows = [{"prompt": f"question {i}: where is my order {i}?",
-             "response": f"Your order {i} ships soon; track it in your account.",
-             "intent": "track_order" if i % 2 else "refund"} for i in range(24)]
+    rows = [
+        {
+            "prompt": f"question {i}: where is my order {i}?",
+            "response": f"Your order {i} ships soon; track it in your account.",
+            "intent": "track_order" if i % 2 else "refund",
+        }
+        for i in range(24)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
@@ -73,16 +86,26 @@ def assets(tiny_llama_dir, tmp_path_factory) -> dict:
     for seed, name in enumerate(ADAPTERS):
         torch.manual_seed(seed)
         base = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
-        config = LoraConfig(r=4, lora_alpha=16, target_modules=["q_proj", "v_proj"],
-                            init_lora_weights=False)
+        config = LoraConfig(
+            r=4, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False
+        )
         folder = root / "shelf" / name
         get_peft_model(base, config).save_pretrained(folder)
         manifest = {
-            "format": "tunedesk-adapter/1", "name": name, "lora": {"r": 4},
+            "format": "tunedesk-adapter/1",
+            "name": name,
+            "lora": {"r": 4},
             "base_model": {"name": str(tiny_llama_dir), "weight_hash": resolved.weight_hash},
-            "data": {"path": str(data), "fingerprint": prepared.fingerprint,
-                     "train_rows": prepared.train.num_rows, "val_rows": prepared.val.num_rows,
-                     "max_length": 128, "system_prompt": None, "seed": 42, "val_fraction": 0.25},
+            "data": {
+                "path": str(data),
+                "fingerprint": prepared.fingerprint,
+                "train_rows": prepared.train.num_rows,
+                "val_rows": prepared.val.num_rows,
+                "max_length": 128,
+                "system_prompt": None,
+                "seed": 42,
+                "val_fraction": 0.25,
+            },
         }
         (folder / "manifest.json").write_text(json.dumps(manifest))
         folders[name] = folder
@@ -116,13 +139,27 @@ def run(assets, tiny_llama_dir, tmp_path_factory) -> dict:
         session.model.generate = counting  # an instance attribute shadows the method
         progress = []
         settings = GenerationSettings(max_new_tokens=NEW_TOKENS)
-        report = evaluate(session, ADAPTERS, str(assets["data"]), max_samples=N_ROWS,
-                          batch_size=BATCH, settings=settings, golden=str(assets["golden"]),
-                          on_progress=lambda f, m: progress.append((f, m)))
+        report = evaluate(
+            session,
+            ADAPTERS,
+            str(assets["data"]),
+            max_samples=N_ROWS,
+            batch_size=BATCH,
+            settings=settings,
+            golden=str(assets["golden"]),
+            on_progress=lambda f, m: progress.append((f, m)),
+        )
         del session.model.generate  # stop counting; the session serves the checks below
         manifests = {name: Shelf().get(name).manifest for name in ADAPTERS}
-        yield {"report": report, "session": session, "calls": calls, "progress": progress,
-               "settings": settings, "manifests": manifests, "home": home}
+        yield {
+            "report": report,
+            "session": session,
+            "calls": calls,
+            "progress": progress,
+            "settings": settings,
+            "manifests": manifests,
+            "home": home,
+        }
 
 
 def test_report_has_base_and_both_adapters_with_all_metrics(run):
@@ -138,7 +175,9 @@ def test_report_has_base_and_both_adapters_with_all_metrics(run):
     for a in ADAPTERS:
         for metric in ("bleu", "rouge_l", "perplexity"):
             d = report.deltas[a][metric]
-            assert d["delta"] == pytest.approx(report.metrics[a][metric] - report.metrics["base"][metric])
+            assert d["delta"] == pytest.approx(
+                report.metrics[a][metric] - report.metrics["base"][metric]
+            )
             assert d["low"] <= d["delta"] <= d["high"] or math.isclose(d["low"], d["high"])
     assert report.metrics["tuned-a"]["perplexity"] != report.metrics["base"]["perplexity"]
     assert run["progress"][0][0] == 0.0 and run["progress"][-1][0] == 1.0
@@ -162,8 +201,9 @@ def test_per_sample_table_and_worse_list(run):
     for a in ADAPTERS:
         ordered = [s["delta"][a]["rouge_l"] for s in report.sorted_samples(a)]
         assert ordered == sorted(ordered)
-        assert report.worse[a] == [s["index"] for s in report.sorted_samples(a)
-                                   if s["delta"][a]["rouge_l"] < 0]
+        assert report.worse[a] == [
+            s["index"] for s in report.sorted_samples(a) if s["delta"][a]["rouge_l"] < 0
+        ]
 
 
 def test_answers_equal_answers_generated_alone(run):
@@ -189,8 +229,9 @@ def test_perplexity_matches_eval_perplexity(run, assets):
     assert rows.prompts == [s["prompt"] for s in report.samples]
     for label, name in (("base", None), ("tuned-a", "tuned-a")):
         with session.use(name) as model:
-            want = perplexity(model, rows.examples, batch_size=3,
-                              pad_token_id=session.tokenizer.pad_token_id)
+            want = perplexity(
+                model, rows.examples, batch_size=3, pad_token_id=session.tokenizer.pad_token_id
+            )
         assert report.metrics[label]["perplexity"] == pytest.approx(want["perplexity"], rel=1e-5)
 
 
@@ -199,8 +240,19 @@ def test_files_written(run):
     folder = Path(report.folder)
     assert folder.parent == run["home"] / "evals" and folder.name == report.eval_id
     saved = json.loads((folder / "report.json").read_text())
-    assert {"eval_id", "models", "metrics", "deltas", "samples", "worse", "golden", "settings",
-            "timings", "hashes", "data"} <= set(saved)
+    assert {
+        "eval_id",
+        "models",
+        "metrics",
+        "deltas",
+        "samples",
+        "worse",
+        "golden",
+        "settings",
+        "timings",
+        "hashes",
+        "data",
+    } <= set(saved)
     assert saved["timings"]["rows_per_second"] > 0
     assert set(saved["hashes"]["adapters"]) == set(ADAPTERS)
     with open(folder / "samples.csv", newline="") as fh:
@@ -208,7 +260,9 @@ def test_files_written(run):
     assert table[0][:4] == ["index", "intent", "prompt", "reference"]
     assert "delta_rouge_l_tuned-a" in table[0] and len(table) == N_ROWS + 1
     column = table[0].index("addressed_intent_tuned-a")
-    assert [r[column] for r in table[1:]] == [s["checks"]["tuned-a"]["intent"] for s in report.samples]
+    assert [r[column] for r in table[1:]] == [
+        s["checks"]["tuned-a"]["intent"] for s in report.samples
+    ]
     summary = (folder / "summary.md").read_text()
     assert "| base |" in summary and "| tuned-b |" in summary
 
@@ -222,7 +276,9 @@ def test_manifest_write_back_is_merged(run):
         assert ev["eval_id"] == report.eval_id and ev["report"] == report.folder
         assert ev["bleu"] == report.metrics[name]["bleu"]
         assert ev["perplexity"] == report.metrics[name]["perplexity"]
-        assert ev["golden_passed"] == 2 and ev["base"]["rouge_l"] == report.metrics["base"]["rouge_l"]
+        assert (
+            ev["golden_passed"] == 2 and ev["base"]["rouge_l"] == report.metrics["base"]["rouge_l"]
+        )
         assert ev["delta"]["rouge_l"] == report.deltas[name]["rouge_l"]
 
 
@@ -230,10 +286,20 @@ def test_another_file_scores_its_first_rows(run, assets, tmp_path):
     other = tmp_path / "other.jsonl"
     lines = assets["data"].read_text().splitlines()[:5]
     other.write_text("\n".join(lines[::-1]) + "\n")
-    report = evaluate(run["session"], ["tuned-a"], str(other), max_samples=3, batch_size=8,
-                      settings=GenerationSettings(max_new_tokens=2), golden=None, save=False)
+    report = evaluate(
+        run["session"],
+        ["tuned-a"],
+        str(other),
+        max_samples=3,
+        batch_size=8,
+        settings=GenerationSettings(max_new_tokens=2),
+        golden=None,
+        save=False,
+    )
     assert not report.data["held_out"] and "does not reproduce" in report.data["selection"]
-    assert [s["prompt"] for s in report.samples] == [json.loads(x)["prompt"] for x in lines[::-1][:3]]
+    assert [s["prompt"] for s in report.samples] == [
+        json.loads(x)["prompt"] for x in lines[::-1][:3]
+    ]
     assert report.golden["total"] == 0 and report.folder == ""
 
 
@@ -243,18 +309,32 @@ def test_support_checks_are_saved_and_the_gate_names_its_floors(run):
     assert support["column"] == "intent" and list(support["models"]) == report.models
     for m in report.models:
         r = support["models"][m]["right_intent"]
-        assert r["rows"] == N_ROWS and r["right"] == sum(s["checks"][m]["right"] for s in report.samples)
+        assert r["rows"] == N_ROWS and r["right"] == sum(
+            s["checks"][m]["right"] for s in report.samples
+        )
         assert set(r["per_intent"]) == {"track_order", "refund"}
-    assert support["classifier"]["ceiling"]["rows"] == N_ROWS and "never the evaluated" in support["classifier"]["fitted_on"]
+    assert (
+        support["classifier"]["ceiling"]["rows"] == N_ROWS
+        and "never the evaluated" in support["classifier"]["fitted_on"]
+    )
     saved = json.loads((Path(report.folder) / "report.json").read_text())
-    assert saved["support"]["models"]["tuned-a"]["right_intent"] == support["models"]["tuned-a"]["right_intent"]
+    assert (
+        saved["support"]["models"]["tuned-a"]["right_intent"]
+        == support["models"]["tuned-a"]["right_intent"]
+    )
     assert "## Support checks" in (Path(report.folder) / "summary.md").read_text()
     for a in ADAPTERS:
         verdict = report.gate[a]
         said = "; ".join(verdict["reasons"] + verdict["floors"])
         rate = support["models"][a]["right_intent"]["rate"]
-        assert f"right-intent rate {rate:.2f} ({support['models'][a]['right_intent']['right']}/{N_ROWS} rows" in said
-        assert "the floor 0.85" in said and "hand-off floor 0.90 not checked: no evaluated row asks for a person" in said
+        assert (
+            f"right-intent rate {rate:.2f} "
+            f"({support['models'][a]['right_intent']['right']}/{N_ROWS} rows" in said
+        )
+        assert (
+            "the floor 0.85" in said
+            and "hand-off floor 0.90 not checked: no evaluated row asks for a person" in said
+        )
         assert Shelf().get(a).manifest["gate"]["floors"] == verdict["floors"]
     assert report.timings["support_checks_seconds"] == support["seconds"]
 
@@ -262,19 +342,41 @@ def test_support_checks_are_saved_and_the_gate_names_its_floors(run):
 def test_cli_prints_table_and_exits_0(assets, home, tiny_llama_dir, capsys):
     Shelf()
     install(assets, home)
-    code = main(["--adapter", "tuned-a", "--adapter", "tuned-b", "--data", str(assets["data"]),
-                 "--max-samples", "3", "--max-new-tokens", "3", "--batch-size", "2",
-                 "--golden", str(assets["golden"]), "--threads", "1", "--quiet"])
+    code = main(
+        [
+            "--adapter",
+            "tuned-a",
+            "--adapter",
+            "tuned-b",
+            "--data",
+            str(assets["data"]),
+            "--max-samples",
+            "3",
+            "--max-new-tokens",
+            "3",
+            "--batch-size",
+            "2",
+            "--golden",
+            str(assets["golden"]),
+            "--threads",
+            "1",
+            "--quiet",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "| base |" in out and "| tuned-a |" in out and "| tuned-b |" in out
     assert "support checks (right intent" in out and "| reference answers (ceiling) |" in out
-    assert "tuned-a by intent, lowest right-intent rate first:" in out and "right-intent rate" in out
+    assert (
+        "tuned-a by intent, lowest right-intent rate first:" in out and "right-intent rate" in out
+    )
     report_dir = Path(out.strip().splitlines()[-1].removeprefix("report: "))
     assert (report_dir / "report.json").is_file() and report_dir.parent == home / "evals"
 
 
-def test_an_adapter_trained_0_steps_is_named_as_the_base_in_disguise(assets, home, tiny_llama_dir, capsys):
+def test_an_adapter_trained_0_steps_is_named_as_the_base_in_disguise(
+    assets, home, tiny_llama_dir, capsys
+):
     # A run stopped before its first optimizer step saves PEFT's initial adapter: B = 0.
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
@@ -283,20 +385,52 @@ def test_an_adapter_trained_0_steps_is_named_as_the_base_in_disguise(assets, hom
     install(assets, home)
     folder = home / "adapters" / "untrained"
     base = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
-    get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"])).save_pretrained(folder)
+    get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"])).save_pretrained(
+        folder
+    )
     manifest = json.loads((assets["folders"]["tuned-a"] / "manifest.json").read_text())
     (folder / "manifest.json").write_text(json.dumps({**manifest, "name": "untrained", "steps": 0}))
-    code = main(["--adapter", "untrained", "--data", str(assets["data"]), "--max-samples", "3",
-                 "--max-new-tokens", "3", "--batch-size", "3", "--no-golden", "--threads", "1", "--quiet"])
+    code = main(
+        [
+            "--adapter",
+            "untrained",
+            "--data",
+            str(assets["data"]),
+            "--max-samples",
+            "3",
+            "--max-new-tokens",
+            "3",
+            "--batch-size",
+            "3",
+            "--no-golden",
+            "--threads",
+            "1",
+            "--quiet",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0
     assert "warning: untrained was trained 0 steps" in captured.err
-    report = json.loads((Path(captured.out.strip().splitlines()[-1].removeprefix("report: "))
-                         / "report.json").read_text())
-    assert [s["answers"]["untrained"] for s in report["samples"]] == [s["answers"]["base"] for s in report["samples"]]
-    assert any("answers exactly as the base model" in n for n in report["gate"]["untrained"]["notes"])
-    trained = evaluate(ModelSession(str(tiny_llama_dir), dtype="float32"), ["tuned-a"], str(assets["data"]),
-                       max_samples=2, settings=GenerationSettings(max_new_tokens=2), golden=None, save=False)
+    report = json.loads(
+        (
+            Path(captured.out.strip().splitlines()[-1].removeprefix("report: ")) / "report.json"
+        ).read_text()
+    )
+    assert [s["answers"]["untrained"] for s in report["samples"]] == [
+        s["answers"]["base"] for s in report["samples"]
+    ]
+    assert any(
+        "answers exactly as the base model" in n for n in report["gate"]["untrained"]["notes"]
+    )
+    trained = evaluate(
+        ModelSession(str(tiny_llama_dir), dtype="float32"),
+        ["tuned-a"],
+        str(assets["data"]),
+        max_samples=2,
+        settings=GenerationSettings(max_new_tokens=2),
+        golden=None,
+        save=False,
+    )
     assert not any("trained 0 steps" in n for n in trained.gate["tuned-a"]["notes"])
 
 
@@ -320,8 +454,11 @@ def test_cli_bad_input_is_one_error_line(assets, home, capsys, case):
     err = capsys.readouterr().err
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and err.startswith("error: ")
-    assert {"unknown adapter": "no-such-adapter", "missing data": "missing.jsonl",
-            "mixed bases": "different base models"}[case] in err
+    assert {
+        "unknown adapter": "no-such-adapter",
+        "missing data": "missing.jsonl",
+        "mixed bases": "different base models",
+    }[case] in err
 
 
 def test_perplexity_delta_ci_resamples_rows():
@@ -343,22 +480,46 @@ def test_a_tuned_version_is_gated_against_its_parent(run):
     it, and its release gate compares with the parent, not the base."""
     session, shelf = run["session"], Shelf()
     parent_hash = session.adapter_hash("tuned-a")
-    shelf.write_manifest_fields("tuned-b", {"lineage": {"parent": "tuned-a", "parent_hash": parent_hash,
-                                                        "method": "dpo", "pairs": 8}})
+    shelf.write_manifest_fields(
+        "tuned-b",
+        {"lineage": {"parent": "tuned-a", "parent_hash": parent_hash, "method": "dpo", "pairs": 8}},
+    )
     try:
-        report = evaluate(session, ["tuned-b"], str(run["report"].data["path"]), max_samples=4, batch_size=4,
-                          settings=GenerationSettings(max_new_tokens=4), golden=None, save=False)
+        report = evaluate(
+            session,
+            ["tuned-b"],
+            str(run["report"].data["path"]),
+            max_samples=4,
+            batch_size=4,
+            settings=GenerationSettings(max_new_tokens=4),
+            golden=None,
+            save=False,
+        )
         assert report.models == ["base", "tuned-b", "tuned-a"]
         against = report.against["tuned-b"]
         assert against["reference"] == "tuned-a" and report.gate["tuned-b"]["against"] == "tuned-a"
         ppl = {m: report.metrics[m]["perplexity"] for m in report.models}
-        assert against["deltas"]["perplexity"]["delta"] == pytest.approx(ppl["tuned-b"] - ppl["tuned-a"])
-        assert report.deltas["tuned-b"]["perplexity"]["delta"] == pytest.approx(ppl["tuned-b"] - ppl["base"])
+        assert against["deltas"]["perplexity"]["delta"] == pytest.approx(
+            ppl["tuned-b"] - ppl["tuned-a"]
+        )
+        assert report.deltas["tuned-b"]["perplexity"]["delta"] == pytest.approx(
+            ppl["tuned-b"] - ppl["base"]
+        )
         assert ppl["tuned-a"] != pytest.approx(ppl["base"])
         # The parent trained again since: the child is checked against the base, and told why.
-        shelf.write_manifest_fields("tuned-b", {"lineage": {"parent": "tuned-a", "parent_hash": "0" * 16}})
-        stale = evaluate(session, ["tuned-b"], str(run["report"].data["path"]), max_samples=4, batch_size=4,
-                         settings=GenerationSettings(max_new_tokens=4), golden=None, save=False)
+        shelf.write_manifest_fields(
+            "tuned-b", {"lineage": {"parent": "tuned-a", "parent_hash": "0" * 16}}
+        )
+        stale = evaluate(
+            session,
+            ["tuned-b"],
+            str(run["report"].data["path"]),
+            max_samples=4,
+            batch_size=4,
+            settings=GenerationSettings(max_new_tokens=4),
+            golden=None,
+            save=False,
+        )
         assert stale.models == ["base", "tuned-b"] and stale.against == {}
         assert stale.gate["tuned-b"]["against"] == "base"
         assert any("not the version it was tuned from" in n for n in stale.gate["tuned-b"]["notes"])
@@ -385,10 +546,23 @@ def test_no_answer_cap_given_means_the_references_length(run, tmp_path):
     from eval.run import answer_cap
 
     other = tmp_path / "long.jsonl"
-    rows = [{"prompt": f"question {i}?", "response": " ".join(["word"] * (20 + 10 * i))} for i in range(4)]
+    rows = [
+        {"prompt": f"question {i}?", "response": " ".join(["word"] * (20 + 10 * i))}
+        for i in range(4)
+    ]
     other.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    report = evaluate(run["session"], ["tuned-a"], str(other), max_samples=4, batch_size=4, golden=None, save=False)
+    report = evaluate(
+        run["session"],
+        ["tuned-a"],
+        str(other),
+        max_samples=4,
+        batch_size=4,
+        golden=None,
+        save=False,
+    )
     tokenizer = run["session"].tokenizer
     longest = len(tokenizer(rows[-1]["response"], add_special_tokens=False).input_ids) + 1
-    assert report.settings["generation"]["max_new_tokens"] == answer_cap(tokenizer, [r["response"] for r in rows])
+    assert report.settings["generation"]["max_new_tokens"] == answer_cap(
+        tokenizer, [r["response"] for r in rows]
+    )
     assert longest <= report.settings["generation"]["max_new_tokens"] < longest + 16

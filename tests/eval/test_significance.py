@@ -52,10 +52,27 @@ def _by_hand(n, delta_of_swap):
 
 
 def test_bleu_p_is_corpus_bleu_rescored_on_every_swap():
-    refs = ["your refund is on its way", "the order ships today", "we changed your address",
-            "call us at any time", "your account is closed"]
-    old = ["your refund is on its way now", "the order ships", "address changed", "call us", "closed"]
-    new = ["refund soon", "the order ships today", "we changed your address for you", "hello", "your account"]
+    refs = [
+        "your refund is on its way",
+        "the order ships today",
+        "we changed your address",
+        "call us at any time",
+        "your account is closed",
+    ]
+    old = [
+        "your refund is on its way now",
+        "the order ships",
+        "address changed",
+        "call us",
+        "closed",
+    ]
+    new = [
+        "refund soon",
+        "the order ships today",
+        "we changed your address for you",
+        "hello",
+        "your account",
+    ]
 
     def delta(swap):
         a = [n if s else o for o, n, s in zip(old, new, swap, strict=True)]
@@ -100,8 +117,12 @@ def _null_evaluation(rng, slices=27, rows=12):
         a, b = rng.uniform(0.1, 0.6, rows), rng.uniform(0.1, 0.6, rows)
         tokens = rng.integers(10, 60, rows)
         ps.append(mean_worse_p(a, b))
-        ps.append(perplexity_worse_p({"nll": tokens * rng.uniform(0.8, 1.2, rows), "tokens": tokens},
-                                     {"nll": tokens * rng.uniform(0.8, 1.2, rows), "tokens": tokens}))
+        ps.append(
+            perplexity_worse_p(
+                {"nll": tokens * rng.uniform(0.8, 1.2, rows), "tokens": tokens},
+                {"nll": tokens * rng.uniform(0.8, 1.2, rows), "tokens": tokens},
+            )
+        )
     return np.array(ps)
 
 
@@ -111,7 +132,9 @@ def test_a_change_that_makes_no_difference_is_rarely_flagged_and_a_worse_slice_i
     corrected = np.mean([(benjamini_hochberg(p) <= FALSE_ALARM).any() for p in evaluations])
     uncorrected = np.mean([(p <= 0.025).any() for p in evaluations])
     assert corrected <= 0.08, corrected  # <= 5 % by construction (0.045 with this seed)
-    assert uncorrected >= 0.5, uncorrected  # 54 checks at 2.5 % each: most evaluations flag something
+    assert uncorrected >= 0.5, (
+        uncorrected
+    )  # 54 checks at 2.5 % each: most evaluations flag something
     # The same evaluation with one slice truly worse on every row: that slice, and only it.
     p = _null_evaluation(np.random.default_rng(8))
     good = np.linspace(0.4, 0.6, 12)

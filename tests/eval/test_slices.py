@@ -42,15 +42,24 @@ def crafted():
     n = len(refs)
     tokens = np.full(n, 10)
     base_nll = np.full(n, 20.0)
-    tuned_nll = np.array([10.0 if lab == "good" else 30.0 if lab == "bad" else 20.0 for lab in labels])
+    tuned_nll = np.array(
+        [10.0 if lab == "good" else 30.0 if lab == "bad" else 20.0 for lab in labels]
+    )
     from eval.metrics import rouge_l_scores
 
     texts = {"base": base, "tuned": tuned}
     per_row = {m: {"rouge_l": rouge_l_scores(texts[m], refs)} for m in texts}
-    nll = {"base": {"nll": base_nll, "tokens": tokens}, "tuned": {"nll": tuned_nll, "tokens": tokens}}
-    golden = {"total": 2, "results": [
-        {"id": "g1", "checks": {"base": {"passed": True}, "tuned": {"passed": True}}},
-        {"id": "g2", "checks": {"base": {"passed": True}, "tuned": {"passed": False}}}]}
+    nll = {
+        "base": {"nll": base_nll, "tokens": tokens},
+        "tuned": {"nll": tuned_nll, "tokens": tokens},
+    }
+    golden = {
+        "total": 2,
+        "results": [
+            {"id": "g1", "checks": {"base": {"passed": True}, "tuned": {"passed": True}}},
+            {"id": "g2", "checks": {"base": {"passed": True}, "tuned": {"passed": False}}},
+        ],
+    }
     fields = [{"intent": "good"}, {"intent": "bad"}]
     return labels, texts, refs, per_row, nll, golden, fields
 
@@ -77,15 +86,28 @@ def test_per_slice_cis_are_the_whole_set_bootstraps_on_the_slice_rows(sliced):
             continue
         idx = [i for i, lab in enumerate(labels) if lab == s["slice"]]
         d = s["deltas"]["tuned"]
-        want = bootstrap_delta_ci([per_row["base"]["rouge_l"][i] for i in idx],
-                                  [per_row["tuned"]["rouge_l"][i] for i in idx], seed=3)
-        assert (d["rouge_l"]["delta"], d["rouge_l"]["low"], d["rouge_l"]["high"]) == pytest.approx(want)
-        want = bleu_bootstrap_delta_ci([texts["base"][i] for i in idx],
-                                       [texts["tuned"][i] for i in idx], [refs[i] for i in idx], seed=3)
+        want = bootstrap_delta_ci(
+            [per_row["base"]["rouge_l"][i] for i in idx],
+            [per_row["tuned"]["rouge_l"][i] for i in idx],
+            seed=3,
+        )
+        assert (d["rouge_l"]["delta"], d["rouge_l"]["low"], d["rouge_l"]["high"]) == pytest.approx(
+            want
+        )
+        want = bleu_bootstrap_delta_ci(
+            [texts["base"][i] for i in idx],
+            [texts["tuned"][i] for i in idx],
+            [refs[i] for i in idx],
+            seed=3,
+        )
         assert (d["bleu"]["delta"], d["bleu"]["low"], d["bleu"]["high"]) == pytest.approx(want)
         sub = {m: {k: np.asarray(v)[idx] for k, v in nll[m].items()} for m in nll}
         want = perplexity_delta_ci(sub["base"], sub["tuned"], seed=3)
-        assert (d["perplexity"]["delta"], d["perplexity"]["low"], d["perplexity"]["high"]) == pytest.approx(want)
+        assert (
+            d["perplexity"]["delta"],
+            d["perplexity"]["low"],
+            d["perplexity"]["high"],
+        ) == pytest.approx(want)
 
 
 def test_worse_slices_are_flagged_and_better_ones_not(sliced):
@@ -103,7 +125,10 @@ def test_a_one_row_slice_says_so_instead_of_a_ci(sliced):
     tiny = next(s for s in out["slices"] if s["slice"] == "tiny")
     d = tiny["deltas"]["tuned"]["rouge_l"]
     assert d["low"] is None and d["high"] is None and d["delta"] < 0
-    assert tiny["note"] == f"1 row: too few for a CI or test (at least {MIN_CI_ROWS} needed); not flagged"
+    assert (
+        tiny["note"]
+        == f"1 row: too few for a CI or test (at least {MIN_CI_ROWS} needed); not flagged"
+    )
     assert tiny["worse"]["tuned"] == []
     cols, rows = table(out, "tuned")
     row = next(r for r in rows if r[0] == "tiny")
@@ -136,12 +161,20 @@ def fake_report(sliced_part, golden_passed=True, ppl_low=-1.0, base_passed=False
     out, _ = sliced_part
     checks = {"passed": golden_passed}
     return SimpleNamespace(
-        slices=out, adapters=["tuned"],
-        deltas={"tuned": {"bleu": {"delta": 1, "low": 0.5, "high": 2},
-                          "rouge_l": {"delta": 0.1, "low": 0.05, "high": 0.2},
-                          "perplexity": {"delta": ppl_low + 0.5, "low": ppl_low, "high": ppl_low + 1}}},
-        golden={"total": 1, "results": [{"id": "g1", "checks": {
-            "base": {"passed": base_passed}, "tuned": checks}}]})
+        slices=out,
+        adapters=["tuned"],
+        deltas={
+            "tuned": {
+                "bleu": {"delta": 1, "low": 0.5, "high": 2},
+                "rouge_l": {"delta": 0.1, "low": 0.05, "high": 0.2},
+                "perplexity": {"delta": ppl_low + 0.5, "low": ppl_low, "high": ppl_low + 1},
+            }
+        },
+        golden={
+            "total": 1,
+            "results": [{"id": "g1", "checks": {"base": {"passed": base_passed}, "tuned": checks}}],
+        },
+    )
 
 
 def test_gate_fails_on_a_worse_slice_and_names_it(sliced):
@@ -177,7 +210,9 @@ def test_a_missing_slice_column_is_one_sentence(tmp_path):
     data = tmp_path / "d.jsonl"
     data.write_text('{"prompt": "a", "response": "b", "intent": "x"}\n')
     check_slice_column(str(data), "intent")
-    with pytest.raises(ValueError, match=r"^slice column 'topic' is not in d.jsonl \(its columns: "):
+    with pytest.raises(
+        ValueError, match=r"^slice column 'topic' is not in d.jsonl \(its columns: "
+    ):
         check_slice_column(str(data), "topic")
 
 
@@ -186,42 +221,72 @@ def test_a_child_version_is_gated_against_its_parent_not_the_base(sliced):
     and every reason names the parent."""
     report = fake_report(sliced, golden_passed=False)
     report.golden["results"][0]["checks"]["v1"] = {"passed": True}
-    report.against = {"tuned": {"reference": "v1", "slices": {}, "deltas": {
-        "bleu": {"delta": -3, "low": -4, "high": -2}, "rouge_l": {"delta": 0.0, "low": -0.1, "high": 0.1},
-        "perplexity": {"delta": 0.4, "low": 0.2, "high": 0.6}}}}
+    report.against = {
+        "tuned": {
+            "reference": "v1",
+            "slices": {},
+            "deltas": {
+                "bleu": {"delta": -3, "low": -4, "high": -2},
+                "rouge_l": {"delta": 0.0, "low": -0.1, "high": 0.1},
+                "perplexity": {"delta": 0.4, "low": 0.2, "high": 0.6},
+            },
+        }
+    }
     verdict = check(report, "tuned", dict(DEFAULT_RULES))
     assert verdict["state"] == "failed" and verdict["against"] == "v1"
-    assert verdict["reasons"][0] == "all rows are worse than v1 on BLEU -3.00 [-4.00, -2.00], perplexity +0.40 [+0.20, +0.60]"
+    assert (
+        verdict["reasons"][0]
+        == "all rows are worse than v1 on BLEU -3.00 [-4.00, -2.00], perplexity +0.40 "
+        "[+0.20, +0.60]"
+    )
     assert verdict["reasons"][1].startswith("perplexity is worse than v1 beyond its CI")
     assert verdict["reasons"][2] == "golden prompts v1 passes fail: g1 (0/1 passed, v1 1/1)"
-    assert check(fake_report(sliced, golden_passed=False), "tuned", dict(DEFAULT_RULES))["against"] == "base"
+    assert (
+        check(fake_report(sliced, golden_passed=False), "tuned", dict(DEFAULT_RULES))["against"]
+        == "base"
+    )
 
 
 def test_the_gate_says_how_many_checks_it_corrected_over_and_which_slices_are_too_small(sliced):
     verdict = check(fake_report(sliced), "tuned", dict(DEFAULT_RULES))
     # the crafted whole-set deltas have no p-value (a report saved before the tests): CI only
-    assert "0 whole-set and 6 slice checks, each family corrected at 2.5% (5% false alarm for the whole gate)" \
-        in verdict["notes"]
-    # 2 ** -8 <= 0.025 / 6: 'good' (8 rows) could be flagged alone, 'bad' (7) only with its other metrics
-    assert "1 slice(s) have fewer than 8 rows, too few for one metric worse on every row to stand out among " \
-           "6 slice checks (evaluate more rows per slice): bad" in verdict["notes"]
-    assert "(p 0.016 corrected)" in verdict["reasons"][0]  # 1/128 on each metric x 6 checks / 3 flagged
+    assert (
+        "0 whole-set and 6 slice checks, each family corrected at 2.5% (5% false alarm for the "
+        "whole gate)" in verdict["notes"]
+    )
+    # 2 ** -8 <= 0.025 / 6: 'good' (8 rows) could be flagged alone, 'bad' (7) only
+    # with its other metrics
+    assert (
+        "1 slice(s) have fewer than 8 rows, too few for one metric worse on every row to stand "
+        "out among 6 slice checks (evaluate more rows per slice): bad" in verdict["notes"]
+    )
+    assert (
+        "(p 0.016 corrected)" in verdict["reasons"][0]
+    )  # 1/128 on each metric x 6 checks / 3 flagged
 
 
 def test_golden_prompts_traded_one_for_one_are_a_note_and_a_net_loss_a_reason(sliced):
     relaxed = {**DEFAULT_RULES, "slices_not_worse": [], "perplexity_not_worse": False}
 
     def golden(*pairs):  # (base passes, tuned passes) per prompt
-        return {"total": len(pairs), "results": [
-            {"id": f"g{i}", "checks": {"base": {"passed": b}, "tuned": {"passed": t}}}
-            for i, (b, t) in enumerate(pairs, 1)]}
+        return {
+            "total": len(pairs),
+            "results": [
+                {"id": f"g{i}", "checks": {"base": {"passed": b}, "tuned": {"passed": t}}}
+                for i, (b, t) in enumerate(pairs, 1)
+            ],
+        }
 
     report = fake_report(sliced)
     report.golden = golden((True, False), (False, True), (True, True))
     traded = check(report, "tuned", relaxed)
     assert traded["state"] == "passed" and traded["reasons"] == []
-    assert ("golden prompts traded, none lost in number: the base passes g1 and this version does not; "
-            "this version passes g2 and the base does not (2/3 passed, base 2/3)") in traded["notes"]
+    assert (
+        "golden prompts traded, none lost in number: the base passes g1 and this version does not; "
+        "this version passes g2 and the base does not (2/3 passed, base 2/3)"
+    ) in traded["notes"]
     report.golden = golden((True, False), (True, False), (False, True))
     lost = check(report, "tuned", relaxed)
-    assert lost["reasons"] == ["golden prompts the base passes fail: g1, g2 (1/3 passed, base 2/3; it gains g3)"]
+    assert lost["reasons"] == [
+        "golden prompts the base passes fail: g1, g2 (1/3 passed, base 2/3; it gains g3)"
+    ]

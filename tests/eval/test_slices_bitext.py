@@ -41,9 +41,18 @@ def test_per_intent_report_lists_all_27_intents_with_cis(bitext_csv, shelf_adapt
 
     torch.set_num_threads(1)
     session = ModelSession(str(tiny_llama_dir), dtype="float32")
-    report = evaluate(session, [shelf_adapter], str(bitext_csv), max_samples=1000, batch_size=16,
-                      settings=GenerationSettings(max_new_tokens=2), use_validation_split=False,
-                      golden="assets/golden.jsonl", slice_by="intent", rows_per_slice=MIN_CI_ROWS)
+    report = evaluate(
+        session,
+        [shelf_adapter],
+        str(bitext_csv),
+        max_samples=1000,
+        batch_size=16,
+        settings=GenerationSettings(max_new_tokens=2),
+        use_validation_split=False,
+        golden="assets/golden.jsonl",
+        slice_by="intent",
+        rows_per_slice=MIN_CI_ROWS,
+    )
     slices = report.slices["slices"]
     assert report.slices["column"] == "intent" and len(slices) == 27
     assert report.data["rows"] == 27 * MIN_CI_ROWS
@@ -59,7 +68,9 @@ def test_per_intent_report_lists_all_27_intents_with_cis(bitext_csv, shelf_adapt
     assert sorted(r["slice"] for r in rows) == sorted(s["slice"] for s in slices)
     assert all(r["low_rouge_l"] and r["high_rouge_l"] for r in rows)
     # The verdict is recorded with the adapter, with the evaluation that gave it.
-    manifest = json.loads((home_of(report) / "adapters" / shelf_adapter / "manifest.json").read_text())
+    manifest = json.loads(
+        (home_of(report) / "adapters" / shelf_adapter / "manifest.json").read_text()
+    )
     assert manifest["gate"]["eval_id"] == report.eval_id
     assert manifest["gate"]["state"] == report.gate[shelf_adapter]["state"]
     assert manifest["gate"]["slice_by"] == "intent"
@@ -76,5 +87,8 @@ def test_cli_bad_slice_input_is_one_error_line(bitext_csv, shelf_adapter, capsys
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and err.startswith("error: ")
-    assert ("slice column 'topic' is not in bitext_v1_train.csv (its columns: context"
-            if case == "no such column" else "--rows-per-slice needs --slice-by") in err
+    assert (
+        "slice column 'topic' is not in bitext_v1_train.csv (its columns: context"
+        if case == "no such column"
+        else "--rows-per-slice needs --slice-by"
+    ) in err

@@ -13,11 +13,29 @@ ASKED = [{"role": "user", "content": "My email is jo.doe@example.com, where is o
 
 def test_a_logged_answer_is_rated_with_its_version_and_redacted_conversation(home):
     store = FeedbackStore(log_conversations=True)
-    store.record("chatcmpl-1", "support-v2", "ab12cd34", "llama.cpp q8_0", ASKED, "Write to jo.doe@example.com")
+    store.record(
+        "chatcmpl-1",
+        "support-v2",
+        "ab12cd34",
+        "llama.cpp q8_0",
+        ASKED,
+        "Write to jo.doe@example.com",
+    )
     row = store.rate("chatcmpl-1", "down", "Order [ORDER] ships Monday; call +44 20 7946 0958.")
-    assert (row["adapter"], row["version"], row["engine"], row["rating"]) == ("support-v2", "ab12cd34", "llama.cpp q8_0", "down")
-    assert row["messages"] == [{"role": "user", "content": "My email is [EMAIL], where is order [ORDER]?"}]
-    assert row["answer"] == "Write to [EMAIL]" and "[PHONE]" in row["correction"] and row["status"] == "new"
+    assert (row["adapter"], row["version"], row["engine"], row["rating"]) == (
+        "support-v2",
+        "ab12cd34",
+        "llama.cpp q8_0",
+        "down",
+    )
+    assert row["messages"] == [
+        {"role": "user", "content": "My email is [EMAIL], where is order [ORDER]?"}
+    ]
+    assert (
+        row["answer"] == "Write to [EMAIL]"
+        and "[PHONE]" in row["correction"]
+        and row["status"] == "new"
+    )
     saved = stored(home)
     assert "example.com" not in saved and "7946" not in saved and "88231" not in saved
     # a restart keeps what was logged
@@ -40,8 +58,11 @@ def test_without_logging_a_rating_names_the_version_but_keeps_no_conversation(ho
 def test_bad_ratings_are_refused_and_nothing_is_written(home):
     store = FeedbackStore(log_conversations=True)
     store.record("chatcmpl-3", "base", "ffee0011", "pytorch", ASKED, "x")
-    for rating, correction, words in [("meh", None, "rating must be"), ("up", 5, "correction must be a string"),
-                                      ("down", "x" * (MAX_CORRECTION_CHARS + 1), "at most")]:
+    for rating, correction, words in [
+        ("meh", None, "rating must be"),
+        ("up", 5, "correction must be a string"),
+        ("down", "x" * (MAX_CORRECTION_CHARS + 1), "at most"),
+    ]:
         with pytest.raises(ValueError, match=words):
             store.rate("chatcmpl-3", rating, correction)
     with pytest.raises(KeyError):
@@ -71,7 +92,9 @@ def test_a_raters_new_rating_of_an_answer_replaces_the_earlier_one(home):
     up = store.rate("chatcmpl-5", "up", rater="key-b")  # another rater: a vote of their own
     rows = store.ratings()
     assert [(r["id"], r["rater"], r["rating"]) for r in rows] == [
-        (first["id"], "key-a", "down"), (up["id"], "key-b", "up")]
+        (first["id"], "key-a", "down"),
+        (up["id"], "key-b", "up"),
+    ]
     assert last["id"] == first["id"] and rows[0]["correction"] == "Better."
     assert store.rate("chatcmpl-5", "up", rater="key-a")["id"] == first["id"]
     assert [r["rating"] for r in store.ratings()] == ["up", "up"]

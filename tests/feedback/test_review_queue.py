@@ -11,9 +11,12 @@ from feedback.__main__ import main as cli
 from feedback.review import Filter, export, queue, review, training_rows
 from feedback.store import FeedbackStore
 
-TURNS = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
-         {"role": "assistant", "content": "Hello! How can I help?"},
-         {"role": "user", "content": "Refund order 55123 to jo@example.com"}]
+TURNS = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Hi"},
+    {"role": "assistant", "content": "Hello! How can I help?"},
+    {"role": "user", "content": "Refund order 55123 to jo@example.com"},
+]
 
 
 @pytest.fixture
@@ -34,21 +37,33 @@ def test_filters_edits_and_the_accepted_rows_become_sft_rows_and_pairs(rated, ho
     assert [r["id"] for r in queue(store, Filter(adapter="support", rating="down"))] == [down["id"]]
     assert [r["id"] for r in queue(store, Filter(version="bbbb"))] == [up["id"]]
     assert queue(store, Filter(since="2999-01-01")) == []
-    edited = review(store, down["id"], "accepted", "Refund started for order 55123; mail jo@example.com.")
-    assert edited["correction"] == "Refund started for order [ORDER]; mail [EMAIL]."  # redacted again
+    edited = review(
+        store, down["id"], "accepted", "Refund started for order 55123; mail jo@example.com."
+    )
+    assert (
+        edited["correction"] == "Refund started for order [ORDER]; mail [EMAIL]."
+    )  # redacted again
     review(store, up["id"], "accepted")
     review(store, bare["id"], "dropped")
     assert [r["status"] for r in queue(store)] == ["dropped", "accepted", "accepted"]
     sft, pairs = training_rows(store)
     assert [(r["instruction"], r["response"]) for r in sft] == [
         ("Refund order [ORDER] to [EMAIL]", "Refund started for order [ORDER]; mail [EMAIL]."),
-        ("Hi", "Hi! What do you need?")]
-    assert sft[0]["messages"] == [*TURNS[1:3], {"role": "user", "content": "Refund order [ORDER] to [EMAIL]"},
-                                  {"role": "assistant", "content": sft[0]["response"]}]
-    assert [(p["chosen"], p["rejected"]) for p in pairs] == [(sft[0]["response"], "No refunds, sorry.")]
+        ("Hi", "Hi! What do you need?"),
+    ]
+    assert sft[0]["messages"] == [
+        *TURNS[1:3],
+        {"role": "user", "content": "Refund order [ORDER] to [EMAIL]"},
+        {"role": "assistant", "content": sft[0]["response"]},
+    ]
+    assert [(p["chosen"], p["rejected"]) for p in pairs] == [
+        (sft[0]["response"], "No refunds, sorry.")
+    ]
     assert pairs[0]["prompt"][0] == {"role": "system", "content": "Be brief."}
     rows, pair_file, n_sft, n_pairs = export(store, home / "datasets")
-    assert (n_sft, n_pairs) == (2, 1) and json.loads(rows.read_text().splitlines()[0])["instruction"].startswith("Refund")
+    assert (n_sft, n_pairs) == (2, 1) and json.loads(rows.read_text().splitlines()[0])[
+        "instruction"
+    ].startswith("Refund")
     assert json.loads(pair_file.read_text())["rejected"] == "No refunds, sorry."
 
 
@@ -77,24 +92,40 @@ def test_the_cli_lists_reviews_and_exports(rated, home, capsys):
     out = capsys.readouterr().out
     assert down["id"] in out and up["id"] not in out and "1 rating(s)" in out
     assert cli(["review", down["id"], "--accept"]) == 0 and "accepted" in capsys.readouterr().out
-    assert cli(["review", "fb-nope", "--drop"]) == 2 and "no rating with id" in capsys.readouterr().err
+    assert (
+        cli(["review", "fb-nope", "--drop"]) == 2 and "no rating with id" in capsys.readouterr().err
+    )
     assert cli(["review", down["id"]]) == 2
     assert cli(["export", "--name", "from-chat"]) == 0
-    assert "1 SFT rows" in capsys.readouterr().out and (home / "datasets" / "from-chat-pairs.jsonl").is_file()
+    assert (
+        "1 SFT rows" in capsys.readouterr().out
+        and (home / "datasets" / "from-chat-pairs.jsonl").is_file()
+    )
     assert cli(["export", "--name", "../escape"]) == 2
 
 
 def test_the_cli_labels_intents_and_filters_by_them(rated, capsys):
     _, down, up, _ = rated
-    assert cli(["review", down["id"], "--intent", "refund"]) == 0 and "intent 'refund'" in capsys.readouterr().out
+    assert (
+        cli(["review", down["id"], "--intent", "refund"]) == 0
+        and "intent 'refund'" in capsys.readouterr().out
+    )
     assert cli(["list", "--intent", "REFUND"]) == 0
     out = capsys.readouterr().out
     assert down["id"] in out and "[refund]" in out and up["id"] not in out and "1 rating(s)" in out
     assert cli(["list", "--intent", "refund", "--json"]) == 0
-    assert [json.loads(line)["intent"] for line in capsys.readouterr().out.splitlines()] == ["refund"]
-    assert cli(["review", down["id"], "--intent", ""]) == 0 and cli(["list", "--intent", "refund"]) == 0
+    assert [json.loads(line)["intent"] for line in capsys.readouterr().out.splitlines()] == [
+        "refund"
+    ]
+    assert (
+        cli(["review", down["id"], "--intent", ""]) == 0
+        and cli(["list", "--intent", "refund"]) == 0
+    )
     assert "0 rating(s)" in capsys.readouterr().out
-    assert cli(["review", down["id"], "--intent", "x" * 100]) == 2 and "at most" in capsys.readouterr().err
+    assert (
+        cli(["review", down["id"], "--intent", "x" * 100]) == 2
+        and "at most" in capsys.readouterr().err
+    )
 
 
 def test_the_exported_rows_are_a_dataset_training_reads(rated, home):

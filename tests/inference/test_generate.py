@@ -27,23 +27,38 @@ def session(home, varied_dir):
     weight_hash = models.resolve(str(varied_dir)).weight_hash
     for seed, name in enumerate(["a", "b", "c"], start=1):
         torch.manual_seed(seed)
-        config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "o_proj"],
-                            init_lora_weights=False)
+        config = LoraConfig(
+            r=4,
+            lora_alpha=8,
+            target_modules=["q_proj", "v_proj", "o_proj"],
+            init_lora_weights=False,
+        )
         model = get_peft_model(AutoModelForCausalLM.from_pretrained(varied_dir), config)
         with torch.no_grad():
             for pname, param in model.named_parameters():
                 if "lora_" in pname:
                     param.normal_(0, 0.3)
         model.save_pretrained(home / "adapters" / name)
-        manifest = {"format": "tunedesk-adapter/1", "name": name, "base_model": {"name": str(varied_dir), "weight_hash": weight_hash}}
+        manifest = {
+            "format": "tunedesk-adapter/1",
+            "name": name,
+            "base_model": {"name": str(varied_dir), "weight_hash": weight_hash},
+        }
         (home / "adapters" / name / "manifest.json").write_text(json.dumps(manifest))
     return ModelSession(str(varied_dir), dtype="float32")
 
 
 def test_settings_report_every_problem_at_once():
     assert GenerationSettings().validate() == []
-    bad = GenerationSettings(max_new_tokens=4096, temperature=-1, top_p=0, top_k=-3,
-                             repetition_penalty=5, seed=-1, min_new_tokens=9999)
+    bad = GenerationSettings(
+        max_new_tokens=4096,
+        temperature=-1,
+        top_p=0,
+        top_k=-3,
+        repetition_penalty=5,
+        seed=-1,
+        min_new_tokens=9999,
+    )
     problems = bad.validate()
     assert len(problems) == 7
     assert any("max_new_tokens" in p and "2048" in p for p in problems)
@@ -58,11 +73,16 @@ def test_base_pane_equals_the_plain_model_token_for_token(session, varied_dir):
     tok = AutoTokenizer.from_pretrained(varied_dir)
     plain = AutoModelForCausalLM.from_pretrained(varied_dir).eval()
     enc = tok(render_prompt(tok, MSGS), return_tensors="pt", add_special_tokens=False)
-    out = plain.generate(**enc, max_new_tokens=16, do_sample=False,
-                         eos_token_id=[tok.eos_token_id], pad_token_id=tok.pad_token_id)
-    new = out[0, enc["input_ids"].shape[1]:].tolist()
+    out = plain.generate(
+        **enc,
+        max_new_tokens=16,
+        do_sample=False,
+        eos_token_id=[tok.eos_token_id],
+        pad_token_id=tok.pad_token_id,
+    )
+    new = out[0, enc["input_ids"].shape[1] :].tolist()
     if tok.eos_token_id in new:
-        new = new[:new.index(tok.eos_token_id)]
+        new = new[: new.index(tok.eos_token_id)]
     assert panes[0].adapter == "base" and panes[0].text == tok.decode(new, skip_special_tokens=True)
     assert panes[0].tokens == len(new) and panes[0].adapter_hash == session.resolved.weight_hash
 
@@ -71,9 +91,13 @@ def test_adapters_differ_and_each_pane_equals_its_answer_alone(session):
     panes = compare(session, MSGS, [None, "a", "b"], GREEDY)
     assert [p.adapter for p in panes] == ["base", "a", "b"]
     assert len({p.text for p in panes}) == 3
-    assert len({p.adapter_hash for p in panes}) == 3 and all(len(p.adapter_hash) == 16 for p in panes)
+    assert len({p.adapter_hash for p in panes}) == 3 and all(
+        len(p.adapter_hash) == 16 for p in panes
+    )
     for pane in panes:
-        alone = compare(session, MSGS, [None if pane.adapter == "base" else pane.adapter], GREEDY)[0]
+        alone = compare(session, MSGS, [None if pane.adapter == "base" else pane.adapter], GREEDY)[
+            0
+        ]
         assert (alone.text, alone.tokens) == (pane.text, pane.tokens)
     assert panes[0].seconds == panes[1].seconds  # one batched call
 
@@ -94,19 +118,25 @@ def test_mixed_batch_with_different_prompts_left_padded(session):
 def test_stream_grows_to_the_greedy_answer(session):
     values = list(stream_chat(session, MSGS, "a", GREEDY))
     assert len(values) >= 2
-    assert all(later.startswith(earlier) for earlier, later in zip(values, values[1:], strict=False))
+    assert all(
+        later.startswith(earlier) for earlier, later in zip(values, values[1:], strict=False)
+    )
     assert values[-1] == compare(session, MSGS, ["a"], GREEDY)[0].text
 
 
 def test_system_prompt_is_prepended(session):
     settings = GenerationSettings(max_new_tokens=8, system_prompt="You are a support agent.")
     with_system = [{"role": "system", "content": "You are a support agent."}, *MSGS]
-    assert compare(session, MSGS, [None], settings)[0].text == compare(
-        session, with_system, [None], GenerationSettings(max_new_tokens=8))[0].text
+    assert (
+        compare(session, MSGS, [None], settings)[0].text
+        == compare(session, with_system, [None], GenerationSettings(max_new_tokens=8))[0].text
+    )
 
 
 def test_closing_a_stream_early_stops_generation_and_frees_the_lock(session):
-    stream = stream_chat(session, MSGS, "b", GenerationSettings(max_new_tokens=200, min_new_tokens=200))
+    stream = stream_chat(
+        session, MSGS, "b", GenerationSettings(max_new_tokens=200, min_new_tokens=200)
+    )
     next(stream)
     stream.close()
     assert session.lock.acquire(timeout=5)
@@ -156,11 +186,14 @@ def test_model_without_chat_template_uses_the_fallback_prompt(home, tiny_gpt2_di
 def test_real_model_streams_a_reply_that_ends(default_model_dir, home):
     session = ModelSession(str(default_model_dir.path))
     settings = GenerationSettings(max_new_tokens=96)
-    values = list(stream_chat(session, [{"role": "user", "content": "Where is my order?"}],
-                              None, settings))
+    values = list(
+        stream_chat(session, [{"role": "user", "content": "Where is my order?"}], None, settings)
+    )
     assert values and values[-1].strip()
     assert "<|im_end|>" not in values[-1] and "<|im_start|>" not in values[-1]
-    answer = compare(session, [{"role": "user", "content": "Where is my order?"}], [None], settings)[0]
+    answer = compare(
+        session, [{"role": "user", "content": "Where is my order?"}], [None], settings
+    )[0]
     assert answer.text == values[-1]  # greedy: streamed and batched agree
     assert answer.finish_reason == "stop" or answer.tokens == settings.max_new_tokens
     assert answer.tokens <= settings.max_new_tokens
@@ -172,7 +205,9 @@ def test_masked_rows_give_the_panes_peft_adapter_names_gives(session, monkeypatc
     masked = compare(session, MSGS, [None, "a", "b"], GREEDY)
     monkeypatch.setattr(routing_mod, "can_mask", lambda *a: False)  # PEFT's own per-row routing
     routed = compare(session, MSGS, [None, "a", "b"], GREEDY)
-    assert [(p.adapter, p.text, p.tokens) for p in masked] == [(p.adapter, p.text, p.tokens) for p in routed]
+    assert [(p.adapter, p.text, p.tokens) for p in masked] == [
+        (p.adapter, p.text, p.tokens) for p in routed
+    ]
 
 
 def test_compare_leaves_no_hooks_and_the_active_adapter_as_it_was(session):

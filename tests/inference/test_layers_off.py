@@ -17,7 +17,9 @@ def test_adapters_off_gives_the_base_logits_and_restores_each_flag(tiny_llama_di
     ids = torch.randint(0, plain.config.vocab_size, (2, 9))
     with torch.inference_mode():
         base = plain(input_ids=ids).logits
-    config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    config = LoraConfig(
+        r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False
+    )
     model = get_peft_model(plain, config).eval()
     layers = [m for m in model.modules() if isinstance(m, BaseTunerLayer)]
     layers[0]._disable_adapters = True  # one layer off already: it must stay off afterwards

@@ -12,7 +12,9 @@ from inference.packed_linears import pack_linears, packed_count
 from inference.session import ModelSession
 from tests.serve.batching.test_scheduler import save_adapters
 
-pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this PyTorch has no oneDNN")
+pytestmark = pytest.mark.skipif(
+    not torch.backends.mkldnn.is_available(), reason="this PyTorch has no oneDNN"
+)
 PACKS = "_tunedesk_packs"
 
 
@@ -28,22 +30,29 @@ def test_packed_model_gives_the_plain_logits_and_each_row_what_it_gets_alone(var
         said = pack_linears(model)
         packed = model(input_ids=ids).logits
     layers = linears(model)
-    assert said == f"oneDNN prepacked float32 matmuls: output layer and {len(layers) - 1} projections"
+    assert (
+        said == f"oneDNN prepacked float32 matmuls: output layer and {len(layers) - 1} projections"
+    )
     assert packed_count(model) == len(layers) and all("forward" in vars(m) for m in layers)
     torch.testing.assert_close(packed, plain, rtol=1e-4, atol=1e-4)
     with torch.inference_mode():
-        for layer in (layers[0], model.get_output_embeddings()):  # rows alone == rows in a batch of 16
+        for layer in (
+            layers[0],
+            model.get_output_embeddings(),
+        ):  # rows alone == rows in a batch of 16
             hidden = torch.randn(16, layer.in_features)
             batch = layer(hidden)
             for i in (0, 7, 15):
-                assert torch.equal(layer(hidden[i:i + 1])[0], batch[i])
+                assert torch.equal(layer(hidden[i : i + 1])[0], batch[i])
     assert pack_linears(model) == "linear layers left as is"  # once only
 
 
 def test_only_the_output_layer_when_the_copies_would_not_fit(varied_dir):
     model = AutoModelForCausalLM.from_pretrained(varied_dir, dtype=torch.float32)
     said = pack_linears(model, free_bytes=1000)
-    assert said.startswith("oneDNN prepacked float32 matmuls: output layer; projections not packed: ")
+    assert said.startswith(
+        "oneDNN prepacked float32 matmuls: output layer; projections not packed: "
+    )
     assert "25% of the memory free" in said and packed_count(model) == 1
 
 
@@ -56,18 +65,23 @@ def test_other_dtypes_and_the_environment_keep_the_plain_layers(varied_dir, monk
     monkeypatch.setenv("TUNEDESK_PACKED_LINEARS", "sometimes")
     assert "'sometimes' is not one of all, head, off" in pack_linears(model)
     monkeypatch.setenv("TUNEDESK_PACKED_LINEARS", "head")
-    assert pack_linears(model).endswith("output layer; projections not packed: TUNEDESK_PACKED_LINEARS=head")
+    assert pack_linears(model).endswith(
+        "output layer; projections not packed: TUNEDESK_PACKED_LINEARS=head"
+    )
     assert packed_count(model) == 1
 
 
-def test_merged_adapter_weights_run_packed_and_answers_match_the_plain_session(home, varied_dir,
-                                                                                monkeypatch):
+def test_merged_adapter_weights_run_packed_and_answers_match_the_plain_session(
+    home, varied_dir, monkeypatch
+):
     save_adapters(home / "adapters", varied_dir, ["a", "b"])
     messages = [{"role": "user", "content": "Where is my order?"}]
     settings = GenerationSettings(max_new_tokens=16)
     packed = ModelSession(str(varied_dir), dtype="float32")
     packed.load()
-    assert packed.status()["linears"].startswith("oneDNN prepacked float32 matmuls: output layer and ")
+    assert packed.status()["linears"].startswith(
+        "oneDNN prepacked float32 matmuls: output layer and "
+    )
     answers = {a: compare(packed, messages, [a], settings)[0].text for a in (None, "a", "b")}
     both = [x.text for x in compare(packed, messages, ["a", "b"], settings)]  # row-masked LoRA
     layer = next(m for m in packed.model.modules() if hasattr(m, "lora_A")).get_base_layer()

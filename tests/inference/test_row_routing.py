@@ -15,10 +15,20 @@ def two_adapter_model(tiny_llama_dir):
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32)
-    model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=TARGETS, init_lora_weights=False),
-                           adapter_name="first")
-    model.add_adapter("second", LoraConfig(r=8, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"],
-                                      init_lora_weights=False))
+    model = get_peft_model(
+        model,
+        LoraConfig(r=4, lora_alpha=8, target_modules=TARGETS, init_lora_weights=False),
+        adapter_name="first",
+    )
+    model.add_adapter(
+        "second",
+        LoraConfig(
+            r=8,
+            lora_alpha=8,
+            target_modules=["q_proj", "v_proj", "down_proj"],
+            init_lora_weights=False,
+        ),
+    )
     return model.eval()
 
 
@@ -44,7 +54,9 @@ def test_each_row_gets_exactly_its_own_adapter(two_adapter_model):
     model = two_adapter_model
     ids = torch.randint(0, model.config.vocab_size, (1, 12))
     base, alone = _references(model, ids)
-    assert not torch.allclose(alone["first"], alone["second"]) and not torch.allclose(alone["first"], base)
+    assert not torch.allclose(alone["first"], alone["second"]) and not torch.allclose(
+        alone["first"], base
+    )
 
     rows = [None, "first", "second", "first"]
     assert can_mask(model, ["first", "second"])
@@ -55,7 +67,9 @@ def test_each_row_gets_exactly_its_own_adapter(two_adapter_model):
         torch.testing.assert_close(batch[i], alone[name][0], rtol=1e-5, atol=1e-5)
 
 
-def test_a_prompt_with_each_adapters_rows_side_by_side_runs_them_per_adapter(two_adapter_model, monkeypatch):
+def test_a_prompt_with_each_adapters_rows_side_by_side_runs_them_per_adapter(
+    two_adapter_model, monkeypatch
+):
     from inference import row_routing
     from inference.row_routing import _row_ranges, masked_rows
 
@@ -68,13 +82,21 @@ def test_a_prompt_with_each_adapters_rows_side_by_side_runs_them_per_adapter(two
     rows = [None, "first", "first", "second"]
     grouped_calls = []
     real = row_routing._StackedLora._grouped
-    monkeypatch.setattr(row_routing._StackedLora, "_grouped",
-                        lambda self, x, out: grouped_calls.append(1) or real(self, x, out))
+    monkeypatch.setattr(
+        row_routing._StackedLora,
+        "_grouped",
+        lambda self, x, out: grouped_calls.append(1) or real(self, x, out),
+    )
     with masked_rows(model, rows):
         batch = _logits(model, ids.repeat(len(rows), 1))
         step = _logits(model, ids[:, :1].repeat(len(rows), 1))  # one token a row: the mask
-    assert grouped_calls and len(grouped_calls) == sum(  # every LoRA layer once, for the prompt only
-        1 for m in model.modules() if hasattr(m, "lora_A") and ("first" in m.lora_A or "second" in m.lora_A))
+    assert grouped_calls and len(
+        grouped_calls
+    ) == sum(  # every LoRA layer once, for the prompt only
+        1
+        for m in model.modules()
+        if hasattr(m, "lora_A") and ("first" in m.lora_A or "second" in m.lora_A)
+    )
     assert torch.equal(batch[0], base[0])
     for i, name in enumerate(rows[1:], start=1):
         torch.testing.assert_close(batch[i], alone[name][0], rtol=1e-5, atol=1e-5)
@@ -105,5 +127,7 @@ def test_bias_and_dora_layers_fall_back_to_peft_routing(tiny_llama_dir):
 
     for extra in ({"use_dora": True}, {"lora_bias": True}):
         model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
-        model = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj"], **extra), adapter_name="x")
+        model = get_peft_model(
+            model, LoraConfig(r=4, target_modules=["q_proj"], **extra), adapter_name="x"
+        )
         assert not can_mask(model, ["x"]), extra

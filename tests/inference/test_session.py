@@ -24,8 +24,9 @@ def make_adapter(home, base_dir, name, seed, weight_hash=None, base_name=None):
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)
-    config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "o_proj"],
-                        init_lora_weights=False)
+    config = LoraConfig(
+        r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "o_proj"], init_lora_weights=False
+    )
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(base_dir), config)
     with torch.no_grad():
         for pname, param in model.named_parameters():
@@ -34,10 +35,16 @@ def make_adapter(home, base_dir, name, seed, weight_hash=None, base_name=None):
     folder = home / "adapters" / name
     model.save_pretrained(folder)
     weight_hash = weight_hash or models.resolve(str(base_dir)).weight_hash
-    manifest = {"format": "tunedesk-adapter/1", "name": name,
-                "adapter_hash": file_hash(folder / "adapter_model.safetensors"),
-                "base_model": {"name": base_name or str(base_dir), "weight_hash": weight_hash,
-                               "architecture": "llama"}}
+    manifest = {
+        "format": "tunedesk-adapter/1",
+        "name": name,
+        "adapter_hash": file_hash(folder / "adapter_model.safetensors"),
+        "base_model": {
+            "name": base_name or str(base_dir),
+            "weight_hash": weight_hash,
+            "architecture": "llama",
+        },
+    }
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder
 
@@ -153,7 +160,9 @@ def test_retrained_adapter_is_reloaded(home, session, varied_dir):
     old = answer(session, "a")
     shutil.rmtree(home / "adapters" / "a")
     make_adapter(home, varied_dir, "a", 42)
-    assert session.adapter_hash("a") == file_hash(home / "adapters" / "a" / "adapter_model.safetensors")
+    assert session.adapter_hash("a") == file_hash(
+        home / "adapters" / "a" / "adapter_model.safetensors"
+    )
     assert answer(session, "a") != old
 
 
@@ -201,8 +210,10 @@ def test_failed_generate_leaves_no_adapter_hooks_behind(session):
     inputs = session.tokenizer(["Where is my invoice?"], return_tensors="pt")
     with pytest.raises(ValueError):
         session.generate(inputs, ["a"], max_new_tokens=-1)  # refused inside PEFT's hook context
-    leftovers = [m for m in session.model.modules()
-                 if any("adapter_names" in getattr(h, "keywords", {})
-                        for h in m._forward_pre_hooks.values())]
+    leftovers = [
+        m
+        for m in session.model.modules()
+        if any("adapter_names" in getattr(h, "keywords", {}) for h in m._forward_pre_hooks.values())
+    ]
     assert leftovers == []
     assert answer(session, None) == answer(session, "__base__")

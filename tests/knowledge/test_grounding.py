@@ -86,10 +86,16 @@ def test_with_the_tokenizer_the_room_is_counted_in_the_models_tokens(shelf, tiny
     tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
     limit, answer = 256, 8
     for repeats in range(16):
-        asked = [{"role": "user", "content": " ".join(["change the shipping address"] * repeats)
-                  or "change the address"}]
-        messages, grounding = ground(asked, "kb", k=2, context_tokens=limit,
-                                     answer_tokens=answer, tokenizer=tokenizer)
+        asked = [
+            {
+                "role": "user",
+                "content": " ".join(["change the shipping address"] * repeats)
+                or "change the address",
+            }
+        ]
+        messages, grounding = ground(
+            asked, "kb", k=2, context_tokens=limit, answer_tokens=answer, tokenizer=tokenizer
+        )
         assert len(encode_chat(tokenizer, messages, add_generation_prompt=True)) + answer <= limit
         if repeats == 0:
             assert [i for i, _ in grounding.shown] == [1]

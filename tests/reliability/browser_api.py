@@ -33,19 +33,35 @@ class BrowserTab:
         self.url, self.timeout = url, timeout
         self.session = uuid.uuid4().hex[:12]
         config = httpx.get(f"{url}config", timeout=30).json()
-        self._fn = {d["api_name"]: d.get("id", i) for i, d in enumerate(config["dependencies"])
-                    if d.get("api_name")}
+        self._fn = {
+            d["api_name"]: d.get("id", i)
+            for i, d in enumerate(config["dependencies"])
+            if d.get("api_name")
+        }
 
     def call(self, api_name: str, *data) -> Reply:
         """Run the event named ``api_name`` with ``data`` as its inputs; wait for the end."""
-        body = {"data": list(data), "fn_index": self._fn[api_name.lstrip("/")],
-                "session_hash": self.session, "event_data": None, "trigger_id": None}
-        joined = httpx.post(f"{self.url}gradio_api/queue/join", content=json.dumps(body).encode(),
-                            headers={"Content-Type": "application/json"}, timeout=30)
+        body = {
+            "data": list(data),
+            "fn_index": self._fn[api_name.lstrip("/")],
+            "session_hash": self.session,
+            "event_data": None,
+            "trigger_id": None,
+        }
+        joined = httpx.post(
+            f"{self.url}gradio_api/queue/join",
+            content=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            timeout=30,
+        )
         joined.raise_for_status()
         reply = Reply(None)
-        with httpx.stream("GET", f"{self.url}gradio_api/queue/data", timeout=self.timeout,
-                          params={"session_hash": self.session}) as stream:
+        with httpx.stream(
+            "GET",
+            f"{self.url}gradio_api/queue/data",
+            timeout=self.timeout,
+            params={"session_hash": self.session},
+        ) as stream:
             for line in stream.iter_lines():
                 if not line.startswith("data:"):
                     continue

@@ -59,7 +59,7 @@ class AppProcess:
 def _decode_addr(hex_addr: str) -> str:
     if len(hex_addr) == 8:  # IPv4, little-endian
         return socket.inet_ntop(socket.AF_INET, bytes.fromhex(hex_addr)[::-1])
-    raw = b"".join(bytes.fromhex(hex_addr[i:i + 8])[::-1] for i in range(0, 32, 8))
+    raw = b"".join(bytes.fromhex(hex_addr[i : i + 8])[::-1] for i in range(0, 32, 8))
     return socket.inet_ntop(socket.AF_INET6, raw)
 
 
@@ -75,13 +75,19 @@ def free_port() -> int:
 
 
 @contextmanager
-def start_app(model_dir: Path, home: Path, *args: str, env: dict | None = None,
-              timeout: float = 120):
+def start_app(
+    model_dir: Path, home: Path, *args: str, env: dict | None = None, timeout: float = 120
+):
     """Start ``app.py --port P --model model_dir *args`` and wait until it accepts connections."""
     home.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    full_env = {**clean_env(), "TUNEDESK_HOME": str(home), "HF_HUB_OFFLINE": "1",
-                "GRADIO_ANALYTICS_ENABLED": "False", **(env or {})}
+    full_env = {
+        **clean_env(),
+        "TUNEDESK_HOME": str(home),
+        "HF_HUB_OFFLINE": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        **(env or {}),
+    }
     cmd = [sys.executable, "app.py", "--port", str(port), "--model", str(model_dir), *args]
     with open(home / "app.log", "wb") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT)
@@ -108,8 +114,9 @@ def _wait_listening(app: AppProcess, timeout: float) -> None:
             if app.proc.poll() is not None:
                 pytest.fail("app exited: " + app.log.read_text(errors="replace")[-2000:])
             time.sleep(0.1)
-    pytest.fail(f"app did not listen within {timeout:.0f} s: "
-                + app.log.read_text(errors="replace")[-2000:])
+    pytest.fail(
+        f"app did not listen within {timeout:.0f} s: " + app.log.read_text(errors="replace")[-2000:]
+    )
 
 
 def chat_settings(max_new_tokens: int = 24) -> list:

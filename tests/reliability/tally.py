@@ -41,7 +41,11 @@ class Tally:
         return found
 
 
-FUZZ, FAULTS, HOSTILE = Tally("fuzz_counts.json"), Tally("faults.json"), Tally("hostile_inputs.json")
+FUZZ, FAULTS, HOSTILE = (
+    Tally("fuzz_counts.json"),
+    Tally("faults.json"),
+    Tally("hostile_inputs.json"),
+)
 
 
 def write_all() -> None:

@@ -41,12 +41,18 @@ HF_TOKEN = "hf_secret-xyz-0123456789"
 
 # -- where it listens ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("args", [["--host", "0.0.0.0"], ["--host", "192.0.2.10"], ["--share"]])
 def test_the_real_app_refuses_exposure_without_auth(args, tmp_path):
     port = free_port()
-    done = subprocess.run([sys.executable, "app.py", "--port", str(port), *args], cwd=ROOT,
-                          env={**clean_env(), "TUNEDESK_HOME": str(tmp_path)},
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "app.py", "--port", str(port), *args],
+        cwd=ROOT,
+        env={**clean_env(), "TUNEDESK_HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode != 0
     assert "without authentication" in done.stderr and "--auth" in done.stderr
     assert not list(tmp_path.iterdir()), "it wrote to the home folder before refusing"
@@ -70,16 +76,19 @@ def test_listens_on_localhost_only_by_default(auth_app):
 CHAT_BODY = {"data": [[], "hi", *chat_settings(4)]}
 
 
-@pytest.mark.parametrize("method,path,body", [
-    ("GET", "config", None),
-    ("GET", "gradio_api/info", None),
-    ("GET", "gradio_api/queue/status", None),
-    ("POST", "gradio_api/call/chat", CHAT_BODY),
-    ("POST", "gradio_api/run/chat", CHAT_BODY),
-    ("POST", "gradio_api/queue/join", {**CHAT_BODY, "fn_index": 0, "session_hash": "x"}),
-    ("GET", "gradio_api/queue/data?session_hash=x", None),
-    ("GET", "gradio_api/file=/etc/hostname", None),
-])
+@pytest.mark.parametrize(
+    "method,path,body",
+    [
+        ("GET", "config", None),
+        ("GET", "gradio_api/info", None),
+        ("GET", "gradio_api/queue/status", None),
+        ("POST", "gradio_api/call/chat", CHAT_BODY),
+        ("POST", "gradio_api/run/chat", CHAT_BODY),
+        ("POST", "gradio_api/queue/join", {**CHAT_BODY, "fn_index": 0, "session_hash": "x"}),
+        ("GET", "gradio_api/queue/data?session_hash=x", None),
+        ("GET", "gradio_api/file=/etc/hostname", None),
+    ],
+)
 def test_requests_without_a_login_are_refused(auth_app, method, path, body):
     r = httpx.request(method, auth_app.url + path, json=body, timeout=30)
     assert r.status_code == 401, (r.status_code, r.text[:200])
@@ -101,8 +110,9 @@ def test_no_secret_reaches_any_file_under_home(auth_app, varied_dir):
 
     client = Client(auth_app.url, auth=(USER, PASSWORD), verbose=False)
     assert answer_text(client.predict([], "Where is my invoice?", *chat_settings(8), api_name=CHAT))
-    message = client.predict(*tiny_train_inputs(varied_dir, "secret-check", 4),
-                             api_name=START_TRAINING)
+    message = client.predict(
+        *tiny_train_inputs(varied_dir, "secret-check", 4), api_name=START_TRAINING
+    )
     run_id = re.search(r"Started run `([^`]+)`", message).group(1)
     child = json.loads((auth_app.home / "runs" / run_id / "status.json").read_text()).get("pid")
     # The token really is within the training child's reach (it may need it for the Hub).
@@ -114,10 +124,21 @@ def test_no_secret_reaches_any_file_under_home(auth_app, varied_dir):
 
     files = [p for p in auth_app.home.rglob("*") if p.is_file()]
     names = {p.name for p in files}
-    assert {"app.log", "events.jsonl", "status.json", "config.json", "train.log", "manifest.json",
-            "README.md"} <= names, names
-    leaks = [(str(p.relative_to(auth_app.home)), secret)
-             for p in files for secret in (PASSWORD, HF_TOKEN) if secret.encode() in p.read_bytes()]
+    assert {
+        "app.log",
+        "events.jsonl",
+        "status.json",
+        "config.json",
+        "train.log",
+        "manifest.json",
+        "README.md",
+    } <= names, names
+    leaks = [
+        (str(p.relative_to(auth_app.home)), secret)
+        for p in files
+        for secret in (PASSWORD, HF_TOKEN)
+        if secret.encode() in p.read_bytes()
+    ]
     assert not leaks, leaks
 
 
@@ -132,7 +153,7 @@ def _read_environ(pid: int | None) -> bytes | None:
 
 # -- trust_remote_code ------------------------------------------------------------------------
 
-CUSTOM_CODE = '''
+CUSTOM_CODE = """
 import pathlib
 pathlib.Path({marker!r}).write_text("the model's own code ran")
 from transformers import LlamaConfig, LlamaForCausalLM
@@ -144,7 +165,7 @@ class CustomConfig(LlamaConfig):
 
 class CustomForCausalLM(LlamaForCausalLM):
     config_class = CustomConfig
-'''
+"""
 
 
 def _model_with_code(src: Path, folder: Path, model_type: str) -> tuple[Path, Path]:
@@ -155,8 +176,10 @@ def _model_with_code(src: Path, folder: Path, model_type: str) -> tuple[Path, Pa
     (folder / "custom_model.py").write_text(code)
     config = json.loads((folder / "config.json").read_text())
     config["model_type"] = model_type
-    config["auto_map"] = {"AutoConfig": "custom_model.CustomConfig",
-                          "AutoModelForCausalLM": "custom_model.CustomForCausalLM"}
+    config["auto_map"] = {
+        "AutoConfig": "custom_model.CustomConfig",
+        "AutoModelForCausalLM": "custom_model.CustomForCausalLM",
+    }
     (folder / "config.json").write_text(json.dumps(config))
     return folder, marker
 
@@ -224,13 +247,23 @@ def test_chat_session_never_runs_model_code_even_if_stdin_says_yes(tiny_llama_di
     The second half opts in explicitly and sees the code run: the marker is a real detector.
     """
     folder, marker = _model_with_code(tiny_llama_dir, tmp_path / "custom-only", "tunedesk_custom")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TUNEDESK_HOME": str(tmp_path / "home"),
-           "HF_MODULES_CACHE": str(tmp_path / "hf-modules")}
-    done = subprocess.run([sys.executable, "-c", SESSION_THEN_OPT_IN, str(folder), str(marker)],
-                          cwd=ROOT, env=env, input="y\n" * 5, capture_output=True, text=True,
-                          timeout=300)
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TUNEDESK_HOME": str(tmp_path / "home"),
+        "HF_MODULES_CACHE": str(tmp_path / "hf-modules"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", SESSION_THEN_OPT_IN, str(folder), str(marker)],
+        cwd=ROOT,
+        env=env,
+        input="y\n" * 5,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(done.stdout[done.stdout.rindex('{"session"'):])  # after any stdin prompt
+    result = json.loads(done.stdout[done.stdout.rindex('{"session"') :])  # after any stdin prompt
     assert result["session"].startswith("ValueError") and "custom code" in result["session"], result
     assert result["ran_after_session"] is False, result
     assert result["opted_in_class"] == "CustomForCausalLM", result

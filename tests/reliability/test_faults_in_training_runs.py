@@ -4,8 +4,9 @@ truthful status and a clear message; nothing on the shelf is partial and nothing
 is lost. (Damaged files and a read-only or full home: test_faults_on_disk.py.)
 
 Covered elsewhere, not repeated here: SIGKILL before the first checkpoint, right after a
-checkpoint and after the save, plus an app restart re-attaching (tests/finetune/train/test_runner.py);
-two tabs pressing Start in one app (test_runner.py, tests/e2e/test_browser.py).
+checkpoint and after the save, plus an app restart re-attaching
+(tests/finetune/train/test_runner.py); two tabs pressing Start in one app (test_runner.py,
+tests/e2e/test_browser.py).
 
 The exact kill points inside the atomic adapter save come from a test-only hook
 (``hooks/sitecustomize.py``) that the training child loads through PYTHONPATH.
@@ -50,6 +51,7 @@ def ui(tiny_llama_dir) -> dict:
 
 # --- helpers ----------------------------------------------------------------------------------
 
+
 def _kinds(run_dir: Path) -> list[str]:
     return [e["type"] for e in read_events(run_dir / "events.jsonl")[0]]
 
@@ -90,7 +92,8 @@ SAVE_POINTS = {
 
 
 def test_sigkill_inside_the_adapter_save_never_leaves_a_partial_adapter(
-        tiny_llama_dir, random_lora_dir, home, tmp_path, monkeypatch):
+    tiny_llama_dir, random_lora_dir, home, tmp_path, monkeypatch
+):
     earlier = shelve(random_lora_dir, tiny_llama_dir, "earlier")
     before = snapshot(earlier)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HOOKS), str(ROOT)]))
@@ -116,9 +119,16 @@ def test_sigkill_inside_the_adapter_save_never_leaves_a_partial_adapter(
         else:  # what was written stays in a hidden temp folder that the shelf never lists
             assert paused.parent == home / "adapters" and paused.name.startswith(f".tmp-{name}-")
             files = sorted(p.name for p in paused.iterdir())
-            assert files == ([] if point == "start" else
-                             ["README.md", "adapter_config.json", "adapter_model.safetensors",
-                              "manifest.json"])
+            assert files == (
+                []
+                if point == "start"
+                else [
+                    "README.md",
+                    "adapter_config.json",
+                    "adapter_model.safetensors",
+                    "manifest.json",
+                ]
+            )
             assert "adapter" not in final and final["log_tail"] is not None
         assert visible_shelf(home) == sorted(["earlier"] + ["mid-renamed"] * kept)
         FAULTS.add("sigkill inside the adapter save", f"at {point}: {final['state']}")
@@ -126,7 +136,10 @@ def test_sigkill_inside_the_adapter_save_never_leaves_a_partial_adapter(
 
     assert snapshot(earlier) == before
     assert {r.run_id: r.state for r in runner.list_runs()} == {
-        "kill-start": "failed", "kill-written": "failed", "kill-renamed": "done"}
+        "kill-start": "failed",
+        "kill-written": "failed",
+        "kill-renamed": "done",
+    }
     # The app keeps serving: both adapters answer in one batched call next to the base.
     session = ModelSession(str(tiny_llama_dir), dtype="float32")
     answers = compare(session, MSGS, [None, "earlier", "mid-renamed"], SHORT)
@@ -134,7 +147,8 @@ def test_sigkill_inside_the_adapter_save_never_leaves_a_partial_adapter(
 
 
 def test_sigkill_at_random_moments_keeps_checkpoints_and_the_shelf_whole(
-        tiny_llama_dir, random_lora_dir, home):
+    tiny_llama_dir, random_lora_dir, home
+):
     # A checkpoint is written after every step, so a random kill often lands inside one.
     earlier = shelve(random_lora_dir, tiny_llama_dir, "earlier")
     before = snapshot(earlier)
@@ -152,24 +166,35 @@ def test_sigkill_at_random_moments_keeps_checkpoints_and_the_shelf_whole(
         final = _final(run_id)
         assert final["state"] == "failed" and final["reason"] == "killed by signal 9", final
 
-        visible = [p for p in (info.run_dir / "checkpoints").iterdir() if not p.name.startswith(".")]
+        visible = [
+            p for p in (info.run_dir / "checkpoints").iterdir() if not p.name.startswith(".")
+        ]
         for ckpt in visible:  # every checkpoint a resume could pick is complete and readable
             from safetensors import safe_open
 
-            assert {"adapter_model.safetensors", "trainer_state.pt"} <= {p.name for p in ckpt.iterdir()}
+            assert {"adapter_model.safetensors", "trainer_state.pt"} <= {
+                p.name for p in ckpt.iterdir()
+            }
             with safe_open(str(ckpt / "adapter_model.safetensors"), framework="pt") as fh:
                 assert any("lora_" in k for k in fh.keys())  # noqa: SIM118
         assert latest_checkpoint(info.run_dir) == max(visible)
         assert visible_shelf(home) == ["earlier"]
-        torn = any(p.name.startswith((".tmp-", ".trash-")) for p in (info.run_dir / "checkpoints").iterdir())
-        FAULTS.add("sigkill at a random moment", "inside a checkpoint write" if torn else "between writes")
+        torn = any(
+            p.name.startswith((".tmp-", ".trash-"))
+            for p in (info.run_dir / "checkpoints").iterdir()
+        )
+        FAULTS.add(
+            "sigkill at a random moment", "inside a checkpoint write" if torn else "between writes"
+        )
     assert snapshot(earlier) == before
 
 
 # --- two app processes press Start together ---------------------------------------------------
 
+
 def test_two_app_processes_starting_at_once_get_one_run_and_one_clear_refusal(
-        tiny_llama_dir, home, ui):
+    tiny_llama_dir, home, ui
+):
     from ui.tabs.train import DATA_SOURCES
     from ui.views import forms
 
@@ -185,9 +210,17 @@ def test_two_app_processes_starting_at_once_get_one_run_and_one_clear_refusal(
         except RuntimeError as err:
             print(json.dumps({{"refused": str(err)}}))
     """)
-    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=os.environ,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            env=os.environ,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     results = []
     for proc in procs:
         out, err = proc.communicate(timeout=120)
@@ -200,9 +233,14 @@ def test_two_app_processes_starting_at_once_get_one_run_and_one_clear_refusal(
     assert refused[0].startswith(f"run {run_id} is still ")
 
     # A third start from the Train tab is told the same, in words.
-    message, new_id = ui["on_start"](DATA_SOURCES[0], None, "", *forms.form_values(forms.ui_defaults()))
-    assert message == (f"⚠️ Not started: run {run_id} is still running; "
-                       "stop it or wait for it to finish") and new_id is None
+    message, new_id = ui["on_start"](
+        DATA_SOURCES[0], None, "", *forms.form_values(forms.ui_defaults())
+    )
+    assert (
+        message
+        == (f"⚠️ Not started: run {run_id} is still running; stop it or wait for it to finish")
+        and new_id is None
+    )
     assert [r.run_id for r in runner.list_runs()] == [run_id]
     FAULTS.add("two starts at once", "two app processes + the Train tab")
     _kill(runner.get(run_id).status["pid"])

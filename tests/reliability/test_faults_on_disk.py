@@ -46,8 +46,10 @@ def _cfg(model_dir: Path, name: str = "", **train):
 
 # --- corrupt adapter files --------------------------------------------------------------------
 
+
 def test_corrupt_weights_or_manifest_are_listed_broken_and_the_rest_keep_working(
-        tiny_llama_dir, random_lora_dir, home):
+    tiny_llama_dir, random_lora_dir, home
+):
     for name in ("good", "other", "truncated", "zeroed", "bad-json", "bomb", "wrong-format"):
         shelve(random_lora_dir, tiny_llama_dir, name)
     shelf = home / "adapters"
@@ -61,9 +63,12 @@ def test_corrupt_weights_or_manifest_are_listed_broken_and_the_rest_keep_working
     entries = {e.name: e for e in Shelf().list()}
     reasons = {n: e.reason for n, e in entries.items() if not e.ok}
     assert reasons == {
-        "truncated": reasons["truncated"], "zeroed": reasons["zeroed"],
-        "bad-json": reasons["bad-json"], "bomb": "manifest.json is nested too deeply to be a manifest",
-        "wrong-format": "manifest.json has format 'other/9', expected 'tunedesk-adapter/1'"}
+        "truncated": reasons["truncated"],
+        "zeroed": reasons["zeroed"],
+        "bad-json": reasons["bad-json"],
+        "bomb": "manifest.json is nested too deeply to be a manifest",
+        "wrong-format": "manifest.json has format 'other/9', expected 'tunedesk-adapter/1'",
+    }
     assert "adapter_model.safetensors is damaged" in reasons["truncated"]
     assert "adapter_model.safetensors is damaged" in reasons["zeroed"]
     assert reasons["bad-json"].startswith("manifest.json is not valid JSON")
@@ -74,7 +79,9 @@ def test_corrupt_weights_or_manifest_are_listed_broken_and_the_rest_keep_working
     base = compare(session, MSGS, [None], SHORT)[0].text
     tuned = compare(session, MSGS, ["good"], SHORT)[0].text
     for name in ("truncated", "zeroed", "bad-json", "bomb"):  # refused with the shelf's reason
-        with pytest.raises(ValueError, match=re.escape(f"adapter '{name}' is broken: {reasons[name]}")):
+        with pytest.raises(
+            ValueError, match=re.escape(f"adapter '{name}' is broken: {reasons[name]}")
+        ):
             session.load_adapter(name)
     assert session.loaded_adapters == ["good"]
 
@@ -90,6 +97,7 @@ def test_corrupt_weights_or_manifest_are_listed_broken_and_the_rest_keep_working
 
 # --- a read-only home, a full disk ------------------------------------------------------------
 
+
 @pytest.fixture
 def tmpfs_home(home):
     """``home`` on its own 2 MiB tmpfs; yields ``make(state)`` ("ro" / "rw").
@@ -99,11 +107,16 @@ def tmpfs_home(home):
     does not stop root's writes.
     """
     home.mkdir(parents=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(home)],
-                             capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(home)],
+        capture_output=True,
+        text=True,
+    )
     if mounted.returncode and os.geteuid() == 0:
-        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}), and as root "
-                    "permissions cannot make the home read-only")
+        pytest.skip(
+            f"cannot mount a tmpfs here ({mounted.stderr.strip()}), and as root "
+            "permissions cannot make the home read-only"
+        )
 
     def make(state: str) -> None:
         if make.mounted:
@@ -121,13 +134,16 @@ def tmpfs_home(home):
 
 
 def _feedback(prompt: str = "Where is my order?") -> tuple:
-    shown = [{"adapter": "base", "adapter_hash": "h1", "text": "It is on its way."},
-             {"adapter": "earlier", "adapter_hash": "h2", "text": "Track it with the link."}]
+    shown = [
+        {"adapter": "base", "adapter_hash": "h1", "text": "It is on its way."},
+        {"adapter": "earlier", "adapter_hash": "h2", "text": "Track it with the link."},
+    ]
     return prompt, shown, "earlier", ""
 
 
 def test_read_only_home_gives_clear_errors_and_loses_nothing(
-        tiny_llama_dir, random_lora_dir, home, tmpfs_home, tmp_path, ui):
+    tiny_llama_dir, random_lora_dir, home, tmpfs_home, tmp_path, ui
+):
     from adapters.export import import_adapter
     from finetune.train import train
     from ui.tabs.train import DATA_SOURCES
@@ -167,7 +183,9 @@ def test_read_only_home_gives_clear_errors_and_loses_nothing(
     # What the user sees: one line each, no traceback.
     values = forms.form_values(forms.ui_defaults())
     message, run_id = ui["on_start"](DATA_SOURCES[0], None, "", *values)
-    assert message.startswith(f"⚠️ Not started: cannot write to {home}/runs: {ro}") and run_id is None
+    assert (
+        message.startswith(f"⚠️ Not started: cannot write to {home}/runs: {ro}") and run_id is None
+    )
     assert ui["on_rename"]("earlier", "new")[0].startswith("⚠️ could not rename adapter 'earlier'")
     assert ui["on_delete"]("earlier", True)[0].startswith("⚠️ could not delete adapter 'earlier'")
     assert ui["on_import"](str(archive), "")[0].startswith("⚠️ Import refused: could not import")
@@ -185,7 +203,8 @@ def test_read_only_home_gives_clear_errors_and_loses_nothing(
 
 
 def test_full_disk_while_saving_feedback_or_an_upload_leaves_no_half_row_or_file(
-        home, tmpfs_home, tmp_path):
+    home, tmpfs_home, tmp_path
+):
     from ui.views.feedback import save_feedback
     from ui.views.state import store_upload
 
@@ -196,15 +215,20 @@ def test_full_disk_while_saving_feedback_or_an_upload_leaves_no_half_row_or_file
     save_feedback(*_feedback())
     kept = feedback.read_bytes()
     upload = tmp_path / "chats.jsonl"
-    upload.write_text("".join(json.dumps({"prompt": f"q{i}", "completion": "a" * 1000}) + "\n"
-                              for i in range(200)))  # 200 KB: more than the space left
+    upload.write_text(
+        "".join(
+            json.dumps({"prompt": f"q{i}", "completion": "a" * 1000}) + "\n" for i in range(200)
+        )
+    )  # 200 KB: more than the space left
     filler = home / "filler"
     with open(filler, "wb") as fh, pytest.raises(OSError):
         fh.write(b"x" * (4 << 20))  # more than the 2 MiB tmpfs holds
     os.truncate(filler, filler.stat().st_size - (64 << 10))  # 64 KiB left: writes go partway
     prompt, shown, choice, _ = _feedback("x" * 300_000)  # a row bigger than the space left
 
-    with pytest.raises(OSError, match="No space left on device; the rows saved before are unchanged"):
+    with pytest.raises(
+        OSError, match="No space left on device; the rows saved before are unchanged"
+    ):
         save_feedback(prompt, shown, choice)
     with pytest.raises(OSError, match="could not keep a copy of chats.jsonl .*No space left"):
         store_upload(str(upload))

@@ -25,8 +25,12 @@ from finetune.config import RunConfig, validate
 from finetune.data.load import load_rows
 from inference.generate import GenerationSettings
 
-FUZZ_SETTINGS = settings(max_examples=300, deadline=None, derandomize=True,
-                         suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ_SETTINGS = settings(
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -42,12 +46,19 @@ def _datasets_cache(tmp_path_factory):
 
 # --- fuzzing: the dataset loader ---------------------------------------------------------------
 
-json_leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
-                      st.text(max_size=20))
-json_value = st.recursive(json_leaf, lambda inner: st.lists(inner, max_size=4)
-                          | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)
-row_value = st.dictionaries(st.sampled_from(["prompt", "completion", "messages", "text", "x"]),
-                            json_value, max_size=4)
+json_leaf = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20)
+)
+json_value = st.recursive(
+    json_leaf,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+row_value = st.dictionaries(
+    st.sampled_from(["prompt", "completion", "messages", "text", "x"]), json_value, max_size=4
+)
 
 
 _SERIAL = itertools.count()
@@ -55,20 +66,28 @@ _SERIAL = itertools.count()
 
 def _deep(depth: int, opener: str) -> bytes:
     closer = {"[": "]", '{"a":': "}"}[opener]
-    return ('{"prompt": ' + opener * depth + "1" * (opener != "[") + closer * depth
-            + ', "completion": "x"}\n').encode()
+    return (
+        '{"prompt": '
+        + opener * depth
+        + "1" * (opener != "[")
+        + closer * depth
+        + ', "completion": "x"}\n'
+    ).encode()
 
 
 file_bytes = st.one_of(
     st.binary(max_size=300),
     st.lists(row_value, min_size=1, max_size=5).map(
-        lambda rows: "".join(json.dumps(r) + "\n" for r in rows).encode()),
+        lambda rows: "".join(json.dumps(r) + "\n" for r in rows).encode()
+    ),
     json_value.map(lambda v: json.dumps(v).encode()),
     st.builds(_deep, st.integers(1, 400), st.sampled_from(["[", '{"a":'])),
     st.lists(st.lists(st.text(max_size=10), min_size=1, max_size=4), min_size=1, max_size=5).map(
-        lambda rs: "\n".join(",".join(r) for r in rs).encode()),
+        lambda rs: "\n".join(",".join(r) for r in rs).encode()
+    ),
     st.tuples(st.text(max_size=60), st.sampled_from(["utf-8", "utf-16", "utf-32", "latin-1"])).map(
-        lambda t: t[0].encode(t[1], errors="replace")),
+        lambda t: t[0].encode(t[1], errors="replace")
+    ),
 )
 
 
@@ -90,26 +109,63 @@ def test_fuzz_the_loader_rows_or_one_clear_error(tmp_path, content, suffix):
 
 # --- fuzzing: config validation ---------------------------------------------------------------
 
-anything = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), st.floats(),
-                     st.text(max_size=12), st.lists(st.text(max_size=4), max_size=3),
-                     st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
-                     st.sampled_from(["auto", "cpu", "fp32", "none", "cosine", "adamw", "drop", "",
-                                      "default", "../x", "assets/demo_support.jsonl"]))
+anything = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**12), 10**12),
+    st.floats(),
+    st.text(max_size=12),
+    st.lists(st.text(max_size=4), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    st.sampled_from(
+        [
+            "auto",
+            "cpu",
+            "fp32",
+            "none",
+            "cosine",
+            "adamw",
+            "drop",
+            "",
+            "default",
+            "../x",
+            "assets/demo_support.jsonl",
+        ]
+    ),
+)
+
+
 def _near(default):
     """Mostly a field's own default (so some configs pass), otherwise anything at all."""
     return st.integers(0, 3).flatmap(lambda i: anything if i == 0 else st.just(default))
 
 
-_DEFAULTS = {section.name: {f.name: getattr(section.default_factory(), f.name)
-                            for f in fields(section.default_factory())}
-             for section in fields(RunConfig)}
+_DEFAULTS = {
+    section.name: {
+        f.name: getattr(section.default_factory(), f.name)
+        for f in fields(section.default_factory())
+    }
+    for section in fields(RunConfig)
+}
 config_dict = st.fixed_dictionaries(
-    {section: st.fixed_dictionaries({}, optional={name: _near(v) for name, v in values.items()})
-     for section, values in _DEFAULTS.items()})
-_INT_FIELDS = {("lora", "r"), ("lora", "alpha"), ("data", "max_length"), ("data", "seed"),
-               ("train", "batch_size"), ("train", "grad_accum"), ("train", "max_steps"),
-               ("train", "log_every"), ("train", "seed"), ("train", "cpu_threads"),
-               ("run", "nproc_per_node")}
+    {
+        section: st.fixed_dictionaries({}, optional={name: _near(v) for name, v in values.items()})
+        for section, values in _DEFAULTS.items()
+    }
+)
+_INT_FIELDS = {
+    ("lora", "r"),
+    ("lora", "alpha"),
+    ("data", "max_length"),
+    ("data", "seed"),
+    ("train", "batch_size"),
+    ("train", "grad_accum"),
+    ("train", "max_steps"),
+    ("train", "log_every"),
+    ("train", "seed"),
+    ("train", "cpu_threads"),
+    ("run", "nproc_per_node"),
+}
 _AUTO_INT_FIELDS = ("eval_every", "probe_every", "save_every")  # None = auto
 HW = detect()
 
@@ -132,19 +188,32 @@ def test_fuzz_config_validation_lists_problems_and_never_raises(d):
         assert isinstance(value, int) and not isinstance(value, bool), (section, name, value)
     for name in _AUTO_INT_FIELDS:
         value = getattr(cfg.train, name)
-        assert value is None or (isinstance(value, int) and not isinstance(value, bool)), (name, value)
-    for value in (cfg.train.learning_rate, cfg.train.epochs, cfg.lora.dropout, cfg.data.val_fraction,
-                  cfg.train.time_budget_s):
+        assert value is None or (isinstance(value, int) and not isinstance(value, bool)), (
+            name,
+            value,
+        )
+    for value in (
+        cfg.train.learning_rate,
+        cfg.train.epochs,
+        cfg.lora.dropout,
+        cfg.data.val_fraction,
+        cfg.train.time_budget_s,
+    ):
         assert isinstance(value, (int, float)) and math.isfinite(value)
     assert isinstance(cfg.model.name, str) and isinstance(cfg.data.path, str)
     FUZZ.add("config validation", "valid")
 
 
 @settings(FUZZ_SETTINGS, max_examples=200)
-@given(content=st.one_of(st.binary(max_size=200), st.text(max_size=200).map(str.encode),
-                         config_dict.map(lambda d: json.dumps(d, default=str).encode()),
-                         st.integers(1, 3000).map(lambda n: ("[" * n + "]" * n).encode())),
-       suffix=st.sampled_from([".json", ".yaml"]))
+@given(
+    content=st.one_of(
+        st.binary(max_size=200),
+        st.text(max_size=200).map(str.encode),
+        config_dict.map(lambda d: json.dumps(d, default=str).encode()),
+        st.integers(1, 3000).map(lambda n: ("[" * n + "]" * n).encode()),
+    ),
+    suffix=st.sampled_from([".json", ".yaml"]),
+)
 def test_fuzz_config_files_load_or_raise_one_value_error(tmp_path, content, suffix):
     path = tmp_path / f"run{suffix}"
     path.write_bytes(content)
@@ -174,11 +243,26 @@ def test_fuzz_train_form_values_give_problems_not_tracebacks(changes):
 
 # --- fuzzing: generation settings -------------------------------------------------------------
 
+
 @settings(FUZZ_SETTINGS, max_examples=300)
-@given(values=st.fixed_dictionaries({}, optional={
-    name: st.one_of(anything, st.floats(-5, 5), st.integers(-5, 3000))
-    for name in ("max_new_tokens", "temperature", "top_p", "top_k", "repetition_penalty", "seed",
-                 "min_new_tokens", "system_prompt")}).filter(lambda v: len(v) <= 3))
+@given(
+    values=st.fixed_dictionaries(
+        {},
+        optional={
+            name: st.one_of(anything, st.floats(-5, 5), st.integers(-5, 3000))
+            for name in (
+                "max_new_tokens",
+                "temperature",
+                "top_p",
+                "top_k",
+                "repetition_penalty",
+                "seed",
+                "min_new_tokens",
+                "system_prompt",
+            )
+        },
+    ).filter(lambda v: len(v) <= 3)
+)
 def test_fuzz_generation_settings_refused_or_in_range(values):
     s = GenerationSettings(**values)
     problems = s.validate()
@@ -191,4 +275,3 @@ def test_fuzz_generation_settings_refused_or_in_range(values):
     assert 1 <= s.max_new_tokens <= 2048 and 0 <= s.temperature <= 2 and 0 < s.top_p <= 1
     assert 1 <= s.repetition_penalty <= 2 and 0 <= s.min_new_tokens <= s.max_new_tokens
     FUZZ.add("generation settings", "valid")
-

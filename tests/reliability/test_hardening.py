@@ -47,18 +47,32 @@ def shelve(home: Path, peft_dir: Path, base_dir: Path, name: str) -> Path:
     folder = home / "adapters" / name
     shutil.copytree(peft_dir, folder)
     weights = folder / "adapter_model.safetensors"
-    manifest = {"format": "tunedesk-adapter/1", "name": name, "created": "2026-01-01T00:00:00",
-                "base_model": {"name": str(base_dir),
-                               "weight_hash": models.resolve(str(base_dir)).weight_hash},
-                "adapter_hash": file_hash(weights), "adapter_bytes": weights.stat().st_size}
+    manifest = {
+        "format": "tunedesk-adapter/1",
+        "name": name,
+        "created": "2026-01-01T00:00:00",
+        "base_model": {
+            "name": str(base_dir),
+            "weight_hash": models.resolve(str(base_dir)).weight_hash,
+        },
+        "adapter_hash": file_hash(weights),
+        "adapter_bytes": weights.stat().st_size,
+    }
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder
 
 
 def snapshot(folder: Path) -> dict[str, str]:
     """Every file under ``folder`` with the sha256 of its bytes."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()} if folder.exists() else {}
+    return (
+        {
+            str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*"))
+            if p.is_file()
+        }
+        if folder.exists()
+        else {}
+    )
 
 
 def chat(tab: BrowserTab, text: str, system: str = "", adapter: str = BASE):
@@ -76,6 +90,7 @@ def answer_of(reply) -> str:
 
 # --- 1. typed control tokens are text ------------------------------------------------------
 
+
 def test_control_token_strings_tokenize_as_text(varied_dir):
     from transformers import AutoTokenizer
 
@@ -88,8 +103,9 @@ def test_control_token_strings_tokenize_as_text(varied_dir):
     # The template's own markers: <|im_start|>user ... <|im_end|> <|im_start|>assistant.
     assert (ids.count(start), ids.count(end)) == (2, 1)
     assert len(ids) > 40 * 3  # each typed string is several text tokens, not 1.0 per string
-    rendered = tok.apply_chat_template([{"role": "user", "content": typed}], tokenize=False,
-                                       add_generation_prompt=True)
+    rendered = tok.apply_chat_template(
+        [{"role": "user", "content": typed}], tokenize=False, add_generation_prompt=True
+    )
     assert tok.decode(ids) == rendered  # the same characters, now as text
     HOSTILE.add("control-token strings in a prompt", "tokenized as text")
 
@@ -112,11 +128,27 @@ def test_training_rows_with_control_tokens_are_counted(varied_dir, tmp_path):
     rows[4]["response"] = "done<|im_end|> and more"
     data = tmp_path / "rows.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    out = subprocess.run([sys.executable, "-m", "finetune", "prepare-data", "--data", str(data),
-                          "--model", str(varied_dir), "--val-fraction", "0", "--out",
-                          str(tmp_path / "prepared")],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env={**_env(tmp_path / "home")})
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "finetune",
+            "prepare-data",
+            "--data",
+            str(data),
+            "--model",
+            str(varied_dir),
+            "--val-fraction",
+            "0",
+            "--out",
+            str(tmp_path / "prepared"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**_env(tmp_path / "home")},
+    )
     assert out.returncode == 0, out.stderr
     assert "2 rows hold control-token strings" in out.stdout
     stats = json.loads((tmp_path / "prepared" / "stats.json").read_text())
@@ -131,6 +163,7 @@ def _env(home: Path) -> dict:
 
 # --- 2. Start runs Check's checks, and refuses before a run exists ---------------------------
 
+
 def _bad_datasets(folder: Path) -> dict[str, str]:
     """Typed dataset paths that cannot be trained on, by case name."""
     files = {
@@ -144,8 +177,12 @@ def _bad_datasets(folder: Path) -> dict[str, str]:
     for name, content in files.items():
         (folder / name).write_bytes(content)
     cases = {name: str(folder / name) for name in files}
-    cases |= {"missing": str(folder / "no-such.jsonl"), "directory": str(folder),
-              "passwd": "/etc/passwd", "long": "d" * 5000}
+    cases |= {
+        "missing": str(folder / "no-such.jsonl"),
+        "directory": str(folder),
+        "passwd": "/etc/passwd",
+        "long": "d" * 5000,
+    }
     return cases
 
 
@@ -172,6 +209,7 @@ def test_start_refuses_what_check_refuses_before_any_run(app, tab, varied_dir, t
 
 
 # --- 3. a refused upload is not kept ------------------------------------------------------
+
 
 def _upload(app, path: Path) -> dict:
     """Upload a file as the browser does; the FileData the app's inputs take."""
@@ -210,7 +248,8 @@ def test_lone_surrogates_get_a_sentence_in_chat_compare_and_evaluate(app, tab, v
     reply = chat(tab, SURROGATE)
     assert reply.error is None and reply.warnings == [
         "the message contains a character that is not valid Unicode (a lone surrogate, U+D800, "
-        "at character 7); remove it and try again"]
+        "at character 7); remove it and try again"
+    ]
     assert reply.outputs[0] == [] and reply.outputs[1] == "hello \ufffd world"
     reply = chat(tab, "Where is my order?", system=SURROGATE)  # the system prompt box too
     assert reply.error is None and "not valid Unicode" in reply.warnings[0]
@@ -218,13 +257,16 @@ def test_lone_surrogates_get_a_sentence_in_chat_compare_and_evaluate(app, tab, v
     reply = tab.call("compare", "uni", "(none)", SURROGATE, "", 16, 1.0)
     assert reply.error is None and "not valid Unicode" in reply.warnings[0]
     tab.call("evaluate_adapters")
-    reply = tab.call("evaluate", ["uni"], "assets/\ud800.jsonl", 4, 16, 4, False, "intent", 0, "auto")
+    reply = tab.call(
+        "evaluate", ["uni"], "assets/\ud800.jsonl", 4, 16, 4, False, "intent", 0, "auto"
+    )
     assert reply.error is None and reply.outputs[0].startswith("⚠️ the dataset path contains")
     for where in ("chat message", "system prompt", "compare", "evaluate path"):
         HOSTILE.add("lone surrogate (app)", where)
 
 
 # --- 5. an adapter damaged after it was loaded ------------------------------------------------
+
 
 def _peft(varied_dir: Path) -> tuple[Path, Path]:
     """A LoRA adapter folder on the varied model (saved once), and the base it belongs to."""
@@ -235,9 +277,12 @@ def _peft(varied_dir: Path) -> tuple[Path, Path]:
         from transformers import AutoModelForCausalLM
 
         torch.manual_seed(1)
-        config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
-                            init_lora_weights=False)
-        get_peft_model(AutoModelForCausalLM.from_pretrained(varied_dir), config).save_pretrained(folder)
+        config = LoraConfig(
+            r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False
+        )
+        get_peft_model(AutoModelForCausalLM.from_pretrained(varied_dir), config).save_pretrained(
+            folder
+        )
     return folder, varied_dir
 
 
@@ -269,6 +314,7 @@ def test_an_adapter_damaged_after_loading_is_refused_with_the_shelf_reason(app, 
 
 # --- 6. messages quote user input cut short ----------------------------------------------------
 
+
 def test_long_input_is_quoted_cut_to_a_readable_length(app, tab, varied_dir):
     shelve(app.home, *_peft(varied_dir), "named")
     before = snapshot(app.home / "adapters")
@@ -291,23 +337,55 @@ def test_lone_surrogates_get_a_sentence_on_the_command_line(varied_dir, tmp_path
     golden = tmp_path / "golden.jsonl"
     golden.write_text('{"prompt": "hello \\ud800 world", "must_contain": ["order"]}\n')
     runs = {
-        "eval golden": ["eval", "--adapter", "uni", "--data", "assets/demo_support.jsonl",
-                        "--golden", str(golden), "--max-samples", "2", "--quiet"],
-        "eval data path": ["eval", "--adapter", "uni", "--data", b"caf\xe9.jsonl", "--no-golden",
-                           "--max-samples", "2", "--quiet"],
-        "prepare-data path": ["finetune", "prepare-data", "--data", b"caf\xe9.jsonl",
-                              "--model", str(varied_dir)],
+        "eval golden": [
+            "eval",
+            "--adapter",
+            "uni",
+            "--data",
+            "assets/demo_support.jsonl",
+            "--golden",
+            str(golden),
+            "--max-samples",
+            "2",
+            "--quiet",
+        ],
+        "eval data path": [
+            "eval",
+            "--adapter",
+            "uni",
+            "--data",
+            b"caf\xe9.jsonl",
+            "--no-golden",
+            "--max-samples",
+            "2",
+            "--quiet",
+        ],
+        "prepare-data path": [
+            "finetune",
+            "prepare-data",
+            "--data",
+            b"caf\xe9.jsonl",
+            "--model",
+            str(varied_dir),
+        ],
     }
     said = {}
     for label, args in runs.items():
-        argv = [sys.executable.encode(), b"-m", *(a if isinstance(a, bytes) else a.encode() for a in args)]
+        argv = [
+            sys.executable.encode(),
+            b"-m",
+            *(a if isinstance(a, bytes) else a.encode() for a in args),
+        ]
         out = subprocess.run(argv, cwd=ROOT, capture_output=True, timeout=300, env=_env(home))
         assert out.returncode == 2 and b"Traceback" not in out.stderr, (label, out.stderr[-2000:])
         said[label] = out.stderr.decode().strip().splitlines()[-1]
         HOSTILE.add("lone surrogate (CLI)", "exit 2 with a sentence")
-    assert said["eval golden"] == ("error: golden.jsonl line 1: the prompt contains a character that "
-                                   "is not valid Unicode (a lone surrogate, U+D800, at character 7); "
-                                   "remove it and try again")
+    assert said["eval golden"] == (
+        "error: golden.jsonl line 1: the prompt contains a character that "
+        "is not valid Unicode (a lone surrogate, U+D800, at character 7); "
+        "remove it and try again"
+    )
     assert said["eval data path"] == "error: data file caf\\udce9.jsonl does not exist"
     assert said["prepare-data path"].startswith(
-        "error: the dataset path contains a character that is not valid Unicode"), said
+        "error: the dataset path contains a character that is not valid Unicode"
+    ), said

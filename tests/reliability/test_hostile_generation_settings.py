@@ -49,12 +49,30 @@ def _warnings_of(fn, *args) -> tuple[object, list[str]]:
 # --- generation settings and batch sizes ------------------------------------------------------
 
 BAD_SETTINGS = [
-    ("max_new_tokens", 10**9), ("max_new_tokens", -5), ("max_new_tokens", 0), ("max_new_tokens", 2.5),
-    ("max_new_tokens", True), ("max_new_tokens", "100"), ("max_new_tokens", None),
-    ("temperature", math.nan), ("temperature", math.inf), ("temperature", -0.1), ("temperature", 3),
-    ("temperature", "hot"), ("top_p", 0), ("top_p", 1.5), ("top_p", math.nan), ("top_k", -1),
-    ("top_k", 10**6), ("repetition_penalty", 0.5), ("repetition_penalty", math.nan), ("seed", -1),
-    ("seed", 2**70), ("seed", 1.5), ("min_new_tokens", 10**6), ("system_prompt", 42),
+    ("max_new_tokens", 10**9),
+    ("max_new_tokens", -5),
+    ("max_new_tokens", 0),
+    ("max_new_tokens", 2.5),
+    ("max_new_tokens", True),
+    ("max_new_tokens", "100"),
+    ("max_new_tokens", None),
+    ("temperature", math.nan),
+    ("temperature", math.inf),
+    ("temperature", -0.1),
+    ("temperature", 3),
+    ("temperature", "hot"),
+    ("top_p", 0),
+    ("top_p", 1.5),
+    ("top_p", math.nan),
+    ("top_k", -1),
+    ("top_k", 10**6),
+    ("repetition_penalty", 0.5),
+    ("repetition_penalty", math.nan),
+    ("seed", -1),
+    ("seed", 2**70),
+    ("seed", 1.5),
+    ("min_new_tokens", 10**6),
+    ("system_prompt", 42),
 ]
 
 
@@ -80,7 +98,9 @@ def test_form_values_become_value_errors_never_type_errors(ui):
 def test_the_ui_shows_refused_settings_and_sizes(ui, home):
     from ui.views.state import BASE_LABEL
 
-    history, shown = _warnings_of(ui["respond"], [], "hello", BASE_LABEL, "", 200, 0.0, 0.9, 1.0, None)
+    history, shown = _warnings_of(
+        ui["respond"], [], "hello", BASE_LABEL, "", 200, 0.0, 0.9, 1.0, None
+    )
     assert history == ([{"role": "user", "content": "hello"}], "")  # no half answer added
     assert len(shown) == 1 and "seed must be a whole number" in shown[0]
     panes, shown = _warnings_of(ui["run"], None, None, "hello", "", 0, 1.0)
@@ -89,7 +109,9 @@ def test_the_ui_shows_refused_settings_and_sizes(ui, home):
     names = [f"a{i}" for i in range(5)]
     status = ui["on_run"](names, "assets/demo_support.jsonl", 40, 128, 8, False, "intent", 0)[0]
     assert status.startswith("⚠️ cannot evaluate: 5 adapters, but the session holds at most 4")
-    status = ui["on_run"](["a0"], "assets/demo_support.jsonl", 10**6, 128, 1000, False, "intent", 0)[0]
+    status = ui["on_run"](
+        ["a0"], "assets/demo_support.jsonl", 10**6, 128, 1000, False, "intent", 0
+    )[0]
     assert "max_samples must be a whole number from 1 to 10000, got 1000000" in status
     assert "batch_size must be a whole number from 1 to 64, got 1000" in status
     for case in ("chat", "compare", "evaluate adapters", "evaluate rows and batch"):
@@ -107,7 +129,9 @@ def test_oversized_batches_and_prompts_are_refused_before_generating(session, ho
     assert session.status()["state"] == "not loaded"  # refused before the model was touched
 
     pasted = [{"role": "user", "content": "where is my order " * 400}]  # far past 256 positions
-    with pytest.raises(ValueError, match=r"the conversation is \d+ tokens; this model reads at most 256"):
+    with pytest.raises(
+        ValueError, match=r"the conversation is \d+ tokens; this model reads at most 256"
+    ):
         compare(session, pasted, [None], settings)
     with pytest.raises(ValueError, match="this model reads at most 256"):
         next(stream_chat(session, pasted, None, settings))

@@ -39,23 +39,44 @@ def _files(folder: Path) -> set[str]:
 
 # --- names, paths and links -------------------------------------------------------------------
 
-BAD_NAMES = ["../x", "../../etc/passwd", "/etc/passwd", "..", ".", "a/b", "a\\b", ".hidden",
-             "x" * 65, "ok\n", "nul\x00x", "~root", "$(touch pwned)", "C:\\evil", "..%2f..%2fx"]
+BAD_NAMES = [
+    "../x",
+    "../../etc/passwd",
+    "/etc/passwd",
+    "..",
+    ".",
+    "a/b",
+    "a\\b",
+    ".hidden",
+    "x" * 65,
+    "ok\n",
+    "nul\x00x",
+    "~root",
+    "$(touch pwned)",
+    "C:\\evil",
+    "..%2f..%2fx",
+]
 
 
 def shelve(peft_dir: Path, base_dir: Path, name: str) -> Path:
     folder = Shelf().root / name
     shutil.copytree(peft_dir, folder)
-    manifest = {"format": "tunedesk-adapter/1", "name": name,
-                "base_model": {"name": str(base_dir),
-                               "weight_hash": models.resolve(str(base_dir)).weight_hash},
-                "adapter_hash": file_hash(folder / "adapter_model.safetensors")}
+    manifest = {
+        "format": "tunedesk-adapter/1",
+        "name": name,
+        "base_model": {
+            "name": str(base_dir),
+            "weight_hash": models.resolve(str(base_dir)).weight_hash,
+        },
+        "adapter_hash": file_hash(folder / "adapter_model.safetensors"),
+    }
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder
 
 
 def test_hostile_names_are_refused_at_every_entry_point(
-        home, tmp_path, random_lora_dir, tiny_llama_dir, session):
+    home, tmp_path, random_lora_dir, tiny_llama_dir, session
+):
     from adapters.export import export_merged, export_zip, import_adapter
     from eval.run import evaluate
     from finetune.train import runner
@@ -64,16 +85,20 @@ def test_hostile_names_are_refused_at_every_entry_point(
     before, outside = _files(home), _files(tmp_path) - {f"home/{p}" for p in _files(home)}
     shelf = Shelf()
     entry_points = {
-        "shelf.get": lambda n: shelf.get(n), "shelf.delete": lambda n: shelf.delete(n),
+        "shelf.get": lambda n: shelf.get(n),
+        "shelf.delete": lambda n: shelf.delete(n),
         "shelf.rename from": lambda n: shelf.rename(n, "fine"),
         "shelf.rename to": lambda n: shelf.rename("good", n),
         "shelf.write_manifest_fields": lambda n: shelf.write_manifest_fields(n, {"x": 1}),
         "import name": lambda n: import_adapter(random_lora_dir, name=n),
-        "export zip": lambda n: export_zip(n), "export merged": lambda n: export_merged(n),
+        "export zip": lambda n: export_zip(n),
+        "export merged": lambda n: export_merged(n),
         "session.load_adapter": lambda n: session.load_adapter(n),
-        "evaluate": lambda n: evaluate(session, [n], str(ROOT / "assets" / "demo_support.jsonl"),
-                                       max_samples=2, golden=None),
-        "runner.get": lambda n: runner.get(n), "runner.stop": lambda n: runner.stop(n),
+        "evaluate": lambda n: evaluate(
+            session, [n], str(ROOT / "assets" / "demo_support.jsonl"), max_samples=2, golden=None
+        ),
+        "runner.get": lambda n: runner.get(n),
+        "runner.stop": lambda n: runner.stop(n),
     }
     for label, call in entry_points.items():
         for name in BAD_NAMES:
@@ -93,8 +118,9 @@ def test_hostile_names_are_refused_at_every_entry_point(
     assert not Path("pwned").exists()
 
 
-def test_links_out_of_the_home_are_not_followed(home, tmp_path, random_lora_dir, tiny_llama_dir,
-                                                session):
+def test_links_out_of_the_home_are_not_followed(
+    home, tmp_path, random_lora_dir, tiny_llama_dir, session
+):
     from adapters.export import export_zip, import_adapter
 
     outside = tmp_path / "outside"

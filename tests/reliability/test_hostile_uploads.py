@@ -37,6 +37,7 @@ def _files(folder: Path) -> set[str]:
 
 # --- uploads ----------------------------------------------------------------------------------
 
+
 def _sparse(path: Path, size: int) -> Path:
     with open(path, "wb") as fh:  # a hole, not data: no disk space used
         fh.truncate(size)
@@ -69,38 +70,95 @@ def _write(content: str | bytes):
 ROW = '{"prompt": "Where is my order?", "completion": "It ships today."}\n'
 # name: (file name, builder, what the message must say, TUNEDESK_MAX_DATA_BYTES or None)
 BAD_UPLOADS = {
-    "huge (sparse 201 MiB)": ("big.jsonl", lambda p: _sparse(p, 201 << 20),
-                              "is 201 MiB; the upload limit is 200 MiB", None),
+    "huge (sparse 201 MiB)": (
+        "big.jsonl",
+        lambda p: _sparse(p, 201 << 20),
+        "is 201 MiB; the upload limit is 200 MiB",
+        None,
+    ),
     "binary noise": ("noise.jsonl", _write(os.urandom(4096) + b"\0"), "binary content", None),
-    "a PNG named .csv": ("photo.csv", _write(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR"), "binary content", None),
+    "a PNG named .csv": (
+        "photo.csv",
+        _write(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR"),
+        "binary content",
+        None,
+    ),
     "zip bomb named .jsonl": ("rows.jsonl", _zip_bomb, "binary content", None),
-    "gzip bomb named .json": ("rows.json", _write(gzip.compress(b"\0" * 50_000_000)),
-                              "binary content", None),
-    "gzip bomb, real name": ("rows.jsonl.gz", _write(gzip.compress(b"\0" * 1_000_000)),
-                             "upload a .jsonl, .json, .csv, .parquet file", None),
+    "gzip bomb named .json": (
+        "rows.json",
+        _write(gzip.compress(b"\0" * 50_000_000)),
+        "binary content",
+        None,
+    ),
+    "gzip bomb, real name": (
+        "rows.jsonl.gz",
+        _write(gzip.compress(b"\0" * 1_000_000)),
+        "upload a .jsonl, .json, .csv, .parquet file",
+        None,
+    ),
     "zip archive": ("rows.zip", _zip_bomb, "upload a .jsonl, .json, .csv, .parquet file", None),
-    "Parquet compression bomb": ("rows.parquet", _parquet_bomb, "unpacks to 10 MB, over the 1 MB",
-                                 "1000000"),
+    "Parquet compression bomb": (
+        "rows.parquet",
+        _parquet_bomb,
+        "unpacks to 10 MB, over the 1 MB",
+        "1000000",
+    ),
     "text named .parquet": ("rows.parquet", _write(ROW), "not a Parquet file", None),
-    "JSON nesting bomb [[[[": ("deep.json", _write("[" * 100_000 + "]" * 100_000),
-                               "nested more than 64 levels deep", None),
+    "JSON nesting bomb [[[[": (
+        "deep.json",
+        _write("[" * 100_000 + "]" * 100_000),
+        "nested more than 64 levels deep",
+        None,
+    ),
     "JSONL nesting bomb in a field": (
-        "deep.jsonl", _write('{"prompt": ' + "[" * 100_000 + "]" * 100_000 + ', "completion": "x"}\n'),
-        "nested more than 64 levels deep", None),
-    "JSONL nesting bomb, unclosed": ("deep2.jsonl", _write('{"prompt": ' + '{"a": ' * 60_000 + "\n"),
-                                     "nested more than 64 levels deep", None),
-    "one 9 MB JSON object": ("one.json", _write('{"prompt": "' + "x" * (9 << 20) + '"}'),
-                             "holds one JSON value over 8 MB", None),
-    "UTF-16 text": ("utf16.jsonl", _write(ROW.encode("utf-16")), "UTF-16-encoded; save the file as UTF-8",
-                    None),
-    "Latin-1 text": ("latin1.csv", _write("prompt,completion\nhé,ok\n".encode("latin-1")),
-                     "not valid UTF-8 text (byte 0xe9 on line 2)", None),
+        "deep.jsonl",
+        _write('{"prompt": ' + "[" * 100_000 + "]" * 100_000 + ', "completion": "x"}\n'),
+        "nested more than 64 levels deep",
+        None,
+    ),
+    "JSONL nesting bomb, unclosed": (
+        "deep2.jsonl",
+        _write('{"prompt": ' + '{"a": ' * 60_000 + "\n"),
+        "nested more than 64 levels deep",
+        None,
+    ),
+    "one 9 MB JSON object": (
+        "one.json",
+        _write('{"prompt": "' + "x" * (9 << 20) + '"}'),
+        "holds one JSON value over 8 MB",
+        None,
+    ),
+    "UTF-16 text": (
+        "utf16.jsonl",
+        _write(ROW.encode("utf-16")),
+        "UTF-16-encoded; save the file as UTF-8",
+        None,
+    ),
+    "Latin-1 text": (
+        "latin1.csv",
+        _write("prompt,completion\nhé,ok\n".encode("latin-1")),
+        "not valid UTF-8 text (byte 0xe9 on line 2)",
+        None,
+    ),
     "empty file": ("empty.jsonl", _write(b""), "the file is empty", None),
-    "wrong extension .txt": ("notes.txt", _write(ROW), "upload a .jsonl, .json, .csv, .parquet file", None),
-    "wrong extension .exe": ("setup.exe", _write(b"MZ\x90\0"), "upload a .jsonl, .json, .csv, .parquet",
-                             None),
-    "CSV named .jsonl": ("table.jsonl", _write("prompt,completion\na,b\n"), "could not read it as JSON",
-                         None),
+    "wrong extension .txt": (
+        "notes.txt",
+        _write(ROW),
+        "upload a .jsonl, .json, .csv, .parquet file",
+        None,
+    ),
+    "wrong extension .exe": (
+        "setup.exe",
+        _write(b"MZ\x90\0"),
+        "upload a .jsonl, .json, .csv, .parquet",
+        None,
+    ),
+    "CSV named .jsonl": (
+        "table.jsonl",
+        _write("prompt,completion\na,b\n"),
+        "could not read it as JSON",
+        None,
+    ),
     "JSON lines named .csv": ("rows.csv", _write(ROW), "has no rows", None),
 }
 
@@ -143,15 +201,24 @@ def test_upload_names_cannot_leave_the_uploads_folder(home, tmp_path):
         path.write_text(ROW)
         kept = Path(store_upload(str(path)))
         assert kept.parent == home / "datasets" / "uploads" and kept.read_text() == ROW
-        assert set(kept.stem) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+        assert set(kept.stem) <= set(
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"
+        )
         HOSTILE.add("upload names", stem[:20])
     assert not Path("pwned").exists()
 
 
 # --- CSV formulas -----------------------------------------------------------------------------
 
-FORMULAS = ["=cmd|' /C calc'!A0", "+1+1", "-2+3", "@SUM(A1:A9)", "=HYPERLINK(\"http://x\",\"y\")",
-            "\t=1+1", "\r=1"]
+FORMULAS = [
+    "=cmd|' /C calc'!A0",
+    "+1+1",
+    "-2+3",
+    "@SUM(A1:A9)",
+    '=HYPERLINK("http://x","y")',
+    "\t=1+1",
+    "\r=1",
+]
 
 
 def test_formula_cells_are_training_text_not_formulas(tmp_path):
@@ -171,18 +238,30 @@ def test_the_exported_samples_csv_neutralises_formulas(home):
 
     samples = []
     for i, cell in enumerate(FORMULAS):
-        samples.append({
-            "index": i, "intent": "=intent", "prompt": cell, "reference": f"-{cell}",
-            "answers": {"base": f"@{cell}", "tuned": "plain answer"},
-            "bleu": {"base": 1.0, "tuned": 2.0}, "rouge_l": {"base": 0.5, "tuned": 0.25},
-            "delta": {"tuned": {"bleu": 1.0, "rouge_l": -0.25}}})
+        samples.append(
+            {
+                "index": i,
+                "intent": "=intent",
+                "prompt": cell,
+                "reference": f"-{cell}",
+                "answers": {"base": f"@{cell}", "tuned": "plain answer"},
+                "bleu": {"base": 1.0, "tuned": 2.0},
+                "rouge_l": {"base": 0.5, "tuned": 0.25},
+                "delta": {"tuned": {"bleu": 1.0, "rouge_l": -0.25}},
+            }
+        )
     metric = {"bleu": 1.0, "rouge_l": 0.5, "perplexity": 9.0, "golden_passed": 0, "golden_total": 0}
     ci = {"delta": -0.25, "low": -0.5, "high": 0.1}
     report = EvalReport(
-        eval_id="20260101-000000-abcdef", created="2026-01-01T00:00:00", models=["base", "tuned"],
+        eval_id="20260101-000000-abcdef",
+        created="2026-01-01T00:00:00",
+        models=["base", "tuned"],
         metrics={"base": metric, "tuned": metric},
-        deltas={"tuned": {"bleu": ci, "rouge_l": ci, "perplexity": ci}}, samples=samples,
-        worse={"tuned": list(range(len(FORMULAS)))}, golden={"total": 0, "passed": {}, "results": []})
+        deltas={"tuned": {"bleu": ci, "rouge_l": ci, "perplexity": ci}},
+        samples=samples,
+        worse={"tuned": list(range(len(FORMULAS)))},
+        golden={"total": 0, "passed": {}, "results": []},
+    )
     folder = save_report(report)
 
     with open(folder / "samples.csv", newline="", encoding="utf-8") as fh:

@@ -33,11 +33,18 @@ def shelf(home, random_lora_dir, tiny_llama_dir) -> Path:
         folder = home / "adapters" / name
         shutil.copytree(random_lora_dir, folder)
         weights = folder / "adapter_model.safetensors"
-        manifest = {"format": "tunedesk-adapter/1", "name": name, "created": f"2026-01-0{len(name)}T00:00:00",
-                    "base_model": {"name": str(tiny_llama_dir),
-                                   "weight_hash": models.resolve(str(tiny_llama_dir)).weight_hash},
-                    "lora": {"r": 4, "alpha": 8}, "adapter_hash": file_hash(weights),
-                    "adapter_bytes": weights.stat().st_size}
+        manifest = {
+            "format": "tunedesk-adapter/1",
+            "name": name,
+            "created": f"2026-01-0{len(name)}T00:00:00",
+            "base_model": {
+                "name": str(tiny_llama_dir),
+                "weight_hash": models.resolve(str(tiny_llama_dir)).weight_hash,
+            },
+            "lora": {"r": 4, "alpha": 8},
+            "adapter_hash": file_hash(weights),
+            "adapter_bytes": weights.stat().st_size,
+        }
         (folder / "manifest.json").write_text(json.dumps(manifest))
     gamma = home / "adapters" / "gamma" / "adapter_model.safetensors"
     data = bytearray(gamma.read_bytes())
@@ -48,7 +55,10 @@ def shelf(home, random_lora_dir, tiny_llama_dir) -> Path:
 
 def cli(home: Path, *args: str | bytes) -> subprocess.CompletedProcess:
     env = {**clean_env(), "TUNEDESK_HOME": str(home), "HF_HUB_OFFLINE": "1"}
-    argv = [os.fsencode(a) if isinstance(a, str) else a for a in (sys.executable, "-m", "adapters", *args)]
+    argv = [
+        os.fsencode(a) if isinstance(a, str) else a
+        for a in (sys.executable, "-m", "adapters", *args)
+    ]
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, timeout=300)
 
 
@@ -61,8 +71,11 @@ def err(result) -> str:
 
 
 def snapshot(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def refused(home: Path, shelf: Path, *args: str | bytes) -> str:
@@ -91,7 +104,11 @@ def test_list_and_show(home, shelf):
     assert " ok " in rows["alpha"] and "broken" in rows["gamma"]
     assert "does not match its manifest" in rows["gamma"]
     as_json = [json.loads(line) for line in out(cli(home, "list", "--json")).splitlines()]
-    assert {e["name"]: e["status"] for e in as_json} == {"alpha": "ok", "beta": "ok", "gamma": "broken"}
+    assert {e["name"]: e["status"] for e in as_json} == {
+        "alpha": "ok",
+        "beta": "ok",
+        "gamma": "broken",
+    }
     shown = cli(home, "show", "alpha")
     assert shown.returncode == 0 and "r=4 alpha=8" in out(shown)
     broken = cli(home, "show", "gamma")  # readable, but not usable: exit 1

@@ -56,26 +56,43 @@ def client(url):
 
 
 def admin(url, method, path, body=None, key=KEY):
-    return httpx.request(method, f"{url}/v1/aliases{path}", json=body, timeout=30,
-                         headers={"Authorization": f"Bearer {key}"})
+    return httpx.request(
+        method,
+        f"{url}/v1/aliases{path}",
+        json=body,
+        timeout=30,
+        headers={"Authorization": f"Bearer {key}"},
+    )
 
 
 def ask(url, messages, *, user=None, header=None, stream=False, max_tokens=2):
     """One answer to ``support-bot``: (version from the header, fingerprint, text)."""
     extra = {"extra_headers": {"X-TuneDesk-Conversation": header}} if header else {}
     raw = client(url).chat.completions.with_raw_response.create(
-        model="support-bot", messages=messages, max_tokens=max_tokens, temperature=0, stream=stream,
-        **({"user": user} if user else {}), **extra)
+        model="support-bot",
+        messages=messages,
+        max_tokens=max_tokens,
+        temperature=0,
+        stream=stream,
+        **({"user": user} if user else {}),
+        **extra,
+    )
     version = raw.headers["X-TuneDesk-Version"]
     if stream:
         chunks = list(raw.parse())
-        return version, chunks[0].system_fingerprint, "".join(c.choices[0].delta.content or "" for c in chunks)
+        return (
+            version,
+            chunks[0].system_fingerprint,
+            "".join(c.choices[0].delta.content or "" for c in chunks),
+        )
     done = raw.parse()
     return version, done.system_fingerprint, done.choices[0].message.content
 
 
 CLIENTS, PER_PHASE = 16, 48  # conversation turns answered per phase, at least
-SPLIT_EACH = 63  # fresh conversations per client in the split part: 16 x 63 = 1,008 requests at 90/10
+SPLIT_EACH = (
+    63  # fresh conversations per client in the split part: 16 x 63 = 1,008 requests at 90/10
+)
 
 
 class Traffic:
@@ -88,7 +105,9 @@ class Traffic:
         self.seen = defaultdict(set)  # conversation -> versions that answered it
         self.first = {}  # conversation -> (phase, version)
         self.split = Counter()  # the split part's versions
-        self.gate = threading.Barrier(CLIENTS + 1, timeout=120)  # the split part starts and ends together
+        self.gate = threading.Barrier(
+            CLIENTS + 1, timeout=120
+        )  # the split part starts and ends together
 
     def answered(self, key, phase, version, fingerprint):
         assert fingerprint == f"pytorch float32, batched; {version}"
@@ -100,7 +119,9 @@ class Traffic:
 
     def wait(self, count):
         with self.lock:
-            assert self.lock.wait_for(lambda: self.done >= count or self.failed, timeout=120), self.done
+            assert self.lock.wait_for(lambda: self.done >= count or self.failed, timeout=120), (
+                self.done
+            )
             return self.done
 
 
@@ -122,16 +143,21 @@ def converse(url, traffic: Traffic, i: int) -> None:
         key, n = f"t{i}-{n}", n + 1
         messages, phase = list(MSGS), traffic.phase
         for turn in range(2 + i % 3):  # conversations of 2-4 turns: the clients fall out of step
-            version, fingerprint, text = ask(url, messages, stream=turn == 1,
-                                             **({"user": key} if i % 2 else {"header": key}))
+            version, fingerprint, text = ask(
+                url, messages, stream=turn == 1, **({"user": key} if i % 2 else {"header": key})
+            )
             traffic.answered(key, phase, version, fingerprint)
-            messages += [{"role": "assistant", "content": text}, {"role": "user", "content": "And now?"}]
+            messages += [
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": "And now?"},
+            ]
 
 
 def test_sixteen_clients_lose_nothing_mix_no_conversation_and_follow_the_split(served):
     """The issue's goal: 16 clients on ``support-bot`` while the split goes 100/0 -> 90/10 -> 0/100
     -> 100/0 (through the admin route and the shelf, as the CLI writes), 1,008 fresh conversations
-    at 90/10 in between; the versions read from the X-TuneDesk-Version header and the fingerprint."""
+    at 90/10 in between; the versions read from the X-TuneDesk-Version header
+    and the fingerprint."""
     server, url = served
     book = AliasBook(server.shelf())
     book.set("support-bot", {"a": 100}, by="test")
@@ -164,7 +190,9 @@ def test_sixteen_clients_lose_nothing_mix_no_conversation_and_follow_the_split(s
             traffic.wait(traffic.done + PER_PHASE)
             traffic.mode = "split"
             traffic.gate.wait()
-            server.aliases.rng = random.Random(32)  # no draw is running: the next 1,008 come from here
+            server.aliases.rng = random.Random(
+                32
+            )  # no draw is running: the next 1,008 come from here
             traffic.gate.wait()
             traffic.mode = "chat"
             traffic.gate.wait()
@@ -179,12 +207,16 @@ def test_sixteen_clients_lose_nothing_mix_no_conversation_and_follow_the_split(s
             for future in clients:
                 future.result()
     assert traffic.failed == []
-    assert all(len(v) == 1 for v in traffic.seen.values()), {k: v for k, v in traffic.seen.items() if len(v) > 1}
+    assert all(len(v) == 1 for v in traffic.seen.values()), {
+        k: v for k, v in traffic.seen.items() if len(v) > 1
+    }
     began = Counter(traffic.first.values())
     assert began[(0, "b")] == 0 and began[(2, "a")] == 0 and began[(3, "b")] == 0
     assert began[(2, "b")] > 0 and began[(3, "a")] > 0, began
     total = CLIENTS * SPLIT_EACH
-    assert sum(traffic.split.values()) == total and abs(traffic.split["b"] / total - 0.10) <= 0.03, traffic.split
+    assert (
+        sum(traffic.split.values()) == total and abs(traffic.split["b"] / total - 0.10) <= 0.03
+    ), traffic.split
     rng = random.Random(32)  # each request one draw, whichever client got which
     assert traffic.split == Counter(draw({"a": 90, "b": 10}, rng) for _ in range(total))
 
@@ -208,17 +240,28 @@ def test_a_failed_gate_blocks_promotion_through_the_api_unless_overridden(served
     assert "release gate of c: failed" in refused.json()["error"]["message"]
     canary = admin(url, "PUT", "/support-bot", {"versions": {"a": 90, "c": 10}})
     assert canary.status_code == 400 and canary.json()["error"]["param"] == "versions.c"
-    assert admin(url, "GET", "/support-bot").json()["versions"] == {"a": 100}  # refusals change nothing
+    assert admin(url, "GET", "/support-bot").json()["versions"] == {
+        "a": 100
+    }  # refusals change nothing
     no_reason = admin(url, "PUT", "/support-bot", {"versions": {"a": 90, "c": 10}, "force": True})
     assert no_reason.status_code == 400 and no_reason.json()["error"]["param"] == "reason"
-    forced = admin(url, "PUT", "/support-bot", {"versions": {"a": 90, "c": 10}, "force": True,
-                                                "reason": "canary of the refund fix"})
+    forced = admin(
+        url,
+        "PUT",
+        "/support-bot",
+        {"versions": {"a": 90, "c": 10}, "force": True, "reason": "canary of the refund fix"},
+    )
     assert forced.status_code == 200 and forced.json()["forced"] == ["c"]
     assert "Override for c" in forced.json()["message"]
     card = admin(url, "GET", "/support-bot").json()
-    assert card["versions"] == {"a": 90, "c": 10} and card["release_gates"] == {"a": "passed", "c": "failed"}
+    assert card["versions"] == {"a": 90, "c": 10} and card["release_gates"] == {
+        "a": "passed",
+        "c": "failed",
+    }
     assert [(r["by"], r["override"]) for r in card["history"]] == [
-        ("ops", None), ("ops", "canary of the refund fix")]
+        ("ops", None),
+        ("ops", "canary of the refund fix"),
+    ]
     back = admin(url, "POST", "/support-bot/rollback")
     assert back.status_code == 200 and back.json()["to"] == {"a": 100}
 
@@ -246,7 +289,13 @@ BAD_REQUESTS = [  # method, path, body, status, the field named
     ("PUT", "/a", {"versions": {"b": 100}}, 400, "name"),
     ("PUT", "/base", {"versions": {"b": 100}}, 400, "name"),
     ("PUT", "/support-bot", {"versions": {"a": 100}, "force": "yes"}, 400, "force"),
-    ("PUT", "/support-bot", {"versions": {"a": 100}, "auto_rollback": {"margin": 2}}, 400, "auto_rollback.margin"),
+    (
+        "PUT",
+        "/support-bot",
+        {"versions": {"a": 100}, "auto_rollback": {"margin": 2}},
+        400,
+        "auto_rollback.margin",
+    ),
     ("PUT", "/support-bot", {"versions": {"a": 100}, "auto_rollback": "on"}, 400, "auto_rollback"),
     ("PUT", "/support-bot", {"auto_rollback": {"margin": 0.1}}, 404, "versions"),
     ("GET", "/nobody", None, 404, "name"),
@@ -261,7 +310,10 @@ def test_bad_admin_requests_are_named_4xx_and_change_nothing(served, home):
     for method, path, body, status, param in BAD_REQUESTS:
         got = admin(url, method, path, body)
         assert got.status_code == status, (path, body, got.text)
-        assert got.json()["error"]["param"] == param and got.json()["error"]["type"] == "invalid_request_error"
+        assert (
+            got.json()["error"]["param"] == param
+            and got.json()["error"]["type"] == "invalid_request_error"
+        )
     assert audit_rows(open_store(home)) == []
 
 
@@ -276,8 +328,13 @@ def test_models_list_the_alias_with_its_split_and_a_deleted_alias_is_gone(served
     _, url = served
     admin(url, "PUT", "/support-bot", {"versions": {"a": 80, "b": 20}})
     cards = {m["id"]: m for m in client(url).models.list().model_dump()["data"]}
-    assert cards["support-bot"]["tunedesk_alias"] == {"versions": {"a": 80, "b": 20}} and "a" in cards
-    assert client(url).models.retrieve("support-bot").model_dump()["tunedesk_alias"]["versions"]["b"] == 20
+    assert (
+        cards["support-bot"]["tunedesk_alias"] == {"versions": {"a": 80, "b": 20}} and "a" in cards
+    )
+    assert (
+        client(url).models.retrieve("support-bot").model_dump()["tunedesk_alias"]["versions"]["b"]
+        == 20
+    )
     assert admin(url, "DELETE", "/support-bot").json()["to"] is None
     with pytest.raises(openai.NotFoundError):
         client(url).chat.completions.create(model="support-bot", messages=MSGS, max_tokens=1)
@@ -287,16 +344,28 @@ def test_models_list_the_alias_with_its_split_and_a_deleted_alias_is_gone(served
 def test_stats_count_each_versions_answers_and_its_thumbs_down(served):
     _, url = served
     admin(url, "PUT", "/support-bot", {"versions": {"a": 50, "b": 50}})
-    answers = [client(url).chat.completions.with_raw_response.create(
-        model="support-bot", messages=MSGS, max_tokens=2, user=f"c{i}") for i in range(12)]
+    answers = [
+        client(url).chat.completions.with_raw_response.create(
+            model="support-bot", messages=MSGS, max_tokens=2, user=f"c{i}"
+        )
+        for i in range(12)
+    ]
     by_version = Counter(a.headers["X-TuneDesk-Version"] for a in answers)
     downs = [a for a in answers if a.headers["X-TuneDesk-Version"] == "a"][:2]
     for answer in downs:
-        rated = httpx.post(f"{url}/v1/feedback", json={"id": answer.parse().id, "rating": "down"},
-                           headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
+        rated = httpx.post(
+            f"{url}/v1/feedback",
+            json={"id": answer.parse().id, "rating": "down"},
+            headers={"Authorization": f"Bearer {KEY}"},
+            timeout=30,
+        )
         assert rated.status_code == 200
-    direct = client(url).chat.completions.create(model="b", messages=MSGS, max_tokens=2)  # b asked by name
-    assert direct.system_fingerprint == "pytorch float32, batched"  # no alias chose it: no version named
+    direct = client(url).chat.completions.create(
+        model="b", messages=MSGS, max_tokens=2
+    )  # b asked by name
+    assert (
+        direct.system_fingerprint == "pytorch float32, batched"
+    )  # no alias chose it: no version named
     by_version["b"] += 1  # a version's figures count every answer it gave through /v1
     with pytest.raises(openai.NotFoundError):
         client(url).chat.completions.create(model="ghost", messages=MSGS, max_tokens=1)

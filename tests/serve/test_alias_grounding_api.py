@@ -17,8 +17,13 @@ from knowledge.store import KnowledgeShelf
 from serve.engines import Engines
 
 ASKED = [{"role": "user", "content": "I need to change the shipping address on my order"}]
-ADDRESS = Passage("change address", "Open My Orders and edit the delivery address.", "faq:row 1",
-                  "past_answer", "how do I change the shipping address of my order")
+ADDRESS = Passage(
+    "change address",
+    "Open My Orders and edit the delivery address.",
+    "faq:row 1",
+    "past_answer",
+    "how do I change the shipping address of my order",
+)
 RETURNS = Passage("Returns", "Send the parcel back within 30 days of delivery.", "kb.md#Returns")
 
 
@@ -60,8 +65,10 @@ def test_an_alias_grounds_as_it_says(url, session):
     assert "tunedesk_grounding" not in plain
 
     changed = put(url, {"grounding": "kb@v1"})
-    assert changed.status_code == 200 and changed.json()["grounding"] == {"from": "auto",
-                                                                          "to": "kb@v1"}
+    assert changed.status_code == 200 and changed.json()["grounding"] == {
+        "from": "auto",
+        "to": "kb@v1",
+    }
     answer = ask(url)
     assert answer.headers["X-TuneDesk-Knowledge"] == "kb v1 passages=2"
     assert answer.json()["choices"][0]["message"]["content"] == expected(session, "kb", "v1")
@@ -97,8 +104,10 @@ def test_a_knowledge_version_deleted_while_in_use_is_said_and_nothing_is_lost(ur
     answer = ask(url)
     error = answer.json()["error"]
     assert answer.status_code == 400 and error["param"] == "model"
-    assert error["message"].startswith("alias 'bot' grounds in kb v1, which is not on the "
-                                       "knowledge shelf any more; set its grounding again")
+    assert error["message"].startswith(
+        "alias 'bot' grounds in kb v1, which is not on the "
+        "knowledge shelf any more; set its grounding again"
+    )
     assert httpx.get(f"{url}/v1/aliases/bot", timeout=30).json()["grounding"] == "kb@v1"
     assert put(url, {"grounding": "faq"}).status_code == 200  # set again: it answers
     assert ask(url).json()["tunedesk_grounding"]["knowledge"] == "faq"
@@ -108,6 +117,8 @@ def test_auto_with_the_versions_own_knowledge_deleted_is_said(url):
     KnowledgeShelf().delete("faq")  # what adapter a was trained beside
     answer = ask(url)
     assert answer.status_code == 400 and answer.json()["error"]["param"] == "model"
-    assert "alias 'bot' grounds in faq v1, which is not on the knowledge shelf any more" in (
-        answer.json()["error"]["message"])
+    assert (
+        "alias 'bot' grounds in faq v1, which is not on the knowledge shelf any more"
+        in (answer.json()["error"]["message"])
+    )
     assert ask(url, "a").status_code == 200  # the adapter by name, ungrounded, still answers

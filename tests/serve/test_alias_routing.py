@@ -17,13 +17,21 @@ from serve.aliases import AliasRouter, draw
 def write(path, aliases: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"format": "tunedesk-aliases/1",
-                               "aliases": {n: {"versions": s} for n, s in aliases.items()}}))
+    tmp.write_text(
+        json.dumps(
+            {
+                "format": "tunedesk-aliases/1",
+                "aliases": {n: {"versions": s} for n, s in aliases.items()},
+            }
+        )
+    )
     os.replace(tmp, path)  # as the shelf writes it: a new file, a new stamp
 
 
-@pytest.mark.parametrize("split", [{"v3": 90, "v4": 10}, {"v3": 50, "v4": 50}, {"a": 70, "b": 20, "c": 10},
-                                   {"v3": 0, "v4": 100}])
+@pytest.mark.parametrize(
+    "split",
+    [{"v3": 90, "v4": 10}, {"v3": 50, "v4": 50}, {"a": 70, "b": 20, "c": 10}, {"v3": 0, "v4": 100}],
+)
 def test_a_thousand_draws_land_within_three_points_of_the_weights(split):
     for seed in range(5):
         rng = random.Random(seed)
@@ -85,11 +93,28 @@ def test_a_damaged_file_keeps_the_last_good_splits(tmp_path, caplog):
 
 def test_the_automatic_rollback_is_read_with_the_split_and_a_bad_one_is_not_used(tmp_path, caplog):
     path = tmp_path / "aliases.json"
-    path.write_text(json.dumps({"format": "tunedesk-aliases/1", "aliases": {
-        "bot": {"versions": {"v3": 90, "v4": 10}, "since": "2026-12-01T10:00:00Z",
-                "auto_rollback": {"margin": 0.1, "min_requests": 5}},
-        "odd": {"versions": {"v3": 100}, "updated": "2026-12-01T10:00:00Z", "auto_rollback": {"margin": 7}},
-        "plain": {"versions": {"v3": 100}}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "format": "tunedesk-aliases/1",
+                "aliases": {
+                    "bot": {
+                        "versions": {"v3": 90, "v4": 10},
+                        "since": "2026-12-01T10:00:00Z",
+                        "auto_rollback": {"margin": 0.1, "min_requests": 5},
+                    },
+                    "odd": {
+                        "versions": {"v3": 100},
+                        "updated": "2026-12-01T10:00:00Z",
+                        "auto_rollback": {"margin": 7},
+                    },
+                    "plain": {"versions": {"v3": 100}},
+                },
+            }
+        )
+    )
     policies = AliasRouter(path).policies()
-    assert policies == {"bot": ({"margin": 0.1, "min_requests": 5, "min_ratings": 10}, 1796119200.0)}
+    assert policies == {
+        "bot": ({"margin": 0.1, "min_requests": 5, "min_ratings": 10}, 1796119200.0)
+    }
     assert "automatic rollback of odd off" in caplog.text

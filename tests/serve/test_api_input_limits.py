@@ -27,7 +27,10 @@ def url(session):
 
 def _rss_mib() -> float:
     status = Path("/proc/self/status").read_text()
-    return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1]) / 1024
+    return (
+        int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1])
+        / 1024
+    )
 
 
 def _nested(levels: int):
@@ -39,8 +42,12 @@ def _nested(levels: int):
 
 def _post(url, body, headers=None):
     start = time.perf_counter()
-    got = httpx.post(f"{url}/v1/chat/completions", content=body, timeout=30,
-                     headers=headers or {"Content-Type": "application/json"})
+    got = httpx.post(
+        f"{url}/v1/chat/completions",
+        content=body,
+        timeout=30,
+        headers=headers or {"Content-Type": "application/json"},
+    )
     return got, time.perf_counter() - start
 
 
@@ -54,37 +61,86 @@ def test_a_huge_body_is_refused_413_before_it_is_read_whole(url):
         yield tail
 
     before = _rss_mib()
-    for headers in ({"Content-Length": str(len(head) + (64 << 20) + len(tail))}, {}):  # declared, then chunked
+    for headers in (
+        {"Content-Length": str(len(head) + (64 << 20) + len(tail))},
+        {},
+    ):  # declared, then chunked
         got, seconds = _post(url, chunks(), headers={"Content-Type": "application/json", **headers})
         assert got.status_code == 413 and seconds < 1.0, (headers, seconds)
         assert got.json()["error"]["code"] == "request_too_large"
     assert _rss_mib() - before < 4 * MAX_BODY_BYTES / 2**20 + 16  # the limit, not the body
-    huge = json.dumps({"model": "base", "messages": [{"role": "user", "content": "x" * (64 << 20)}]})
+    huge = json.dumps(
+        {"model": "base", "messages": [{"role": "user", "content": "x" * (64 << 20)}]}
+    )
     got, seconds = _post(url, huge)
     assert got.status_code == 413 and seconds < 1.0
     small, seconds = _post(url, json.dumps({"model": "base", "messages": MSGS, "max_tokens": 2}))
     assert small.status_code == 200 and seconds < 30
 
 
-@pytest.mark.parametrize("body, param, words", [
-    ("[" * 100_000 + "]" * 100_000, None, "nested deeper"),
-    (json.dumps({"model": "base", "messages": MSGS, "metadata": {"a": _nested(40)}}), None, "nested deeper"),
-    ('{"model": "base", "messages": [{"role": "user", "content": "hi \\ud800"}]}', "messages[0].content", "not valid Unicode"),
-    (json.dumps({"model": "base", "messages": MSGS, "n": True}), "n", "n=1"),
-    (json.dumps({"model": "base", "messages": MSGS, "stream_options": {"include_usage": "yes"}}),
-     "stream_options.include_usage", "true or false"),
-    (json.dumps({"model": "base", "messages": MSGS, "frequency_penalty": "x"}), "frequency_penalty", "number from -2 to 2"),
-    (json.dumps({"model": "base", "messages": MSGS, "presence_penalty": 5}), "presence_penalty", "number from -2 to 2"),
-    (json.dumps({"model": "base", "messages": MSGS, "presence_penalty": 0.5}), "presence_penalty", "not supported"),
-    (json.dumps({"model": "base", "messages": MSGS, "response_format": {"type": "xml"}}), "response_format", "json_schema"),
-    (json.dumps({"model": "base", "messages": MSGS, "tools": [{"type": "function"}]}), "tools", "function"),
-    (json.dumps({"model": "base", "messages": MSGS, "temperature": True}), "temperature", "temperature"),
-])
+@pytest.mark.parametrize(
+    "body, param, words",
+    [
+        ("[" * 100_000 + "]" * 100_000, None, "nested deeper"),
+        (
+            json.dumps({"model": "base", "messages": MSGS, "metadata": {"a": _nested(40)}}),
+            None,
+            "nested deeper",
+        ),
+        (
+            '{"model": "base", "messages": [{"role": "user", "content": "hi \\ud800"}]}',
+            "messages[0].content",
+            "not valid Unicode",
+        ),
+        (json.dumps({"model": "base", "messages": MSGS, "n": True}), "n", "n=1"),
+        (
+            json.dumps(
+                {"model": "base", "messages": MSGS, "stream_options": {"include_usage": "yes"}}
+            ),
+            "stream_options.include_usage",
+            "true or false",
+        ),
+        (
+            json.dumps({"model": "base", "messages": MSGS, "frequency_penalty": "x"}),
+            "frequency_penalty",
+            "number from -2 to 2",
+        ),
+        (
+            json.dumps({"model": "base", "messages": MSGS, "presence_penalty": 5}),
+            "presence_penalty",
+            "number from -2 to 2",
+        ),
+        (
+            json.dumps({"model": "base", "messages": MSGS, "presence_penalty": 0.5}),
+            "presence_penalty",
+            "not supported",
+        ),
+        (
+            json.dumps({"model": "base", "messages": MSGS, "response_format": {"type": "xml"}}),
+            "response_format",
+            "json_schema",
+        ),
+        (
+            json.dumps({"model": "base", "messages": MSGS, "tools": [{"type": "function"}]}),
+            "tools",
+            "function",
+        ),
+        (
+            json.dumps({"model": "base", "messages": MSGS, "temperature": True}),
+            "temperature",
+            "temperature",
+        ),
+    ],
+)
 def test_bad_fields_get_a_400_naming_them_within_a_second(url, body, param, words):
     got, seconds = _post(url, body)
     error = got.json()["error"]
     assert got.status_code == 400 and seconds < 1.0, error
-    assert error["param"] == param and words in error["message"] and error["type"] == "invalid_request_error"
+    assert (
+        error["param"] == param
+        and words in error["message"]
+        and error["type"] == "invalid_request_error"
+    )
 
 
 def test_the_openai_client_meets_the_same_refusals(url):
@@ -92,10 +148,19 @@ def test_the_openai_client_meets_the_same_refusals(url):
     with pytest.raises(openai.BadRequestError, match="n=1"):
         client.chat.completions.create(model="base", messages=MSGS, n=2)
     with pytest.raises(openai.BadRequestError, match="llama.cpp engine") as err:
-        client.chat.completions.create(model="base", messages=MSGS, max_tokens=4, response_format={
-            "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}})
+        client.chat.completions.create(
+            model="base",
+            messages=MSGS,
+            max_tokens=4,
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "x", "schema": {"type": "object"}},
+            },
+        )
     assert err.value.body["param"] == "response_format"
-    offered = [{"type": "function", "function": {"name": "track", "parameters": {"type": "object"}}}]
+    offered = [
+        {"type": "function", "function": {"name": "track", "parameters": {"type": "object"}}}
+    ]
     text = client.chat.completions.create(model="base", messages=MSGS, tools=offered, max_tokens=4)
     assert text.choices[0].message.content  # PyTorch answers in text; never a 400 for tools
 
@@ -103,11 +168,19 @@ def test_the_openai_client_meets_the_same_refusals(url):
 def test_a_client_that_hangs_up_stops_the_answer(url, session):
     from serve.batching.scheduler import shared_scheduler
 
-    body = {"model": "base", "messages": MSGS, "stream": True, "max_tokens": 2000, "min_tokens": 2000}
+    body = {
+        "model": "base",
+        "messages": MSGS,
+        "stream": True,
+        "max_tokens": 2000,
+        "min_tokens": 2000,
+    }
     with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=60) as response:
         for _ in response.iter_lines():
             break  # the first chunk came: decoding has begun; now hang up
     scheduler, deadline = shared_scheduler(session), time.monotonic() + 5
-    while sum(scheduler.status()[k] for k in ("running", "waiting")) and time.monotonic() < deadline:
+    while (
+        sum(scheduler.status()[k] for k in ("running", "waiting")) and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     assert scheduler.status()["running"] == scheduler.status()["waiting"] == 0

@@ -25,21 +25,32 @@ def figures(requests=0, errors=0, up=0, down=0) -> dict:
     return {"requests": requests, "errors": errors, "thumbs_up": up, "thumbs_down": down}
 
 
-def test_the_stable_version_is_the_heaviest_and_canaries_fail_only_past_the_margin_and_the_minimums():
+def test_the_stable_version_is_the_heaviest_and_canaries_fail_only_past_margin_and_minimums():
     assert stable_version({"v3": 90, "v4": 10}) == "v3" == stable_version({"v3": 50, "v4": 50})
     assert stable_version({"v3": 0, "v4": 100}) == "v4"
     split = {"v3": 80, "v4": 10, "v5": 10}
-    failing = judge(split, {"v3": figures(200, 2), "v4": figures(20, 5), "v5": figures(20, 4)}, POLICY)
+    failing = judge(
+        split, {"v3": figures(200, 2), "v4": figures(20, 5), "v5": figures(20, 4)}, POLICY
+    )
     assert list(failing) == ["v4"]  # v5: 0.20 - 0.01 is within the margin; v4: 0.25 - 0.01 is not
-    assert failing["v4"] == ("v4: error rate 0.25 (5 of 20 requests) against v3's 0.01 (2 of 200), "
-                             "more than the margin 0.2")
-    assert judge(split, {"v3": figures(200), "v4": figures(9, 9), "v5": figures()}, POLICY) == {}  # 9 < 10
+    assert failing["v4"] == (
+        "v4: error rate 0.25 (5 of 20 requests) against v3's 0.01 (2 of 200), "
+        "more than the margin 0.2"
+    )
+    assert (
+        judge(split, {"v3": figures(200), "v4": figures(9, 9), "v5": figures()}, POLICY) == {}
+    )  # 9 < 10
     assert judge(split, {"v3": figures(9), "v4": figures(50, 50), "v5": figures()}, POLICY) == {}
     rated = {"v3": figures(5, up=3), "v4": figures(5, down=3), "v5": figures(5, up=1, down=1)}
     failing = judge(split, rated, POLICY)
-    assert list(failing) == ["v4"] and "thumbs-down rate 1.00 (3 of 3 ratings) against v3's 0.00 (0 of 3)" in (
-        failing["v4"])
-    draining = {"v3": 0, "v4": 100}  # after a promotion the old version drains: it is the canary now
+    assert (
+        list(failing) == ["v4"]
+        and "thumbs-down rate 1.00 (3 of 3 ratings) against v3's 0.00 (0 of 3)" in (failing["v4"])
+    )
+    draining = {
+        "v3": 0,
+        "v4": 100,
+    }  # after a promotion the old version drains: it is the canary now
     assert list(judge(draining, {"v3": figures(10, 10), "v4": figures(10)}, POLICY)) == ["v3"]
 
 
@@ -62,7 +73,9 @@ def served(session, home):
     for name in ("a", "b"):
         set_gate(name, PASSED)
     keys = KeyRing(admin={"ana": KEY})  # the audit's "by" is the key's name
-    server = OpenAIServer(Engines(session, "pytorch"), keys, FeedbackStore(), auto_rollback_every_s=0)
+    server = OpenAIServer(
+        Engines(session, "pytorch"), keys, FeedbackStore(), auto_rollback_every_s=0
+    )
     app = FastAPI()
     app.include_router(server.router())
     with serving(app) as url:
@@ -73,16 +86,22 @@ def ask(url, user: str):
     """(status, version, completion id or None) of one answer to ``support-bot`` for ``user``."""
     client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0, timeout=60)
     try:
-        raw = client.chat.completions.with_raw_response.create(model="support-bot", messages=MSGS, max_tokens=1,
-                                                               user=user)
+        raw = client.chat.completions.with_raw_response.create(
+            model="support-bot", messages=MSGS, max_tokens=1, user=user
+        )
     except openai.APIStatusError as err:
         return err.status_code, None, str(err)
     return 200, raw.headers["X-TuneDesk-Version"], raw.parse().id
 
 
 def admin(url, method, path, body=None):
-    return httpx.request(method, f"{url}/v1/aliases{path}", json=body, timeout=30,
-                         headers={"Authorization": f"Bearer {KEY}"})
+    return httpx.request(
+        method,
+        f"{url}/v1/aliases{path}",
+        json=body,
+        timeout=30,
+        headers={"Authorization": f"Bearer {KEY}"},
+    )
 
 
 def test_a_canary_that_errors_is_rolled_back_once_its_alias_asks_for_it(served, home):
@@ -91,32 +110,49 @@ def test_a_canary_that_errors_is_rolled_back_once_its_alias_asks_for_it(served, 
     book.set("support-bot", {"a": 70, "b": 30}, by="ana")
     answered = []
     while len(answered) < 100 and not any(version == "b" for _, version, _ in answered):
-        answered.append(ask(url, f"u{len(answered)}"))  # the split draws at random: ask until b answers
+        answered.append(
+            ask(url, f"u{len(answered)}")
+        )  # the split draws at random: ask until b answers
     on_b = next(f"u{i}" for i, (_, version, _) in enumerate(answered) if version == "b")
     weights = home / "adapters" / "b" / "adapter_model.safetensors"
     weights.write_bytes(weights.read_bytes() + b"\0")  # a bad copy: b is broken from now on
     failed, b_answered = [], sum(1 for _, version, _ in answered if version == "b")
     a_answered = len(answered) - b_answered
     for i in range(400):  # the split draws at random: ask until b has failed more than it answered,
-        got = ask(url, f"v{i}")  # and both a and b were asked 10 times at least (min_requests below)
+        got = ask(
+            url, f"v{i}"
+        )  # and both a and b were asked 10 times at least (min_requests below)
         failed += [got] if got[0] != 200 else []
         a_answered += got[1] == "a"
         if b_answered + len(failed) >= 10 and len(failed) > b_answered and a_answered >= 10:
             break
-    assert failed and all(status == 400 and "adapter 'b'" in said and "safetensors" in said for status, _, said in failed)
+    assert failed and all(
+        status == 400 and "adapter 'b'" in said and "safetensors" in said
+        for status, _, said in failed
+    )
     assert book.get("support-bot") == {"a": 70, "b": 30}  # off unless the alias asks for it
 
     put = admin(url, "PUT", "/support-bot", {"auto_rollback": {"margin": 0.2, "min_requests": 10}})
     assert put.status_code == 200 and put.json()["to"] == {"a": 70, "b": 30}
-    after = [ask(url, f"w{i}") for i in range(20)]  # the first request finds b failing: nothing fails now
-    assert {status for status, _, _ in after} == {200} and {version for _, version, _ in after} == {"a"}
+    after = [
+        ask(url, f"w{i}") for i in range(20)
+    ]  # the first request finds b failing: nothing fails now
+    assert {status for status, _, _ in after} == {200} and {version for _, version, _ in after} == {
+        "a"
+    }
     assert ask(url, on_b)[:2] == (200, "a")  # b's conversations moved
     row = book.history("support-bot")[-1]
     assert (row["by"], row["action"], row["from"], row["to"]) == (
-        "auto-rollback", "auto-rollback", {"a": 70, "b": 30}, {"a": 100})
+        "auto-rollback",
+        "auto-rollback",
+        {"a": 70, "b": 30},
+        {"a": 100},
+    )
     b_requests = b_answered + len(failed)
-    assert row["reason"].startswith(f"b: error rate {len(failed) / b_requests:.2f} ({len(failed)} of {b_requests} "
-                                    "requests) against a's 0.00 (0 of ")
+    assert row["reason"].startswith(
+        f"b: error rate {len(failed) / b_requests:.2f} ({len(failed)} of {b_requests} "
+        "requests) against a's 0.00 (0 of "
+    )
     card = admin(url, "GET", "/support-bot").json()
     assert card["auto_rollback"] == {"margin": 0.2, "min_requests": 10, "min_ratings": 10}
     assert card["history"][-1]["reason"] == row["reason"]
@@ -125,7 +161,9 @@ def test_a_canary_that_errors_is_rolled_back_once_its_alias_asks_for_it(served, 
 def test_a_canary_rated_down_is_rolled_back_at_the_rating_that_tips_it(served):
     server, url = served
     book = AliasBook(server.shelf())
-    book.set("support-bot", {"a": 60, "b": 40}, by="ana", auto_rollback={**POLICY, "min_requests": 1000})
+    book.set(
+        "support-bot", {"a": 60, "b": 40}, by="ana", auto_rollback={**POLICY, "min_requests": 1000}
+    )
     ids = {"a": [], "b": []}
     for i in range(60):
         _, version, answer_id = ask(url, f"u{i}")
@@ -134,8 +172,12 @@ def test_a_canary_rated_down_is_rolled_back_at_the_rating_that_tips_it(served):
             break
 
     def rate(answer_id, rating):
-        got = httpx.post(f"{url}/v1/feedback", json={"id": answer_id, "rating": rating}, timeout=30,
-                         headers={"Authorization": f"Bearer {KEY}"})
+        got = httpx.post(
+            f"{url}/v1/feedback",
+            json={"id": answer_id, "rating": rating},
+            timeout=30,
+            headers={"Authorization": f"Bearer {KEY}"},
+        )
         assert got.status_code == 200
 
     for answer_id in ids["a"][:3]:
@@ -147,19 +189,26 @@ def test_a_canary_rated_down_is_rolled_back_at_the_rating_that_tips_it(served):
     assert book.get("support-bot") == {"a": 100}
     row = book.history("support-bot")[-1]
     assert row["by"] == "auto-rollback" and row["reason"] == (
-        "b: thumbs-down rate 1.00 (3 of 3 ratings) against a's 0.00 (0 of 3), more than the margin 0.2")
+        "b: thumbs-down rate 1.00 (3 of 3 ratings) against a's 0.00 (0 of 3), more than the "
+        "margin 0.2"
+    )
 
 
 def _rate(url, answer_id, rating, key=KEY):
-    return httpx.post(f"{url}/v1/feedback", json={"id": answer_id, "rating": rating}, timeout=30,
-                      headers={"Authorization": f"Bearer {key}"})
+    return httpx.post(
+        f"{url}/v1/feedback",
+        json={"id": answer_id, "rating": rating},
+        timeout=30,
+        headers={"Authorization": f"Bearer {key}"},
+    )
 
 
 def test_a_flood_of_ratings_from_one_key_counts_once_and_rolls_nothing_back(served):
     server, url = served
     book = AliasBook(server.shelf())
-    book.set("support-bot", {"a": 60, "b": 40}, by="ana",
-             auto_rollback={**POLICY, "min_requests": 1000})
+    book.set(
+        "support-bot", {"a": 60, "b": 40}, by="ana", auto_rollback={**POLICY, "min_requests": 1000}
+    )
     ids = {"a": [], "b": []}
     for i in range(60):
         _, version, answer_id = ask(url, f"u{i}")

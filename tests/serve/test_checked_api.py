@@ -45,8 +45,15 @@ def served(session, home):
         book = AliasBook()
         # Ungrounded: the check alone is under test (a grounded alias whose knowledge is deleted
         # is refused in a sentence: tests/serve/test_alias_grounding_api.py).
-        book.set("checked-bot", {"a": 100}, by="test", force=True, reason="tiny", check="on",
-                 grounding="off")
+        book.set(
+            "checked-bot",
+            {"a": 100},
+            by="test",
+            force=True,
+            reason="tiny",
+            check="on",
+            grounding="off",
+        )
         book.set("plain-bot", {"a": 100}, by="test", force=True, reason="tiny", grounding="off")
         book.set("grounded-bot", {"a": 100}, by="test", force=True, reason="tiny")
         yield url, version

@@ -20,18 +20,31 @@ from inference.generate import GenerationSettings, compare
 MSGS = [{"role": "user", "content": "Where is my order?"}]
 
 
-def test_the_serve_command_answers_each_adapter_as_the_session_does_and_stops_on_sigterm(session, home, varied_dir):
+def test_the_serve_command_answers_each_adapter_as_the_session_does_and_stops_on_sigterm(
+    session, home, varied_dir
+):
     """Then, with a long streamed answer in flight, SIGTERM: the client gets an error in the
     stream (OpenAI's shape, then ``[DONE]``) and the process is gone within seconds (before
     issue 47 uvicorn waited for the answer, forever for a stuck one)."""
-    want = {m: compare(session, MSGS, [None if m == "base" else m], GenerationSettings(max_new_tokens=10))[0].text
-            for m in ("base", *ADAPTERS)}
+    want = {
+        m: compare(
+            session, MSGS, [None if m == "base" else m], GenerationSettings(max_new_tokens=10)
+        )[0].text
+        for m in ("base", *ADAPTERS)
+    }
     children: list = []
-    with served_in_child(varied_dir, home, "pytorch", "float32", start_timeout=300, children=children) as url:
+    with served_in_child(
+        varied_dir, home, "pytorch", "float32", start_timeout=300, children=children
+    ) as url:
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=120)
-        assert {m.id for m in client.models.list()} >= {str(varied_dir), *ADAPTERS}  # "base" names it too
+        assert {m.id for m in client.models.list()} >= {
+            str(varied_dir),
+            *ADAPTERS,
+        }  # "base" names it too
         for model, text in want.items():
-            got = client.chat.completions.create(model=model, messages=MSGS, temperature=0, max_tokens=10)
+            got = client.chat.completions.create(
+                model=model, messages=MSGS, temperature=0, max_tokens=10
+            )
             assert got.choices[0].message.content == text, model
         assert answered_by(url) == "pytorch float32, batched"
         lines, gone = sigterm_mid_answer(url, children[0])
@@ -45,7 +58,13 @@ def test_the_serve_command_answers_each_adapter_as_the_session_does_and_stops_on
 def sigterm_mid_answer(url: str, child) -> tuple[list[str], float]:
     """Stream a 2048-token answer, SIGTERM ``child`` a few chunks in; (the stream's lines, the
     seconds from SIGTERM until the process was gone)."""
-    body = {"model": "base", "messages": MSGS, "max_tokens": 2048, "min_tokens": 2048, "stream": True}
+    body = {
+        "model": "base",
+        "messages": MSGS,
+        "max_tokens": 2048,
+        "min_tokens": 2048,
+        "stream": True,
+    }
     lines, sent = [], None
     with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=60) as reply:
         for line in filter(None, reply.iter_lines()):
@@ -60,14 +79,28 @@ def sigterm_mid_answer(url: str, child) -> tuple[list[str], float]:
 def test_the_serve_command_refuses_an_open_address_without_a_key(home):
     env = {**os.environ, "TUNEDESK_HOME": str(home), "TUNEDESK_API_KEY": ""}
     env.pop("TUNEDESK_API_KEY")
-    done = subprocess.run([sys.executable, "-m", "serve", "--host", "0.0.0.0"], env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and "without an API key" in done.stderr and "Traceback" not in done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "serve", "--host", "0.0.0.0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (
+        done.returncode == 2
+        and "without an API key" in done.stderr
+        and "Traceback" not in done.stderr
+    )
 
 
 def test_the_serve_command_refuses_a_bad_answer_bound_in_a_sentence(home):
     env = {**os.environ, "TUNEDESK_HOME": str(home)}
-    done = subprocess.run([sys.executable, "-m", "serve", "--answer-idle-timeout", "0"], env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "serve", "--answer-idle-timeout", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "the idle timeout must be a number of seconds above 0, got 0.0" in done.stderr

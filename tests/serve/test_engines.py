@@ -56,10 +56,15 @@ def test_pytorch_answers_until_llama_server_is_built_then_llama_cpp_does(monkeyp
     started.set()
     engines.prepare()
     assert all(engines.pick() is llama for _ in range(20))  # nothing in flight: llama.cpp
-    assert engines.describe() == "engine: llama.cpp engine; PyTorch takes crowds of 8+ over mixed adapters"
+    assert (
+        engines.describe()
+        == "engine: llama.cpp engine; PyTorch takes crowds of 8+ over mixed adapters"
+    )
 
 
-def test_the_status_line_follows_the_build_and_llama_server_takes_over_unasked(monkeypatch, tmp_path):
+def test_the_status_line_follows_the_build_and_llama_server_takes_over_unasked(
+    monkeypatch, tmp_path
+):
     """While `make run`'s build runs, the status line shows its progress; when the binary
     appears llama-server starts and serves with no request and no restart in between."""
     import fcntl

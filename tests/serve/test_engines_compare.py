@@ -18,8 +18,9 @@ def test_compare_panes_equal_the_direct_compare(session):
     try:
         direct = direct_compare(session, MSGS, [None, "a", "b"], GREEDY)
         batched, line = Engines(session, "pytorch").compare(MSGS, [None, "a", "b"], GREEDY)
-        assert [(p.adapter, p.adapter_hash, p.text, p.tokens, p.finish_reason) for p in batched] == [
-            (p.adapter, p.adapter_hash, p.text, p.tokens, p.finish_reason) for p in direct]
+        assert [
+            (p.adapter, p.adapter_hash, p.text, p.tokens, p.finish_reason) for p in batched
+        ] == [(p.adapter, p.adapter_hash, p.text, p.tokens, p.finish_reason) for p in direct]
         assert len({p.seconds for p in batched}) == 1
         assert line.startswith("3 answers decoded together on pytorch float32, batched")
         with pytest.raises(ValueError, match="at least one"):

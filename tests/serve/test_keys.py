@@ -14,13 +14,17 @@ from serve.keys import KeyRing, key_ring, parse_keys
 CHAT, ADMIN = "chat-key-web-1", "admin-key-ana-1"
 MSGS = [{"role": "user", "content": "Where is my order?"}]
 ADMIN_ROUTES = [  # every route that shows or changes what is served
-    ("GET", "/v1/aliases", None), ("GET", "/v1/aliases/support-bot", None),
+    ("GET", "/v1/aliases", None),
+    ("GET", "/v1/aliases/support-bot", None),
     ("PUT", "/v1/aliases/support-bot", {"versions": {"b": 100}}),
     ("PUT", "/v1/aliases/support-bot", {"auto_rollback": {"margin": 0.1}}),
     ("PUT", "/v1/aliases/support-bot", {"versions": {"b": 100}, "force": True, "reason": "x"}),
     ("POST", "/v1/aliases/support-bot/promote", {"version": "b"}),
-    ("POST", "/v1/aliases/support-bot/rollback", {}), ("GET", "/v1/aliases/support-bot/stats", None),
-    ("DELETE", "/v1/aliases/support-bot", None), ("GET", "/metrics", None)]
+    ("POST", "/v1/aliases/support-bot/rollback", {}),
+    ("GET", "/v1/aliases/support-bot/stats", None),
+    ("DELETE", "/v1/aliases/support-bot", None),
+    ("GET", "/metrics", None),
+]
 
 
 @pytest.fixture
@@ -49,26 +53,35 @@ def audit_rows(home):
 
 
 def call(url, method, path, body=None, key=CHAT):
-    return httpx.request(method, f"{url}{path}", json=body, timeout=60, headers={"Authorization": f"Bearer {key}"})
+    return httpx.request(
+        method, f"{url}{path}", json=body, timeout=60, headers={"Authorization": f"Bearer {key}"}
+    )
 
 
 def test_a_chat_key_gets_403_on_every_admin_route_and_changes_nothing(url, home):
-    assert call(url, "PUT", "/v1/aliases/support-bot", {"versions": {"a": 100}}, ADMIN).status_code == 200
+    assert (
+        call(url, "PUT", "/v1/aliases/support-bot", {"versions": {"a": 100}}, ADMIN).status_code
+        == 200
+    )
     audit = audit_rows(home)
     for method, path, body in ADMIN_ROUTES:
         got = call(url, method, path, body)
         assert got.status_code == 403, (method, path, got.text)
         error = got.json()["error"]
         assert error["code"] == "admin_key_required" and error["type"] == "permission_error"
-        assert error["message"] == (f"the key 'web' is a chat key: {path} changes or shows what is served "
-                                    "and needs an admin key (TUNEDESK_ADMIN_KEYS)")
+        assert error["message"] == (
+            f"the key 'web' is a chat key: {path} changes or shows what is served "
+            "and needs an admin key (TUNEDESK_ADMIN_KEYS)"
+        )
     assert audit_rows(home) == audit
     assert call(url, "GET", "/v1/aliases/support-bot", key=ADMIN).json()["versions"] == {"a": 100}
 
 
 def test_a_chat_key_answers_rates_and_lists_and_a_wrong_key_is_401(url):
     assert call(url, "GET", "/v1/models").status_code == 200
-    answer = call(url, "POST", "/v1/chat/completions", {"model": "a", "messages": MSGS, "max_tokens": 2})
+    answer = call(
+        url, "POST", "/v1/chat/completions", {"model": "a", "messages": MSGS, "max_tokens": 2}
+    )
     assert answer.status_code == 200
     rated = call(url, "POST", "/v1/feedback", {"id": answer.json()["id"], "rating": "up"})
     assert rated.status_code == 200
@@ -80,15 +93,20 @@ def test_a_chat_key_answers_rates_and_lists_and_a_wrong_key_is_401(url):
 
 
 def test_the_audit_names_the_admin_key_never_what_the_client_writes(url, home):
-    steps = [("PUT", "/v1/aliases/support-bot", {"versions": {"a": 100}}),
-             ("PUT", "/v1/aliases/support-bot", {"versions": {"a": 90, "b": 10}}),
-             ("POST", "/v1/aliases/support-bot/promote", {"version": "b"}),
-             ("POST", "/v1/aliases/support-bot/rollback", {}), ("DELETE", "/v1/aliases/support-bot", None)]
+    steps = [
+        ("PUT", "/v1/aliases/support-bot", {"versions": {"a": 100}}),
+        ("PUT", "/v1/aliases/support-bot", {"versions": {"a": 90, "b": 10}}),
+        ("POST", "/v1/aliases/support-bot/promote", {"version": "b"}),
+        ("POST", "/v1/aliases/support-bot/rollback", {}),
+        ("DELETE", "/v1/aliases/support-bot", None),
+    ]
     for method, path, body in steps:
         assert call(url, method, path, body, ADMIN).status_code == 200, path
     rows = audit_rows(home)
     assert [r["by"] for r in rows] == ["ana"] * 5
-    forged = call(url, "PUT", "/v1/aliases/support-bot", {"versions": {"a": 100}, "by": "ceo"}, ADMIN)
+    forged = call(
+        url, "PUT", "/v1/aliases/support-bot", {"versions": {"a": 100}, "by": "ceo"}, ADMIN
+    )
     assert forged.status_code == 400 and forged.json()["error"]["param"] == "by"
     assert len(audit_rows(home)) == 5
 
@@ -102,19 +120,33 @@ def test_a_closed_server_without_keys_refuses_in_a_sentence(session):
     app = FastAPI()
     app.include_router(OpenAIServer(Engines(session, "pytorch"), KeyRing(closed=True)).router())
     with serving(app) as base:
-        got = httpx.get(f"{base}/v1/models", timeout=30, headers={"Authorization": "Bearer anything"})
+        got = httpx.get(
+            f"{base}/v1/models", timeout=30, headers={"Authorization": "Bearer anything"}
+        )
     assert got.status_code == 401 and "set TUNEDESK_CHAT_KEYS" in got.json()["error"]["message"]
 
 
 def test_key_variables_are_checked_in_sentences_that_never_show_a_key():
-    env = {"TUNEDESK_CHAT_KEYS": "web:chat-key-1,app:chat-key-2", "TUNEDESK_ADMIN_KEYS": "ana:admin-key-1"}
+    env = {
+        "TUNEDESK_CHAT_KEYS": "web:chat-key-1,app:chat-key-2",
+        "TUNEDESK_ADMIN_KEYS": "ana:admin-key-1",
+    }
     ring = key_ring("old-single", environ=env)
     assert ring.chat == {"web": "chat-key-1", "app": "chat-key-2", "api-key": "old-single"}
     assert ring.admin == {"ana": "admin-key-1"}
-    for text, wanted in [("web", "entry 1 must look like name:key"), ("a:12345678,a:87654321", "given twice"),
-                         (":12345678", "entry 1"), ("web:short", "shorter than 8")]:
+    for text, wanted in [
+        ("web", "entry 1 must look like name:key"),
+        ("a:12345678,a:87654321", "given twice"),
+        (":12345678", "entry 1"),
+        ("web:short", "shorter than 8"),
+    ]:
         with pytest.raises(ValueError, match=wanted) as refused:
             parse_keys(text, "TUNEDESK_CHAT_KEYS")
-        assert "short" not in str(refused.value).replace("shorter", "") and "12345678" not in str(refused.value)
+        assert "short" not in str(refused.value).replace("shorter", "") and "12345678" not in str(
+            refused.value
+        )
     with pytest.raises(ValueError, match="two names"):
-        key_ring(None, environ={"TUNEDESK_CHAT_KEYS": "a:same-key-1", "TUNEDESK_ADMIN_KEYS": "b:same-key-1"})
+        key_ring(
+            None,
+            environ={"TUNEDESK_CHAT_KEYS": "a:same-key-1", "TUNEDESK_ADMIN_KEYS": "b:same-key-1"},
+        )

@@ -120,12 +120,16 @@ def test_an_upstream_read_timeout_first_is_still_the_answer_timeout(engines, str
     fires first (forced here: it waits half the bound) the answer is the same 504, not a 502."""
     import serve.llama_server.engine as llama_engine
 
-    monkeypatch.setattr(llama_engine, "read_bound", lambda: httpx.Timeout(600.0, connect=10.0, read=BOUND_S / 2))
+    monkeypatch.setattr(
+        llama_engine, "read_bound", lambda: httpx.Timeout(600.0, connect=10.0, read=BOUND_S / 2)
+    )
     body = {"model": "base", "messages": MSGS, "max_tokens": 16, "temperature": 0, "stream": stream}
     with serving(api_app(engines)) as url:
         reply = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)
     if stream:
-        error = [json.loads(x[6:]) for x in reply.text.splitlines() if x.startswith("data: {")][-1]["error"]
+        error = [json.loads(x[6:]) for x in reply.text.splitlines() if x.startswith("data: {")][-1][
+            "error"
+        ]
     else:
         assert reply.status_code == 504, reply.text
         error = reply.json()["error"]

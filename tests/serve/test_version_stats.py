@@ -29,7 +29,10 @@ def test_counts_and_percentiles_over_the_window():
     stats.record("v3", "cancelled", 0.5)
     got = stats.summary("v3")
     assert (got["requests"], got["errors"], got["error_rate"]) == (22, 1, round(1 / 22, 4))
-    assert (got["first_token_p50_s"], got["first_token_p95_s"]) == (1.0, 1.9)  # 21: the hung-up one too
+    assert (got["first_token_p50_s"], got["first_token_p95_s"]) == (
+        1.0,
+        1.9,
+    )  # 21: the hung-up one too
     assert (got["answer_p50_s"], got["answer_p95_s"]) == (10.0, 19.0)
     assert sum(b["requests"] for b in got["series"]) == 22 and len(got["series"]) == 1
     empty = stats.summary("v4")
@@ -88,13 +91,26 @@ def test_a_client_hanging_up_counts_as_a_request_and_closes_the_source():
 
     asyncio.run(read_one())
     got = stats.summary("v3")
-    assert closed == [True] and (got["requests"], got["errors"], got["answer_p50_s"]) == (1, 0, None)
+    assert closed == [True] and (got["requests"], got["errors"], got["answer_p50_s"]) == (
+        1,
+        0,
+        None,
+    )
 
 
 def test_thumbs_count_only_the_versions_own_weights():
-    ratings = [{"adapter": "v4", "version": "h2", "rating": r} for r in ("up", "down", "down", "up")]
-    ratings += [{"adapter": "v4", "version": "old", "rating": "down"}, {"adapter": "v3", "version": "h2", "rating": "down"}]
-    assert thumbs(ratings, "v4", "h2") == {"thumbs_up": 2, "thumbs_down": 2, "thumbs_down_rate": 0.5}
+    ratings = [
+        {"adapter": "v4", "version": "h2", "rating": r} for r in ("up", "down", "down", "up")
+    ]
+    ratings += [
+        {"adapter": "v4", "version": "old", "rating": "down"},
+        {"adapter": "v3", "version": "h2", "rating": "down"},
+    ]
+    assert thumbs(ratings, "v4", "h2") == {
+        "thumbs_up": 2,
+        "thumbs_down": 2,
+        "thumbs_down_rate": 0.5,
+    }
     assert thumbs(ratings, "v5", "h5")["thumbs_down_rate"] is None
 
 
@@ -112,14 +128,22 @@ def test_counts_since_the_split_changed_and_thumbs_over_time():
     assert stats.counts("v4") == (3, 2) and stats.counts("v4", since=clock.now - 50) == (2, 1)
     assert stats.counts("v3") == (0, 0)
     start = datetime(2026, 12, 1, 10, 0, 0).timestamp()
-    ratings = [{"adapter": "v4", "version": "h", "rating": r, "created": f"2026-12-01T10:00:{s:02d}"}
-               for r, s in (("down", 1), ("up", 2), ("down", 12), ("down", 13), ("down", 40))]
+    ratings = [
+        {"adapter": "v4", "version": "h", "rating": r, "created": f"2026-12-01T10:00:{s:02d}"}
+        for r, s in (("down", 1), ("up", 2), ("down", 12), ("down", 13), ("down", 40))
+    ]
     ratings.append({"adapter": "v4", "version": "h", "rating": "down", "created": "not a time"})
     assert rated_at(ratings[0]) == start + 1 and rated_at(ratings[-1]) == 0.0
-    assert thumbs(ratings, "v4", "h", since=start + 10) == {"thumbs_up": 0, "thumbs_down": 3, "thumbs_down_rate": 1.0}
+    assert thumbs(ratings, "v4", "h", since=start + 10) == {
+        "thumbs_up": 0,
+        "thumbs_down": 3,
+        "thumbs_down_rate": 1.0,
+    }
     assert thumbs_series(ratings, "v4", "h", start, 10) == [
-        {"t": round(start + 10), "thumbs_down_rate": 0.5}, {"t": round(start + 20), "thumbs_down_rate": 1.0},
-        {"t": round(start + 50), "thumbs_down_rate": 1.0}]
+        {"t": round(start + 10), "thumbs_down_rate": 0.5},
+        {"t": round(start + 20), "thumbs_down_rate": 1.0},
+        {"t": round(start + 50), "thumbs_down_rate": 1.0},
+    ]
 
 
 def test_with_a_store_the_outcomes_are_written_after_the_answer_and_every_replica_sees_them(home):

@@ -33,7 +33,9 @@ def test_api_answers_beside_the_pages_with_the_key(running):
     msgs = [{"role": "user", "content": "Where is my order?"}]
     got = client.chat.completions.create(model="b", messages=msgs, temperature=0, max_tokens=8)
     want = compare(demo.state.session, msgs, ["b"], GenerationSettings(max_new_tokens=8))[0]
-    assert got.choices[0].message.content == want.text and got.system_fingerprint.startswith("pytorch")
+    assert got.choices[0].message.content == want.text and got.system_fingerprint.startswith(
+        "pytorch"
+    )
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=f"{url}/v1", api_key="pw-guess", max_retries=0).models.list()
     assert "pytorch" in demo.state.model_status_line()

@@ -29,10 +29,14 @@ def build_adapters_tab(state: AppState) -> dict:
             new_name = gr.Textbox(label="New name", scale=3)
             rename = gr.Button("Rename", scale=1)
         with gr.Row():
-            confirm = gr.Checkbox(label="Yes, delete this adapter for good", elem_id="shelf-confirm")
+            confirm = gr.Checkbox(
+                label="Yes, delete this adapter for good", elem_id="shelf-confirm"
+            )
             delete = gr.Button("Delete", variant="stop", elem_id="shelf-delete")
         with gr.Accordion("Export GGUF (llama.cpp, Ollama, LM Studio)", open=False):
-            gguf_types = gr.CheckboxGroup(GGUF_TYPES, value=DEFAULT_TYPES, label="Merged model types")
+            gguf_types = gr.CheckboxGroup(
+                GGUF_TYPES, value=DEFAULT_TYPES, label="Merged model types"
+            )
             gguf_lora = gr.Checkbox(label="Also base model + LoRA adapter (unmerged)")
             gguf_btn = gr.Button("Export GGUF", elem_id="shelf-gguf")
             gguf_result = gr.Markdown(elem_id="shelf-gguf-result")
@@ -66,7 +70,10 @@ def build_adapters_tab(state: AppState) -> dict:
                 loaded = state.activate(name)
             except (ValueError, OSError) as err:
                 return f"⚠️ {err}"
-            return f"**{name}** is active in Chat (hash `{getattr(loaded, 'adapter_hash', '')}`); the base model was not reloaded."
+            return (
+                f"**{name}** is active in Chat (hash "
+                f"`{getattr(loaded, 'adapter_hash', '')}`); the base model was not reloaded."
+            )
 
         # The sentences come from adapters.shelf_actions, shared with `python -m adapters`.
         def on_rename(name, new):
@@ -96,8 +103,13 @@ def build_adapters_tab(state: AppState) -> dict:
             if not name:
                 return "Pick an adapter first."
             try:
-                result = export_gguf(name, tuple(types or ()), lora=bool(lora), overwrite=True,
-                                     on_progress=lambda f, m: progress(f, desc=m[:90]))
+                result = export_gguf(
+                    name,
+                    tuple(types or ()),
+                    lora=bool(lora),
+                    overwrite=True,
+                    on_progress=lambda f, m: progress(f, desc=m[:90]),
+                )
             except (ValueError, RuntimeError, OSError) as err:
                 return f"⚠️ {err}"
             return gguf_markdown(result)
@@ -124,9 +136,13 @@ def build_adapters_tab(state: AppState) -> dict:
         pick.change(_details, pick, details)
         activate.click(on_activate, pick, message, api_name="activate_adapter")
         rename.click(on_rename, [pick, new_name], [message, *view], api_name="rename_adapter")
-        delete.click(on_delete, [pick, confirm], [message, *view, confirm], api_name="delete_adapter")
+        delete.click(
+            on_delete, [pick, confirm], [message, *view, confirm], api_name="delete_adapter"
+        )
         export_btn.click(on_export, pick, [message, download])
         zip_btn.click(on_zip, pick, [message, download])
         gguf_btn.click(on_gguf, [pick, gguf_types, gguf_lora], gguf_result)
-        do_import.click(on_import, [upload, import_name], [message, *view], api_name="import_adapter")
+        do_import.click(
+            on_import, [upload, import_name], [message, *view], api_name="import_adapter"
+        )
     return {"tab": tab, "pick": pick}

@@ -17,35 +17,66 @@ def build_chat_tab(state: AppState) -> dict:
     with gr.Tab("Chat", id="chat") as tab:
         status = gr.Markdown(state.model_status_line(), elem_id="chat-status")
         with gr.Row():
-            adapter = gr.Dropdown([BASE_LABEL], value=BASE_LABEL, label="Adapter", scale=3,
-                                  elem_id="chat-adapter", allow_custom_value=False)
-            knowledge = gr.Dropdown(chat_grounding.choices(), value=state.chat_knowledge, scale=2,
-                                    label="Answer from knowledge", elem_id="chat-knowledge")
+            adapter = gr.Dropdown(
+                [BASE_LABEL],
+                value=BASE_LABEL,
+                label="Adapter",
+                scale=3,
+                elem_id="chat-adapter",
+                allow_custom_value=False,
+            )
+            knowledge = gr.Dropdown(
+                chat_grounding.choices(),
+                value=state.chat_knowledge,
+                scale=2,
+                label="Answer from knowledge",
+                elem_id="chat-knowledge",
+            )
             refresh = gr.Button("↻ Refresh adapters", scale=1)
         chatbot = gr.Chatbot(label="Conversation", height=420, elem_id="chatbot")
         with gr.Row():
-            message = gr.Textbox(placeholder="Ask a support question…", show_label=False, scale=5,
-                                 elem_id="chat-input", submit_btn=False)
+            message = gr.Textbox(
+                placeholder="Ask a support question…",
+                show_label=False,
+                scale=5,
+                elem_id="chat-input",
+                submit_btn=False,
+            )
             send = gr.Button("Send", variant="primary", scale=1, elem_id="chat-send")
         with gr.Row():
             retry = gr.Button("Retry last")
             clear = gr.Button("Clear", elem_id="chat-clear")
         with gr.Accordion("Correct the last answer", open=False):
-            correction = gr.Textbox(label="A better answer (saved with a 👎 for review and training)",
-                                    lines=3, elem_id="chat-correction")
+            correction = gr.Textbox(
+                label="A better answer (saved with a 👎 for review and training)",
+                lines=3,
+                elem_id="chat-correction",
+            )
             save_correction = gr.Button("Save correction", elem_id="chat-save-correction")
         intent = gr.Markdown("", elem_id="chat-intent")  # the intent the last answer addressed
         answered_from = gr.Markdown("", elem_id="chat-answered-from")  # the passages it was shown
         rated = gr.Markdown("", elem_id="chat-rated")
-        with gr.Accordion("System prompt and generation settings", open=False, elem_id="chat-settings"):
-            system = gr.Textbox(label="System prompt", lines=2, elem_id="chat-system",
-                                value="You are a helpful customer-support assistant.")
+        with gr.Accordion(
+            "System prompt and generation settings", open=False, elem_id="chat-settings"
+        ):
+            system = gr.Textbox(
+                label="System prompt",
+                lines=2,
+                elem_id="chat-system",
+                value="You are a helpful customer-support assistant.",
+            )
             with gr.Row():
                 max_new = gr.Slider(1, 1024, value=200, step=1, label="Max new tokens")
                 temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
                 top_p = gr.Slider(0.05, 1, value=0.9, step=0.05, label="Top-p")
-                rep = gr.Slider(1, 2, value=1.1, step=0.05, label="Repetition penalty",
-                                elem_id="chat-repetition")
+                rep = gr.Slider(
+                    1,
+                    2,
+                    value=1.1,
+                    step=0.05,
+                    label="Repetition penalty",
+                    elem_id="chat-repetition",
+                )
                 seed = gr.Number(0, precision=0, label="Seed", minimum=0)
         controls = [adapter, system, max_new, temperature, top_p, rep, seed]
 
@@ -55,8 +86,10 @@ def build_chat_tab(state: AppState) -> dict:
             names = state.adapter_choices()
             active = state.active_adapter
             shown = active if active in names else BASE_LABEL
-            return (gr.update(choices=[BASE_LABEL, *names], value=shown),
-                    gr.update(choices=chat_grounding.choices(), value=state.chat_knowledge))
+            return (
+                gr.update(choices=[BASE_LABEL, *names], value=shown),
+                gr.update(choices=chat_grounding.choices(), value=state.chat_knowledge),
+            )
 
         def on_knowledge(chosen):
             state.chat_knowledge = chosen or chat_grounding.AUTO
@@ -67,7 +100,9 @@ def build_chat_tab(state: AppState) -> dict:
                 state.activate(name)
             except ValueError as err:
                 gr.Warning(str(err))
-                return gr.update(value=state.active_adapter or BASE_LABEL), state.model_status_line()
+                return gr.update(
+                    value=state.active_adapter or BASE_LABEL
+                ), state.model_status_line()
             return gr.update(), state.model_status_line()
 
         def respond(history, text, choice, *settings_values):
@@ -99,41 +134,66 @@ def build_chat_tab(state: AppState) -> dict:
                 messages = [{"role": m["role"], "content": _text(m["content"])} for m in history]
                 # the Knowledge dropdown's choice, app-wide like the adapter
                 messages, _ = chat_grounding.grounded(
-                    messages, state.shelf(), state.to_adapter(choice), state.chat_knowledge,
-                    settings.system_prompt, settings.max_new_tokens, state.session)
+                    messages,
+                    state.shelf(),
+                    state.to_adapter(choice),
+                    state.chat_knowledge,
+                    settings.system_prompt,
+                    settings.max_new_tokens,
+                    state.session,
+                )
                 history.append({"role": "assistant", "content": ""})
                 for partial in state.stream_answer(messages, state.to_adapter(choice), settings):
                     history[-1]["content"] = partial
                     yield history, ""
             except (ValueError, ServerBusy) as err:
-                history[-1:] = [] if history and history[-1]["role"] == "assistant" else history[-1:]
+                history[-1:] = (
+                    [] if history and history[-1]["role"] == "assistant" else history[-1:]
+                )
                 gr.Warning(str(err))
                 yield _shown(history), ""
 
         def on_rate(history, choice, system_prompt, data: gr.LikeData, request: gr.Request = None):
             index = data.index if isinstance(data.index, int) else data.index[0]
             try:
-                return state.rate_answer(list(history or []), index, "up" if data.liked else "down",
-                                         state.to_adapter(choice), system=system_prompt,
-                                         rater=_session(request))
+                return state.rate_answer(
+                    list(history or []),
+                    index,
+                    "up" if data.liked else "down",
+                    state.to_adapter(choice),
+                    system=system_prompt,
+                    rater=_session(request),
+                )
             except ValueError as err:
                 gr.Warning(str(err))
                 return ""
 
         def on_correct(history, choice, system_prompt, text, request: gr.Request = None):
             history = list(history or [])
-            last = next((i for i in range(len(history) - 1, -1, -1) if history[i]["role"] == "assistant"), -1)
+            last = next(
+                (i for i in range(len(history) - 1, -1, -1) if history[i]["role"] == "assistant"),
+                -1,
+            )
             try:
                 if not (text or "").strip():
                     raise ValueError("write the better answer first")
-                return state.rate_answer(history, last, "down", state.to_adapter(choice), text,
-                                         system=system_prompt, rater=_session(request)), ""
+                return state.rate_answer(
+                    history,
+                    last,
+                    "down",
+                    state.to_adapter(choice),
+                    text,
+                    system=system_prompt,
+                    rater=_session(request),
+                ), ""
             except ValueError as err:
                 gr.Warning(str(err))
                 return "", text
 
         chatbot.like(on_rate, [chatbot, adapter, system], rated)
-        save_correction.click(on_correct, [chatbot, adapter, system, correction], [rated, correction])
+        save_correction.click(
+            on_correct, [chatbot, adapter, system, correction], [rated, correction]
+        )
         tab.select(choices, None, [adapter, knowledge])
         refresh.click(choices, None, [adapter, knowledge], api_name="chat_adapters")
         knowledge.input(on_knowledge, knowledge, None)
@@ -142,23 +202,44 @@ def build_chat_tab(state: AppState) -> dict:
         # Many chats at once: each is a row of the scheduler's running batch (adapters/serve),
         # which caps the batch by memory and queues the rest, so Gradio need not serialize them.
         chat_events = {"concurrency_id": "chat", "concurrency_limit": CHAT_CONCURRENCY}
+
         def on_answered(history, choice, system_prompt, max_new_tokens=200):
             history = list(history or [])
-            asked = [{"role": m["role"], "content": _text(m["content"])} for m in history
-                     if m["role"] == "user"][-1:]
-            line = chat_grounding.grounded(asked, state.shelf(), state.to_adapter(choice),
-                                           state.chat_knowledge, system_prompt,
-                                           int(max_new_tokens), state.session)[1] if asked else ""
+            asked = [
+                {"role": m["role"], "content": _text(m["content"])}
+                for m in history
+                if m["role"] == "user"
+            ][-1:]
+            line = (
+                chat_grounding.grounded(
+                    asked,
+                    state.shelf(),
+                    state.to_adapter(choice),
+                    state.chat_knowledge,
+                    system_prompt,
+                    int(max_new_tokens),
+                    state.session,
+                )[1]
+                if asked
+                else ""
+            )
             return chat_intent_line(state.shelf(), state.to_adapter(choice), history), line
 
         # the answer's own length and model: the line names what that answer was shown
         answered = ([chatbot, adapter, system, max_new], [intent, answered_from])
-        send.click(respond, [chatbot, message, *controls], [chatbot, message], api_name="chat",
-                   **chat_events).then(on_answered, *answered)
-        message.submit(respond, [chatbot, message, *controls], [chatbot, message],
-                       **chat_events).then(on_answered, *answered)
-        retry.click(retry_last, [chatbot, *controls], [chatbot, message],
-                    **chat_events).then(on_answered, *answered)
+        send.click(
+            respond,
+            [chatbot, message, *controls],
+            [chatbot, message],
+            api_name="chat",
+            **chat_events,
+        ).then(on_answered, *answered)
+        message.submit(
+            respond, [chatbot, message, *controls], [chatbot, message], **chat_events
+        ).then(on_answered, *answered)
+        retry.click(retry_last, [chatbot, *controls], [chatbot, message], **chat_events).then(
+            on_answered, *answered
+        )
         clear.click(lambda: ([], "", "", ""), None, [chatbot, message, intent, answered_from])
         timer = gr.Timer(1.0)
         timer.tick(lambda: state.model_status_line(), None, status, show_progress="hidden")

@@ -23,20 +23,36 @@ def build_compare_tab(state: AppState) -> dict:
             first = gr.Dropdown([], label="Tuned adapter", scale=2, elem_id="compare-adapter")
             second = gr.Dropdown([NONE], value=NONE, label="Second adapter (optional)", scale=2)
             refresh = gr.Button("↻", scale=0, min_width=40)
-        prompt = gr.Textbox(label="Customer message", lines=2, elem_id="compare-prompt",
-                            value="hi, I want a refund for order {{Order Number}}, it arrived broken")
+        prompt = gr.Textbox(
+            label="Customer message",
+            lines=2,
+            elem_id="compare-prompt",
+            value="hi, I want a refund for order {{Order Number}}, it arrived broken",
+        )
         with gr.Accordion("System prompt and generation settings", open=False):
-            system = gr.Textbox(label="System prompt", value="You are a helpful customer-support assistant.")
+            system = gr.Textbox(
+                label="System prompt", value="You are a helpful customer-support assistant."
+            )
             max_new = gr.Slider(8, 512, value=160, step=8, label="Max new tokens")
             rep = gr.Slider(1, 2, value=1.1, step=0.05, label="Repetition penalty")
         go = gr.Button("Compare", variant="primary", elem_id="compare-go")
         with gr.Row():
             # Each answer is labelled with the model that gives it, from before the first Compare.
             names = pane_names(state, None, NONE)
-            panes = [gr.Textbox(label=names[i] if i < len(names) else "", lines=10, interactive=False,
-                                visible=i < 2, elem_id=f"compare-pane-{i}") for i in range(3)]
+            panes = [
+                gr.Textbox(
+                    label=names[i] if i < len(names) else "",
+                    lines=10,
+                    interactive=False,
+                    visible=i < 2,
+                    elem_id=f"compare-pane-{i}",
+                )
+                for i in range(3)
+            ]
         timing = gr.Markdown(elem_id="compare-timing")
-        with gr.Accordion("Which answer is better? (saved as training data and to the review queue)", open=True):
+        with gr.Accordion(
+            "Which answer is better? (saved as training data and to the review queue)", open=True
+        ):
             choice = gr.Radio([], label="Better answer", elem_id="compare-choice")
             correction = gr.Textbox(label="…or write the answer it should have given", lines=3)
             save = gr.Button("Save feedback", elem_id="compare-save")
@@ -44,19 +60,30 @@ def build_compare_tab(state: AppState) -> dict:
 
         def choices():
             names = state.adapter_choices()
-            return (gr.update(choices=names, value=names[0] if names else None),
-                    gr.update(choices=[NONE, *names]))
+            return (
+                gr.update(choices=names, value=names[0] if names else None),
+                gr.update(choices=[NONE, *names]),
+            )
 
         def relabel(a, b):
-            # Other adapters picked: the answers shown were not theirs, so they go with the old labels.
+            # Other adapters picked: the answers shown were not theirs, so they go
+            # with the old labels.
             names = pane_names(state, a, b)
-            return [gr.update(label=names[i], value="", visible=True) if i < len(names)
-                    else gr.update(value="", visible=False) for i in range(3)]
+            return [
+                gr.update(label=names[i], value="", visible=True)
+                if i < len(names)
+                else gr.update(value="", visible=False)
+                for i in range(3)
+            ]
 
         def run(a, b, text, sys_prompt, n, penalty):
             names = pane_names(state, a, b)
-            hidden = [gr.update(value="", visible=i < len(names), label=names[i] if i < len(names) else "")
-                      for i in range(3)]
+            hidden = [
+                gr.update(
+                    value="", visible=i < len(names), label=names[i] if i < len(names) else ""
+                )
+                for i in range(3)
+            ]
             if not (text or "").strip():
                 gr.Warning("type a customer message first")
                 return [*hidden, "", gr.update(), [], ""]
@@ -66,45 +93,78 @@ def build_compare_tab(state: AppState) -> dict:
                 asked = [{"role": "user", "content": text}]
                 # each pane grounded as Chat grounds it (Chat's "Answer from knowledge" choice)
                 conversations, lines = chat_grounding.panes(
-                    asked, state.shelf(), adapters, state.chat_knowledge, settings.system_prompt,
-                    settings.max_new_tokens, state.session)
+                    asked,
+                    state.shelf(),
+                    adapters,
+                    state.chat_knowledge,
+                    settings.system_prompt,
+                    settings.max_new_tokens,
+                    state.session,
+                )
                 answers, how = state.serving.compare(asked, adapters, settings, conversations)
             except (ValueError, ServerBusy) as err:
                 gr.Warning(str(err))
                 return [*hidden, "", gr.update(), [], ""]
             updates = []
-            named = intents_of(state.shelf(), adapters, [x.text for x in answers])  # answers in adapters' order
+            named = intents_of(
+                state.shelf(), adapters, [x.text for x in answers]
+            )  # answers in adapters' order
             for i in range(3):
                 if i < len(answers):
                     ans = answers[i]
-                    label = f"{answer_name(state, ans.adapter)} · version {ans.adapter_hash[:12]} · {named[i]}"
+                    label = (
+                        f"{answer_name(state, ans.adapter)} · version "
+                        f"{ans.adapter_hash[:12]} · {named[i]}"
+                    )
                     updates.append(gr.update(value=ans.text, visible=True, label=label))
                 else:
                     updates.append(gr.update(value="", visible=False))
-            shown = [{"adapter": x.adapter, "adapter_hash": x.adapter_hash, "text": x.text, "engine": engine_of(how)}
-                     for x in answers]
+            shown = [
+                {
+                    "adapter": x.adapter,
+                    "adapter_hash": x.adapter_hash,
+                    "text": x.text,
+                    "engine": engine_of(how),
+                }
+                for x in answers
+            ]
             info = f"{how} (greedy)." + "".join(
                 f"  \n{answer_name(state, x.adapter)}: {line}"
-                for x, line in zip(answers, lines, strict=True) if line)
-            return [*updates, info, gr.update(choices=[x.adapter for x in answers], value=None), shown, text]
+                for x, line in zip(answers, lines, strict=True)
+                if line
+            )
+            return [
+                *updates,
+                info,
+                gr.update(choices=[x.adapter for x in answers], value=None),
+                shown,
+                text,
+            ]
 
         def on_save(text, shown, picked, corrected, request: gr.Request = None):
             session = getattr(request, "session_hash", None)
             try:
-                _, rated = save_feedback(text, shown, picked, corrected,
-                                         rater=f"session-{session}" if session else None)
+                _, rated = save_feedback(
+                    text, shown, picked, corrected, rater=f"session-{session}" if session else None
+                )
             except (ValueError, OSError) as err:
                 return f"⚠️ {err}"
-            return (f"Saved. {feedback_count()} feedback rows in `{feedback_path()}` — train on it from the Train "
-                    f"tab (Path); {len(rated)} rating(s) of the other answer(s) in the Review tab's queue, "
-                    "to accept and export as preference pairs.")
+            return (
+                f"Saved. {feedback_count()} feedback rows in `{feedback_path()}` — train on it "
+                f"from the Train tab (Path); {len(rated)} rating(s) of the other answer(s) in "
+                "the Review tab's queue, to accept and export as preference pairs."
+            )
 
         tab.select(choices, None, [first, second])
         first.change(relabel, [first, second], panes, show_progress="hidden")
         second.change(relabel, [first, second], panes, show_progress="hidden")
         refresh.click(choices, None, [first, second], api_name="compare_adapters")
-        go.click(run, [first, second, prompt, system, max_new, rep],
-                 [*panes, timing, choice, answers_state, prompt_state], api_name="compare")
+        go.click(
+            run,
+            [first, second, prompt, system, max_new, rep],
+            [*panes, timing, choice, answers_state, prompt_state],
+            api_name="compare",
+        )
         save.click(on_save, [prompt_state, answers_state, choice, correction], saved)
     return {"tab": tab, "adapter": first}
 
@@ -123,4 +183,6 @@ def answer_name(state: AppState, adapter: str | None) -> str:
 
 def pane_names(state: AppState, first: str | None, second: str | None) -> list[str]:
     """The panes' labels for the adapters picked: the base model first, then each adapter."""
-    return [answer_name(state, None)] + [answer_name(state, x) for x in (first, second) if x and x != NONE]
+    return [answer_name(state, None)] + [
+        answer_name(state, x) for x in (first, second) if x and x != NONE
+    ]

@@ -13,19 +13,32 @@ from ui.views.state import AppState
 
 def build_review_tab(state: AppState) -> dict:
     with gr.Tab("Review", id="review") as tab:
-        gr.Markdown("Ratings of served answers (👍/👎 in Chat, Compare's verdicts, `POST /v1/feedback`). "
-                    "Accept the good ones, fix their corrections, label their intents, and export them as "
-                    "training data.")
+        gr.Markdown(
+            "Ratings of served answers (👍/👎 in Chat, Compare's verdicts, `POST /v1/feedback`). "
+            "Accept the good ones, fix their corrections, label their intents, and export them as "
+            "training data."
+        )
         with gr.Row():
-            adapter = gr.Dropdown([view.ANY], value=view.ANY, label="Adapter", elem_id="review-adapter")
+            adapter = gr.Dropdown(
+                [view.ANY], value=view.ANY, label="Adapter", elem_id="review-adapter"
+            )
             rating = gr.Dropdown([view.ANY, *RATINGS], value=view.ANY, label="Rating")
-            status = gr.Dropdown([view.ANY, *STATUSES], value="new", label="Status", elem_id="review-status")
-            intent = gr.Dropdown([view.ANY], value=view.ANY, label="Intent", allow_custom_value=True,
-                                 elem_id="review-intent")
+            status = gr.Dropdown(
+                [view.ANY, *STATUSES], value="new", label="Status", elem_id="review-status"
+            )
+            intent = gr.Dropdown(
+                [view.ANY],
+                value=view.ANY,
+                label="Intent",
+                allow_custom_value=True,
+                elem_id="review-intent",
+            )
             since = gr.Textbox(label="From (YYYY-MM-DD)")
             until = gr.Textbox(label="To (YYYY-MM-DD)")
             refresh = gr.Button("↻ Refresh", elem_id="review-refresh")
-        rows = gr.Dataframe(headers=view.COLUMNS, interactive=False, wrap=True, elem_id="review-table")
+        rows = gr.Dataframe(
+            headers=view.COLUMNS, interactive=False, wrap=True, elem_id="review-table"
+        )
         with gr.Row():
             row_id = gr.Textbox(label="Rating id (click a row)", elem_id="review-id")
             correction = gr.Textbox(label="Correction", lines=2, elem_id="review-correction")
@@ -42,8 +55,11 @@ def build_review_tab(state: AppState) -> dict:
         filters = [adapter, rating, status, intent, since, until]
 
         def show_queue(*chosen):
-            return (view.table(*chosen), gr.update(choices=view.adapters_seen()),
-                    gr.update(choices=view.intents_seen()))
+            return (
+                view.table(*chosen),
+                gr.update(choices=view.adapters_seen()),
+                gr.update(choices=view.intents_seen()),
+            )
 
         def pick(table, evt: gr.SelectData):
             row = table.iloc[evt.index[0]] if hasattr(table, "iloc") else table[evt.index[0]]
@@ -52,12 +68,17 @@ def build_review_tab(state: AppState) -> dict:
         def do(new_status, edit):
             def review_action(rid, text, tag, *chosen):
                 try:
-                    message = view.act(rid, new_status, text if edit == "correction" else None,
-                                       tag if edit == "intent" else None)
+                    message = view.act(
+                        rid,
+                        new_status,
+                        text if edit == "correction" else None,
+                        tag if edit == "intent" else None,
+                    )
                 except ValueError as err:
                     gr.Warning(str(err))
                     return gr.skip(), ""
                 return view.table(*chosen), message
+
             return review_action
 
         def on_export_feedback(stem):

@@ -28,88 +28,229 @@ def build_train_tab(state: AppState) -> dict:
                 model = model_picker(d.model.name)
                 cost_note = gr.Markdown(model_note(d.model.name), elem_id="train-model-cost")
                 source = gr.Radio(DATA_SOURCES, value=DATA_SOURCES[0], label="Dataset")
-                upload = gr.File(label="Upload (.jsonl .json .csv .parquet)", file_types=list(forms_types()), visible=False)
+                upload = gr.File(
+                    label="Upload (.jsonl .json .csv .parquet)",
+                    file_types=list(forms_types()),
+                    visible=False,
+                )
                 path = gr.Textbox(label="Dataset path", visible=False, elem_id="train-path")
                 data_info = gr.Markdown()
-                data_preview = gr.Dataframe(label="First rows", interactive=False, wrap=True, max_height=220)
+                data_preview = gr.Dataframe(
+                    label="First rows", interactive=False, wrap=True, max_height=220
+                )
                 imported, held_out_file = _helpdesk_import(source, path)
             with gr.Column(scale=1):
                 dev_offer = forms.device_offer(hw)
                 device = gr.Dropdown(dev_offer.choices, value="auto", label="Device")
-                p0, q0 = forms.option_offer(hw, "auto", "precision"), forms.option_offer(hw, "auto", "quantization")
-                precision = gr.Dropdown(p0.choices, value=forms.default_precision(hw, "auto"), label="Precision",
-                                        elem_id="train-precision")
-                quant = gr.Dropdown(q0.choices, value="none", label="Quantization", elem_id="train-quant")
-                hw_notes = gr.Markdown("\n".join(f"- {n}" for n in dev_offer.notes + p0.notes + q0.notes), elem_id="hw-notes")
-                budget = gr.Number(d.train.time_budget_s / 60, label="Time budget (minutes)", minimum=0,
-                                   elem_id="train-budget",
-                                   info="Train for this long, start to saved adapter: steps, learning-rate "
-                                        "schedule and validation are sized to end on time. 0 = use the steps / "
-                                        "epochs under Advanced.")
+                p0, q0 = (
+                    forms.option_offer(hw, "auto", "precision"),
+                    forms.option_offer(hw, "auto", "quantization"),
+                )
+                precision = gr.Dropdown(
+                    p0.choices,
+                    value=forms.default_precision(hw, "auto"),
+                    label="Precision",
+                    elem_id="train-precision",
+                )
+                quant = gr.Dropdown(
+                    q0.choices, value="none", label="Quantization", elem_id="train-quant"
+                )
+                hw_notes = gr.Markdown(
+                    "\n".join(f"- {n}" for n in dev_offer.notes + p0.notes + q0.notes),
+                    elem_id="hw-notes",
+                )
+                budget = gr.Number(
+                    d.train.time_budget_s / 60,
+                    label="Time budget (minutes)",
+                    minimum=0,
+                    elem_id="train-budget",
+                    info="Train for this long, start to saved adapter: steps, learning-rate "
+                    "schedule and validation are sized to end on time. 0 = use the steps / "
+                    "epochs under Advanced.",
+                )
                 with gr.Row():
-                    batch = gr.Number(d.train.batch_size, precision=0, label="Batch size", minimum=1)
-                    accum = gr.Number(d.train.grad_accum, precision=0, label="Gradient accumulation", minimum=1)
+                    batch = gr.Number(
+                        d.train.batch_size, precision=0, label="Batch size", minimum=1
+                    )
+                    accum = gr.Number(
+                        d.train.grad_accum, precision=0, label="Gradient accumulation", minimum=1
+                    )
                 with gr.Accordion("Advanced: LoRA and training settings", open=False):
                     with gr.Row():
                         r = gr.Number(d.lora.r, precision=0, label="LoRA rank r")
                         alpha = gr.Number(d.lora.alpha, precision=0, label="LoRA alpha")
                         dropout = gr.Number(d.lora.dropout, label="LoRA dropout")
                         mlp = gr.Checkbox(d.lora.include_mlp, label="Adapt MLP layers too")
-                        top = gr.Number(d.lora.top_layers, precision=0, minimum=0, elem_id="train-top-layers",
-                                        label="Adapt only the last N blocks (0 = all; faster steps)")
+                        top = gr.Number(
+                            d.lora.top_layers,
+                            precision=0,
+                            minimum=0,
+                            elem_id="train-top-layers",
+                            label="Adapt only the last N blocks (0 = all; faster steps)",
+                        )
                     with gr.Row():
                         lr = gr.Number(d.train.learning_rate, label="Learning rate")
-                        sched = gr.Dropdown(["cosine", "linear", "constant"], value=d.train.lr_schedule, label="Schedule")
+                        sched = gr.Dropdown(
+                            ["cosine", "linear", "constant"],
+                            value=d.train.lr_schedule,
+                            label="Schedule",
+                        )
                         epochs = gr.Number(d.train.epochs, label="Epochs (time budget 0)")
-                        steps = gr.Number(d.train.max_steps, precision=0, label="Max steps (time budget 0; 0 = use epochs)",
-                                          elem_id="train-steps")
+                        steps = gr.Number(
+                            d.train.max_steps,
+                            precision=0,
+                            label="Max steps (time budget 0; 0 = use epochs)",
+                            elem_id="train-steps",
+                        )
                     with gr.Row():
-                        max_len = gr.Number(d.data.max_length, precision=0, label="Max length (tokens)")
-                        samples = gr.Number(d.data.max_samples, precision=0, label="Max rows (0 = all)", elem_id="train-samples")
+                        max_len = gr.Number(
+                            d.data.max_length, precision=0, label="Max length (tokens)"
+                        )
+                        samples = gr.Number(
+                            d.data.max_samples,
+                            precision=0,
+                            label="Max rows (0 = all)",
+                            elem_id="train-samples",
+                        )
                         val = gr.Number(d.data.val_fraction, label="Validation fraction")
-                        packing = gr.Checkbox(d.data.packing, label="Pack rows (no padding; fastest on GPUs with the flash-attn package)")
-                    last_turn = gr.Checkbox(d.data.last_turn_only,
-                                            label="Conversations: train the last answer only (default: every answer)")
+                        packing = gr.Checkbox(
+                            d.data.packing,
+                            label=(
+                                "Pack rows (no padding; fastest on GPUs with the flash-attn "
+                                "package)"
+                            ),
+                        )
+                    last_turn = gr.Checkbox(
+                        d.data.last_turn_only,
+                        label="Conversations: train the last answer only (default: every answer)",
+                    )
                     system = gr.Textbox(label="System prompt (optional)")
                     passages = gr.Number(
-                        d.data.with_passages, precision=0, minimum=0, maximum=5,
+                        d.data.with_passages,
+                        precision=0,
+                        minimum=0,
+                        maximum=5,
                         label="Train with N past answers in each row's prompt (the row's own left "
-                              "out; 0 = off; rows run longer)",
-                        elem_id="train-with-passages")
+                        "out; 0 = off; rows run longer)",
+                        elem_id="train-with-passages",
+                    )
                     with gr.Row():
-                        eval_every = gr.Number(d.train.eval_every, precision=0, label="Validate every N steps (blank = auto)",
-                                               elem_id="train-eval-every")
-                        probe_every = gr.Number(d.train.probe_every, precision=0, label="Probe answers every N steps (blank = auto)")
-                        save_every = gr.Number(d.train.save_every, precision=0, label="Checkpoint every N steps (blank = auto)")
+                        eval_every = gr.Number(
+                            d.train.eval_every,
+                            precision=0,
+                            label="Validate every N steps (blank = auto)",
+                            elem_id="train-eval-every",
+                        )
+                        probe_every = gr.Number(
+                            d.train.probe_every,
+                            precision=0,
+                            label="Probe answers every N steps (blank = auto)",
+                        )
+                        save_every = gr.Number(
+                            d.train.save_every,
+                            precision=0,
+                            label="Checkpoint every N steps (blank = auto)",
+                        )
                         seed = gr.Number(d.train.seed, precision=0, label="Seed")
-                    gr.Markdown("Several processes or machines (torchrun). On several machines, start the same "
-                                "settings on each with its own node rank; node 0 hosts the rendezvous endpoint.")
+                    gr.Markdown(
+                        "Several processes or machines (torchrun). On several machines, start "
+                        "the same settings on each with its own node rank; node 0 hosts the "
+                        "rendezvous endpoint."
+                    )
                     with gr.Row():
-                        nproc = gr.Number(d.run.nproc_per_node, precision=0, label="Processes per node",
-                                          elem_id="train-nproc")
-                        nnodes = gr.Number(d.run.nnodes, precision=0, label="Nodes", elem_id="train-nnodes")
-                        node_rank = gr.Number(d.run.node_rank, precision=0, label="This node's rank",
-                                              elem_id="train-node-rank")
-                        rdzv = gr.Textbox(d.run.rdzv_endpoint, label="Rendezvous endpoint (host:port of node 0)",
-                                          elem_id="train-rdzv")
-                        sharding = gr.Dropdown(forms.SHARDING_CHOICES, value=d.run.sharding, label="Sharding",
-                                               elem_id="train-sharding")
-                    gr.Markdown("Preference tuning: the dataset holds pairs (prompt, chosen, rejected; the Review "
-                                "tab's export writes them) and the run continues an adapter from the shelf. Picking "
-                                "a method sets its measured learning rate, epochs and batch size; it trains them or until "
-                                "the time budget ends, whichever comes first.")
+                        nproc = gr.Number(
+                            d.run.nproc_per_node,
+                            precision=0,
+                            label="Processes per node",
+                            elem_id="train-nproc",
+                        )
+                        nnodes = gr.Number(
+                            d.run.nnodes, precision=0, label="Nodes", elem_id="train-nnodes"
+                        )
+                        node_rank = gr.Number(
+                            d.run.node_rank,
+                            precision=0,
+                            label="This node's rank",
+                            elem_id="train-node-rank",
+                        )
+                        rdzv = gr.Textbox(
+                            d.run.rdzv_endpoint,
+                            label="Rendezvous endpoint (host:port of node 0)",
+                            elem_id="train-rdzv",
+                        )
+                        sharding = gr.Dropdown(
+                            forms.SHARDING_CHOICES,
+                            value=d.run.sharding,
+                            label="Sharding",
+                            elem_id="train-sharding",
+                        )
+                    gr.Markdown(
+                        "Preference tuning: the dataset holds pairs (prompt, chosen, rejected; "
+                        "the Review tab's export writes them) and the run continues an adapter "
+                        "from the shelf. Picking a method sets its measured learning rate, "
+                        "epochs and batch size; it trains them or until the time budget ends, "
+                        "whichever comes first."
+                    )
                     with gr.Row():
-                        method = gr.Dropdown(forms.METHOD_CHOICES, value=d.train.method, label="Method",
-                                             elem_id="train-method")
-                        from_adapter = gr.Dropdown([""] + state.adapter_choices(), value="", allow_custom_value=True,
-                                                   label="Start from adapter (DPO / CPO / ORPO)", elem_id="train-from")
-                        beta = gr.Number(d.train.beta, label="Beta (DPO / CPO / ORPO; blank or 0: the method's measured default)",
-                                         elem_id="train-beta")
+                        method = gr.Dropdown(
+                            forms.METHOD_CHOICES,
+                            value=d.train.method,
+                            label="Method",
+                            elem_id="train-method",
+                        )
+                        from_adapter = gr.Dropdown(
+                            [""] + state.adapter_choices(),
+                            value="",
+                            allow_custom_value=True,
+                            label="Start from adapter (DPO / CPO / ORPO)",
+                            elem_id="train-from",
+                        )
+                        beta = gr.Number(
+                            d.train.beta,
+                            label=(
+                                "Beta (DPO / CPO / ORPO; blank or 0: the method's measured default)"
+                            ),
+                            elem_id="train-beta",
+                        )
                 name = gr.Textbox(label="Adapter name (optional)", elem_id="train-name")
-        settings = [model, device, precision, quant, batch, accum, r, alpha, dropout, mlp, top, lr, sched, epochs,
-                    steps, max_len, samples, val, packing, last_turn, system, eval_every, probe_every, save_every, seed, name,
-                    nproc, nnodes, node_rank, rdzv, sharding, method, from_adapter, beta, budget,
-                    passages]
+        settings = [
+            model,
+            device,
+            precision,
+            quant,
+            batch,
+            accum,
+            r,
+            alpha,
+            dropout,
+            mlp,
+            top,
+            lr,
+            sched,
+            epochs,
+            steps,
+            max_len,
+            samples,
+            val,
+            packing,
+            last_turn,
+            system,
+            eval_every,
+            probe_every,
+            save_every,
+            seed,
+            name,
+            nproc,
+            nnodes,
+            node_rank,
+            rdzv,
+            sharding,
+            method,
+            from_adapter,
+            beta,
+            budget,
+            passages,
+        ]
         tab.select(lambda: gr.update(choices=["", *state.adapter_choices()]), None, from_adapter)
         with gr.Row():
             check = gr.Button("Check settings & estimate", elem_id="train-check")
@@ -118,30 +259,55 @@ def build_train_tab(state: AppState) -> dict:
             stop = gr.Button("Stop", variant="stop", elem_id="train-stop")
         message = gr.Markdown(elem_id="train-message")
         progress = gr.HTML(run_view(None)["progress_html"])
-        curve = gr.LinePlot(curve_frame([]), x="step", y="loss", color="series", title="Loss (train and validation)",
-                            elem_id="loss-curve", height=260)
-        probes = gr.Dataframe(headers=["probe prompt", "current answer"], label="Probe answers", wrap=True,
-                              interactive=False, elem_id="probe-answers")
+        curve = gr.LinePlot(
+            curve_frame([]),
+            x="step",
+            y="loss",
+            color="series",
+            title="Loss (train and validation)",
+            elem_id="loss-curve",
+            height=260,
+        )
+        probes = gr.Dataframe(
+            headers=["probe prompt", "current answer"],
+            label="Probe answers",
+            wrap=True,
+            interactive=False,
+            elem_id="probe-answers",
+        )
         result = gr.Markdown(elem_id="train-result")
-        to_compare = gr.Button("Compare the new adapter with the base model →", visible=False, elem_id="train-to-compare")
+        to_compare = gr.Button(
+            "Compare the new adapter with the base model →",
+            visible=False,
+            elem_id="train-to-compare",
+        )
         log = gr.Textbox(label="Log tail", lines=6, max_lines=12, interactive=False)
         timer = gr.Timer(2.0)
 
         # Thin wrappers: the work is in ui/views/train_actions.py; these only turn it into updates.
         def on_source(src):
-            return gr.update(visible=src == DATA_SOURCES[1]), gr.update(visible=src == DATA_SOURCES[2])
+            return gr.update(visible=src == DATA_SOURCES[1]), gr.update(
+                visible=src == DATA_SOURCES[2]
+            )
 
         def on_data(src, upload_file, typed):
             info, frame = handlers.data_preview(src, upload_file, typed)
             return info, gr.update(value=frame)
 
         def on_device(dev):
-            p_choices, p_default, q_choices, notes = handlers.device_options(hw, dev_offer.notes, dev)
-            return gr.update(choices=p_choices, value=p_default), gr.update(choices=q_choices), notes
+            p_choices, p_default, q_choices, notes = handlers.device_options(
+                hw, dev_offer.notes, dev
+            )
+            return (
+                gr.update(choices=p_choices, value=p_default),
+                gr.update(choices=q_choices),
+                notes,
+            )
 
         def checked(fn):
             def handler(src, upload_file, typed, *values):
                 return handlers.checked_text(hw, fn, src, upload_file, typed, values)
+
             return handler
 
         def on_start(src, upload_file, typed, *values):
@@ -154,66 +320,125 @@ def build_train_tab(state: AppState) -> dict:
             current, view = handlers.poll_run(current)
             key = (current, len(view["curve"]))
             frame = gr.skip() if key == drawn else curve_frame(view["curve"])
-            return (current, key, view["progress_html"], frame, view["probes"] or None, view["result"],
-                    gr.update(visible=bool(view["adapter"]) and not view["active"]), view["log"])
+            return (
+                current,
+                key,
+                view["progress_html"],
+                frame,
+                view["probes"] or None,
+                view["result"],
+                gr.update(visible=bool(view["adapter"]) and not view["active"]),
+                view["log"],
+            )
 
         source.change(on_source, source, [upload, path])
-        for trigger, api in ((source.change, None), (upload.change, None), (path.submit, "preview_data")):
+        for trigger, api in (
+            (source.change, None),
+            (upload.change, None),
+            (path.submit, "preview_data"),
+        ):
             trigger(on_data, [source, upload, path], [data_info, data_preview], api_name=api)
-        imported.then(on_data, [source, upload, path], [data_info, data_preview])  # the new dataset's rows
+        imported.then(
+            on_data, [source, upload, path], [data_info, data_preview]
+        )  # the new dataset's rows
         device.change(on_device, device, [precision, quant, hw_notes])
         model.change(model_note, model, cost_note, show_progress="hidden")
         # Each method's own learning rate, epochs, steps, batch size and time budget (preference
         # methods: their epochs)
         method.input(forms.method_settings, method, [lr, epochs, steps, batch, budget])
-        check.click(checked(estimate_text), [source, upload, path, *settings], message, api_name="check_settings")
-        dry.click(checked(dry_run_text), [source, upload, path, *settings], message, concurrency_id="heavy")
-        start.click(on_start, [source, upload, path, *settings], [message, run_id],
-                    concurrency_id="train-start", api_name="start_training")
+        check.click(
+            checked(estimate_text),
+            [source, upload, path, *settings],
+            message,
+            api_name="check_settings",
+        )
+        dry.click(
+            checked(dry_run_text),
+            [source, upload, path, *settings],
+            message,
+            concurrency_id="heavy",
+        )
+        start.click(
+            on_start,
+            [source, upload, path, *settings],
+            [message, run_id],
+            concurrency_id="train-start",
+            api_name="start_training",
+        )
         stop.click(on_stop, run_id, message)
         outputs = [run_id, curve_key, progress, curve, probes, result, to_compare, log]
         timer.tick(poll, [run_id, curve_key], outputs, show_progress="hidden")
         tab.select(poll, [run_id, gr.State(None)], outputs, show_progress="hidden")
         tab.select(on_data, [source, upload, path], [data_info, data_preview])
         # The Train tab is the first one shown: fill it when the page opens too.
-        on_load = [(poll, [run_id, gr.State(None)], outputs), (on_data, [source, upload, path], [data_info, data_preview])]
-    return {"tab": tab, "to_compare": to_compare, "run_id": run_id, "on_load": on_load,
-            "imported": imported, "held_out_file": held_out_file}
+        on_load = [
+            (poll, [run_id, gr.State(None)], outputs),
+            (on_data, [source, upload, path], [data_info, data_preview]),
+        ]
+    return {
+        "tab": tab,
+        "to_compare": to_compare,
+        "run_id": run_id,
+        "on_load": on_load,
+        "imported": imported,
+        "held_out_file": held_out_file,
+    }
 
 
 def model_picker(value: str) -> gr.Dropdown:
     """The base-model picker: the recommended models by name, or any Hub id or folder typed in."""
-    return gr.Dropdown(model_choices(), value=value, allow_custom_value=True, filterable=True, elem_id="train-model",
-                       label="Base model (pick one, or type a Hub id or local folder)",
-                       info="Check settings & estimate quotes what the picked model costs, as measured.")
+    return gr.Dropdown(
+        model_choices(),
+        value=value,
+        allow_custom_value=True,
+        filterable=True,
+        elem_id="train-model",
+        label="Base model (pick one, or type a Hub id or local folder)",
+        info="Check settings & estimate quotes what the picked model costs, as measured.",
+    )
 
 
 def _helpdesk_import(source, path):
-    """A helpdesk export -> redacted conversations; on success the dataset becomes its train.jsonl."""
+    """A helpdesk export -> redacted conversations; on success the dataset
+    becomes its train.jsonl."""
     with gr.Accordion("Import a helpdesk export (tickets → redacted conversations)", open=False):
-        export = gr.File(label="Helpdesk export: one row per message (.csv .tsv .jsonl .json)",
-                         file_types=list(transcripts.EXPORT_TYPES))
+        export = gr.File(
+            label="Helpdesk export: one row per message (.csv .tsv .jsonl .json)",
+            file_types=list(transcripts.EXPORT_TYPES),
+        )
         export_path = gr.Textbox(label="…or its path on this machine", elem_id="import-path")
         with gr.Row():
-            columns = gr.Textbox(label="Column map (optional)", placeholder="ticket=case_no,role=sender,text=body")
+            columns = gr.Textbox(
+                label="Column map (optional)", placeholder="ticket=case_no,role=sender,text=body"
+            )
             roles = gr.Textbox(label="Role map (optional)", placeholder="Member=user,Rep=assistant")
             held_out = gr.Number(0.1, label="Held out for evaluation", minimum=0, maximum=0.9)
         run = gr.Button("Import and preview", elem_id="import-run")
         report = gr.Markdown(elem_id="import-report")
-        shown = gr.Dataframe(headers=transcripts.PREVIEW_HEADERS, label="First redacted conversations",
-                             interactive=False, wrap=True, max_height=300)
+        shown = gr.Dataframe(
+            headers=transcripts.PREVIEW_HEADERS,
+            label="First redacted conversations",
+            interactive=False,
+            wrap=True,
+            max_height=300,
+        )
 
         held_out_file = gr.State(None)  # the import's eval.jsonl: ui/app.py hands it to Evaluate
 
     def on_import_export(upload_file, typed, column_map, role_map, fraction):
-        text, rows, train_file, eval_file = transcripts.import_export(upload_file, typed, column_map,
-                                                                       role_map, fraction)
+        text, rows, train_file, eval_file = transcripts.import_export(
+            upload_file, typed, column_map, role_map, fraction
+        )
         if train_file is None:
             return text, gr.update(value=None), gr.skip(), gr.skip(), None
         return text, gr.update(value=rows), DATA_SOURCES[2], train_file, eval_file
 
-    event = run.click(on_import_export, [export, export_path, columns, roles, held_out],
-                      [report, shown, source, path, held_out_file], api_name="import_transcripts")
+    event = run.click(
+        on_import_export,
+        [export, export_path, columns, roles, held_out],
+        [report, shown, source, path, held_out_file],
+        api_name="import_transcripts",
+    )
     return event, held_out_file
 
 

@@ -28,14 +28,29 @@ from knowledge.store import KnowledgeShelf
 from serve.version_stats import VersionStats, thumbs, thumbs_series
 
 ACTIONS = ("set", "promote", "rollback", "delete")
-COLUMNS = ["version", "weight %", "requests", "errors", "first token p50 / p95 s", "answer p50 / p95 s",
-           "thumbs-down rate (up / down)"]
+COLUMNS = [
+    "version",
+    "weight %",
+    "requests",
+    "errors",
+    "first token p50 / p95 s",
+    "answer p50 / p95 s",
+    "thumbs-down rate (up / down)",
+]
 PLOT_BUCKET_S = 15.0  # a canary shows a line within half a minute, not after two minutes
-PLOT_BUCKET_ENV = "TUNEDESK_ALIAS_PLOT_BUCKET_S"  # seconds per point of the plot (tests draw per second)
-METRICS = {"answer p95 (s)": "answer_p95_s", "answer p50 (s)": "answer_p50_s",
-           "first token p95 (s)": "first_token_p95_s", "first token p50 (s)": "first_token_p50_s",
-           "requests": "requests", "errors": "errors", "error rate": "error_rate",
-           "thumbs-down rate": "thumbs_down_rate"}
+PLOT_BUCKET_ENV = (
+    "TUNEDESK_ALIAS_PLOT_BUCKET_S"  # seconds per point of the plot (tests draw per second)
+)
+METRICS = {
+    "answer p95 (s)": "answer_p95_s",
+    "answer p50 (s)": "answer_p50_s",
+    "first token p95 (s)": "first_token_p95_s",
+    "first token p50 (s)": "first_token_p50_s",
+    "requests": "requests",
+    "errors": "errors",
+    "error rate": "error_rate",
+    "thumbs-down rate": "thumbs_down_rate",
+}
 
 
 def plot_bucket_s() -> float:
@@ -52,7 +67,9 @@ def plot_bucket_s() -> float:
     except ValueError:
         seconds = -1.0
     if not 1 <= seconds <= 3600:  # the plot's times are whole seconds
-        raise ValueError(f"{PLOT_BUCKET_ENV} must be a number of seconds from 1 to 3600, got {text[:40]!r}")
+        raise ValueError(
+            f"{PLOT_BUCKET_ENV} must be a number of seconds from 1 to 3600, got {text[:40]!r}"
+        )
     return seconds
 
 
@@ -64,7 +81,10 @@ def names() -> list[str]:
 def details(name: str | None) -> str:
     """One alias as markdown: its split, each version's gate, its last changes."""
     if not name:
-        return "No alias chosen: type a name and a split (`support-v3=90 support-v4=10`), then **Set split**."
+        return (
+            "No alias chosen: type a name and a split (`support-v3=90 support-v4=10`), then "
+            "**Set split**."
+        )
     try:
         lines = actions.details(name)
     except (AliasError, OSError) as err:
@@ -72,7 +92,9 @@ def details(name: str | None) -> str:
     return "```\n" + "\n".join(lines) + "\n```"
 
 
-def change(action: str, name: str, split: str, version: str, force: bool, reason: str, by: str) -> str:
+def change(
+    action: str, name: str, split: str, version: str, force: bool, reason: str, by: str
+) -> str:
     """Run one change as typed in the tab; the sentence to show (a refusal starts with ⚠️)."""
     name, gate = (name or "").strip(), {"force": bool(force), "reason": reason or ""}
     try:
@@ -94,8 +116,11 @@ def set_policy(name: str, margin, min_requests, min_ratings, by: str) -> str:
     keeping its split; the sentence to show (a refusal starts with ⚠️)."""
     policy = None
     if margin:
-        policy = {"margin": margin, "min_requests": _whole(min_requests, "min_requests"),
-                  "min_ratings": _whole(min_ratings, "min_ratings")}
+        policy = {
+            "margin": margin,
+            "min_requests": _whole(min_requests, "min_requests"),
+            "min_ratings": _whole(min_ratings, "min_ratings"),
+        }
     try:
         return actions.set_split((name or "").strip(), None, by, auto_rollback=policy)
     except (ValueError, OSError) as err:
@@ -153,15 +178,23 @@ def figures(stats: VersionStats, name: str | None, engines=None) -> list[list]:
     for version, weight in split.items():
         got = stats.summary(version)
         rated = thumbs(ratings, version, _weights(engines, version))
-        rows.append([version, weight, got["requests"], got["errors"],
-                     f"{_s(got['first_token_p50_s'])} / {_s(got['first_token_p95_s'])}",
-                     f"{_s(got['answer_p50_s'])} / {_s(got['answer_p95_s'])}",
-                     f"{_s(rated['thumbs_down_rate'])} ({rated['thumbs_up']} / {rated['thumbs_down']})"])
+        rows.append(
+            [
+                version,
+                weight,
+                got["requests"],
+                got["errors"],
+                f"{_s(got['first_token_p50_s'])} / {_s(got['first_token_p95_s'])}",
+                f"{_s(got['answer_p50_s'])} / {_s(got['answer_p95_s'])}",
+                f"{_s(rated['thumbs_down_rate'])} ({rated['thumbs_up']} / {rated['thumbs_down']})",
+            ]
+        )
     return rows
 
 
-def plot_frame(stats: VersionStats, name: str | None, metric: str, bucket_s: float | None = None,
-               engines=None) -> pd.DataFrame:
+def plot_frame(
+    stats: VersionStats, name: str | None, metric: str, bucket_s: float | None = None, engines=None
+) -> pd.DataFrame:
     """``time, version, value`` per ``bucket_s`` (default :func:`plot_bucket_s`) over the stats'
     window for the plot: ``metric`` (a :data:`METRICS` label; the thumbs-down rate from the
     ratings of each version's weights)."""
@@ -172,12 +205,21 @@ def plot_frame(stats: VersionStats, name: str | None, metric: str, bucket_s: flo
         split = {}
     if key == "thumbs_down_rate":
         ratings, start = FeedbackStore().ratings() if split else [], stats.clock() - stats.window_s
-        series = {v: thumbs_series(ratings, v, _weights(engines, v), start, bucket_s) for v in split}
+        series = {
+            v: thumbs_series(ratings, v, _weights(engines, v), start, bucket_s) for v in split
+        }
     else:
         series = {v: stats.summary(v, bucket_s)["series"] for v in split}
-    rows = [{"time": pd.Timestamp(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(b["t"]))),
-             "version": version, "value": b[key]}
-            for version, points in series.items() for b in points if b[key] is not None]
+    rows = [
+        {
+            "time": pd.Timestamp(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(b["t"]))),
+            "version": version,
+            "value": b[key],
+        }
+        for version, points in series.items()
+        for b in points
+        if b[key] is not None
+    ]
     return pd.DataFrame(rows, columns=["time", "version", "value"])
 
 
@@ -192,7 +234,8 @@ def _weights(engines, version: str) -> str:
 
 
 def _whole(value, key: str) -> int:
-    """A count typed in a number box (empty: the default); a fraction stays, for the rules to refuse."""
+    """A count typed in a number box (empty: the default); a fraction stays, for
+    the rules to refuse."""
     if value in (None, ""):
         return AUTO_ROLLBACK_DEFAULTS[key]
     return int(value) if float(value).is_integer() else value

@@ -15,7 +15,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def data_of(shelf, adapter: str | None) -> str | None:
-    """The file whose labelled answers name the intents: the adapter's training data, else the demo data."""
+    """The file whose labelled answers name the intents: the adapter's training data,
+    else the demo data."""
     if adapter:
         try:
             path = ((shelf.get(adapter).manifest or {}).get("data") or {}).get("path")

@@ -24,8 +24,10 @@ def model_room(session) -> dict:
     from inference.generate import context_limit
 
     limit = context_limit(session)
-    return {"tokenizer": session.tokenizer,
-            "context_tokens": min(CONTEXT_TOKENS, limit) if limit else CONTEXT_TOKENS}
+    return {
+        "tokenizer": session.tokenizer,
+        "context_tokens": min(CONTEXT_TOKENS, limit) if limit else CONTEXT_TOKENS,
+    }
 
 
 def choices() -> list[str]:
@@ -50,9 +52,15 @@ def source(adapters_shelf, adapter: str | None, choice: str | None) -> tuple[str
     return entry["name"], entry["version"]
 
 
-def grounded(messages: list[dict], adapters_shelf, adapter: str | None, choice: str | None,
-             system_prompt: str = "", answer_tokens: int = 256,
-             session=None) -> tuple[list[dict], str]:
+def grounded(
+    messages: list[dict],
+    adapters_shelf,
+    adapter: str | None,
+    choice: str | None,
+    system_prompt: str = "",
+    answer_tokens: int = 256,
+    session=None,
+) -> tuple[list[dict], str]:
     """The conversation to answer (grounded when asked) and the ``answered from`` line.
 
     ``session``: the model's session, so the passages fit its own context (None: a
@@ -64,18 +72,31 @@ def grounded(messages: list[dict], adapters_shelf, adapter: str | None, choice: 
     if chosen is None:
         return messages, ""
     try:
-        out, grounding = ground(messages, *chosen, system_prompt=system_prompt,
-                                answer_tokens=answer_tokens, **model_room(session))
+        out, grounding = ground(
+            messages,
+            *chosen,
+            system_prompt=system_prompt,
+            answer_tokens=answer_tokens,
+            **model_room(session),
+        )
     except ValueError as err:
         return messages, f"answered without knowledge: {err}"
     return out, grounding.line()
 
 
-def panes(messages: list[dict], adapters_shelf, adapters: list[str | None], choice: str | None,
-          system_prompt: str = "", answer_tokens: int = 256,
-          session=None) -> tuple[list[list[dict]], list[str]]:
+def panes(
+    messages: list[dict],
+    adapters_shelf,
+    adapters: list[str | None],
+    choice: str | None,
+    system_prompt: str = "",
+    answer_tokens: int = 256,
+    session=None,
+) -> tuple[list[list[dict]], list[str]]:
     """Compare's panes grounded the way Chat grounds an answer: each pane's conversation and its
     ``answered from`` line ("" when it answers ungrounded), in ``adapters``' order."""
-    done = [grounded(messages, adapters_shelf, a, choice, system_prompt, answer_tokens, session)
-            for a in adapters]
+    done = [
+        grounded(messages, adapters_shelf, a, choice, system_prompt, answer_tokens, session)
+        for a in adapters
+    ]
     return [m for m, _ in done], [line for _, line in done]

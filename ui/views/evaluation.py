@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-METRIC_COLUMNS = ["model", "BLEU", "ROUGE-L", "perplexity", "golden passed",
-                  "Δ BLEU [95% CI]", "Δ ROUGE-L [95% CI]", "Δ perplexity [95% CI]"]
+METRIC_COLUMNS = [
+    "model",
+    "BLEU",
+    "ROUGE-L",
+    "perplexity",
+    "golden passed",
+    "Δ BLEU [95% CI]",
+    "Δ ROUGE-L [95% CI]",
+    "Δ perplexity [95% CI]",
+]
 GROUNDING_CHOICES = ["auto", "off", "on", "both"]  # auto: both when an adapter has knowledge
 
 
-def picks_after_training(picked: list[str] | None, names: list[str], trained: str | None,
-                         offered: str | None) -> tuple[list[str], str | None]:
+def picks_after_training(
+    picked: list[str] | None, names: list[str], trained: str | None, offered: str | None
+) -> tuple[list[str], str | None]:
     """The adapters to score when the Evaluate tab opens, and the trained one offered so far.
 
     The picks still on the shelf stay; an adapter trained since the tab last opened
@@ -30,28 +39,59 @@ def metric_rows(report) -> list[list]:
     rows = []
     for m in report.models:
         x, d = report.metrics[m], report.deltas.get(m)
-        deltas = [_ci(d["bleu"], 2), _ci(d["rouge_l"], 4), _ci(d["perplexity"], 2)] if d else ["—"] * 3
-        rows.append([m, round(x["bleu"], 2), round(x["rouge_l"], 4), round(x["perplexity"], 2),
-                     f"{x['golden_passed']}/{x['golden_total']}", *deltas])
+        deltas = (
+            [_ci(d["bleu"], 2), _ci(d["rouge_l"], 4), _ci(d["perplexity"], 2)] if d else ["—"] * 3
+        )
+        rows.append(
+            [
+                m,
+                round(x["bleu"], 2),
+                round(x["rouge_l"], 4),
+                round(x["perplexity"], 2),
+                f"{x['golden_passed']}/{x['golden_total']}",
+                *deltas,
+            ]
+        )
     return rows
 
 
 def sample_rows(report, adapter: str) -> tuple[list[str], list[list]]:
     """Per-sample table for one adapter vs base, worst ROUGE-L regressions first."""
-    cols = ["row", "prompt", "reference", "base answer", f"{adapter} answer",
-            "base ROUGE-L", f"{adapter} ROUGE-L", "Δ ROUGE-L", "Δ BLEU"]
-    rows = [[s["index"], s["prompt"], s["reference"], s["answers"]["base"], s["answers"][adapter],
-             round(s["rouge_l"]["base"], 3), round(s["rouge_l"][adapter], 3),
-             round(s["delta"][adapter]["rouge_l"], 3), round(s["delta"][adapter]["bleu"], 2)]
-            for s in report.samples]
+    cols = [
+        "row",
+        "prompt",
+        "reference",
+        "base answer",
+        f"{adapter} answer",
+        "base ROUGE-L",
+        f"{adapter} ROUGE-L",
+        "Δ ROUGE-L",
+        "Δ BLEU",
+    ]
+    rows = [
+        [
+            s["index"],
+            s["prompt"],
+            s["reference"],
+            s["answers"]["base"],
+            s["answers"][adapter],
+            round(s["rouge_l"]["base"], 3),
+            round(s["rouge_l"][adapter], 3),
+            round(s["delta"][adapter]["rouge_l"], 3),
+            round(s["delta"][adapter]["bleu"], 2),
+        ]
+        for s in report.samples
+    ]
     rows.sort(key=lambda r: r[7])
     return cols, rows
 
 
 def golden_rows(report) -> tuple[list[str], list[list]]:
     cols = ["id", "prompt", *[f"{m} passed" for m in report.models]]
-    rows = [[r["id"], r["prompt"], *["✓" if r["checks"][m]["passed"] else "✗" for m in report.models]]
-            for r in report.golden.get("results", [])]
+    rows = [
+        [r["id"], r["prompt"], *["✓" if r["checks"][m]["passed"] else "✗" for m in report.models]]
+        for r in report.golden.get("results", [])
+    ]
     return cols, rows
 
 
@@ -61,9 +101,11 @@ def run_summary(report) -> str:
     from eval.report import engine_line
 
     t = report.timings
-    return (f"Scored {report.data.get('rows')} rows ({report.data.get('selection')}) in "
-            f"{t.get('total_seconds')} s — {t.get('rows_per_second')} rows/s, {engine_line(report)}. "
-            f"Saved to `{report.folder}`.")
+    return (
+        f"Scored {report.data.get('rows')} rows ({report.data.get('selection')}) in "
+        f"{t.get('total_seconds')} s — {t.get('rows_per_second')} rows/s, {engine_line(report)}. "
+        f"Saved to `{report.folder}`."
+    )
 
 
 def report_files(report) -> list[str]:
@@ -115,17 +157,27 @@ def gate_markdown(report) -> str:
     lines = []
     for name, v in report.gate.items():
         icon = {"passed": "✅", "failed": "❌"}.get(v["state"], "⚠️")
-        against = f" against {v['against']}, the version it was tuned from" if v.get("against", "base") != "base" else ""
+        against = (
+            f" against {v['against']}, the version it was tuned from"
+            if v.get("against", "base") != "base"
+            else ""
+        )
         if lines:
             lines.append("")  # a blank line: the next heading is not the last bullet's text
         lines.append(f"{icon} **Release gate of {name}{against}: {v['state']}**")
         lines += [f"- {r}" for r in v["reasons"]] + [f"- _{n}_" for n in v.get("notes", [])]
     if report.slices:
-        flagged = {a: sum(1 for s in report.slices["slices"] if s["worse"][a]) for a in report.adapters}
-        lines.append("Slices by `{}`: {} — worse than base beyond chance (paired randomization tests, "
-                     "corrected over all slices and metrics): {}.".format(
-            report.slices["column"], len(report.slices["slices"]),
-            ", ".join(f"{a} {n}" for a, n in flagged.items())))
+        flagged = {
+            a: sum(1 for s in report.slices["slices"] if s["worse"][a]) for a in report.adapters
+        }
+        lines.append(
+            "Slices by `{}`: {} — worse than base beyond chance (paired randomization tests, "
+            "corrected over all slices and metrics): {}.".format(
+                report.slices["column"],
+                len(report.slices["slices"]),
+                ", ".join(f"{a} {n}" for a, n in flagged.items()),
+            )
+        )
     return "\n".join(lines)
 
 

@@ -23,8 +23,13 @@ from feedback.store import FeedbackStore, check_rating, content_text
 FEEDBACK_FILE = "feedback.jsonl"
 
 
-def save_feedback(prompt: str, answers: list[dict], choice: str | None,
-                  correction: str = "", rater: str | None = None) -> tuple[dict, list[dict]]:
+def save_feedback(
+    prompt: str,
+    answers: list[dict],
+    choice: str | None,
+    correction: str = "",
+    rater: str | None = None,
+) -> tuple[dict, list[dict]]:
     """Record which answer was better, or a corrected answer: a row of ``feedback.jsonl`` and
     the review queue's ratings of the panes that lost.
 
@@ -64,16 +69,22 @@ def save_feedback(prompt: str, answers: list[dict], choice: str | None,
     try:
         append_line(path, json.dumps(row, ensure_ascii=False))
     except OSError as err:
-        raise OSError(f"could not save the feedback to {path}: {err.strerror or err}; "
-                      "the rows saved before are unchanged") from err
-    store = FeedbackStore()  # the verdict keeps its conversation (redacted), as a rating in Chat does
+        raise OSError(
+            f"could not save the feedback to {path}: {err.strerror or err}; "
+            "the rows saved before are unchanged"
+        ) from err
+    store = (
+        FeedbackStore()
+    )  # the verdict keeps its conversation (redacted), as a rating in Chat does
     try:
         asked = [{"role": "user", "content": prompt}]
         rated = rate_compare(store, asked, answers, choice, correction, rater=rater)
     except OSError as err:
-        raise OSError(f"saved to {path}, but could not add it to the review queue in "
-                      f"{store.store}: "
-                      f"{err.strerror or err}") from err
+        raise OSError(
+            f"saved to {path}, but could not add it to the review queue in "
+            f"{store.store}: "
+            f"{err.strerror or err}"
+        ) from err
     return row, rated
 
 
@@ -92,9 +103,17 @@ def feedback_count() -> int:
     return sum(1 for _ in open(path, encoding="utf-8")) if path.exists() else 0
 
 
-def rate_chat_answer(history: list[dict], index: int, rating: str, adapter: str | None, version: str,
-                     engine: str, correction: str | None = None, system: str | None = None,
-                     rater: str | None = None) -> dict:
+def rate_chat_answer(
+    history: list[dict],
+    index: int,
+    rating: str,
+    adapter: str | None,
+    version: str,
+    engine: str,
+    correction: str | None = None,
+    system: str | None = None,
+    rater: str | None = None,
+) -> dict:
     """Store a rating of the Chat answer at ``history[index]`` (with the turns before it, after
     the system prompt ``system`` it was asked under: training on it then asks as Chat did).
     The answer's id comes from what was asked and answered, so ``rater`` (the page's session)
@@ -109,11 +128,20 @@ def rate_chat_answer(history: list[dict], index: int, rating: str, adapter: str 
     import hashlib
 
     store = FeedbackStore(log_conversations=True)  # rating in Chat is asking to keep it
-    before = [{"role": m["role"], "content": content_text(m.get("content"))} for m in history[:index]]
+    before = [
+        {"role": m["role"], "content": content_text(m.get("content"))} for m in history[:index]
+    ]
     if system and system.strip() and not any(m["role"] == "system" for m in before):
         before.insert(0, {"role": "system", "content": system})
     asked = json.dumps([adapter, version, before, content_text(history[index].get("content"))])
     answer_id = "chat-" + hashlib.sha256(asked.encode("utf-8")).hexdigest()[:24]
-    store.record(answer_id, adapter or "base", version, engine, before, content_text(history[index].get("content")),
-                 source="chat")
+    store.record(
+        answer_id,
+        adapter or "base",
+        version,
+        engine,
+        before,
+        content_text(history[index].get("content")),
+        source="chat",
+    )
     return store.rate(answer_id, rating, correction, source="chat", rater=rater)

@@ -14,39 +14,83 @@ DEMO_DATA = "assets/demo_support.jsonl"
 # Field order of the Train tab's settings inputs: (section, field).
 TRAIN_FIELDS = [
     ("model", "name"),
-    ("train", "device"), ("train", "precision"), ("train", "quantization"),
-    ("train", "batch_size"), ("train", "grad_accum"),
-    ("lora", "r"), ("lora", "alpha"), ("lora", "dropout"), ("lora", "include_mlp"), ("lora", "top_layers"),
-    ("train", "learning_rate"), ("train", "lr_schedule"), ("train", "epochs"), ("train", "max_steps"),
-    ("data", "max_length"), ("data", "max_samples"), ("data", "val_fraction"), ("data", "packing"),
-    ("data", "last_turn_only"), ("data", "system_prompt"),
-    ("train", "eval_every"), ("train", "probe_every"), ("train", "save_every"), ("train", "seed"),
+    ("train", "device"),
+    ("train", "precision"),
+    ("train", "quantization"),
+    ("train", "batch_size"),
+    ("train", "grad_accum"),
+    ("lora", "r"),
+    ("lora", "alpha"),
+    ("lora", "dropout"),
+    ("lora", "include_mlp"),
+    ("lora", "top_layers"),
+    ("train", "learning_rate"),
+    ("train", "lr_schedule"),
+    ("train", "epochs"),
+    ("train", "max_steps"),
+    ("data", "max_length"),
+    ("data", "max_samples"),
+    ("data", "val_fraction"),
+    ("data", "packing"),
+    ("data", "last_turn_only"),
+    ("data", "system_prompt"),
+    ("train", "eval_every"),
+    ("train", "probe_every"),
+    ("train", "save_every"),
+    ("train", "seed"),
     ("run", "adapter_name"),
     # Several processes or machines (torchrun); checked by finetune.launch like the CLI's flags.
-    ("run", "nproc_per_node"), ("run", "nnodes"), ("run", "node_rank"), ("run", "rdzv_endpoint"),
+    ("run", "nproc_per_node"),
+    ("run", "nnodes"),
+    ("run", "node_rank"),
+    ("run", "rdzv_endpoint"),
     ("run", "sharding"),
     # Preference tuning (dpo / cpo / orpo) on pairs, on top of a shelf adapter.
-    ("train", "method"), ("train", "from_adapter"), ("train", "beta"),
+    ("train", "method"),
+    ("train", "from_adapter"),
+    ("train", "beta"),
     # The default way to train: for N minutes (the form shows minutes; 0 = steps / epochs above).
     ("train", "time_budget_s"),
     # Train each row with its best past answers of the training split (0 = off).
     ("data", "with_passages"),
 ]
-_INTS = {"batch_size", "grad_accum", "r", "alpha", "top_layers", "max_steps", "max_length", "max_samples",
-         "eval_every", "probe_every", "save_every", "seed", "nproc_per_node", "nnodes", "node_rank",
-         "with_passages"}
+_INTS = {
+    "batch_size",
+    "grad_accum",
+    "r",
+    "alpha",
+    "top_layers",
+    "max_steps",
+    "max_length",
+    "max_samples",
+    "eval_every",
+    "probe_every",
+    "save_every",
+    "seed",
+    "nproc_per_node",
+    "nnodes",
+    "node_rank",
+    "with_passages",
+}
 _FLOATS = {"dropout", "learning_rate", "epochs", "val_fraction", "beta"}
 _TEXTS = {"system_prompt", "adapter_name", "rdzv_endpoint", "from_adapter"}
 _AUTO = {"eval_every", "probe_every", "save_every"}  # blank = auto (a share of the planned steps)
 _LABELS = {"time_budget_s": "time budget (minutes)"}
 # The Train tab's methods: (label, TrainArgs.method).
-METHOD_CHOICES = [("SFT: learn the answers in the dataset", "sft"),
-                  ("DPO: prefer chosen over rejected answers (pairs), from an adapter", "dpo"),
-                  ("CPO: DPO's loss without a reference pass (faster; pulls hardest on the pairs still lost)", "cpo"),
-                  ("ORPO: an odds-ratio term beside SFT, no reference copy (cheaper on a CPU)", "orpo")]
+METHOD_CHOICES = [
+    ("SFT: learn the answers in the dataset", "sft"),
+    ("DPO: prefer chosen over rejected answers (pairs), from an adapter", "dpo"),
+    (
+        "CPO: DPO's loss without a reference pass (faster; pulls hardest on the pairs still lost)",
+        "cpo",
+    ),
+    ("ORPO: an odds-ratio term beside SFT, no reference copy (cheaper on a CPU)", "orpo"),
+]
 # The Train tab's sharding choices: (label, RunArgs.sharding).
-SHARDING_CHOICES = [("DDP: each process holds the whole model", "ddp"),
-                    ("FSDP: the model is split across processes (FSDP2)", "fsdp")]
+SHARDING_CHOICES = [
+    ("DDP: each process holds the whole model", "ddp"),
+    ("FSDP: the model is split across processes (FSDP2)", "fsdp"),
+]
 
 
 def ui_defaults() -> RunConfig:
@@ -71,8 +115,12 @@ def method_settings(method: str) -> tuple[float, float, int, int, float]:
 
 def form_values(cfg: RunConfig) -> list:
     """The Train tab's inputs for ``cfg`` (the time budget in minutes)."""
-    return [cfg.train.time_budget_s / 60 if (s, f) == ("train", "time_budget_s") else getattr(getattr(cfg, s), f)
-            for s, f in TRAIN_FIELDS]
+    return [
+        cfg.train.time_budget_s / 60
+        if (s, f) == ("train", "time_budget_s")
+        else getattr(getattr(cfg, s), f)
+        for s, f in TRAIN_FIELDS
+    ]
 
 
 def to_config(data_path: str, values: list) -> tuple[RunConfig, list[str]]:
@@ -84,7 +132,9 @@ def to_config(data_path: str, values: list) -> tuple[RunConfig, list[str]]:
             value = _convert(field, value)
         except (TypeError, ValueError, OverflowError):
             kind = "text" if field in _TEXTS else "a number"
-            problems.append(f"{_LABELS.get(field, field.replace('_', ' '))} must be {kind} (got {quote(value)})")
+            problems.append(
+                f"{_LABELS.get(field, field.replace('_', ' '))} must be {kind} (got {quote(value)})"
+            )
             continue
         setattr(getattr(cfg, section), field, value)
     return cfg, problems
@@ -121,7 +171,10 @@ class Offer:
 
 
 def device_offer(hw: Hardware) -> Offer:
-    return Offer(["auto"] + [d.name for d in hw.devices], [] if hw.has_cuda else ["No CUDA GPU found: training runs on the CPU."])
+    return Offer(
+        ["auto"] + [d.name for d in hw.devices],
+        [] if hw.has_cuda else ["No CUDA GPU found: training runs on the CPU."],
+    )
 
 
 def default_precision(hw: Hardware, device: str) -> str:
@@ -135,7 +188,9 @@ def default_precision(hw: Hardware, device: str) -> str:
 def option_offer(hw: Hardware, device: str, kind: str) -> Offer:
     """Precisions or quantizations usable on ``device``; the rest explained."""
     dev = hw.device(device)
-    names, table = (PRECISIONS, dev.precisions) if kind == "precision" else (QUANTIZATIONS, dev.quantizations)
+    names, table = (
+        (PRECISIONS, dev.precisions) if kind == "precision" else (QUANTIZATIONS, dev.quantizations)
+    )
     choices = [n for n in names if table.get(n) is None]
     notes = [f"{n} is off: {table[n]}" for n in names if table.get(n)]
     notes += [f"{n}: {dev.warnings[n]}" for n in choices if n in dev.warnings]

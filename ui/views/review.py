@@ -6,22 +6,55 @@ from core import paths
 from feedback.review import STATUSES, Filter, export, queue, review
 from feedback.store import FeedbackStore
 
-COLUMNS = ["id", "created", "status", "rating", "from", "adapter", "version", "intent", "customer asked",
-           "answer", "correction"]
+COLUMNS = [
+    "id",
+    "created",
+    "status",
+    "rating",
+    "from",
+    "adapter",
+    "version",
+    "intent",
+    "customer asked",
+    "answer",
+    "correction",
+]
 ANY = "any"
 
 
-def table(adapter: str, rating: str, status: str, intent: str, since: str, until: str) -> list[list[str]]:
+def table(
+    adapter: str, rating: str, status: str, intent: str, since: str, until: str
+) -> list[list[str]]:
     """The queue as table rows (newest first) under the chosen filters (``any``: no filter)."""
-    where = Filter(adapter=_opt(adapter), rating=_opt(rating), status=_opt(status), intent=_opt(intent),
-                   since=(since or "").strip() or None, until=(until or "").strip() or None)
+    where = Filter(
+        adapter=_opt(adapter),
+        rating=_opt(rating),
+        status=_opt(status),
+        intent=_opt(intent),
+        since=(since or "").strip() or None,
+        until=(until or "").strip() or None,
+    )
     rows = []
     for row in queue(FeedbackStore(), where):
-        asked = next((m["content"] for m in reversed(row.get("messages") or []) if m.get("role") == "user"),
-                     "(conversation not kept)")
-        rows.append([row["id"], row.get("created", ""), row.get("status", "new"), row["rating"], _source(row),
-                     row.get("adapter", ""), str(row.get("version", ""))[:8], row.get("intent") or "", asked,
-                     row.get("answer") or "", row.get("correction") or ""])
+        asked = next(
+            (m["content"] for m in reversed(row.get("messages") or []) if m.get("role") == "user"),
+            "(conversation not kept)",
+        )
+        rows.append(
+            [
+                row["id"],
+                row.get("created", ""),
+                row.get("status", "new"),
+                row["rating"],
+                _source(row),
+                row.get("adapter", ""),
+                str(row.get("version", ""))[:8],
+                row.get("intent") or "",
+                asked,
+                row.get("answer") or "",
+                row.get("correction") or "",
+            ]
+        )
     return rows
 
 
@@ -55,8 +88,11 @@ def act(row_id: str, status: str | None, correction: str | None, intent: str | N
         row = review(FeedbackStore(), row_id, status, correction, intent)
     except KeyError:
         raise ValueError(f"no rating with id {row_id!r}") from None
-    return (f"{row['id']}: {row['status']}" + (" (correction saved)" if correction is not None else "")
-            + (f" (intent: {row['intent'] or 'none'})" if intent is not None else ""))
+    return (
+        f"{row['id']}: {row['status']}"
+        + (" (correction saved)" if correction is not None else "")
+        + (f" (intent: {row['intent'] or 'none'})" if intent is not None else "")
+    )
 
 
 def export_accepted(name: str = "feedback") -> str:
@@ -67,7 +103,10 @@ def export_accepted(name: str = "feedback") -> str:
     """
     name = paths.safe_name((name or "").strip() or "feedback", "dataset name")
     sft, pairs, n_sft, n_pairs = export(FeedbackStore(), paths.subdir("datasets"), name)
-    return (f"{n_sft} SFT rows in `{sft}` (Train tab: Path) and {n_pairs} preference pairs in `{pairs}`.")
+    return (
+        f"{n_sft} SFT rows in `{sft}` (Train tab: Path) and {n_pairs} preference pairs in "
+        f"`{pairs}`."
+    )
 
 
 def _source(row: dict) -> str:
@@ -75,7 +114,11 @@ def _source(row: dict) -> str:
     source = str(row.get("source") or "")
     if source != "compare":
         return source
-    return f"compare: {row['preferred']} preferred" if row.get("preferred") else "compare: answer written"
+    return (
+        f"compare: {row['preferred']} preferred"
+        if row.get("preferred")
+        else "compare: answer written"
+    )
 
 
 def _opt(value: str) -> str | None:

@@ -45,7 +45,8 @@ class AppState:
         self.serving = services.engines
         # The API's live figures per alias version; the Adapters tab plots them.
         self.alias_stats = VersionStats(store=open_store())
-        # What Chat's answers are grounded in (ui/views/chat_grounding.py), app-wide like the adapter.
+        # What Chat's answers are grounded in (ui/views/chat_grounding.py),
+        # app-wide like the adapter.
         self.chat_knowledge = chat_grounding.AUTO
 
     @property
@@ -74,7 +75,10 @@ class AppState:
         model = s.get("model") or s.get("base")
         state = s["state"]
         if state == "ready":
-            text = f"**Model:** {model} — ready on {s['device']} ({s['dtype']}, {s.get('dtype_reason', '')}; loaded in {s['load_seconds']:.1f} s)"
+            text = (
+                f"**Model:** {model} — ready on {s['device']} ({s['dtype']}, "
+                f"{s.get('dtype_reason', '')}; loaded in {s['load_seconds']:.1f} s)"
+            )
         elif state == "error":
             text = f"**Model:** could not load {model}: {s['error']}"
         else:
@@ -98,9 +102,16 @@ class AppState:
         why = f": {'; '.join(status.reasons)}" if status.reasons else ""
         return f" — ⚠️ release gate {status.state}{why}"
 
-    def rate_answer(self, history: list[dict], index: int, rating: str, adapter: str | None,
-                    correction: str | None = None, system: str | None = None,
-                    rater: str | None = None) -> str:
+    def rate_answer(
+        self,
+        history: list[dict],
+        index: int,
+        rating: str,
+        adapter: str | None,
+        correction: str | None = None,
+        system: str | None = None,
+        rater: str | None = None,
+    ) -> str:
         """Store a rating of Chat's answer at ``history[index]`` (asked under the system prompt
         ``system``, kept with the conversation) by ``rater`` (the page's session: rating the
         same answer again replaces its rating); the sentence to show.
@@ -112,13 +123,26 @@ class AppState:
         from ui.views.feedback import rate_chat_answer
 
         version = self.serving.weights_hash(adapter)
-        row = rate_chat_answer(history, index, rating, adapter, version, label(self.serving.pick(adapter)),
-                               correction, system, rater)
+        row = rate_chat_answer(
+            history,
+            index,
+            rating,
+            adapter,
+            version,
+            label(self.serving.pick(adapter)),
+            correction,
+            system,
+            rater,
+        )
         what = "with your correction" if row["correction"] else ""
-        return (f"Saved {'👍' if rating == 'up' else '👎'} {what} for {row['adapter']} (version "
-                f"{row['version'][:8]}) to the review queue.")
+        return (
+            f"Saved {'👍' if rating == 'up' else '👎'} {what} for {row['adapter']} (version "
+            f"{row['version'][:8]}) to the review queue."
+        )
 
-    def stream_answer(self, messages: list[dict], adapter: str | None, settings: GenerationSettings):
+    def stream_answer(
+        self, messages: list[dict], adapter: str | None, settings: GenerationSettings
+    ):
         """Chat's answer from the serving engine; yields the text so far.
 
         Raises:
@@ -126,8 +150,13 @@ class AppState:
                 the system prompt's too), an unusable adapter, a full queue, or the engine's
                 failure or timeout (said in a sentence).
         """
-        texts = [("the system prompt", settings.system_prompt),
-                 *((f"message {i + 1} ({m.get('role')})", m.get("content")) for i, m in enumerate(messages))]
+        texts = [
+            ("the system prompt", settings.system_prompt),
+            *(
+                (f"message {i + 1} ({m.get('role')})", m.get("content"))
+                for i, m in enumerate(messages)
+            ),
+        ]
         at = first_control(self.session.tokenizer, texts)
         if at is not None:
             raise ValueError(control_sentence(at))
@@ -149,7 +178,9 @@ class AppState:
         if not text:
             yield text  # an empty answer is still one value for the chat to show
 
-    def settings(self, system_prompt: str, max_new_tokens, temperature, top_p, repetition_penalty, seed) -> GenerationSettings:
+    def settings(
+        self, system_prompt: str, max_new_tokens, temperature, top_p, repetition_penalty, seed
+    ) -> GenerationSettings:
         """Generation settings from form values, checked.
 
         Raises:
@@ -157,8 +188,12 @@ class AppState:
                 TypeError from a conversion.
         """
         settings = GenerationSettings(
-            max_new_tokens=_whole(max_new_tokens), temperature=_number(temperature), top_p=_number(top_p),
-            repetition_penalty=_number(repetition_penalty), seed=_whole(seed), system_prompt=system_prompt or "",
+            max_new_tokens=_whole(max_new_tokens),
+            temperature=_number(temperature),
+            top_p=_number(top_p),
+            repetition_penalty=_number(repetition_penalty),
+            seed=_whole(seed),
+            system_prompt=system_prompt or "",
         )
         settings.check()
         return settings
@@ -169,7 +204,9 @@ class AppState:
 
 def _number(value):
     """A float for a number (bools and text are left as they are, for validation to name)."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+    return (
+        float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+    )
 
 
 def _whole(value):
@@ -198,7 +235,9 @@ def store_upload(temp_path: str) -> str:
     if src.suffix.lower() not in UPLOAD_TYPES:
         raise ValueError(f"{src.name}: upload a {', '.join(UPLOAD_TYPES)} file")
     if src.stat().st_size > MAX_UPLOAD_BYTES:
-        raise ValueError(f"{src.name} is {src.stat().st_size / 2**20:.0f} MiB; the upload limit is 200 MiB")
+        raise ValueError(
+            f"{src.name} is {src.stat().st_size / 2**20:.0f} MiB; the upload limit is 200 MiB"
+        )
     stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in src.stem)[:40] or "upload"
     name = f"{stem}-{file_hash(src)[:10]}{src.suffix.lower()}"
     # The checks a run makes (readable, known columns, no broken field), before a copy is
@@ -212,8 +251,9 @@ def store_upload(temp_path: str) -> str:
         try:
             _copy_whole(src, dest)
         except OSError as err:
-            raise OSError(f"could not keep a copy of {src.name} in {dest.parent}: "
-                          f"{err.strerror or err}") from err
+            raise OSError(
+                f"could not keep a copy of {src.name} in {dest.parent}: {err.strerror or err}"
+            ) from err
     return str(dest)
 
 
@@ -257,19 +297,26 @@ def estimate_text(cfg) -> str:
     resolved = resolve(cfg.model.name)
     est = estimate_memory(cfg, resolved)
     fits = "fits" if est["fits"] else "**will not fit**"
-    text = (f"Settings are valid. Estimated peak memory {est['total_gib']:.1f} GiB on {est['device']} "
-            f"({est['device_gib']:.0f} GiB) — {fits}: weights {est['weights_gib']:.2f}, activations "
-            f"{est['activations_gib']:.2f}, logits {est['logits_gib']:.2f}, LoRA+optimizer "
-            f"{est['lora_and_optimizer_gib']:.2f} GiB; {est['lora_params']:,} trainable parameters.")
+    text = (
+        f"Settings are valid. Estimated peak memory {est['total_gib']:.1f} GiB on {est['device']} "
+        f"({est['device_gib']:.0f} GiB) — {fits}: weights {est['weights_gib']:.2f}, activations "
+        f"{est['activations_gib']:.2f}, logits {est['logits_gib']:.2f}, LoRA+optimizer "
+        f"{est['lora_and_optimizer_gib']:.2f} GiB; {est['lora_params']:,} trainable parameters."
+    )
     if cfg.train.time_budget_s > 0 and cfg.train.method != "sft":
-        text += (f" The {cfg.train.method.upper()} run trains {_steps_or_epochs(cfg.train)} or until its time "
-                 f"budget, {cfg.train.time_budget_s / 60:g} min from start to saved adapter, ends: whichever "
-                 "comes first.")
+        text += (
+            f" The {cfg.train.method.upper()} run trains {_steps_or_epochs(cfg.train)} or until "
+            f"its time budget, {cfg.train.time_budget_s / 60:g} min from start to saved adapter, "
+            "ends: whichever comes first."
+        )
     elif cfg.train.time_budget_s > 0:
         from finetune.train.speed_record import budget_text
 
-        text += (f" The run takes its time budget, {cfg.train.time_budget_s / 60:g} min from start to saved "
-                 "adapter: it times its first steps and sizes the rest to end on time.\n\n" + budget_text(cfg))
+        text += (
+            f" The run takes its time budget, {cfg.train.time_budget_s / 60:g} min from start to "
+            "saved adapter: it times its first steps and sizes the rest to end on time.\n\n"
+            + budget_text(cfg)
+        )
     text += f"\n\n⚠️ {est['warning']}" if est["warning"] else ""
     # The picked model's measured speed and serving rate, when the table has it.
     cost = cost_text(cfg, name=resolved.name)
@@ -302,9 +349,16 @@ def dry_run_text(cfg) -> str:
 
     r = dry_run_in_child(cfg)
     minutes = r.get("projected_seconds", 0) / 60
-    text = (f"Dry run: one micro-batch of {r.get('tokens_per_micro_batch', 0):,} tokens took {r.get('seconds_per_step', 0):.2f} s, "
-            f"peak memory {r.get('peak_memory_gib', 0):.2f} GiB. ")
-    if cfg.train.time_budget_s > 0 and "budget" in r:  # the steps left after start-up and validation
+    text = (
+        f"Dry run: one micro-batch of {r.get('tokens_per_micro_batch', 0):,} tokens took "
+        f"{r.get('seconds_per_step', 0):.2f} s, peak memory {r.get('peak_memory_gib', 0):.2f} "
+        "GiB. "
+    )
+    if (
+        cfg.train.time_budget_s > 0 and "budget" in r
+    ):  # the steps left after start-up and validation
         b = r["budget"]
         return text + ("⚠️ " if b["verdict"] == "refuse" else "") + b["sentence"]
-    return text + f"The whole run ({r.get('total_steps')} steps) should take about {minutes:.1f} min."
+    return (
+        text + f"The whole run ({r.get('total_steps')} steps) should take about {minutes:.1f} min."
+    )

@@ -48,7 +48,10 @@ def data_preview(src: str, upload_file, typed: str | None) -> tuple[str, pd.Data
 def device_options(hw, device_notes: list[str], device: str) -> tuple[list, str, list, str]:
     """For ``device``: precision choices and default, quantization choices, and the notes on
     what is off and why."""
-    p, q = forms.option_offer(hw, device, "precision"), forms.option_offer(hw, device, "quantization")
+    p, q = (
+        forms.option_offer(hw, device, "precision"),
+        forms.option_offer(hw, device, "quantization"),
+    )
     notes = "\n".join(f"- {n}" for n in device_notes + p.notes + q.notes)
     return p.choices, forms.default_precision(hw, device), q.choices, notes
 
@@ -79,7 +82,9 @@ def start_run(hw, src: str, upload_file, typed: str | None, values) -> tuple[str
         runner.check_can_start()  # a run still going or a read-only home, said first
         cfg, problems = build_config(hw, src, upload_file, typed, values)
         if problems:
-            return "**Not started — fix these first:**\n" + "\n".join(f"- {p}" for p in problems), None
+            return "**Not started — fix these first:**\n" + "\n".join(
+                f"- {p}" for p in problems
+            ), None
         info = runner.start(cfg)
     except (ValueError, RuntimeError, OSError) as err:
         return f"⚠️ Not started: {err}", None
@@ -92,10 +97,14 @@ def stop_run(current: str | None) -> str:
     if not current:
         return "No run to stop."
     status = runner.stop(current)
-    return f"Asked run `{current}` to stop ({status.get('state')}); it saves the adapter at the current step."
+    return (
+        f"Asked run `{current}` to stop ({status.get('state')}); it saves the adapter at the "
+        "current step."
+    )
 
 
 def poll_run(current: str | None) -> tuple[str | None, dict]:
-    """The run to show (re-attaching to the latest after a reload or an app restart) and its view."""
+    """The run to show (re-attaching to the latest after a reload or an app
+    restart) and its view."""
     current = current or latest_run_id()
     return current, run_view(current)

@@ -45,8 +45,16 @@ def just_trained(run_id: str | None, names: list[str]) -> str | None:
 def run_view(run_id: str | None) -> dict:
     """Everything the tab displays for ``run_id``: progress, curves, probes, log, result."""
     if not run_id:
-        return {"state": "none", "progress_html": _bar(0, "No training run yet."), "curve": [],
-                "probes": [], "log": "", "result": "", "adapter": None, "active": False}
+        return {
+            "state": "none",
+            "progress_html": _bar(0, "No training run yet."),
+            "curve": [],
+            "probes": [],
+            "log": "",
+            "result": "",
+            "adapter": None,
+            "active": False,
+        }
     info = runner.get(run_id)
     events, _ = read_events(info.run_dir / "events.jsonl")
     state = info.state
@@ -60,7 +68,9 @@ def run_view(run_id: str | None) -> dict:
     adapter = info.status.get("adapter")
     return {
         "state": state,
-        "progress_html": _progress_html(state, start, progress[-1] if progress else None, last_status, info.status),
+        "progress_html": _progress_html(
+            state, start, progress[-1] if progress else None, last_status, info.status
+        ),
         "curve": curve,
         "probes": [[a["prompt"], a["answer"]] for a in (probes or {}).get("answers", [])],
         "probe_step": (probes or {}).get("step"),
@@ -74,23 +84,32 @@ def run_view(run_id: str | None) -> dict:
 
 def _progress_html(state, start, last, message, status) -> str:
     if last is None:
-        text = {"queued": "Queued…", "running": message or "Starting…", "stopping": "Stopping…"}.get(state, "")
+        text = {
+            "queued": "Queued…",
+            "running": message or "Starting…",
+            "stopping": "Stopping…",
+        }.get(state, "")
         if state == "failed":
             text = f"Failed: {status.get('reason', '')}"
         return _bar(0, text)
     pct = 100.0 * last["step"] / max(last["total_steps"], 1)
     eta = _clock(last["eta"]) if state in runner.ACTIVE else "—"
-    text = (f"{state}: step {last['step']}/{last['total_steps']} · epoch {last['epoch']:.2f} · "
-            f"loss {last['loss']:.3f} · {last['tokens_per_second']:.0f} tokens/s · "
-            f"elapsed {_clock(last['elapsed'])} · ETA {eta} · peak memory {last['peak_memory_gib']:.2f} GiB")
+    text = (
+        f"{state}: step {last['step']}/{last['total_steps']} · epoch {last['epoch']:.2f} · loss "
+        f"{last['loss']:.3f} · {last['tokens_per_second']:.0f} tokens/s · elapsed "
+        f"{_clock(last['elapsed'])} · ETA {eta} · peak memory {last['peak_memory_gib']:.2f} GiB"
+    )
     return _bar(pct, text)
 
 
 def _bar(pct: float, text: str) -> str:
-    return (f'<div id="train-progress" data-pct="{pct:.1f}">'
-            f'<div style="background:#e5e7eb;border-radius:6px;height:14px">'
-            f'<div style="width:{pct:.1f}%;background:#f97316;height:14px;border-radius:6px"></div></div>'
-            f'<div style="margin-top:4px">{html.escape(text)}</div></div>')
+    return (
+        f'<div id="train-progress" data-pct="{pct:.1f}">'
+        f'<div style="background:#e5e7eb;border-radius:6px;height:14px">'
+        "<div "
+        f'style="width:{pct:.1f}%;background:#f97316;height:14px;border-radius:6px"></div></div>'
+        f'<div style="margin-top:4px">{html.escape(text)}</div></div>'
+    )
 
 
 def _clock(seconds: float) -> str:
@@ -108,8 +127,15 @@ def _result_text(state, adapter, status, evals, note: str = "") -> str:
     if state in ("done", "stopped") and adapter:
         ppl = ""
         if len(evals) >= 2:
-            ppl = f" Validation perplexity {evals[0]['val_perplexity']:.2f} → {evals[-1]['val_perplexity']:.2f}."
-        how = "finished" if state == "done" else "was stopped; the adapter was saved at the current step"
+            ppl = (
+                f" Validation perplexity {evals[0]['val_perplexity']:.2f} → "
+                f"{evals[-1]['val_perplexity']:.2f}."
+            )
+        how = (
+            "finished"
+            if state == "done"
+            else "was stopped; the adapter was saved at the current step"
+        )
         warn = f"\n\n⚠️ Too short to be useful: {note}." if note else ""
         return f"Training {how}. Adapter **{adapter}** is on the shelf.{ppl}{warn}"
     if state == "failed":

@@ -20,8 +20,14 @@ PREVIEW_HEADERS = ["conversation", "role", "message"]
 PREVIEW_CONVERSATIONS = 3
 
 
-def import_export(upload_file, typed: str | None, column_map: str = "", roles: str = "",
-                  eval_fraction=0.1, seed=42) -> tuple[str, list[list[str]], str | None, str | None]:
+def import_export(
+    upload_file,
+    typed: str | None,
+    column_map: str = "",
+    roles: str = "",
+    eval_fraction=0.1,
+    seed=42,
+) -> tuple[str, list[list[str]], str | None, str | None]:
     """Import the uploaded (or typed) export: (summary, preview rows, train.jsonl path, eval.jsonl
     path); a path is None when that file was not written.
 
@@ -33,8 +39,15 @@ def import_export(upload_file, typed: str | None, column_map: str = "", roles: s
     try:
         src = _source(upload_file, typed)
         folder = paths.subdir("datasets") / "transcripts" / f"{_stem(src)}-{file_hash(src)[:10]}"
-        stats = import_to_folder(src, folder, float(eval_fraction or 0), int(seed or 0), None,
-                                 parse_column_map(column_map), parse_role_map(roles))
+        stats = import_to_folder(
+            src,
+            folder,
+            float(eval_fraction or 0),
+            int(seed or 0),
+            None,
+            parse_column_map(column_map),
+            parse_role_map(roles),
+        )
     except (ValueError, OSError) as err:
         return f"⚠️ {shown_error(err)}", [], None, None
     eval_file = stats.get("eval_file")
@@ -46,9 +59,15 @@ def import_export(upload_file, typed: str | None, column_map: str = "", roles: s
 
 def summary(s: dict) -> str:
     """The import's counts as Markdown: conversations, messages, skipped, dropped, redactions."""
+
     def counts(d: dict, keys=None) -> str:
         keys = keys or list(d)
-        return ", ".join(f"{d.get(k, 0)} {k.replace('_', ' ')}" for k in keys if d.get(k) or keys is KINDS) or "none"
+        return (
+            ", ".join(
+                f"{d.get(k, 0)} {k.replace('_', ' ')}" for k in keys if d.get(k) or keys is KINDS
+            )
+            or "none"
+        )
 
     lines = [
         f"**Imported {s['conversations']} conversations ({s['messages']} messages)** from "
@@ -60,12 +79,16 @@ def summary(s: dict) -> str:
         f"- Redacted: {counts(s['redactions'], KINDS)}",
     ]
     lines += [f"- {e}" for e in s["examples"]]
-    lines.append(f"\nTraining data: `{s['train_file']}` (now the dataset below). Review the preview: "
-                 "names typed only in the text, addresses and IBANs are not redacted.")
+    lines.append(
+        f"\nTraining data: `{s['train_file']}` (now the dataset below). Review the preview: "
+        "names typed only in the text, addresses and IBANs are not redacted."
+    )
     return "\n".join(lines)
 
 
-def preview_rows(train_file: str, eval_file: str | None, n: int = PREVIEW_CONVERSATIONS) -> list[list[str]]:
+def preview_rows(
+    train_file: str, eval_file: str | None, n: int = PREVIEW_CONVERSATIONS
+) -> list[list[str]]:
     """The first ``n`` redacted conversations, one row per message."""
     import json
 
@@ -77,7 +100,10 @@ def preview_rows(train_file: str, eval_file: str | None, n: int = PREVIEW_CONVER
                 if shown == n:
                     return rows
                 conv = json.loads(line)
-                rows += [[conv["conversation_id"], m["role"], m["content"][:500]] for m in conv["messages"]]
+                rows += [
+                    [conv["conversation_id"], m["role"], m["content"][:500]]
+                    for m in conv["messages"]
+                ]
                 shown += 1
     return rows
 

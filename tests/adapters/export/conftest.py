@@ -17,7 +17,12 @@ from pathlib import Path
 import pytest
 
 DEMO = Path(__file__).resolve().parents[3] / "assets" / "demo_support.jsonl"
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+    "special_tokens_map.json",
+)
 
 
 @pytest.fixture(scope="session")
@@ -40,8 +45,17 @@ def _sentencepiece_model() -> bytes:
     rows = [json.loads(line) for line in DEMO.read_text().splitlines()[:200]]
     buf = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter([r[k] for r in rows for k in ("instruction", "response")]), model_writer=buf, vocab_size=400, model_type="bpe",
-        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, byte_fallback=True, minloglevel=2)
+        sentence_iterator=iter([r[k] for r in rows for k in ("instruction", "response")]),
+        model_writer=buf,
+        vocab_size=400,
+        model_type="bpe",
+        unk_id=0,
+        bos_id=1,
+        eos_id=2,
+        pad_id=-1,
+        byte_fallback=True,
+        minloglevel=2,
+    )
     return buf.getvalue()
 
 
@@ -51,13 +65,25 @@ def _config(arch: str, tok):
     if tok is None:  # the SentencePiece model above
         ids = {"bos_token_id": 1, "eos_token_id": 2, "vocab_size": 400}
     else:
-        ids = {"bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id, "vocab_size": len(tok)}
+        ids = {
+            "bos_token_id": tok.bos_token_id,
+            "eos_token_id": tok.eos_token_id,
+            "vocab_size": len(tok),
+        }
     if arch == "gpt2":
         # n_ctx: the Hub's GPT-2 configs carry it and llama.cpp's converter reads it.
         return GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=512, n_ctx=512, **ids)
     cls = LlamaConfig if arch == "llama" else Qwen2Config
-    return cls(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-               num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=True, **ids)
+    return cls(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        **ids,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -29,7 +29,9 @@ def merged_torch(base_dir: Path, name: str):
     return PeftModel.from_pretrained(base, Shelf().path(name)).merge_and_unload().eval()
 
 
-def test_export_writes_merged_and_lora_files_that_llama_cpp_and_transformers_read(home, tiny_real_tok):
+def test_export_writes_merged_and_lora_files_that_llama_cpp_and_transformers_read(
+    home, tiny_real_tok
+):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -37,13 +39,27 @@ def test_export_writes_merged_and_lora_files_that_llama_cpp_and_transformers_rea
     folder = tiny_real_tok("llama")
     put_adapter(folder, "tuned", targets=("q_proj", "v_proj", "down_proj"))
     seen = []
-    result = export_gguf("tuned", ("f16", "q8_0", "q4_k_m"), lora=True, base_type="f32",
-                         on_progress=lambda f, m: seen.append(f))
+    result = export_gguf(
+        "tuned",
+        ("f16", "q8_0", "q4_k_m"),
+        lora=True,
+        base_type="f32",
+        on_progress=lambda f, m: seen.append(f),
+    )
     out = home / "exports" / "tuned-gguf"
     assert result.folder == out and seen[-1] == 1.0 and seen == sorted(seen)  # progress only grows
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["Modelfile", "Modelfile.lora", "README.md", "base-f32.gguf", "manifest.json",
-                     "tuned-f16.gguf", "tuned-lora-f16.gguf", "tuned-q4_k_m.gguf", "tuned-q8_0.gguf"]
+    assert names == [
+        "Modelfile",
+        "Modelfile.lora",
+        "README.md",
+        "base-f32.gguf",
+        "manifest.json",
+        "tuned-f16.gguf",
+        "tuned-lora-f16.gguf",
+        "tuned-q4_k_m.gguf",
+        "tuned-q8_0.gguf",
+    ]
     manifest = json.loads((out / "manifest.json").read_text())
     for f in manifest["files"]:  # sizes and sha256 are the files' own
         data = (out / f["file"]).read_bytes()
@@ -53,7 +69,10 @@ def test_export_writes_merged_and_lora_files_that_llama_cpp_and_transformers_rea
     assert lora_modelfile.startswith("# ADAPTER needs an Ollama older than 0.34.1")
     assert "\nFROM ./base-f32.gguf\nADAPTER ./tuned-lora-f16.gguf\n" in lora_modelfile
     assert "older than 0.34.1" in (out / "README.md").read_text()
-    assert sorted(p.name for p in (home / "exports").iterdir()) == ["gguf", "tuned-gguf"]  # no temp left
+    assert sorted(p.name for p in (home / "exports").iterdir()) == [
+        "gguf",
+        "tuned-gguf",
+    ]  # no temp left
 
     tok = AutoTokenizer.from_pretrained(folder)
     ids = tok(TEXT).input_ids
@@ -61,7 +80,9 @@ def test_export_writes_merged_and_lora_files_that_llama_cpp_and_transformers_rea
     with torch.no_grad():
         want = merged(torch.tensor([ids])).logits[0, -1].numpy()
     # transformers' own GGUF loader reads the F16 merged file back (de-quantized to float32).
-    back = AutoModelForCausalLM.from_pretrained(out, gguf_file="tuned-f16.gguf", dtype=torch.float32)
+    back = AutoModelForCausalLM.from_pretrained(
+        out, gguf_file="tuned-f16.gguf", dtype=torch.float32
+    )
     with torch.no_grad():
         round_trip = back.eval()(torch.tensor([ids])).logits[0, -1].numpy()
     scale = np.abs(want).max()
@@ -76,7 +97,9 @@ def test_export_writes_merged_and_lora_files_that_llama_cpp_and_transformers_rea
         assert process.tokenize(server, TEXT) == ids  # the file carries the tokenizer
 
 
-def test_a_failing_conversion_leaves_nothing_and_keeps_the_old_export(home, tiny_real_tok, tmp_path, monkeypatch):
+def test_a_failing_conversion_leaves_nothing_and_keeps_the_old_export(
+    home, tiny_real_tok, tmp_path, monkeypatch
+):
     from adapters.export import llama_tools
 
     llama_or_skip()
@@ -92,8 +115,11 @@ def test_a_failing_conversion_leaves_nothing_and_keeps_the_old_export(home, tiny
     for part in ("gguf-py", "conversion", "convert_lora_to_gguf.py"):
         (tools / part).symlink_to(real / part)
     (tools / "convert_hf_to_gguf.py").write_text(
-        "import sys\nout = sys.argv[sys.argv.index('--outfile') + 1]\nopen(out, 'wb').write(b'GGUF' * 1000)\n"
-        "print('ERROR:hf-to-gguf:No space left on device', flush=True)\nsys.exit(1)\n")
+        "import sys\n"
+        "out = sys.argv[sys.argv.index('--outfile') + 1]\n"
+        "open(out, 'wb').write(b'GGUF' * 1000)\n"
+        "print('ERROR:hf-to-gguf:No space left on device', flush=True)\nsys.exit(1)\n"
+    )
     monkeypatch.setenv("TUNEDESK_LLAMA_CPP_DIR", str(tools))
     with pytest.raises(LlamaToolsError, match="No space left on device"):
         export_gguf("tuned", ("f16",), overwrite=True)

@@ -1,4 +1,5 @@
-"""ensure_base_gguf / ensure_lora_gguf: llama.cpp's converter on tiny models, checked in llama.cpp."""
+"""ensure_base_gguf / ensure_lora_gguf: llama.cpp's converter on tiny models,
+checked in llama.cpp."""
 
 from __future__ import annotations
 
@@ -38,7 +39,11 @@ def test_tiny_models_convert_and_run_in_llama_cpp(home, tiny_real_tok, arch):
     lines = []
     path = ensure_base_gguf(str(folder), "f16", on_progress=lambda f, m: lines.append((f, m)))
     resolved = models.resolve(str(folder))
-    assert path.is_file() and resolved.weight_hash in str(path) and path.parent.parent == home / "exports" / "gguf" / "base"
+    assert (
+        path.is_file()
+        and resolved.weight_hash in str(path)
+        and path.parent.parent == home / "exports" / "gguf" / "base"
+    )
     assert any("successfully exported" in m for _, m in lines)
     assert any(0 < f <= 1 for f, _ in lines)  # tqdm's percentages came through
     with served(path) as server:
@@ -50,7 +55,9 @@ def test_tiny_models_convert_and_run_in_llama_cpp(home, tiny_real_tok, arch):
     assert gap < 2e-2 and same_first
     mtime = path.stat().st_mtime_ns
     assert ensure_base_gguf(resolved, "F16") == path and path.stat().st_mtime_ns == mtime  # cached
-    assert [p.name for p in path.parent.iterdir() if not p.name.startswith(".lock")] == ["model-f16.gguf"]
+    assert [p.name for p in path.parent.iterdir() if not p.name.startswith(".lock")] == [
+        "model-f16.gguf"
+    ]
 
 
 def test_quantized_base_comes_from_llama_cpps_quantizer(home, tiny_real_tok):
@@ -72,12 +79,17 @@ def test_lora_gguf_applied_in_llama_cpp_matches_peft(home, tiny_real_tok):
     folder = tiny_real_tok("llama")
     entry = put_adapter(folder, "tuned")
     lora = ensure_lora_gguf("tuned")
-    assert lora.parent.name == json.loads((entry.path / "manifest.json").read_text())["adapter_hash"]
+    assert (
+        lora.parent.name == json.loads((entry.path / "manifest.json").read_text())["adapter_hash"]
+    )
     ids = AutoTokenizer.from_pretrained(folder)(TEXT).input_ids
     base = ensure_base_gguf(str(folder), "f32")
     want, plain = torch_logits(folder, ids, entry.path), torch_logits(folder, ids)
     with served(base, lora=lora) as server:
-        (gap, same_first), (gap_plain, _) = logprob_gap(server, ids, want), logprob_gap(server, ids, plain)
+        (gap, same_first), (gap_plain, _) = (
+            logprob_gap(server, ids, want),
+            logprob_gap(server, ids, plain),
+        )
     assert gap < 1e-2 < gap_plain and same_first  # measured 2e-3 and 1.7: the adapter really acts
     Shelf().rename("tuned", "renamed")
     assert ensure_lora_gguf("renamed") == lora  # same weights: converted once
@@ -112,11 +124,16 @@ def test_unknown_architecture_gets_the_converters_sentence(home, tiny_real_tok, 
     folder = tmp_path / "odd-model"
     shutil.copytree(src, folder)
     config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**config, "architectures": ["MadeUpForCausalLM"]}))
+    (folder / "config.json").write_text(
+        json.dumps({**config, "architectures": ["MadeUpForCausalLM"]})
+    )
     with pytest.raises(LlamaToolsError, match="MadeUpForCausalLM.* not supported"):
         ensure_base_gguf(str(folder), "f16")
-    assert [p.name for p in (home / "exports" / "gguf" / "base").rglob("*") if p.is_file()
-            and not p.name.startswith(".lock")] == []
+    assert [
+        p.name
+        for p in (home / "exports" / "gguf" / "base").rglob("*")
+        if p.is_file() and not p.name.startswith(".lock")
+    ] == []
 
 
 def test_q8_0_decodes_with_and_without_repacking(home, tiny_real_tok, monkeypatch, tmp_path):
@@ -130,11 +147,16 @@ def test_q8_0_decodes_with_and_without_repacking(home, tiny_real_tok, monkeypatc
     assert all(np.isfinite(v) for v in first.values())
     monkeypatch.setattr(process, "amx_cpu", lambda: True)
     monkeypatch.setenv("TUNEDESK_LLAMA_AMX", "0")
-    plain = process.LlamaServerProcess(binary, q8, [], slots=1, ctx_per_slot=64, log=tmp_path / "log")
+    plain = process.LlamaServerProcess(
+        binary, q8, [], slots=1, ctx_per_slot=64, log=tmp_path / "log"
+    )
     assert "--no-repack" in plain.command()
     with plain:
         again = process.top_logprobs(plain, [1, 2, 3, 4], 10)
     assert again.keys() == first.keys()
     np.testing.assert_allclose(list(again.values()), list(first.values()), atol=1e-3)
     monkeypatch.setenv("TUNEDESK_LLAMA_AMX", "1")
-    assert "--no-repack" not in process.LlamaServerProcess(binary, q8, [], log=tmp_path / "log").command()
+    assert (
+        "--no-repack"
+        not in process.LlamaServerProcess(binary, q8, [], log=tmp_path / "log").command()
+    )

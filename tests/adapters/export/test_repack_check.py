@@ -33,7 +33,9 @@ def amx(monkeypatch):
 @pytest.fixture(scope="module")
 def converted(tiny_real_tok, tmp_path_factory):
     """The tiny model's Q8_0 GGUF, converted once for the module (7-8 s on one core)."""
-    return ensure_base_gguf(str(tiny_real_tok("llama")), "q8_0", home=tmp_path_factory.mktemp("repack-gguf"))
+    return ensure_base_gguf(
+        str(tiny_real_tok("llama")), "q8_0", home=tmp_path_factory.mktemp("repack-gguf")
+    )
 
 
 @pytest.fixture
@@ -47,10 +49,13 @@ def serve(binary, gguf, log):
     return server.start(timeout=60)
 
 
-@pytest.mark.parametrize("failure, said", [("kill -SEGV $$", "died of SIGSEGV"),
-                                           ("exec sleep 600", "was not ready within 3 s")])
-def test_a_repacking_failure_falls_back_with_a_sentence_and_is_remembered(amx, gguf, tmp_path, monkeypatch,
-                                                                          failure, said):
+@pytest.mark.parametrize(
+    "failure, said",
+    [("kill -SEGV $$", "died of SIGSEGV"), ("exec sleep 600", "was not ready within 3 s")],
+)
+def test_a_repacking_failure_falls_back_with_a_sentence_and_is_remembered(
+    amx, gguf, tmp_path, monkeypatch, failure, said
+):
     monkeypatch.setattr(repack_check, "CHECK_READY_SECONDS", 3.0)
     binary = stand_in(tmp_path, llama_or_skip(), failure)
     server = serve(binary, gguf, tmp_path / "log")
@@ -95,10 +100,16 @@ def test_the_operator_forces_it_either_way_and_other_cpus_never_check(gguf, tmp_
     assert server.repack is False and "TUNEDESK_LLAMA_AMX=0" in server.note
     assert (tmp_path / "starts").read_text().count("start") == 1
     monkeypatch.setenv(repack_check.ENV, "1")
-    assert "--no-repack" not in process.LlamaServerProcess(binary, gguf, [], log=tmp_path / "l").command()
+    assert (
+        "--no-repack"
+        not in process.LlamaServerProcess(binary, gguf, [], log=tmp_path / "l").command()
+    )
     monkeypatch.delenv(repack_check.ENV)
     monkeypatch.setattr(process, "amx_cpu", lambda: False)
-    assert "--no-repack" not in process.LlamaServerProcess(binary, gguf, [], log=tmp_path / "l").command()
+    assert (
+        "--no-repack"
+        not in process.LlamaServerProcess(binary, gguf, [], log=tmp_path / "l").command()
+    )
     assert repack_check.remembered(binary) is None  # nothing was checked or stored
 
 

@@ -34,7 +34,11 @@ def test_grounding_is_kept_audited_and_rolled_back_with_its_change(book, home):
     book.set("bot", None, by="dee", grounding="OFF")
     assert grounding_of(book.row("bot")) == "off"
     assert [r.get("grounding") for r in book.history("bot")] == [
-        None, {"from": "auto", "to": "faq@v2"}, None, {"from": "faq@v2", "to": "off"}]
+        None,
+        {"from": "auto", "to": "faq@v2"},
+        None,
+        {"from": "faq@v2", "to": "off"},
+    ]
     book.rollback("bot", by="ed")
     assert grounding_of(book.row("bot")) == "faq@v2" and book.get("bot") == {"v3": 0, "v4": 100}
     book.delete("bot", by="ed")
@@ -54,9 +58,17 @@ def test_a_misspelt_grounding_is_refused_and_nothing_changes(book, home, bad):
 
 def test_the_spellings():
     assert [check_grounding(v) for v in ("auto", " Off ", "faq", "faq@v12")] == [
-        "auto", "off", "faq", "faq@v12"]
+        "auto",
+        "off",
+        "faq",
+        "faq@v12",
+    ]
     assert [split_grounding(v) for v in ("auto", "off", "faq", "faq@v3")] == [
-        None, None, ("faq", "latest"), ("faq", "v3")]
+        None,
+        None,
+        ("faq", "latest"),
+        ("faq", "v3"),
+    ]
 
 
 def test_the_command_line_sets_and_shows_it(book, capsys):

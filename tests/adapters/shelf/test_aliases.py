@@ -28,37 +28,64 @@ from core.store.tables import audit_rows
 @pytest.fixture
 def book(home, random_lora_dir):
     """v3 and v4 passed their gate, v5 failed it, v6 was never evaluated."""
-    return AliasBook(put_versions(random_lora_dir, {"v3": PASSED, "v4": PASSED, "v5": FAILED, "v6": None}))
+    return AliasBook(
+        put_versions(random_lora_dir, {"v3": PASSED, "v4": PASSED, "v5": FAILED, "v6": None})
+    )
 
 
 def test_a_split_is_written_atomically_and_every_change_is_audited(book, home):
     row = book.set("support-bot", {"v3": 100}, by="ana")
     assert row["changed"] and row["from"] is None and row["to"] == {"v3": 100}
     book.set("support-bot", {"v3": 90, "v4": 10}, by="ben")
-    assert book.get("support-bot") == {"v3": 90, "v4": 10} == read_splits(aliases_path(home))["support-bot"]
-    assert not book.set("support-bot", {"v3": 90, "v4": 10}, by="ben")["changed"]  # same split: nothing written
+    assert (
+        book.get("support-bot")
+        == {"v3": 90, "v4": 10}
+        == read_splits(aliases_path(home))["support-bot"]
+    )
+    assert not book.set("support-bot", {"v3": 90, "v4": 10}, by="ben")[
+        "changed"
+    ]  # same split: nothing written
     stored = json.loads((home / "releases" / "aliases.json").read_text())
-    assert stored["format"] == "tunedesk-aliases/1" and stored["aliases"]["support-bot"]["by"] == "ben"
+    assert (
+        stored["format"] == "tunedesk-aliases/1" and stored["aliases"]["support-bot"]["by"] == "ben"
+    )
     rows = audit_rows(open_store(home))
     assert [(r["by"], r["action"], r["from"], r["to"], r["override"]) for r in rows] == [
-        ("ana", "set", None, {"v3": 100}, None), ("ben", "set", {"v3": 100}, {"v3": 90, "v4": 10}, None)]
+        ("ana", "set", None, {"v3": 100}, None),
+        ("ben", "set", {"v3": 100}, {"v3": 90, "v4": 10}, None),
+    ]
     assert all(r["time"].endswith("Z") and len(r["id"]) == 12 for r in rows)
     assert not list((home / "releases").glob(".aliases.json-*"))  # no temp file left behind
     assert [e.name for e in Shelf().list() if e.name == "support-bot"] == []  # not an adapter
 
 
-@pytest.mark.parametrize("name, split, param, words", [
-    ("support-bot", {"v3": 60, "v4": 30}, "versions", "sum to 100, they sum to 90"),
-    ("support-bot", {"v3": 100, "nope": 0}, "versions.nope", "'nope' is not an adapter on the shelf"),
-    ("support-bot", {"v3": 50.0, "v4": 50}, "versions.v3", "must be a whole number from 0 to 100"),
-    ("support-bot", {"v3": 101, "v4": -1}, "versions.v3", "got 101"),
-    ("support-bot", {}, "versions", "at least one adapter"),
-    ("support-bot", ["v3"], "versions", "at least one adapter"),
-    ("v3", {"v4": 100}, "name", "'v3' is an adapter on the shelf"),
-    ("base", {"v4": 100}, "name", "names the base model"),
-    ("../up", {"v4": 100}, "name", "invalid alias name"),
-])
-def test_bad_changes_are_refused_naming_the_field_and_nothing_is_written(book, home, name, split, param, words):
+@pytest.mark.parametrize(
+    "name, split, param, words",
+    [
+        ("support-bot", {"v3": 60, "v4": 30}, "versions", "sum to 100, they sum to 90"),
+        (
+            "support-bot",
+            {"v3": 100, "nope": 0},
+            "versions.nope",
+            "'nope' is not an adapter on the shelf",
+        ),
+        (
+            "support-bot",
+            {"v3": 50.0, "v4": 50},
+            "versions.v3",
+            "must be a whole number from 0 to 100",
+        ),
+        ("support-bot", {"v3": 101, "v4": -1}, "versions.v3", "got 101"),
+        ("support-bot", {}, "versions", "at least one adapter"),
+        ("support-bot", ["v3"], "versions", "at least one adapter"),
+        ("v3", {"v4": 100}, "name", "'v3' is an adapter on the shelf"),
+        ("base", {"v4": 100}, "name", "names the base model"),
+        ("../up", {"v4": 100}, "name", "invalid alias name"),
+    ],
+)
+def test_bad_changes_are_refused_naming_the_field_and_nothing_is_written(
+    book, home, name, split, param, words
+):
     with pytest.raises(AliasError) as err:
         book.set(name, split, by="ana")
     assert words in str(err.value) and err.value.param == param
@@ -69,7 +96,9 @@ def test_every_problem_is_named_at_once(book):
     with pytest.raises(AliasError) as err:
         book.set("support-bot", {"v3": 70, "ghost": 20, "v4": "5"}, by="ana")
     said = str(err.value)
-    assert "'ghost' is not an adapter" in said and "the weight of 'v4' must be a whole number" in said
+    assert (
+        "'ghost' is not an adapter" in said and "the weight of 'v4' must be a whole number" in said
+    )
 
 
 def test_an_alias_an_adapter_took_the_name_of_since_can_still_be_deleted(book, random_lora_dir):
@@ -83,7 +112,9 @@ def test_an_alias_an_adapter_took_the_name_of_since_can_still_be_deleted(book, r
 
 
 def test_the_alias_may_not_be_named_after_its_versions_base_model(book):
-    book.shelf.write_manifest_fields("v6", {"base_model": {"name": "gpt2"}})  # a Hub id without an org
+    book.shelf.write_manifest_fields(
+        "v6", {"base_model": {"name": "gpt2"}}
+    )  # a Hub id without an org
     with pytest.raises(AliasError) as err:
         book.set("gpt2", {"v6": 100}, by="ana")
     assert err.value.param == "name" and "names the base model of 'v6'" in str(err.value)
@@ -94,12 +125,21 @@ def test_a_version_without_a_passed_gate_gains_traffic_only_with_a_reasoned_over
     for version, state in [("v5", "failed"), ("v6", "not evaluated")]:
         with pytest.raises(AliasError) as err:
             book.set("support-bot", {"v3": 90, version: 10}, by="ana")
-        assert err.value.param == f"versions.{version}" and f"release gate of {version}: {state}" in str(err.value)
+        assert (
+            err.value.param == f"versions.{version}"
+            and f"release gate of {version}: {state}" in str(err.value)
+        )
         assert "--force --reason" in str(err.value)
     with pytest.raises(AliasError) as err:
         book.set("support-bot", {"v3": 90, "v5": 10}, by="ana", force=True)
     assert err.value.param == "reason" and "needs a reason" in str(err.value)
-    row = book.set("support-bot", {"v3": 90, "v5": 10}, by="ana", force=True, reason="hotfix for the refund bug")
+    row = book.set(
+        "support-bot",
+        {"v3": 90, "v5": 10},
+        by="ana",
+        force=True,
+        reason="hotfix for the refund bug",
+    )
     assert row["forced"] == ["v5"] and row["override"] == "hotfix for the refund bug"
     # Taking traffic away from a failed version never needs the override.
     assert book.set("support-bot", {"v3": 95, "v5": 5}, by="ana")["forced"] == []
@@ -126,7 +166,9 @@ def test_rollback_steps_back_one_change_at_a_time_and_restores_a_deleted_alias(b
     with pytest.raises(AliasError, match="its first change created it"):
         book.rollback("support-bot", by="ana")
     book.set("support-bot", {"v4": 100}, by="ana")
-    assert book.rollback("support-bot", by="ana")["to"] == {"v3": 100}  # a new change is undone first
+    assert book.rollback("support-bot", by="ana")["to"] == {
+        "v3": 100
+    }  # a new change is undone first
     book.delete("support-bot", by="ana")
     with pytest.raises(AliasNotFoundError):
         book.get("support-bot")
@@ -134,7 +176,16 @@ def test_rollback_steps_back_one_change_at_a_time_and_restores_a_deleted_alias(b
         book.delete("support-bot", by="ana")
     assert book.rollback("support-bot", by="ana")["to"] == {"v3": 100}
     assert [r["action"] for r in book.history("support-bot")] == [
-        "set", "set", "set", "rollback", "rollback", "set", "rollback", "delete", "rollback"]
+        "set",
+        "set",
+        "set",
+        "rollback",
+        "rollback",
+        "set",
+        "rollback",
+        "delete",
+        "rollback",
+    ]
 
 
 def test_a_rollback_onto_a_version_that_failed_since_needs_the_override(book):
@@ -143,7 +194,9 @@ def test_a_rollback_onto_a_version_that_failed_since_needs_the_override(book):
     record(book.shelf, "v3", FAILED, ABOUT)  # evaluated again since: failed
     with pytest.raises(AliasError, match="release gate of v3: failed"):
         book.rollback("support-bot", by="ana")
-    assert book.rollback("support-bot", by="ana", force=True, reason="v4 answers in French")["forced"] == ["v3"]
+    assert book.rollback("support-bot", by="ana", force=True, reason="v4 answers in French")[
+        "forced"
+    ] == ["v3"]
 
 
 def test_concurrent_writers_lose_no_change(book):
@@ -174,7 +227,9 @@ def test_typed_splits_are_parsed_or_refused_in_words():
     assert "expected VERSION=WEIGHT" in said and "'ten'" in said and "'v5' is named twice" in said
 
 
-def test_the_automatic_rollback_is_kept_with_the_alias_and_since_moves_only_with_the_split(book, home, monkeypatch):
+def test_the_automatic_rollback_is_kept_with_the_alias_and_since_moves_only_with_the_split(
+    book, home, monkeypatch
+):
     import adapters.shelf.aliases as shelf_aliases
 
     clock = itertools.count(1_800_000_000, 10)
@@ -182,36 +237,70 @@ def test_the_automatic_rollback_is_kept_with_the_alias_and_since_moves_only_with
     monkeypatch.setattr(shelf_aliases.time, "gmtime", lambda *_: gmtime(next(clock)))
     policy = {"margin": 0.1, "min_requests": 50}
     row = book.set("support-bot", {"v3": 90, "v4": 10}, by="ana", auto_rollback=policy)
-    assert row["auto_rollback"] == {"from": None, "to": {"margin": 0.1, "min_requests": 50, "min_ratings": 10}}
+    assert row["auto_rollback"] == {
+        "from": None,
+        "to": {"margin": 0.1, "min_requests": 50, "min_ratings": 10},
+    }
     first = book.row("support-bot")
     assert since_epoch(first) == 1_800_000_000 and first["auto_rollback"]["min_ratings"] == 10
     assert not book.set("support-bot", None, by="ana", auto_rollback=policy)["changed"]
-    book.set("support-bot", None, by="ben", auto_rollback={**policy, "margin": 0.2})  # the setting alone
+    book.set(
+        "support-bot", None, by="ben", auto_rollback={**policy, "margin": 0.2}
+    )  # the setting alone
     assert since_epoch(book.row("support-bot")) == 1_800_000_000  # the split did not change
     book.set("support-bot", {"v3": 80, "v4": 20}, by="ben")
     moved = book.row("support-bot")
     assert since_epoch(moved) > 1_800_000_000 and moved["auto_rollback"]["margin"] == 0.2  # kept
     with pytest.raises(AliasError) as err:
-        book.set("support-bot", None, by="ana", auto_rollback={"margin": 0, "min_requests": 2.5, "sure": 1})
-    assert err.value.param == "auto_rollback.sure" and "margin must be a number above 0" in str(err.value)
+        book.set(
+            "support-bot",
+            None,
+            by="ana",
+            auto_rollback={"margin": 0, "min_requests": 2.5, "sure": 1},
+        )
+    assert err.value.param == "auto_rollback.sure" and "margin must be a number above 0" in str(
+        err.value
+    )
     assert "min requests must be a whole number" in str(err.value)
     with pytest.raises(AliasNotFoundError):
         book.set("new-bot", None, by="ana", auto_rollback=policy)
 
 
-def test_fall_back_takes_the_failing_canary_out_without_the_gate_and_a_rollback_brings_it_back(book):
+def test_fall_back_takes_the_failing_canary_out_without_the_gate_and_a_rollback_brings_it_back(
+    book,
+):
     book.set("support-bot", {"v3": 100}, by="ana")
-    book.set("support-bot", {"v3": 80, "v4": 10, "v5": 10}, by="ana", force=True, reason="canary of the fix")
-    record(book.shelf, "v3", FAILED, ABOUT)  # the stable version failed since: a fall-back still goes to it
+    book.set(
+        "support-bot",
+        {"v3": 80, "v4": 10, "v5": 10},
+        by="ana",
+        force=True,
+        reason="canary of the fix",
+    )
+    record(
+        book.shelf, "v3", FAILED, ABOUT
+    )  # the stable version failed since: a fall-back still goes to it
     with pytest.raises(AliasError, match="changed while its figures were judged"):
         book.fall_back("support-bot", {"v3": 90, "v5": 10}, "v3", ["v5"], "v5: error rate 0.50")
-    row = book.fall_back("support-bot", {"v3": 80, "v4": 10, "v5": 10}, "v3", ["v5"], "v5: error rate 0.50")
+    row = book.fall_back(
+        "support-bot", {"v3": 80, "v4": 10, "v5": 10}, "v3", ["v5"], "v5: error rate 0.50"
+    )
     assert (row["by"], row["action"], row["reason"], row["to"]) == (
-        "auto-rollback", "auto-rollback", "v5: error rate 0.50", {"v3": 90, "v4": 10})
+        "auto-rollback",
+        "auto-rollback",
+        "v5: error rate 0.50",
+        {"v3": 90, "v4": 10},
+    )
     assert book.get("support-bot") == {"v3": 90, "v4": 10}
-    with pytest.raises(AliasError, match="release gate of v5: failed"):  # undoing it is gated as any change
+    with pytest.raises(
+        AliasError, match="release gate of v5: failed"
+    ):  # undoing it is gated as any change
         book.rollback("support-bot", by="ana")
-    assert book.rollback("support-bot", by="ana", force=True, reason="fixed")["to"] == {"v3": 80, "v4": 10, "v5": 10}
+    assert book.rollback("support-bot", by="ana", force=True, reason="fixed")["to"] == {
+        "v3": 80,
+        "v4": 10,
+        "v5": 10,
+    }
 
 
 def test_the_answer_check_is_a_setting_kept_through_changes_and_rolled_back(book, home):

@@ -40,11 +40,14 @@ def test_defaults_until_a_gate_json_is_written(shelf):
     assert json.loads((folder / GATE_FILE).read_text())["format"] == "tunedesk-gate/1"
 
 
-@pytest.mark.parametrize("text, words", [
-    ("{not json", "gate.json is not valid JSON"),
-    ('["a list"]', "does not hold a JSON object"),
-    ('{"golden_all_pass": "yes", "typo": 1}', "golden_all_pass must be true or false"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("{not json", "gate.json is not valid JSON"),
+        ('["a list"]', "does not hold a JSON object"),
+        ('{"golden_all_pass": "yes", "typo": 1}', "golden_all_pass must be true or false"),
+    ],
+)
 def test_a_corrupt_gate_json_is_one_sentence(shelf, text, words):
     (shelf.path("tuned") / GATE_FILE).write_text(text)
     with pytest.raises(GateRulesError) as err:
@@ -58,7 +61,11 @@ def test_not_evaluated_then_passed_then_stale_after_a_change(shelf):
     assert entry_status(shelf.get("tuned")).state == "not evaluated"
     record(shelf, "tuned", VERDICT, ABOUT)
     status = entry_status(shelf.get("tuned"))
-    assert (status.state, status.eval_id, status.date) == ("passed", ABOUT["eval_id"], ABOUT["date"])
+    assert (status.state, status.eval_id, status.date) == (
+        "passed",
+        ABOUT["eval_id"],
+        ABOUT["date"],
+    )
     assert shelf_warnings(shelf) == []
     # The rules changed after the evaluation: the verdict no longer counts.
     write_rules(shelf.path("tuned"), {"perplexity_not_worse": False})
@@ -88,13 +95,27 @@ def test_cli_shows_edits_and_resets_the_rules(shelf, capsys):
     assert main(["gate", "tuned"]) == 0
     out = capsys.readouterr().out
     assert "defaults: no gate.json yet" in out and "release gate of tuned: not evaluated" in out
-    assert main(["gate", "tuned", "--set", "slices_not_worse=bleu,rouge_l",
-                 "--set", "golden_not_worse=false"]) == 0
+    assert (
+        main(
+            [
+                "gate",
+                "tuned",
+                "--set",
+                "slices_not_worse=bleu,rouge_l",
+                "--set",
+                "golden_not_worse=false",
+            ]
+        )
+        == 0
+    )
     assert read_rules(shelf.path("tuned"))["slices_not_worse"] == ["bleu", "rouge_l"]
     assert read_rules(shelf.path("tuned"))["golden_not_worse"] is False
     capsys.readouterr()
-    for bad in (["--set", "golden_all_pass=maybe"], ["--set", "nope=1"],
-                ["--set", "slices_not_worse=bleu,speed"]):
+    for bad in (
+        ["--set", "golden_all_pass=maybe"],
+        ["--set", "nope=1"],
+        ["--set", "slices_not_worse=bleu,speed"],
+    ):
         assert main(["gate", "tuned", *bad]) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
@@ -117,16 +138,39 @@ def test_the_list_command_shows_each_adapters_gate_state(shelf, capsys):
 
 
 def test_cli_sets_floors_one_by_one_and_shows_the_recorded_figures(shelf, capsys):
-    assert main(["gate", "tuned", "--set", "floors.right_intent_min=0.9", "--set", "floors.invented_max=0",
-                 "--set", "handoff_intents=contact_human_agent,complaint"]) == 0
+    assert (
+        main(
+            [
+                "gate",
+                "tuned",
+                "--set",
+                "floors.right_intent_min=0.9",
+                "--set",
+                "floors.invented_max=0",
+                "--set",
+                "handoff_intents=contact_human_agent,complaint",
+            ]
+        )
+        == 0
+    )
     rules = read_rules(shelf.path("tuned"))
-    assert rules["floors"] == {**DEFAULT_RULES["floors"], "right_intent_min": 0.9, "invented_max": 0}
+    assert rules["floors"] == {
+        **DEFAULT_RULES["floors"],
+        "right_intent_min": 0.9,
+        "invented_max": 0,
+    }
     assert rules["handoff_intents"] == ["contact_human_agent", "complaint"]
     assert main(["gate", "tuned", "--set", "floors.right_intent_min=2"]) == 2
     assert "floors.right_intent_min must be a share from 0 to 1" in capsys.readouterr().err
-    figures = ["right-intent rate 0.93 (93/100 rows) reaches the floor 0.90", "0 leaked personal data"]
+    figures = [
+        "right-intent rate 0.93 (93/100 rows) reaches the floor 0.90",
+        "0 leaked personal data",
+    ]
     record(shelf, "tuned", {**VERDICT, "rules": rules, "floors": figures}, ABOUT)
     assert main(["gate", "tuned"]) == 0
     out = capsys.readouterr().out
-    assert "release gate of tuned: passed" in out and "right-intent rate 0.93 (93/100 rows) reaches the floor 0.90" in out
+    assert (
+        "release gate of tuned: passed" in out
+        and "right-intent rate 0.93 (93/100 rows) reaches the floor 0.90" in out
+    )
     assert entry_status(shelf.get("tuned")).floors == figures

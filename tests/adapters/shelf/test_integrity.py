@@ -18,7 +18,8 @@ def test_size_then_hash_then_a_cached_digest(tmp_path):
     assert "does not match its manifest" in weights_problem(weights, manifest)
     weights.write_bytes(b"\x01" * 1001)
     assert weights_problem(weights, manifest).startswith(
-        "adapter_model.safetensors is 1,001 bytes but was saved as 1,000")
+        "adapter_model.safetensors is 1,001 bytes but was saved as 1,000"
+    )
     assert weights_problem(weights, {}) == ""  # nothing recorded, nothing to compare
 
 

@@ -9,7 +9,9 @@ DATA = str(Path(__file__).resolve().parents[3] / "assets" / "demo_support.jsonl"
 
 
 def test_chat_and_compare_rows_answer_with_the_trained_adapter(tiny_llama_dir, home):
-    trained = train_row("fp32-tf32", str(tiny_llama_dir), DATA, steps=2, batch=4, max_length=48, device="cpu")
+    trained = train_row(
+        "fp32-tf32", str(tiny_llama_dir), DATA, steps=2, batch=4, max_length=48, device="cpu"
+    )
     spec = {"model": str(tiny_llama_dir), "adapter": trained["adapter"], "device": "cpu"}
     chat = run_row({**spec, "kind": "chat"})
     both = run_row({**spec, "kind": "compare"})

@@ -49,7 +49,7 @@ except OSError:
     print("srv    start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: %d" % port, flush=True)
     sys.exit(1)
 server.serve_forever()
-"""
+"""  # noqa: E501
 
 
 @pytest.fixture
@@ -103,17 +103,25 @@ def taken_first(monkeypatch, port: int) -> list[int]:
 def check_child(binary: Path, model: Path, tmp_path: Path, monkeypatch) -> None:
     with squatter() as (port, asked):
         chosen = taken_first(monkeypatch, port)
-        server = process.LlamaServerProcess(binary, model, [], slots=1, ctx_per_slot=256, threads=1,
-                                            log=tmp_path / "server.log")
+        server = process.LlamaServerProcess(
+            binary, model, [], slots=1, ctx_per_slot=256, threads=1, log=tmp_path / "server.log"
+        )
         with server:
             assert len(chosen) == 2 and server.port == chosen[1] != port  # retried on a new port
             assert "couldn't bind HTTP server socket" in (tmp_path / "server.log").read_text()
             assert asked  # the squatter answered in between; its 200 was not taken as the child's
             for path in ("/props", "/slots"):
                 assert httpx.get(f"{server.url}{path}", timeout=10).status_code == 401
-                assert httpx.get(f"{server.url}{path}", headers={"Authorization": "Bearer guess"},
-                                 timeout=10).status_code == 401
-                assert httpx.get(f"{server.url}{path}", headers=server.headers, timeout=10).status_code == 200
+                assert (
+                    httpx.get(
+                        f"{server.url}{path}", headers={"Authorization": "Bearer guess"}, timeout=10
+                    ).status_code
+                    == 401
+                )
+                assert (
+                    httpx.get(f"{server.url}{path}", headers=server.headers, timeout=10).status_code
+                    == 200
+                )
             assert server.api_key not in " ".join(server.command())  # ps does not show it
 
 
@@ -122,8 +130,10 @@ def test_the_child_answers_only_its_key_and_a_lost_port_is_retried(stand_in, tmp
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")
     check_child(stand_in, model, tmp_path, monkeypatch)
-    assert process.LlamaServerProcess(stand_in, model, [], log=tmp_path / "l").api_key != \
-        process.LlamaServerProcess(stand_in, model, [], log=tmp_path / "l").api_key  # one key each
+    assert (
+        process.LlamaServerProcess(stand_in, model, [], log=tmp_path / "l").api_key
+        != process.LlamaServerProcess(stand_in, model, [], log=tmp_path / "l").api_key
+    )  # one key each
 
 
 def test_every_port_taken_is_a_sentence(stand_in, tmp_path, monkeypatch):
@@ -132,13 +142,16 @@ def test_every_port_taken_is_a_sentence(stand_in, tmp_path, monkeypatch):
         held.bind(("127.0.0.1", 0))
         held.listen()
         monkeypatch.setattr(process, "free_port", lambda: held.getsockname()[1])
-        server = process.LlamaServerProcess(stand_in, tmp_path / "m.gguf", [], log=tmp_path / "server.log")
+        server = process.LlamaServerProcess(
+            stand_in, tmp_path / "m.gguf", [], log=tmp_path / "server.log"
+        )
         with pytest.raises(process.LlamaServerError, match="could not bind a port in 3 tries"):
             server.start(timeout=60)
 
 
-def test_the_real_llama_server_answers_only_its_key_and_a_lost_port_is_retried(tmp_path, monkeypatch,
-                                                                              default_model_dir):
+def test_the_real_llama_server_answers_only_its_key_and_a_lost_port_is_retried(
+    tmp_path, monkeypatch, default_model_dir
+):
     from core.llama_cpp.binaries import missing_reason, server_binary
 
     binary = server_binary()

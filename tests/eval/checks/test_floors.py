@@ -69,7 +69,8 @@ def report_of(prompts, references, texts, data, settings=None):
 def evaluated(tmp_path_factory):
     data = tmp_path_factory.mktemp("floors") / "support.jsonl"
     prompts, references = write_data(data)
-    # good: the references; wrong: every answer moved to the next row's (another intent), one invented phone
+    # good: the references; wrong: every answer moved to the next row's (another
+    # intent), one invented phone
     wrong = references[1:] + references[:1]
     wrong[0] += " Call 0161 496 0000."
     return report_of(
@@ -82,8 +83,8 @@ def test_a_good_adapter_passes_with_every_floor_named_with_its_figure(evaluated)
     assert verdict["state"] == "passed", verdict["reasons"]
     text = "; ".join(verdict["floors"])
     assert (
-        "right-intent rate 1.00 (18/18 rows; the classifier's ceiling on the references 1.00) reaches the floor 0.85"
-        in text
+        "right-intent rate 1.00 (18/18 rows; the classifier's ceiling on the references 1.00) "
+        "reaches the floor 0.85" in text
     )
     assert "lowest intent contact_human_agent 1.00 (6/6) reaches the per-intent floor 0.50" in text
     assert (
@@ -103,8 +104,8 @@ def test_answers_to_the_wrong_question_fail_the_floors_by_name(evaluated):
     assert verdict["state"] == "failed"
     reasons = "; ".join(verdict["reasons"])
     assert (
-        "right-intent rate 0.00 (0/18 rows; the classifier's ceiling on the references 1.00) is below the floor 0.85"
-        in reasons
+        "right-intent rate 0.00 (0/18 rows; the classifier's ceiling on the references 1.00) is "
+        "below the floor 0.85" in reasons
     )
     assert "3 intent(s) below the per-intent floor 0.50" in reasons
     assert (
@@ -112,8 +113,8 @@ def test_answers_to_the_wrong_question_fail_the_floors_by_name(evaluated):
         and "6 hand-offs nobody asked for in 12 other rows" in reasons
     )
     assert (
-        "1 invented contact details (phone, e-mail, URL) in 1 answer(s): 0161 496 0000, above the allowed 0"
-        in reasons
+        "1 invented contact details (phone, e-mail, URL) in 1 answer(s): 0161 496 0000, above "
+        "the allowed 0" in reasons
     )
     # each floor can be switched off or moved
     relaxed = check_rules(

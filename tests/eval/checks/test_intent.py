@@ -1,4 +1,5 @@
-"""The intent classifier: a real scikit-learn fit on small labelled answers, scored on hand-written ones."""
+"""The intent classifier: a real scikit-learn fit on small labelled answers, scored on
+hand-written ones."""
 
 from __future__ import annotations
 
@@ -42,7 +43,11 @@ def test_answers_are_named_by_the_intent_they_address(classifier):
     )
     assert named == ["track_order", "get_refund", "recover_password"]
     assert classifier.labels == sorted(ANSWERS) and classifier.rows == 9
-    assert classifier.predict(["", "  ", "Your refund is on your card."]) == ["", "", "get_refund"]  # empty: none
+    assert classifier.predict(["", "  ", "Your refund is on your card."]) == [
+        "",
+        "",
+        "get_refund",
+    ]  # empty: none
 
 
 def test_rates_count_right_and_wrong_answers_per_intent(classifier):

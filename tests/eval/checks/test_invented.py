@@ -19,8 +19,8 @@ def kinds(text):
 
 def test_spans_of_every_kind_are_found_and_placeholders_are_not():
     found = kinds(
-        "Call +44 20 7946 0958, mail help@acme.com, see www.acme.com/faq. Order #77120 cost $12.50, "
-        "account no. AC-99812, sent on 2024-02-27. Use {{Order Number}} or [ORDER], 24/7."
+        "Call +44 20 7946 0958, mail help@acme.com, see www.acme.com/faq. Order #77120 cost "
+        "$12.50, account no. AC-99812, sent on 2024-02-27. Use {{Order Number}} or [ORDER], 24/7."
     )
     assert found == [
         ("email", "help@acme.com"),
@@ -39,7 +39,8 @@ def test_invented_spans_are_those_no_source_states():
     invented, leaks = sources.check(
         "Where is order 99120? Call me on 020 7946 0958.",
         "Your order 99120 ships soon. We will call 020 7946 0958. Questions: +1 555 010 2000, "
-        "0800 123 4567 or https://shop.example.com/help. Or ring 0161 496 0000 and mail sales@madeup.io.",
+        "0800 123 4567 or https://shop.example.com/help. Or ring 0161 496 0000 and mail "
+        "sales@madeup.io.",
     )
     assert invented == [
         {"kind": "email", "text": "sales@madeup.io"},

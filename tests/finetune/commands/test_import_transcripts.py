@@ -17,7 +17,21 @@ DEMO = ROOT / "assets" / "demo_helpdesk_export.csv"
 
 
 def test_import_writes_train_eval_and_stats(tmp_path, capsys):
-    assert main(["import-transcripts", str(DEMO), "--out", str(tmp_path), "--eval-fraction", "0.2", "--seed", "3"]) == 0
+    assert (
+        main(
+            [
+                "import-transcripts",
+                str(DEMO),
+                "--out",
+                str(tmp_path),
+                "--eval-fraction",
+                "0.2",
+                "--seed",
+                "3",
+            ]
+        )
+        == 0
+    )
     report = capsys.readouterr().out
     assert "9 conversations" in report and "1 no agent reply" in report and "redacted" in report
     train = [json.loads(x) for x in (tmp_path / "train.jsonl").read_text().splitlines()]
@@ -32,8 +46,19 @@ def test_import_writes_train_eval_and_stats(tmp_path, capsys):
 def test_json_output_and_named_columns(tmp_path, capsys):
     export = tmp_path / "own.tsv"
     export.write_text("case\twho\tmsg\n1\tMember\thello\n1\tRep\thi there\n")
-    argv = ["import-transcripts", str(export), "--out", str(tmp_path / "o"), "--json", "--eval-fraction", "0",
-            "--column-map", "ticket=case,role=who,text=msg", "--role-map", "Member=user,Rep=assistant"]
+    argv = [
+        "import-transcripts",
+        str(export),
+        "--out",
+        str(tmp_path / "o"),
+        "--json",
+        "--eval-fraction",
+        "0",
+        "--column-map",
+        "ticket=case,role=who,text=msg",
+        "--role-map",
+        "Member=user,Rep=assistant",
+    ]
     assert main(argv) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["conversations"] == 1 and stats["eval_file"] is None
@@ -61,7 +86,19 @@ def test_bad_input_is_exit_2_and_a_sentence(tmp_path, capsys, extra, content, ma
 
 
 def test_a_missing_file_from_a_real_process_is_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "finetune", "import-transcripts", str(tmp_path / "nope.csv"),
-                           "--out", str(tmp_path / "o")], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "finetune",
+            "import-transcripts",
+            str(tmp_path / "nope.csv"),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "does not exist" in proc.stderr

@@ -94,8 +94,11 @@ def test_each_turn_follows_the_prompt_chat_renders(llama_tok, turns):
         fmt = ChatFormat(tok)
         msgs = conversation(turns, system="Be brief.")
         enc = encode(fmt, msgs, 1024, "truncate_response", False)
-        starts = [i for i, t in enumerate(enc.labels) if t != IGNORE_INDEX and
-                  (i == 0 or enc.labels[i - 1] == IGNORE_INDEX)]
+        starts = [
+            i
+            for i, t in enumerate(enc.labels)
+            if t != IGNORE_INDEX and (i == 0 or enc.labels[i - 1] == IGNORE_INDEX)
+        ]
         answers = [k for k, m in enumerate(msgs) if m["role"] == "assistant"]
         assert len(starts) == turns
         for start, k in zip(starts, answers, strict=True):
@@ -123,19 +126,25 @@ def test_last_turn_only_keeps_the_tokens_and_labels_the_final_answer(tmp_path, l
 
 def test_sharegpt_and_openai_shapes(tmp_path, llama_tok):
     share = [
-        {"conversations": [
-            {"from": "system", "value": "Be brief."},
-            {"from": "human", "value": QUESTIONS[0]}, {"from": "gpt", "value": ANSWERS[0]},
-            {"from": "human", "value": QUESTIONS[1]}, {"from": "gpt", "value": ANSWERS[1]},
-        ]}
+        {
+            "conversations": [
+                {"from": "system", "value": "Be brief."},
+                {"from": "human", "value": QUESTIONS[0]},
+                {"from": "gpt", "value": ANSWERS[0]},
+                {"from": "human", "value": QUESTIONS[1]},
+                {"from": "gpt", "value": ANSWERS[1]},
+            ]
+        }
     ] * 2
     openai = [
-        {"messages": [
-            {"role": "user", "content": [{"type": "text", "text": QUESTIONS[0]}]},
-            {"role": "assistant", "content": ANSWERS[0]},
-            {"role": "user", "content": QUESTIONS[1]},
-            {"role": "assistant", "content": ANSWERS[1]},
-        ]}
+        {
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": QUESTIONS[0]}]},
+                {"role": "assistant", "content": ANSWERS[0]},
+                {"role": "user", "content": QUESTIONS[1]},
+                {"role": "assistant", "content": ANSWERS[1]},
+            ]
+        }
     ] * 2
     for rows in (share, openai):
         prepared = data.prepare(prepare_file(tmp_path, rows), llama_tok)
@@ -159,12 +168,14 @@ def test_overlong_conversations_lose_their_oldest_turns(tmp_path, llama_tok):
     text = llama_tok.decode(enc.input_ids)
     assert text.startswith("<|im_start|>system\nBe brief.") and QUESTIONS[0] not in text
     # The fewest exchanges were cut: one more would also have fitted.
-    one_less = encode(fmt, msgs[:1] + msgs[1 + 2 * (enc.turns_dropped - 1) :], limit,
-                      "truncate_response", False)
+    one_less = encode(
+        fmt, msgs[:1] + msgs[1 + 2 * (enc.turns_dropped - 1) :], limit, "truncate_response", False
+    )
     assert enc.turns_dropped == 1 or one_less.status == "oldest_turns_dropped"
     # Counted in the dataset stats.
-    prepared = data.prepare(prepare_file(tmp_path, [{"messages": msgs}] * 3, max_length=limit),
-                            llama_tok)
+    prepared = data.prepare(
+        prepare_file(tmp_path, [{"messages": msgs}] * 3, max_length=limit), llama_tok
+    )
     assert prepared.stats["conversations_shortened"] == 3
 
 
@@ -182,12 +193,26 @@ def test_a_last_exchange_too_long_alone_follows_the_truncation_policy(llama_tok)
     ("messages", "reason"),
     [
         ([{"role": "user", "content": "hello?"}], "no_assistant_turn"),
-        ([{"role": "user", "content": "a"}, {"role": "user", "content": "b"},
-          {"role": "assistant", "content": "c"}], "roles_out_of_order"),
-        ([{"role": "assistant", "content": "hi"}, {"role": "user", "content": "b"},
-          {"role": "assistant", "content": "c"}], "roles_out_of_order"),
-        ([{"role": "user", "content": "a"}, {"role": "assistant", "content": "x" * 10_000_001}],
-         "too_large"),
+        (
+            [
+                {"role": "user", "content": "a"},
+                {"role": "user", "content": "b"},
+                {"role": "assistant", "content": "c"},
+            ],
+            "roles_out_of_order",
+        ),
+        (
+            [
+                {"role": "assistant", "content": "hi"},
+                {"role": "user", "content": "b"},
+                {"role": "assistant", "content": "c"},
+            ],
+            "roles_out_of_order",
+        ),
+        (
+            [{"role": "user", "content": "a"}, {"role": "assistant", "content": "x" * 10_000_001}],
+            "too_large",
+        ),
         ([{"role": "tool", "content": "a"}], "bad_messages"),
         ("not a list", "bad_messages"),
     ],
@@ -203,10 +228,19 @@ def test_bad_conversations_are_skipped_and_counted(tmp_path, llama_tok):
     good = {"messages": conversation(2)}
     bad = [
         {"messages": [{"role": "user", "content": "anyone there?"}]},
-        {"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"},
-                      {"role": "assistant", "content": "c"}]},
-        {"messages": [{"role": "user", "content": "big"},
-                      {"role": "assistant", "content": "x" * 10_000_000}]},  # 10 MB
+        {
+            "messages": [
+                {"role": "user", "content": "a"},
+                {"role": "user", "content": "b"},
+                {"role": "assistant", "content": "c"},
+            ]
+        },
+        {
+            "messages": [
+                {"role": "user", "content": "big"},
+                {"role": "assistant", "content": "x" * 10_000_000},
+            ]
+        },  # 10 MB
     ]
     # A JSON array (the JSONL reader refuses any line over 8 MB before parsing, with a sentence).
     prepared = data.prepare(prepare_file(tmp_path, [good, *bad, good], name="c.json"), llama_tok)

@@ -15,7 +15,9 @@ from finetune.data.format import IGNORE_INDEX, ChatFormat
 ROWS = [
     {
         "instruction": f"where is my order {{{{Order Number}}}} #{i}? é ü 😀",
-        "response": f"Your order {{{{Order Number}}}} ships in {i} days. Track it on {{{{Website URL}}}}.",
+        "response": (
+            f"Your order {{{{Order Number}}}} ships in {i} days. Track it on {{{{Website URL}}}}."
+        ),
         "intent": "track_order" if i % 3 else "get_refund",
         "category": "ORDER",
         "flags": "B",

@@ -28,8 +28,13 @@ print("closed")
 
 
 def _replay(prelude: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", INTERLEAVING.format(prelude=prelude)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", INTERLEAVING.format(prelude=prelude)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_the_interleaving_breaks_tqdm_alone():

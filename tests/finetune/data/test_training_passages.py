@@ -112,7 +112,12 @@ def test_the_prompt_is_what_serving_grounding_builds(tok, rows_file, home):
             {"role": "user", "content": raw["prompt"]},
         ]
         grounded, grounding = ground(
-            messages, entry["name"], entry["version"], k=2, shelf=shelf, context_tokens=10_000,
+            messages,
+            entry["name"],
+            entry["version"],
+            k=2,
+            shelf=shelf,
+            context_tokens=10_000,
             exclude=lambda p, own=raw["response"]: p.text == own,
         )
         assert len(grounding.shown) == 2

@@ -25,15 +25,16 @@ def test_a_budget_too_short_is_refused_with_its_figures_and_what_to_change():
     m = Measured(startup_s=80, step_s=9.0, val_batch_s=3.0, val_batches=25)
     e = estimate(300, m)
     # 9 s a pass: 3 batches; base + 3 mid-run (30 s of the 10 % share) + final = 5 passes, 45 s;
-    # probes 4 x min(6, 9) = 24 s, save 3 s, margin 3 s, half a step 4.5 s; (300-80-45-34.5) / 9 = 15
+    # probes 4 x min(6, 9) = 24 s, save 3 s, margin 3 s, half a step 4.5 s;
+    # (300-80-45-34.5) / 9 = 15
     assert (e.val_batches, e.validation_s, e.extras_s, e.steps) == (3, 45.0, 34.5, 15)
     level, sentence = verdict(e, m)
     assert level == "refuse"
     assert sentence.startswith(
         "A 5-minute budget buys about 15 steps here: start-up 80 s, validation 45 s (3 of 25 "
-        "validation batches a pass), probe answers, checkpoints and the save 34 s, then 9.0 s a step. "
-        "A useful run needs at least 30 steps: give it at least 8 minutes, or lower the batch size or "
-        "max length (each step and validation batch takes less)."
+        "validation batches a pass), probe answers, checkpoints and the save 34 s, then 9.0 s a "
+        "step. A useful run needs at least 30 steps: give it at least 8 minutes, or lower the "
+        "batch size or max length (each step and validation batch takes less)."
     )
     assert (
         estimate(8 * 60, m).steps >= MIN_USEFUL_STEPS > estimate(7 * 60, m).steps
@@ -51,8 +52,8 @@ def test_a_budget_that_buys_enough_steps_says_how_many():
 def test_the_result_of_a_run_with_too_few_steps_says_so():
     parts = {"startup_s": 79.4, "validation_s": 212.0, "train_s": 16.2}
     assert short_run_note(300, 1, parts) == (
-        "the 5-minute budget bought only 1 step, fewer than the 30 a useful run needs (start-up 79 s, "
-        "validation 212 s, training 16 s, 16.2 s a step): the adapter has barely changed; give a longer "
-        "budget, or a smaller batch or max length"
+        "the 5-minute budget bought only 1 step, fewer than the 30 a useful run needs (start-up "
+        "79 s, validation 212 s, training 16 s, 16.2 s a step): the adapter has barely changed; "
+        "give a longer budget, or a smaller batch or max length"
     )
     assert short_run_note(300, 30, parts) == ""

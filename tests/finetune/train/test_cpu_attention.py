@@ -1,4 +1,5 @@
-"""Short-row attention computes what sdpa computes, in bf16 as closely, and hands the rest to sdpa."""
+"""Short-row attention computes what sdpa computes, in bf16 as closely, and hands
+the rest to sdpa."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ def _two_models(tiny_llama_dir):
     """The tiny llama (4 heads, 2 key/value heads) twice, the second on short-row attention."""
     from transformers import AutoModelForCausalLM
 
-    models = [AutoModelForCausalLM.from_pretrained(tiny_llama_dir, attn_implementation="sdpa").train()
-              for _ in range(2)]
+    models = [
+        AutoModelForCausalLM.from_pretrained(tiny_llama_dir, attn_implementation="sdpa").train()
+        for _ in range(2)
+    ]
     assert use_short_row_attention(models[1])
     assert models[1].config._attn_implementation == cpu_attention.NAME
     return models
@@ -41,10 +44,14 @@ def _loss_and_grads(model, batch, bf16: bool):
 
 def _error(grads, reference) -> float:
     """The largest relative error of any parameter's gradient against the fp32 reference."""
-    return max(float((grads[n] - g).norm() / g.norm()) for n, g in reference.items() if g.norm() > 0)
+    return max(
+        float((grads[n] - g).norm() / g.norm()) for n, g in reference.items() if g.norm() > 0
+    )
 
 
-@pytest.mark.parametrize("lengths", [[24, 24, 24], [24, 17, 9]], ids=["no padding", "right padding"])
+@pytest.mark.parametrize(
+    "lengths", [[24, 24, 24], [24, 17, 9]], ids=["no padding", "right padding"]
+)
 def test_short_rows_in_bf16_are_as_close_to_fp32_as_sdpa(tiny_llama_dir, lengths):
     sdpa, short = _two_models(tiny_llama_dir)
     batch = _padded_batch(sdpa.config.vocab_size, lengths)
@@ -110,6 +117,9 @@ def test_packed_short_rows_keep_their_examples_apart(tiny_llama_dir):
         together = short(input_ids=packed, position_ids=positions).logits[0]
         alone = short(input_ids=second[None]).logits[0]
     assert torch.allclose(together[12:].float(), alone.float(), atol=0.05)
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):  # one long example: not the same
+    with (
+        torch.no_grad(),
+        torch.autocast("cpu", dtype=torch.bfloat16),
+    ):  # one long example: not the same
         joined = short(input_ids=packed).logits[0]
     assert not torch.allclose(joined[12:].float(), alone.float(), atol=0.05)

@@ -23,18 +23,42 @@ def _cfg(model_dir, **train_overrides) -> RunConfig:
 
 
 def test_dry_run_cli_times_one_step_and_writes_nothing(tiny_llama_dir, home, capsys):
-    code = main(["train", "--dry-run", "--model", str(tiny_llama_dir), "--data", "assets/demo_support.jsonl",
-                 "--max-samples", "48", "--max-length", "96", "--batch-size", "4", "--lora-r", "4",
-                 "--grad-accum", "2", "--max-steps", "10"])
+    code = main(
+        [
+            "train",
+            "--dry-run",
+            "--model",
+            str(tiny_llama_dir),
+            "--data",
+            "assets/demo_support.jsonl",
+            "--max-samples",
+            "48",
+            "--max-length",
+            "96",
+            "--batch-size",
+            "4",
+            "--lora-r",
+            "4",
+            "--grad-accum",
+            "2",
+            "--max-steps",
+            "10",
+        ]
+    )
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert report["seconds_per_step"] > report["forward_backward_seconds"] > 0
     assert report["peak_memory_gib"] > 0 and report["memory_added_gib"] > 0
-    assert report["rows_per_micro_batch"] == 4 and 0 < report["label_tokens"] < report["tokens_per_micro_batch"] <= 4 * 96
+    assert (
+        report["rows_per_micro_batch"] == 4
+        and 0 < report["label_tokens"] < report["tokens_per_micro_batch"] <= 4 * 96
+    )
     assert report["total_steps"] == 10
     assert report["projected_seconds"] == pytest.approx(10 * report["seconds_per_step"])
     assert report["estimate"]["fits"] is True and report["estimate"]["total_gib"] > 0
-    assert report["estimate"]["lora_params"] == report["trainable_params"]  # the arithmetic matches PEFT
+    assert (
+        report["estimate"]["lora_params"] == report["trainable_params"]
+    )  # the arithmetic matches PEFT
     for sub in ("adapters", "runs"):  # nothing written (the home may not even exist)
         assert not (home / sub).exists() or not list((home / sub).iterdir())
 
@@ -48,7 +72,9 @@ def test_estimate_grows_with_batch_and_length_and_shrinks_when_quantized(tiny_ll
         return estimate_memory(cfg, resolved)
 
     base = total()
-    assert total(batch_size=16)["activations_gib"] == pytest.approx(2 * total(batch_size=8)["activations_gib"])
+    assert total(batch_size=16)["activations_gib"] == pytest.approx(
+        2 * total(batch_size=8)["activations_gib"]
+    )
     assert total(batch_size=16)["total_gib"] > base["total_gib"]
     assert total(max_length=192)["total_gib"] > base["total_gib"]
     assert total(gradient_checkpointing=True)["activations_gib"] < base["activations_gib"]
@@ -68,29 +94,42 @@ def test_estimate_grows_with_batch_and_length_and_shrinks_when_quantized(tiny_ll
     every = _cfg(tiny_llama_dir, gradient_checkpointing=True)
     top = _cfg(tiny_llama_dir, gradient_checkpointing=True)
     top.lora.top_layers = 1
-    one_input = estimate_memory(every, resolved)["activations_gib"] - estimate_memory(top, resolved)["activations_gib"]
+    one_input = (
+        estimate_memory(every, resolved)["activations_gib"]
+        - estimate_memory(top, resolved)["activations_gib"]
+    )
     assert one_input == pytest.approx(base["activations_gib"] / 2 / ACT_VALUES)
 
 
 def test_estimate_says_when_it_will_not_fit(tiny_llama_dir, home, monkeypatch):
     hw = hardware.detect()
-    small = dataclasses.replace(hw, devices=[dataclasses.replace(d, memory_gib=0.001) for d in hw.devices])
+    small = dataclasses.replace(
+        hw, devices=[dataclasses.replace(d, memory_gib=0.001) for d in hw.devices]
+    )
     monkeypatch.setattr(hardware, "detect", lambda: small)
     est = estimate_memory(_cfg(tiny_llama_dir), resolve(str(tiny_llama_dir)))
-    assert est["fits"] is False and "0.0 GiB" in est["warning"] and "gradient checkpointing" in est["warning"]
-
+    assert (
+        est["fits"] is False
+        and "0.0 GiB" in est["warning"]
+        and "gradient checkpointing" in est["warning"]
+    )
 
 
 def test_cpu_bf16_estimate_counts_the_short_rows_attention_weights(tiny_llama_dir, home):
     """Under the CPU's bf16 autocast short rows keep each layer's attention weights (6 bytes per
     head, query and key); fp32 runs and packed rows go through sdpa and keep none."""
     resolved = resolve(str(tiny_llama_dir))
-    est = {p: estimate_memory(_cfg(tiny_llama_dir, device="cpu", precision=p), resolved) for p in ("fp32", "bf16")}
+    est = {
+        p: estimate_memory(_cfg(tiny_llama_dir, device="cpu", precision=p), resolved)
+        for p in ("fp32", "bf16")
+    }
     cfg = _cfg(tiny_llama_dir)
     tokens = cfg.train.batch_size * 96
     attention = tokens * 4 * 96 * 6 * 2  # 4 heads, 96 keys, 6 bytes, 2 layers
     gib = 2**30
-    assert est["bf16"]["activations_gib"] * gib == pytest.approx(est["fp32"]["activations_gib"] * gib / 2 + attention)
+    assert est["bf16"]["activations_gib"] * gib == pytest.approx(
+        est["fp32"]["activations_gib"] * gib / 2 + attention
+    )
 
 
 def test_a_budget_dry_run_says_how_many_steps_the_budget_buys_after_start_up(tiny_llama_dir, home):
@@ -103,9 +142,16 @@ def test_a_budget_dry_run_says_how_many_steps_the_budget_buys_after_start_up(tin
     cfg.data.max_samples = 48
     report = dry_run(cfg, started=time.time())
     b = report["budget"]
-    assert b["startup_s"] > 0 and 0 < b["step_s"] < 5 and b["val_batch_s"] > 0 and b["val_batches"] == 1
+    assert (
+        b["startup_s"] > 0
+        and 0 < b["step_s"] < 5
+        and b["val_batch_s"] > 0
+        and b["val_batches"] == 1
+    )
     assert b["verdict"] == "ok" and b["steps"] >= 30 and report["total_steps"] == b["steps"]
-    assert b["sentence"].startswith(f"A 1-minute budget buys about {b['steps']} steps here: start-up ")
+    assert b["sentence"].startswith(
+        f"A 1-minute budget buys about {b['steps']} steps here: start-up "
+    )
     assert load(cfg)[1]["source"] == "dry run"  # kept for Check and Start
     # The same settings, started 58 s before the model loads: the budget is gone before a step.
     late = dry_run(cfg, started=time.time() - 58)["budget"]

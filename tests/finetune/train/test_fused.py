@@ -58,7 +58,9 @@ def _lora_llama(tiny_llama_dir, lean: bool):
     torch.manual_seed(0)
     base = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
     targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-    model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=targets, init_lora_weights=False))
+    model = get_peft_model(
+        base, LoraConfig(r=4, lora_alpha=8, target_modules=targets, init_lora_weights=False)
+    )
     if lean:
         assert use_lean_swiglu(model) == base.config.num_hidden_layers
     return model.train()
@@ -78,7 +80,9 @@ def _loss_and_grads(model, batch, selective: bool):
     model.zero_grad()
     loss, n = loss_sum(model, batch, selective=selective)
     (loss / n).backward()
-    return loss.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.requires_grad}
+    return loss.detach(), {
+        k: p.grad.clone() for k, p in model.named_parameters() if p.requires_grad
+    }
 
 
 def test_lean_training_step_equals_full_logits_step(tiny_llama_dir):
@@ -125,7 +129,9 @@ def test_lean_ops_keep_fewer_tensors_for_backward(tiny_llama_dir):
     assert lean < 0.9 * plain, (lean, plain)
 
 
-def test_under_bf16_autocast_the_lean_head_computes_the_loss_in_bf16_with_a_weight_cast_once(tiny_llama_dir):
+def test_under_bf16_autocast_the_lean_head_computes_the_loss_in_bf16_with_a_weight_cast_once(
+    tiny_llama_dir,
+):
     batch = _batch()
     plain, lean = _lora_llama(tiny_llama_dir, lean=False), _lora_llama(tiny_llama_dir, lean=False)
     with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -133,9 +139,13 @@ def test_under_bf16_autocast_the_lean_head_computes_the_loss_in_bf16_with_a_weig
         assert weight.dtype == torch.bfloat16 and lean_head(lean) is weight  # cast once, kept
         with torch.inference_mode():  # a validation pass first: its cast must serve training too
             val_loss, _ = loss_sum(lean, batch)
-        loss_a, grads_a = _loss_and_grads(plain, batch, selective=False)  # autocast's head, every logit
+        loss_a, grads_a = _loss_and_grads(
+            plain, batch, selective=False
+        )  # autocast's head, every logit
         loss_b, grads_b = _loss_and_grads(lean, batch, selective=True)
-    exact_loss, exact = _loss_and_grads(_lora_llama(tiny_llama_dir, lean=False), batch, selective=False)
+    exact_loss, exact = _loss_and_grads(
+        _lora_llama(tiny_llama_dir, lean=False), batch, selective=False
+    )
     assert lean_head(lean).dtype == torch.float32  # no autocast: the weight itself
     torch.testing.assert_close(val_loss, loss_b)
     torch.testing.assert_close(loss_b, loss_a, rtol=1e-2, atol=0)
@@ -162,10 +172,14 @@ def test_lean_dropout_keeps_the_rate_scales_and_routes_gradients_through_its_mas
     kept = y != 0
     assert abs(kept.float().mean().item() - 0.9) < 0.005  # 786k draws: the rate is p
     assert keep_scale(0.1) == pytest.approx(1 / 0.9, rel=1e-4)  # p rounded to a multiple of 2^-16
-    torch.testing.assert_close(y[kept], x[kept] * keep_scale(0.1))  # inverted dropout: kept values scaled
+    torch.testing.assert_close(
+        y[kept], x[kept] * keep_scale(0.1)
+    )  # inverted dropout: kept values scaled
     grad = torch.randn_like(x)
     (gx,) = torch.autograd.grad(y, x, grad)
-    torch.testing.assert_close(gx, torch.where(kept, grad * keep_scale(0.1), torch.zeros_like(grad)))
+    torch.testing.assert_close(
+        gx, torch.where(kept, grad * keep_scale(0.1), torch.zeros_like(grad))
+    )
     assert torch.equal(drop.eval()(x), x)  # evaluation: identity
     torch.manual_seed(1)
     a = LeanDropout(0.1).train()(x)
@@ -180,8 +194,10 @@ def test_lean_dropout_replaces_only_cpu_lora_dropouts(tiny_llama_dir):
     from finetune.train.lean_lora import LeanDropout, use_lean_dropout
 
     for p, expected in ((0.1, 2 * 2), (0.0, 0)):  # 2 layers x (q_proj, v_proj)
-        model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_llama_dir),
-                               LoraConfig(r=4, lora_dropout=p, target_modules=["q_proj", "v_proj"]))
+        model = get_peft_model(
+            AutoModelForCausalLM.from_pretrained(tiny_llama_dir),
+            LoraConfig(r=4, lora_dropout=p, target_modules=["q_proj", "v_proj"]),
+        )
         assert use_lean_dropout(model) == expected
         lean = [m for m in model.modules() if isinstance(m, LeanDropout)]
         assert len(lean) == expected and all(m.p == p for m in lean)

@@ -18,7 +18,14 @@ def _lora_model(tiny_llama_dir, dropout: float, **extra):
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)
-    config = LoraConfig(r=4, lora_alpha=8, lora_dropout=dropout, target_modules=TARGETS, init_lora_weights=False, **extra)
+    config = LoraConfig(
+        r=4,
+        lora_alpha=8,
+        lora_dropout=dropout,
+        target_modules=TARGETS,
+        init_lora_weights=False,
+        **extra,
+    )
     return get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_llama_dir), config).train()
 
 
@@ -26,7 +33,9 @@ def _loss_and_grads(model, ids):
     model.zero_grad(set_to_none=True)
     loss = model(input_ids=ids, labels=ids).loss
     loss.backward()
-    return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return loss.detach(), {
+        n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None
+    }
 
 
 class _GivenMask(torch.nn.Module):
@@ -80,14 +89,17 @@ def test_lean_layers_match_peft_loss_and_every_gradient(tiny_llama_dir, monkeypa
     ref_loss, ref_grads = _loss_and_grads(reference, ids)
 
     torch.testing.assert_close(lean_loss, ref_loss)
-    assert lean_grads.keys() == ref_grads.keys() and len(ref_grads) == 2 * 2 * len(TARGETS)  # A and B
+    assert lean_grads.keys() == ref_grads.keys() and len(ref_grads) == 2 * 2 * len(
+        TARGETS
+    )  # A and B
     for name, grad in ref_grads.items():
         assert grad.abs().sum() > 0, name
         # Float sums in another order (the lean layer's fused products): errors scale with the
         # gradient's size, so the absolute tolerance does too (a fixed 1e-6 failed on one CPU).
         atol = 1e-5 * grad.abs().max().item()
-        torch.testing.assert_close(lean_grads[name], grad, rtol=1e-4, atol=atol,
-                                   msg=lambda m, name=name: f"{name}: {m}")
+        torch.testing.assert_close(
+            lean_grads[name], grad, rtol=1e-4, atol=atol, msg=lambda m, name=name: f"{name}: {m}"
+        )
 
 
 def test_lean_dropout_masks_differ_per_layer_and_keep_the_rate(tiny_llama_dir, monkeypatch):
@@ -114,7 +126,9 @@ def test_calls_it_does_not_cover_run_peft_forward(tiny_llama_dir):
     try:
         for m in (model, reference):
             m.eval()
-        torch.testing.assert_close(model(input_ids=ids).logits, reference(input_ids=ids).logits)  # eval
+        torch.testing.assert_close(
+            model(input_ids=ids).logits, reference(input_ids=ids).logits
+        )  # eval
         model.train()
         with torch.no_grad():
             model(input_ids=ids)
@@ -130,8 +144,9 @@ def test_calls_it_does_not_cover_run_peft_forward(tiny_llama_dir):
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.2])
-def test_under_bf16_autocast_the_lean_layers_match_peft_and_cast_the_frozen_weights_once(tiny_llama_dir, monkeypatch,
-                                                                                         dropout):
+def test_under_bf16_autocast_the_lean_layers_match_peft_and_cast_the_frozen_weights_once(
+    tiny_llama_dir, monkeypatch, dropout
+):
     torch.manual_seed(1)
     ids = torch.randint(0, 100, (2, 12))
     lean, reference, exact = (_lora_model(tiny_llama_dir, dropout) for _ in range(3))
@@ -148,8 +163,9 @@ def test_under_bf16_autocast_the_lean_layers_match_peft_and_cast_the_frozen_weig
     if dropout:
         _give_masks(exact, masks, dropout)
     exact_grads = _loss_and_grads(exact, ids)[1]  # the same in fp32: what both approximate
-    assert len(calls) == 2 * len(TARGETS) and all(a[0].dtype == a[1].dtype == a[3].dtype == torch.bfloat16
-                                                   for a in calls)
+    assert len(calls) == 2 * len(TARGETS) and all(
+        a[0].dtype == a[1].dtype == a[3].dtype == torch.bfloat16 for a in calls
+    )
     torch.testing.assert_close(lean_loss, ref_loss, rtol=1e-2, atol=1e-2)
     assert lean_grads.keys() == ref_grads.keys() and len(ref_grads) == 2 * 2 * len(TARGETS)
     # Both round every product to bf16 (8 bits of mantissa), in another order: 1-7 % off the
@@ -173,7 +189,9 @@ def test_under_bf16_autocast_the_lean_layers_match_peft_and_cast_the_frozen_weig
     assert again is first and torch.equal(first, layer.base_layer.weight.to(torch.bfloat16))
     with torch.no_grad():
         layer.base_layer.weight.mul_(2)  # a changed weight is cast afresh
-    assert torch.equal(lean_lora.frozen_cast(layer.base_layer, layer.base_layer.weight, torch.bfloat16), 2 * first)
+    assert torch.equal(
+        lean_lora.frozen_cast(layer.base_layer, layer.base_layer.weight, torch.bfloat16), 2 * first
+    )
 
 
 def test_dora_layers_are_left_to_peft(tiny_llama_dir):
@@ -191,7 +209,9 @@ def test_gradient_checkpointing_recomputes_the_same_dropout_masks(tiny_llama_dir
     for checkpointing in (False, True):
         model = _lora_model(tiny_llama_dir, 0.3)
         if checkpointing:
-            model.get_base_model().activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            model.get_base_model().activation_checkpointing_enable(
+                activation_checkpointing_kwargs={"use_reentrant": False}
+            )
             model.enable_input_require_grads()
         use_lean_lora(model)
         torch.manual_seed(7)

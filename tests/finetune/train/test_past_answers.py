@@ -101,9 +101,27 @@ def test_train_with_passages_end_to_end_from_the_command_line(home, tiny_llama_d
     from finetune.__main__ import main
     from finetune.data.passages import PASSAGE_TOKENS
 
-    common = ["--model", str(tiny_llama_dir), "--data", "assets/demo_support.jsonl",
-              "--max-samples", "40", "--max-length", "96", "--batch-size", "4", "--lora-r", "4",
-              "--max-steps", "3", "--eval-every", "0", "--probe-every", "0", "--quiet"]
+    common = [
+        "--model",
+        str(tiny_llama_dir),
+        "--data",
+        "assets/demo_support.jsonl",
+        "--max-samples",
+        "40",
+        "--max-length",
+        "96",
+        "--batch-size",
+        "4",
+        "--lora-r",
+        "4",
+        "--max-steps",
+        "3",
+        "--eval-every",
+        "0",
+        "--probe-every",
+        "0",
+        "--quiet",
+    ]
     assert main(["train", *common, "--dry-run"]) == 0
     plain = json.loads(capsys.readouterr().out)
     assert main(["train", *common, "--dry-run", "--with-passages", "2"]) == 0

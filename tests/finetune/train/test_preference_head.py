@@ -31,31 +31,53 @@ def test_linear_log_probs_match_the_full_softmax_and_its_gradient():
     expected = full.gather(1, targets[:, None]).squeeze(1)
     (expected * upstream).sum().backward()
     assert torch.allclose(logps, expected) and torch.allclose(lean_grad, hidden.grad)
-    assert torch.allclose(entropy, -(full.exp() * full).sum(-1)) and torch.allclose(mean, logits.mean(-1))
+    assert torch.allclose(entropy, -(full.exp() * full).sum(-1)) and torch.allclose(
+        mean, logits.mean(-1)
+    )
     assert top1.tolist() == (logits.argmax(-1) == targets).tolist() and top1[0]
 
 
 @pytest.fixture
 def pairs_file(tmp_path):
     path = tmp_path / "pairs.jsonl"
-    rows = [{"prompt": [{"role": "user", "content": f"question {i}: where is my order?"}],
-             "chosen": "It ships today." + " More detail." * (i % 3), "rejected": "No idea."} for i in range(8)]
+    rows = [
+        {
+            "prompt": [{"role": "user", "content": f"question {i}: where is my order?"}],
+            "chosen": "It ships today." + " More detail." * (i % 3),
+            "rejected": "No idea.",
+        }
+        for i in range(8)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
 
 @pytest.mark.parametrize("method", ["cpo", "dpo"])
-def test_the_lean_head_trains_as_trls_own_head_does(home, tiny_llama_dir, pairs_file, monkeypatch, method):
+def test_the_lean_head_trains_as_trls_own_head_does(
+    home, tiny_llama_dir, pairs_file, monkeypatch, method
+):
     put_adapter(tiny_llama_dir, "support", targets=("q_proj", "v_proj"))
     calls = []
     original = preference_head.linear_log_probs
-    monkeypatch.setattr(preference_head, "linear_log_probs", lambda *a, **k: calls.append(1) or original(*a, **k))
+    monkeypatch.setattr(
+        preference_head, "linear_log_probs", lambda *a, **k: calls.append(1) or original(*a, **k)
+    )
     runs = {}
     for lean in (True, False):
         logs = []
-        result = train_preference(PreferenceConfig("support", str(pairs_file), name=f"{method}-{lean}", method=method,
-                                                   max_steps=3, batch_size=4, learning_rate=1e-2, lean_head=lean),
-                                  on_log=lambda step, total, values, logs=logs: "loss" in values and logs.append(values))
+        result = train_preference(
+            PreferenceConfig(
+                "support",
+                str(pairs_file),
+                name=f"{method}-{lean}",
+                method=method,
+                max_steps=3,
+                batch_size=4,
+                learning_rate=1e-2,
+                lean_head=lean,
+            ),
+            on_log=lambda step, total, values, logs=logs: "loss" in values and logs.append(values),
+        )
         runs[lean] = logs, load_file(result.path / "adapter_model.safetensors")
         if lean:  # the lean head answered every step's forward; DPO's reference: 8 pairs in
             # batches of 4 scored once before the first step, not again at each step
@@ -64,12 +86,21 @@ def test_the_lean_head_trains_as_trls_own_head_does(home, tiny_llama_dir, pairs_
     assert not calls  # lean_head=False: TRL's own head
     (lean_logs, lean_weights), (trl_logs, trl_weights) = runs[True], runs[False]
     assert len(lean_logs) == 3
-    for key in ("loss", "logps/chosen", "logps/rejected", "rewards/margins", "entropy", "logits/chosen",
-                "mean_token_accuracy"):
+    for key in (
+        "loss",
+        "logps/chosen",
+        "logps/rejected",
+        "rewards/margins",
+        "entropy",
+        "logits/chosen",
+        "mean_token_accuracy",
+    ):
         for lean_step, trl_step in zip(lean_logs, trl_logs, strict=True):
             assert lean_step[key] == pytest.approx(trl_step[key], rel=1e-4, abs=1e-5), key
     assert lean_weights.keys() == trl_weights.keys()
     for name, tensor in lean_weights.items():
         assert torch.allclose(tensor, trl_weights[name], atol=1e-5), name
     moved = load_file(home / "adapters" / "support" / "adapter_model.safetensors")
-    assert any(not torch.equal(moved[n], lean_weights[n]) for n in moved)  # three steps changed the adapter
+    assert any(
+        not torch.equal(moved[n], lean_weights[n]) for n in moved
+    )  # three steps changed the adapter

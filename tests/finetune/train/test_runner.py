@@ -43,7 +43,10 @@ def _wait_event(run_dir: Path, kind: str) -> dict:
 
 
 def _wait_final(run_id: str) -> dict:
-    return _wait(lambda: (s := runner.get(run_id).status)["state"] not in runner.ACTIVE and s, f"{run_id} to end")
+    return _wait(
+        lambda: (s := runner.get(run_id).status)["state"] not in runner.ACTIVE and s,
+        f"{run_id} to end",
+    )
 
 
 def _kill(pid: int) -> None:
@@ -57,7 +60,9 @@ def _shelf(home: Path) -> list[str]:
     for d in sorted((home / "adapters").iterdir()):
         if d.name.startswith("."):
             continue
-        assert (d / "manifest.json").is_file() and (d / "adapter_model.safetensors").is_file(), f"partial {d}"
+        assert (d / "manifest.json").is_file() and (d / "adapter_model.safetensors").is_file(), (
+            f"partial {d}"
+        )
         names.append(d.name)
     return names
 
@@ -68,19 +73,29 @@ def _hashes(folder: Path) -> dict:
 
 def _python(code: str) -> str:
     """Run ``code`` in a new Python process (another app) and return its last stdout line."""
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                         cwd=ROOT, env=os.environ, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=os.environ,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout.strip().splitlines()[-1]
 
 
-_VIEW = "import json; from finetune.train import runner; print(json.dumps({r.run_id: r.state for r in runner.list_runs()}))"
+_VIEW = (
+    "import json; from finetune.train import runner; print(json.dumps({r.run_id: r.state for "
+    "r in runner.list_runs()}))"
+)
 
 
 def test_one_run_at_a_time_and_an_app_restart_reattaches(tiny_llama_dir, home):
     # The "app" starting the run is a separate process that presses Start twice at once and
     # exits: whatever this test sees afterwards comes from the run files alone.
-    started = json.loads(_python(f"""
+    started = json.loads(
+        _python(f"""
         import json, threading
         from finetune.train import runner
         from finetune.config import RunConfig
@@ -96,7 +111,8 @@ def test_one_run_at_a_time_and_an_app_restart_reattaches(tiny_llama_dir, home):
         [t.start() for t in threads]
         [t.join() for t in threads]
         print(json.dumps(out))
-    """))
+    """)  # noqa: E501
+    )
     assert len(started["ok"]) == 1 and len(started["refused"]) == 1, started
     run_id = started["ok"][0]
     assert f"run {run_id} is still" in started["refused"][0]
@@ -108,7 +124,11 @@ def test_one_run_at_a_time_and_an_app_restart_reattaches(tiny_llama_dir, home):
     final = _wait_final(run_id)
     assert final["state"] == "done" and final["reason"] == "finished", final
     kinds = [e["type"] for e in _events(home / "runs" / run_id)]
-    assert kinds[0] == "status" and {"start", "progress", "saved"} <= set(kinds) and kinds[-1] == "done"
+    assert (
+        kinds[0] == "status"
+        and {"start", "progress", "saved"} <= set(kinds)
+        and kinds[-1] == "done"
+    )
     assert _shelf(home) == [final["adapter"]]
     assert json.loads(_python(_VIEW)) == {run_id: "done"}
 
@@ -123,7 +143,9 @@ def test_stop_saves_the_adapter_at_the_current_step(tiny_llama_dir, home):
     manifest = json.loads((home / "adapters" / final["adapter"] / "manifest.json").read_text())
     assert manifest["status"] == "stopped" and first["step"] <= manifest["steps"] < 400
     done = _events(info.run_dir)[-1]
-    assert done["type"] == "done" and done["status"] == "stopped" and done["step"] == manifest["steps"]
+    assert (
+        done["type"] == "done" and done["status"] == "stopped" and done["step"] == manifest["steps"]
+    )
     assert _shelf(home) == [final["adapter"]]
 
 
@@ -147,7 +169,9 @@ def test_sigkill_at_any_point_leaves_the_shelf_whole_and_is_reported(tiny_llama_
     assert latest_checkpoint(info.run_dir) is None
 
     # Right after a checkpoint (the next one is being written every step).
-    info = runner.start(_cfg(tiny_llama_dir, max_steps=400, save_every=1), run_id="kill-after-checkpoint")
+    info = runner.start(
+        _cfg(tiny_llama_dir, max_steps=400, save_every=1), run_id="kill-after-checkpoint"
+    )
     checkpoint = _wait_event(info.run_dir, "checkpoint")
     _kill(info.status["pid"])
     final = _wait_final("kill-after-checkpoint")
@@ -158,4 +182,8 @@ def test_sigkill_at_any_point_leaves_the_shelf_whole_and_is_reported(tiny_llama_
 
     assert _shelf(home) == [earlier.name] and _hashes(earlier) == before
     states = {r.run_id: r.state for r in runner.list_runs()}
-    assert states == {"kill-after-save": "done", "kill-early": "failed", "kill-after-checkpoint": "failed"}
+    assert states == {
+        "kill-after-save": "done",
+        "kill-early": "failed",
+        "kill-after-checkpoint": "failed",
+    }

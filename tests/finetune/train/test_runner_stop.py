@@ -11,7 +11,10 @@ from core.activity import process_start
 from core.events import write_status
 from finetune.train import runner
 
-SLEEPER = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(7)); time.sleep(120)"
+SLEEPER = (
+    "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(7)); "
+    "time.sleep(120)"
+)
 
 
 def sleeper(*args: str) -> subprocess.Popen:
@@ -26,15 +29,18 @@ def sleeper(*args: str) -> subprocess.Popen:
 def run_with(home, run_id: str, child: subprocess.Popen, start) -> None:
     run_dir = home / "runs" / run_id
     run_dir.mkdir(parents=True)
-    write_status(run_dir, state="running", run_id=run_id, created=time.time(), pid=child.pid,
-                 pid_start=start)
+    write_status(
+        run_dir, state="running", run_id=run_id, created=time.time(), pid=child.pid, pid_start=start
+    )
 
 
 def test_stop_signals_the_recorded_process_and_no_stranger(home):
     config = str(home / "runs" / "ours" / "config.json")
     ours = sleeper("--config", config)
     stranger = sleeper("--config", "/elsewhere/config.json")  # another command line on the pid
-    later = sleeper("--config", str(home / "runs" / "late" / "config.json"))  # right command, other start
+    later = sleeper(
+        "--config", str(home / "runs" / "late" / "config.json")
+    )  # right command, other start
     try:
         run_with(home, "ours", ours, process_start(ours.pid))
         run_with(home, "theirs", stranger, process_start(stranger.pid))

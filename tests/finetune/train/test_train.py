@@ -19,7 +19,14 @@ def _cfg(model_dir, **train_overrides) -> RunConfig:
     cfg.lora.r = 4
     cfg.lora.alpha = 8
     t = cfg.train
-    t.max_steps, t.batch_size, t.log_every, t.eval_every, t.probe_every, t.save_every = 6, 4, 2, 3, 0, 0
+    t.max_steps, t.batch_size, t.log_every, t.eval_every, t.probe_every, t.save_every = (
+        6,
+        4,
+        2,
+        3,
+        0,
+        0,
+    )
     t.learning_rate = 5e-3
     for k, v in train_overrides.items():
         setattr(t, k, v)
@@ -43,7 +50,17 @@ def test_train_lowers_loss_and_saves_a_loadable_adapter(tiny_llama_dir, home):
     kinds = [e["type"] for e in events]
     assert kinds[0] == "status" and "start" in kinds and kinds[-1] == "done"
     progress = [e for e in events if e["type"] == "progress"]
-    for key in ("step", "total_steps", "epoch", "loss", "lr", "grad_norm", "tokens_per_second", "eta", "peak_memory_gib"):
+    for key in (
+        "step",
+        "total_steps",
+        "epoch",
+        "loss",
+        "lr",
+        "grad_norm",
+        "tokens_per_second",
+        "eta",
+        "peak_memory_gib",
+    ):
         assert key in progress[-1]
     assert result.metrics["val_loss"] < result.metrics["base_val_loss"]
     probes = [e for e in events if e["type"] == "probe"]

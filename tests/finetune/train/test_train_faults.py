@@ -24,7 +24,9 @@ def _examples(batch: dict) -> int:
     return batch["input_ids"].shape[0]
 
 
-def test_cuda_oom_splits_micro_batches_and_keeps_the_effective_batch(tiny_llama_dir, home, monkeypatch):
+def test_cuda_oom_splits_micro_batches_and_keeps_the_effective_batch(
+    tiny_llama_dir, home, monkeypatch
+):
     # The step's forward/backward fails (validation batches go through unharmed).
     real, calls, raised = loop_mod.forward_backward, [], []
 
@@ -38,7 +40,9 @@ def test_cuda_oom_splits_micro_batches_and_keeps_the_effective_batch(tiny_llama_
 
     monkeypatch.setattr(loop_mod, "forward_backward", forward_backward)
     events = []
-    result = train(_cfg(tiny_llama_dir, max_steps=3, batch_size=4, grad_accum=1), on_event=events.append)
+    result = train(
+        _cfg(tiny_llama_dir, max_steps=3, batch_size=4, grad_accum=1), on_event=events.append
+    )
     assert result.status == "done" and result.steps == 3 and raised == [4]
     training = json.loads((result.adapter_dir / "manifest.json").read_text())["training"]
     assert training["oom_retries"] == [{"step": 0, "micro_batch": 2}]
@@ -55,8 +59,11 @@ def tiny_tmpfs(home):
     """``home/adapters`` on a 64 KiB tmpfs (a full disk); skipped where mounting is not allowed."""
     shelf = home / "adapters"
     shelf.mkdir(parents=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(shelf)],
-                             capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(shelf)],
+        capture_output=True,
+        text=True,
+    )
     if mounted.returncode:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     yield shelf
@@ -77,7 +84,9 @@ def test_full_disk_fails_early_naming_the_folder(tiny_llama_dir, home, tiny_tmpf
 
 def test_low_disk_space_is_refused_before_loading(tiny_llama_dir, home, monkeypatch):
     usage = collections.namedtuple("usage", "total used free")
-    monkeypatch.setattr("finetune.train.saving.shutil.disk_usage", lambda _: usage(2**30, 2**30 - 2**20, 2**20))
+    monkeypatch.setattr(
+        "finetune.train.saving.shutil.disk_usage", lambda _: usage(2**30, 2**30 - 2**20, 2**20)
+    )
     with pytest.raises(OSError, match=re.escape(f"only 1 MiB free under {home / 'adapters'}")):
         train(_cfg(tiny_llama_dir))
     assert not [p for p in (home / "adapters").iterdir()] and not list((home / "runs").iterdir())
@@ -87,9 +96,13 @@ class _Warned(Exception):
     pass
 
 
-def test_settings_too_big_for_the_device_warn_before_the_model_loads(tiny_llama_dir, home, monkeypatch):
+def test_settings_too_big_for_the_device_warn_before_the_model_loads(
+    tiny_llama_dir, home, monkeypatch
+):
     hw = hardware.detect()
-    small = dataclasses.replace(hw, devices=[dataclasses.replace(d, memory_gib=0.01) for d in hw.devices])
+    small = dataclasses.replace(
+        hw, devices=[dataclasses.replace(d, memory_gib=0.01) for d in hw.devices]
+    )
     monkeypatch.setattr(hardware, "detect", lambda: small)
     seen = []
 
@@ -104,4 +117,7 @@ def test_settings_too_big_for_the_device_warn_before_the_model_loads(tiny_llama_
     assert "GiB" in warning["message"] and "lower the batch size" in warning["message"]
     assert warning["estimate"]["fits"] is False
     before = [e["message"] for e in seen[:-1]]
-    assert before == [f"resolving base model {tiny_llama_dir}", "loading and tokenizing the dataset"]
+    assert before == [
+        f"resolving base model {tiny_llama_dir}",
+        "loading and tokenizing the dataset",
+    ]

@@ -1,4 +1,5 @@
-"""Test-only fault hook, loaded by the training child through PYTHONPATH (see test_faults_in_training_runs.py).
+"""Test-only fault hook, loaded by the training child through PYTHONPATH (see
+test_faults_in_training_runs.py).
 
 With ``TUNEDESK_TEST_SAVE_PAUSE=<point>`` the adapter save stops at that point, writes the
 file named by ``TUNEDESK_TEST_SAVE_MARK`` and sleeps, so the test can SIGKILL the child at an

@@ -36,7 +36,11 @@ def test_join_left_pads_the_shorter_side_and_keep_cuts_unused_columns(monkeypatc
     keys = batch.cache.layers[0].keys
     assert keys.shape == (3, 2, 6, 3) and keys[0, :, :2].abs().sum() == 0 and keys[0, 0, 2, 0] == 1
     step = batch.step_inputs(torch.tensor([7, 8, 9]))
-    assert step["attention_mask"].shape == (3, 7) and step["position_ids"].tolist() == [[4], [5], [6]]
+    assert step["attention_mask"].shape == (3, 7) and step["position_ids"].tolist() == [
+        [4],
+        [5],
+        [6],
+    ]
     batch.keep([0, 1])  # the longest row leaves: its first column is padding for the rest
     assert batch.mask.tolist() == [[0, 1, 1, 1, 1], [1, 1, 1, 1, 1]]
     assert batch.cache.layers[1].values.shape == (2, 2, 5, 3) and batch.positions.tolist() == [4, 5]
@@ -64,4 +68,6 @@ def test_growing_layer_writes_in_place_and_grows_when_full():
         assert got_keys.shape == (2, 1, 6 + step, 2) and torch.equal(got_keys[:, :, -1:], column)
         assert torch.equal(got_values[:, :, -1:], -column)
     assert seen == [True] * SPARE_COLUMNS + [False] * 3  # one copy once the spare columns ran out
-    assert torch.equal(layer.keys[:, :, 2:5], keys) and layer.get_seq_length() == 5 + SPARE_COLUMNS + 3
+    assert (
+        torch.equal(layer.keys[:, :, 2:5], keys) and layer.get_seq_length() == 5 + SPARE_COLUMNS + 3
+    )

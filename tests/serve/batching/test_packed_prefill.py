@@ -22,8 +22,13 @@ def _rows(session, specs):
     rows = []
     for adapter, extra in specs:
         loaded = session.ensure_adapter(adapter, keep={"a", "b", "c"}) if adapter else None
-        rows.append(SimpleNamespace(prompt=SHARED + extra, peft=loaded.peft_name if loaded else None,
-                                    version=(adapter, loaded.adapter_hash) if loaded else None))
+        rows.append(
+            SimpleNamespace(
+                prompt=SHARED + extra,
+                peft=loaded.peft_name if loaded else None,
+                version=(adapter, loaded.adapter_hash) if loaded else None,
+            )
+        )
     return rows
 
 
@@ -46,20 +51,28 @@ def test_packed_prefill_equals_the_padded_one(session, adapters):
         warm = _rows(session, [(a, [90]) for a in dict.fromkeys(adapters)])
         rows = _rows(session, specs)
         assert router.packs([r.peft for r in rows])
-        (padded_cache, padded_mask, padded_logits), padded_prefix = _prefill(session, router, rows, False, warm)
+        (padded_cache, padded_mask, padded_logits), padded_prefix = _prefill(
+            session, router, rows, False, warm
+        )
         warm = _rows(session, [(a, [90]) for a in dict.fromkeys(adapters)])
         (cache, mask, logits), prefix = _prefill(session, router, rows, True, warm)
     assert torch.equal(mask, padded_mask) and mask.shape[0] == len(rows)
     assert int(mask.sum()) == sum(len(r.prompt) for r in rows)
     # oneDNN's projections are row-invariant: the base is bit-identical; LoRA's small matmuls
     # (MKL) see other row counts packed, which may move the last bits on some CPUs
-    same = torch.equal if not any(adapters) else functools.partial(
-        torch.testing.assert_close, rtol=1e-5, atol=1e-5)
+    same = (
+        torch.equal
+        if not any(adapters)
+        else functools.partial(torch.testing.assert_close, rtol=1e-5, atol=1e-5)
+    )
     assert same(logits, padded_logits) is not False
     real = mask.bool()
     for mine, theirs in zip(cache.layers, padded_cache.layers, strict=True):
         assert same(mine.keys.transpose(1, 2)[real], theirs.keys.transpose(1, 2)[real]) is not False
-        assert same(mine.values.transpose(1, 2)[real], theirs.values.transpose(1, 2)[real]) is not False
+        assert (
+            same(mine.values.transpose(1, 2)[real], theirs.values.transpose(1, 2)[real])
+            is not False
+        )
     assert prefix.status()["hits"] == padded_prefix.status()["hits"] == len(rows)
 
 
@@ -78,7 +91,9 @@ def test_only_llama_attention_is_packed(tiny_gpt2_dir):
     assert not can_pack(AutoModelForCausalLM.from_pretrained(tiny_gpt2_dir))
 
 
-def test_the_scheduler_packs_prompts_of_different_lengths_and_answers_as_alone(session, monkeypatch):
+def test_the_scheduler_packs_prompts_of_different_lengths_and_answers_as_alone(
+    session, monkeypatch
+):
     import serve.batching.scheduler as module
     from inference.generate import GenerationSettings
     from tests.serve.batching.test_scheduler import PROMPTS, alone

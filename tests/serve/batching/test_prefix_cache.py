@@ -12,8 +12,10 @@ from serve.batching.prefix_cache import MIN_REUSE, PrefixCache
 from serve.batching.scheduler import Scheduler
 from tests.serve.batching.test_scheduler import alone, save_adapters
 
-SYSTEM = ("You are the support assistant of a shop. Answer in one or two sentences, be kind, "
-          "and never ask for a card number. Orders ship in two days; refunds take a week.")
+SYSTEM = (
+    "You are the support assistant of a shop. Answer in one or two sentences, be kind, "
+    "and never ask for a card number. Orders ship in two days; refunds take a week."
+)
 GREEDY = GenerationSettings(max_new_tokens=20)
 
 
@@ -28,12 +30,19 @@ def test_lookup_takes_the_longest_stored_beginning_of_the_same_adapter_version()
     cache.store(None, first, *kv(40, 1.0))
     cache.store(("a", "h1"), first, *kv(40, 2.0))
     hit = cache.lookup(None, first[:30] + [99, 98])
-    assert hit.tokens == 30 and hit.keys.shape == (2, 2, 30, 4) and float(hit.keys[0, 0, 0, 0]) == 1.0
+    assert (
+        hit.tokens == 30 and hit.keys.shape == (2, 2, 30, 4) and float(hit.keys[0, 0, 0, 0]) == 1.0
+    )
     assert cache.lookup(("a", "h1"), first).tokens == 39  # one prompt token is always prefilled
     assert cache.lookup(("a", "h2"), first) is None  # a retrained adapter shares nothing
-    assert cache.lookup(None, first[:MIN_REUSE - 1] + [99] * 30) is None  # too short to reuse
-    assert cache.status() == {"entries": 2, "bytes": cache.bytes, "hits": 2, "lookups": 4,
-                              "reused_tokens": 69}
+    assert cache.lookup(None, first[: MIN_REUSE - 1] + [99] * 30) is None  # too short to reuse
+    assert cache.status() == {
+        "entries": 2,
+        "bytes": cache.bytes,
+        "hits": 2,
+        "lookups": 4,
+        "reused_tokens": 69,
+    }
 
 
 def test_store_replaces_what_it_extends_and_forgets_the_least_recently_used():
@@ -58,12 +67,16 @@ def session(home, varied_dir):
 
 def chat(*turns: str) -> list[dict]:
     roles = ["user", "assistant"]
-    return [{"role": "system", "content": SYSTEM},
-            *({"role": roles[i % 2], "content": text} for i, text in enumerate(turns))]
+    return [
+        {"role": "system", "content": SYSTEM},
+        *({"role": roles[i % 2], "content": text} for i, text in enumerate(turns)),
+    ]
 
 
 def tokens(session, messages, **kwargs) -> int:
-    return len(session.tokenizer.apply_chat_template(messages, return_dict=True, **kwargs)["input_ids"])
+    return len(
+        session.tokenizer.apply_chat_template(messages, return_dict=True, **kwargs)["input_ids"]
+    )
 
 
 def test_shared_system_prompts_and_next_turns_reuse_keys_and_answer_as_from_scratch(session):
@@ -72,8 +85,11 @@ def test_shared_system_prompts_and_next_turns_reuse_keys_and_answer_as_from_scra
     with Scheduler(session, max_batch=8) as scheduler:
         first = scheduler.submit(question, None, GREEDY).text()
         assert scheduler.prefix.status()["hits"] == 0
-        jobs = [(chat("I want a refund for my order."), None), (chat("Where is my invoice?"), "a"),
-                (chat("please cancel my order asap"), "b")]
+        jobs = [
+            (chat("I want a refund for my order."), None),
+            (chat("Where is my invoice?"), "a"),
+            (chat("please cancel my order asap"), "b"),
+        ]
         texts = [t.text() for t in [scheduler.submit(m, a, GREEDY) for m, a in jobs]]
         shared = scheduler.prefix.status()  # the base's second prompt: the system prompt reused
         jobs.append((chat("Where is my order?", first, "Can I change my shipping address?"), None))
@@ -83,7 +99,9 @@ def test_shared_system_prompts_and_next_turns_reuse_keys_and_answer_as_from_scra
     assert texts == [alone(session, m, a, GREEDY).text for m, a in jobs]
     assert len(set(texts)) == 4
     system = tokens(session, chat())
-    assert shared["hits"] == 1 and system <= shared["reused_tokens"] < asked  # a and b: nothing of theirs
+    assert (
+        shared["hits"] == 1 and system <= shared["reused_tokens"] < asked
+    )  # a and b: nothing of theirs
     assert turn["hits"] == 2 and turn["reused_tokens"] - shared["reused_tokens"] > asked
 
 
@@ -91,8 +109,13 @@ def test_prefix_reuse_can_be_turned_off(session):
     with Scheduler(session, prefix_bytes=0) as scheduler:
         for _ in range(2):
             scheduler.submit(chat("Where is my order?"), None, GREEDY).text()
-        assert scheduler.prefix.status() == {"entries": 0, "bytes": 0, "hits": 0, "lookups": 2,
-                                             "reused_tokens": 0}
+        assert scheduler.prefix.status() == {
+            "entries": 0,
+            "bytes": 0,
+            "hits": 0,
+            "lookups": 2,
+            "reused_tokens": 0,
+        }
 
 
 def test_the_turns_benchmark_reuses_each_earlier_turn_and_answers_alike(session):

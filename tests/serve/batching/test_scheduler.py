@@ -31,15 +31,20 @@ def save_adapters(shelf, base_dir, names, targets=("q_proj", "v_proj", "o_proj")
     weight_hash = models.resolve(str(base_dir)).weight_hash
     for seed, name in enumerate(names, start=1):
         torch.manual_seed(seed)
-        config = LoraConfig(r=4, lora_alpha=8, target_modules=list(targets), init_lora_weights=False)
+        config = LoraConfig(
+            r=4, lora_alpha=8, target_modules=list(targets), init_lora_weights=False
+        )
         model = get_peft_model(AutoModelForCausalLM.from_pretrained(base_dir), config)
         with torch.no_grad():
             for pname, param in model.named_parameters():
                 if "lora_" in pname:
                     param.normal_(0, 0.3)
         model.save_pretrained(shelf / name)
-        manifest = {"format": "tunedesk-adapter/1", "name": name,
-                    "base_model": {"name": str(base_dir), "weight_hash": weight_hash}}
+        manifest = {
+            "format": "tunedesk-adapter/1",
+            "name": name,
+            "base_model": {"name": str(base_dir), "weight_hash": weight_hash},
+        }
         (shelf / name / "manifest.json").write_text(json.dumps(manifest))
 
 
@@ -101,7 +106,9 @@ def test_a_held_scheduler_starts_its_batch_once_the_other_engine_has_drained(ses
     assert not tickets[0].wait(0.5)
     assert [t.completion_tokens for t in tickets] == [0, 0] and scheduler.status()["waiting"] == 2
     busy.clear()
-    assert [t.text() for t in tickets] == [w.text for w in compare(session, PROMPTS[0], [None, "a"], GREEDY)]
+    assert [t.text() for t in tickets] == [
+        w.text for w in compare(session, PROMPTS[0], [None, "a"], GREEDY)
+    ]
 
 
 def test_sampling_is_reproducible_per_request(session, scheduler):
@@ -129,7 +136,9 @@ def test_cancel_mid_answer_leaves_the_others_intact(session, scheduler):
     stream = iter(scheduler.submit(PROMPTS[2], "c", long))
     next(stream)
     stream.close()
-    assert scheduler.submit(PROMPTS[2], None, GREEDY).text() == alone(session, PROMPTS[2], None).text
+    assert (
+        scheduler.submit(PROMPTS[2], None, GREEDY).text() == alone(session, PROMPTS[2], None).text
+    )
 
 
 def test_an_error_in_one_request_does_not_stop_the_others(session, scheduler, monkeypatch):
@@ -156,9 +165,9 @@ def test_an_error_in_one_request_does_not_stop_the_others(session, scheduler, mo
 
 def test_stop_strings_end_the_answer_before_them(session, scheduler):
     full = alone(session, PROMPTS[0], "a").text
-    stop = full[len(full) // 2:len(full) // 2 + 3]
+    stop = full[len(full) // 2 : len(full) // 2 + 3]
     ticket = scheduler.submit(PROMPTS[0], "a", GREEDY, stop=[stop])
-    assert ticket.text() == full[:full.index(stop)] and ticket.finish_reason == "stop"
+    assert ticket.text() == full[: full.index(stop)] and ticket.finish_reason == "stop"
 
 
 def test_full_batch_queues_with_positions_and_a_full_queue_is_busy(session):
@@ -173,7 +182,9 @@ def test_full_batch_queues_with_positions_and_a_full_queue_is_busy(session):
         with pytest.raises(ServerBusy, match="server busy"):
             sched.submit(PROMPTS[2], None, GREEDY)
         assert sched.status()["running"] == 2
-        assert [t.text() for t in waiting] == [alone(session, PROMPTS[1], a).text for a in ["b", None]]
+        assert [t.text() for t in waiting] == [
+            alone(session, PROMPTS[1], a).text for a in ["b", None]
+        ]
         assert all(t.position == 0 and t.finish_reason == "length" for t in running)
 
 
@@ -211,14 +222,21 @@ def test_many_threads_submitting_at_once(session, scheduler):
 
 @pytest.mark.slow
 def test_real_model_sixteen_requests_over_three_adapters_equal_their_solo_answers(
-        default_model_dir, home):
+    default_model_dir, home
+):
     targets = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
     save_adapters(home / "adapters", default_model_dir.path, ["x", "y", "z"], targets)
     session = ModelSession(str(default_model_dir.path), dtype="float32")
-    questions = ["Where is my order?", "I want a refund for my jacket.",
-                 "How do I change my shipping address?", "Can I talk to a human agent?"]
-    jobs = [([{"role": "user", "content": questions[i % 4]}], [None, "x", "y", "z"][(i // 4 + i) % 4])
-            for i in range(16)]
+    questions = [
+        "Where is my order?",
+        "I want a refund for my jacket.",
+        "How do I change my shipping address?",
+        "Can I talk to a human agent?",
+    ]
+    jobs = [
+        ([{"role": "user", "content": questions[i % 4]}], [None, "x", "y", "z"][(i // 4 + i) % 4])
+        for i in range(16)
+    ]
     # 16 tokens: a batch's padding, positions, cache and per-row adapters show from the first token,
     # and the 16 answers alone (one after another) are most of the test's time
     settings = GenerationSettings(max_new_tokens=16)
@@ -228,7 +246,9 @@ def test_real_model_sixteen_requests_over_three_adapters_equal_their_solo_answer
         solo = [sched.submit(m, a, settings).text() for m, a in jobs]
     assert texts == solo and len(set(texts)) >= 8
     # and the scheduler alone agrees with generate (one request per adapter)
-    assert [texts[i] for i in range(4)] == [alone(session, m, a, settings).text for m, a in jobs[:4]]
+    assert [texts[i] for i in range(4)] == [
+        alone(session, m, a, settings).text for m, a in jobs[:4]
+    ]
 
 
 def test_idle_decode_thread_ends_and_a_new_request_starts_it_again(session, monkeypatch):

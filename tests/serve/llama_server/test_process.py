@@ -33,8 +33,18 @@ def _gone(url: str, seconds: float) -> bool:
 def test_the_server_stops_when_its_app_is_killed_or_stops_it(llama, tmp_path):
     model = llama.upstreams.all[0].process
     for ending in ("kill", "stop"):
-        app = subprocess.Popen([sys.executable, "-c", SCRIPT, str(model.binary), str(model.model),
-                                str(tmp_path / f"{ending}.log")], stdout=subprocess.PIPE, text=True)
+        app = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                SCRIPT,
+                str(model.binary),
+                str(model.model),
+                str(tmp_path / f"{ending}.log"),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         url = app.stdout.readline().strip()
         assert httpx.get(f"{url}/health", timeout=5).status_code == 200
         app.kill() if ending == "kill" else app.terminate()  # no atexit runs either way

@@ -19,13 +19,44 @@ from serve.llama_server.relay import relay_tools
 from serve.llama_server.upstreams import Upstreams
 
 MSGS = [{"role": "user", "content": "Where is order 12?"}]
-TOOLS = [{"type": "function", "function": {"name": "track_order", "description": "Where an order is",
-                                           "parameters": {"type": "object", "properties": {
-                                               "order": {"type": "integer"}}, "required": ["order"]}}}]
-CALL = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m", "choices": [{
-    "index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "track_order", "arguments": '{"order": 12}'}}]}}],
-    "usage": {"prompt_tokens": 9, "completion_tokens": 7, "total_tokens": 16}}
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "track_order",
+            "description": "Where an order is",
+            "parameters": {
+                "type": "object",
+                "properties": {"order": {"type": "integer"}},
+                "required": ["order"],
+            },
+        },
+    }
+]
+CALL = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "m",
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "tool_calls",
+            "message": {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "track_order", "arguments": '{"order": 12}'},
+                    }
+                ],
+            },
+        }
+    ],
+    "usage": {"prompt_tokens": 9, "completion_tokens": 7, "total_tokens": 16},
+}
 
 
 @contextlib.contextmanager
@@ -69,21 +100,31 @@ def hanging_up_upstream():
 
 def test_a_hang_up_is_sent_again_once_and_a_dead_upstream_is_a_502_in_words(llama_session):
     with hanging_up_upstream() as (url, drops, seen):
-        engine = LlamaServerEngine(llama_session, Upstreams(None, [url]), lora_file=lambda name: None,
-                                   ctx_per_slot=512)
-        engines = Engines(llama_session, "llama.cpp", llama_factory=lambda session, max_queue: engine)
+        engine = LlamaServerEngine(
+            llama_session, Upstreams(None, [url]), lora_file=lambda name: None, ctx_per_slot=512
+        )
+        engines = Engines(
+            llama_session, "llama.cpp", llama_factory=lambda session, max_queue: engine
+        )
         engines.prepare()
         with serving(api_app(engines)) as api:
             client = openai.OpenAI(base_url=f"{api}/v1", api_key="k", max_retries=0, timeout=30)
             drops["left"] = 1
-            reply = client.chat.completions.create(model="base", messages=MSGS, tools=TOOLS, max_tokens=8)
+            reply = client.chat.completions.create(
+                model="base", messages=MSGS, tools=TOOLS, max_tokens=8
+            )
             call = reply.choices[0].message.tool_calls[0]
-            assert (call.function.name, json.loads(call.function.arguments)) == ("track_order", {"order": 12})
+            assert (call.function.name, json.loads(call.function.arguments)) == (
+                "track_order",
+                {"order": 12},
+            )
             assert len(seen) == 2 and seen[0] == seen[1] and seen[1]["tools"] == TOOLS
 
             drops["left"] = 2  # hangs up on the retry too
             with pytest.raises(openai.APIStatusError) as failed:
-                client.chat.completions.create(model="base", messages=MSGS, tools=TOOLS, max_tokens=8)
+                client.chat.completions.create(
+                    model="base", messages=MSGS, tools=TOOLS, max_tokens=8
+                )
             assert failed.value.status_code == 502
             assert failed.value.body["type"] == "server_error"
             assert "llama-server did not answer: RemoteProtocolError" in failed.value.message

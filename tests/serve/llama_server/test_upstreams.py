@@ -22,25 +22,41 @@ def test_a_new_adapter_is_served_beside_answers_in_flight(llama, llama_session, 
     long = llama.submit(MSGS, "a", GenerationSettings(max_new_tokens=400, min_new_tokens=400))
     reading = iter(long)  # kept: a reader that goes away cancels the answer
     first_part = next(reading)  # in flight on the first server
-    put_adapters(home, realtok_dir, names=("fresh",), first_seed=7)  # trained after the server started
+    put_adapters(
+        home, realtok_dir, names=("fresh",), first_seed=7
+    )  # trained after the server started
     want = compare(llama_session, MSGS, ["fresh"], GREEDY)[0].text
     assert llama.submit(MSGS, "fresh", GREEDY).text() == want
     second = llama.upstreams.all[0]
     assert second is not first and second.process.running
     rest = "".join(reading)
-    assert first_part + rest == long.text() and long.finish_reason == "length" and long.completion_tokens == 400
+    assert (
+        first_part + rest == long.text()
+        and long.finish_reason == "length"
+        and long.completion_tokens == 400
+    )
     # stopped once its last answer ended: the relay releases its server just after the
     # reader has the answer's end
     assert first.retired
     wait_until(lambda: not first.process.running, "the retired server to stop", timeout=15)
-    assert llama.submit(MSGS, "a", GREEDY).text() == compare(llama_session, MSGS, ["a"], GREEDY)[0].text
+    assert (
+        llama.submit(MSGS, "a", GREEDY).text()
+        == compare(llama_session, MSGS, ["a"], GREEDY)[0].text
+    )
 
 
 def test_two_upstreams_share_the_requests_and_answer_alike(llama, llama_session, tmp_path):
     local = llama.upstreams.all[0]
-    twin = LlamaServerProcess(local.process.binary, local.process.model, local.process.loras,
-                              slots=4, ctx_per_slot=1024, threads=1, log=tmp_path / "twin.log",
-                              api_key=local.process.api_key).start()
+    twin = LlamaServerProcess(
+        local.process.binary,
+        local.process.model,
+        local.process.loras,
+        slots=4,
+        ctx_per_slot=1024,
+        threads=1,
+        log=tmp_path / "twin.log",
+        api_key=local.process.api_key,
+    ).start()
     try:
         pool = Upstreams(None, [twin.url, local.url], remote_key=local.process.api_key)
         assert {u.url for u in pool.all} == {twin.url, local.url}
@@ -53,8 +69,14 @@ def test_two_upstreams_share_the_requests_and_answer_alike(llama, llama_session,
         original, llama.upstreams = llama.upstreams, pool
         try:
             results = [None] * 8
-            threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, llama.submit(MSGS, "b", GREEDY).text()))
-                       for i in range(8)]
+            threads = [
+                threading.Thread(
+                    target=lambda i=i: results.__setitem__(
+                        i, llama.submit(MSGS, "b", GREEDY).text()
+                    )
+                )
+                for i in range(8)
+            ]
             for t in threads:
                 t.start()
             for t in threads:

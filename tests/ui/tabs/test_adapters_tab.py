@@ -20,7 +20,9 @@ def test_export_gguf_answers_in_a_sentence(home, tiny_llama_dir, random_lora_dir
     assert "\n" not in message and list((home / "exports").iterdir()) == []
 
 
-def test_a_folder_whose_name_is_not_utf8_is_listed_as_the_cli_lists_it(home, tiny_llama_dir, random_lora_dir):
+def test_a_folder_whose_name_is_not_utf8_is_listed_as_the_cli_lists_it(
+    home, tiny_llama_dir, random_lora_dir
+):
     import json
     import os
 

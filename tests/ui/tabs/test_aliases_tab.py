@@ -14,9 +14,12 @@ def test_set_promote_and_refresh_through_the_tabs_handlers(home, tiny_llama_dir,
     table = handlers(tiny_llama_dir)
     said = table["on_alias_set"]("support-bot", "v3=100", None, False, "")
     assert said == "support-bot: (none) → v3 100%."
-    assert "Override for v4" in table["on_alias_promote"]("support-bot", "", "v4", True, "canary of the fix")
+    assert "Override for v4" in table["on_alias_promote"](
+        "support-bot", "", "v4", True, "canary of the fix"
+    )
     names, versions, about, rows, frame, *policy, grounding = table["refresh_aliases"](
-        "support-bot", "requests")
+        "support-bot", "requests"
+    )
     assert names["choices"] == ["support-bot"] and set(versions["choices"]) == {"v3", "v4"}
     assert "v4                               100%" in about and "by page (ui)" in about
     assert [row[:3] for row in rows] == [["v3", 0, 0], ["v4", 100, 0]] and frame.empty
@@ -26,11 +29,15 @@ def test_set_promote_and_refresh_through_the_tabs_handlers(home, tiny_llama_dir,
     state.alias_stats.record("v4", "ok", 0.2, 1.5)
     rows, frame = table["alias_figures"]("support-bot", "answer p95 (s)")
     assert rows[1][2] == 1 and frame["value"].tolist() == [1.5]
-    assert table["on_alias_rollback"]("support-bot", "", "", False, "")== "support-bot: v3 0% · v4 100% → v3 100%."
+    assert (
+        table["on_alias_rollback"]("support-bot", "", "", False, "")
+        == "support-bot: v3 0% · v4 100% → v3 100%."
+    )
 
 
-def test_a_failed_gate_keeps_its_version_out_of_the_split_without_a_reasoned_override(home, tiny_llama_dir,
-                                                                                       random_lora_dir):
+def test_a_failed_gate_keeps_its_version_out_of_the_split_without_a_reasoned_override(
+    home, tiny_llama_dir, random_lora_dir
+):
     put_versions(random_lora_dir, {"v3": PASSED, "v4": FAILED})
     table = handlers(tiny_llama_dir)
     table["on_alias_set"]("support-bot", "v3=100", None, False, "")
@@ -39,25 +46,45 @@ def test_a_failed_gate_keeps_its_version_out_of_the_split_without_a_reasoned_ove
         assert refused.startswith("⚠️ release gate of v4: failed") and "--force --reason" in refused
         assert table[action]("support-bot", typed, "v4", True, "  ").startswith("⚠️ an override")
     audit = audit_rows(open_store(home))
-    assert len(audit) == 1 and "v4" not in table["refresh_aliases"]("support-bot", "requests")[2].split("\n")[1]
-    assert "Override for v4" in table["on_alias_set"]("support-bot", "v3=90 v4=10", "", True, "canary of the fix")
+    assert (
+        len(audit) == 1
+        and "v4" not in table["refresh_aliases"]("support-bot", "requests")[2].split("\n")[1]
+    )
+    assert "Override for v4" in table["on_alias_set"](
+        "support-bot", "v3=90 v4=10", "", True, "canary of the fix"
+    )
     assert audit_rows(open_store(home))[-1]["forced"] == ["v4"]
 
 
-def test_the_automatic_rollback_is_set_shown_and_turned_off_from_the_tab(home, tiny_llama_dir, random_lora_dir):
+def test_the_automatic_rollback_is_set_shown_and_turned_off_from_the_tab(
+    home, tiny_llama_dir, random_lora_dir
+):
     put_versions(random_lora_dir, {"v3": PASSED, "v4": PASSED})
     table = handlers(tiny_llama_dir)
     table["on_alias_set"]("support-bot", "v3=90 v4=10", None, False, "")
     said = table["on_alias_auto_rollback"]("support-bot", 0.1, 40, 8)
-    assert said == ("support-bot: v3 90% · v4 10% (split unchanged). Automatic rollback: when a canary's error "
-                    "rate (after 40 requests) or thumbs-down rate (after 8 ratings) exceeds the stable version's "
-                    "by more than 0.1.")
+    assert said == (
+        "support-bot: v3 90% · v4 10% (split unchanged). Automatic rollback: when a canary's "
+        "error rate (after 40 requests) or thumbs-down rate (after 8 ratings) exceeds the stable "
+        "version's by more than 0.1."
+    )
     *_, about, _rows, _frame, margin, requests, ratings, _ = table["refresh_aliases"](
-        "support-bot", "requests")
-    assert (margin, requests, ratings) == (0.1, 40, 8) and "automatic rollback: when a canary's" in about
-    assert table["on_alias_auto_rollback"]("support-bot", 1.5, 40, 8).startswith("⚠️ the auto-rollback margin")
-    assert table["on_alias_auto_rollback"]("support-bot", 0.1, 2.5, 8).startswith("⚠️ min requests must be")
-    assert table["on_alias_auto_rollback"]("support-bot", 0, 40, 8).endswith("Automatic rollback: off.")
+        "support-bot", "requests"
+    )
+    assert (margin, requests, ratings) == (
+        0.1,
+        40,
+        8,
+    ) and "automatic rollback: when a canary's" in about
+    assert table["on_alias_auto_rollback"]("support-bot", 1.5, 40, 8).startswith(
+        "⚠️ the auto-rollback margin"
+    )
+    assert table["on_alias_auto_rollback"]("support-bot", 0.1, 2.5, 8).startswith(
+        "⚠️ min requests must be"
+    )
+    assert table["on_alias_auto_rollback"]("support-bot", 0, 40, 8).endswith(
+        "Automatic rollback: off."
+    )
     assert table["refresh_aliases"]("support-bot", "requests")[-4:-1] == (0.0, 50, 10)
 
 
@@ -75,6 +102,7 @@ def test_the_grounding_is_chosen_from_the_shelf_and_shown(home, tiny_llama_dir, 
     assert refused.startswith("⚠️ faq has no version 'v4'")
     assert table["on_alias_grounding"]("support-bot", "f/q").startswith("⚠️ grounding must be")
     *_, about, _rows, _frame, _m, _r, _t, grounding = table["refresh_aliases"](
-        "support-bot", "requests")
+        "support-bot", "requests"
+    )
     assert grounding["value"] == "faq@v1" and "grounding: knowledge faq@v1" in about
     assert grounding["choices"] == ["auto", "off", "faq", "faq@v1"]

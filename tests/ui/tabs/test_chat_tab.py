@@ -12,22 +12,40 @@ from ui.views.state import BASE_LABEL as BASE
 
 def test_thumbs_and_a_correction_go_to_the_review_queue(home, tiny_llama_dir):
     table = handlers(tiny_llama_dir)
-    history = last(table["respond"]([], "Reach me at ann@example.com: where is my parcel?", BASE,
-                                    "", 8, 0, 0.9, 1.0, 0))[0]
+    history = last(
+        table["respond"](
+            [], "Reach me at ann@example.com: where is my parcel?", BASE, "", 8, 0, 0.9, 1.0, 0
+        )
+    )[0]
     assert [m["role"] for m in history] == ["user", "assistant"]
-    said = table["on_rate"](history, BASE, "", gr.LikeData(None, {"index": 1, "value": "x", "liked": False}))
+    said = table["on_rate"](
+        history, BASE, "", gr.LikeData(None, {"index": 1, "value": "x", "liked": False})
+    )
     assert said.startswith("Saved 👎") and "review queue" in said
-    shown, kept = table["on_correct"](history, BASE, "You are Acme's support agent.", "Your parcel arrives on Friday.")
+    shown, kept = table["on_correct"](
+        history, BASE, "You are Acme's support agent.", "Your parcel arrives on Friday."
+    )
     assert shown.startswith("Saved 👎 with your correction") and kept == ""
-    assert table["on_rate"](history, BASE, "", gr.LikeData(None, {"index": 0, "value": "x", "liked": True})) == ""
+    assert (
+        table["on_rate"](
+            history, BASE, "", gr.LikeData(None, {"index": 0, "value": "x", "liked": True})
+        )
+        == ""
+    )
     _, kept = table["on_correct"](history, BASE, "", "   ")
     assert kept == "   "  # nothing to save: the box keeps what was typed
     rows = FeedbackStore().ratings()
     assert [(r["rating"], r["correction"], r["source"]) for r in rows] == [
-        ("down", None, "chat"), ("down", "Your parcel arrives on Friday.", "chat")]
-    assert rows[0]["messages"] == [{"role": "user", "content": "Reach me at [EMAIL]: where is my parcel?"}]
+        ("down", None, "chat"),
+        ("down", "Your parcel arrives on Friday.", "chat"),
+    ]
+    assert rows[0]["messages"] == [
+        {"role": "user", "content": "Reach me at [EMAIL]: where is my parcel?"}
+    ]
     # the system prompt the answer was asked under is kept: training on the row asks as Chat did
-    assert rows[1]["messages"] == [{"role": "system", "content": "You are Acme's support agent."},
-                                   {"role": "user", "content": "Reach me at [EMAIL]: where is my parcel?"}]
+    assert rows[1]["messages"] == [
+        {"role": "system", "content": "You are Acme's support agent."},
+        {"role": "user", "content": "Reach me at [EMAIL]: where is my parcel?"},
+    ]
     assert rows[0]["answer"] == history[1]["content"] and rows[0]["adapter"] == "base"
     assert rows[0]["version"] == table["engine"].session.resolved.weight_hash

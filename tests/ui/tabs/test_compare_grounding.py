@@ -16,8 +16,13 @@ from ui.tabs.compare import NONE
 from ui.views import chat_grounding
 
 ASKED = "where is my parcel? it has not arrived"
-PARCEL = Passage("late parcel", "Parcels arrive in 3 to 5 days; track yours under My Orders.",
-                 "faq:row 1", "past_answer", "where is my parcel")
+PARCEL = Passage(
+    "late parcel",
+    "Parcels arrive in 3 to 5 days; track yours under My Orders.",
+    "faq:row 1",
+    "past_answer",
+    "where is my parcel",
+)
 
 
 def test_each_pane_is_grounded_as_chat_would_and_says_from_what(home, varied_dir, monkeypatch):
@@ -53,6 +58,8 @@ def test_each_pane_is_grounded_as_chat_would_and_says_from_what(home, varied_dir
     assert via_pane != decode(plain, ["support"], settings)[0][0].text
     assert shown[1]["text"] and shown[0]["text"]
 
-    monkeypatch.setattr(state, "chat_knowledge", chat_grounding.OFF)  # Compare follows Chat's choice
+    monkeypatch.setattr(
+        state, "chat_knowledge", chat_grounding.OFF
+    )  # Compare follows Chat's choice
     *_, info, _choice, shown_off, _asked = table["run"]("support", NONE, ASKED, "", 8, 1.0)
     assert "answered from" not in info and asked[-1] == [plain, plain]

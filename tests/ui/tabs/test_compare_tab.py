@@ -14,17 +14,26 @@ from ui.tabs.compare import NONE
 def test_a_verdict_lands_in_feedback_jsonl_and_in_the_review_queue(home, varied_dir):
     put_adapter(varied_dir, "support")
     table = handlers(varied_dir)
-    *panes, info, choice, shown, asked = table["run"]("support", NONE, "where is my parcel?", "", 8, 1.0)
+    *panes, info, choice, shown, asked = table["run"](
+        "support", NONE, "where is my parcel?", "", 8, 1.0
+    )
     assert choice["choices"] == ["base", "support"] and "answers decoded together" in info
     # each answer is labelled with the model that gave it and its version, never "pane N"
     base = f"base model {varied_dir.name} · version {shown[0]['adapter_hash'][:12]}"
     adapter = f"adapter support · version {shown[1]['adapter_hash'][:12]}"
     assert [p["label"].rpartition(" · ")[0] for p in panes[:2]] == [base, adapter]
-    assert all(p["label"].rpartition(" · ")[2].startswith(("addressed: ", "intent not shown: ")) for p in panes[:2])
+    assert all(
+        p["label"].rpartition(" · ")[2].startswith(("addressed: ", "intent not shown: "))
+        for p in panes[:2]
+    )
     assert panes[2]["visible"] is False
     # picking adapters names the panes before any answer
     relabelled = table["relabel"]("support", "other")
-    assert [p.get("label") for p in relabelled] == [f"base model {varied_dir.name}", "adapter support", "adapter other"]
+    assert [p.get("label") for p in relabelled] == [
+        f"base model {varied_dir.name}",
+        "adapter support",
+        "adapter other",
+    ]
     assert all(p["value"] == "" for p in relabelled)  # the old answers are not the new picks'
     assert shown[0]["text"] != shown[1]["text"], "the panes must differ for a preference"
     said = table["on_save"](asked, shown, "support", "")
@@ -33,12 +42,17 @@ def test_a_verdict_lands_in_feedback_jsonl_and_in_the_review_queue(home, varied_
     assert "2 feedback rows" in said and "2 rating(s)" in said
     rows = FeedbackStore().ratings()
     assert [(r["adapter"], r["preferred"], r["correction"]) for r in rows] == [
-        ("base", "support", shown[1]["text"]), ("base", None, "Your parcel arrives Friday."),
-        ("support", None, "Your parcel arrives Friday.")]
+        ("base", "support", shown[1]["text"]),
+        ("base", None, "Your parcel arrives Friday."),
+        ("support", None, "Your parcel arrives Friday."),
+    ]
     session = table["engine"].session
     assert rows[0]["version"] == session.resolved.weight_hash == shown[0]["adapter_hash"]
     assert rows[2]["version"] == shown[1]["adapter_hash"] and rows[0]["engine"] in info
     assert rows[0]["messages"] == [{"role": "user", "content": "where is my parcel?"}]
     assert table["on_save"](asked, shown, None, "").startswith("⚠️ pick the better answer")
-    assert len(FeedbackStore().ratings()) == 3 and (home / "feedback" / "feedback.jsonl").read_text().count("\n") == 2
+    assert (
+        len(FeedbackStore().ratings()) == 3
+        and (home / "feedback" / "feedback.jsonl").read_text().count("\n") == 2
+    )
     assert training_rows(FeedbackStore()) == ([], [])  # nothing accepted yet

@@ -11,8 +11,16 @@ from ui_handlers import handlers
 
 from core.events import write_status
 
-TABLES = ("eval-metrics", "eval-support", "eval-grounding-rows", "eval-intents", "eval-worst",
-          "eval-slices", "eval-samples", "eval-golden-table")
+TABLES = (
+    "eval-metrics",
+    "eval-support",
+    "eval-grounding-rows",
+    "eval-intents",
+    "eval-worst",
+    "eval-slices",
+    "eval-samples",
+    "eval-golden-table",
+)
 
 
 def finished_run(home, run_id: str, adapter: str, state: str = "done") -> None:
@@ -51,11 +59,24 @@ def test_result_tables_are_hidden_until_an_evaluation_fills_them(home, varied_di
     table = handlers(varied_dir)
     assert all(table["blocks"][t].visible is False for t in TABLES)
     put_adapter(varied_dir, "tuned")
-    outputs = ("status", "gate", *TABLES[:2], "notes", TABLES[2], "which", *TABLES[3:], "files",
-               "report")
-    shown = dict(zip(outputs,
-                     table["on_run"](["tuned"], "assets/demo_support.jsonl", 4, 8, 4, False, "intent", 0),
-                     strict=True))
+    outputs = (
+        "status",
+        "gate",
+        *TABLES[:2],
+        "notes",
+        TABLES[2],
+        "which",
+        *TABLES[3:],
+        "files",
+        "report",
+    )
+    shown = dict(
+        zip(
+            outputs,
+            table["on_run"](["tuned"], "assets/demo_support.jsonl", 4, 8, 4, False, "intent", 0),
+            strict=True,
+        )
+    )
     assert shown["status"].startswith("Scored 4 rows"), shown["status"]
     for name in ("eval-metrics", "eval-samples", "eval-slices"):
         assert shown[name]["visible"] is True and len(shown[name]["value"]) > 0, name

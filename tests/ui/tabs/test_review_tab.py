@@ -17,18 +17,38 @@ def test_the_queue_is_reviewed_and_exported_from_the_tab(home, tiny_llama_dir):
     store = FeedbackStore(log_conversations=True)
     store.record("c1", "support", "aaaa1111bbbb", "llama.cpp q8_0", ASKED, "No idea.")
     store.record("c2", "base", "cccc2222dddd", "pytorch", ASKED, "It ships today.")
-    down, up = store.rate("c1", "down", "It arrives Friday."), store.rate("c2", "up", intent="track_order")
+    down, up = (
+        store.rate("c1", "down", "It arrives Friday."),
+        store.rate("c2", "up", intent="track_order"),
+    )
     table = handlers(tiny_llama_dir)
     rows, adapters, intents = table["show_queue"](ANY, ANY, "new", ANY, "", "")
-    assert [r[0] for r in rows] == [up["id"], down["id"]] and adapters["choices"][1:] == ["base", "support"]
+    assert [r[0] for r in rows] == [up["id"], down["id"]] and adapters["choices"][1:] == [
+        "base",
+        "support",
+    ]
     assert intents["choices"] == [ANY, "track_order"]
-    assert rows[1][3:] == ["down", "api", "support", "aaaa1111", "", "Where is my parcel?", "No idea.",
-                           "It arrives Friday."]
+    assert rows[1][3:] == [
+        "down",
+        "api",
+        "support",
+        "aaaa1111",
+        "",
+        "Where is my parcel?",
+        "No idea.",
+        "It arrives Friday.",
+    ]
     assert view.picked(rows[0]) == (up["id"], "", "track_order")
     assert [r[0] for r in view.table("support", "down", ANY, ANY, "", "")] == [down["id"]]
     assert [r[0] for r in view.table(ANY, ANY, ANY, "Track_Order", "", "")] == [up["id"]]
-    assert view.act(down["id"], None, "It arrives on Friday.") == f"{down['id']}: new (correction saved)"
-    assert view.act(down["id"], None, None, " cancel_order ") == f"{down['id']}: new (intent: cancel_order)"
+    assert (
+        view.act(down["id"], None, "It arrives on Friday.")
+        == f"{down['id']}: new (correction saved)"
+    )
+    assert (
+        view.act(down["id"], None, None, " cancel_order ")
+        == f"{down['id']}: new (intent: cancel_order)"
+    )
     assert [r[0] for r in view.table(ANY, ANY, ANY, "cancel_order", "", "")] == [down["id"]]
     assert view.act(up["id"], None, None, "") == f"{up['id']}: new (intent: none)"
     assert view.table(ANY, ANY, ANY, "track_order", "", "") == []
@@ -37,8 +57,11 @@ def test_the_queue_is_reviewed_and_exported_from_the_tab(home, tiny_llama_dir):
     assert view.table(ANY, ANY, "new", ANY, "", "") == []
     said = table["on_export_feedback"]("from-review")
     assert said.startswith("1 SFT rows") and (home / "datasets" / "from-review.jsonl").is_file()
-    for row_id, status, words in [("", "accepted", "pick a rating first"), ("fb-nope", "accepted", "no rating"),
-                                  (down["id"], "maybe", "unknown status")]:
+    for row_id, status, words in [
+        ("", "accepted", "pick a rating first"),
+        ("fb-nope", "accepted", "no rating"),
+        (down["id"], "maybe", "unknown status"),
+    ]:
         with pytest.raises(ValueError, match=words):
             view.act(row_id, status, None)
     with pytest.raises(ValueError, match="one line"):

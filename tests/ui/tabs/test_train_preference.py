@@ -26,20 +26,35 @@ def _values(model_dir, **train) -> list:
     return forms.form_values(cfg)
 
 
-def test_start_runs_dpo_from_a_shelf_adapter_and_refuses_what_cannot_run(home, tiny_llama_dir, tmp_path):
+def test_start_runs_dpo_from_a_shelf_adapter_and_refuses_what_cannot_run(
+    home, tiny_llama_dir, tmp_path
+):
     put_adapter(tiny_llama_dir, "support")
     pairs = tmp_path / "pairs.jsonl"
-    pairs.write_text("".join(json.dumps({"prompt": f"Question {i}?", "chosen": "Yes, done.", "rejected": "No."}) + "\n"
-                             for i in range(4)))
+    pairs.write_text(
+        "".join(
+            json.dumps({"prompt": f"Question {i}?", "chosen": "Yes, done.", "rejected": "No."})
+            + "\n"
+            for i in range(4)
+        )
+    )
     table = handlers(tiny_llama_dir)
-    message, run_id = table["on_start"](PATH, None, str(pairs), *_values(tiny_llama_dir, method="dpo"))
+    message, run_id = table["on_start"](
+        PATH, None, str(pairs), *_values(tiny_llama_dir, method="dpo")
+    )
     assert run_id is None and "name the adapter to start from" in message
     demo = forms.DEMO_DATA  # instruction/response rows are not pairs
-    message, run_id = table["on_start"](PATH, None, demo, *_values(tiny_llama_dir, method="dpo", from_adapter="support"))
+    message, run_id = table["on_start"](
+        PATH, None, demo, *_values(tiny_llama_dir, method="dpo", from_adapter="support")
+    )
     assert run_id is None and "a pair needs prompt" in message
-    message, run_id = table["on_start"](PATH, None, str(pairs), *_values(tiny_llama_dir, method="dpo", from_adapter="nope"))
+    message, run_id = table["on_start"](
+        PATH, None, str(pairs), *_values(tiny_llama_dir, method="dpo", from_adapter="nope")
+    )
     assert run_id is None and "no adapter named" in message
-    message, run_id = table["on_start"](PATH, None, str(pairs), *_values(tiny_llama_dir, method="dpo", from_adapter="support"))
+    message, run_id = table["on_start"](
+        PATH, None, str(pairs), *_values(tiny_llama_dir, method="dpo", from_adapter="support")
+    )
     assert run_id, message
     deadline = time.time() + 240
     while runner.get(run_id).state in runner.ACTIVE and time.time() < deadline:
@@ -49,5 +64,7 @@ def test_start_runs_dpo_from_a_shelf_adapter_and_refuses_what_cannot_run(home, t
     view = run_view(run_id)
     assert view["state"] == "done", view["log"]
     assert "step 2/2" in view["progress_html"] and view["adapter"]
-    lineage = json.loads((home / "adapters" / view["adapter"] / "manifest.json").read_text())["lineage"]
+    lineage = json.loads((home / "adapters" / view["adapter"] / "manifest.json").read_text())[
+        "lineage"
+    ]
     assert (lineage["parent"], lineage["method"], lineage["pairs"]) == ("support", "dpo", 4)

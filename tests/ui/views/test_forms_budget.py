@@ -26,7 +26,9 @@ def test_the_form_opens_on_ten_minutes_with_auto_cadences(tiny_llama_dir):
     assert problems == [] and cfg.train.time_budget_s == 150 and cfg.train.eval_every is None
     assert forms.form_values(cfg)[AT] == 2.5
     values[AT] = "soon"
-    assert forms.to_config(forms.DEMO_DATA, values)[1] == ["time budget (minutes) must be a number (got 'soon')"]
+    assert forms.to_config(forms.DEMO_DATA, values)[1] == [
+        "time budget (minutes) must be a number (got 'soon')"
+    ]
 
 
 def test_check_says_the_run_takes_the_budget_and_refuses_a_short_one(tiny_llama_dir):
@@ -37,9 +39,13 @@ def test_check_says_the_run_takes_the_budget_and_refuses_a_short_one(tiny_llama_
     values[AT] = 0.25  # 15 s
     text = train_handlers.checked_text(hw, estimate_text, DATA_SOURCES[0], None, "", values)
     assert text.startswith("**These settings cannot run:**")
-    assert "time budget must be 0 (off) or between 30 seconds and 7 days (604800 s) (got 15.0)" in text
+    assert (
+        "time budget must be 0 (off) or between 30 seconds and 7 days (604800 s) (got 15.0)" in text
+    )
     values[AT] = 0  # the steps / epochs under Advanced
-    assert "time budget" not in train_handlers.checked_text(hw, estimate_text, DATA_SOURCES[0], None, "", values)
+    assert "time budget" not in train_handlers.checked_text(
+        hw, estimate_text, DATA_SOURCES[0], None, "", values
+    )
 
 
 def test_a_blank_or_zero_beta_means_the_methods_measured_default(tiny_llama_dir):
@@ -62,35 +68,66 @@ def test_a_blank_or_zero_beta_means_the_methods_measured_default(tiny_llama_dir)
     assert "beta must be a number between 0.0001 and 100.0 (got -1.0)" in validate(cfg)
 
 
-def test_picking_a_method_shows_its_learning_rate_and_epochs_with_steps_off_and_the_budget_kept(tmp_path, home,
-                                                                                                 tiny_llama_dir):
+def test_picking_a_method_shows_its_learning_rate_and_epochs_with_steps_off_and_the_budget_kept(
+    tmp_path, home, tiny_llama_dir
+):
     from shelf_helpers import put_adapter
 
     from finetune.preference_defaults import METHOD_DEFAULTS
 
     cpo = METHOD_DEFAULTS["cpo"]
     # max steps 0: the method's epochs count (the first run's 30 steps would cut DPO to 120 pairs)
-    assert forms.method_settings("cpo") == (cpo.learning_rate, cpo.epochs, 0, 4, 10)  # measured at 4 pairs a step
+    assert forms.method_settings("cpo") == (
+        cpo.learning_rate,
+        cpo.epochs,
+        0,
+        4,
+        10,
+    )  # measured at 4 pairs a step
     t = forms.ui_defaults().train
-    assert forms.method_settings("sft") == (t.learning_rate, t.epochs, 30, 8, 10)  # back to SFT: its own
+    assert forms.method_settings("sft") == (
+        t.learning_rate,
+        t.epochs,
+        30,
+        8,
+        10,
+    )  # back to SFT: its own
     assert forms.method_settings("sft")[0] > cpo.learning_rate  # SFT's is higher
     # What the form then sends: a preference run of the method's epochs under the 10-minute budget.
     put_adapter(tiny_llama_dir, "support")
     values = _values(tiny_llama_dir)
     fields = forms.TRAIN_FIELDS
-    for field, value in zip(("learning_rate", "epochs", "max_steps", "batch_size", "time_budget_s"),
-                            forms.method_settings("cpo"), strict=True):
+    for field, value in zip(
+        ("learning_rate", "epochs", "max_steps", "batch_size", "time_budget_s"),
+        forms.method_settings("cpo"),
+        strict=True,
+    ):
         values[fields.index(("train", field))] = value
-    values[fields.index(("train", "method"))], values[fields.index(("train", "from_adapter"))] = "cpo", "support"
+    values[fields.index(("train", "method"))], values[fields.index(("train", "from_adapter"))] = (
+        "cpo",
+        "support",
+    )
     cfg, problems = forms.to_config(forms.DEMO_DATA, values)
     from finetune.config import validate
 
     assert problems == [] and validate(cfg) == []
-    assert (cfg.train.max_steps, cfg.train.epochs, cfg.train.batch_size, cfg.train.time_budget_s) == (0, cpo.epochs, 4, 600)
+    assert (
+        cfg.train.max_steps,
+        cfg.train.epochs,
+        cfg.train.batch_size,
+        cfg.train.time_budget_s,
+    ) == (0, cpo.epochs, 4, 600)
     pairs = tmp_path / "pairs.jsonl"
-    pairs.write_text('{"prompt": "Where is my order?", "chosen": "On its way.", "rejected": "No idea."}\n')
-    text = train_handlers.checked_text(detect(), estimate_text, DATA_SOURCES[2], None, str(pairs), values)
-    assert "The CPO run trains 1.5 epochs or until its time budget, 10 min from start to saved adapter, ends" in text
+    pairs.write_text(
+        '{"prompt": "Where is my order?", "chosen": "On its way.", "rejected": "No idea."}\n'
+    )
+    text = train_handlers.checked_text(
+        detect(), estimate_text, DATA_SOURCES[2], None, str(pairs), values
+    )
+    assert (
+        "The CPO run trains 1.5 epochs or until its time budget, 10 min from start to saved "
+        "adapter, ends" in text
+    )
 
 
 def test_check_and_start_refuse_a_budget_the_measured_speeds_cannot_fill(tiny_llama_dir, home):
@@ -100,17 +137,27 @@ def test_check_and_start_refuse_a_budget_the_measured_speeds_cannot_fill(tiny_ll
     hw = detect()
     values = _values(tiny_llama_dir)
     text = train_handlers.checked_text(hw, estimate_text, DATA_SOURCES[0], None, "", values)
-    assert "No step time is measured yet for these settings on this machine: **Dry run** measures" in text
+    assert (
+        "No step time is measured yet for these settings on this machine: **Dry run** measures"
+        in text
+    )
     cfg, _ = forms.to_config(forms.DEMO_DATA, values)
     # A dry run on a busy machine: 5 min to start, 20 s a step, 6 s a validation batch. 10 minutes:
-    # 5 passes of 18 s, probes 4 x 12 s, save 3, margin 6, half a step: (600-300-90-67) / 20 = 7 steps.
-    speed_record.save(cfg, Measured(startup_s=300, step_s=20.0, val_batch_s=6.0, val_batches=3), "dry run")
+    # 5 passes of 18 s, probes 4 x 12 s, save 3, margin 6, half a step:
+    # (600-300-90-67) / 20 = 7 steps.
+    speed_record.save(
+        cfg, Measured(startup_s=300, step_s=20.0, val_batch_s=6.0, val_batches=3), "dry run"
+    )
     text = train_handlers.checked_text(hw, estimate_text, DATA_SOURCES[0], None, "", values)
-    assert text.startswith("**These settings cannot run:**\n- A 10-minute budget buys about 7 steps here: "
-                           "start-up 300 s, validation 90 s (all 3 validation batches a pass)")
+    assert text.startswith(
+        "**These settings cannot run:**\n- A 10-minute budget buys about 7 steps here: "
+        "start-up 300 s, validation 90 s (all 3 validation batches a pass)"
+    )
     assert "A useful run needs at least 30 steps: give it at least 19 minutes" in text
     message, run_id = train_handlers.start_run(hw, DATA_SOURCES[0], None, "", values)
-    assert run_id is None and message.startswith("**Not started — fix these first:**\n- A 10-minute budget buys")
+    assert run_id is None and message.startswith(
+        "**Not started — fix these first:**\n- A 10-minute budget buys"
+    )
     values[AT] = 30  # a longer budget: Check says what it buys, and no problem
     text = train_handlers.checked_text(hw, estimate_text, DATA_SOURCES[0], None, "", values)
     assert "A 30-minute budget buys about" in text and "cannot run" not in text

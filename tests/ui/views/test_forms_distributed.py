@@ -25,7 +25,13 @@ def _values(model_dir, **run) -> list:
 
 
 def test_the_form_round_trips_the_launch_settings(tiny_llama_dir):
-    run = {"nproc_per_node": 4, "nnodes": 2, "node_rank": 1, "rdzv_endpoint": "10.0.0.5:29500", "sharding": "fsdp"}
+    run = {
+        "nproc_per_node": 4,
+        "nnodes": 2,
+        "node_rank": 1,
+        "rdzv_endpoint": "10.0.0.5:29500",
+        "sharding": "fsdp",
+    }
     values = _values(tiny_llama_dir, **run)
     assert _run_part(values) == [run[f] for f in RUN_FIELDS]
     # Gradio's Number gives floats and the Textbox may carry spaces: they arrive as the CLI's.
@@ -49,7 +55,15 @@ def test_check_and_start_refuse_a_bad_endpoint_with_the_cli_sentence(tiny_llama_
 
 def test_fsdp_on_one_process_is_refused_in_words(tiny_llama_dir):
     values = _values(tiny_llama_dir, sharding="fsdp")
-    text = train_handlers.checked_text(detect(), lambda cfg: "fine", DATA_SOURCES[0], None, "", values)
-    assert "sharding fsdp splits the model across processes: set processes per node x nodes above 1" in text
+    text = train_handlers.checked_text(
+        detect(), lambda cfg: "fine", DATA_SOURCES[0], None, "", values
+    )
+    assert (
+        "sharding fsdp splits the model across processes: set processes per node x nodes above 1"
+        in text
+    )
     ok = _values(tiny_llama_dir, sharding="fsdp", nproc_per_node=2)
-    assert train_handlers.checked_text(detect(), lambda cfg: "fine", DATA_SOURCES[0], None, "", ok) == "fine"
+    assert (
+        train_handlers.checked_text(detect(), lambda cfg: "fine", DATA_SOURCES[0], None, "", ok)
+        == "fine"
+    )

@@ -9,8 +9,10 @@ from ui.views.gguf import gguf_markdown
 
 
 def test_every_file_is_listed_with_size_and_sha256():
-    files = [ExportedFile("tuned-q8_0.gguf", "merged", 144_810_912, "4d97" * 16),
-             ExportedFile("Modelfile", "modelfile", 550, "52cd" * 16)]
+    files = [
+        ExportedFile("tuned-q8_0.gguf", "merged", 144_810_912, "4d97" * 16),
+        ExportedFile("Modelfile", "modelfile", 550, "52cd" * 16),
+    ]
     text = gguf_markdown(GgufExport(Path("/h/exports/tuned-gguf"), files))
     assert "`/h/exports/tuned-gguf`" in text
     assert f"| `tuned-q8_0.gguf` | 138.1 MiB | `{'4d97' * 16}` |" in text

@@ -29,12 +29,20 @@ thread.join()
 
 def _race(prelude: str, tmp_path) -> str:
     env = {"HF_HUB_OFFLINE": "1", "TUNEDESK_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-c", RACE.format(prelude=prelude)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", RACE.format(prelude=prelude)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 
 
-def test_a_dataset_load_beside_a_model_load_reads_its_rows_once_the_engine_exists(tmp_path, tiny_llama_dir):
+def test_a_dataset_load_beside_a_model_load_reads_its_rows_once_the_engine_exists(
+    tmp_path, tiny_llama_dir
+):
     out = _race(f"from ui.views.state import AppState\nAppState({str(tiny_llama_dir)!r})", tmp_path)
     assert "rows 2484" in out, out

@@ -46,7 +46,8 @@ def test_worst_answers_come_first_with_invented_spans_marked(tmp_path):
     prompts, refs = [r["prompt"] for r in rows], [r["response"] for r in rows]
     tuned = list(refs)
     tuned[1] = (
-        "Your parcel is on its way. Call 0161 496 0000 for news."  # a refund question, invented phone
+        # a refund question, invented phone
+        "Your parcel is on its way. Call 0161 496 0000 for news."
     )
     tuned[2] = "Your refund goes back to your card."  # a person was asked for: no hand-off
     support = support_checks(prompts, refs, {"base": refs, "tuned": tuned}, str(data), {})
@@ -126,6 +127,6 @@ def test_the_adapters_tab_shows_the_floors_figures_of_the_recorded_verdict(home,
     text = details_markdown(shelf.get("tuned"))
     assert "- **Release gate:** passed (evaluation `e1`" in text
     assert (
-        "  - right-intent rate 0.93 (93/100 rows) reaches the floor 0.85\n  - 0 leaked personal data"
-        in text
+        "  - right-intent rate 0.93 (93/100 rows) reaches the floor 0.85\n"
+        "  - 0 leaked personal data" in text
     )

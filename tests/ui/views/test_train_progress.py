@@ -22,7 +22,10 @@ def test_the_first_value_already_names_both_series_as_categories():
 
 
 def test_real_points_keep_their_values_and_the_blank_rows_are_not_drawable():
-    points = [{"step": 1, "loss": 2.5, "series": "train"}, {"step": 2, "loss": 2.1, "series": "train"}]
+    points = [
+        {"step": 1, "loss": 2.5, "series": "train"},
+        {"step": 2, "loss": 2.1, "series": "train"},
+    ]
     frame = curve_frame(points)
     real = frame[frame["loss"].notna()]
     assert real.to_dict("records") == points
@@ -31,7 +34,9 @@ def test_real_points_keep_their_values_and_the_blank_rows_are_not_drawable():
     sent = _plotted(frame)
     assert sent.datatypes["step"] == sent.datatypes["loss"] == "quantitative"
     losses = [row[sent.columns.index("loss")] for row in sent.data]
-    assert sum(1 for v in losses if v is None or (isinstance(v, float) and math.isnan(v))) == len(CURVE_SERIES)
+    assert sum(1 for v in losses if v is None or (isinstance(v, float) and math.isnan(v))) == len(
+        CURVE_SERIES
+    )
 
 
 def test_a_finished_run_that_bought_too_few_steps_says_so_under_the_result(home):
@@ -41,17 +46,35 @@ def test_a_finished_run_that_bought_too_few_steps_says_so_under_the_result(home)
     from core.events import write_status
     from ui.views.train_progress import run_view
 
-    note = "the 5-minute budget bought only 4 steps, fewer than the 30 a useful run needs (start-up 80 s, ...)"
+    note = (
+        "the 5-minute budget bought only 4 steps, fewer than the 30 a useful run needs "
+        "(start-up 80 s, ...)"
+    )
     run_dir = home / "runs" / "short"
     run_dir.mkdir(parents=True)
-    events = [{"type": "eval", "step": 0, "val_loss": 1.8, "val_perplexity": 6.05},
-              {"type": "eval", "step": 4, "val_loss": 1.7, "val_perplexity": 5.47},
-              {"type": "done", "status": "done", "step": 4, "total_steps": 4, "adapter": "bitext", "note": note}]
-    (run_dir / "events.jsonl").write_text("".join(json.dumps({**e, "time": time.time()}) + "\n" for e in events))
+    events = [
+        {"type": "eval", "step": 0, "val_loss": 1.8, "val_perplexity": 6.05},
+        {"type": "eval", "step": 4, "val_loss": 1.7, "val_perplexity": 5.47},
+        {
+            "type": "done",
+            "status": "done",
+            "step": 4,
+            "total_steps": 4,
+            "adapter": "bitext",
+            "note": note,
+        },
+    ]
+    (run_dir / "events.jsonl").write_text(
+        "".join(json.dumps({**e, "time": time.time()}) + "\n" for e in events)
+    )
     write_status(run_dir, state="done", adapter="bitext", created=time.time())
     result = run_view("short")["result"]
-    assert result == ("Training finished. Adapter **bitext** is on the shelf. Validation perplexity 6.05 → 5.47."
-                      f"\n\n⚠️ Too short to be useful: {note}.")
+    assert result == (
+        "Training finished. Adapter **bitext** is on the shelf. Validation perplexity 6.05 → 5.47."
+        f"\n\n⚠️ Too short to be useful: {note}."
+    )
     events[-1].pop("note")  # a run that bought enough steps: the result as before
-    (run_dir / "events.jsonl").write_text("".join(json.dumps({**e, "time": time.time()}) + "\n" for e in events))
+    (run_dir / "events.jsonl").write_text(
+        "".join(json.dumps({**e, "time": time.time()}) + "\n" for e in events)
+    )
     assert "⚠️" not in run_view("short")["result"]

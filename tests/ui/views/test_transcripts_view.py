@@ -30,8 +30,9 @@ def test_import_previews_counts_and_redacted_conversations(home):
 def test_typed_path_and_maps(home, tmp_path):
     export = tmp_path / "own.csv"
     export.write_text("case,who,msg\n1,Member,hello\n1,Rep,hi there\n")
-    text, rows, train_file, eval_file = import_export(None, str(export), "ticket=case,role=who,text=msg",
-                                                      "Member=user,Rep=assistant", 0)
+    text, rows, train_file, eval_file = import_export(
+        None, str(export), "ticket=case,role=who,text=msg", "Member=user,Rep=assistant", 0
+    )
     assert eval_file is None and "Evaluate tab" not in text  # nothing held out
     assert train_file and rows == [["1", "user", "hello"], ["1", "assistant", "hi there"]]
 
@@ -39,11 +40,18 @@ def test_typed_path_and_maps(home, tmp_path):
 def test_bad_exports_are_a_sentence_and_leave_nothing(home, tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("id,who,words\n1,customer,hi\n")
-    for args in [(str(bad), ""), (None, ""), (None, str(tmp_path / "missing.csv")),
-                 (str(tmp_path / "x.parquet"), ""), (None, str(bad), "text")]:
+    for args in [
+        (str(bad), ""),
+        (None, ""),
+        (None, str(tmp_path / "missing.csv")),
+        (str(tmp_path / "x.parquet"), ""),
+        (None, str(bad), "text"),
+    ]:
         text, rows, train_file, eval_file = import_export(*args)
         assert text.startswith("⚠️ ") and rows == [] and train_file is None and eval_file is None
-    assert not (home / "datasets" / "transcripts").exists() or not any((home / "datasets" / "transcripts").rglob("*.jsonl"))
+    assert not (home / "datasets" / "transcripts").exists() or not any(
+        (home / "datasets" / "transcripts").rglob("*.jsonl")
+    )
 
 
 def test_the_wired_import_sets_the_dataset_path(tiny_llama_dir, home):
@@ -51,7 +59,9 @@ def test_the_wired_import_sets_the_dataset_path(tiny_llama_dir, home):
 
     from ui.views.train_actions import DATA_SOURCES
 
-    report, shown, source, path, held_out = handlers(tiny_llama_dir)["on_import_export"](str(DEMO), "", "", "", 0.1)
+    report, shown, source, path, held_out = handlers(tiny_llama_dir)["on_import_export"](
+        str(DEMO), "", "", "", 0.1
+    )
     assert "Imported 9 conversations" in report and source == DATA_SOURCES[2]
     assert held_out == str(Path(path).with_name("eval.jsonl"))
     assert path.endswith("train.jsonl") and Path(path).is_file()
