@@ -1,9 +1,12 @@
 """Helpers for the serving tests: seeded adapters on a shelf, the API in a real HTTP server
-(uvicorn in a thread) on a free port."""
+(uvicorn in a thread) on a free port, a stand-in llama-server that answers with a tool call."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from bench.local_server import free_port, serving  # noqa: F401 (the tests' import point)
 
@@ -48,3 +51,83 @@ def api_app(engines, api_key=None, feedback=None):
     app = FastAPI()
     app.include_router(OpenAIServer(engines, api_key, feedback).router())
     return app
+
+
+TRACK_ORDER_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "track_order",
+            "description": "Where an order is",
+            "parameters": {
+                "type": "object",
+                "properties": {"order": {"type": "integer"}},
+                "required": ["order"],
+            },
+        },
+    }
+]
+TOOL_CALL_REPLY = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "m",
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "tool_calls",
+            "message": {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "track_order", "arguments": '{"order": 12}'},
+                    }
+                ],
+            },
+        }
+    ],
+    "usage": {"prompt_tokens": 9, "completion_tokens": 7, "total_tokens": 16},
+}
+
+
+@contextlib.contextmanager
+def stand_in_llama_server():
+    """A stand-in llama-server: lists no LoRA; hangs up on the next ``drops["left"]`` chat
+    posts without a byte, answers the rest with a tool call (:data:`TOOL_CALL_REPLY`). Yields
+    (url, drops, the bodies it was sent)."""
+    drops, seen = {"left": 0}, []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            self._send(b"[]")
+
+        def do_POST(self):  # noqa: N802
+            seen.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            if drops["left"] > 0:
+                drops["left"] -= 1
+                self.close_connection = True  # hang up without answering
+                return
+            self._send(json.dumps(TOOL_CALL_REPLY).encode())
+
+        def _send(self, data: bytes):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", drops, seen
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -4,14 +4,9 @@ only the checked, normalised request: a spelled ``<|im_start|>`` never becomes a
 
 from __future__ import annotations
 
-import contextlib
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import httpx
 import pytest
-from serve_helpers import api_app, serving
+from serve_helpers import api_app, serving, stand_in_llama_server
 
 from inference.generate import GenerationSettings
 from serve.engines import Engines
@@ -156,62 +151,6 @@ def test_every_form_is_refused_on_the_pytorch_path(real_session, form):
         assert fine.status_code == 200  # the same server answers a clean request
 
 
-@contextlib.contextmanager
-def recording_upstream():
-    """A stand-in llama-server that lists no LoRA and answers every chat post with a tool call;
-    yields (url, bodies it was sent)."""
-    seen = []
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_GET(self):  # noqa: N802 (http.server's name)
-            self._send(b"[]")
-
-        def do_POST(self):  # noqa: N802
-            seen.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self._send(
-                json.dumps(
-                    {
-                        "id": "x",
-                        "object": "chat.completion",
-                        "created": 1,
-                        "model": "m",
-                        "choices": [
-                            {
-                                "index": 0,
-                                "finish_reason": "tool_calls",
-                                "message": {
-                                    "role": "assistant",
-                                    "content": None,
-                                    "tool_calls": [CALL],
-                                },
-                            }
-                        ],
-                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                    }
-                ).encode()
-            )
-
-        def _send(self, data: bytes):
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def test_the_tools_relay_refuses_every_form_and_sends_only_the_normalised_request(
     real_session, monkeypatch
 ):
@@ -221,7 +160,7 @@ def test_the_tools_relay_refuses_every_form_and_sends_only_the_normalised_reques
 
     monkeypatch.setattr(binaries, "server_binary", lambda: "llama-server")  # the stand-in serves
 
-    with recording_upstream() as (upstream, seen):
+    with stand_in_llama_server() as (upstream, _drops, seen):
         engine = LlamaServerEngine(
             real_session, Upstreams(None, [upstream]), lora_file=lambda name: None, ctx_per_slot=512
         )

@@ -4,14 +4,11 @@ never answers is a 502 in OpenAI's error shape that names the cause (not a bare 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import openai
 import pytest
-from serve_helpers import api_app, serving
+from serve_helpers import TRACK_ORDER_TOOLS, api_app, serving, stand_in_llama_server
 
 from serve.engines import Engines
 from serve.llama_server.engine import LlamaServerEngine
@@ -19,87 +16,10 @@ from serve.llama_server.relay import relay_tools
 from serve.llama_server.upstreams import Upstreams
 
 MSGS = [{"role": "user", "content": "Where is order 12?"}]
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "track_order",
-            "description": "Where an order is",
-            "parameters": {
-                "type": "object",
-                "properties": {"order": {"type": "integer"}},
-                "required": ["order"],
-            },
-        },
-    }
-]
-CALL = {
-    "id": "chatcmpl-1",
-    "object": "chat.completion",
-    "created": 1,
-    "model": "m",
-    "choices": [
-        {
-            "index": 0,
-            "finish_reason": "tool_calls",
-            "message": {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "call_1",
-                        "type": "function",
-                        "function": {"name": "track_order", "arguments": '{"order": 12}'},
-                    }
-                ],
-            },
-        }
-    ],
-    "usage": {"prompt_tokens": 9, "completion_tokens": 7, "total_tokens": 16},
-}
-
-
-@contextlib.contextmanager
-def hanging_up_upstream():
-    """A stand-in llama-server: lists no LoRA; hangs up on the next ``drops["left"]`` chat
-    posts without a byte, answers the rest with a tool call. Yields (url, drops, bodies seen)."""
-    drops, seen = {"left": 0}, []
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_GET(self):  # noqa: N802 (http.server's name)
-            self._send(b"[]")
-
-        def do_POST(self):  # noqa: N802
-            seen.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            if drops["left"] > 0:
-                drops["left"] -= 1
-                self.close_connection = True  # hang up without answering
-                return
-            self._send(json.dumps(CALL).encode())
-
-        def _send(self, data: bytes):
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", drops, seen
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_hang_up_is_sent_again_once_and_a_dead_upstream_is_a_502_in_words(llama_session):
-    with hanging_up_upstream() as (url, drops, seen):
+    with stand_in_llama_server() as (url, drops, seen):
         engine = LlamaServerEngine(
             llama_session, Upstreams(None, [url]), lora_file=lambda name: None, ctx_per_slot=512
         )
@@ -111,19 +31,19 @@ def test_a_hang_up_is_sent_again_once_and_a_dead_upstream_is_a_502_in_words(llam
             client = openai.OpenAI(base_url=f"{api}/v1", api_key="k", max_retries=0, timeout=30)
             drops["left"] = 1
             reply = client.chat.completions.create(
-                model="base", messages=MSGS, tools=TOOLS, max_tokens=8
+                model="base", messages=MSGS, tools=TRACK_ORDER_TOOLS, max_tokens=8
             )
             call = reply.choices[0].message.tool_calls[0]
             assert (call.function.name, json.loads(call.function.arguments)) == (
                 "track_order",
                 {"order": 12},
             )
-            assert len(seen) == 2 and seen[0] == seen[1] and seen[1]["tools"] == TOOLS
+            assert len(seen) == 2 and seen[0] == seen[1] and seen[1]["tools"] == TRACK_ORDER_TOOLS
 
             drops["left"] = 2  # hangs up on the retry too
             with pytest.raises(openai.APIStatusError) as failed:
                 client.chat.completions.create(
-                    model="base", messages=MSGS, tools=TOOLS, max_tokens=8
+                    model="base", messages=MSGS, tools=TRACK_ORDER_TOOLS, max_tokens=8
                 )
             assert failed.value.status_code == 502
             assert failed.value.body["type"] == "server_error"
@@ -138,7 +58,7 @@ def test_relays_from_one_event_loop_then_another_open_their_own_connections(llam
     import asyncio
 
     async def relayed():
-        body = {"messages": MSGS, "tools": TOOLS, "max_tokens": 6, "temperature": 0}
+        body = {"messages": MSGS, "tools": TRACK_ORDER_TOOLS, "max_tokens": 6, "temperature": 0}
         response = await relay_tools(llama, body, False, "a", "a")
         return response.status_code, json.loads(response.body)["choices"][0]["message"]
 
