@@ -2,7 +2,8 @@
 
 ``build_app`` wires closures such as ``on_start`` or ``respond`` into the Blocks; this finds
 them by function name so a test can call exactly what a button press would run and read the
-message the user would see. Built once per test session (building the UI takes seconds).
+message the user would see. One app per model folder and ``TUNEDESK_HOME``: an app fixes its
+home at first use (its session's shelf, its stats store), so each test home gets its own app.
 """
 
 from __future__ import annotations
@@ -15,19 +16,22 @@ import tempfile
 from pathlib import Path
 
 
-@functools.cache
 def handlers(model_dir: Path) -> dict:
-    """``{function name: handler}`` of an app on ``model_dir`` (names used once only).
+    """``{function name: handler}`` of an app on ``model_dir`` under the current home
+    (``TUNEDESK_HOME``, or a scratch folder when none is set); names used once only."""
+    return _handlers(Path(model_dir), os.environ.get("TUNEDESK_HOME"))
 
-    The handlers read ``TUNEDESK_HOME`` on every call, so each test's own home applies.
-    """
+
+@functools.lru_cache(maxsize=4)
+def _handlers(model_dir: Path, home: str | None) -> dict:
     from ui.app import build_app
     from ui.views.state import AppState
 
-    scratch = tempfile.mkdtemp(prefix="tunedesk-ui-")  # where the AppState starts; removed at exit
-    atexit.register(shutil.rmtree, scratch, True)
+    if home is None:  # no test home: a scratch one, removed at exit
+        home = tempfile.mkdtemp(prefix="tunedesk-ui-")
+        atexit.register(shutil.rmtree, home, True)
     old = os.environ.get("TUNEDESK_HOME")
-    os.environ["TUNEDESK_HOME"] = scratch
+    os.environ["TUNEDESK_HOME"] = home
     try:
         demo = build_app(state=AppState(str(model_dir)))
     finally:

@@ -56,9 +56,7 @@ def test_a_run_still_training_or_not_on_the_shelf_picks_nothing(home, varied_dir
 
 
 def test_result_tables_are_hidden_until_an_evaluation_fills_them(home, varied_dir):
-    # an app of its own: its session's shelf is fixed at first use, and the shared app's would
-    # then point at this test's home in every later test of the process
-    table = handlers.__wrapped__(varied_dir)
+    table = handlers(varied_dir)
     assert all(table["blocks"][t].visible is False for t in TABLES)
     put_adapter(varied_dir, "tuned")
     outputs = (
