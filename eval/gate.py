@@ -95,13 +95,11 @@ def check(report, adapter: str, rules: dict) -> dict:
         reasons += _golden_regressions(report, adapter, notes, reference)
     if rules["golden_all_pass"]:
         reasons += _golden_reasons(report, adapter)
-    rows = [
-        s["checks"][adapter]
-        for s in getattr(report, "samples", None) or []
-        if adapter in s.get("checks", {})
-    ]
-    floors = floor_results(getattr(report, "support", None) or {}, adapter, rules["floors"], rows)
+    support, rows, grounding = served_support(report, adapter)
+    floors = floor_results(support, adapter, rules["floors"], rows)
     reasons += [f["text"] for f in floors if f["ok"] is False]
+    if grounding != "off":
+        notes.append(_grounded_note(report, adapter, grounding, rules["floors"]))
     judged, judge_notes = judge_verdict(getattr(report, "judge", None), adapter, rules.get("judge"))
     reasons, notes = reasons + judged, notes + judge_notes
     return {
@@ -113,7 +111,43 @@ def check(report, adapter: str, rules: dict) -> dict:
         # the floors that held or could not be checked, each with its figure
         # (broken ones are reasons)
         "floors": [f["text"] for f in floors if f["ok"] is not False],
+        # what the floors were checked on: "off", or the knowledge "NAME vN" the answers were
+        # grounded in (an alias that serves the adapter otherwise is judged again)
+        "grounding": grounding,
     }
+
+
+def served_support(report, adapter: str) -> tuple[dict, list[dict], str]:
+    """The support checks of the answers ``adapter`` serves: ``(support part, per-row checks,
+    grounding)``.
+
+    An adapter trained beside knowledge is served grounded in it (an alias's ``auto``), so when
+    the evaluation answered its rows grounded (``report.grounding``) the floors read those
+    answers and ``grounding`` is the knowledge's ``NAME vN``; otherwise the plain answers and
+    ``off``.
+    """
+    samples = getattr(report, "samples", None) or []
+    part = getattr(report, "grounding", None) or {}
+    label = (part.get("knowledge") or {}).get(adapter)
+    found = (part.get("support") or {}).get(adapter)
+    support = getattr(report, "support", None) or {}
+    if label and found is not None:
+        grounded = {**support, "models": {adapter: found}, "skipped": part.get("skipped", {})}
+        rows = [s["grounded"]["checks"][adapter] for s in samples]
+        return grounded, rows, label
+    rows = [s["checks"][adapter] for s in samples if adapter in s.get("checks", {})]
+    return support, rows, "off"
+
+
+def _grounded_note(report, adapter: str, grounding: str, floors: dict) -> str:
+    """Says the floors read the grounded answers, and what the plain ones would have scored."""
+    plain = floor_results(getattr(report, "support", None) or {}, adapter, floors)
+    figure = next((f["figure"] for f in plain if f["floor"] == "right_intent_min"), None)
+    without = f" (without it: right-intent rate {figure:.2f})" if figure is not None else ""
+    return (
+        f"the floors were checked on the answers grounded in {grounding}, as an alias on "
+        f"auto serves this adapter{without}"
+    )
 
 
 WHOLE_SET_PERPLEXITY, ALL_ROWS = "whole-set perplexity", "all rows"
@@ -271,5 +305,7 @@ def gate_lines(report) -> list[str]:
         why = "; ".join(v["reasons"]) if v["reasons"] else "every rule holds"
         against = f" against {v['against']}" if v.get("against", "base") != "base" else ""
         held = f"; {'; '.join(v['floors'])}" if v.get("floors") else ""
-        lines.append(f"release gate of {name}{against}: {v['state']} ({why}{held})")
+        grounded = v.get("grounding", "off")
+        on = f" on answers grounded in {grounded}" if grounded != "off" else ""
+        lines.append(f"release gate of {name}{against}{on}: {v['state']} ({why}{held})")
     return lines

@@ -202,6 +202,11 @@ def _score(out, report, rows, data, shelf, manifests, grounded_texts, facts, map
         rows.prompts, rows.references, texts, data, settings, column=rows.slice_by, mapping=mapping
     )
     per_row = checked.pop("per_row")
+    # what the gate's floors read when the adapter is served grounded (eval.gate.served_support)
+    out["support"] = {m: checked["models"][m + GROUNDED] for m in grounded_texts}
+    for model in grounded_texts:
+        for i, row_checks in enumerate(per_row[model + GROUNDED]):
+            report.samples[i]["grounded"].setdefault("checks", {})[model] = row_checks
     asked = [r["asked"] for r in next(iter(per_row.values()))]
     intents = sorted({str(a) for a in asked if a is not None})
     for model in models:

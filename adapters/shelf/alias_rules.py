@@ -233,9 +233,20 @@ def split_grounding(value: str) -> tuple[str, str] | None:
 
 
 def gate_problems(
-    split: dict[str, int], old: dict[str, int], shelf, force: bool, reason: str
+    split: dict[str, int],
+    old: dict[str, int],
+    shelf,
+    force: bool,
+    reason: str,
+    grounding: str | None = None,
+    regrounded: bool = False,
 ) -> list[str]:
     """The versions gaining traffic without a passed release gate (allowed only when forced).
+
+    A gate that passed on grounded answers passed what an alias grounded that way serves: with
+    ``grounding`` (the alias's, after the change) every version gaining traffic, or every
+    version with traffic when the grounding itself changes (``regrounded``), must be served as
+    its gate checked it (:func:`grounding_mismatch`).
 
     Returns:
         Those versions (empty when all passed), which a forced change lets through.
@@ -251,19 +262,57 @@ def gate_problems(
         )
     failing = []
     for version, weight in split.items():
-        if weight > old.get(version, 0):
-            status = entry_status(shelf.get(version))
-            if not status.passed:
-                failing.append((version, status.sentence(version)))
+        gaining = weight > old.get(version, 0)
+        if not gaining and not (regrounded and weight):
+            continue
+        entry = shelf.get(version)
+        status = entry_status(entry)
+        if gaining and not status.passed:
+            failing.append((version, status.sentence(version)))
+        elif status.passed and grounding is not None:
+            other = grounding_mismatch(status.grounding, grounding, entry.manifest)
+            if other:
+                failing.append((version, f"{version}: {other}"))
     if failing and not force:
         raise AliasError(
             "; ".join(s for _, s in failing)
-            + ". Only a version whose release gate passed may gain "
-            "traffic; evaluate it (python -m eval), or override with --force --reason TEXT "
+            + ". Only a version whose release gate passed, served as the gate checked it, may "
+            "gain traffic; evaluate it (python -m eval), or override with --force --reason TEXT "
             '(API: "force": true, "reason")',
             f"versions.{failing[0][0]}",
         )
     return [v for v, _ in failing]
+
+
+def served_grounding(grounding: str, manifest: dict) -> str:
+    """What an alias with ``grounding`` grounds a version's answers in: ``off``, or the
+    knowledge ``NAME vN`` (``NAME latest`` for a bare name; ``auto``: the version's own
+    trained-beside knowledge, ``off`` when it names none)."""
+    if grounding == GROUNDING_OFF:
+        return "off"
+    if grounding == GROUNDING_AUTO:
+        own = (manifest or {}).get("knowledge") or {}
+        if not isinstance(own, dict) or not own.get("name"):
+            return "off"
+        return f"{own['name']} {own.get('version') or 'latest'}"
+    name, version = split_grounding(grounding)
+    return f"{name} {version}"
+
+
+def grounding_mismatch(gated: str, grounding: str, manifest: dict) -> str:
+    """A sentence when a gate that passed on answers grounded in ``gated`` would be served
+    otherwise by an alias with ``grounding``; "" when it serves what was checked (or the gate
+    checked plain answers, which says nothing about grounding)."""
+    if gated == "off":
+        return ""
+    served = served_grounding(grounding, manifest)
+    if served == gated or (served.endswith(" latest") and served.split()[0] == gated.split()[0]):
+        return ""
+    how = "ungrounded" if served == "off" else f"grounded in {served}"
+    return (
+        f"its release gate passed on answers grounded in {gated}, and this alias would serve "
+        f"it {how}; set grounding auto (or {gated.replace(' ', '@')}), or evaluate it as served"
+    )
 
 
 def _version_entry(version, shelf):

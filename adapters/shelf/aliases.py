@@ -321,9 +321,14 @@ class AliasBook:
             if extra and "grounding_back" in extra:
                 ground = extra.pop("grounding_back")
             forced = []
-            if split is not None and split != old:  # a split kept as it is is not judged again
+            regrounded = split is not None and old is not None and ground != old_grounding
+            if split is not None and (split != old or regrounded):  # kept as is: not judged again
                 split = check_split(split, self.shelf, name)
-                forced = gate_problems(split, old or {}, self.shelf, force, reason) if gate else []
+                forced = (
+                    gate_problems(split, old or {}, self.shelf, force, reason, ground, regrounded)
+                    if gate
+                    else []
+                )
             if split is not None:
                 policy = check_auto_rollback(policy)
             old_check = check_setting(rows[name].get("check")) if name in rows else "off"

@@ -79,6 +79,7 @@ class GateStatus:
     floors: list[str] = field(
         default_factory=list
     )  # floors that held or were not checked, with figures
+    grounding: str = "off"  # the answers checked: "off" or grounded in knowledge "NAME vN"
 
     @property
     def passed(self) -> bool:
@@ -89,7 +90,8 @@ class GateStatus:
         where = f" (evaluation {self.eval_id}, {self.date})" if self.eval_id else ""
         why = f": {'; '.join(self.reasons)}" if self.reasons else ""
         held = f" ({'; '.join(self.floors)})" if self.floors else ""
-        return f"release gate of {name}: {self.state}{where}{why}{held}"
+        on = f" on answers grounded in {self.grounding}" if self.grounding != "off" else ""
+        return f"release gate of {name}: {self.state}{on}{where}{why}{held}"
 
 
 def check_rules(rules) -> dict:
@@ -264,7 +266,8 @@ def gate_status(folder: Path, manifest: dict) -> GateStatus:
         )
     reasons = [str(r) for r in record.get("reasons") or []]
     floors = [str(f) for f in record.get("floors") or []]
-    return GateStatus(record["state"], reasons, eval_id, date, floors)
+    grounding = str(record.get("grounding") or "off")
+    return GateStatus(record["state"], reasons, eval_id, date, floors, grounding)
 
 
 def entry_status(entry) -> GateStatus:
@@ -307,6 +310,7 @@ def record(shelf, name: str, verdict: dict, report: dict) -> dict:
         "floors": list(verdict.get("floors", [])),
         "rules": verdict["rules"],
         "against": verdict.get("against", "base"),
+        "grounding": verdict.get("grounding", "off"),
         "rules_hash": rules_hash(verdict["rules"]),
         "adapter_hash": weights_hash(entry.path, entry.manifest),
         **report,

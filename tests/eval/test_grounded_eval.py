@@ -120,6 +120,15 @@ def test_both_rows_per_model_and_intent_and_no_evaluation_row_is_shown(setup, ti
     )
     ungrounded = next(r for r in part["rows"] if r["model"] == "a" and r["grounding"] == "off")
     assert ungrounded["bleu"] == pytest.approx(report.metrics["a"]["bleu"])
+    # the gate's floors read the grounded answers: what an alias on auto serves
+    grounded = next(r for r in part["rows"] if r["model"] == "a" and r["grounding"] == label)
+    verdict = report.gate["a"]
+    assert verdict["grounding"] == label
+    said = "; ".join(verdict["reasons"] + verdict["floors"])
+    assert f"right-intent rate {grounded['right_intent']:.2f} (" in said
+    assert f"(without it: right-intent rate {ungrounded['right_intent']:.2f})" in "; ".join(
+        verdict["notes"]
+    )
     assert len(table(part)) == 4 and len(table(part)[0]) == len(COLUMNS)
 
     version = KnowledgeShelf().get("answers-support", setup["version"])

@@ -80,3 +80,32 @@ def test_the_command_line_sets_and_shows_it(book, capsys):
     assert json.loads(capsys.readouterr().out)["grounding"] == "off"
     assert main(["alias", "list"]) == 0
     assert "(grounding: off)" in capsys.readouterr().out
+
+
+def test_a_gate_passed_on_grounded_answers_serves_only_as_it_was_checked(home, random_lora_dir):
+    from alias_helpers import set_gate
+
+    shelf = put_versions(random_lora_dir, {"v5": None, "v6": PASSED})
+    shelf.write_manifest_fields("v5", {"knowledge": {"name": "faq", "version": "v2"}})
+    set_gate("v5", {**PASSED, "grounding": "faq v2"}, shelf)
+    assert shelf.get("v5").manifest["gate"]["grounding"] == "faq v2"
+    book = AliasBook(shelf)
+    book.set("bot", {"v5": 100}, by="ana")  # auto: grounded in its own faq v2, as checked
+    book.set("pinned", {"v5": 100}, by="ana", grounding="faq@v2")
+    book.set("newest", {"v5": 100}, by="ana", grounding="faq")  # the newest faq: same base
+    with pytest.raises(AliasError) as err:
+        book.set("plain", {"v5": 100}, by="ana", grounding="off")
+    assert (
+        "its release gate passed on answers grounded in faq v2, and this alias would serve it "
+        "ungrounded" in str(err.value)
+    )
+    with pytest.raises(AliasError, match="would serve it grounded in other v1"):
+        book.set("other", {"v5": 100}, by="ana", grounding="other@v1")
+    # turning grounding off under an alias already serving it is judged again
+    with pytest.raises(AliasError, match="served as the gate checked it"):
+        book.set("bot", None, by="ben", grounding="off")
+    assert grounding_of(book.row("bot")) == "auto"
+    row = book.set("bot", None, by="ben", grounding="off", force=True, reason="A/B plain answers")
+    assert row["forced"] == ["v5"] and grounding_of(book.row("bot")) == "off"
+    # a gate checked on plain answers says nothing about grounding: any grounding is allowed
+    book.set("plain-gated", {"v6": 100}, by="ana", grounding="other@v1")

@@ -187,3 +187,34 @@ def test_floors_in_gate_json_are_checked_and_set_from_the_command_line():
     )
     with pytest.raises(GateRulesError, match="unknown floor 'nope'"):
         parse_setting("floors.nope=1")
+
+
+def test_the_floors_read_the_grounded_answers_when_the_adapter_is_served_grounded(tmp_path):
+    """As eval/grounded.py leaves them: the grounded answers checked under "tuned (grounded)"."""
+    data = tmp_path / "support.jsonl"
+    prompts, references = write_data(data)
+    wrong = references[1:] + references[:1]  # the plain answers answer another intent
+    texts = {"base": references, "tuned": wrong, "tuned (grounded)": list(references)}
+    support = support_checks(prompts, references, texts, str(data), {})
+    per_row = support.pop("per_row")
+    grounded = support["models"].pop("tuned (grounded)")
+    plain = report_of(prompts, references, {"base": references, "tuned": wrong}, data)
+    failed = check(plain, "tuned", check_rules(RULES))
+    assert failed["state"] == "failed" and failed["grounding"] == "off"
+    plain.grounding = {
+        "knowledge": {"base": "faq v1", "tuned": "faq v1"},
+        "support": {"tuned": grounded},
+        "skipped": {},
+    }
+    for sample, row in zip(plain.samples, per_row["tuned (grounded)"], strict=True):
+        sample["grounded"] = {"checks": {"tuned": row}}
+    verdict = check(plain, "tuned", check_rules(RULES))
+    assert verdict["state"] == "passed", verdict["reasons"]
+    assert verdict["grounding"] == "faq v1"
+    assert "right-intent rate 1.00 (18/18 rows" in "; ".join(verdict["floors"])
+    assert (
+        "the floors were checked on the answers grounded in faq v1, as an alias on auto serves "
+        "this adapter (without it: right-intent rate 0.00)" in verdict["notes"]
+    )
+    line = gate_lines(SimpleNamespace(gate={"tuned": verdict}))[0]
+    assert line.startswith("release gate of tuned on answers grounded in faq v1: passed")
