@@ -73,6 +73,10 @@ COMMANDS: cli.CommandTable = {
         "bench.passages_training",
         "right intent, grounded and not, of adapters trained with and without passages",
     ),
+    "grounded-serving": (
+        "bench.grounded_serving",
+        "first token and throughput of grounded answers beside plain ones, on llama-server",
+    ),
     "screenshots": (
         "bench.screenshots",
         "the README's pictures: a short run in the Train tab and Compare, in Chromium",

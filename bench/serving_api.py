@@ -25,9 +25,10 @@ from bench.clients import Submit, bench_clients
 from inference.generate import GenerationSettings
 
 
-def openai_submit(base_url: str) -> Submit:
+def openai_submit(base_url: str, extra: dict | None = None) -> Submit:
     """A submit callable that streams one chat completion through the ``openai`` client; its
-    ``engines`` attribute counts the answers per engine that gave them (``system_fingerprint``)."""
+    ``engines`` attribute counts the answers per engine that gave them (``system_fingerprint``).
+    ``extra``: more request fields (e.g. ``knowledge``)."""
     import collections
 
     import openai
@@ -44,7 +45,7 @@ def openai_submit(base_url: str) -> Submit:
             stream=True,
             temperature=0,
             max_tokens=settings.max_new_tokens,
-            extra_body={"min_tokens": settings.min_new_tokens},
+            extra_body={"min_tokens": settings.min_new_tokens, **(extra or {})},
         )
         engine = None
         for chunk in stream:

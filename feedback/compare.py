@@ -45,7 +45,8 @@ def rate_compare(
     Args:
         messages: the conversation every pane answered.
         panes: ``[{"adapter": label, "adapter_hash": version, "text": answer, "engine": what
-            decoded it (optional)}, ...]`` as shown.
+            decoded it (optional), "grounding": the knowledge version and passage ids it was
+            shown (optional)}, ...]`` as shown.
         preferred: the label of the better pane; ignored when ``correction`` is written.
         correction: the answer it should have given (wins over ``preferred``).
         intent: an optional intent label for the conversation.
@@ -80,6 +81,7 @@ def rate_compare(
             "",
             kept,
             answer,
+            extra={"grounding": pane["grounding"]} if pane.get("grounding") else {},
         )
         rows.append(
             rating_row(

@@ -8,7 +8,8 @@ content chunk. The knowledge version checked against is the one the answer was g
 else the one the adapter was trained beside (its manifest's ``knowledge``); with neither, or
 with a version that keeps no intents or was deleted, the answer is sent unchanged and marked
 ``skipped`` with the reason. The outcome is named in the ``X-TuneDesk-Check`` header, in a
-whole answer's ``tunedesk_check`` object, and in the stored answer's record.
+whole answer's ``tunedesk_check`` object (a streamed answer's finish chunk), and in the stored
+answer's record.
 """
 
 from __future__ import annotations

@@ -331,9 +331,12 @@ class OpenAIServer:
                 check=check.record() if check else None,
             )
 
-        if chat.stream:
+        grounded = {"tunedesk_grounding": chat.grounding} if chat.grounding else {}
+        if check is not None:
+            grounded["tunedesk_check"] = check.record()
+        if chat.stream:  # the finish chunk carries them, as the whole answer's body does
             return StreamingResponse(
-                sse_events(deltas, answer, head, chat, remember),
+                sse_events(deltas, answer, head, chat, remember, grounded),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers},
             )
@@ -348,9 +351,6 @@ class OpenAIServer:
             "finish_reason": answer.finish_reason,
             "logprobs": None,
         }
-        grounded = {"tunedesk_grounding": chat.grounding} if chat.grounding else {}
-        if check is not None:
-            grounded["tunedesk_check"] = check.record()
         return JSONResponse(
             {
                 **head,

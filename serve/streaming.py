@@ -167,8 +167,13 @@ def stream_error(err: Exception) -> dict:
     }
 
 
-async def sse_events(deltas, answer, head: dict, chat: ChatRequest, remember=None):
+async def sse_events(
+    deltas, answer, head: dict, chat: ChatRequest, remember=None, final: dict | None = None
+):
     """Server-sent events: a role chunk, content chunks, the finish chunk, usage, [DONE].
+
+    ``final``: fields the finish chunk carries beside OpenAI's (``tunedesk_grounding``,
+    ``tunedesk_check``: what a whole answer carries in its body).
 
     An async generator, so a client that hangs up cancels it at once, and with it the
     answer's source (the engine stops decoding at its next step). A content chunk is the
@@ -190,7 +195,7 @@ async def sse_events(deltas, answer, head: dict, chat: ChatRequest, remember=Non
         async for delta in deltas:
             parts.append(delta)
             yield before + json.dumps(delta) + after
-        yield chunk({}, answer.finish_reason)
+        yield chunk({}, answer.finish_reason, **(final or {}))
         if chat.include_usage:
             usage_chunk = {
                 **head,

@@ -103,6 +103,23 @@ def test_a_wrong_answer_is_sent_as_the_nearest_past_answer_when_the_alias_checks
     stream = ask(url, "checked-bot", stream=True)
     assert stream.headers["X-TuneDesk-Check"].startswith("re-answered")
     assert streamed_text(stream) == ADDRESS
+    # the finish chunk carries the outcome too, read by the openai package as a client would
+    import openai
+
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0)
+    chunks = list(
+        client.chat.completions.create(
+            model="checked-bot",
+            messages=[{"role": "user", "content": ASKED}],
+            max_tokens=8,
+            temperature=0,
+            stream=True,
+        )
+    )
+    finish = next(c for c in chunks if c.choices and c.choices[0].finish_reason)
+    assert finish.model_extra["tunedesk_check"]["outcome"] == "re-answered"
+    assert finish.model_extra["tunedesk_check"]["passage_id"] == 1
+    assert not any("tunedesk_check" in (c.model_extra or {}) for c in chunks if c is not finish)
     assert streamed_text(ask(url, "plain-bot", stream=True)) == said
 
 

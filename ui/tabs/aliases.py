@@ -52,6 +52,14 @@ def build_aliases_section(state: AppState) -> None:
                 elem_id="alias-grounding",
             )
             apply_grounding = gr.Button("Apply grounding", elem_id="alias-grounding-apply")
+            check = gr.Radio(
+                ["off", "on"],
+                value="off",
+                label="Check each answer before it is sent (the intent asked against the "
+                "intent answered)",
+                elem_id="alias-check",
+            )
+            apply_check = gr.Button("Apply check", elem_id="alias-check-apply")
         with gr.Row():
             set_split = gr.Button("Set split", variant="primary", elem_id="alias-set")
             promote = gr.Button("Promote version", elem_id="alias-promote")
@@ -80,6 +88,7 @@ def build_aliases_section(state: AppState) -> None:
                 *alias_figures(name, chosen_metric),
                 *view.policy_fields(name),
                 gr.update(choices=view.grounding_choices(), value=view.grounding_value(name)),
+                view.check_value(name),
             )
 
         def alias_figures(name, chosen_metric):
@@ -94,9 +103,13 @@ def build_aliases_section(state: AppState) -> None:
             by = f"{getattr(request, 'username', None) or 'page'} (ui)"
             return view.set_policy(name, chosen_margin, requests, ratings, by)
 
-        def on_alias_grounding(name, chosen, request: gr.Request = None):
+        def on_alias_grounding(name, chosen, override, why, request: gr.Request = None):
             by = f"{getattr(request, 'username', None) or 'page'} (ui)"
-            return view.set_grounding(name, chosen, by)
+            return view.set_grounding(name, chosen, by, override, why)
+
+        def on_alias_check(name, chosen, request: gr.Request = None):
+            by = f"{getattr(request, 'username', None) or 'page'} (ui)"
+            return view.set_check(name, chosen, by)
 
         def acting(action):
             def act(name, typed_split, chosen, override, why, request: gr.Request = None):
@@ -107,7 +120,18 @@ def build_aliases_section(state: AppState) -> None:
             return act
 
         inputs = [alias, split, version, force, reason]
-        shown = [alias, version, about, table, plot, margin, min_requests, min_ratings, grounding]
+        shown = [
+            alias,
+            version,
+            about,
+            table,
+            plot,
+            margin,
+            min_requests,
+            min_ratings,
+            grounding,
+            check,
+        ]
         for button, action in (
             (set_split, "set"),
             (promote, "promote"),
@@ -118,7 +142,10 @@ def build_aliases_section(state: AppState) -> None:
         apply_auto.click(
             on_alias_auto_rollback, [alias, margin, min_requests, min_ratings], said
         ).then(refresh_aliases, [alias, metric], shown)
-        apply_grounding.click(on_alias_grounding, [alias, grounding], said).then(
+        apply_grounding.click(on_alias_grounding, [alias, grounding, force, reason], said).then(
+            refresh_aliases, [alias, metric], shown
+        )
+        apply_check.click(on_alias_check, [alias, check], said).then(
             refresh_aliases, [alias, metric], shown
         )
         refresh.click(refresh_aliases, [alias, metric], shown)

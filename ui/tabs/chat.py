@@ -133,7 +133,8 @@ def build_chat_tab(state: AppState) -> dict:
                 settings = state.settings(*settings_values)
                 messages = [{"role": m["role"], "content": _text(m["content"])} for m in history]
                 # the Knowledge dropdown's choice, app-wide like the adapter
-                messages, _ = chat_grounding.grounded(
+                before = [dict(m) for m in history]
+                messages, _, record = chat_grounding.grounded(
                     messages,
                     state.shelf(),
                     state.to_adapter(choice),
@@ -146,6 +147,10 @@ def build_chat_tab(state: AppState) -> dict:
                 for partial in state.stream_answer(messages, state.to_adapter(choice), settings):
                     history[-1]["content"] = partial
                     yield history, ""
+                # a rating of this answer keeps what it was shown
+                state.answer_groundings.remember(
+                    state.to_adapter(choice), before, history[-1]["content"], record
+                )
             except (ValueError, ServerBusy) as err:
                 history[-1:] = (
                     [] if history and history[-1]["role"] == "assistant" else history[-1:]

@@ -92,7 +92,7 @@ def build_compare_tab(state: AppState) -> dict:
                 settings = state.settings(sys_prompt, n, 0.0, 0.9, penalty, 0)
                 asked = [{"role": "user", "content": text}]
                 # each pane grounded as Chat grounds it (Chat's "Answer from knowledge" choice)
-                conversations, lines = chat_grounding.panes(
+                conversations, lines, records = chat_grounding.panes(
                     asked,
                     state.shelf(),
                     adapters,
@@ -125,8 +125,9 @@ def build_compare_tab(state: AppState) -> dict:
                     "adapter_hash": x.adapter_hash,
                     "text": x.text,
                     "engine": engine_of(how),
+                    "grounding": record,  # what the pane was shown, kept with its rating
                 }
-                for x in answers
+                for x, record in zip(answers, records, strict=True)
             ]
             info = f"{how} (greedy)." + "".join(
                 f"  \n{answer_name(state, x.adapter)}: {line}"

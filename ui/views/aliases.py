@@ -20,6 +20,7 @@ from adapters.shelf.alias_rules import (
     GROUNDING_OFF,
     AliasError,
     check_grounding,
+    check_setting,
     split_grounding,
 )
 from adapters.shelf.aliases import AliasBook, grounding_of
@@ -144,14 +145,39 @@ def grounding_value(name: str | None) -> str:
         return GROUNDING_AUTO
 
 
-def set_grounding(name: str, grounding: str, by: str) -> str:
+def set_grounding(name: str, grounding: str, by: str, force: bool = False, reason: str = "") -> str:
     """Ground alias ``name``'s answers as chosen (``auto``, ``off``, ``NAME[@vN]``), keeping its
-    split; a knowledge version that is not on the shelf is refused. The sentence to show."""
+    split; a knowledge version that is not on the shelf is refused, and so is serving a version
+    otherwise than its gate checked it, unless forced with a reason. The sentence to show."""
     try:
         named = split_grounding(check_grounding(grounding))
         if named is not None:
             KnowledgeShelf().get(*named)
-        return actions.set_split((name or "").strip(), None, by, grounding=grounding)
+        return actions.set_split(
+            (name or "").strip(),
+            None,
+            by,
+            force=bool(force),
+            reason=reason or "",
+            grounding=grounding,
+        )
+    except (ValueError, OSError) as err:
+        return f"⚠️ {err}"
+
+
+def check_value(name: str | None) -> str:
+    """Alias ``name``'s check before sending (``off`` when it has none or is not there)."""
+    try:
+        return check_setting(AliasBook().row(name).get("check")) if name else "off"
+    except (AliasError, OSError):
+        return "off"
+
+
+def set_check(name: str, chosen: str, by: str) -> str:
+    """Turn alias ``name``'s check before sending ``on`` or ``off``, keeping its split; the
+    sentence to show."""
+    try:
+        return actions.set_split((name or "").strip(), None, by, check=chosen)
     except (ValueError, OSError) as err:
         return f"⚠️ {err}"
 

@@ -60,8 +60,10 @@ def grounded(
     system_prompt: str = "",
     answer_tokens: int = 256,
     session=None,
-) -> tuple[list[dict], str]:
-    """The conversation to answer (grounded when asked) and the ``answered from`` line.
+) -> tuple[list[dict], str, dict | None]:
+    """The conversation to answer (grounded when asked), the ``answered from`` line, and the
+    grounding's record to keep with the answer (its knowledge version and passage ids; None
+    when it is answered ungrounded).
 
     ``session``: the model's session, so the passages fit its own context (None: a
     llama-server slot's 2,048 tokens, lengths estimated from characters).
@@ -70,7 +72,7 @@ def grounded(
     """
     chosen = source(adapters_shelf, adapter, choice)
     if chosen is None:
-        return messages, ""
+        return messages, "", None
     try:
         out, grounding = ground(
             messages,
@@ -80,8 +82,8 @@ def grounded(
             **model_room(session),
         )
     except ValueError as err:
-        return messages, f"answered without knowledge: {err}"
-    return out, grounding.line()
+        return messages, f"answered without knowledge: {err}", None
+    return out, grounding.line(), grounding.record()
 
 
 def panes(
@@ -92,11 +94,47 @@ def panes(
     system_prompt: str = "",
     answer_tokens: int = 256,
     session=None,
-) -> tuple[list[list[dict]], list[str]]:
-    """Compare's panes grounded the way Chat grounds an answer: each pane's conversation and its
-    ``answered from`` line ("" when it answers ungrounded), in ``adapters``' order."""
+) -> tuple[list[list[dict]], list[str], list[dict | None]]:
+    """Compare's panes grounded the way Chat grounds an answer: each pane's conversation, its
+    ``answered from`` line ("" when it answers ungrounded) and its grounding's record (None:
+    ungrounded), in ``adapters``' order."""
     done = [
         grounded(messages, adapters_shelf, a, choice, system_prompt, answer_tokens, session)
         for a in adapters
     ]
-    return [m for m, _ in done], [line for _, line in done]
+    return [m for m, _, _ in done], [line for _, line, _ in done], [r for _, _, r in done]
+
+
+class AnswerGroundings:
+    """The grounding records of Chat's recent answers, so a rating keeps what its answer was
+    shown: keyed by the model, the conversation before the answer and the answer's text."""
+
+    def __init__(self, most: int = 1000):
+        self._records: dict[str, dict] = {}
+        self.most = most
+
+    @staticmethod
+    def key(adapter: str | None, before: list[dict], answer: str) -> str:
+        import hashlib
+        import json
+
+        turns = [[m.get("role"), _plain(m.get("content"))] for m in before]
+        text = json.dumps([adapter, turns, _plain(answer)], ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def remember(self, adapter, before: list[dict], answer: str, record: dict | None) -> None:
+        if record is None:
+            return
+        self._records[self.key(adapter, before, answer)] = record
+        while len(self._records) > self.most:  # the oldest go first (dicts keep order)
+            self._records.pop(next(iter(self._records)))
+
+    def get(self, adapter, before: list[dict], answer: str) -> dict | None:
+        return self._records.get(self.key(adapter, before, answer))
+
+
+def _plain(content) -> str:
+    """Message content as text (Gradio may hand it back as a list of parts)."""
+    if isinstance(content, list):
+        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return "" if content is None else str(content)

@@ -113,11 +113,13 @@ def rate_chat_answer(
     correction: str | None = None,
     system: str | None = None,
     rater: str | None = None,
+    grounding: dict | None = None,
 ) -> dict:
     """Store a rating of the Chat answer at ``history[index]`` (with the turns before it, after
     the system prompt ``system`` it was asked under: training on it then asks as Chat did).
     The answer's id comes from what was asked and answered, so ``rater`` (the page's session)
-    rating it again replaces their rating.
+    rating it again replaces their rating. ``grounding``: the knowledge version and passages
+    the answer was shown (:meth:`knowledge.grounding.Grounding.record`), kept with it.
 
     Raises:
         ValueError: no answer at that place, a bad rating or correction.
@@ -143,5 +145,6 @@ def rate_chat_answer(
         before,
         content_text(history[index].get("content")),
         source="chat",
+        grounding=grounding,
     )
     return store.rate(answer_id, rating, correction, source="chat", rater=rater)

@@ -48,6 +48,8 @@ class AppState:
         # What Chat's answers are grounded in (ui/views/chat_grounding.py),
         # app-wide like the adapter.
         self.chat_knowledge = chat_grounding.AUTO
+        # what Chat's recent answers were grounded in, kept with their ratings
+        self.answer_groundings = chat_grounding.AnswerGroundings()
 
     @property
     def active_adapter(self) -> str | None:
@@ -123,6 +125,8 @@ class AppState:
         from ui.views.feedback import rate_chat_answer
 
         version = self.serving.weights_hash(adapter)
+        answered = history[index] if 0 <= index < len(history) else {}
+        grounding = self.answer_groundings.get(adapter, history[:index], answered.get("content"))
         row = rate_chat_answer(
             history,
             index,
@@ -133,6 +137,7 @@ class AppState:
             correction,
             system,
             rater,
+            grounding,
         )
         what = "with your correction" if row["correction"] else ""
         return (

@@ -5,6 +5,7 @@ from __future__ import annotations
 from alias_helpers import FAILED, PASSED, put_versions
 from ui_handlers import handlers
 
+from adapters.shelf.aliases import AliasBook, grounding_of
 from core.store.home import open_store
 from core.store.tables import audit_rows
 
@@ -17,14 +18,14 @@ def test_set_promote_and_refresh_through_the_tabs_handlers(home, tiny_llama_dir,
     assert "Override for v4" in table["on_alias_promote"](
         "support-bot", "", "v4", True, "canary of the fix"
     )
-    names, versions, about, rows, frame, *policy, grounding = table["refresh_aliases"](
+    names, versions, about, rows, frame, *policy, grounding, check = table["refresh_aliases"](
         "support-bot", "requests"
     )
     assert names["choices"] == ["support-bot"] and set(versions["choices"]) == {"v3", "v4"}
     assert "v4                               100%" in about and "by page (ui)" in about
     assert [row[:3] for row in rows] == [["v3", 0, 0], ["v4", 100, 0]] and frame.empty
     assert policy == [0.0, 50, 10]  # no automatic rollback: the form shows margin 0
-    assert grounding["value"] == "auto"
+    assert grounding["value"] == "auto" and check == "off"
     state = table["engine"]
     state.alias_stats.record("v4", "ok", 0.2, 1.5)
     rows, frame = table["alias_figures"]("support-bot", "answer p95 (s)")
@@ -68,7 +69,7 @@ def test_the_automatic_rollback_is_set_shown_and_turned_off_from_the_tab(
         "error rate (after 40 requests) or thumbs-down rate (after 8 ratings) exceeds the stable "
         "version's by more than 0.1."
     )
-    *_, about, _rows, _frame, margin, requests, ratings, _ = table["refresh_aliases"](
+    *_, about, _rows, _frame, margin, requests, ratings, _, _ = table["refresh_aliases"](
         "support-bot", "requests"
     )
     assert (margin, requests, ratings) == (
@@ -85,7 +86,7 @@ def test_the_automatic_rollback_is_set_shown_and_turned_off_from_the_tab(
     assert table["on_alias_auto_rollback"]("support-bot", 0, 40, 8).endswith(
         "Automatic rollback: off."
     )
-    assert table["refresh_aliases"]("support-bot", "requests")[-4:-1] == (0.0, 50, 10)
+    assert table["refresh_aliases"]("support-bot", "requests")[-5:-2] == (0.0, 50, 10)
 
 
 def test_the_grounding_is_chosen_from_the_shelf_and_shown(home, tiny_llama_dir, random_lora_dir):
@@ -96,13 +97,46 @@ def test_the_grounding_is_chosen_from_the_shelf_and_shown(home, tiny_llama_dir, 
     KnowledgeShelf().add("faq", [Passage("Refunds", "Paid within 30 days.", "kb.md")], ["kb.md"])
     table = handlers(tiny_llama_dir)
     table["on_alias_set"]("support-bot", "v3=100", None, False, "")
-    said = table["on_alias_grounding"]("support-bot", "faq@v1")
+    said = table["on_alias_grounding"]("support-bot", "faq@v1", False, "")
     assert said == "support-bot: v3 100% (split unchanged). Grounding: knowledge faq@v1."
-    refused = table["on_alias_grounding"]("support-bot", "faq@v4")
+    refused = table["on_alias_grounding"]("support-bot", "faq@v4", False, "")
     assert refused.startswith("⚠️ faq has no version 'v4'")
-    assert table["on_alias_grounding"]("support-bot", "f/q").startswith("⚠️ grounding must be")
-    *_, about, _rows, _frame, _m, _r, _t, grounding = table["refresh_aliases"](
+    assert table["on_alias_grounding"]("support-bot", "f/q", False, "").startswith(
+        "⚠️ grounding must be"
+    )
+    *_, about, _rows, _frame, _m, _r, _t, grounding, _check = table["refresh_aliases"](
         "support-bot", "requests"
     )
     assert grounding["value"] == "faq@v1" and "grounding: knowledge faq@v1" in about
     assert grounding["choices"] == ["auto", "off", "faq", "faq@v1"]
+
+
+def test_the_check_before_sending_is_turned_on_and_off_from_the_tab(
+    home, tiny_llama_dir, random_lora_dir
+):
+    put_versions(random_lora_dir, {"v3": PASSED})
+    table = handlers(tiny_llama_dir)
+    table["on_alias_set"]("support-bot", "v3=100", None, False, "")
+    said = table["on_alias_check"]("support-bot", "on")
+    assert "(split unchanged)" in said and "check" in said.lower()
+    assert table["refresh_aliases"]("support-bot", "requests")[-1] == "on"
+    assert AliasBook().row("support-bot")["check"] == "on"
+    assert table["on_alias_check"]("support-bot", "maybe").startswith("⚠️ check must be")
+    table["on_alias_check"]("support-bot", "off")
+    assert table["refresh_aliases"]("support-bot", "requests")[-1] == "off"
+
+
+def test_grounding_other_than_the_gate_checked_needs_the_override(
+    home, tiny_llama_dir, random_lora_dir
+):
+    from alias_helpers import set_gate
+
+    shelf = put_versions(random_lora_dir, {"v3": None})
+    shelf.write_manifest_fields("v3", {"knowledge": {"name": "faq", "version": "v1"}})
+    set_gate("v3", {**PASSED, "grounding": "faq v1"}, shelf)
+    table = handlers(tiny_llama_dir)
+    table["on_alias_set"]("support-bot", "v3=100", None, False, "")
+    refused = table["on_alias_grounding"]("support-bot", "off", False, "")
+    assert refused.startswith("⚠️ v3: its release gate passed on answers grounded in faq v1")
+    said = table["on_alias_grounding"]("support-bot", "off", True, "plain answers for a week")
+    assert "Override for v3" in said and grounding_of(AliasBook().row("support-bot")) == "off"

@@ -57,6 +57,18 @@ def test_each_pane_is_grounded_as_chat_would_and_says_from_what(home, varied_dir
     assert via_pane == decode(grounded, ["support"], settings)[0][0].text
     assert via_pane != decode(plain, ["support"], settings)[0][0].text
     assert shown[1]["text"] and shown[0]["text"]
+    # a verdict keeps what each pane was shown: the base pane (ungrounded) lost to the adapter's
+    assert shown[0]["grounding"] is None and shown[1]["grounding"]["passage_ids"] == [1]
+    table["on_save"](ASKED, shown, shown[1]["adapter"], "")
+    from feedback.store import FeedbackStore
+
+    (lost,) = [r for r in FeedbackStore().ratings() if r["source"] == "compare"]
+    assert lost["adapter"] == shown[0]["adapter"] and "grounding" not in lost
+    table["on_save"](ASKED, shown, None, "Your parcel ships in 3 to 5 days.")
+    kept = {r["adapter"]: r.get("grounding") for r in FeedbackStore().ratings()}
+    assert kept[shown[1]["adapter"]]["knowledge"] == "faq"
+    assert kept[shown[1]["adapter"]]["version"] == "v1"
+    assert kept[shown[1]["adapter"]]["passage_ids"] == [1]
 
     monkeypatch.setattr(
         state, "chat_knowledge", chat_grounding.OFF

@@ -39,22 +39,26 @@ def trained_beside(home, tiny_llama_dir):
 
 
 def test_auto_uses_the_adapters_own_knowledge(trained_beside):
-    messages, line = view.grounded(ASKED, trained_beside, "a", view.AUTO, "You are Acme support.")
+    messages, line, record = view.grounded(
+        ASKED, trained_beside, "a", view.AUTO, "You are Acme support."
+    )
+    assert record["knowledge"] == "answers-demo" and record["passage_ids"] == [1]
     assert line == 'answered from: answers-demo v1 #1 "change address"'
     assert messages[0]["role"] == "system" and messages[0]["content"].startswith(
         "You are Acme support."
     )
     assert "Open My Orders and edit the delivery address." in messages[0]["content"]
-    assert view.grounded(ASKED, trained_beside, "b", view.AUTO) == (ASKED, "")
-    assert view.grounded(ASKED, trained_beside, None, view.AUTO) == (ASKED, "")
-    assert view.grounded(ASKED, trained_beside, "a", view.OFF) == (ASKED, "")
+    assert view.grounded(ASKED, trained_beside, "b", view.AUTO) == (ASKED, "", None)
+    assert view.grounded(ASKED, trained_beside, None, view.AUTO) == (ASKED, "", None)
+    assert view.grounded(ASKED, trained_beside, "a", view.OFF) == (ASKED, "", None)
     assert view.grounded(ASKED, trained_beside, None, "answers-demo")[1].startswith("answered from")
     assert view.choices() == [view.AUTO, view.OFF, "answers-demo"]
 
 
 def test_a_deleted_knowledge_version_answers_ungrounded_with_a_sentence(trained_beside):
     KnowledgeShelf().delete("answers-demo")
-    messages, line = view.grounded(ASKED, trained_beside, "a", view.AUTO)
+    messages, line, record = view.grounded(ASKED, trained_beside, "a", view.AUTO)
+    assert record is None
     assert messages == ASKED
     assert line.startswith("answered without knowledge: no knowledge base named 'answers-demo'")
 
@@ -66,3 +70,20 @@ def test_chat_says_what_the_answer_was_shown(trained_beside, tiny_llama_dir):
     _, line = table["on_answered"](history, "a", "", 8)
     assert line == 'answered from: answers-demo v1 #1 "change address"'
     assert table["on_answered"](history, BASE_LABEL, "")[1] == ""
+
+
+def test_a_rating_keeps_the_knowledge_its_answer_was_shown(trained_beside, tiny_llama_dir):
+    from feedback.store import FeedbackStore
+
+    table = handlers(tiny_llama_dir)
+    state = table["engine"]
+    history = last(table["respond"]([], ASKED[0]["content"], "a", "", 8, 0, 0.9, 1.0, 0))[0]
+    said = state.rate_answer(history, 1, "down", "a", "Open My Orders.", system="")
+    assert said.startswith("Saved 👎")
+    (row,) = FeedbackStore().ratings()
+    assert row["grounding"]["knowledge"] == "answers-demo" and row["grounding"]["version"] == "v1"
+    assert row["grounding"]["passage_ids"] == [1]
+    # an answer of the base model (ungrounded under auto) keeps none
+    history = last(table["respond"]([], ASKED[0]["content"], BASE_LABEL, "", 8, 0, 0.9, 1.0, 0))[0]
+    state.rate_answer(history, 1, "up", None, system="")
+    assert "grounding" not in FeedbackStore().ratings()[-1]
