@@ -219,6 +219,10 @@ def run(args) -> int:
         from eval.grounded import lines as grounding_lines
 
         print("\n".join(grounding_lines(report.grounding)))
+    if report.checked:
+        from eval.checked import lines as checked_lines
+
+        print("\n".join(checked_lines(report.checked)))
     for line in gate_lines(report):
         print(line)
     from eval.judge_gate import judge_lines

@@ -97,11 +97,13 @@ def check(report, adapter: str, rules: dict) -> dict:
         reasons += _golden_reasons(report, adapter)
     support, rows, grounding = served_support(report, adapter)
     floors = floor_results(support, adapter, rules["floors"], rows)
+    not_floors = list(reasons)
     reasons += [f["text"] for f in floors if f["ok"] is False]
     if grounding != "off":
         notes.append(_grounded_note(report, adapter, grounding, rules["floors"]))
     judged, judge_notes = judge_verdict(getattr(report, "judge", None), adapter, rules.get("judge"))
     reasons, notes = reasons + judged, notes + judge_notes
+    checked = checked_verdict(report, adapter, rules, not_floors + judged)
     return {
         "state": FAILED if reasons else PASSED,
         "reasons": reasons,
@@ -114,6 +116,34 @@ def check(report, adapter: str, rules: dict) -> dict:
         # what the floors were checked on: "off", or the knowledge "NAME vN" the answers were
         # grounded in (an alias that serves the adapter otherwise is judged again)
         "grounding": grounding,
+        # the same rules with the floors on the answers as an alias with check on sends them
+        # (eval.checked); None when the evaluation could not check them
+        "checked": checked,
+    }
+
+
+def checked_verdict(report, adapter: str, rules: dict, other_reasons: list[str]) -> dict | None:
+    """The verdict on the served answers checked before they are sent: the reasons that are not
+    about the floors (slices, golden prompts, the judge) and the floors on the checked texts.
+    None when the report has no checked answers of ``adapter``."""
+    part = ((getattr(report, "checked", None) or {}).get("models") or {}).get(adapter)
+    if not part:
+        return None
+    support = {
+        **(getattr(report, "support", None) or {}),
+        "models": {adapter: part["support"]},
+        "skipped": report.checked.get("skipped", {}),
+    }
+    rows = [s["checked"]["checks"][adapter] for s in report.samples]
+    floors = floor_results(support, adapter, rules["floors"], rows)
+    reasons = other_reasons + [f["text"] for f in floors if f["ok"] is False]
+    c = part["outcomes"]
+    return {
+        "state": FAILED if reasons else PASSED,
+        "reasons": reasons,
+        "floors": [f["text"] for f in floors if f["ok"] is not False],
+        "outcomes": f"ok {c['ok']}, re-answered {c['re-answered']}, handed off "
+        f"{c['handed off']}, skipped {c['skipped']} of {c['rows']}",
     }
 
 
@@ -308,4 +338,12 @@ def gate_lines(report) -> list[str]:
         grounded = v.get("grounding", "off")
         on = f" on answers grounded in {grounded}" if grounded != "off" else ""
         lines.append(f"release gate of {name}{against}{on}: {v['state']} ({why}{held})")
+        checked = v.get("checked")
+        if checked:
+            why = "; ".join(checked["reasons"]) or "every rule holds"
+            held = f"; {'; '.join(checked['floors'])}" if checked["floors"] else ""
+            lines.append(
+                f"release gate of {name}, checked before it speaks ({checked['outcomes']}): "
+                f"{checked['state']} ({why}{held})"
+            )
     return lines

@@ -72,6 +72,8 @@ class EvalReport:
         default_factory=dict
     )  # an LLM judge's grades and agreement (eval.judge_run); {} without
     grounding: dict = field(default_factory=dict)  # with and without grounding (eval.grounded)
+    # the served answers as an alias with check on sends them, scored (eval.checked)
+    checked: dict = field(default_factory=dict)
     folder: str = ""  # where it was saved; "" when not saved
 
     @property
@@ -379,7 +381,21 @@ def summary_markdown(report: EvalReport, worst: int = 5) -> str:
                 f"\n  - {r}" for r in [*verdict.get("reasons", []), *verdict.get("floors", [])]
             )
         ]
+        checked = verdict.get("checked")
+        if checked:
+            out.append(
+                f"- Release gate of {a}, checked before it speaks: **{checked['state']}**"
+                + "".join(f"\n  - {r}" for r in [*checked["reasons"], *checked["floors"]])
+            )
     out.append("")
+    if report.grounding:
+        from eval.grounded import lines as grounding_lines
+
+        out += [*grounding_lines(report.grounding), ""]
+    if report.checked:
+        from eval.checked import lines as checked_lines
+
+        out += [*checked_lines(report.checked), ""]
     if report.judge:
         out += [*judge_lines(report.judge, report.gate), ""]
     if report.slices:

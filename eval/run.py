@@ -18,6 +18,7 @@ import numpy as np
 
 from adapters.shelf.store import Shelf
 from eval.answers import BASE_LABEL
+from eval.checked import section as checked_section
 from eval.checks.attach import attach_support
 from eval.engines import ENGINES, open_answerer
 from eval.gate import check_gates, record_gates
@@ -180,6 +181,7 @@ def evaluate(
             grounding or default_mode(manifests),
             progress,
         )
+        report.checked = _checked(report, rows, data, shelf, manifests)
     finally:
         if answerer is not engine:
             answerer.close()
@@ -221,6 +223,16 @@ def _grounded(
         training_pairs(tokenizer, manifests, data),
     )
     report.timings["grounded_seconds"] = round(time.perf_counter() - start, 3)
+
+
+def _checked(report, rows, data, shelf, manifests) -> dict:
+    """``report.checked`` (:mod:`eval.checked`); {} when the support checks could not run."""
+    if (report.support or {}).get("error"):
+        return {}
+    first = next(iter(manifests.values()), {}) if manifests else {}
+    return checked_section(
+        report, rows, data, shelf, manifests, (first.get("data") or {}).get("mapping")
+    )
 
 
 def untrained_notes(manifests: dict) -> dict:

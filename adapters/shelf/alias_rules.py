@@ -240,8 +240,12 @@ def gate_problems(
     reason: str,
     grounding: str | None = None,
     regrounded: bool = False,
+    check: str = "off",
 ) -> list[str]:
     """The versions gaining traffic without a passed release gate (allowed only when forced).
+
+    A version passes as served: its gate passed, or the alias checks each answer before it is
+    sent (``check`` on) and its gate passed on the checked answers.
 
     A gate that passed on grounded answers passed what an alias grounded that way serves: with
     ``grounding`` (the alias's, after the change) every version gaining traffic, or every
@@ -267,9 +271,10 @@ def gate_problems(
             continue
         entry = shelf.get(version)
         status = entry_status(entry)
-        if gaining and not status.passed:
+        relied = status.passed or status.checked == "passed"  # took traffic on its gate
+        if not status.passes(check) and (gaining or relied):
             failing.append((version, status.sentence(version)))
-        elif status.passed and grounding is not None:
+        elif status.passes(check) and grounding is not None:
             other = grounding_mismatch(status.grounding, grounding, entry.manifest)
             if other:
                 failing.append((version, f"{version}: {other}"))

@@ -320,21 +320,28 @@ class AliasBook:
             ground = old_grounding if grounding is KEEP else check_grounding(grounding)
             if extra and "grounding_back" in extra:
                 ground = extra.pop("grounding_back")
+            old_check = check_setting(rows[name].get("check")) if name in rows else "off"
+            if extra and "check_back" in extra:  # a rollback: the setting before the change undone
+                check = extra.pop("check_back")
+            new_check = old_check if check is KEEP or split is None else check_setting(check)
             forced = []
-            regrounded = split is not None and old is not None and ground != old_grounding
-            if split is not None and (split != old or regrounded):  # kept as is: not judged again
+            # a new grounding or check setting serves every version otherwise: judged again
+            rejudged = (
+                split is not None
+                and old is not None
+                and (ground != old_grounding or new_check != old_check)
+            )
+            if split is not None and (split != old or rejudged):  # kept as is: not judged again
                 split = check_split(split, self.shelf, name)
                 forced = (
-                    gate_problems(split, old or {}, self.shelf, force, reason, ground, regrounded)
+                    gate_problems(
+                        split, old or {}, self.shelf, force, reason, ground, rejudged, new_check
+                    )
                     if gate
                     else []
                 )
             if split is not None:
                 policy = check_auto_rollback(policy)
-            old_check = check_setting(rows[name].get("check")) if name in rows else "off"
-            if extra and "check_back" in extra:  # a rollback: the setting before the change undone
-                check = extra.pop("check_back")
-            new_check = old_check if check is KEEP or split is None else check_setting(check)
             row = {
                 "id": uuid.uuid4().hex[:12],
                 "time": time.strftime(TIME_FORMAT, time.gmtime()),

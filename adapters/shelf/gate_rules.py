@@ -80,6 +80,13 @@ class GateStatus:
         default_factory=list
     )  # floors that held or were not checked, with figures
     grounding: str = "off"  # the answers checked: "off" or grounded in knowledge "NAME vN"
+    # the verdict on the same answers checked before they are sent ("" when not evaluated so)
+    checked: str = ""
+
+    def passes(self, check: str = "off") -> bool:
+        """Passed as served: by itself, or (``check`` on, an alias that checks each answer) on
+        the answers checked before they are sent."""
+        return self.passed or (check == "on" and self.checked == PASSED)
 
     @property
     def passed(self) -> bool:
@@ -91,7 +98,8 @@ class GateStatus:
         why = f": {'; '.join(self.reasons)}" if self.reasons else ""
         held = f" ({'; '.join(self.floors)})" if self.floors else ""
         on = f" on answers grounded in {self.grounding}" if self.grounding != "off" else ""
-        return f"release gate of {name}: {self.state}{on}{where}{why}{held}"
+        checked = f"; checked before it speaks: {self.checked}" if self.checked else ""
+        return f"release gate of {name}: {self.state}{on}{where}{why}{held}{checked}"
 
 
 def check_rules(rules) -> dict:
@@ -267,7 +275,10 @@ def gate_status(folder: Path, manifest: dict) -> GateStatus:
     reasons = [str(r) for r in record.get("reasons") or []]
     floors = [str(f) for f in record.get("floors") or []]
     grounding = str(record.get("grounding") or "off")
-    return GateStatus(record["state"], reasons, eval_id, date, floors, grounding)
+    checked = record.get("checked") if isinstance(record.get("checked"), dict) else {}
+    return GateStatus(
+        record["state"], reasons, eval_id, date, floors, grounding, str(checked.get("state", ""))
+    )
 
 
 def entry_status(entry) -> GateStatus:
@@ -311,6 +322,7 @@ def record(shelf, name: str, verdict: dict, report: dict) -> dict:
         "rules": verdict["rules"],
         "against": verdict.get("against", "base"),
         "grounding": verdict.get("grounding", "off"),
+        "checked": verdict.get("checked"),
         "rules_hash": rules_hash(verdict["rules"]),
         "adapter_hash": weights_hash(entry.path, entry.manifest),
         **report,

@@ -76,6 +76,7 @@ def attach_speak_check(report, manifests: dict, asked: list | None) -> None:
     knowledge = knowledge_of(manifests or {}, report.models, report.adapters)
     found = speak_checks([s["prompt"] for s in report.samples], texts, knowledge, asked)
     per_row = found.pop("per_row")
+    found.pop("texts")
     for i, sample in enumerate(report.samples):
         sample["speak_check"] = {m: per_row[m][i] for m in report.models}
     report.support["speak_check"] = found

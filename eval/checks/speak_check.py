@@ -45,11 +45,12 @@ def speak_checks(
 
     Returns:
         ``{"models": {model: {"knowledge", "rows", "ok", "re-answered", "handed off",
-        "skipped", "re-answered right", "note"}}, "per_row": {model: [outcome, ...]}}``.
+        "skipped", "re-answered right", "note"}}, "per_row": {model: [outcome, ...]},
+        "texts": {model: [the answer as it would be sent, ...]}}``.
     """
     shelf = shelf or KnowledgeShelf()
     asked = asked if asked is not None else [None] * len(prompts)
-    out = {"models": {}, "per_row": {}}
+    out = {"models": {}, "per_row": {}, "texts": {}}
     for model, answers in texts.items():
         where = knowledge.get(model)
         results = [_one(q, a, where, shelf) for q, a in zip(prompts, answers, strict=True)]
@@ -66,6 +67,7 @@ def speak_checks(
             "note": notes[0] if notes else "",
         }
         out["per_row"][model] = [r.outcome for r in results]
+        out["texts"][model] = [r.text for r in results]
     return out
 
 
