@@ -34,9 +34,11 @@ Submit = Callable[[list[dict], "str | None", GenerationSettings], Iterable[str]]
 _TICKETS = itertools.count(1001)  # ticket numbers: unique within a benchmark process
 
 
-def question(ticket: int, index: int) -> list[dict]:
-    """Client ``index``'s chat, opened with its own ticket number."""
-    return [{"role": "user", "content": f"Ticket {ticket}: {QUESTIONS[index % len(QUESTIONS)]}"}]
+def question(ticket: int, index: int, questions: list[str] | None = None) -> list[dict]:
+    """Client ``index``'s chat, opened with its own ticket number (``questions``: the texts to
+    take it from, default :data:`QUESTIONS`)."""
+    texts = questions or QUESTIONS
+    return [{"role": "user", "content": f"Ticket {ticket}: {texts[index % len(texts)]}"}]
 
 
 def _one_client(
@@ -68,10 +70,18 @@ def _one_client(
 
 
 def run_clients(
-    submit: Submit, clients: int, adapters: list, tokens: int, first_ticket: int | None = None
+    submit: Submit,
+    clients: int,
+    adapters: list,
+    tokens: int,
+    first_ticket: int | None = None,
+    first_question: int = 0,
+    questions: list[str] | None = None,
 ) -> dict:
     """``clients`` requests at once; their timings and the aggregate tokens/s. ``first_ticket``
-    numbers the questions from there (the same questions for two servers), else afresh."""
+    numbers the questions from there (the same questions for two servers), else afresh;
+    client ``i`` asks question ``first_question + i`` of ``questions`` (default
+    :data:`QUESTIONS`), in turn."""
     settings = GenerationSettings(max_new_tokens=tokens, min_new_tokens=tokens)
     out: list = [None] * clients
     start = threading.Barrier(clients)
@@ -81,7 +91,11 @@ def run_clients(
             daemon=True,
             args=(
                 submit,
-                question(next(_TICKETS) if first_ticket is None else first_ticket + i, i),
+                question(
+                    next(_TICKETS) if first_ticket is None else first_ticket + i,
+                    first_question + i,
+                    questions,
+                ),
                 adapters[i % len(adapters)],
                 settings,
                 start,

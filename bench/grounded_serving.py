@@ -11,7 +11,10 @@ speed of an answer does not depend on what the weights learned).
 
 Two loads: one client on an adapter (``--single-runs`` requests, one at a time: first-token
 time p50 and p95) and 16 clients over the base model and three adapters (``--runs`` runs:
-aggregate completion tokens/s, the median run). The table gives grounded / plain for each, the
+aggregate completion tokens/s, the median run). Every request asks its own question, a
+customer question of ``--data`` past the rows on the shelf (plain and grounded the same ones),
+so no grounded prompt finds its passages in llama-server's slot cache from an earlier request,
+as different customers' questions would not. The table gives grounded / plain for each, the
 prompt tokens each way, and the goals (first token <= 1.5x, throughput >= 0.8x).
 """
 
@@ -59,9 +62,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def shelve_knowledge(data: str, rows: int) -> tuple[str, int]:
-    """The first ``rows`` pairs of ``data`` as knowledge base :data:`KNOWLEDGE`: its version and
-    passage count."""
+def shelve_knowledge(data: str, rows: int) -> tuple[str, int, list[str]]:
+    """The first ``rows`` pairs of ``data`` as knowledge base :data:`KNOWLEDGE`: its version,
+    passage count, and the questions of the rows after them (distinct, to ask)."""
     from knowledge.importers import table_passages
     from knowledge.store import KnowledgeShelf
 
@@ -69,9 +72,12 @@ def shelve_knowledge(data: str, rows: int) -> tuple[str, int]:
         reader = csv.DictReader(f)
         table = list(itertools.islice(reader, rows))
         columns = list(reader.fieldnames or [])
+        rest = list(reader)
     passages = table_passages(table, columns, Path(data).name)
     version, _ = KnowledgeShelf().add(KNOWLEDGE, passages, [Path(data).name])
-    return version.version, len(passages)
+    column = next((c for c in ("instruction", "question", "prompt") if c in columns), columns[0])
+    asked = list(dict.fromkeys(r[column].strip() for r in rest if (r.get(column) or "").strip()))
+    return version.version, len(passages), asked
 
 
 def prompt_tokens(url: str, extra: dict) -> tuple[int, list]:
@@ -90,19 +96,32 @@ def prompt_tokens(url: str, extra: dict) -> tuple[int, list]:
     return got.usage.prompt_tokens, list(grounding.get("passage_ids") or [])
 
 
-def measure(submits: dict, tokens: int, runs: int, single_runs: int) -> list[dict]:
-    """Each load, plain and grounded taking turns run by run, after one uncounted warm-up each."""
-    rows = []
+def measure(
+    submits: dict, tokens: int, runs: int, single_runs: int, questions: list[str]
+) -> list[dict]:
+    """Each load, plain and grounded taking turns run by run, after one uncounted warm-up each;
+    every run of every load asks questions no request asked before (``questions``, in order)."""
+    rows, asked = [], 0
     for label, clients, adapters in LOADS:
         count = single_runs if clients == 1 else runs
         results: dict[str, list] = {name: [] for name in submits}
         for submit in submits.values():
-            run_clients(submit, clients, adapters, 4)
+            run_clients(submit, clients, adapters, 4, first_question=asked, questions=questions)
+        asked += clients
         for run in range(count):
-            for name, submit in submits.items():
+            for name, submit in submits.items():  # both ask the same questions
                 results[name].append(
-                    run_clients(submit, clients, adapters, tokens, first_ticket=9000 + 100 * run)
+                    run_clients(
+                        submit,
+                        clients,
+                        adapters,
+                        tokens,
+                        first_ticket=9000 + 100 * run,
+                        first_question=asked,
+                        questions=questions,
+                    )
                 )
+            asked += clients
         row = {"load": label, "clients": clients}
         for name in submits:
             clean = [r for r in results[name] if not r["errors"]] or results[name]
@@ -175,7 +194,13 @@ def main(args) -> int:
         home = Path(tmp)
         os.environ["TUNEDESK_HOME"] = str(home)
         make_adapters(home / "adapters", resolved, NAMES)
-        version, passages = shelve_knowledge(args.data, args.shelf_rows)
+        version, passages, questions = shelve_knowledge(args.data, args.shelf_rows)
+        needed = 2 + args.single_runs + 16 * (args.runs + 1)
+        if len(questions) < needed:
+            raise SystemExit(
+                f"{args.data} has {len(questions)} distinct questions past the first "
+                f"{args.shelf_rows} rows; {needed} are needed (lower --shelf-rows or --runs)"
+            )
         extra = {"knowledge": {"name": KNOWLEDGE, "version": version, "k": args.k}}
         with served_in_child(resolved.path, home, "llama.cpp", "float32") as url:
             deadline = time.time() + 600
@@ -186,7 +211,7 @@ def main(args) -> int:
             if not shown:
                 raise RuntimeError("the grounded request was shown no passage: nothing to measure")
             submits = {"plain": openai_submit(url), "grounded": openai_submit(url, extra)}
-            rows = measure(submits, args.tokens, args.runs, args.single_runs)
+            rows = measure(submits, args.tokens, args.runs, args.single_runs, questions)
             facts = {
                 "engine": answered_by(url),
                 "prompt_tokens": (plain_tokens, grounded_tokens),

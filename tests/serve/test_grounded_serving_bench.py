@@ -26,7 +26,10 @@ def test_grounded_and_plain_answers_are_timed_side_by_side(
     with open(data, "w", newline="", encoding="utf-8") as f:
         out = csv.writer(f)
         out.writerow(["instruction", "intent", "response"])
-        out.writerows(ROWS * 4)
+        out.writerows(ROWS * 2)
+        out.writerows(  # the questions asked: distinct, past the rows on the shelf
+            (f"{q} (ticket {i})", k, a) for i, (q, k, a) in enumerate(ROWS * 30)
+        )
     monkeypatch.setenv("TUNEDESK_HOME", str(tmp_path / "home"))
     parser = argparse.ArgumentParser()
     grounded_serving.add_arguments(parser)

@@ -164,8 +164,19 @@ def gate_markdown(report) -> str:
         )
         if lines:
             lines.append("")  # a blank line: the next heading is not the last bullet's text
-        lines.append(f"{icon} **Release gate of {name}{against}: {v['state']}**")
+        grounded = v.get("grounding", "off")
+        on = f" on answers grounded in {grounded}" if grounded != "off" else ""
+        lines.append(f"{icon} **Release gate of {name}{against}{on}: {v['state']}**")
         lines += [f"- {r}" for r in v["reasons"]] + [f"- _{n}_" for n in v.get("notes", [])]
+        checked = v.get("checked")
+        if checked:  # the same answers as an alias with check on sends them
+            mark = {"passed": "✅", "failed": "❌"}.get(checked["state"], "⚠️")
+            lines += [
+                "",
+                f"{mark} **Checked before it speaks ({checked['outcomes']}): "
+                f"{checked['state']}** (what an alias with check on serves)",
+            ]
+            lines += [f"- {r}" for r in checked["reasons"]]
     if report.slices:
         flagged = {
             a: sum(1 for s in report.slices["slices"] if s["worse"][a]) for a in report.adapters
