@@ -8,6 +8,7 @@ base's name grounds any model in its newest version.
 
 from __future__ import annotations
 
+from feedback.store import content_text
 from knowledge.grounding import ground
 from knowledge.store import LATEST, KnowledgeShelf
 
@@ -118,8 +119,8 @@ class AnswerGroundings:
         import hashlib
         import json
 
-        turns = [[m.get("role"), _plain(m.get("content"))] for m in before]
-        text = json.dumps([adapter, turns, _plain(answer)], ensure_ascii=False)
+        turns = [[m.get("role"), content_text(m.get("content"))] for m in before]
+        text = json.dumps([adapter, turns, content_text(answer)], ensure_ascii=False)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def remember(self, adapter, before: list[dict], answer: str, record: dict | None) -> None:
@@ -131,10 +132,3 @@ class AnswerGroundings:
 
     def get(self, adapter, before: list[dict], answer: str) -> dict | None:
         return self._records.get(self.key(adapter, before, answer))
-
-
-def _plain(content) -> str:
-    """Message content as text (Gradio may hand it back as a list of parts)."""
-    if isinstance(content, list):
-        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-    return "" if content is None else str(content)
