@@ -11,6 +11,12 @@ answers 401 to everything but ``/health``. The port is chosen free, then bound b
 taken in between is found (the child says it could not bind, or what answers on the port does
 not know the key and the model) and another is tried.
 
+A server with LoRA files keeps no prompt cache in host memory (``--cache-ram 0``): llama-server
+restores a cached prompt's state by its tokens alone, so an answer by one adapter could start
+from a prompt another adapter (or the base model) read, and differ from its own (llama.cpp issue
+#26207; ``tests/serve/llama_server/test_adapter_cache.py``). Each slot still reuses its own last
+prompt, which llama-server drops when the next request picks another adapter.
+
 On a CPU with AMX, llama.cpp's weight repacking is much faster where it works and crashes or
 hangs the server where it does not (machine-dependent: llama.cpp issue #20824): the first
 start on such a machine checks it under short deadlines and falls back to ``--no-repack`` with
@@ -131,6 +137,7 @@ class LlamaServerProcess:
         ]
         if self.loras:
             cmd += ["--lora", ",".join(str(p) for p in self.loras), "--lora-init-without-apply"]
+            cmd += ["--cache-ram", "0"]  # no prompt state shared across adapters (see above)
         if not self.repack_allowed():
             cmd.append("--no-repack")
         return cmd

@@ -1,0 +1,74 @@
+"""An adapter's answer never starts from a prompt state another adapter computed.
+
+llama-server's prompt cache in host memory (``--cache-ram``) restores a saved prompt by its
+tokens alone (llama.cpp issue #26207): with it on, adapter b asked the prompt adapter a read a
+moment before reused a's keys and values and answered otherwise than it does on a cold server.
+TuneDesk starts every server that holds LoRA files without that cache; a slot's own prompt is
+still reused for the same adapter.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from core.llama_cpp.process import LlamaServerProcess, greedy
+from inference.generate import encode
+
+# Long enough that the saved state is worth restoring (llama-server keeps one that covers a
+# quarter or more of the new prompt), as a support conversation with its system prompt is.
+POLICY = (
+    "You answer for an online shop. Orders ship in two days; refunds take five to seven "
+    "business days after the parcel reaches the warehouse; the address can change until the "
+    "order ships. Be brief and polite. "
+) * 3
+
+
+def _chat(session, question: str, system: str = POLICY) -> list[int]:
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+    return encode(session, [messages])["input_ids"][0].tolist()
+
+
+def _answer(server: LlamaServerProcess, ids: list[int], lora: int) -> dict:
+    """A greedy answer with the prompt cache on, as the serving engine asks."""
+    body = {
+        "prompt": ids,
+        "n_predict": 12,
+        "top_k": 1,
+        "samplers": ["top_k"],
+        "cache_prompt": True,
+        "return_tokens": True,
+        "lora": [{"id": i, "scale": 1.0 if i == lora else 0.0} for i in range(2)],
+    }
+    reply = httpx.post(f"{server.url}/completion", json=body, headers=server.headers, timeout=300)
+    reply.raise_for_status()
+    return reply.json()
+
+
+def test_an_adapter_never_starts_from_the_prompt_another_adapter_read(
+    llama, llama_session, tmp_path
+):
+    local = llama.upstreams.all[0].process
+    loras = [llama.lora_path("a"), llama.lora_path("b")]
+    server = LlamaServerProcess(
+        local.binary, local.model, loras, slots=1, ctx_per_slot=1024, threads=2,
+        log=tmp_path / "llama.log", flash_attn="off",
+    )  # fmt: skip
+    server.repack = local.repack  # as the shared server runs on this machine
+    assert "--cache-ram" in server.command()
+    refund, address = (
+        _chat(llama_session, "Where is my refund?"),
+        # Another system prompt: the prompts share a few template tokens, too few for the slot to
+        # be picked by its prompt, so llama-server saves the slot's prompt and looks for a better
+        # one among those it saved.
+        _chat(llama_session, "Can I change my address?", "Be brief."),
+    )
+    with server.start():
+        cold = greedy(server, refund, 12, lora=1)[0]  # b on a fresh prompt: its own answer
+        by_a = _answer(server, refund, lora=0)["tokens"]
+        _answer(server, address, lora=1)  # the slot moves on; a's prompt state is let go
+        again = _answer(server, refund, lora=1)  # b on the prompt a read
+        same_b = _answer(server, refund, lora=1)  # and again: the slot's own state, b's
+    assert by_a != cold  # the adapters answer differently: a leak would show
+    assert again["tokens"] == cold
+    assert again["timings"]["prompt_n"] > len(refund) // 2  # read again, not restored
+    assert same_b["tokens"] == cold and same_b["timings"]["prompt_n"] < 4  # reused: b's own
