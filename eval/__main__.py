@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from core.cli import BAD_INPUT, guarded
+from knowledge.grounding import DEFAULT_K, MAX_K
 
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 
@@ -81,6 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="answer the rows again grounded in each adapter's knowledge (the passages "
         "it was trained beside) and report both: off, on (grounded rows only), "
         "both (default when an adapter has knowledge, else off)",
+    )
+    p.add_argument(
+        "--passages",
+        type=int,
+        metavar="K",
+        default=None,
+        help=f"grounded answers: passages shown at most in each prompt, 1 to {MAX_K} "
+        f"(default {DEFAULT_K}, as Chat and /v1 show)",
     )
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
     p.add_argument(
@@ -197,6 +206,7 @@ def run(args) -> int:
             rows_per_slice=args.rows_per_slice,
             judge=judge,
             grounding=args.grounding,
+            passages=args.passages,
             engine=args.engine,
         )
     finally:

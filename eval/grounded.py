@@ -24,7 +24,7 @@ from eval.checks.attach import model_settings
 from eval.checks.support import file_rows, support_checks
 from eval.metrics import corpus_bleu, rouge_l
 from finetune.data.format import ChatFormat
-from knowledge.grounding import ground
+from knowledge.grounding import DEFAULT_K, ground
 from knowledge.store import KnowledgeShelf
 
 MODES = ("off", "on", "both")
@@ -90,6 +90,7 @@ def grounded_prompts(
     exclude: Callable,
     answer_tokens: int,
     shelf: KnowledgeShelf,
+    k: int = DEFAULT_K,
 ) -> tuple[list[list[int]], list]:
     """Token ids of each row's grounded conversation, and each row's :class:`Grounding`."""
     fmt = ChatFormat(tokenizer, system_prompt)
@@ -98,6 +99,7 @@ def grounded_prompts(
         messages, grounding = ground(
             fmt.messages(prompt),
             *source,
+            k=k,
             system_prompt=system_prompt or "",
             answer_tokens=answer_tokens,
             tokenizer=tokenizer,
@@ -127,6 +129,7 @@ def section(
     mode: str,
     trained: set | None,
     knowledge: KnowledgeShelf | None = None,
+    k: int | None = None,
 ) -> dict:
     """The report's ``grounding`` part: each model's rows with and without grounding.
 
@@ -139,13 +142,23 @@ def section(
         settings: the generation settings (their answer length caps the passages' room).
         mode: ``on`` (grounded rows only) or ``both``.
         trained: the rows the adapters trained on (the rest of ``data`` is never shown).
+        k: passages shown at most in each prompt (None: serving's ``DEFAULT_K``).
     """
     knowledge = knowledge or KnowledgeShelf()
     models = report.models
     chosen = sources(models, manifests)
     first = next(iter(manifests.values()), {}) if manifests else {}
     mapping = (first.get("data") or {}).get("mapping")
-    out = {"mode": mode, "knowledge": {}, "notes": [], "rows": [], "per_intent": {}, "shown": {}}
+    k = DEFAULT_K if k is None else k
+    out = {
+        "mode": mode,
+        "k": k,
+        "knowledge": {},
+        "notes": [],
+        "rows": [],
+        "per_intent": {},
+        "shown": {},
+    }
     grounded_texts, facts = {}, {}
     groups: dict[tuple, list[str]] = {}
     for model, source in chosen.items():
@@ -164,6 +177,7 @@ def section(
                 guard,
                 settings.max_new_tokens,
                 knowledge,
+                k,
             )
         except ValueError as err:
             out["notes"].append(f"{', '.join(members)}: not grounded: {err}")
@@ -245,6 +259,7 @@ def lines(part: dict) -> list[str]:
     ]
     out += ["| " + " | ".join(str(c) for c in row) + " |" for row in table(part)]
     kept_out = sum(s.get("excluded", 0) for s in part.get("shown", {}).values())
+    out.append(f"passages shown at most per answer: {part.get('k', DEFAULT_K)}")
     out.append(f"passages kept out because they are evaluation rows: {kept_out}")
     return out + [f"note: {n}" for n in part.get("notes", [])]
 

@@ -37,6 +37,7 @@ from eval.scoring_rows import (
 )
 from inference.generate import GenerationSettings
 from inference.session import ModelSession
+from knowledge.grounding import MAX_K
 
 MAX_EVAL_ROWS = 10_000  # rows per evaluation: hours of generation on a CPU already
 MAX_EVAL_BATCH = 64  # prompts per generate call (each answered by every model in the call)
@@ -59,6 +60,7 @@ def evaluate(
     judge=None,
     grounding: str | None = None,
     engine="pytorch",
+    passages: int | None = None,
 ) -> EvalReport:
     """Answer and score the same rows with the base model and each adapter.
 
@@ -87,6 +89,8 @@ def evaluate(
             sentence why), ``llama.cpp`` or ``pytorch`` (:mod:`eval.engines`); or an answerer
             from :func:`eval.engines.open_answerer`, which the caller closes. Perplexity is
             PyTorch's either way.
+        passages: passages shown in each grounded prompt (None: what serving shows,
+            ``knowledge.grounding.DEFAULT_K``).
 
     Returns:
         The report (``report.folder`` is where it was saved).
@@ -99,6 +103,10 @@ def evaluate(
     settings = settings or GenerationSettings(seed=seed)
     _check_args(session, adapters, max_samples, batch_size, settings, rows_per_slice, engine)
     check_mode(grounding)
+    if passages is not None and (not isinstance(passages, int) or not 1 <= passages <= MAX_K):
+        raise ValueError(
+            f"the passages per grounded answer must be from 1 to {MAX_K}, not {passages!r}"
+        )
     golden_rows = load_golden(golden) if golden else []  # a bad file is refused before loading
     check_slice_column(data, slice_by)  # so is a slice column the data does not have
     clock = {"start": time.perf_counter()}
@@ -180,6 +188,7 @@ def evaluate(
             answerer,
             grounding or default_mode(manifests),
             progress,
+            passages,
         )
         report.checked = _checked(report, rows, data, shelf, manifests)
     finally:
@@ -201,7 +210,7 @@ def evaluate(
 
 
 def _grounded(
-    report, session, rows, data, shelf, manifests, settings, answerer, mode, progress
+    report, session, rows, data, shelf, manifests, settings, answerer, mode, progress, passages
 ) -> None:
     """``report.grounding``: the rows answered again with the knowledge in the prompt, by the
     same engine as the plain answers (not when ``mode`` is off)."""
@@ -221,6 +230,7 @@ def _grounded(
         settings,
         mode,
         training_pairs(tokenizer, manifests, data),
+        k=passages,
     )
     report.timings["grounded_seconds"] = round(time.perf_counter() - start, 3)
 

@@ -12,7 +12,7 @@ import pytest
 from adapters.shelf.store import Shelf
 from core import models
 from eval.__main__ import main
-from eval.grounded import COLUMNS, table
+from eval.grounded import COLUMNS, lines, table
 from eval.run import evaluate
 from finetune.config import DataArgs
 from finetune.data import prepare
@@ -137,6 +137,7 @@ def test_both_rows_per_model_and_intent_and_no_evaluation_row_is_shown(setup, ti
     held_answers = {a for _, a in held}
     shown = part["shown"][label]["passage_ids"]
     assert any(shown)  # grounded: the training split's answers were shown
+    assert part["k"] == 2 and max(len(ids) for ids in shown) == 2  # as Chat and /v1 show
     for sample, ids in zip(report.samples, shown, strict=True):
         assert sample["grounded"]["passages"][label] == ids
         assert sample["grounded"]["answers"]["a"] is not None
@@ -172,6 +173,23 @@ def test_off_leaves_no_section_and_a_bad_mode_is_one_sentence(setup, tiny_llama_
         grounding="off",
     )
     assert report.grounding == {} and "grounded" not in report.samples[0]
+    one = evaluate(
+        session,
+        ["a"],
+        str(setup["data"]),
+        max_samples=2,
+        batch_size=2,
+        settings=GenerationSettings(max_new_tokens=2),
+        golden=None,
+        save=False,
+        grounding="on",
+        passages=1,
+    )
+    shown = next(iter(one.grounding["shown"].values()))["passage_ids"]
+    assert one.grounding["k"] == 1 and [len(ids) for ids in shown] == [1, 1]
+    assert "passages shown at most per answer: 1" in lines(one.grounding)
+    with pytest.raises(ValueError, match="passages per grounded answer must be from 1 to 5"):
+        evaluate(session, ["a"], str(setup["data"]), passages=0, save=False)
     with pytest.raises(ValueError, match="grounding must be one of off, on, both"):
         evaluate(session, ["a"], str(setup["data"]), grounding="always", save=False)
     with pytest.raises(SystemExit):
