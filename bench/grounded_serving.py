@@ -34,6 +34,7 @@ from bench.gateway import summary
 from bench.serving import cpu_model, make_adapters, native_bf16, write_section
 from bench.serving_api import answered_by, openai_submit, served_in_child
 from core import models
+from knowledge.grounding import DEFAULT_K
 
 NAMES = ("bench-a", "bench-b", "bench-c")
 LOADS = [
@@ -51,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="default", help="base model name or folder")
     p.add_argument("--data", default=str(BITEXT), help="CSV of question/answer pairs to ground in")
     p.add_argument("--shelf-rows", type=int, default=3000, help="pairs put in the knowledge base")
-    p.add_argument("--k", type=int, default=2, help="passages shown to a grounded answer")
+    p.add_argument("--k", type=int, default=DEFAULT_K, help="passages shown to a grounded answer")
     p.add_argument("--tokens", type=int, default=64, help="tokens per answer")
     p.add_argument("--runs", type=int, default=3, help="runs of the 16-client load, each way")
     p.add_argument(

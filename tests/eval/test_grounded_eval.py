@@ -19,7 +19,7 @@ from finetune.data import prepare
 from finetune.data.format import ChatFormat
 from inference.generate import GenerationSettings
 from inference.session import ModelSession
-from knowledge.grounding import ground
+from knowledge.grounding import DEFAULT_K, ground
 from knowledge.passages import Passage
 from knowledge.store import KnowledgeShelf
 from knowledge.training import shelve_pairs
@@ -137,7 +137,7 @@ def test_both_rows_per_model_and_intent_and_no_evaluation_row_is_shown(setup, ti
     held_answers = {a for _, a in held}
     shown = part["shown"][label]["passage_ids"]
     assert any(shown)  # grounded: the training split's answers were shown
-    assert part["k"] == 2 and max(len(ids) for ids in shown) == 2  # as Chat and /v1 show
+    assert part["k"] == DEFAULT_K and max(len(ids) for ids in shown) == DEFAULT_K  # as Chat shows
     for sample, ids in zip(report.samples, shown, strict=True):
         assert sample["grounded"]["passages"][label] == ids
         assert sample["grounded"]["answers"]["a"] is not None

@@ -10,6 +10,7 @@ import csv
 from llama_run import llama_or_skip
 
 from bench import grounded_serving
+from knowledge.grounding import DEFAULT_K
 
 ROWS = [
     ("where is my order", "track_order", "Your order is on its way; track it under My Orders."),
@@ -52,7 +53,7 @@ def test_grounded_and_plain_answers_are_timed_side_by_side(
     assert grounded_serving.main(args) == 0
     table = capsys.readouterr().out
     assert "TuneDesk answered by: llama.cpp" in table
-    assert "knowledge: 6 past answers of pairs.csv, k=2" in table
+    assert f"knowledge: 6 past answers of pairs.csv, k={DEFAULT_K}" in table
     plain, grounded = (
         int(table.split(" tokens plain, ")[0].rsplit(" ", 1)[1]),
         int(table.split(" tokens plain, ")[1].split(" ")[0]),
