@@ -3,7 +3,8 @@
 Both serve the same files: the default model as a Q8_0 GGUF and three LoRA GGUFs (r=16, every
 projection) converted by TuneDesk's export code. The baseline is a bare llama-server started
 here the way a user would (``-np 16 -c 16384 -t <cores> --lora a,b,c
---lora-init-without-apply``), asked through its own ``/v1/chat/completions`` with
+--lora-init-without-apply --cache-ram 0``: without the last flag an adapter may answer from a
+prompt state another adapter computed, llama.cpp issue #26207), asked through its own ``/v1/chat/completions`` with
 ``"lora": [{"id": i, "scale": 1}]``. TuneDesk is ``python -m serve --engine auto`` (as ``make
 run`` starts it; ``--engine`` another) in its own process; the table says which engine answered.
 Every client streams with the ``openai`` package, asks its own support question, greedy, exactly
