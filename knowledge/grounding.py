@@ -15,10 +15,8 @@ from dataclasses import dataclass, field
 from knowledge.passages import Passage, spells_control
 from knowledge.store import LATEST, KnowledgeShelf
 
-# One passage: the Train tab's adapter on Bitext answered as well shown one as two (right intent
-# 0.88 / 0.87 grounded, 0.94 checked either way) and a grounded prompt is half as long, so the
-# first token comes twice as soon (docs/benchmarks.md, "Grounded answers ..."). A request may
-# ask for more (``knowledge.k``).
+# One passage by default: measured as good as two on held-out rows, at half the prompt
+# (docs/benchmarks.md, "Grounded answers ..."). A request may ask for more (``knowledge.k``).
 DEFAULT_K = 1
 MAX_K = 5
 EXCLUDE_SLACK = 16  # more passages searched when some may be excluded (an evaluated row's own)

@@ -159,35 +159,29 @@ def test_both_rows_per_model_and_intent_and_no_evaluation_row_is_shown(setup, ti
     assert {r[0] for r in shown_rows[4:]} == {"refund", "track"}
 
 
+def _two_rows(session, setup, **options):
+    """Two rows answered 2 tokens long, not saved."""
+    return evaluate(
+        session,
+        ["a"],
+        str(setup["data"]),
+        max_samples=2,
+        batch_size=2,
+        settings=GenerationSettings(max_new_tokens=2),
+        golden=None,
+        save=False,
+        **options,
+    )
+
+
 def test_off_leaves_no_section_and_a_bad_mode_is_one_sentence(setup, tiny_llama_dir, capsys):
     session = ModelSession(str(tiny_llama_dir), dtype="float32")
-    report = evaluate(
-        session,
-        ["a"],
-        str(setup["data"]),
-        max_samples=2,
-        batch_size=2,
-        settings=GenerationSettings(max_new_tokens=2),
-        golden=None,
-        save=False,
-        grounding="off",
-    )
+    report = _two_rows(session, setup, grounding="off")
     assert report.grounding == {} and "grounded" not in report.samples[0]
-    one = evaluate(
-        session,
-        ["a"],
-        str(setup["data"]),
-        max_samples=2,
-        batch_size=2,
-        settings=GenerationSettings(max_new_tokens=2),
-        golden=None,
-        save=False,
-        grounding="on",
-        passages=1,
-    )
-    shown = next(iter(one.grounding["shown"].values()))["passage_ids"]
-    assert one.grounding["k"] == 1 and [len(ids) for ids in shown] == [1, 1]
-    assert "passages shown at most per answer: 1" in lines(one.grounding)
+    more = _two_rows(session, setup, grounding="on", passages=DEFAULT_K + 1)  # past the default
+    shown = next(iter(more.grounding["shown"].values()))["passage_ids"]
+    assert more.grounding["k"] == DEFAULT_K + 1 and max(len(ids) for ids in shown) == DEFAULT_K + 1
+    assert f"passages shown at most per answer: {DEFAULT_K + 1}" in lines(more.grounding)
     with pytest.raises(ValueError, match="passages per grounded answer must be from 1 to 5"):
         evaluate(session, ["a"], str(setup["data"]), passages=0, save=False)
     with pytest.raises(ValueError, match="grounding must be one of off, on, both"):
