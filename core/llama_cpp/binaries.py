@@ -14,6 +14,7 @@ processes end), so a leftover log or lock file never reads as "building".
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import re
 import sys
@@ -39,6 +40,36 @@ def executable(name: str) -> Path | None:
     named = os.environ.get(SERVER_ENV) if name == "llama-server" else None
     path = Path(named) if named else built(name)
     return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+# A string only the patched server holds (patches/llama-server-prompt-cache-per-adapter.patch).
+_PER_ADAPTER_CACHE_MARK = b"slot read its prompt with other adapters"
+
+
+def keys_prompt_cache_by_adapter(binary: Path) -> bool:
+    """Whether llama-server executable ``binary`` restores a saved prompt state only for the
+    adapters it was read with: ``make llama`` builds it so; upstream llama-server (another one
+    named by ``TUNEDESK_LLAMA_SERVER``) restores by tokens alone (llama.cpp issue #26207)."""
+    try:
+        stat = os.stat(binary)
+    except OSError:
+        return False
+    return _holds_mark(str(binary), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _holds_mark(binary: str, _mtime_ns: int, _size: int) -> bool:
+    """Whether file ``binary`` (as of that modification time and size) holds the patch's mark."""
+    try:
+        with open(binary, "rb") as file:
+            tail = b""
+            while chunk := file.read(1 << 20):
+                if _PER_ADAPTER_CACHE_MARK in tail + chunk:
+                    return True
+                tail = chunk[-len(_PER_ADAPTER_CACHE_MARK) :]
+    except OSError:
+        return False
+    return False
 
 
 def server_binary() -> Path | None:

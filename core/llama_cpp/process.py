@@ -11,11 +11,15 @@ answers 401 to everything but ``/health``. The port is chosen free, then bound b
 taken in between is found (the child says it could not bind, or what answers on the port does
 not know the key and the model) and another is tried.
 
-A server with LoRA files keeps no prompt cache in host memory (``--cache-ram 0``): llama-server
-restores a cached prompt's state by its tokens alone, so an answer by one adapter could start
-from a prompt another adapter (or the base model) read, and differ from its own (llama.cpp issue
-#26207; ``tests/serve/llama_server/test_adapter_cache.py``). Each slot still reuses its own last
-prompt, which llama-server drops when the next request picks another adapter.
+llama-server keeps the prompts its slots let go in host memory (``--cache-ram``, 8 GiB by
+default) and starts a new request from the saved state that shares the longest beginning with
+it. Upstream, a state is found by its tokens alone, so an answer by one adapter could start from
+keys and values another adapter (or the base model) computed, and differ from its own (llama.cpp
+issue #26207). ``make llama`` builds llama-server with
+``patches/llama-server-prompt-cache-per-adapter.patch``: a saved state is restored only for the
+adapters it was read with (``tests/serve/llama_server/test_adapter_cache.py``). Any other
+llama-server that holds LoRA files runs without that cache (``--cache-ram 0``); each slot still
+reuses its own last prompt, which llama-server drops when the next request picks another adapter.
 
 On a CPU with AMX, llama.cpp's weight repacking is much faster where it works and crashes or
 hangs the server where it does not (machine-dependent: llama.cpp issue #20824): the first
@@ -41,7 +45,7 @@ from pathlib import Path
 import httpx
 
 from core.llama_cpp import repack_check
-from core.llama_cpp.binaries import amx_cpu
+from core.llama_cpp.binaries import amx_cpu, keys_prompt_cache_by_adapter
 
 log = logging.getLogger(__name__)
 PORT_TRIES = 3  # ports tried when the chosen one is taken before the child binds it
@@ -137,7 +141,8 @@ class LlamaServerProcess:
         ]
         if self.loras:
             cmd += ["--lora", ",".join(str(p) for p in self.loras), "--lora-init-without-apply"]
-            cmd += ["--cache-ram", "0"]  # no prompt state shared across adapters (see above)
+            if not keys_prompt_cache_by_adapter(self.binary):
+                cmd += ["--cache-ram", "0"]  # no prompt state shared across adapters (see above)
         if not self.repack_allowed():
             cmd.append("--no-repack")
         return cmd

@@ -51,3 +51,22 @@ def test_nothing_built_and_no_log_says_how_to_build(llama_dir):
         binaries.missing_reason()
         == f"llama-server is not built; `make llama` builds it ({binaries.BUILD_MINUTES})"
     )
+
+
+def test_only_a_server_holding_the_patchs_mark_keys_its_cache_by_adapter(tmp_path):
+    """Upstream llama-server (another one named by TUNEDESK_LLAMA_SERVER) is recognised as such,
+    wherever the mark would fall in the file, even across the reader's 1 MiB chunks."""
+    upstream = tmp_path / "upstream"
+    upstream.write_bytes(b"\0" * (3 << 20))
+    assert not binaries.keys_prompt_cache_by_adapter(upstream)
+    assert not binaries.keys_prompt_cache_by_adapter(tmp_path / "absent")
+    mark = b"slot read its prompt with other adapters"
+    for at in (0, (1 << 20) - len(mark) // 2, (3 << 20) - len(mark)):
+        patched = tmp_path / f"patched-{at}"
+        data = bytearray(3 << 20)
+        data[at : at + len(mark)] = mark
+        patched.write_bytes(bytes(data))
+        assert binaries.keys_prompt_cache_by_adapter(patched), at
+    built = binaries.built("llama-server")
+    if built.is_file():  # make llama built it with the patch
+        assert binaries.keys_prompt_cache_by_adapter(built)

@@ -1,10 +1,12 @@
-"""An adapter's answer never starts from a prompt state another adapter computed.
+"""An adapter's answer never starts from a prompt state another adapter computed, and starts
+from its own where one was saved.
 
 llama-server's prompt cache in host memory (``--cache-ram``) restores a saved prompt by its
-tokens alone (llama.cpp issue #26207): with it on, adapter b asked the prompt adapter a read a
+tokens alone upstream (llama.cpp issue #26207): adapter b asked the prompt adapter a read a
 moment before reused a's keys and values and answered otherwise than it does on a cold server.
-TuneDesk starts every server that holds LoRA files without that cache; a slot's own prompt is
-still reused for the same adapter.
+TuneDesk's build of llama-server keys each saved state by the adapters it was read with
+(patches/llama-server-prompt-cache-per-adapter.patch): b reads the prompt anew, and a asked it
+again starts from its own saved state.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def test_an_adapter_never_starts_from_the_prompt_another_adapter_read(
         log=tmp_path / "llama.log", flash_attn="off",
     )  # fmt: skip
     server.repack = local.repack  # as the shared server runs on this machine
-    assert "--cache-ram" in server.command()
+    assert "--cache-ram" not in server.command()  # llama-server's default cache: on
     refund, address = (
         _chat(llama_session, "Where is my refund?"),
         # Another system prompt: the prompts share a few template tokens, too few for the slot to
@@ -63,12 +65,14 @@ def test_an_adapter_never_starts_from_the_prompt_another_adapter_read(
         _chat(llama_session, "Can I change my address?", "Be brief."),
     )
     with server.start():
-        cold = greedy(server, refund, 12, lora=1)[0]  # b on a fresh prompt: its own answer
-        by_a = _answer(server, refund, lora=0)["tokens"]
-        _answer(server, address, lora=1)  # the slot moves on; a's prompt state is let go
+        cold = greedy(server, refund, 12, lora=1)[0]  # b on a fresh server: its own answer
+    with server.start():
+        by_a = _answer(server, refund, lora=0)
+        _answer(server, address, lora=1)  # the slot moves on; a's prompt state is saved
         again = _answer(server, refund, lora=1)  # b on the prompt a read
-        same_b = _answer(server, refund, lora=1)  # and again: the slot's own state, b's
-    assert by_a != cold  # the adapters answer differently: a leak would show
+        a_again = _answer(server, refund, lora=0)  # a on it again, b's state saved meanwhile
+    assert by_a["tokens"] != cold  # the adapters answer differently: a leak would show
     assert again["tokens"] == cold
     assert again["timings"]["prompt_n"] > len(refund) // 2  # read again, not restored
-    assert same_b["tokens"] == cold and same_b["timings"]["prompt_n"] < 4  # reused: b's own
+    assert a_again["tokens"] == by_a["tokens"]
+    assert a_again["timings"]["prompt_n"] < 4  # a's own saved state, restored
