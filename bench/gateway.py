@@ -2,18 +2,18 @@
 
 Both serve the same files: the default model as a Q8_0 GGUF and three LoRA GGUFs (r=16, every
 projection) converted by TuneDesk's export code. The baseline is a bare llama-server started here
-the way a user would (``-np 16 -c 16384 -t <cores> --lora a,b,c --lora-init-without-apply
---cache-ram 0``: without the last flag an adapter may answer from a prompt state another adapter
-computed, llama.cpp issue #26207), asked through its own ``/v1/chat/completions`` with ``"lora":
-[{"id": i, "scale": 1}]``. TuneDesk is ``python -m serve --engine auto`` (as ``make run`` starts it;
-``--engine`` another) in its own process; the table says which engine answered. Every client streams
-with the ``openai`` package, asks its own support question, greedy, exactly ``--tokens`` tokens; the
-loads run one after the other, each on a quiet pair, the two servers taking turns run by run. Each
-load is first run once on each server, not counted (a llama-server slot that never served computes
-the prompt's common prefix, the system prompt, that a used slot keeps). A one-client run is one
-request: those loads take ``--single-runs`` runs so their p95 is not simply the slowest of five. The
-table gives aggregate completion tokens/s and the first-token p95 of each, their ratios, and whether
-the greedy answers were the same text.
+the way a user would (``-np 16 -c 16384 -t <cores> --lora a,b,c --lora-init-without-apply``), from
+the build TuneDesk runs (``make llama``: a saved prompt state is restored only for the adapters it
+was read with, so both keep llama-server's prompt cache in host memory), asked through its own
+``/v1/chat/completions`` with ``"lora": [{"id": i, "scale": 1}]``. TuneDesk is ``python -m serve
+--engine auto`` (as ``make run`` starts it; ``--engine`` another) in its own process; the table says
+which engine answered. Every client streams with the ``openai`` package, asks its own support
+question, greedy, exactly ``--tokens`` tokens; the loads run one after the other, each on a quiet
+pair, the two servers taking turns run by run. Each load is first run once on each server, not
+counted (a llama-server slot that never served computes the prompt's common prefix, the system
+prompt, that a used slot keeps). A one-client run is one request: those loads take ``--single-runs``
+runs so their p95 is not simply the slowest of five. The table gives aggregate completion tokens/s
+and the first-token p95 of each, their ratios, and whether the greedy answers were the same text.
 """
 
 from __future__ import annotations

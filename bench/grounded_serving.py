@@ -12,10 +12,12 @@ speed of an answer does not depend on what the weights learned).
 Two loads: one client on an adapter (``--single-runs`` requests, one at a time: first-token
 time p50 and p95) and 16 clients over the base model and three adapters (``--runs`` runs:
 aggregate completion tokens/s, the median run). Every request asks its own question, a
-customer question of ``--data`` past the rows on the shelf (plain and grounded the same ones),
-so no grounded prompt finds its passages in llama-server's slot cache from an earlier request,
-as different customers' questions would not. The table gives grounded / plain for each, the
-prompt tokens each way, and the goals (first token <= 1.5x, throughput >= 0.8x).
+customer question of ``--data`` past the rows on the shelf (plain and grounded the same ones).
+A grounded prompt starts from a state llama-server kept only where an earlier request of the
+same model was shown the same passage; ``--warm`` first reads the knowledge into the prompt
+cache for each model the load asks (``POST /v1/knowledge/warm``, the cache split evenly
+between them; the lines it said are in the table's notes). The table gives grounded / plain for
+each, the prompt tokens each way, and the goals (first token <= 1.5x, throughput >= 0.8x).
 """
 
 from __future__ import annotations
@@ -59,6 +61,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--single-runs", type=int, default=12, help="requests of the one-client load, each way"
     )
     p.add_argument(
+        "--warm",
+        action="store_true",
+        help="before each load, read the knowledge into llama-server's prompt cache for each "
+        "model it asks (POST /v1/knowledge/warm; the cache split evenly between them)",
+    )
+    p.add_argument(
         "--write-docs", action="store_true", help="append the table to docs/benchmarks-log.md"
     )
 
@@ -97,13 +105,38 @@ def prompt_tokens(url: str, extra: dict) -> tuple[int, list]:
     return got.usage.prompt_tokens, list(grounding.get("passage_ids") or [])
 
 
+def warm_models(url: str, knowledge: dict, adapters: list) -> list[str]:
+    """Each of ``adapters`` (None: the base model) warmed with ``knowledge`` through the API, an
+    even share of the cache each; the lines the server said."""
+    import httpx
+
+    from core.llama_cpp.process import CACHE_RAM_MIB
+    from serve.knowledge_warmup import WARM_SHARE
+
+    budget = WARM_SHARE * CACHE_RAM_MIB / len(adapters)
+    lines = []
+    for adapter in adapters:
+        body = {"model": adapter or "base", "knowledge": knowledge, "budget_mib": budget}
+        reply = httpx.post(f"{url}/v1/knowledge/warm", json=body, timeout=7200)
+        reply.raise_for_status()
+        lines += [row["line"] for row in reply.json()["data"]]
+    return lines
+
+
 def measure(
-    submits: dict, tokens: int, runs: int, single_runs: int, questions: list[str]
+    submits: dict,
+    tokens: int,
+    runs: int,
+    single_runs: int,
+    questions: list[str],
+    before_load=None,
 ) -> list[dict]:
     """Each load, plain and grounded taking turns run by run, after one uncounted warm-up each;
-    every run of every load asks questions no request asked before (``questions``, in order)."""
+    every run of every load asks questions no request asked before (``questions``, in order).
+    ``before_load(adapters)``, when given, runs before each load (its lines kept in the row)."""
     rows, asked = [], 0
     for label, clients, adapters in LOADS:
+        warmed = before_load(adapters) if before_load else []
         count = single_runs if clients == 1 else runs
         results: dict[str, list] = {name: [] for name in submits}
         for submit in submits.values():
@@ -123,7 +156,7 @@ def measure(
                     )
                 )
             asked += clients
-        row = {"load": label, "clients": clients}
+        row = {"load": label, "clients": clients, "warmed": warmed}
         for name in submits:
             clean = [r for r in results[name] if not r["errors"]] or results[name]
             row[name] = {
@@ -164,6 +197,9 @@ def render(rows: list[dict], facts: dict, argv: list[str]) -> str:
             f"{ratio(row, 'aggregate_tps'):.2f}x | {len(plain['errors'])} / "
             f"{len(grounded['errors'])} |"
         )
+    for row in rows:
+        for line in row.get("warmed") or []:
+            lines.append(f"- before {row['load']}: {line}")
     single, many = rows[0], rows[-1]
     lines += [
         "",
@@ -189,7 +225,7 @@ def main(args) -> int:
         f"--{k.replace('_', '-')} {v}"
         for k, v in vars(args).items()
         if k in ("shelf_rows", "k", "tokens", "runs", "single_runs")
-    ]
+    ] + (["--warm"] if args.warm else [])
     resolved = models.resolve(args.model)
     with tempfile.TemporaryDirectory(prefix="tunedesk-grounded-") as tmp:
         home = Path(tmp)
@@ -212,7 +248,11 @@ def main(args) -> int:
             if not shown:
                 raise RuntimeError("the grounded request was shown no passage: nothing to measure")
             submits = {"plain": openai_submit(url), "grounded": openai_submit(url, extra)}
-            rows = measure(submits, args.tokens, args.runs, args.single_runs, questions)
+            before = None
+            if args.warm:
+                knowledge = {"name": KNOWLEDGE, "version": version}
+                before = lambda adapters: warm_models(url, knowledge, adapters)  # noqa: E731
+            rows = measure(submits, args.tokens, args.runs, args.single_runs, questions, before)
             facts = {
                 "engine": answered_by(url),
                 "prompt_tokens": (plain_tokens, grounded_tokens),

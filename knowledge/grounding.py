@@ -134,7 +134,19 @@ def ground(
         grounding.shown.append((hit.id, hit.passage))
     if not blocks:
         return list(messages), grounding
-    return _with_system(messages, system_prompt, "\n\n".join([INSTRUCTION, *blocks])), grounding
+    return _with_system(messages, system_prompt, _knowledge(blocks)), grounding
+
+
+def shown_alone(messages: list[dict], passage: Passage, system_prompt: str = "") -> list[dict]:
+    """The conversation as :func:`ground` gives it when ``passage`` is the one passage shown
+    (the system message and its text the same, character for character): what a warm-up reads
+    so that a later answer grounded in ``passage`` starts from the state it left."""
+    return _with_system(messages, system_prompt, _knowledge([_block(1, passage)]))
+
+
+def _knowledge(blocks: list[str]) -> str:
+    """The system message's knowledge part: the instruction, then the passages' blocks."""
+    return "\n\n".join([INSTRUCTION, *blocks])
 
 
 def _sizer(tokenizer) -> Callable[[str], float]:

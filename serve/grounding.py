@@ -85,22 +85,31 @@ def apply(
             version that is not there (deleted since, say); a ``knowledge`` field that asks an
             alias for other grounding than its own.
     """
-    asked = parse_knowledge(chat.body.get("knowledge"))
+    asked = asked_grounding(chat.body.get("knowledge"), adapter, shelf, alias, alias_grounding)
+    if asked is None:
+        return None
+    gone = None
     if alias is not None:
-        asked = _alias_asks(alias, alias_grounding or GROUNDING_AUTO, adapter, shelf, asked)
-        if asked is None:
-            return None
-        return _ground(
-            chat,
-            asked,
-            f"alias {alias!r} grounds in {asked['name']} "
-            f"{asked['version']}, which is not on the knowledge shelf "
-            f"any more; set its grounding again (python -m adapters "
-            f"alias set {alias} --grounding ...)",
-            "model",
-            context_tokens,
-            tokenizer,
+        gone = (
+            f"alias {alias!r} grounds in {asked['name']} {asked['version']}, which is not on the "
+            f"knowledge shelf any more; set its grounding again (python -m adapters alias set "
+            f"{alias} --grounding ...)"
         )
+    return _ground(chat, asked, gone, "model" if alias else "knowledge", context_tokens, tokenizer)
+
+
+def asked_grounding(
+    value, adapter: str | None, shelf, alias: str | None = None, alias_grounding: str | None = None
+) -> dict | None:
+    """``{"name", "version", "k"}`` an answer of ``adapter`` is grounded in, as its alias (when
+    asked through one) and the request's ``knowledge`` field ``value`` say; None: ungrounded.
+
+    Raises:
+        RequestError: as :func:`apply`.
+    """
+    asked = parse_knowledge(value)
+    if alias is not None:
+        return _alias_asks(alias, alias_grounding or GROUNDING_AUTO, adapter, shelf, asked)
     if asked is None:
         return None
     if asked["name"] == AUTO:
@@ -114,7 +123,7 @@ def apply(
                 "knowledge",
             )
         asked = {**asked, "name": entry["name"], "version": entry.get("version") or LATEST}
-    return _ground(chat, asked, None, "knowledge", context_tokens, tokenizer)
+    return asked
 
 
 def _ground(

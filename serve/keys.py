@@ -2,8 +2,8 @@
 
 - A *chat* key answers: ``/v1/chat/completions``, ``/v1/feedback``, ``/v1/models``.
 - An *admin* key also changes what is served: every ``/v1/aliases`` route (set, promote, force
-  past the gate, roll back, delete, the automatic rollback's setting, the figures) and
-  ``/metrics``.
+  past the gate, roll back, delete, the automatic rollback's setting, the figures), the
+  knowledge warm-up (``POST /v1/knowledge/warm``) and ``/metrics``.
 
 Keys are set apart from the app's login (``TUNEDESK_AUTH``), in two variables of
 ``name:key`` pairs separated by commas::

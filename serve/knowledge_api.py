@@ -4,6 +4,16 @@
 - ``GET /v1/knowledge/search?q=...&k=3&knowledge=NAME&version=latest``: the ``k`` passages
   that best match ``q`` (BM25), each with its id and score, and the version they come from.
 
+- ``POST /v1/knowledge/warm`` (an *admin* key): ``{"model": "support", "max_passages": 800}``
+  reads the knowledge a model's grounded answers use into llama-server's prompt cache, so the
+  first customers' grounded answers start as fast as later ones
+  (:mod:`serve.knowledge_warmup`). ``model`` is an alias (each of its versions, grounded as the
+  alias says) or a model asked by name with ``knowledge`` as a chat request gives it
+  (``"auto"``, a name, or ``{"name", "version"}``); ``budget_mib`` caps the cache each version
+  fills (default: three quarters of the server's); ``system_prompt`` is the one the answers
+  will carry (default none, as ``/v1`` has). It answers when the reading is done, with what was
+  read per version.
+
 An unknown knowledge base or version answers 404, a bad query or ``k`` 400, in OpenAI's error
 shape. The searches are :func:`knowledge.actions.search`, the CLI's and the Knowledge tab's.
 """
@@ -15,7 +25,13 @@ from starlette.concurrency import run_in_threadpool
 
 from knowledge import actions
 from knowledge.store import KnowledgeNotFound
-from serve.api_basics import ApiError
+from serve.api_basics import ApiError, read_json
+from serve.grounding import asked_grounding
+from serve.keys import ADMIN, CHAT
+from serve.knowledge_warmup import warm
+from serve.requests import RequestError
+
+INVALID = "invalid_request_error"
 
 
 class KnowledgeApi:
@@ -32,6 +48,7 @@ class KnowledgeApi:
         """Add the routes to ``router``."""
         router.add_api_route("/v1/knowledge", self._list, methods=["GET"])
         router.add_api_route("/v1/knowledge/search", self._search, methods=["GET"])
+        router.add_api_route("/v1/knowledge/warm", self._warm, methods=["POST"])
 
     async def _list(self, request: Request):
         return await self._guarded(
@@ -60,9 +77,81 @@ class KnowledgeApi:
 
         return await self._guarded(request, work)
 
-    async def _guarded(self, request: Request, work):
+    async def _warm(self, request: Request):
         try:
-            self.server.check_key(request)
+            self.server.check_key(request, ADMIN)
+            body = await read_json(request)
+        except ApiError as err:
+            return err.response()
+        return await self._guarded(request, lambda: self._warm_all(body), ADMIN)
+
+    def _warm_all(self, body) -> dict:
+        """Each version the body's ``model`` names, warmed with the knowledge it answers from."""
+        if not isinstance(body, dict) or not isinstance(body.get("model"), str):
+            raise ApiError(
+                400, "'model' must be a model's or an alias's name", INVALID, param="model"
+            )
+        model, max_passages, budget = (
+            body["model"],
+            body.get("max_passages"),
+            body.get("budget_mib"),
+        )
+        if max_passages is not None and (type(max_passages) is not int or max_passages < 1):
+            raise ApiError(
+                400,
+                "'max_passages' must be a whole number of at least 1",
+                INVALID,
+                param="max_passages",
+            )
+        if budget is not None and (type(budget) not in (int, float) or not 0 < budget <= 2**20):
+            raise ApiError(
+                400, "'budget_mib' must be a number of MiB above 0", INVALID, param="budget_mib"
+            )
+        system_prompt = body.get("system_prompt", "")
+        if not isinstance(system_prompt, str):
+            raise ApiError(400, "'system_prompt' must be text", INVALID, param="system_prompt")
+        split = self.server.aliases.splits().get(model)
+        alias = model if split is not None else None
+        versions = sorted(split) if split is not None else [model]
+        warmed = []
+        for version in versions:
+            adapter = self.server.resolve_model(version)
+            if adapter is False:
+                raise ApiError(404, f"no model named {version!r} here", INVALID, param="model")
+            try:
+                asked = asked_grounding(
+                    body.get("knowledge"),
+                    adapter,
+                    self.server.shelf(),
+                    alias,
+                    self.server.aliases.grounding(alias) if alias else None,
+                )
+            except RequestError as err:
+                raise ApiError(400, str(err), INVALID, param=err.param) from None
+            if asked is None:
+                raise ApiError(
+                    400,
+                    f"{version} answers ungrounded "
+                    + (f"(alias {alias!r} grounds off)" if alias else "(name its 'knowledge')")
+                    + ": there is nothing to warm",
+                    INVALID,
+                    param="knowledge" if alias is None else "model",
+                )
+            result = warm(
+                self.server.engines,
+                adapter,
+                asked["name"],
+                asked["version"],
+                max_passages=max_passages,
+                budget_mib=budget,
+                system_prompt=system_prompt,
+            )
+            warmed.append({**result.to_dict(), "line": result.line()})
+        return {"object": "knowledge.warm", "data": warmed}
+
+    async def _guarded(self, request: Request, work, role: str = CHAT):
+        try:
+            self.server.check_key(request, role)
             return await run_in_threadpool(work)
         except ApiError as err:
             return err.response()

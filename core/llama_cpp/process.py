@@ -63,6 +63,11 @@ wait $child
 """
 
 
+# llama-server's prompt cache in host memory, MiB (its own default, said so the knowledge warm-up
+# knows what it may fill: serve/knowledge_warmup.py)
+CACHE_RAM_MIB = 8192
+
+
 class LlamaServerError(RuntimeError):
     """llama-server did not start or stopped answering."""
 
@@ -143,6 +148,8 @@ class LlamaServerProcess:
             cmd += ["--lora", ",".join(str(p) for p in self.loras), "--lora-init-without-apply"]
             if not keys_prompt_cache_by_adapter(self.binary):
                 cmd += ["--cache-ram", "0"]  # no prompt state shared across adapters (see above)
+            else:
+                cmd += ["--cache-ram", str(CACHE_RAM_MIB)]
         if not self.repack_allowed():
             cmd.append("--no-repack")
         return cmd

@@ -1,6 +1,7 @@
 """``python -m bench grounded-serving`` end to end on the tiny real-tokenizer llama: /v1 in its
 own process on llama-server, plain and grounded answers streamed by the openai package, the
-grounded ones shown past answers of a CSV (more prompt tokens), and the table with the ratios."""
+grounded ones shown past answers of a CSV (more prompt tokens), each load's models warmed first
+(``--warm``, through ``POST /v1/knowledge/warm``), and the table with the ratios."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ def test_grounded_and_plain_answers_are_timed_side_by_side(
             "1",
             "--single-runs",
             "2",
+            "--warm",
         ]
     )
     assert grounded_serving.main(args) == 0
@@ -66,3 +68,7 @@ def test_grounded_and_plain_answers_are_timed_side_by_side(
     ]
     assert all(r.endswith("| 0 / 0 |") for r in rows)  # no request failed
     assert "Goals: first token at 1 client <= 1.5x plain" in table
+    # --warm: each load's models read the 6 passages first (the tiny model's cache is small)
+    assert "- before 1 client, an adapter: warmed bench-a with 6 of 6 passages" in table
+    for model in ("base", "bench-a", "bench-b", "bench-c"):
+        assert f"- before 16 clients over base + 3 adapters: warmed {model} with 6 of 6" in table
