@@ -58,6 +58,8 @@ CPU_FLAGS := $(shell grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | md5sum | cut 
 # TuneDesk's changes to llama-server, applied to the extracted source before it is built: a
 # prompt state saved in host memory is restored only for the LoRA adapters it was read with
 # (upstream restores it by its tokens alone: llama.cpp issue #26207). The stamp names them too.
+# Applied from the folder above the sources: they hold a .git file naming a repository that is
+# not there, which `git apply` run inside them refuses.
 LLAMA_PATCHES := $(sort $(wildcard patches/llama.cpp/*.patch))
 PATCHES_SUM := $(shell cat $(LLAMA_PATCHES) /dev/null | md5sum | cut -c1-8)
 SERVER_STAMP := $(LLAMA_BUILD)/.built-$(LLAMA_VERSION)-$(CPU_FLAGS)-$(PATCHES_SUM)
@@ -69,7 +71,7 @@ $(SERVER_STAMP): $(LLAMA_SDIST)
 	rm -rf $(LLAMA_SRC) $(LLAMA_BUILD)
 	mkdir -p $(LLAMA_SRC)
 	tar xzf $(LLAMA_SDIST) -C $(LLAMA_SRC) --strip-components=3 llama_cpp_python-$(LLAMA_VERSION)/vendor/llama.cpp
-	for p in $(abspath $(LLAMA_PATCHES)); do (cd $(LLAMA_SRC) && git apply -p1 "$$p") || exit 1; done
+	for p in $(abspath $(LLAMA_PATCHES)); do (cd $(LLAMA_DIR) && git apply -p1 --directory=$(notdir $(LLAMA_SRC)) "$$p") || exit 1; done
 	cmake -S $(LLAMA_SRC) -B $(LLAMA_BUILD) $(LLAMA_CMAKE_FLAGS) > /dev/null
 	cmake --build $(LLAMA_BUILD) --target llama-server llama-quantize -j $$(nproc)
 	touch $(SERVER_STAMP)
