@@ -113,7 +113,7 @@ class KnowledgeApi:
         split = self.server.aliases.splits().get(model)
         alias = model if split is not None else None
         versions = sorted(split) if split is not None else [model]
-        warmed = []
+        plans = []  # every version resolved before any is warmed: a bad one costs no work
         for version in versions:
             adapter = self.server.resolve_model(version)
             if adapter is False:
@@ -137,6 +137,9 @@ class KnowledgeApi:
                     INVALID,
                     param="knowledge" if alias is None else "model",
                 )
+            plans.append((adapter, asked))
+        warmed = []
+        for adapter, asked in plans:
             result = warm(
                 self.server.engines,
                 adapter,
