@@ -4,7 +4,10 @@ The knowledge shelf is built from a labelled CSV's first rows (past answers: que
 answer), then searched with questions from the file's last rows, which it does not hold. A hit
 is a passage whose row has the asked intent: top-1 (the first passage has it) and top-2 (one
 of the first two has it). Each weighting of FTS5's bm25() columns (title, question, text) is
-measured on the same queries; the product's default is :data:`knowledge.index.WEIGHTS`.
+measured on the same queries; the product's default is :data:`knowledge.index.WEIGHTS`. The
+default weights are measured again routed by the asked intent, as grounding searches
+(:mod:`knowledge.routing`: the question classifier fitted on the shelf's labelled questions,
+then only the past answers of the intent it names with a clear lead).
 
     python -m bench knowledge-retrieval                       # Bitext: 3,000 rows, 200 queries
     python -m bench knowledge-retrieval --data FILE.csv --shelf-rows 3000 --queries 200
@@ -75,12 +78,42 @@ def measure(rows: list[dict], shelf_rows: int, queries: int, tail: int) -> dict:
                 "top2": top2 / len(asked),
                 "ms_per_query": per_query * 1000,
             }
+            if label == "default":
+                results["routed by the asked intent"] = _routed(Path(tmp), passages, asked)
     return {
         "passages": len(passages),
         "queries": len(asked),
         "build_s": built,
         "intents_asked": len({r["intent"] for r in asked}),
         "results": results,
+    }
+
+
+def _routed(folder: Path, passages: list, asked: list[dict]) -> dict:
+    """Top-1 / top-2 of the search grounding makes (:func:`knowledge.routing.routed_search`),
+    on a knowledge version of the same passages; the classifier's fitting counts as build."""
+    from knowledge.routing import routed_search
+    from knowledge.store import KnowledgeShelf
+
+    version, _ = KnowledgeShelf(folder / "shelf").add("bench", passages, ["bench"])
+    t0 = time.perf_counter()
+    routed_search(version, asked[0]["instruction"], 2)  # fits the classifiers once
+    fit_s = time.perf_counter() - t0
+    top1 = top2 = sent = 0
+    t0 = time.perf_counter()
+    for row in asked:
+        found = routed_search(version, row["instruction"], 2)
+        intents = [h.passage.intent for h in found.hits]
+        top1 += bool(intents) and intents[0] == row["intent"]
+        top2 += row["intent"] in intents
+        sent += bool(found.intent)
+    return {
+        "weights": index.WEIGHTS,
+        "top1": top1 / len(asked),
+        "top2": top2 / len(asked),
+        "ms_per_query": (time.perf_counter() - t0) / len(asked) * 1000,
+        "routed": sent / len(asked),
+        "fit_s": fit_s,
     }
 
 
@@ -161,7 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'bm25 weights (title, question, text)':40} {'top-1':>6} {'top-2':>6} {'ms/query':>9}")
     for label, r in m["results"].items():
         name = f"{label} {r['weights']}" if label == "default" else label
-        print(f"{name:40} {r['top1']:6.3f} {r['top2']:6.3f} {r['ms_per_query']:9.2f}")
+        line = f"{name:40} {r['top1']:6.3f} {r['top2']:6.3f} {r['ms_per_query']:9.2f}"
+        if "routed" in r:
+            line += f"  ({r['routed']:.0%} routed; classifiers fitted in {r['fit_s']:.1f} s)"
+        print(line)
     if args.dense:
         for label, r in measure_dense(
             rows, args.shelf_rows, args.queries, args.tail, args.dense

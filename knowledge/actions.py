@@ -11,6 +11,7 @@ from pathlib import Path
 from core.user_text import check_unicode, cut
 from knowledge.importers import read_passages
 from knowledge.passages import spells_control
+from knowledge.routing import routed_search
 from knowledge.store import LATEST, KnowledgeShelf
 
 DEFAULT_NAME = "articles"
@@ -61,11 +62,14 @@ def search(
     k: int = 3,
     shelf: KnowledgeShelf | None = None,
 ) -> dict:
-    """The ``k`` best passages for ``query``, with the version they come from.
+    """The ``k`` best passages for ``query``, with the version they come from: the search a
+    grounded answer makes (routed to the asked intent's past answers where the version can
+    tell it, :mod:`knowledge.routing`).
 
     Returns:
-        ``{"knowledge", "version", "fingerprint", "query", "passages": [{id, score, title,
-        text, source, kind, question, spells_control}]}``.
+        ``{"knowledge", "version", "fingerprint", "query", "intent", "passages": [{id, score,
+        title, text, source, kind, question, spells_control}]}`` (``intent``: the asked intent
+        searched within, ``""`` when every passage was searched).
 
     Raises:
         ValueError: an empty query, ``k`` out of 1..MAX_K, an unknown name or version.
@@ -76,14 +80,17 @@ def search(
     if not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise ValueError(f"k must be a whole number from 1 to {MAX_K}, not {cut(str(k))}")
     chosen = (shelf or KnowledgeShelf()).get(name, version or LATEST)
-    hits = chosen.search(query, k)
+    found = routed_search(chosen, query, k)
     return {
         "object": "knowledge.search",
         "knowledge": chosen.name,
         "version": chosen.version,
         "fingerprint": chosen.fingerprint,
         "query": query,
-        "passages": [{**h.to_dict(), "spells_control": spells_control(h.passage)} for h in hits],
+        "intent": found.intent,
+        "passages": [
+            {**h.to_dict(), "spells_control": spells_control(h.passage)} for h in found.hits
+        ],
     }
 
 

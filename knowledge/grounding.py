@@ -1,10 +1,12 @@
 """The prompt's grounding: the best passages for the customer's question, as a system message.
 
-:func:`ground` searches a knowledge version with the last user message, keeps the passages
-that fit the model's context (count and characters capped), refuses any passage that spells a
-control token of the model (it stays on the shelf; it is never shown), and puts the rest in
-the conversation's system message, after the system prompt. What was shown is recorded
-(:meth:`Grounding.record`) with the answer, and said to the reader (:meth:`Grounding.line`).
+:func:`ground` searches a knowledge version with the last user message (within the past
+answers of the intent it asks about, where the version can tell it: :mod:`knowledge.routing`),
+keeps the passages that fit the model's context (count and characters capped), refuses any
+passage that spells a control token of the model (it stays on the shelf; it is never shown),
+and puts the rest in the conversation's system message, after the system prompt. What was
+shown is recorded (:meth:`Grounding.record`) with the answer, and said to the reader
+(:meth:`Grounding.line`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from knowledge.passages import Passage, spells_control
+from knowledge.routing import routed_search
 from knowledge.store import LATEST, KnowledgeShelf
 
 # One passage by default: measured as good as two on held-out rows, at half the prompt
@@ -40,6 +43,7 @@ class Grounding:
     refused: list[int] = field(default_factory=list)  # ids that spell a control token
     dropped: list[int] = field(default_factory=list)  # ids the context had no room for
     excluded: list[int] | None = None  # ids the caller's ``exclude`` kept out (None: none asked)
+    intent: str = ""  # the asked intent the search was routed to ("": every passage searched)
 
     def record(self) -> dict:
         """The facts kept with the answer: the version and the passages' ids."""
@@ -53,6 +57,8 @@ class Grounding:
         }
         if self.excluded is not None:
             record["excluded_ids"] = self.excluded
+        if self.intent:
+            record["intent"] = self.intent
         return record
 
     def line(self) -> str:
@@ -61,6 +67,8 @@ class Grounding:
             return f"answered from: no passage of {self.knowledge} {self.version} matched"
         titles = ", ".join(f'#{i} "{_short(p.title)}"' for i, p in self.shown)
         line = f"answered from: {self.knowledge} {self.version} {titles}"
+        if self.intent:
+            line += f" (past answers about {self.intent})"
         if self.refused:
             line += (
                 f" ({len(self.refused)} passage(s) refused: they spell the model's control tokens)"
@@ -80,6 +88,7 @@ def ground(
     tokenizer=None,
     shelf: KnowledgeShelf | None = None,
     exclude: Callable[[Passage], bool] | None = None,
+    route: bool = True,
 ) -> tuple[list[dict], Grounding]:
     """The conversation with the best passages for its last user message in its system message.
 
@@ -94,6 +103,8 @@ def ground(
             its tokens (None: the common control tokens, lengths estimated from characters).
         exclude: passages it says True for are never shown (an evaluation keeps its own rows'
             questions and answers out); the next best take their place.
+        route: search the past answers of the intent the customer asks about where the
+            version can tell it (:mod:`knowledge.routing`); False: every passage.
 
     Returns:
         ``(messages, grounding)``: the system message holds the prompt, then the passages.
@@ -107,15 +118,19 @@ def ground(
     if not isinstance(asked, str):
         raise ValueError("grounding needs the customer's message (the last user message)")
     chosen = (shelf or KnowledgeShelf()).get(name, version or LATEST)
+    found = routed_search(chosen, asked, k if exclude is None else k + EXCLUDE_SLACK, route=route)
     grounding = Grounding(
-        chosen.name, chosen.version, chosen.fingerprint, excluded=None if exclude is None else []
+        chosen.name,
+        chosen.version,
+        chosen.fingerprint,
+        excluded=None if exclude is None else [],
+        intent=found.intent,
     )
     size = _sizer(tokenizer)
     used = sum(size(str(m.get("content", ""))) for m in messages) + size(system_prompt)
     room = context_tokens - answer_tokens - TEMPLATE_TOKENS - size(INSTRUCTION) - used
     blocks = []
-    hits = chosen.search(asked, k if exclude is None else k + EXCLUDE_SLACK)
-    for hit in hits:
+    for hit in found.hits:
         if len(grounding.shown) + len(grounding.refused) + len(grounding.dropped) >= k:
             break
         if exclude is not None and exclude(hit.passage):

@@ -141,18 +141,29 @@ def match_expression(query: str) -> str | None:
     return " OR ".join(f'"{w}"' for w in words) or None
 
 
-def search(path: Path, query: str, k: int = 3, weights: tuple = WEIGHTS) -> list[Hit]:
-    """The ``k`` passages of the index at ``path`` that best match ``query``, best first."""
+def search(
+    path: Path, query: str, k: int = 3, weights: tuple = WEIGHTS, intent: str | None = None
+) -> list[Hit]:
+    """The ``k`` passages of the index at ``path`` that best match ``query``, best first.
+
+    ``intent``: only passages labelled with it, or with no intent at all (articles, macros,
+    unlabelled past answers), are searched; None searches them all.
+    """
     expression = match_expression(query)
     if expression is None or k <= 0:
         return []
     with closing(_open(path)) as db:
+        only = ""
+        params: tuple = (*weights, expression)
+        if intent is not None and "intent" in _names(db):
+            only = " AND (p.intent = ? OR p.intent IS NULL OR p.intent = '')"
+            params = (*params, intent)
         sql = (
             f"SELECT p.id, -bm25(fts, ?, ?, ?) AS score, {_columns(db, 'p.')} "
-            "FROM fts JOIN passages p ON p.id = fts.rowid WHERE fts MATCH ? "
+            f"FROM fts JOIN passages p ON p.id = fts.rowid WHERE fts MATCH ?{only} "
             "ORDER BY bm25(fts, ?, ?, ?) LIMIT ?"
         )
-        rows = db.execute(sql, (*weights, expression, *weights, int(k))).fetchall()
+        rows = db.execute(sql, (*params, *weights, int(k))).fetchall()
     return [Hit(r[0], r[1], _passage(r[2:])) for r in rows]
 
 

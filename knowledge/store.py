@@ -64,9 +64,10 @@ class Version:
             **self.extra,
         }
 
-    def search(self, query: str, k: int = 3) -> list[index.Hit]:
-        """The ``k`` passages that best match ``query`` (BM25), best first."""
-        return index.search(self.index_path, query, k)
+    def search(self, query: str, k: int = 3, intent: str | None = None) -> list[index.Hit]:
+        """The ``k`` passages that best match ``query`` (BM25), best first (``intent``: only
+        passages labelled with it or with none)."""
+        return index.search(self.index_path, query, k, intent=intent)
 
     def passages_page(self, offset: int = 0, limit: int | None = None) -> list[tuple[int, Passage]]:
         """``(id, passage)`` in id order."""

@@ -24,7 +24,8 @@ def main(args) -> int:
     if args.json:
         print(json.dumps(found, ensure_ascii=False, indent=2))
         return 0
-    print(f"{found['knowledge']} {found['version']}: {len(found['passages'])} passage(s)")
+    about = f", past answers about {found['intent']}" if found["intent"] else ""
+    print(f"{found['knowledge']} {found['version']}: {len(found['passages'])} passage(s){about}")
     for hit in found["passages"]:
         print(f"\n#{hit['id']}  score {hit['score']:.3f}  {hit['kind']}  {hit['source']}")
         print(f"  {hit['title']}")

@@ -46,3 +46,13 @@ def test_wrong_answers_lower_the_rate(tmp_path):
         writer.writeheader()
         writer.writerows(rows(20))
     assert main(["--data", str(path), "--shelf-rows", "30", "--tail", "10"]) == 2
+
+
+def test_the_routed_search_is_measured_beside_bm25():
+    table = rows(60)
+    for row in table[:30:3]:  # a few shelf questions say a word of another intent
+        row["instruction"] += " cancel"
+    m = measure(table, shelf_rows=30, queries=15, tail=30)
+    routed = m["results"]["routed by the asked intent"]
+    assert list(m["results"])[:2] == ["default", "routed by the asked intent"]
+    assert routed["routed"] == 1.0 and routed["top1"] == 1.0

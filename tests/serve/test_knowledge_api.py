@@ -48,6 +48,7 @@ def test_search_returns_passages_with_their_version(client):
     assert (body["knowledge"], body["version"]) == ("faq", "v2")
     assert body["passages"][0]["title"] == "Shipping" and body["passages"][0]["id"] == 3
     assert body["passages"][0]["spells_control"] is False
+    assert body["intent"] == ""  # articles keep no intents: every passage was searched
     older = client.get(
         "/v1/knowledge/search",
         params={"q": "parcel arrives", "knowledge": "faq", "version": "v1"},

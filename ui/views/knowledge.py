@@ -8,7 +8,7 @@ from knowledge.store import LATEST, KnowledgeShelf
 
 KINDS = ("auto", "article", "macro", "past_answer")
 PASSAGE_COLUMNS = ["id", "kind", "title", "question", "text", "source"]
-HIT_COLUMNS = ["rank", "id", "score", "title", "text", "source"]
+HIT_COLUMNS = ["rank", "id", "score", "intent", "title", "text", "source"]
 SHOWN = 200  # passages listed at once: a version of 20,000 past answers is browsed by search
 TEXT_CHARS = 300
 
@@ -61,7 +61,8 @@ def passage_table(name: str | None, version: str | None) -> list[list]:
 
 
 def search_table(query: str, name: str | None, version: str | None, k: int = 3) -> list[list]:
-    """The best passages for ``query`` as table rows, best first.
+    """The best passages for ``query`` as table rows, best first: the ones a grounded answer
+    would be shown (searched within the asked intent's past answers where it is clear).
 
     Raises:
         ValueError: no knowledge base chosen, an empty query, a bad ``k``.
@@ -70,7 +71,15 @@ def search_table(query: str, name: str | None, version: str | None, k: int = 3) 
         raise ValueError("choose a knowledge base first (or import a file)")
     found = actions.search(query, name, version or LATEST, int(k))
     return [
-        [rank, h["id"], round(h["score"], 3), h["title"], _cut(h["text"]), h["source"]]
+        [
+            rank,
+            h["id"],
+            round(h["score"], 3),
+            h.get("intent", ""),
+            h["title"],
+            _cut(h["text"]),
+            h["source"],
+        ]
         for rank, h in enumerate(found["passages"], start=1)
     ]
 

@@ -28,6 +28,7 @@ def rows_file(tmp_path):
     ]
     rows[0]["instruction"] = "how do I change the shipping address of my zebra parcel"
     rows[1]["instruction"] = "change the shipping address on the zebra parcel please"
+    rows[1]["intent"] = "shipping_address"  # what it asks about (a grounded search routes by it)
     path = tmp_path / "support.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path

@@ -33,7 +33,7 @@ def test_import_browse_search_delete_from_the_tab(home, tiny_llama_dir, files):
     assert "kb v2" in said and versions["choices"] == ["v2", "v1"] and "1 past answers" in about
     assert len(rows) == 3
     hits = table["knowledge_search"]("I forgot my password", "kb", "v2", 2)
-    assert hits[0][3] == "how do I reset my password" and hits[0][0] == 1
+    assert hits[0][4] == "how do I reset my password" and hits[0][0] == 1
     assert all(
         h[3] != "how do I reset my password"
         for h in table["knowledge_search"]("password", "kb", "v1", 3)

@@ -1,0 +1,65 @@
+"""Past answers of the asked intent first: a search routed by what the customer asks about.
+
+BM25 alone matches words, and a customer's few words often match a past answer to another
+question ("change my order" and "cancel my order" share two). A knowledge version whose past
+answers keep their labelled intents (a labelled training split) knows more: the question
+classifier of the check before an answer is sent (:func:`knowledge.answer_check.checker_for`,
+fitted on those past answers' questions, once per version) names the intent asked about.
+When it names one with a clear lead (at least :data:`knowledge.answer_check.MIN_MARGIN` over
+the runner-up), only the past answers labelled with that intent, and the passages with no
+intent (articles, macros), are searched. When it is guessing, when the version keeps no
+intents, or when nothing of that intent matches a word of the question, the search is the
+plain BM25 one over every passage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from knowledge import index
+from knowledge.answer_check import MIN_MARGIN, checker_for
+from knowledge.store import Version
+
+
+@dataclass
+class Routed:
+    """What a routed search found, and why it was or was not routed."""
+
+    hits: list[index.Hit] = field(default_factory=list)
+    intent: str = ""  # the intent searched within ("": every passage was searched)
+    note: str = ""  # why it was not routed ("" when it was)
+
+
+def routed_search(version: Version, question: str, k: int, *, route: bool = True) -> Routed:
+    """The ``k`` best passages for ``question``: of the asked intent where it is clear.
+
+    Args:
+        version: the knowledge version searched.
+        question: the customer's message.
+        k: passages returned at most.
+        route: False searches every passage (as the version's BM25 alone ranks them).
+    """
+    if not route:
+        return Routed(version.search(question, k), note="not routed: asked not to")
+    asked, note = asked_intent(version, question)
+    if asked:
+        hits = version.search(question, k, intent=asked)
+        if hits:
+            return Routed(hits, asked)
+        note = f"not routed: no passage of {asked} matches a word of the question"
+    return Routed(version.search(question, k), note=note)
+
+
+def asked_intent(version: Version, question: str) -> tuple[str, str]:
+    """``(intent, "")`` when the version's question classifier names one with a clear lead;
+    ``("", why not)`` otherwise."""
+    checker, why = checker_for(version)
+    if checker is None:
+        return "", f"not routed: {why}"
+    asked = checker.questions.predict([question])[0]
+    if not asked:
+        return "", "not routed: the question has no words to classify"
+    margin = checker.questions.margins([question])[0]
+    if margin < MIN_MARGIN:
+        return "", f"not routed: the asked intent is uncertain (lead {margin:.2f})"
+    return asked, ""
