@@ -50,6 +50,19 @@ class IntentClassifier:
             out[i] = float(first - second)
         return out
 
+    def named(self, text: str) -> tuple[str, float]:
+        """``(intent, margin)`` of one text from one pass of the classifier: what
+        :meth:`predict` and :meth:`margins` say of it (``("", 0.0)`` for an empty text)."""
+        if not (text and text.strip()):
+            return "", 0.0
+        scores = self.pipeline.decision_function([text])[0]
+        classes = [str(c) for c in self.pipeline.classes_]
+        if getattr(scores, "ndim", 1) == 0:  # two intents: one signed value, its size the lead
+            value = float(scores)
+            return classes[1 if value > 0 else 0], abs(value)
+        ranked = sorted(zip(scores.tolist(), classes, strict=True), reverse=True)
+        return ranked[0][1], float(ranked[0][0] - ranked[1][0])
+
 
 def fit(texts: list[str], labels: list[str]) -> IntentClassifier:
     """Fit the classifier on labelled texts (rows with an empty label or text left out).

@@ -56,10 +56,9 @@ def asked_intent(version: Version, question: str) -> tuple[str, str]:
     checker, why = checker_for(version)
     if checker is None:
         return "", f"not routed: {why}"
-    asked = checker.questions.predict([question])[0]
+    asked, margin = checker.questions.named(question)
     if not asked:
         return "", "not routed: the question has no words to classify"
-    margin = checker.questions.margins([question])[0]
     if margin < MIN_MARGIN:
         return "", f"not routed: the asked intent is uncertain (lead {margin:.2f})"
     return asked, ""

@@ -86,3 +86,16 @@ def test_the_search_users_try_is_the_one_grounding_makes(shelf):
     found = actions.search(ASKED, "answers", k=2, shelf=shelf)
     assert found["intent"] == "change_order"
     assert [p["intent"] for p in found["passages"]] == ["change_order", "change_order"]
+
+
+@pytest.mark.parametrize("intents", [2, 3])
+def test_one_pass_names_what_predict_and_margins_say(intents):
+    from knowledge.intent_classifier import fit
+
+    rows = [*ROWS, ("where is my parcel", "It ships today.", "track_order")] * 2
+    kept = [r for r in rows if r[2] in ("cancel_order", "change_order", "track_order")[:intents]]
+    classifier = fit([q for q, _, _ in kept], [y for _, _, y in kept])
+    for text in (ASKED, "cancel it", "parcel", "modify the order placed yesterday", " "):
+        assert classifier.named(text) == pytest.approx(
+            (classifier.predict([text])[0], classifier.margins([text])[0])
+        )
