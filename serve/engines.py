@@ -104,6 +104,7 @@ class Engines:
         self._starting = False
         self._watching = False
         self.llama_error: str | None = None  # why llama.cpp does not serve, while it does not
+        self._llama_listeners: list[Callable[[], None]] = []  # told when a llama-server starts
         self.stopping = threading.Event()  # set by close(): answers in flight end with an error
 
     # -- building -------------------------------------------------------------------------
@@ -150,8 +151,24 @@ class Engines:
             self._llama, self.llama_error = engine, None
         except Exception as err:  # PyTorch keeps serving, with the reason on the page
             self.llama_error = f"failed to start: {type(err).__name__}: {err}"
+            return
         finally:
             self._starting = False
+        started = getattr(getattr(engine, "upstreams", None), "started", None)
+        if isinstance(started, list):  # each new local server (a longer LoRA list) too
+            started.append(self._llama_started)
+        self._llama_started()
+
+    def on_llama_start(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (in its own thread) whenever a llama-server starts to serve here:
+        now if one serves already, then at each new local server."""
+        self._llama_listeners.append(listener)
+        if self._llama is not None:
+            threading.Thread(target=listener, daemon=True, name="tunedesk-llama-started").start()
+
+    def _llama_started(self) -> None:
+        for listener in list(self._llama_listeners):
+            threading.Thread(target=listener, daemon=True, name="tunedesk-llama-started").start()
 
     def prepare(self, wait: bool = True) -> None:
         """Load the model and start llama-server when it can serve (``wait``: until done)."""

@@ -12,7 +12,10 @@
   (``"auto"``, a name, or ``{"name", "version"}``); ``budget_mib`` caps the cache each version
   fills (default: three quarters of the server's); ``system_prompt`` is the one the answers
   will carry (default none, as ``/v1`` has). It answers when the reading is done, with what was
-  read per version.
+  read per version. ``keep`` (default true) keeps the request, so it is read again whenever a
+  llama-server starts (:mod:`serve.warm_keeper`); false warms once and forgets a kept one.
+- ``GET /v1/knowledge/warm`` (admin): the kept warm-ups and what the last replay did;
+  ``DELETE /v1/knowledge/warm/{model}`` forgets one.
 
 An unknown knowledge base or version answers 404, a bad query or ``k`` 400, in OpenAI's error
 shape. The searches are :func:`knowledge.actions.search`, the CLI's and the Knowledge tab's.
@@ -30,6 +33,7 @@ from serve.grounding import asked_grounding
 from serve.keys import ADMIN, CHAT
 from serve.knowledge_warmup import warm
 from serve.requests import RequestError
+from serve.warm_keeper import WarmKeeper
 
 INVALID = "invalid_request_error"
 
@@ -43,12 +47,21 @@ class KnowledgeApi:
 
     def __init__(self, server):
         self.server = server
+        self.keeper = getattr(server, "warm_keeper", None)
+        if self.keeper is None:  # one keeper per server, however many routers it makes
+            self.keeper = WarmKeeper(server.feedback.store, self._warm_all)
+            server.warm_keeper = self.keeper
+            listen = getattr(server.engines, "on_llama_start", None)
+            if listen is not None:
+                listen(self.keeper.replay_soon)
 
     def add_to(self, router: APIRouter) -> None:
         """Add the routes to ``router``."""
         router.add_api_route("/v1/knowledge", self._list, methods=["GET"])
         router.add_api_route("/v1/knowledge/search", self._search, methods=["GET"])
         router.add_api_route("/v1/knowledge/warm", self._warm, methods=["POST"])
+        router.add_api_route("/v1/knowledge/warm", self._kept, methods=["GET"])
+        router.add_api_route("/v1/knowledge/warm/{model:path}", self._forget, methods=["DELETE"])
 
     async def _list(self, request: Request):
         return await self._guarded(
@@ -83,7 +96,34 @@ class KnowledgeApi:
             body = await read_json(request)
         except ApiError as err:
             return err.response()
-        return await self._guarded(request, lambda: self._warm_all(body), ADMIN)
+
+        def work():
+            keep = body.get("keep", True) if isinstance(body, dict) else True
+            if not isinstance(keep, bool):
+                raise ApiError(400, "'keep' must be true or false", INVALID, param="keep")
+            done = self._warm_all(body)
+            if keep:
+                self.keeper.keep(body)
+            else:
+                self.keeper.forget(body["model"])
+            return {**done, "kept": keep}
+
+        return await self._guarded(request, work, ADMIN)
+
+    async def _kept(self, request: Request):
+        return await self._guarded(
+            request,
+            lambda: {"object": "list", "data": self.keeper.rows(), "last_replay": self.keeper.last},
+            ADMIN,
+        )
+
+    async def _forget(self, request: Request, model: str):
+        def work():
+            if not self.keeper.forget(model):
+                raise ApiError(404, f"no warm-up is kept for {model!r}", INVALID, param="model")
+            return {"object": "knowledge.warm.deleted", "model": model, "deleted": True}
+
+        return await self._guarded(request, work, ADMIN)
 
     def _warm_all(self, body) -> dict:
         """Each version the body's ``model`` names, warmed with the knowledge it answers from."""

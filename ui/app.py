@@ -96,6 +96,10 @@ def launch(
     from serve.assembly import warn_unpassed
 
     warn_unpassed()  # the API serves every shelf adapter: say which have not passed their gate
+    # The model loads (converted once) and llama-server starts now, not at the first page or
+    # request: an API-only user's first answer does not wait for them, and the kept knowledge
+    # warm-ups are read again as soon as llama-server serves.
+    demo.state.serving.prepare(wait=False)
     if not prevent_thread_lock and threading.current_thread() is threading.main_thread():
         stop_on_signals(demo.state.serving)
     return demo.launch(

@@ -1,5 +1,6 @@
-"""The store's rows as the rest of TuneDesk uses them: answers, ratings, the alias audit and
-each answer's outcome. All the SQL of the product lives here and in the migrations.
+"""The store's rows as the rest of TuneDesk uses them: answers, ratings, the alias audit,
+each answer's outcome and the kept knowledge warm-ups. All the SQL of the product lives here
+and in the migrations.
 
 A rating is a dict (``id``, ``answer_id``, ``rater``, ``created``, ``rating``, ``correction``,
 ``adapter``, ``version``, ``engine``, ``source``, ``messages``, ``answer``, ``status``,
@@ -11,6 +12,7 @@ to ``new`` in the review queue).
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 from core.store.db import Store
@@ -183,3 +185,25 @@ def _cell(value):
 
 def _json(text):
     return json.loads(text) if isinstance(text, str) and text else None
+
+
+def put_warmup(store: Store, model: str, body: dict) -> None:
+    """Keep the warm-up asked for ``model`` (a model's or an alias's name), replacing any."""
+    store.execute(
+        "INSERT INTO knowledge_warmups (model, body, updated) VALUES (?, ?, ?) "
+        "ON CONFLICT (model) DO UPDATE SET body = excluded.body, updated = excluded.updated",
+        (model, json.dumps(body, ensure_ascii=False), time.strftime("%Y-%m-%dT%H:%M:%SZ")),
+    )
+
+
+def drop_warmup(store: Store, model: str) -> bool:
+    """Forget ``model``'s kept warm-up; whether there was one."""
+    return store.execute("DELETE FROM knowledge_warmups WHERE model = ?", (model,)) > 0
+
+
+def warmup_rows(store: Store) -> list[dict]:
+    """The kept warm-ups, ``{"model", "body", "updated"}`` by model name."""
+    return [
+        {**r, "body": json.loads(r["body"])}
+        for r in store.query("SELECT model, body, updated FROM knowledge_warmups ORDER BY model")
+    ]

@@ -95,6 +95,7 @@ class Upstreams:
         self._local: Upstream | None = None
         self._lock = threading.Lock()  # the counts and the current local upstream
         self._growing = threading.Lock()  # one new local server at a time
+        self.started: list[Callable[[], None]] = []  # called after a new local server replaced one
 
     def start(self, loras: list[Path]) -> None:
         """Start the local server (if any) with ``loras``."""
@@ -171,3 +172,6 @@ class Upstreams:
                 stop_now = old.inflight == 0
         if old is not None and stop_now and old.process is not None:
             old.process.stop()
+        if old is not None:  # its prompt cache went with it
+            for listener in list(self.started):
+                listener()

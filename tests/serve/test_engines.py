@@ -236,3 +236,27 @@ def test_a_ticket_releases_its_place_in_the_crowd_when_it_ends():
     first.finish("stop")
     second.fail(RuntimeError("x"))
     assert engines.crowd() == {}
+
+
+def test_listeners_hear_of_every_llama_server_that_starts(built):
+    class _Upstreams:
+        started: list = []
+
+    llama = _Engine("llama.cpp")
+    llama.upstreams = _Upstreams()
+    heard, early = [], threading.Event()
+    engines = _engines("auto", lambda session, max_queue: llama)
+    engines.on_llama_start(lambda: (heard.append("early"), early.set()))
+    engines.prepare()
+    assert early.wait(10) and heard == ["early"]  # the first server
+    late = threading.Event()
+    engines.on_llama_start(late.set)  # one already serves: told at once
+    assert late.wait(10)
+    late.clear()
+    [new_local] = llama.upstreams.started
+    new_local()  # the pool replaced its local server (a longer LoRA list)
+    assert late.wait(10)
+    deadline = time.monotonic() + 10
+    while heard != ["early", "early"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert heard == ["early", "early"]

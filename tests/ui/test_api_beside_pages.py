@@ -24,6 +24,13 @@ def running(home, varied_dir):
     demo.close()
 
 
+def test_the_model_loads_at_launch_before_any_page_or_request(running):
+    from run_helpers import wait_until
+
+    demo, _ = running
+    wait_until(lambda: demo.state.session._model is not None, "the model to load", timeout=120)
+
+
 def test_api_answers_beside_the_pages_with_the_key(running):
     demo, url = running
     with urllib.request.urlopen(f"{url}/") as page:  # Gradio still serves its login page

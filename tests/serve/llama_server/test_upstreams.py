@@ -22,6 +22,8 @@ def test_a_new_adapter_is_served_beside_answers_in_flight(llama, llama_session, 
     long = llama.submit(MSGS, "a", GenerationSettings(max_new_tokens=400, min_new_tokens=400))
     reading = iter(long)  # kept: a reader that goes away cancels the answer
     first_part = next(reading)  # in flight on the first server
+    replaced = threading.Event()
+    llama.upstreams.started.append(replaced.set)  # what re-warms the new server's prompt cache
     put_adapters(
         home, realtok_dir, names=("fresh",), first_seed=7
     )  # trained after the server started
@@ -29,6 +31,8 @@ def test_a_new_adapter_is_served_beside_answers_in_flight(llama, llama_session, 
     assert llama.submit(MSGS, "fresh", GREEDY).text() == want
     second = llama.upstreams.all[0]
     assert second is not first and second.process.running
+    assert replaced.is_set()
+    llama.upstreams.started.remove(replaced.set)
     rest = "".join(reading)
     assert (
         first_part + rest == long.text()
