@@ -12,7 +12,10 @@ Passages are read in the knowledge version's order until :data:`WARM_SHARE` of t
 (:data:`core.llama_cpp.process.CACHE_RAM_MIB`) is spent by the model's keys and values (its
 f16 bytes per token times each prompt's tokens), or ``max_passages``. Each read waits until no
 answer is in flight (customers first) and goes to llama-server only. The cache lives in that
-server process: a server started later (a new adapter on the shelf, a restart) starts cold.
+server process: a server started later (a new adapter on the shelf, a restart) starts cold
+(:mod:`serve.warm_keeper` reads a kept warm-up again then). The version's intent classifiers,
+which route its searches (:mod:`knowledge.routing`), are fitted first, so the first customer's
+search does not wait for them either.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dataclasses import asdict, dataclass
 from core.limits import kv_bytes_per_token
 from core.llama_cpp.process import CACHE_RAM_MIB
 from inference.generate import GenerationSettings
+from knowledge.answer_check import checker_for
 from knowledge.grounding import shown_alone
 from knowledge.passages import spells_control
 from knowledge.store import LATEST, KnowledgeShelf
@@ -100,6 +104,7 @@ def warm(
             f"({engines.llama_error or 'the engine is set to pytorch'})"
         )
     chosen = (shelf or KnowledgeShelf()).get(name, version or LATEST)
+    checker_for(chosen)  # the routing's classifiers, fitted now rather than at the first answer
     tokenizer = engines.session.tokenizer
     per_token = kv_bytes_per_token(engines.session.model.config, CACHE_BYTES_PER_VALUE)
     budget = float(WARM_SHARE * CACHE_RAM_MIB if budget_mib is None else budget_mib)
