@@ -9,9 +9,12 @@ the system message). Both rows of every model are scored alike: right intent (th
 checks' classifier), invented spans (the passages the model was shown count as facts it may
 state), BLEU and ROUGE-L, overall and per intent.
 
-No leak: a passage whose question or answer is an evaluated row's, or any row of the data
-file outside the adapter's training split (the evaluation split), is never shown; the next
-best passage takes its place. The number kept out is reported.
+No leak: no evaluated row, and no row of the data file outside the adapter's training split
+(the evaluation split), is ever shown: a passage asking such a row's question, or giving such a
+row's answer, is kept out, unless it is a training row itself (its question and answer a pair
+the adapter trained on: a team's canned answer to another customer's question is knowledge the
+bot is shown when it serves, too). The next best passage takes its place; the number kept out
+is reported.
 """
 
 from __future__ import annotations
@@ -54,7 +57,9 @@ def leak_guard(
     mapping: dict | None,
     trained: set[tuple[str, str]] | None,
 ) -> Callable:
-    """A test saying True for a passage an evaluation must not show.
+    """A test saying True for a passage an evaluation must not show: one asking an evaluated or
+    evaluation-split row's question, or giving such a row's answer when the passage is not
+    itself one of the training rows (``trained``).
 
     Args:
         prompts, references: the evaluated rows.
@@ -77,7 +82,8 @@ def leak_guard(
     answers.discard("")
 
     def excluded(passage) -> bool:
-        return _norm(passage.question) in questions or _norm(passage.text) in answers
+        question, text = _norm(passage.question), _norm(passage.text)
+        return question in questions or (text in answers and (question, text) not in known)
 
     return excluded
 

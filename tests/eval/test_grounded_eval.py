@@ -213,3 +213,32 @@ def test_the_command_line_prints_both_rows(setup, capsys):
     assert f"| a | answers-support {setup['version']} | 2 |" in out
     assert "| a | off |" not in out  # on: the grounded rows only
     assert "passages kept out because they are evaluation rows:" in out
+
+
+def test_the_guard_keeps_out_evaluation_rows_but_not_a_training_rows_canned_answer(tmp_path):
+    from eval.grounded import leak_guard
+
+    canned = "Choose Forgot password on the sign-in page."
+    table = [
+        {"prompt": "I forgot my password", "response": canned},  # trained
+        {"prompt": "cannot sign in, password lost", "response": canned},  # held out, evaluated
+        {"prompt": "where is my parcel", "response": "It left the depot today."},  # held out
+    ]
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in table))
+    excluded = leak_guard(
+        [table[1]["prompt"]], [canned], str(data), None, {(table[0]["prompt"], canned)}
+    )
+    training_row = Passage(
+        table[0]["prompt"], canned, "f:train row 1", "past_answer", "I forgot my password"
+    )
+    assert not excluded(training_row)  # the team's answer to another customer: shown as served
+    assert excluded(Passage("x", canned, "p", "past_answer", table[1]["prompt"]))  # the row itself
+    assert excluded(
+        Passage("x", "other words", "p", "past_answer", "Cannot sign in, password lost")
+    )
+    assert excluded(Passage("Sign-in help", canned, "kb.md#help"))  # its answer, not a training row
+    assert excluded(Passage("x", "It left the depot today.", "p", "past_answer", "parcel?"))
+    assert not excluded(Passage("Shipping", "Parcels take two days.", "kb.md#ship"))
+    everything = leak_guard([table[1]["prompt"]], [canned], str(data), None, None)
+    assert everything(training_row)  # the split unknown: every row of the file is kept out
