@@ -69,6 +69,7 @@ def sft_config(data: Path, rows: int, minutes: float, steps: int, home: Path) ->
     if minutes > 0:
         cfg = first_run_defaults()
         cfg.train.time_budget_s = minutes * 60
+        cfg.data.with_passages = 0  # as the preference runs it is compared with train
     else:
         cfg = RunConfig()
         cfg.train.max_steps = steps

@@ -26,6 +26,7 @@ def test_the_budget_run_is_the_train_tabs_on_the_first_rows_only(tmp_path, bitex
         400,
         SFT_NAME,
     )
+    expected.data.with_passages = 0  # without the Train tab's passages, as DPO and CPO train
     assert (
         cfg.to_dict() == expected.to_dict()
         and cfg.train.time_budget_s == 600

@@ -343,9 +343,9 @@ def build_train_tab(state: AppState) -> dict:
         )  # the new dataset's rows
         device.change(on_device, device, [precision, quant, hw_notes])
         model.change(model_note, model, cost_note, show_progress="hidden")
-        # Each method's own learning rate, epochs, steps, batch size and time budget (preference
-        # methods: their epochs)
-        method.input(forms.method_settings, method, [lr, epochs, steps, batch, budget])
+        # Each method's own learning rate, epochs, steps, batch size, time budget and passages
+        # per row (preference methods: their epochs, no passages)
+        method.input(forms.method_settings, method, [lr, epochs, steps, batch, budget, passages])
         check.click(
             checked(estimate_text),
             [source, upload, path, *settings],

@@ -100,17 +100,26 @@ def ui_defaults() -> RunConfig:
     return cfg
 
 
-def method_settings(method: str) -> tuple[float, float, int, int, float]:
-    """(learning rate, epochs, max steps, batch size, time budget in minutes) the Train tab shows
-    for ``method``: SFT's defaults, or a preference method's measured learning rate, epochs and
-    batch size, with max steps 0 so that its epochs count (SFT's learning rate is far too high
-    for it). The time budget stays the first run's: a preference run trains its epochs or until
+def method_settings(method: str) -> tuple[float, float, int, int, float, int]:
+    """(learning rate, epochs, max steps, batch size, time budget in minutes, past answers per
+    row) the Train tab shows for ``method``: SFT's defaults, or a preference method's measured
+    learning rate, epochs and batch size, with max steps 0 so that its epochs count (SFT's
+    learning rate is far too high for it) and no passages (a preference run trains without
+    them). The time budget stays the first run's: a preference run trains its epochs or until
     the budget ends."""
-    t = ui_defaults().train
+    cfg = ui_defaults()
+    t = cfg.train
     if method in METHOD_DEFAULTS:
         d = METHOD_DEFAULTS[method]
-        return d.learning_rate, d.epochs, 0, d.batch_size, t.time_budget_s / 60
-    return t.learning_rate, t.epochs, t.max_steps, t.batch_size, t.time_budget_s / 60
+        return d.learning_rate, d.epochs, 0, d.batch_size, t.time_budget_s / 60, 0
+    return (
+        t.learning_rate,
+        t.epochs,
+        t.max_steps,
+        t.batch_size,
+        t.time_budget_s / 60,
+        cfg.data.with_passages,
+    )
 
 
 def form_values(cfg: RunConfig) -> list:

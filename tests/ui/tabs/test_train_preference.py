@@ -23,6 +23,8 @@ def _values(model_dir, **train) -> list:
     cfg.train.time_budget_s = 0  # dpo / orpo run steps, not a time budget
     for k, v in train.items():
         setattr(cfg.train, k, v)
+    # what picking the method sets in the tab: a preference run trains without passages
+    cfg.data.with_passages = forms.method_settings(cfg.train.method)[5]
     return forms.form_values(cfg)
 
 

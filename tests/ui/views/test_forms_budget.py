@@ -83,7 +83,8 @@ def test_picking_a_method_shows_its_learning_rate_and_epochs_with_steps_off_and_
         0,
         4,
         10,
-    )  # measured at 4 pairs a step
+        0,
+    )  # measured at 4 pairs a step, without passages
     t = forms.ui_defaults().train
     assert forms.method_settings("sft") == (
         t.learning_rate,
@@ -91,18 +92,26 @@ def test_picking_a_method_shows_its_learning_rate_and_epochs_with_steps_off_and_
         30,
         8,
         10,
-    )  # back to SFT: its own
+        0,
+    )  # back to SFT: its own (passages off by default)
     assert forms.method_settings("sft")[0] > cpo.learning_rate  # SFT's is higher
     # What the form then sends: a preference run of the method's epochs under the 10-minute budget.
     put_adapter(tiny_llama_dir, "support")
     values = _values(tiny_llama_dir)
     fields = forms.TRAIN_FIELDS
-    for field, value in zip(
-        ("learning_rate", "epochs", "max_steps", "batch_size", "time_budget_s"),
+    for (section, field), value in zip(
+        (
+            ("train", "learning_rate"),
+            ("train", "epochs"),
+            ("train", "max_steps"),
+            ("train", "batch_size"),
+            ("train", "time_budget_s"),
+            ("data", "with_passages"),
+        ),
         forms.method_settings("cpo"),
         strict=True,
     ):
-        values[fields.index(("train", field))] = value
+        values[fields.index((section, field))] = value
     values[fields.index(("train", "method"))], values[fields.index(("train", "from_adapter"))] = (
         "cpo",
         "support",
