@@ -73,7 +73,7 @@ class Checker:
         self, question: str, answer: str, *, min_margin: float = MIN_MARGIN, handoff: str = HANDOFF
     ) -> CheckResult:
         """Check one answer to ``question`` (see the module's docstring)."""
-        asked = self.questions.predict([question])[0]
+        asked, margin = self.questions.named(question)
         answered = self.answers.predict([answer])[0]
         facts = {
             "asked": asked,
@@ -87,7 +87,6 @@ class Checker:
             return CheckResult(
                 "handed off", handoff, note="the question has no words to classify", **facts
             )
-        margin = self.questions.margins([question])[0]
         if margin < min_margin:
             return CheckResult(
                 "handed off",
