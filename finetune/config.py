@@ -59,6 +59,10 @@ class DataArgs:
     # Train each row with the best N past answers of the training split in its system message
     # (the row's own answer left out), built as grounded serving builds it (0: none; up to 5).
     with_passages: int = 0
+    # Share of the training rows shown those passages (1.0: every row); the rest train on the
+    # question alone, so the adapter learns both to use passages and to answer without them.
+    # Which rows is fixed by the seed and the row. Validation rows are all shown them, as served.
+    passage_share: float = 1.0
     val_fraction: float = 0.05  # share of rows held out for validation
     max_samples: int | None = None  # use at most this many rows (after shuffling)
     # Padding-free packed rows. Off by default: on CPU, transformers masks packed rows with a
@@ -409,6 +413,7 @@ def _data_problems(d: DataArgs) -> list[str]:
     _range(out, "max length", d.max_length, 16, 32768, whole=True)
     _range(out, "validation fraction", d.val_fraction, 0.0, 0.5)
     _range(out, "passages per training row", d.with_passages, 0, 5, whole=True)
+    _range(out, "share of training rows shown passages", d.passage_share, 0.0, 1.0)
     _range(out, "data seed", d.seed, 0, 2**32 - 1, whole=True)
     if d.max_samples is not None:
         _range(out, "max samples", d.max_samples, 2, 100_000_000, whole=True)

@@ -60,6 +60,15 @@ FLAGS = [
         "train each row with the N best past answers of the training split in its system message, "
         "its own answer left out (0 = off, up to 5)",
     ),
+    (
+        "--passage-share",
+        ["--passage_share"],
+        "data",
+        "passage_share",
+        float,
+        "share of the training rows shown those passages, the rest trained without them "
+        "(default 1.0: every row)",
+    ),
     ("--val-fraction", [], "data", "val_fraction", float, "share of rows held out"),
     ("--system-prompt", [], "data", "system_prompt", str, "system message before every prompt"),
     ("--epochs", ["--num_epochs"], "train", "epochs", float, "passes over the data"),

@@ -8,12 +8,18 @@ out: the adapter learns to adapt a neighbour's answer to this customer's questio
 system message is built by :func:`knowledge.grounding.ground`, the function grounded
 serving uses, so training and serving prompts match. The validation split is never indexed.
 
+With ``DataArgs.passage_share`` below 1, only that share of the training rows is shown
+passages (which ones is fixed by the data seed and the row's text, :func:`shown_passages`);
+the others train on the question alone, as an adapter trained without passages does. Every
+validation row is shown them, as grounded serving shows them.
+
 A row's token limit grows by :data:`PASSAGE_TOKENS` per passage; a row that still does not
 fit whole loses its last passage, then the next, before its answer is ever cut.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import tempfile
 from collections.abc import Iterator
@@ -30,6 +36,17 @@ def token_limit(args) -> int:
     if passages <= 0:
         return args.max_length
     return max(args.max_length, min(args.max_length + passages * PASSAGE_TOKENS, SERVING_CONTEXT))
+
+
+def shown_passages(prompt: str, response: str, seed: int, share: float) -> bool:
+    """Whether a training row is among the ``share`` of rows shown passages: a hash of the seed
+    and the row's text read as a number in [0, 1), so the same rows are chosen on every run."""
+    if share >= 1.0:
+        return True
+    if share <= 0.0:
+        return False
+    digest = hashlib.blake2b(f"{seed}\x00{prompt}\x00{response}".encode(), digest_size=8)
+    return int.from_bytes(digest.digest(), "big") / 2**64 < share
 
 
 class Grounder:
@@ -101,15 +118,21 @@ def train_split_grounder(train_raw, args, fmt, fingerprint: str) -> Iterator[Gro
         yield Grounder(shelf, version, int(args.with_passages), fmt, token_limit(args))
 
 
-def encode_grounded(batch: dict, fmt, args, grounder: Grounder) -> dict:
+def encode_grounded(batch: dict, fmt, args, grounder: Grounder, share: float = 1.0) -> dict:
     """:meth:`ChatFormat.encode_batch` on rows shown their passages, plus a ``passages`` count.
 
-    A row that does not fit whole (status other than ``ok``) with its passages is encoded
-    again with one passage fewer, down to none: the passages give way before the answer.
+    Only the ``share`` of rows that :func:`shown_passages` picks is shown them; the rest are
+    encoded without (``passages`` 0). A row that does not fit whole (status other than ``ok``)
+    with its passages is encoded again with one passage fewer, down to none: the passages give
+    way before the answer.
     """
     n = len(batch["prompt"])
     rows = list(zip(batch["prompt"], batch["response"], batch["history"], strict=True))
-    shown = [grounder.system(p, r, h) for p, r, h in rows]
+    seed = getattr(args, "seed", 0)
+    shown = [
+        grounder.system(p, r, h) if shown_passages(p, r, seed, share) else (None, 0)
+        for p, r, h in rows
+    ]
     systems, counts = [s for s, _ in shown], [c for _, c in shown]
     limit, last_only = token_limit(args), getattr(args, "last_turn_only", False)
     out = fmt.encode_batch({**batch, "system": systems}, limit, args.truncation, last_only)

@@ -88,7 +88,8 @@ def prepare(args, tokenizer, max_bytes: int | None = None) -> PreparedData:
     splits = split(table, args)
     with quiet(), _grounder(args, fmt, fp, splits[0]) as grounder:
         for name, raw in zip(("train", "val"), splits, strict=True):
-            parts[name] = _tokenize(raw, fmt, args, f"{fp}-{name}", counts, grounder, shown)
+            share = getattr(args, "passage_share", 1.0) if name == "train" else 1.0
+            parts[name] = _tokenize(raw, fmt, args, f"{fp}-{name}", counts, grounder, shown, share)
     if parts["train"].num_rows == 0:
         dropped = ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in counts.items() if n)
         raise DataError(
@@ -104,6 +105,7 @@ def prepare(args, tokenizer, max_bytes: int | None = None) -> PreparedData:
     if grounder is not None:
         stats["passages"] = {
             "with_passages": args.with_passages,
+            "passage_share": getattr(args, "passage_share", 1.0),
             "token_limit": token_limit(args),
             "knowledge_fingerprint": grounder.version.fingerprint,
             "rows_by_passages_shown": {str(n): shown[n] for n in sorted(shown)},
@@ -160,6 +162,8 @@ def fingerprint(
         keyed["last_turn_only"] = True
     if getattr(args, "with_passages", 0):
         keyed["with_passages"] = args.with_passages
+        if getattr(args, "passage_share", 1.0) != 1.0:  # only when set: older keys stay the same
+            keyed["passage_share"] = args.passage_share
     return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -221,11 +225,13 @@ def _tokenize(
     counts: Counter,
     grounder=None,
     shown: Counter | None = None,
+    share: float = 1.0,
 ):
     """Encode rows (keeping the raw columns alongside) and drop the rows that do not fit.
 
-    With a ``grounder``, each row is shown its passages (``finetune.data.passages``) and
-    ``shown`` counts the kept rows by how many passages they were shown.
+    With a ``grounder``, the ``share`` of rows it picks is shown its passages
+    (``finetune.data.passages``) and ``shown`` counts the kept rows by how many passages they
+    were shown.
     """
     from datasets import Dataset, Features, List, Value
 
@@ -249,7 +255,7 @@ def _tokenize(
 
     def encode(batch: dict) -> dict:
         if grounder is not None:
-            return encode_grounded(batch, fmt, args, grounder)
+            return encode_grounded(batch, fmt, args, grounder, share)
         return fmt.encode_batch(
             batch, args.max_length, args.truncation, getattr(args, "last_turn_only", False)
         )

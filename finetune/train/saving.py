@@ -114,6 +114,7 @@ def build_manifest(
             # Rows trained with their best past answers in the system message (0: none); the
             # knowledge version they came from is the manifest's "knowledge".
             "with_passages": getattr(dc, "with_passages", 0),
+            "passage_share": getattr(dc, "passage_share", 1.0),
             **(
                 {"passages": prepared.stats["passages"]}
                 if "passages" in (getattr(prepared, "stats", None) or {})

@@ -50,6 +50,8 @@ def settings_key(cfg) -> str:
     }
     if getattr(d, "with_passages", 0):  # absent from older keys: their speeds stay found
         keyed["with_passages"] = d.with_passages
+        if getattr(d, "passage_share", 1.0) != 1.0:
+            keyed["passage_share"] = d.passage_share
     if lo.top_layers:  # only when set, so the keys of speeds measured before it stay the same
         keyed["top_layers"] = lo.top_layers
     return hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()[:16]

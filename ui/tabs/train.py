@@ -134,6 +134,14 @@ def build_train_tab(state: AppState) -> dict:
                         "out; 0 = off; rows run longer)",
                         elem_id="train-with-passages",
                     )
+                    passage_share = gr.Number(
+                        d.data.passage_share,
+                        minimum=0,
+                        maximum=1,
+                        label="Share of training rows shown them (1 = every row; the rest "
+                        "train on the question alone)",
+                        elem_id="train-passage-share",
+                    )
                     with gr.Row():
                         eval_every = gr.Number(
                             d.train.eval_every,
@@ -250,6 +258,7 @@ def build_train_tab(state: AppState) -> dict:
             beta,
             budget,
             passages,
+            passage_share,
         ]
         tab.select(lambda: gr.update(choices=["", *state.adapter_choices()]), None, from_adapter)
         with gr.Row():

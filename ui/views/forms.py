@@ -53,6 +53,7 @@ TRAIN_FIELDS = [
     ("train", "time_budget_s"),
     # Train each row with its best past answers of the training split (0 = off).
     ("data", "with_passages"),
+    ("data", "passage_share"),
 ]
 _INTS = {
     "batch_size",
@@ -72,7 +73,7 @@ _INTS = {
     "node_rank",
     "with_passages",
 }
-_FLOATS = {"dropout", "learning_rate", "epochs", "val_fraction", "beta"}
+_FLOATS = {"dropout", "learning_rate", "epochs", "val_fraction", "beta", "passage_share"}
 _TEXTS = {"system_prompt", "adapter_name", "rdzv_endpoint", "from_adapter"}
 _AUTO = {"eval_every", "probe_every", "save_every"}  # blank = auto (a share of the planned steps)
 _LABELS = {"time_budget_s": "time budget (minutes)"}

@@ -157,3 +157,37 @@ def test_passages_change_the_fingerprint_and_zero_changes_nothing(tok, rows_file
     assert grounded.fingerprint != plain.fingerprint and "passages" not in plain.stats
     assert plain.train["input_ids"] != grounded.train["input_ids"]
     assert plain.rows_raw["train"]["response"] == grounded.rows_raw["train"]["response"]
+
+
+def _shown(tok, example) -> bool:
+    return "The team answered:" in _prompt_and_answer(tok, example)[0]
+
+
+def test_a_passage_share_shows_passages_to_that_share_of_training_rows_only(tok, rows_file):
+    """passage_share 0.5: about half the training rows are shown passages, the rest are encoded
+    exactly as a run without passages encodes them; every validation row is shown them."""
+    plain = data.prepare(DataArgs(path=str(rows_file), val_fraction=0.2, max_length=128), tok)
+    whole = _prepare(tok, rows_file)[1]
+    _, half = _prepare(tok, rows_file, passage_share=0.5)
+    assert half.fingerprint not in (whole.fingerprint, plain.fingerprint)
+    shown = half.stats["passages"]["rows_by_passages_shown"]
+    assert half.stats["passages"]["passage_share"] == 0.5
+    train = _rows(half, "train")
+    with_passages = [ex for _, ex in train if _shown(tok, ex)]
+    assert 0.3 * len(train) < len(with_passages) < 0.7 * len(train)
+    assert shown == {"0": len(train) - len(with_passages), "2": len(with_passages) + 12}
+    plain_ids = dict(zip(plain.rows_raw["train"]["prompt"], plain.train["input_ids"], strict=True))
+    for raw, ex in train:
+        if not _shown(tok, ex):
+            assert ex["input_ids"] == plain_ids[raw["prompt"]]
+    assert all(_shown(tok, ex) for _, ex in _rows(half, "val"))
+    again = _prepare(tok, rows_file, passage_share=0.5)[1]
+    assert again.train["input_ids"] == half.train["input_ids"]  # the same rows every run
+
+
+def test_a_passage_share_outside_zero_to_one_is_refused():
+    from finetune.config import RunConfig, validate
+
+    cfg = RunConfig()
+    cfg.data.with_passages, cfg.data.passage_share = 1, 1.5
+    assert any("share of training rows shown passages" in p for p in validate(cfg))

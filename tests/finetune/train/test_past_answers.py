@@ -141,3 +141,12 @@ def test_train_with_passages_end_to_end_from_the_command_line(home, tiny_llama_d
     assert knowledge["fingerprint"] == shown["knowledge_fingerprint"]
     version = KnowledgeShelf().get(knowledge["name"], knowledge["version"])
     assert version.passages == manifest["data"]["train_rows"]
+    # --passage-share 0.5: only some training rows are shown a passage (the rest train plainly).
+    # This tokenizer spends a token a character or so: rows get the room a passage needs.
+    half_share = ["--with-passages", "1", "--passage-share", "0.5", "--max-length", "600"]
+    assert main(["train", *common, *half_share, "--name", "grounded-half"]) == 0
+    half = json.loads((home / "adapters" / "grounded-half" / "manifest.json").read_text())
+    data = half["data"]
+    assert data["passage_share"] == data["passages"]["passage_share"] == 0.5
+    by_shown = data["passages"]["rows_by_passages_shown"]
+    assert 0 < by_shown["1"] < by_shown["0"]  # 13 and 27 of 40 (every row fitting: 30 and 10)

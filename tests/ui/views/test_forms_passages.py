@@ -32,3 +32,17 @@ def test_passages_are_refused_for_a_preference_run():
     assert any("training with passages is for sft" in p for p in validate(cfg))
     cfg.train.method = "sft"
     assert validate(cfg) == []
+
+
+def test_the_form_sends_the_share_of_rows_shown_passages():
+    share_at = forms.TRAIN_FIELDS.index(("data", "passage_share"))
+    values = forms.form_values(forms.ui_defaults())
+    values[AT], values[share_at] = 1.0, 0.5
+    cfg, problems = forms.to_config(forms.DEMO_DATA, values)
+    assert problems == [] and (cfg.data.with_passages, cfg.data.passage_share) == (1, 0.5)
+    values[share_at] = 2
+    cfg, problems = forms.to_config(forms.DEMO_DATA, values)
+    assert (
+        "share of training rows shown passages must be a number between 0.0 and 1.0 (got 2.0)"
+        in (validate(cfg))
+    )
