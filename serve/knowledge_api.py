@@ -27,7 +27,7 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from knowledge import actions
-from knowledge.store import KnowledgeNotFound
+from knowledge.store import LATEST, KnowledgeNotFound, KnowledgeShelf
 from serve.api_basics import ApiError, read_json
 from serve.grounding import asked_grounding
 from serve.keys import ADMIN, CHAT
@@ -49,7 +49,7 @@ class KnowledgeApi:
         self.server = server
         self.keeper = getattr(server, "warm_keeper", None)
         if self.keeper is None:  # one keeper per server, however many routers it makes
-            self.keeper = WarmKeeper(server.feedback.store, self._warm_all)
+            self.keeper = WarmKeeper(server.feedback.store, self._warm_all, self._plans)
             server.warm_keeper = self.keeper
             listen = getattr(server.engines, "on_llama_start", None)
             if listen is not None:
@@ -127,6 +127,30 @@ class KnowledgeApi:
 
     def _warm_all(self, body) -> dict:
         """Each version the body's ``model`` names, warmed with the knowledge it answers from."""
+        plans, max_passages, budget, system_prompt = self._plans(body)
+        warmed = []
+        for adapter, asked in plans:
+            result = warm(
+                self.server.engines,
+                adapter,
+                asked["name"],
+                asked["version"],
+                max_passages=max_passages,
+                budget_mib=budget,
+                system_prompt=system_prompt,
+            )
+            warmed.append({**result.to_dict(), "line": result.line()})
+        return {"object": "knowledge.warm", "data": warmed}
+
+    def _plans(self, body) -> tuple[list, int | None, float | None, str]:
+        """``(plans, max_passages, budget_mib, system_prompt)`` of a warm-up request, each plan
+        an ``(adapter, knowledge asked)`` of one version the ``model`` names: every version
+        resolved before any is warmed, so a bad one costs no work.
+
+        Raises:
+            ApiError: a bad field, an unknown model or knowledge, a model that answers
+                ungrounded.
+        """
         if not isinstance(body, dict) or not isinstance(body.get("model"), str):
             raise ApiError(
                 400, "'model' must be a model's or an alias's name", INVALID, param="model"
@@ -153,7 +177,7 @@ class KnowledgeApi:
         split = self.server.aliases.splits().get(model)
         alias = model if split is not None else None
         versions = sorted(split) if split is not None else [model]
-        plans = []  # every version resolved before any is warmed: a bad one costs no work
+        plans = []
         for version in versions:
             adapter = self.server.resolve_model(version)
             if adapter is False:
@@ -177,20 +201,12 @@ class KnowledgeApi:
                     INVALID,
                     param="knowledge" if alias is None else "model",
                 )
+            try:  # the knowledge itself: a kept request that names none gone is never kept
+                KnowledgeShelf().get(asked["name"], asked.get("version") or LATEST)
+            except KnowledgeNotFound as err:
+                raise ApiError(404, str(err), INVALID, "knowledge_not_found", "knowledge") from None
             plans.append((adapter, asked))
-        warmed = []
-        for adapter, asked in plans:
-            result = warm(
-                self.server.engines,
-                adapter,
-                asked["name"],
-                asked["version"],
-                max_passages=max_passages,
-                budget_mib=budget,
-                system_prompt=system_prompt,
-            )
-            warmed.append({**result.to_dict(), "line": result.line()})
-        return {"object": "knowledge.warm", "data": warmed}
+        return plans, max_passages, budget, system_prompt
 
     async def _guarded(self, request: Request, work, role: str = CHAT):
         try:

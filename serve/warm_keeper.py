@@ -27,10 +27,12 @@ class WarmKeeper:
     Args:
         store: the store (``core.store.db.Store``) every replica shares.
         run: warms what one kept request body asks (the route's own work); returns its rows.
+        check: raises where a request body could not be warmed (a bad field, an unknown model
+            or knowledge), before it is kept; None keeps any body.
     """
 
-    def __init__(self, store, run: Callable[[dict], dict]):
-        self.store, self.run = store, run
+    def __init__(self, store, run: Callable[[dict], dict], check: Callable[[dict], object] = None):
+        self.store, self.run, self.check = store, run, check
         self._lock = threading.Lock()
         self._pending = False  # a server started while a replay was running: run again
         self._running = False
@@ -39,6 +41,18 @@ class WarmKeeper:
     def keep(self, body: dict) -> None:
         """Keep ``body`` (its ``model`` names it; ``keep`` itself is not stored)."""
         put_warmup(self.store, body["model"], {k: v for k, v in body.items() if k != "keep"})
+
+    def ask(self, body: dict) -> None:
+        """Check ``body``, keep it, and replay the kept warm-ups in the background now (the
+        Knowledge tab's "Keep warm": the answer does not wait for minutes of warming).
+
+        Raises:
+            whatever ``check`` raises for a body that could not be warmed (nothing kept).
+        """
+        if self.check is not None:
+            self.check(body)
+        self.keep(body)
+        self.replay_soon()
 
     def forget(self, model: str) -> bool:
         """Forget the warm-up kept for ``model``; whether there was one."""

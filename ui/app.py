@@ -88,11 +88,9 @@ def launch(
     # The API's routes go first into the app Gradio builds (FastAPI's `routes`), so no Gradio
     # route can shadow them; Gradio's login does not cover them, the bearer key does.
     store = FeedbackStore(log_conversations=log_conversations)
-    routes = (
-        OpenAIServer(demo.state.serving, api_key, store, stats=demo.state.alias_stats)
-        .router()
-        .routes
-    )
+    api = OpenAIServer(demo.state.serving, api_key, store, stats=demo.state.alias_stats)
+    routes = api.router().routes
+    demo.state.warm_keeper = api.warm_keeper  # the Knowledge tab's kept warm-ups
     from serve.assembly import warn_unpassed
 
     warn_unpassed()  # the API serves every shelf adapter: say which have not passed their gate

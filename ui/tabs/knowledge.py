@@ -7,6 +7,7 @@ import gradio as gr
 
 from knowledge.actions import DEFAULT_NAME
 from ui.views import knowledge as view
+from ui.views import knowledge_warm as warm_view
 from ui.views.state import AppState
 
 HELP = (
@@ -14,6 +15,13 @@ HELP = (
     "(the old ones stay as they were); training puts its training rows' answers here by itself. "
     "Markdown (one passage per heading), HTML, plain text, CSV (question/answer or title/body) "
     "and JSONL files."
+)
+
+WARM_HELP = (
+    "A grounded answer reads its passages first; one already in llama-server's prompt cache is "
+    "restored instead, so the first word comes sooner. A kept warm-up reads a model's knowledge "
+    "into the cache now and again each time a server starts (a restart, a new adapter). It "
+    "uses idle moments only; the table says what the last reading did."
 )
 
 
@@ -54,6 +62,26 @@ def build_knowledge_tab(state: AppState) -> dict:
         with gr.Row():
             confirm = gr.Checkbox(label="Delete the chosen version for good")
             delete = gr.Button("Delete version", variant="stop", elem_id="knowledge-delete")
+        with gr.Accordion("Kept warm-ups: knowledge read ahead into llama-server", open=False):
+            gr.Markdown(WARM_HELP)
+            with gr.Row():
+                warm_model = gr.Textbox(label="Model or alias", elem_id="knowledge-warm-model")
+                warm_knowledge = gr.Textbox(
+                    value="auto", label="Knowledge (auto: what it answers from)"
+                )
+                warm_most = gr.Number(
+                    None, precision=0, minimum=1, label="Passages at most (blank: all)"
+                )
+            with gr.Row():
+                keep = gr.Button("Keep warm", elem_id="knowledge-warm-keep")
+                forget = gr.Button("Forget", elem_id="knowledge-warm-forget")
+                warm_refresh = gr.Button("↻ Refresh", elem_id="knowledge-warm-refresh")
+            kept = gr.Dataframe(
+                headers=warm_view.WARM_COLUMNS,
+                interactive=False,
+                wrap=True,
+                elem_id="knowledge-warm-kept",
+            )
 
         def knowledge_refresh(chosen=None):
             names = view.names()
@@ -91,6 +119,23 @@ def build_knowledge_tab(state: AppState) -> dict:
                 return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
             return message, *knowledge_refresh(chosen)
 
+        def warm_do(act, *args):
+            try:
+                message = act(state.warm_keeper, *args)
+            except ValueError as err:
+                gr.Warning(str(err))
+                return gr.skip(), warm_view.kept_table(state.warm_keeper)
+            return message, warm_view.kept_table(state.warm_keeper)
+
+        def warm_keep(model, knowledge, most):
+            return warm_do(warm_view.keep_warm, model, knowledge, most)
+
+        def warm_forget(model):
+            return warm_do(warm_view.forget_warm, model)
+
+        def warm_list():
+            return warm_view.kept_table(state.warm_keeper)
+
         shown = [base, version, about, passages]
         for trigger in (tab.select, refresh.click):
             trigger(knowledge_refresh, base, shown)
@@ -100,4 +145,8 @@ def build_knowledge_tab(state: AppState) -> dict:
         search.click(knowledge_search, [query, base, version, k], hits)
         query.submit(knowledge_search, [query, base, version, k], hits)
         delete.click(knowledge_delete, [base, version, confirm], [said, *shown])
+        keep.click(warm_keep, [warm_model, warm_knowledge, warm_most], [said, kept])
+        forget.click(warm_forget, warm_model, [said, kept])
+        for trigger in (tab.select, warm_refresh.click):
+            trigger(warm_list, None, kept)
     return {"tab": tab}

@@ -50,6 +50,9 @@ class AppState:
         self.chat_knowledge = chat_grounding.AUTO
         # what Chat's recent answers were grounded in, kept with their ratings
         self.answer_groundings = chat_grounding.AnswerGroundings()
+        # The API server's kept knowledge warm-ups (serve/warm_keeper.py), set by ui.app.launch
+        # once the API is mounted; None where the UI runs without it.
+        self.warm_keeper = None
 
     @property
     def active_adapter(self) -> str | None:
