@@ -24,6 +24,16 @@ from finetune.preference_defaults import METHOD_DEFAULTS
 _UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 
 
+def passages_count(text: str) -> int | str:
+    """``--with-passages``: a whole number, or ``auto``."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number or 'auto', not {text!r}") from None
+
+
 def parse_duration(text: str) -> float:
     """Seconds in ``90``, ``90s``, ``10m``, ``1.5h`` or ``2d`` (``--time-budget``'s type).
 
@@ -56,9 +66,10 @@ FLAGS = [
         ["--with_passages"],
         "data",
         "with_passages",
-        int,
+        passages_count,
         "train each row with the N best past answers of the training split in its system message, "
-        "its own answer left out (0 = off, up to 5)",
+        "its own answer left out (0 = off, up to 5; auto: 1 where the data's answers are canned, "
+        "as a measurement of the training split says, else 0)",
     ),
     (
         "--passage-share",

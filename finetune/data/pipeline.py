@@ -26,7 +26,13 @@ from finetune.data.collate import supports_packing
 from finetune.data.conversations import conversation_stats
 from finetune.data.format import KEPT, ChatFormat
 from finetune.data.load import DataError, content_hash, load_rows, quiet
-from finetune.data.passages import encode_grounded, token_limit, train_split_grounder
+from finetune.data.passages import (
+    AUTO,
+    choose_passages,
+    encode_grounded,
+    token_limit,
+    train_split_grounder,
+)
 from finetune.data.rows import ColumnMapping, detect_mapping, normalize
 
 __all__ = [
@@ -86,15 +92,16 @@ def prepare(args, tokenizer, max_bytes: int | None = None) -> PreparedData:
     table = Dataset.from_dict(rows, features=Features({c: Value("string") for c in RAW_COLUMNS}))
     parts, counts, shown = {}, Counter(), Counter()
     splits = split(table, args)
-    with quiet(), _grounder(args, fmt, fp, splits[0]) as grounder:
+    with quiet(), _grounder(args, fmt, fp, splits[0]) as (grounder, choice):
         for name, raw in zip(("train", "val"), splits, strict=True):
             share = getattr(args, "passage_share", 1.0) if name == "train" else 1.0
             parts[name] = _tokenize(raw, fmt, args, f"{fp}-{name}", counts, grounder, shown, share)
+    limit = token_limit(args) if grounder is not None else args.max_length
     if parts["train"].num_rows == 0:
         dropped = ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in counts.items() if n)
         raise DataError(
             f"{source}: no training row is left after tokenizing with max_length "
-            f"{token_limit(args)} ({dropped or 'no rows selected'}); raise --max-length or "
+            f"{limit} ({dropped or 'no rows selected'}); raise --max-length or "
             "use shorter prompts"
         )
     stats = _stats(
@@ -102,13 +109,20 @@ def prepare(args, tokenizer, max_bytes: int | None = None) -> PreparedData:
     )
     # Typed "<|im_start|>" and the like are trained on as text (encode_chat); say how often.
     stats["rows_with_control_tokens"] = fmt.count_control_rows(rows)
-    if grounder is not None:
+    if grounder is not None or choice is not None:
         stats["passages"] = {
             "with_passages": args.with_passages,
             "passage_share": getattr(args, "passage_share", 1.0),
-            "token_limit": token_limit(args),
-            "knowledge_fingerprint": grounder.version.fingerprint,
-            "rows_by_passages_shown": {str(n): shown[n] for n in sorted(shown)},
+            "token_limit": limit,
+            **(
+                {
+                    "knowledge_fingerprint": grounder.version.fingerprint,
+                    "rows_by_passages_shown": {str(n): shown[n] for n in sorted(shown)},
+                }
+                if grounder is not None
+                else {}
+            ),
+            **({"auto": {**choice.to_dict(), "line": choice.line()}} if choice else {}),
         }
     return PreparedData(
         train=parts["train"].select_columns(list(TOKEN_COLUMNS)),
@@ -209,12 +223,20 @@ def load_prepared(folder: str | Path) -> PreparedData:
 
 @contextmanager
 def _grounder(args, fmt: ChatFormat, fp: str, train_raw):
-    """The training split's ``Grounder`` when rows train with passages, else None."""
-    if not getattr(args, "with_passages", 0):
-        yield None
+    """``(grounder, choice)``: the training split's ``Grounder`` when rows train with passages
+    (else None), and what ``with_passages = "auto"`` chose (else None)."""
+    asked = getattr(args, "with_passages", 0)
+    if not asked:
+        yield None, None
         return
     with train_split_grounder(train_raw, args, fmt, fp) as grounder:
-        yield grounder
+        if asked != AUTO:
+            yield grounder, None
+            return
+        choice = choose_passages(
+            grounder.version, list(train_raw["prompt"]), list(train_raw["response"])
+        )
+        yield (grounder if choice.passages else None), choice
 
 
 def _tokenize(

@@ -84,7 +84,11 @@ def load_data(cfg: RunConfig, emit=None):
     resolved = resolve(cfg.model.name)
     tokenizer = load_tokenizer(resolved, cfg.model.trust_remote_code)
     emit("status", message="loading and tokenizing the dataset")
-    return resolved, tokenizer, data_mod.prepare(cfg.data, tokenizer)
+    prepared = data_mod.prepare(cfg.data, tokenizer)
+    auto = (prepared.stats.get("passages") or {}).get("auto")
+    if auto:  # with_passages "auto": say what the measurement chose
+        emit("status", message=auto["line"])
+    return resolved, tokenizer, prepared
 
 
 def load_lora_model(cfg: RunConfig, resolved, device: str, lean_ops: bool = True):

@@ -125,13 +125,11 @@ def build_train_tab(state: AppState) -> dict:
                         label="Conversations: train the last answer only (default: every answer)",
                     )
                     system = gr.Textbox(label="System prompt (optional)")
-                    passages = gr.Number(
-                        d.data.with_passages,
-                        precision=0,
-                        minimum=0,
-                        maximum=5,
+                    passages = gr.Dropdown(
+                        forms.PASSAGE_CHOICES,
+                        value=d.data.with_passages,
                         label="Train with N past answers in each row's prompt (the row's own left "
-                        "out; 0 = off; rows run longer)",
+                        "out; rows run longer)",
                         elem_id="train-with-passages",
                     )
                     passage_share = gr.Number(

@@ -77,6 +77,12 @@ _FLOATS = {"dropout", "learning_rate", "epochs", "val_fraction", "beta", "passag
 _TEXTS = {"system_prompt", "adapter_name", "rdzv_endpoint", "from_adapter"}
 _AUTO = {"eval_every", "probe_every", "save_every"}  # blank = auto (a share of the planned steps)
 _LABELS = {"time_budget_s": "time budget (minutes)"}
+# The Train tab's "past answers per row" choices: (label, DataArgs.with_passages).
+PASSAGE_CHOICES = [
+    ("auto: 1 where the answers are canned, else 0 (measured on the training split)", "auto"),
+    ("0: none", 0),
+    *((str(n), n) for n in range(1, 6)),
+]
 # The Train tab's methods: (label, TrainArgs.method).
 METHOD_CHOICES = [
     ("SFT: learn the answers in the dataset", "sft"),
@@ -159,6 +165,8 @@ def _convert(field: str, value):
         return None
     if field == "time_budget_s":
         return float(value) * 60
+    if field == "with_passages" and isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
     if field in _INTS:
         if value is None or float(value) != int(float(value)):
             raise ValueError

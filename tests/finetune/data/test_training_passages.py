@@ -191,3 +191,56 @@ def test_a_passage_share_outside_zero_to_one_is_refused():
     cfg = RunConfig()
     cfg.data.with_passages, cfg.data.passage_share = 1, 1.5
     assert any("share of training rows shown passages" in p for p in validate(cfg))
+
+
+def _write(tmp_path, name, answer_of) -> str:
+    rows = [
+        {
+            "instruction": f"please help with the {TOPICS[i % 4]} of my order {i}",
+            "intent": TOPICS[i % 4].replace(" ", "_"),
+            "response": answer_of(i),
+        }
+        for i in range(48)
+    ]
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def test_auto_trains_with_a_passage_where_answers_are_canned_and_without_where_not(tok, tmp_path):
+    """with_passages "auto": a team answering each topic with one macro (a word changed) gets a
+    passage per row; one whose every answer is its own gets none, tokens as a plain run's."""
+    import random
+
+    canned = _write(
+        tmp_path,
+        "canned.jsonl",
+        lambda i: f"Go to Settings, open {TOPICS[i % 4]}, press Edit and save it (ticket {i}).",
+    )
+    words = [f"w{n}" for n in range(3000)]
+    fresh = _write(
+        tmp_path,
+        "fresh.jsonl",
+        lambda i: " ".join(random.Random(i).sample(words, 14)) + f" about {TOPICS[i % 4]}.",
+    )
+    args = DataArgs(path=canned, with_passages="auto", passage_share=1.0, max_length=128)
+    chosen = data.prepare(args, tok).stats["passages"]
+    assert chosen["auto"]["passages"] == 1 and chosen["auto"]["overlap"] >= 0.65
+    assert chosen["auto"]["line"].startswith("passages auto: train with 1 passage per row")
+    assert chosen["rows_by_passages_shown"].get("1", 0) > 0
+
+    args = DataArgs(path=fresh, with_passages="auto", max_length=128)
+    prepared = data.prepare(args, tok)
+    chosen = prepared.stats["passages"]
+    assert chosen["auto"]["passages"] == 0 and chosen["auto"]["overlap"] < 0.3
+    assert "rows_by_passages_shown" not in chosen and chosen["token_limit"] == 128
+    plain = data.prepare(DataArgs(path=fresh, max_length=128), tok)
+    assert prepared.train["input_ids"] == plain.train["input_ids"]
+    assert prepared.fingerprint != plain.fingerprint  # "auto" is its own setting
+
+
+def test_word_f1():
+    from finetune.data.passages import word_f1
+
+    assert word_f1("Open Settings, then Edit", "open settings then edit") == 1.0
+    assert word_f1("a b c d", "a b x y") == 0.5 and word_f1("a", "") == 0.0

@@ -92,8 +92,8 @@ def test_picking_a_method_shows_its_learning_rate_and_epochs_with_steps_off_and_
         30,
         8,
         10,
-        0,
-    )  # back to SFT: its own (passages off by default)
+        "auto",
+    )  # back to SFT: its own (passages as the data says)
     assert forms.method_settings("sft")[0] > cpo.learning_rate  # SFT's is higher
     # What the form then sends: a preference run of the method's epochs under the 10-minute budget.
     put_adapter(tiny_llama_dir, "support")

@@ -8,8 +8,10 @@ AT = forms.TRAIN_FIELDS.index(("data", "with_passages"))
 
 def test_the_form_sends_the_number_of_passages():
     values = forms.form_values(forms.ui_defaults())
-    assert values[AT] == 0  # off by default
-    values[AT] = 2.0  # gradio's number box sends a float
+    assert values[AT] == "auto"  # the run measures its data and decides
+    cfg, problems = forms.to_config(forms.DEMO_DATA, values)
+    assert problems == [] and cfg.data.with_passages == "auto" and validate(cfg) == []
+    values[AT] = 2.0  # a number, as a float
     cfg, problems = forms.to_config(forms.DEMO_DATA, values)
     assert problems == [] and cfg.data.with_passages == 2 and validate(cfg) == []
 
