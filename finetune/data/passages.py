@@ -14,10 +14,10 @@ the others train on the question alone, as an adapter trained without passages d
 validation row is shown them, as grounded serving shows them.
 
 With ``with_passages = "auto"`` (the Train tab's default) the run decides by a measurement on
-its own training split (:func:`choose_passages`): one passage per row where a row's best past
-answer already says most of its answer (a team answering from a few canned macros per intent),
-none where each answer is written anew. Where both were measured, that choice won on held-out
-right intent (docs/knowledge.md, "Training with passages").
+its own training split (:func:`choose_passages`): one passage (to the ``passage_share`` of rows)
+where a row's best past answer already says most of its answer (a team answering from a few
+canned macros per intent), none where each answer is written anew (docs/knowledge.md,
+"Training with passages").
 
 A row's token limit grows by :data:`PASSAGE_TOKENS` per passage; a row that still does not
 fit whole loses its last passage, then the next, before its answer is ever cut.
@@ -39,8 +39,8 @@ PASSAGE_TOKENS = 384  # room per passage: a past answer (cut at 1,200 characters
 SERVING_CONTEXT = 2048  # grounded serving's context (a llama-server slot): the limit's ceiling
 AUTO = "auto"  # with_passages: the run measures its training split and decides (choose_passages)
 # "auto" trains with a passage where a row's answer and its best past answer share at least
-# this word F1 on average: between the demo data (0.78, where a passage per row won: 0.99 held-out
-# right intent grounded against 0.75) and Bitext (0.51, where none won: 0.931 against 0.907).
+# this word F1 on average; set between the datasets measured (docs/benchmarks.md, "Grounded
+# answers on Bitext, trained with and without passages").
 AUTO_MIN_OVERLAP = 0.65
 AUTO_ROWS = 400  # training rows measured (the split's first, already shuffled by the seed)
 
