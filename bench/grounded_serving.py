@@ -17,7 +17,9 @@ A grounded prompt starts from a state llama-server kept only where an earlier re
 same model was shown the same passage; ``--warm`` first reads the knowledge into the prompt
 cache for each model the load asks (``POST /v1/knowledge/warm``, the cache split evenly
 between them; the lines it said are in the table's notes). The table gives grounded / plain for
-each, the prompt tokens each way, and the goals (first token <= 1.5x, throughput >= 0.8x).
+each, the prompt tokens each way, the share of them llama-server restored from its prompt cache
+(``usage.prompt_tokens_details.cached_tokens``), and the goals (first token <= 1.5x,
+throughput >= 0.8x).
 """
 
 from __future__ import annotations
@@ -142,6 +144,7 @@ def measure(
         for submit in submits.values():
             run_clients(submit, clients, adapters, 4, first_question=asked, questions=questions)
         asked += clients
+        before = {name: dict(submit.prompt) for name, submit in submits.items()}
         for run in range(count):
             for name, submit in submits.items():  # both ask the same questions
                 results[name].append(
@@ -163,9 +166,16 @@ def measure(
                 **summary(results[name]),
                 "ttft_p50_s": statistics.median(t for r in clean for t in r["ttfts"]),
                 "errors": [e for r in results[name] for e in r["errors"]],
+                "cached_share": cached_share(before[name], submits[name].prompt),
             }
         rows.append(row)
     return rows
+
+
+def cached_share(before: dict, after) -> float:
+    """The share of the prompt tokens read between the two counts that came from the cache."""
+    read = after["read"] - before.get("read", 0)
+    return (after["cached"] - before.get("cached", 0)) / read if read else 0.0
 
 
 def render(rows: list[dict], facts: dict, argv: list[str]) -> str:
@@ -184,8 +194,9 @@ def render(rows: list[dict], facts: dict, argv: list[str]) -> str:
         "run; tok/s is the median run, first-token times over every request",
         "",
         "| load | plain tok/s; TTFT p50 / p95 | grounded tok/s; TTFT p50 / p95 | first token "
-        "p50 / p95, grounded / plain | throughput, grounded / plain | errors |",
-        "|---|---|---|---|---|---|",
+        "p50 / p95, grounded / plain | throughput, grounded / plain | prompt tokens from the "
+        "cache, plain / grounded | errors |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         plain, grounded = row["plain"], row["grounded"]
@@ -194,7 +205,8 @@ def render(rows: list[dict], facts: dict, argv: list[str]) -> str:
             f"{plain['ttft_p95_s']:.3f} s | {grounded['aggregate_tps']:.1f}; "
             f"{grounded['ttft_p50_s']:.3f} / {grounded['ttft_p95_s']:.3f} s | "
             f"{ratio(row, 'ttft_p50_s'):.2f}x / {ratio(row, 'ttft_p95_s'):.2f}x | "
-            f"{ratio(row, 'aggregate_tps'):.2f}x | {len(plain['errors'])} / "
+            f"{ratio(row, 'aggregate_tps'):.2f}x | {plain['cached_share']:.0%} / "
+            f"{grounded['cached_share']:.0%} | {len(plain['errors'])} / "
             f"{len(grounded['errors'])} |"
         )
     for row in rows:

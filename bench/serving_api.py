@@ -27,14 +27,17 @@ from inference.generate import GenerationSettings
 
 def openai_submit(base_url: str, extra: dict | None = None) -> Submit:
     """A submit callable that streams one chat completion through the ``openai`` client; its
-    ``engines`` attribute counts the answers per engine that gave them (``system_fingerprint``).
-    ``extra``: more request fields (e.g. ``knowledge``)."""
+    ``engines`` attribute counts the answers per engine that gave them (``system_fingerprint``),
+    ``prompt`` the prompt tokens (``"read"``) and those the engine restored from its prompt
+    cache (``"cached"``, where it says) over every answer. ``extra``: more request fields (e.g.
+    ``knowledge``)."""
     import collections
 
     import openai
 
     client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="bench", max_retries=0, timeout=900)
     seen: collections.Counter = collections.Counter()
+    prompt: collections.Counter = collections.Counter()
 
     def submit(
         messages: list[dict], adapter: str | None, settings: GenerationSettings
@@ -45,6 +48,7 @@ def openai_submit(base_url: str, extra: dict | None = None) -> Submit:
             stream=True,
             temperature=0,
             max_tokens=settings.max_new_tokens,
+            stream_options={"include_usage": True},
             extra_body={"min_tokens": settings.min_new_tokens, **(extra or {})},
         )
         engine = None
@@ -52,9 +56,13 @@ def openai_submit(base_url: str, extra: dict | None = None) -> Submit:
             engine = engine or chunk.system_fingerprint
             if chunk.choices and chunk.choices[0].delta.content:
                 yield chunk.choices[0].delta.content
+            if chunk.usage is not None:
+                details = chunk.usage.prompt_tokens_details
+                prompt["read"] += chunk.usage.prompt_tokens
+                prompt["cached"] += (details.cached_tokens or 0) if details else 0
         seen[engine or "unknown"] += 1
 
-    submit.engines = seen
+    submit.engines, submit.prompt = seen, prompt
     return submit
 
 

@@ -14,10 +14,12 @@ plain BM25 one over every passage.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from knowledge import index
 from knowledge.answer_check import MIN_MARGIN, checker_for
+from knowledge.passages import Passage
 from knowledge.store import Version
 
 
@@ -62,3 +64,28 @@ def asked_intent(version: Version, question: str) -> tuple[str, str]:
     if margin < MIN_MARGIN:
         return "", f"not routed: the asked intent is uncertain (lead {margin:.2f})"
     return asked, ""
+
+
+ORDER_SAMPLE = 2000  # questions routed to rank the passages (spread evenly over the version)
+
+
+def likely_first(version: Version, sample: int = ORDER_SAMPLE) -> list[tuple[int, Passage]]:
+    """Every ``(id, passage)`` of ``version``, those customers are most likely to be shown first.
+
+    A passage's rank is how often it is the routed top hit (:func:`routed_search`, k=1) of the
+    version's own questions (a past answer's question, else the passage's title), its own
+    passage left out: up to ``sample`` of them, spread evenly over the version. Passages no
+    question reached, and ties, keep the version's order.
+    """
+    every = version.passages_page(0, None)
+    if not every:
+        return []
+    hits: Counter = Counter()
+    for own, passage in every[:: -(-len(every) // max(1, sample))]:
+        asked = passage.question or passage.title
+        found = routed_search(version, asked, 2).hits
+        other = next((h.id for h in found if h.id != own), None)
+        if other is not None:
+            hits[other] += 1
+    place = {pid: i for i, (pid, _) in enumerate(every)}
+    return sorted(every, key=lambda row: (-hits[row[0]], place[row[0]]))

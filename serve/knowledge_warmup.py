@@ -8,14 +8,15 @@ the same model read computes only the customer's turn. Warming reads each passag
 only one shown, with its own question (or title) as the customer's turn and one token of answer,
 so the first customers get that too.
 
-Passages are read in the knowledge version's order until :data:`WARM_SHARE` of the server's cache
-(:data:`core.llama_cpp.process.CACHE_RAM_MIB`) is spent by the model's keys and values (its
-f16 bytes per token times each prompt's tokens), or ``max_passages``. Each read waits until no
-answer is in flight (customers first) and goes to llama-server only. The cache lives in that
-server process: a server started later (a new adapter on the shelf, a restart) starts cold
-(:mod:`serve.warm_keeper` reads a kept warm-up again then). The version's intent classifiers,
-which route its searches (:mod:`knowledge.routing`), are fitted first, so the first customer's
-search does not wait for them either.
+The passages customers are most likely to be shown are read first (how often each is the
+routed top hit of the version's own questions: :func:`knowledge.routing.likely_first`), until
+:data:`WARM_SHARE` of the server's cache (:data:`core.llama_cpp.process.CACHE_RAM_MIB`) is spent
+by the model's keys and values (its f16 bytes per token times each prompt's tokens), or
+``max_passages``. Each read waits until no answer is in flight (customers first) and goes to
+llama-server only. The cache lives in that server process: a server started later (a new adapter
+on the shelf, a restart) starts cold (:mod:`serve.warm_keeper` reads a kept warm-up again then).
+The version's intent classifiers, which route its searches (:mod:`knowledge.routing`), are fitted
+first, so the first customer's search does not wait for them either.
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ from inference.generate import GenerationSettings
 from knowledge.answer_check import checker_for
 from knowledge.grounding import shown_alone
 from knowledge.passages import spells_control
+from knowledge.routing import likely_first
 from knowledge.store import LATEST, KnowledgeShelf
 
 log = logging.getLogger(__name__)
 
 WARM_SHARE = 0.75  # of the server's prompt cache: the rest keeps customers' own conversations
 CACHE_BYTES_PER_VALUE = 2  # llama-server keeps keys and values as f16 (its default)
-PAGE = 500  # passages read from the index at a time
 IDLE_WAIT = 0.005  # seconds between looks for a quiet moment (its own answer ends just before)
 
 
@@ -113,33 +114,27 @@ def warm(
     spent = 0.0
     ended = "all"
     start = time.perf_counter()
-    offset = 0
-    while ended == "all":
-        page = chosen.passages_page(offset, PAGE)
-        if not page:
+    for _, passage in likely_first(chosen):
+        if max_passages is not None and done >= max_passages:
+            ended = "max_passages"
             break
-        offset += len(page)
-        for _, passage in page:
-            if max_passages is not None and done >= max_passages:
-                ended = "max_passages"
-                break
-            if spells_control(passage, tokenizer):
-                refused += 1  # never shown to the model, so never worth reading
-                continue
-            # the next one is about as long as those before: stop before the budget is passed
-            if done and spent + spent / done > budget:
-                ended = "budget"
-                break
-            asked = passage.question or passage.title
-            messages = shown_alone([{"role": "user", "content": asked}], passage, system_prompt)
-            if not _wait_quiet(engines):
-                ended = "stopped"
-                break
-            ticket = engines.submit(messages, adapter, settings, pin="llama.cpp")
-            ticket.text()
-            spent += (ticket.prompt_tokens + 1) * per_token / 2**20
-            tokens += ticket.prompt_tokens
-            done += 1
+        if spells_control(passage, tokenizer):
+            refused += 1  # never shown to the model, so never worth reading
+            continue
+        # the next one is about as long as those before: stop before the budget is passed
+        if done and spent + spent / done > budget:
+            ended = "budget"
+            break
+        asked = passage.question or passage.title
+        messages = shown_alone([{"role": "user", "content": asked}], passage, system_prompt)
+        if not _wait_quiet(engines):
+            ended = "stopped"
+            break
+        ticket = engines.submit(messages, adapter, settings, pin="llama.cpp")
+        ticket.text()
+        spent += (ticket.prompt_tokens + 1) * per_token / 2**20
+        tokens += ticket.prompt_tokens
+        done += 1
     result = WarmResult(
         adapter or "base",
         chosen.name,

@@ -38,11 +38,17 @@ def response_head(chat: ChatRequest, ticket) -> dict:
 
 
 def usage(ticket) -> dict:
-    return {
+    """OpenAI's token counts; ``prompt_tokens_details.cached_tokens`` (prompt tokens the engine
+    restored from its prompt cache instead of computing) where the engine says (llama.cpp)."""
+    counts = {
         "prompt_tokens": ticket.prompt_tokens,
         "completion_tokens": ticket.completion_tokens,
         "total_tokens": ticket.prompt_tokens + ticket.completion_tokens,
     }
+    cached = getattr(ticket, "cached_tokens", None)
+    if cached is not None:
+        counts["prompt_tokens_details"] = {"cached_tokens": cached}
+    return counts
 
 
 @dataclass
@@ -53,6 +59,7 @@ class Tally:
     engine: str
     completion_tokens: int = 0
     finish_reason: str | None = None
+    cached_tokens: int | None = None
 
 
 async def llama_deltas(
@@ -72,6 +79,7 @@ async def llama_deltas(
                 yield event.text
             if event.finish is not None:
                 tally.finish_reason, tally.completion_tokens = event.finish, event.completion_tokens
+                tally.cached_tokens = event.cached_tokens
             else:
                 tally.completion_tokens += event.tokens
     finally:

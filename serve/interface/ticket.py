@@ -41,6 +41,7 @@ class Ticket:
         self._queued = self._progress = time.monotonic()
         self.finish_reason: str | None = None
         self.completion_tokens = 0
+        self.cached_tokens: int | None = None  # prompt tokens restored, where the engine says
         self.error: BaseException | None = None
         self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._cancelled, self._done = threading.Event(), threading.Event()

@@ -287,6 +287,7 @@ class LlamaServerEngine:
                 if event.finish is not None:
                     _put(ticket, shown.finish())
                     ticket.completion_tokens = event.completion_tokens
+                    ticket.cached_tokens = event.cached_tokens
                     return event.finish
                 ticket.completion_tokens += event.tokens
             _put(ticket, shown.finish())
@@ -320,6 +321,7 @@ class Event:
     tokens: int  # tokens this piece holds
     finish: str | None = None  # "stop" / "length" on the last event
     completion_tokens: int = 0  # on the last event: the answer's tokens, end-of-turn excluded
+    cached_tokens: int = 0  # on the last event: prompt tokens restored, not computed
 
 
 def read_bound() -> httpx.Timeout:
@@ -344,6 +346,7 @@ def merged(events: list[Event]) -> Event:
         sum(e.tokens for e in events),
         last.finish,
         last.completion_tokens,
+        last.cached_tokens,
     )
 
 
@@ -356,6 +359,7 @@ def parse_event(data: str | bytes) -> Event:
             0,
             FINISH.get(event.get("stop_type"), "stop"),
             int(event.get("tokens_predicted", 0)),
+            int((event.get("timings") or {}).get("cache_n", 0)),
         )
     return Event(event.get("content", ""), len(event.get("tokens") or ()) or 1)
 

@@ -7,7 +7,7 @@ import pytest
 
 from knowledge.grounding import ground
 from knowledge.passages import Passage
-from knowledge.routing import routed_search
+from knowledge.routing import likely_first, routed_search
 from knowledge.store import KnowledgeShelf
 
 ROWS = [
@@ -99,3 +99,14 @@ def test_one_pass_names_what_predict_and_margins_say(intents):
         assert classifier.named(text) == pytest.approx(
             (classifier.predict([text])[0], classifier.margins([text])[0])
         )
+
+
+def test_the_passages_most_questions_route_to_come_first(shelf):
+    version = shelf.get("answers")
+    order = [pid for pid, _ in likely_first(version)]
+    # "cancel my order" is the top hit of the three other cancel_order questions, "modify my
+    # order" of two change_order ones; the rest keep the version's order
+    assert order[:2] == [1, 6] and sorted(order) == list(range(1, 9))
+    assert order[2:] == [2, 7, 8, 3, 4, 5]
+    # two questions spread over the version (rows 1 and 5) reach rows 2 and 8 only
+    assert [pid for pid, _ in likely_first(version, sample=2)][:3] == [2, 8, 1]

@@ -131,6 +131,33 @@ def test_api_serves_sixteen_clients_from_llama_cpp_with_each_adapters_solo_answe
     assert {engine for _, engine in answers} == {llama_label(llama)}
 
 
+def test_usage_says_how_much_of_the_prompt_came_from_the_cache(llama_session, llama):
+    import uuid
+
+    engines = Engines(llama_session, "llama.cpp", llama_factory=lambda session, max_queue: llama)
+    engines.prepare()
+    system = {"role": "system", "content": f"You answer for shop {uuid.uuid4().hex}."}
+    asked = [system, *MSGS]  # no earlier prompt begins like this one
+    with serving(api_app(engines)) as url:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=120)
+        first = client.chat.completions.create(
+            model="b", messages=asked, temperature=0, max_tokens=4
+        ).usage
+        again = client.chat.completions.create(
+            model="b",
+            messages=asked,
+            temperature=0,
+            max_tokens=4,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        streamed = [chunk.usage for chunk in again if chunk.usage is not None][-1]
+    # the first read its own system message; the second restored all but the last token
+    assert first.prompt_tokens_details.cached_tokens < first.prompt_tokens // 2
+    assert streamed.prompt_tokens == first.prompt_tokens
+    assert streamed.prompt_tokens_details.cached_tokens == first.prompt_tokens - 1
+
+
 def test_json_schema_tools_and_metrics_through_the_api(llama_session, llama):
     import json
 

@@ -62,11 +62,14 @@ def prompt_tokens_read(llama) -> int:
 
 
 def answer(llama, engines, messages, adapter, settings) -> tuple[str, int, int]:
-    """(text, prompt tokens, of them computed) of one answer."""
+    """(text, prompt tokens, of them computed) of one answer; the answer's own count of the
+    restored ones (``cached_tokens``, what ``/v1`` reports) says the same."""
     before = prompt_tokens_read(llama)
     ticket = engines.submit(messages, adapter, settings, pin="llama.cpp")
     text = ticket.text()
-    return text, ticket.prompt_tokens, prompt_tokens_read(llama) - before
+    computed = prompt_tokens_read(llama) - before
+    assert ticket.cached_tokens == ticket.prompt_tokens - computed
+    return text, ticket.prompt_tokens, computed
 
 
 def test_a_warmed_models_grounded_answer_reads_only_the_customers_turn(llama, llama_session):
