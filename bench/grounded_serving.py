@@ -112,10 +112,10 @@ def warm_models(url: str, knowledge: dict, adapters: list) -> list[str]:
     even share of the cache each; the lines the server said."""
     import httpx
 
-    from core.llama_cpp.process import CACHE_RAM_MIB
+    from core.llama_cpp.process import cache_ram_mib
     from serve.knowledge_warmup import WARM_SHARE
 
-    budget = WARM_SHARE * CACHE_RAM_MIB / len(adapters)
+    budget = WARM_SHARE * cache_ram_mib() / len(adapters)
     lines = []
     for adapter in adapters:
         body = {"model": adapter or "base", "knowledge": knowledge, "budget_mib": budget}

@@ -10,7 +10,7 @@ so the first customers get that too.
 
 The passages customers are most likely to be shown are read first (how often each is the
 routed top hit of the version's own questions: :func:`knowledge.routing.likely_first`), until
-:data:`WARM_SHARE` of the server's cache (:data:`core.llama_cpp.process.CACHE_RAM_MIB`) is spent
+:data:`WARM_SHARE` of the server's cache (:func:`core.llama_cpp.process.cache_ram_mib`) is spent
 by the model's keys and values (its f16 bytes per token times each prompt's tokens), or
 ``max_passages``. Each read waits until no answer is in flight (customers first) and goes to
 llama-server only. The cache lives in that server process: a server started later (a new adapter
@@ -26,7 +26,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from core.limits import kv_bytes_per_token
-from core.llama_cpp.process import CACHE_RAM_MIB
+from core.llama_cpp.process import cache_ram_mib
 from inference.generate import GenerationSettings
 from knowledge.answer_check import checker_for
 from knowledge.grounding import shown_alone
@@ -94,8 +94,8 @@ def warm(
         budget_mib: cache to fill at most (default :data:`WARM_SHARE` of the server's).
 
     Raises:
-        ValueError: llama.cpp does not serve here, an unknown knowledge base or version,
-            ``max_passages`` below 1.
+        ValueError: llama.cpp does not serve here, its prompt cache is off, an unknown
+            knowledge base or version, ``max_passages`` below 1.
     """
     if max_passages is not None and (type(max_passages) is not int or max_passages < 1):
         raise ValueError(f"max_passages must be a whole number of at least 1, not {max_passages!r}")
@@ -104,11 +104,17 @@ def warm(
             "warming needs llama-server, which does not serve here "
             f"({engines.llama_error or 'the engine is set to pytorch'})"
         )
+    cache = cache_ram_mib()
+    if cache == 0:
+        raise ValueError(
+            "llama-server's prompt cache is off (TUNEDESK_LLAMA_CACHE_MIB=0): a warm-up would "
+            "keep nothing; set it to the MiB the cache may hold"
+        )
     chosen = (shelf or KnowledgeShelf()).get(name, version or LATEST)
     checker_for(chosen)  # the routing's classifiers, fitted now rather than at the first answer
     tokenizer = engines.session.tokenizer
     per_token = kv_bytes_per_token(engines.session.model.config, CACHE_BYTES_PER_VALUE)
-    budget = float(WARM_SHARE * CACHE_RAM_MIB if budget_mib is None else budget_mib)
+    budget = float(WARM_SHARE * cache if budget_mib is None else budget_mib)
     settings = GenerationSettings(max_new_tokens=1, system_prompt=system_prompt)
     done = refused = tokens = 0
     spent = 0.0

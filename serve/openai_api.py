@@ -54,6 +54,7 @@ from serve.api_basics import (  # noqa: F401 (the limit, re-exported)
 )
 from serve.auto_rollback import CHECK_EVERY_S, AutoRollback
 from serve.engines import PINS, label, release_with
+from serve.feedback_api import FeedbackApi
 from serve.grounding import CONTEXT_TOKENS
 from serve.grounding import apply as apply_grounding
 from serve.grounding import header as grounding_header
@@ -61,13 +62,11 @@ from serve.interface.ticket import ServerBusy
 from serve.keys import ADMIN, CHAT, Caller, KeyRing, as_ring
 from serve.knowledge_api import KnowledgeApi
 from serve.llama_server.relay import relay_tools, upstream_metrics
-from serve.rate_limit import RateLimiter, check_feedback_rate, feedback_per_minute
 from serve.requests import (
     ChatRequest,
     RequestError,
     message_texts,
     parse_chat,
-    parse_feedback,
     relay_body,
 )
 from serve.streaming import Tally, llama_deltas, response_head, sse_events, ticket_deltas, usage
@@ -109,7 +108,6 @@ class OpenAIServer:
         ] = {}  # adapter -> its files' mtimes when last looked at
         # per version: counts, timings; in the store, so every replica sharing it sees them
         self.stats = stats if stats is not None else VersionStats(store=self.feedback.store)
-        self.feedback_limit = RateLimiter(feedback_per_minute())  # ratings per key
         self._aliases: AliasRouter | None = None
         self._aliases_lock = threading.Lock()
         self.auto_rollback = AutoRollback(self, auto_rollback_every_s)
@@ -120,9 +118,9 @@ class OpenAIServer:
         router.add_api_route("/v1/models", self._models, methods=["GET"])
         router.add_api_route("/v1/models/{model_id:path}", self._model, methods=["GET"])
         router.add_api_route("/v1/chat/completions", self._chat, methods=["POST"])
-        router.add_api_route("/v1/feedback", self._feedback, methods=["POST"])
         router.add_api_route("/metrics", self._metrics, methods=["GET"])
         AliasApi(self).add_to(router)
+        FeedbackApi(self).add_to(router)
         KnowledgeApi(self).add_to(router)
         return router
 
@@ -361,54 +359,6 @@ class OpenAIServer:
             },
             headers=headers,
         )
-
-    async def _feedback(self, request: Request):
-        """``POST /v1/feedback``: ``{"id": <a chat completion's id>, "rating": "up"|"down",
-        "correction": <a better answer, optional>, "intent": <a label, optional>}``; answers the
-        stored row's id."""
-        try:
-            caller = self.check_key(request)
-            # one vote per answer and rater: the key's name, or its fingerprint on a keyless server
-            rater = caller.name or key_name(request)
-            check_feedback_rate(self.feedback_limit, rater)
-            answer_id, rating, correction, intent = parse_feedback(await read_json(request))
-            try:
-                row = await run_in_threadpool(
-                    self._rate, answer_id, rating, correction, intent, rater
-                )
-            except KeyError:
-                raise ApiError(
-                    404,
-                    f"no answer with id {answer_id[:80]!r} was served here (or it is no "
-                    "longer remembered: only logged answers outlive a restart)",
-                    "invalid_request_error",
-                    "unknown_answer",
-                    "id",
-                ) from None
-        except RequestError as err:
-            return ApiError(400, str(err), "invalid_request_error", param=err.param).response()
-        except ApiError as err:
-            return err.response()
-        return {
-            "object": "feedback",
-            "id": row["id"],
-            "answer_id": answer_id,
-            "rating": rating,
-            "model": row["adapter"],
-            "version": row["version"],
-            "correction": row["correction"] is not None,
-            "intent": row["intent"],
-            "conversation_logged": row["messages"] is not None,
-        }
-
-    def _rate(
-        self, answer_id: str, rating: str, correction: str | None, intent: str | None, rater: str
-    ) -> dict:
-        """Store ``rater``'s rating (replacing their earlier one of the same answer), then let the
-        automatic rollback look (a thumbs-down may tip a canary)."""
-        row = self.feedback.rate(answer_id, rating, correction, "api", intent, rater=rater)
-        self.auto_rollback.maybe_check()
-        return row
 
     async def _metrics(self, request: Request):
         from fastapi.responses import PlainTextResponse

@@ -11,15 +11,16 @@ answers 401 to everything but ``/health``. The port is chosen free, then bound b
 taken in between is found (the child says it could not bind, or what answers on the port does
 not know the key and the model) and another is tried.
 
-llama-server keeps the prompts its slots let go in host memory (``--cache-ram``, 8 GiB by
-default) and starts a new request from the saved state that shares the longest beginning with
-it. Upstream, a state is found by its tokens alone, so an answer by one adapter could start from
-keys and values another adapter (or the base model) computed, and differ from its own (llama.cpp
-issue #26207). ``make llama`` builds llama-server with
-``patches/llama-server-prompt-cache-per-adapter.patch``: a saved state is restored only for the
-adapters it was read with (``tests/serve/llama_server/test_adapter_cache.py``). Any other
-llama-server that holds LoRA files runs without that cache (``--cache-ram 0``); each slot still
-reuses its own last prompt, which llama-server drops when the next request picks another adapter.
+llama-server keeps the prompts its slots let go in host memory (``--cache-ram``:
+:func:`cache_ram_mib`, half the machine's memory, at least 8 GiB) and starts a new request from
+the saved state that shares the longest beginning with it. Upstream, a state is found by its
+tokens alone, so an answer by one adapter could start from keys and values another adapter (or
+the base model) computed, and differ from its own (llama.cpp issue #26207). ``make llama``
+builds llama-server with ``patches/llama-server-prompt-cache-per-adapter.patch``: a saved state
+is restored only for the adapters it was read with
+(``tests/serve/llama_server/test_adapter_cache.py``). Any other llama-server that holds LoRA
+files runs without that cache (``--cache-ram 0``); each slot still reuses its own last prompt,
+which llama-server drops when the next request picks another adapter.
 
 On a CPU with AMX, llama.cpp's weight repacking is much faster where it works and crashes or
 hangs the server where it does not (machine-dependent: llama.cpp issue #20824): the first
@@ -63,9 +64,29 @@ wait $child
 """
 
 
-# llama-server's prompt cache in host memory, MiB (its own default, said so the knowledge warm-up
-# knows what it may fill: serve/knowledge_warmup.py)
-CACHE_RAM_MIB = 8192
+CACHE_ENV = "TUNEDESK_LLAMA_CACHE_MIB"
+CACHE_FLOOR_MIB = 8192  # llama-server's own default: no machine gets less than it would
+
+
+def cache_ram_mib() -> int:
+    """MiB of host memory llama-server's prompt cache may hold (``--cache-ram``; the knowledge
+    warm-up fills a share of it: serve/knowledge_warmup.py): ``TUNEDESK_LLAMA_CACHE_MIB`` where
+    set (0 turns the cache off), else half the machine's memory, at least llama-server's own
+    8 GiB.
+
+    Raises:
+        ValueError: the variable is not a whole number of MiB.
+    """
+    value = os.environ.get(CACHE_ENV, "").strip()
+    if value:
+        if not value.isdigit():
+            raise ValueError(
+                f"{CACHE_ENV} must be a whole number of MiB (0 turns llama-server's prompt cache "
+                f"off), not {value[:40]!r}"
+            )
+        return int(value)
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    return max(CACHE_FLOOR_MIB, memory // 2)
 
 
 class LlamaServerError(RuntimeError):
@@ -149,7 +170,7 @@ class LlamaServerProcess:
             if not keys_prompt_cache_by_adapter(self.binary):
                 cmd += ["--cache-ram", "0"]  # no prompt state shared across adapters (see above)
             else:
-                cmd += ["--cache-ram", str(CACHE_RAM_MIB)]
+                cmd += ["--cache-ram", str(cache_ram_mib())]
         if not self.repack_allowed():
             cmd.append("--no-repack")
         return cmd

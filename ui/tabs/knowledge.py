@@ -67,10 +67,16 @@ def build_knowledge_tab(state: AppState) -> dict:
             with gr.Row():
                 warm_model = gr.Textbox(label="Model or alias", elem_id="knowledge-warm-model")
                 warm_knowledge = gr.Textbox(
-                    value="auto", label="Knowledge (auto: what it answers from)"
+                    value="auto",
+                    label="Knowledge (auto: what it answers from)",
+                    elem_id="knowledge-warm-knowledge",
                 )
                 warm_most = gr.Number(
-                    None, precision=0, minimum=1, label="Passages at most (blank: all)"
+                    None,
+                    precision=0,
+                    minimum=1,
+                    label="Passages at most (blank: all)",
+                    elem_id="knowledge-warm-most",
                 )
             with gr.Row():
                 keep = gr.Button("Keep warm", elem_id="knowledge-warm-keep")

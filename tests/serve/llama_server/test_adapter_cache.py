@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import httpx
 
-from core.llama_cpp.process import CACHE_RAM_MIB, LlamaServerProcess, greedy
+from core.llama_cpp.process import LlamaServerProcess, cache_ram_mib, greedy
 from inference.generate import encode
 
 # Long enough that the saved state is worth restoring (llama-server keeps one that covers a
@@ -57,7 +57,7 @@ def test_an_adapter_never_starts_from_the_prompt_another_adapter_read(
     )  # fmt: skip
     server.repack = local.repack  # as the shared server runs on this machine
     command = server.command()
-    assert command[command.index("--cache-ram") + 1] == str(CACHE_RAM_MIB)  # the cache is on
+    assert command[command.index("--cache-ram") + 1] == str(cache_ram_mib())  # the cache is on
     refund, address = (
         _chat(llama_session, "Where is my refund?"),
         # Another system prompt: the prompts share a few template tokens, too few for the slot to

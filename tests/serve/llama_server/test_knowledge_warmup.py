@@ -91,7 +91,7 @@ def test_a_warmed_models_grounded_answer_reads_only_the_customers_turn(llama, ll
     assert computed_c >= prompt_c - 1  # adapter c was not warmed: its whole prompt is read
 
 
-def test_the_budget_the_count_and_refused_passages_are_kept_to(llama, llama_session):
+def test_the_budget_the_count_and_refused_passages_are_kept_to(llama, llama_session, monkeypatch):
     name = shelve([*PASSAGES, CONTROL])
     engines = engines_on(llama, llama_session)
     one = warm(engines, "b", name, max_passages=1, system_prompt="budget test")
@@ -109,6 +109,9 @@ def test_the_budget_the_count_and_refused_passages_are_kept_to(llama, llama_sess
         warm(engines, "b", name, max_passages=0)
     with pytest.raises(ValueError, match="warming needs llama-server"):
         warm(Engines(llama_session, "pytorch"), "b", name)
+    monkeypatch.setenv("TUNEDESK_LLAMA_CACHE_MIB", "0")
+    with pytest.raises(ValueError, match="prompt cache is off"):
+        warm(engines, "b", name)
 
 
 def test_the_warm_route_takes_an_admin_key_and_says_what_it_read(llama, llama_session):

@@ -1,0 +1,79 @@
+"""``POST /v1/feedback``: a customer's or agent's rating of an answer served here, with an
+optional correction and intent label, stored in the feedback store (one vote per answer and
+rater: a second replaces the first) and limited per key (:mod:`serve.rate_limit`: 429 with
+``Retry-After``)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+
+from serve.api_basics import ApiError, key_name, read_json
+from serve.rate_limit import RateLimiter, check_feedback_rate, feedback_per_minute
+from serve.requests import RequestError, parse_feedback
+
+
+class FeedbackApi:
+    """The feedback route over one API server.
+
+    Args:
+        server: the :class:`serve.openai_api.OpenAIServer` (its key check, feedback store and
+            automatic rollback).
+    """
+
+    def __init__(self, server):
+        self.server = server
+        if getattr(server, "feedback_limit", None) is None:  # one per server, however many routers
+            server.feedback_limit = RateLimiter(feedback_per_minute())  # ratings per key
+
+    def add_to(self, router: APIRouter) -> None:
+        """Add the route to ``router``."""
+        router.add_api_route("/v1/feedback", self._feedback, methods=["POST"])
+
+    async def _feedback(self, request: Request):
+        """``POST /v1/feedback``: ``{"id": <a chat completion's id>, "rating": "up"|"down",
+        "correction": <a better answer, optional>, "intent": <a label, optional>}``; answers the
+        stored row's id."""
+        try:
+            caller = self.server.check_key(request)
+            # one vote per answer and rater: the key's name, or its fingerprint on a keyless server
+            rater = caller.name or key_name(request)
+            check_feedback_rate(self.server.feedback_limit, rater)
+            answer_id, rating, correction, intent = parse_feedback(await read_json(request))
+            try:
+                row = await run_in_threadpool(
+                    self._rate, answer_id, rating, correction, intent, rater
+                )
+            except KeyError:
+                raise ApiError(
+                    404,
+                    f"no answer with id {answer_id[:80]!r} was served here (or it is no "
+                    "longer remembered: only logged answers outlive a restart)",
+                    "invalid_request_error",
+                    "unknown_answer",
+                    "id",
+                ) from None
+        except RequestError as err:
+            return ApiError(400, str(err), "invalid_request_error", param=err.param).response()
+        except ApiError as err:
+            return err.response()
+        return {
+            "object": "feedback",
+            "id": row["id"],
+            "answer_id": answer_id,
+            "rating": rating,
+            "model": row["adapter"],
+            "version": row["version"],
+            "correction": row["correction"] is not None,
+            "intent": row["intent"],
+            "conversation_logged": row["messages"] is not None,
+        }
+
+    def _rate(
+        self, answer_id: str, rating: str, correction: str | None, intent: str | None, rater: str
+    ) -> dict:
+        """Store ``rater``'s rating (replacing their earlier one of the same answer), then let the
+        automatic rollback look (a thumbs-down may tip a canary)."""
+        row = self.server.feedback.rate(answer_id, rating, correction, "api", intent, rater=rater)
+        self.server.auto_rollback.maybe_check()
+        return row
