@@ -71,11 +71,11 @@ def build_knowledge_tab(state: AppState) -> dict:
                     label="Knowledge (auto: what it answers from)",
                     elem_id="knowledge-warm-knowledge",
                 )
+                # no minimum: the page sends an empty box as 0, which means all
                 warm_most = gr.Number(
                     None,
                     precision=0,
-                    minimum=1,
-                    label="Passages at most (blank: all)",
+                    label="Passages at most (0 or blank: all)",
                     elem_id="knowledge-warm-most",
                 )
             with gr.Row():
