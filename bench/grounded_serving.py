@@ -160,6 +160,11 @@ def measure(
                 )
             asked += clients
         row = {"load": label, "clients": clients, "warmed": warmed}
+        if set(submits) == {"plain", "grounded"}:  # each run's ratio: the spread of the median
+            row["run_ratios"] = [
+                g["aggregate_tps"] / p["aggregate_tps"]
+                for p, g in zip(results["plain"], results["grounded"], strict=True)
+            ]
         for name in submits:
             clean = [r for r in results[name] if not r["errors"]] or results[name]
             row[name] = {
@@ -212,6 +217,10 @@ def render(rows: list[dict], facts: dict, argv: list[str]) -> str:
     for row in rows:
         for line in row.get("warmed") or []:
             lines.append(f"- before {row['load']}: {line}")
+    for row in rows:
+        if row.get("run_ratios"):
+            each = ", ".join(f"{r:.2f}" for r in row["run_ratios"])
+            lines.append(f"- {row['load']}, throughput grounded / plain run by run: {each}")
     single, many = rows[0], rows[-1]
     lines += [
         "",

@@ -67,6 +67,10 @@ def test_grounded_and_plain_answers_are_timed_side_by_side(
         "| 16 clients over base + 3 adapters",
     ]
     assert all(r.endswith("| 0 / 0 |") for r in rows)  # no request failed
+    # the share of prompt tokens llama-server restored, plain / grounded, as /v1 reports it
+    shares = [r.split(" | ")[-2] for r in rows]
+    assert all(s.count("%") == 2 for s in shares), shares
+    assert "- 16 clients over base + 3 adapters, throughput grounded / plain run by run: " in table
     assert "Goals: first token at 1 client <= 1.5x plain" in table
     # --warm: each load's models read the 6 passages first (the tiny model's cache is small)
     assert "- before 1 client, an adapter: warmed bench-a with 6 of 6 passages" in table
