@@ -114,12 +114,22 @@ def launch(
 
 
 def stop_on_signals(engines) -> None:
-    """SIGTERM and Ctrl-C end every answer in flight with an error now (``Engines.close``),
-    then stop the server the way Gradio stops on Ctrl-C (a ``KeyboardInterrupt`` in the main
-    thread, which closes it within seconds)."""
+    """SIGTERM and Ctrl-C end every answer in flight with an error now (``Engines.close``, on
+    its own thread), then stop the server the way Gradio stops on Ctrl-C (a
+    ``KeyboardInterrupt`` in the main thread, which closes it within seconds).
+
+    The handler takes no lock: it runs in the main thread wherever that was interrupted, and
+    a second signal (``make run`` killed as a process group gets SIGTERM twice: once from the
+    kill, once forwarded by make) once interrupted the first handler inside a lock it then
+    waited on forever. A signal after the first is ignored: the stop is under way.
+    """
+    stopping: list[bool] = []  # a plain list: appending to it takes no lock
 
     def stop(signum, frame):
-        engines.close()
+        if stopping:
+            return
+        stopping.append(True)
+        threading.Thread(target=engines.close, daemon=True, name="tunedesk-stop").start()
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
