@@ -67,6 +67,7 @@ def asked_intent(version: Version, question: str) -> tuple[str, str]:
 
 
 ORDER_SAMPLE = 2000  # questions routed to rank the passages (spread evenly over the version)
+_ORDERS: dict[tuple, dict[int, int]] = {}  # (index, fingerprint, sample) -> passage id -> hits
 
 
 def likely_first(version: Version, sample: int = ORDER_SAMPLE) -> list[tuple[int, Passage]]:
@@ -75,17 +76,18 @@ def likely_first(version: Version, sample: int = ORDER_SAMPLE) -> list[tuple[int
     A passage's rank is how often it is the routed top hit (:func:`routed_search`, k=1) of the
     version's own questions (a past answer's question, else the passage's title), its own
     passage left out: up to ``sample`` of them, spread evenly over the version. Passages no
-    question reached, and ties, keep the version's order.
+    question reached, and ties, keep the version's order. A version never changes, so its
+    counts are worked out once per process (each model warmed, each replay, reuses them).
     """
     every = version.passages_page(0, None)
-    if not every:
-        return []
-    hits: Counter = Counter()
-    for own, passage in every[:: -(-len(every) // max(1, sample))]:
-        asked = passage.question or passage.title
-        found = routed_search(version, asked, 2).hits
-        other = next((h.id for h in found if h.id != own), None)
-        if other is not None:
-            hits[other] += 1
-    place = {pid: i for i, (pid, _) in enumerate(every)}
-    return sorted(every, key=lambda row: (-hits[row[0]], place[row[0]]))
+    key = (str(version.index_path), version.fingerprint, sample)
+    if key not in _ORDERS:
+        hits: Counter = Counter()
+        for own, passage in every[:: -(-len(every) // max(1, sample))]:
+            found = routed_search(version, passage.question or passage.title, 2).hits
+            other = next((h.id for h in found if h.id != own), None)
+            if other is not None:
+                hits[other] += 1
+        _ORDERS[key] = dict(hits)
+    hits = _ORDERS[key]
+    return sorted(every, key=lambda row: -hits.get(row[0], 0))  # stable: ties keep their order
