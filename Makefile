@@ -55,9 +55,10 @@ $(CONVERTERS_STAMP): $(LLAMA_SDIST)
 LLAMA_SRC := $(LLAMA_DIR)/src
 LLAMA_BUILD := $(LLAMA_DIR)/build
 CPU_FLAGS := $(shell grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | md5sum | cut -c1-12)
-# TuneDesk's changes to llama-server, applied to the extracted source before it is built: a
-# prompt state saved in host memory is restored only for the LoRA adapters it was read with
-# (upstream restores it by its tokens alone: llama.cpp issue #26207). The stamp names them too.
+# TuneDesk's changes to llama-server, applied in name order to the extracted source before it is
+# built: a prompt state saved in host memory is restored only for the LoRA adapters it was read
+# with (upstream restores it by its tokens alone: llama.cpp issue #26207), and states that memory
+# has no room for move to files (--cache-disk) rather than being dropped. The stamp names them too.
 # Applied from the folder above the sources: they hold a .git file naming a repository that is
 # not there, which `git apply` run inside them refuses.
 LLAMA_PATCHES := $(sort $(wildcard patches/llama.cpp/*.patch))

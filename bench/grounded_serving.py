@@ -112,10 +112,12 @@ def warm_models(url: str, knowledge: dict, adapters: list) -> list[str]:
     even share of the cache each; the lines the server said."""
     import httpx
 
-    from core.llama_cpp.process import cache_ram_mib
+    from core.llama_cpp.binaries import server_binary
+    from core.llama_cpp.prompt_cache import kept_mib
     from serve.knowledge_warmup import WARM_SHARE
 
-    budget = WARM_SHARE * cache_ram_mib() / len(adapters)
+    # the served child's cache, memory and disk, as its llama-server (with LoRA files) has it
+    budget = WARM_SHARE * kept_mib(server_binary()) / len(adapters)
     lines = []
     for adapter in adapters:
         body = {"model": adapter or "base", "knowledge": knowledge, "budget_mib": budget}
@@ -197,6 +199,8 @@ def render(rows: list[dict], facts: dict, argv: list[str]) -> str:
         f"{facts['shown']})",
         f"- each answer {facts['tokens']} tokens, greedy; plain and grounded take turns run by "
         "run; tok/s is the median run, first-token times over every request",
+        f"- llama-server's prompt cache: {facts['cache_ram_mib']:,} MiB in memory, "
+        f"{facts['cache_disk_mib']:,} MiB on disk beyond it",
         "",
         "| load | plain tok/s; TTFT p50 / p95 | grounded tok/s; TTFT p50 / p95 | first token "
         "p50 / p95, grounded / plain | throughput, grounded / plain | prompt tokens from the "
@@ -237,6 +241,7 @@ def ratio(row: dict, key: str) -> float:
 
 def main(args) -> int:
     from core.llama_cpp.binaries import missing_reason, server_binary
+    from core.llama_cpp.prompt_cache import cache_ram_mib, disk_mib
 
     if server_binary() is None:
         raise RuntimeError(missing_reason())
@@ -282,6 +287,8 @@ def main(args) -> int:
                 "data": args.data,
                 "k": args.k,
                 "tokens": args.tokens,
+                "cache_ram_mib": cache_ram_mib(),
+                "cache_disk_mib": disk_mib(server_binary()),
             }
     text = render(rows, facts, argv)
     print(text)

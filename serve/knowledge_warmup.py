@@ -10,8 +10,9 @@ so the first customers get that too.
 
 The passages customers are most likely to be shown are read first (how often each is the
 routed top hit of the version's own questions: :func:`knowledge.routing.likely_first`), until
-:data:`WARM_SHARE` of the server's cache (:func:`core.llama_cpp.process.cache_ram_mib`) is spent
-by the model's keys and values (its f16 bytes per token times each prompt's tokens), or
+:data:`WARM_SHARE` of the server's cache (:func:`server_cache_mib`: its memory and, in TuneDesk's
+build, its folder on disk, where the oldest states move once memory is full) is spent by the
+model's keys and values (its f16 bytes per token times each prompt's tokens), or
 ``max_passages``. Each read waits until no answer is in flight (customers first) and goes to
 llama-server only. The cache lives in that server process: a server started later (a new adapter
 on the shelf, a restart) starts cold (:mod:`serve.warm_keeper` reads a kept warm-up again then).
@@ -26,7 +27,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from core.limits import kv_bytes_per_token
-from core.llama_cpp.process import cache_ram_mib
+from core.llama_cpp.prompt_cache import CACHE_ENV, cache_ram_mib
 from inference.generate import GenerationSettings
 from knowledge.answer_check import checker_for
 from knowledge.grounding import shown_alone
@@ -104,11 +105,16 @@ def warm(
             "warming needs llama-server, which does not serve here "
             f"({engines.llama_error or 'the engine is set to pytorch'})"
         )
-    cache = cache_ram_mib()
+    cache = server_cache_mib(engines.llama())
     if cache == 0:
+        why = (
+            f"is off ({CACHE_ENV}=0)"
+            if cache_ram_mib() == 0
+            else "is off (this llama-server is not TuneDesk's build and holds LoRA files)"
+        )
         raise ValueError(
-            "llama-server's prompt cache is off (TUNEDESK_LLAMA_CACHE_MIB=0): a warm-up would "
-            "keep nothing; set it to the MiB the cache may hold"
+            f"llama-server's prompt cache {why}: a warm-up would keep nothing; set "
+            f"{CACHE_ENV} to the MiB the cache may hold"
         )
     chosen = (shelf or KnowledgeShelf()).get(name, version or LATEST)
     checker_for(chosen)  # the routing's classifiers, fitted now rather than at the first answer
@@ -156,6 +162,13 @@ def warm(
     )
     log.info(result.line())
     return result
+
+
+def server_cache_mib(engine) -> int:
+    """MiB the local llama-server's prompt cache may keep, in memory and on disk (where only
+    remote servers answer: the memory this machine's setting gives one)."""
+    local = next((u.process for u in engine.upstreams.all if u.process is not None), None)
+    return local.cache_mib() if local is not None else cache_ram_mib()
 
 
 def _wait_quiet(engines) -> bool:

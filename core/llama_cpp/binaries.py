@@ -42,31 +42,44 @@ def executable(name: str) -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-# A string only the patched server holds (patches/llama-server-prompt-cache-per-adapter.patch).
+# Strings only the patched server holds (patches/llama.cpp/): a prompt state is restored only for
+# the adapters it was read with; states beyond --cache-ram move to a folder (--cache-disk).
 _PER_ADAPTER_CACHE_MARK = b"slot read its prompt with other adapters"
+_DISK_CACHE_MARK = b"states beyond --cache-ram move to"
 
 
 def keys_prompt_cache_by_adapter(binary: Path) -> bool:
     """Whether llama-server executable ``binary`` restores a saved prompt state only for the
     adapters it was read with: ``make llama`` builds it so; upstream llama-server (another one
     named by ``TUNEDESK_LLAMA_SERVER``) restores by tokens alone (llama.cpp issue #26207)."""
+    return _holds(binary, _PER_ADAPTER_CACHE_MARK)
+
+
+def spills_prompt_cache_to_disk(binary: Path) -> bool:
+    """Whether llama-server executable ``binary`` takes ``--cache-disk``: the prompt states its
+    host-memory cache has no room for move to files there rather than being dropped (``make
+    llama`` builds it so; upstream has no such option)."""
+    return _holds(binary, _DISK_CACHE_MARK)
+
+
+def _holds(binary: Path, mark: bytes) -> bool:
     try:
         stat = os.stat(binary)
     except OSError:
         return False
-    return _holds_mark(str(binary), stat.st_mtime_ns, stat.st_size)
+    return _holds_mark(str(binary), mark, stat.st_mtime_ns, stat.st_size)
 
 
-@functools.lru_cache(maxsize=8)
-def _holds_mark(binary: str, _mtime_ns: int, _size: int) -> bool:
-    """Whether file ``binary`` (as of that modification time and size) holds the patch's mark."""
+@functools.lru_cache(maxsize=16)
+def _holds_mark(binary: str, mark: bytes, _mtime_ns: int, _size: int) -> bool:
+    """Whether file ``binary`` (as of that modification time and size) holds ``mark``."""
     try:
         with open(binary, "rb") as file:
             tail = b""
             while chunk := file.read(1 << 20):
-                if _PER_ADAPTER_CACHE_MARK in tail + chunk:
+                if mark in tail + chunk:
                     return True
-                tail = chunk[-len(_PER_ADAPTER_CACHE_MARK) :]
+                tail = chunk[-len(mark) :]
     except OSError:
         return False
     return False

@@ -12,8 +12,10 @@ taken in between is found (the child says it could not bind, or what answers on 
 not know the key and the model) and another is tried.
 
 llama-server keeps the prompts its slots let go in host memory (``--cache-ram``:
-:func:`cache_ram_mib`, half the machine's memory, at least 8 GiB) and starts a new request from
-the saved state that shares the longest beginning with it. Upstream, a state is found by its
+:func:`core.llama_cpp.prompt_cache.cache_ram_mib`, half the machine's memory, at least 8 GiB),
+and TuneDesk's build moves those memory has no room for to a folder of the server's own
+(``--cache-disk``: :mod:`core.llama_cpp.prompt_cache`); a new request starts from the saved
+state that shares the longest beginning with it. Upstream, a state is found by its
 tokens alone, so an answer by one adapter could start from keys and values another adapter (or
 the base model) computed, and differ from its own (llama.cpp issue #26207). ``make llama``
 builds llama-server with ``patches/llama-server-prompt-cache-per-adapter.patch``: a saved state
@@ -37,6 +39,7 @@ import contextlib
 import logging
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -47,6 +50,7 @@ import httpx
 
 from core.llama_cpp import repack_check
 from core.llama_cpp.binaries import amx_cpu, keys_prompt_cache_by_adapter
+from core.llama_cpp.prompt_cache import cache_ram_mib, disk_mib, kept_mib, new_disk_folder
 
 log = logging.getLogger(__name__)
 PORT_TRIES = 3  # ports tried when the chosen one is taken before the child binds it
@@ -62,31 +66,6 @@ while kill -0 "$parent" 2>/dev/null && kill -0 "$child" 2>/dev/null; do sleep 1 
 kill $child 2>/dev/null
 wait $child
 """
-
-
-CACHE_ENV = "TUNEDESK_LLAMA_CACHE_MIB"
-CACHE_FLOOR_MIB = 8192  # llama-server's own default: no machine gets less than it would
-
-
-def cache_ram_mib() -> int:
-    """MiB of host memory llama-server's prompt cache may hold (``--cache-ram``; the knowledge
-    warm-up fills a share of it: serve/knowledge_warmup.py): ``TUNEDESK_LLAMA_CACHE_MIB`` where
-    set (0 turns the cache off), else half the machine's memory, at least llama-server's own
-    8 GiB.
-
-    Raises:
-        ValueError: the variable is not a whole number of MiB.
-    """
-    value = os.environ.get(CACHE_ENV, "").strip()
-    if value:
-        if not value.isdigit():
-            raise ValueError(
-                f"{CACHE_ENV} must be a whole number of MiB (0 turns llama-server's prompt cache "
-                f"off), not {value[:40]!r}"
-            )
-        return int(value)
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
-    return max(CACHE_FLOOR_MIB, memory // 2)
 
 
 class LlamaServerError(RuntimeError):
@@ -141,6 +120,9 @@ class LlamaServerProcess:
         self._use_port(free_port())
         self._proc: subprocess.Popen | None = None
         self.repack: bool | None = None  # llama.cpp's weight repacking; decided at start
+        # the prompt cache's folder on disk and its MiB, while the server runs (None: none)
+        self.cache_disk: Path | None = None
+        self.cache_disk_mib = 0
         self.note = ""  # why repacking is off, when it is
 
     def command(self) -> list[str]:
@@ -167,10 +149,13 @@ class LlamaServerProcess:
         ]
         if self.loras:
             cmd += ["--lora", ",".join(str(p) for p in self.loras), "--lora-init-without-apply"]
-            if not keys_prompt_cache_by_adapter(self.binary):
-                cmd += ["--cache-ram", "0"]  # no prompt state shared across adapters (see above)
-            else:
-                cmd += ["--cache-ram", str(cache_ram_mib())]
+        if self.loras and not keys_prompt_cache_by_adapter(self.binary):
+            cmd += ["--cache-ram", "0"]  # no prompt state shared across adapters (see above)
+        else:
+            cmd += ["--cache-ram", str(cache_ram_mib())]
+            if self.cache_disk is not None:
+                cmd += ["--cache-disk", str(self.cache_disk)]
+                cmd += ["--cache-disk-mib", str(self.cache_disk_mib)]
         if not self.repack_allowed():
             cmd.append("--no-repack")
         return cmd
@@ -253,10 +238,22 @@ class LlamaServerProcess:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
 
+    def cache_mib(self) -> int:
+        """MiB this server's prompt cache may keep, in memory and on disk (as started, or as the
+        next start would give it)."""
+        if self.cache_disk is not None and cache_ram_mib() > 0:
+            return cache_ram_mib() + self.cache_disk_mib
+        return kept_mib(self.binary, bool(self.loras))
+
     def _launch(self, timeout: float) -> LlamaServerProcess:
         """Start the child and wait until it answers as ours; a port lost before the child bound
         it is given up for a new one (at most :data:`PORT_TRIES` ports)."""
         deadline = time.monotonic() + timeout
+        if self.cache_disk is not None:  # a child that died left it: its files name nothing now
+            shutil.rmtree(self.cache_disk, ignore_errors=True)
+            self.cache_disk = None
+        if self.cache_mib() > cache_ram_mib() > 0:
+            self.cache_disk, self.cache_disk_mib = new_disk_folder(), disk_mib(self.binary)
         for attempt in range(PORT_TRIES):
             if self._launch_once(deadline, timeout):
                 return self
@@ -325,15 +322,17 @@ class LlamaServerProcess:
         return self._proc is not None and self._proc.poll() is None
 
     def stop(self) -> None:
-        """Terminate the process (killed after 10 s)."""
-        if self._proc is None or self._proc.poll() is not None:
-            return
-        self._proc.terminate()
-        try:
-            self._proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+        """Terminate the process (killed after 10 s) and remove its prompt cache's folder."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        if self.cache_disk is not None:
+            shutil.rmtree(self.cache_disk, ignore_errors=True)
+            self.cache_disk = None
 
     def __enter__(self) -> LlamaServerProcess:
         return self if self.running else self.start()

@@ -72,6 +72,9 @@ def test_grounded_and_plain_answers_are_timed_side_by_side(
     assert all(s.count("%") == 2 for s in shares), shares
     assert "- 16 clients over base + 3 adapters, throughput grounded / plain run by run: " in table
     assert "Goals: first token at 1 client <= 1.5x plain" in table
+    # the cache the figures were measured with: memory, and the disk tier below it
+    cache = table.split("- llama-server's prompt cache: ")[1].splitlines()[0]
+    assert cache.endswith(" MiB on disk beyond it") and " MiB in memory, " in cache, cache
     # --warm: each load's models read the 6 passages first (the tiny model's cache is small)
     assert "- before 1 client, an adapter: warmed bench-a with 6 of 6 passages" in table
     for model in ("base", "bench-a", "bench-b", "bench-c"):

@@ -6,14 +6,17 @@ tokens alone upstream (llama.cpp issue #26207): adapter b asked the prompt adapt
 moment before reused a's keys and values and answered otherwise than it does on a cold server.
 TuneDesk's build of llama-server keys each saved state by the adapters it was read with
 (patches/llama-server-prompt-cache-per-adapter.patch): b reads the prompt anew, and a asked it
-again starts from its own saved state.
+again starts from its own saved state. A state the memory tier has no room for moves to the
+server's folder on disk and is read back, the answer unchanged
+(patches/llama-server-prompt-cache-spill-to-disk.patch).
 """
 
 from __future__ import annotations
 
 import httpx
 
-from core.llama_cpp.process import LlamaServerProcess, cache_ram_mib, greedy
+from core.llama_cpp.process import LlamaServerProcess, greedy
+from core.llama_cpp.prompt_cache import cache_ram_mib
 from inference.generate import encode
 
 # Long enough that the saved state is worth restoring (llama-server keeps one that covers a
@@ -77,3 +80,46 @@ def test_an_adapter_never_starts_from_the_prompt_another_adapter_read(
     assert again["timings"]["prompt_n"] > len(refund) // 2  # read again, not restored
     assert a_again["tokens"] == by_a["tokens"]
     assert a_again["timings"]["prompt_n"] < 4  # a's own saved state, restored
+
+
+def _policies(count: int) -> list[str]:
+    """``count`` long system prompts that differ from their first word on."""
+    return [f"Policy {i}. " + POLICY * 3 for i in range(count)]
+
+
+def test_a_state_memory_has_no_room_for_moves_to_disk_and_is_read_back(
+    llama, llama_session, tmp_path, monkeypatch
+):
+    # 1 MiB of memory holds about nine of these prompts' states (~400 tokens at 256 bytes each
+    # on this model; its context is 512): of sixteen, the first is pushed out. With the disk
+    # tier it is read back (the answer the same, its prompt restored); with the tier off it is
+    # gone and read anew.
+    monkeypatch.setenv("TUNEDESK_LLAMA_CACHE_MIB", "1")
+    local = llama.upstreams.all[0].process
+    prompts = [_chat(llama_session, "Where is my refund?", p) for p in _policies(16)]
+    assert all(350 < len(ids) < 490 for ids in prompts), [len(ids) for ids in prompts]
+    results = {}
+    for disk in ("64", "0"):
+        monkeypatch.setenv("TUNEDESK_LLAMA_CACHE_DISK_MIB", disk)
+        server = LlamaServerProcess(
+            local.binary, local.model, [llama.lora_path("a"), llama.lora_path("b")], slots=1,
+            ctx_per_slot=2048, threads=2, log=tmp_path / f"llama-{disk}.log", flash_attn="off",
+        )  # fmt: skip
+        server.repack = local.repack
+        with server.start():
+            folder = server.cache_disk
+            first = _answer(server, prompts[0], lora=0)
+            for ids in prompts[1:]:
+                _answer(server, ids, lora=0)
+            files = sorted(p.name for p in folder.iterdir()) if folder else []
+            again = _answer(server, prompts[0], lora=0)
+        results[disk] = (first, again, files, folder)
+    first, again, files, folder = results["64"]
+    assert files and all(f.startswith("state-") and f.endswith(".bin") for f in files)
+    assert again["tokens"] == first["tokens"]
+    assert again["timings"]["prompt_n"] < 4  # restored from its file
+    assert not folder.exists()  # the server's folder goes with it
+    first, again, files, folder = results["0"]
+    assert folder is None and files == []
+    assert again["tokens"] == first["tokens"]
+    assert again["timings"]["prompt_n"] > len(prompts[0]) // 2  # dropped, so read anew
