@@ -150,7 +150,7 @@ class Store:
                 self.target, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
             )
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            conn.execute("PRAGMA journal_mode = WAL")
+            _use_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")  # WAL keeps this crash-safe
         else:
             conn = postgres_connection(self.target)
@@ -158,6 +158,22 @@ class Store:
         with _CLOSING:
             self._opened.append(conn)
         return conn
+
+
+def _use_wal(conn, wait_s: float = BUSY_TIMEOUT_S) -> None:
+    """Put SQLite connection ``conn`` in WAL mode. Switching needs the file to itself for a moment,
+    and while another process opens, switches or recovers the same file SQLite may answer
+    "database is locked" at once rather than after its busy timeout (seen with two processes
+    opening a new store together); asked again until ``wait_s`` has passed."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
 
 
 def postgres_connection(url: str):
