@@ -50,7 +50,7 @@ import httpx
 
 from core.llama_cpp import repack_check
 from core.llama_cpp.binaries import amx_cpu, keys_prompt_cache_by_adapter
-from core.llama_cpp.prompt_cache import cache_ram_mib, disk_mib, kept_mib, new_disk_folder
+from core.llama_cpp.prompt_cache import cache_ram_mib, kept_mib, new_disk_folder
 
 log = logging.getLogger(__name__)
 PORT_TRIES = 3  # ports tried when the chosen one is taken before the child binds it
@@ -252,8 +252,10 @@ class LlamaServerProcess:
         if self.cache_disk is not None:  # a child that died left it: its files name nothing now
             shutil.rmtree(self.cache_disk, ignore_errors=True)
             self.cache_disk = None
-        if self.cache_mib() > cache_ram_mib() > 0:
-            self.cache_disk, self.cache_disk_mib = new_disk_folder(), disk_mib(self.binary)
+        ram = cache_ram_mib()
+        beyond = self.cache_mib() - ram  # the disk tier this build and setting give, found once
+        if ram > 0 and beyond > 0:
+            self.cache_disk, self.cache_disk_mib = new_disk_folder(), beyond
         for attempt in range(PORT_TRIES):
             if self._launch_once(deadline, timeout):
                 return self

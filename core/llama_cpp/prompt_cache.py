@@ -5,7 +5,7 @@ llama-server keeps the prompts its slots let go in host memory (``--cache-ram``:
 beginning with it. TuneDesk's build (``patches/llama.cpp/``) adds a tier below it: when the
 memory is full, the oldest states move to files of their own in a folder (``--cache-disk``,
 at most :func:`cache_disk_mib`) instead of being dropped, and a prompt that begins like one
-reads it back (a few milliseconds for what takes a second or more to compute again on a CPU).
+reads it back rather than computing it again (what that buys: docs/benchmarks.md).
 Only the states' data goes there: their tokens stay in memory, so matching a prompt never
 reads the disk.
 
