@@ -113,7 +113,12 @@ class KnowledgeApi:
     async def _kept(self, request: Request):
         return await self._guarded(
             request,
-            lambda: {"object": "list", "data": self.keeper.rows(), "last_replay": self.keeper.last},
+            lambda: {
+                "object": "list",
+                "data": self.keeper.rows(),
+                "last_replay": self.keeper.last,
+                "replaying": self.keeper.busy,
+            },
             ADMIN,
         )
 

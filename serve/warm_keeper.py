@@ -37,6 +37,7 @@ class WarmKeeper:
         self._pending = False  # a server started while a replay was running: run again
         self._running = False
         self.last: list[dict] = []  # what the last replay did: {"model", "lines" | "error"}
+        self.replays = 0  # replays finished since this keeper was made
 
     def keep(self, body: dict) -> None:
         """Keep ``body`` (its ``model`` names it; ``keep`` itself is not stored)."""
@@ -62,6 +63,12 @@ class WarmKeeper:
         """The kept warm-ups: ``{"model", "body", "updated"}``."""
         return warmup_rows(self.store)
 
+    @property
+    def busy(self) -> bool:
+        """Whether a replay is running or asked for (a server started during one)."""
+        with self._lock:
+            return self._running or self._pending
+
     def replay_soon(self) -> None:
         """Replay every kept warm-up in the background (again after the running replay, if one
         is running)."""
@@ -86,6 +93,7 @@ class WarmKeeper:
                 done.append({"model": row["model"], "error": said})
                 log.warning("kept warm-up of %s did not run: %s", row["model"], said)
         self.last = done
+        self.replays += 1
         return done
 
     def _replay_while_asked(self) -> None:
