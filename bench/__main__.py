@@ -43,6 +43,10 @@ COMMANDS: cli.CommandTable = {
         "bench.gpu_step",
         "one LoRA training step on a GPU profiled: launches, busy share, MFU, torch.compile",
     ),
+    "compile-step": (
+        "bench.compile_step",
+        "the product's training step with decoder layers eager and compiled, CPU or GPU",
+    ),
     "eval-engines": (
         "bench.eval_engines",
         "one evaluation answered by PyTorch and by llama-server: time, ratio, verdicts",

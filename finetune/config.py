@@ -98,6 +98,9 @@ class TrainArgs:
     weight_decay: float = 0.0  # AdamW weight decay
     max_grad_norm: float = 1.0  # gradient clipping
     gradient_checkpointing: bool = False  # trade compute for activation memory
+    # Compile each decoder layer once for the training step (finetune/train/compiled.py): on,
+    # off, or auto (on a CUDA GPU for an unquantized base without FSDP; off on the CPU).
+    compile: str = "auto"
     optimizer: str = "adamw"  # adamw or paged_adamw_8bit (bitsandbytes + CUDA)
     # None = auto: at a quarter, half and three quarters of the planned steps (plans under 8
     # steps: at the end only; finetune/train/budget.py Cadence).
@@ -283,6 +286,7 @@ def _type_problems(cfg: RunConfig) -> list[str]:
     return out
 
 
+COMPILE_SETTINGS = ("auto", "on", "off")  # finetune/train/compiled.py
 PREFERENCE_METHODS = ("dpo", "cpo", "orpo")  # finetune/train/preference.py trains these
 METHODS = ("sft", *PREFERENCE_METHODS)
 
@@ -372,6 +376,8 @@ def _train_problems(t: TrainArgs) -> list[str]:
         out.append(f"{t.method} trains an adapter further: name the adapter to start from")
     if t.beta is not None:
         _range(out, "beta", t.beta, 1e-4, 100.0)
+    if t.compile not in COMPILE_SETTINGS:
+        out.append(f"compile must be one of {', '.join(COMPILE_SETTINGS)} (got {quote(t.compile)})")
     if t.optimizer not in ("adamw", "paged_adamw_8bit"):
         out.append(f"optimizer must be adamw or paged_adamw_8bit (got {t.optimizer!r})")
     return out

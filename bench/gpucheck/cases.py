@@ -18,7 +18,8 @@ from pathlib import Path
 TRAINING_ROWS = {
     "fp32-tf32": ("fp32", "none", {}, "fp32 weights, TF32 matmuls"),
     "fp16": ("fp16", "none", {}, "fp16 autocast with a gradient scaler"),
-    "bf16": ("bf16", "none", {}, "bf16 weights and autocast"),
+    "bf16": ("bf16", "none", {}, "bf16 weights and autocast, decoder layers compiled (auto)"),
+    "bf16-eager": ("bf16", "none", {"compile": "off"}, "the bf16 row with eager decoder layers"),
     "8bit": ("bf16", "8bit", {}, "LLM.int8 base, bf16 compute"),
     "4bit-nf4": ("bf16", "4bit", {}, "NF4 base with double quantization, bf16 compute"),
     "paged-adamw-8bit": (
@@ -105,8 +106,12 @@ def train_row(
     max_length: int,
     memory_limit_gib: float | None = None,
     device: str = "cuda",
+    overrides: dict | None = None,
+    settle_steps: int = 1,
 ) -> dict:
-    """One training row; ``memory_limit_gib`` caps this process's GPU memory (forced OOM).
+    """One training row; ``memory_limit_gib`` caps this process's GPU memory (forced OOM),
+    ``overrides`` sets more TrainArgs fields (``bench compile-step``: ``compile``), the steady
+    rate leaves out the first ``settle_steps`` steps (kernel choice, compiling).
 
     ``device="cpu"`` runs the fp32 and bf16 rows on the CPU (the suite's own tests).
     """
@@ -118,7 +123,15 @@ def train_row(
 
     precision, quantization, extra, _ = TRAINING_ROWS[name]
     cfg = run_config(
-        model, data, precision, quantization, steps, batch, max_length, device, **extra
+        model,
+        data,
+        precision,
+        quantization,
+        steps,
+        batch,
+        max_length,
+        device,
+        **{**extra, **(overrides or {})},
     )
     use_device(device)  # as train() does (TF32 on), so the matmul ceiling below matches
     if memory_limit_gib:
@@ -130,7 +143,12 @@ def train_row(
     result = train(cfg, on_event=events.append)
     start = next(e["time"] for e in events if e["type"] == "start")
     progress = [e for e in events if e["type"] == "progress"]
-    rate = steady_rate(start, progress[1:] if len(progress) > 2 else progress)
+    settle = min(settle_steps, len(progress) - 2)
+    rate = steady_rate(start, progress[settle:] if settle > 0 else progress)
+    # What the first steps cost beyond the steady rate (kernel choice, compiling).
+    mark = progress[max(settle, 0)]
+    settled_s = mark["time"] - start
+    warmup_s = settled_s - mark["tokens_per_second"] * settled_s / max(rate, 1e-9)
     ceiling = matmul_rate(device, precision) * 1e12
     manifest = (
         (Path(result.adapter_dir) / "manifest.json").read_text() if result.adapter_dir else "{}"
@@ -147,6 +165,10 @@ def train_row(
         "loss_first": losses[0],
         "loss_last": losses[-1],
         "oom_retries": training.get("oom_retries", []),
+        "warmup_s": warmup_s,
+        "compiled": training.get("compiled", False),
+        "first_step_s": training.get("first_step_s"),
+        "compiled_graphs": training.get("compiled_graphs"),
         "adapter": result.adapter_dir.name if result.adapter_dir else None,
         "warnings": [e["message"] for e in events if e["type"] == "warning"],
     }

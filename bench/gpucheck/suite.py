@@ -3,7 +3,8 @@
 Each row runs in its own process, under a time limit and a watchdog that prints every
 thread's stack before the limit: one row that crashes or hangs (a driver fault, a library
 deadlock) is reported as failed with its traceback, and the suite goes on. Rows: 5 steps each
-of fp32 (TF32), fp16, bf16, 8-bit, 4-bit NF4, paged 8-bit AdamW and gradient checkpointing
+of fp32 (TF32), fp16, bf16 (decoder layers compiled, as training compiles them on a GPU by
+default, and eager beside it), 8-bit, 4-bit NF4, paged 8-bit AdamW and gradient checkpointing
 (``bench.gpucheck.cases``); a forced out-of-memory that must recover; the max-batch finder; chat and
 compare on CUDA (``bench.gpucheck.chat``, run by module name: finetune does not import
 adapters).
@@ -162,6 +163,9 @@ def run_row(spec: dict) -> dict:
         spec["batch"],
         spec["max_length"],
         spec.get("memory_limit_gib"),
+        spec.get("device", "cuda"),
+        spec.get("overrides"),
+        spec.get("settle_steps", 1),
     )
 
 
@@ -196,6 +200,31 @@ def _fmt(value, spec: str) -> str:
     return "—" if value is None else format(value, spec)
 
 
+def _note(d: dict) -> str:
+    """The note column: what a row's details say beyond its figures."""
+    if d.get("oom_retries"):
+        return (
+            f"micro-batch {d['oom_retries'][-1]['micro_batch']} after {len(d['oom_retries'])} "
+            "OOM retries"
+        )
+    if "max_batch" in d:
+        return f"largest batch {d['max_batch']}"
+    if d.get("budget"):
+        b = d["budget"]
+        return (
+            f"{b.get('steps')} steps, {b.get('epochs', 0):.1f} epochs, saved at "
+            f"{b.get('seconds_used', 0):.1f} of {b.get('seconds', 0):g} s, {d['precision']}"
+        )
+    if "answer" in d:
+        return d["answer"][:60].replace("|", "/").replace("\n", " ")
+    if d.get("compiled"):
+        return (
+            f"compiled: {d.get('compiled_graphs')} graphs, first step "
+            f"{d.get('first_step_s') or 0:.1f} s"
+        )
+    return ""
+
+
 def markdown(results: list[RowResult]) -> str:
     """The results as a table, with each failure's message below it."""
     lines = [
@@ -203,23 +232,7 @@ def markdown(results: list[RowResult]) -> str:
         "|---|---|---:|---:|---:|---:|---|",
     ]
     for r in results:
-        d = r.details
-        note = (
-            f"micro-batch {d['oom_retries'][-1]['micro_batch']} after {len(d['oom_retries'])} "
-            "OOM retries"
-            if d.get("oom_retries")
-            else f"largest batch {d['max_batch']}"
-            if "max_batch" in d
-            else (
-                f"{d['budget'].get('steps')} steps, {d['budget'].get('epochs', 0):.1f} epochs, "
-                f"saved at {d['budget'].get('seconds_used', 0):.1f} of "
-                f"{d['budget'].get('seconds', 0):g} s, {d['precision']}"
-            )
-            if d.get("budget")
-            else d.get("answer", "")[:60].replace("|", "/").replace("\n", " ")
-            if "answer" in d
-            else ""
-        )
+        note = _note(r.details)
         mfu = None if r.mfu is None else 100 * r.mfu
         lines.append(
             f"| {r.name} | {'passed' if r.passed else '**failed**'} | "

@@ -115,6 +115,15 @@ FLAGS = [
     ("--device", [], "train", "device", str, "cpu, cuda, cuda:N or auto"),
     ("--precision", [], "train", "precision", str, "fp32, fp16 or bf16"),
     ("--quantization", [], "train", "quantization", str, "none, 8bit or 4bit"),
+    (
+        "--compile",
+        [],
+        "train",
+        "compile",
+        str,
+        "compile each decoder layer once for the training step: on, off or auto (on a CUDA GPU "
+        "for an unquantized base without FSDP)",
+    ),
     ("--eval-every", [], "train", "eval_every", int, "steps between validation passes"),
     ("--probe-every", [], "train", "probe_every", int, "steps between probe answers"),
     ("--save-every", [], "train", "save_every", int, "steps between checkpoints"),

@@ -87,13 +87,15 @@ def _is_silu(act) -> bool:
         return torch.allclose(act(probe), F.silu(probe), atol=1e-6)
 
 
-def use_lean_ops(model) -> None:
-    """What training uses: the lean SwiGLU and, on the CPU, the lean LoRA layers and dropout
-    and short-row attention (``finetune.train.cpu_attention``)."""
+def use_lean_ops(model, layers: bool = True) -> None:
+    """What training uses: the lean SwiGLU and, on the CPU (``layers``), the lean LoRA layers
+    and dropout and short-row attention (``finetune.train.cpu_attention``)."""
     from finetune.train.cpu_attention import use_short_row_attention
     from finetune.train.lean_lora import use_lean_dropout, use_lean_lora
 
     use_lean_swiglu(model)
+    if not layers:
+        return
     use_lean_dropout(model)
     use_lean_lora(model)
     use_short_row_attention(model)

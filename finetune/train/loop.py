@@ -24,7 +24,7 @@ import torch
 
 from core.gpu import is_oom, make_scaler
 from finetune.config import RunConfig
-from finetune.train import allocator, budget_run, oom, parallel
+from finetune.train import allocator, budget_run, compiled, oom, parallel
 from finetune.train.budget import Cadence
 from finetune.train.budget_plan import VALIDATION_PASS_SHARE
 from finetune.train.dryrun import warn_if_too_big
@@ -108,6 +108,7 @@ class _Run:
         default_factory=dict
     )  # "validation" / "probes" / "checkpoint" -> budget.Cadence
     tokens: int = 0  # real tokens trained on, all ranks, earlier sessions of a resumed run included
+    compiled: object = None  # finetune.train.compiled.Compiled when the step runs compiled
 
 
 @dataclass
@@ -185,8 +186,13 @@ def _setup(cfg: RunConfig, on_event, started: float | None = None) -> _Run:
             f"loading {resolved.name} on {device} ({t.precision}, quantization {t.quantization})"
         ),
     )
-    model, targets, packing = load_lora_model(cfg, resolved, device)
     sharded = world > 1 and cfg.run.sharding == "fsdp"
+    compiling = compiled.wanted(t.compile, device, t.quantization, "fsdp" if sharded else "ddp")
+    model, targets, packing = load_lora_model(cfg, resolved, device, lean_layers=not compiling)
+    # Before FSDP wraps the layers; the first step compiles them (finetune/train/compiled.py).
+    step_compiled = compiled.Compiled(model) if compiling else None
+    if step_compiled is not None:
+        emit("status", message="the decoder layers compile once, during the first step")
     train_model = parallel.wrap(
         model, world, device, cfg.run.sharding, t.precision
     )  # before the optimizer
@@ -263,6 +269,7 @@ def _setup(cfg: RunConfig, on_event, started: float | None = None) -> _Run:
         total=total,
         replan=replan,
         tokens=before.get("tokens_seen", 0),
+        compiled=step_compiled,
     )
     run.cadence = {
         "validation": Cadence(t.eval_every),
@@ -309,6 +316,11 @@ def _setup(cfg: RunConfig, on_event, started: float | None = None) -> _Run:
 
 def _base_validation(run: _Run, val_rows: int) -> None:
     """The base model's validation loss; under a time budget on the rows one pass affords."""
+    with compiled.eager_if(run.compiled):
+        _base_validation_pass(run, val_rows)
+
+
+def _base_validation_pass(run: _Run, val_rows: int) -> None:
     if run.pacer is None:
         base_loss = validation_loss(run.model, run.val_batches, run.autocast)
     else:
@@ -349,9 +361,7 @@ def _loop(run: _Run, stop) -> _Progress:
         micro = [m[j::split] for m in run.plan.steps[step] for j in range(split) if m[j::split]]
         batches = [run.batch(m) for m in micro]
         try:
-            s, n_real = forward_backward(
-                run.train_model, batches, run.autocast, scaler, sync=world == 1 or run.sharded
-            )
+            s, n_real = _forward_backward(run, batches)
             failed = False
         except RuntimeError as err:  # torch.OutOfMemoryError, or cuBLAS failing to allocate
             if not is_oom(err):
@@ -410,6 +420,8 @@ def _loop(run: _Run, stop) -> _Progress:
                 eta=eta,
                 peak_memory_gib=peak_memory_gib(device),
             )
+            if run.compiled is not None and run.compiled.first_s is not None:
+                log["compile_s"] = run.compiled.first_s  # the first step, compiling included
             emit("progress", **log)
             metrics["train_loss"] = log["loss"]
             loss_acc.zero_()
@@ -419,6 +431,39 @@ def _loop(run: _Run, stop) -> _Progress:
     return _Progress(
         step, status, split, oom_events, tokens_seen, train_seconds=time.time() - loop_t0
     )
+
+
+def _forward_backward(run: _Run, batches):
+    """One step's gradients, through the compiled layers when the run compiles them."""
+
+    def step():
+        return forward_backward(
+            run.train_model,
+            batches,
+            run.autocast,
+            run.scaler,
+            sync=run.world == 1 or run.sharded,
+        )
+
+    c = run.compiled
+    if c is None:
+        return step()
+    first = c.calls == 0 and not c.failed
+    c.shapes.update(tuple(b["input_ids"].shape) for b, _, _ in batches)
+    out = c.step(step, lambda why: _compile_failed(run, why))
+    if first and not c.failed:
+        run.emit(
+            "status",
+            message=f"first step in {c.first_s:.1f} s, compiling the decoder layers included",
+            compile_s=c.first_s,
+        )
+    return out
+
+
+def _compile_failed(run: _Run, why: str) -> None:
+    """Compiling failed on the first step: its gradients go, the run trains eagerly."""
+    run.optimizer.zero_grad(set_to_none=True)
+    run.emit("warning", message=f"compiling the decoder layers failed, training eagerly ({why})")
 
 
 def _between_steps(run: _Run, step: int, total: int) -> None:
@@ -443,8 +488,13 @@ def _between_steps(run: _Run, step: int, total: int) -> None:
 
 def _validation(run: _Run) -> float | None:
     """Mean validation loss on every rank, or None when it ran out of memory (not under FSDP)."""
+
+    def passes():
+        with compiled.eager_if(run.compiled):
+            return validation_loss(run.model, run.val_batches, run.autocast)
+
     return oom.skip_on_oom(
-        lambda: validation_loss(run.model, run.val_batches, run.autocast),
+        passes,
         "validation",
         run.device,
         run.emit,
@@ -459,14 +509,19 @@ def _probes(run: _Run, max_time: float | None = None) -> list | None:
 
     if run.rank != 0 and not run.sharded:
         return None
+
+    def answers():
+        with compiled.eager_if(run.compiled):  # generate's KV cache grows at every token
+            return answer_probes(
+                run.model,
+                run.tokenizer,
+                run.cfg.data.system_prompt,
+                synced=run.sharded,
+                max_time=max_time,
+            )
+
     return oom.skip_on_oom(
-        lambda: answer_probes(
-            run.model,
-            run.tokenizer,
-            run.cfg.data.system_prompt,
-            synced=run.sharded,
-            max_time=max_time,
-        ),
+        answers,
         "probes",
         run.device,
         run.emit,
@@ -561,6 +616,7 @@ def _finish(run: _Run, progress: _Progress) -> TrainResult:
                 "sharding": cfg.run.sharding,
                 "oom_retries": progress.oom_events,
                 "effective_micro_batch": max(1, t.batch_size // split),
+                **compiled.record(run.compiled),
             },
             metrics=metrics,
             probes=probes,

@@ -91,7 +91,9 @@ def load_data(cfg: RunConfig, emit=None):
     return resolved, tokenizer, prepared
 
 
-def load_lora_model(cfg: RunConfig, resolved, device: str, lean_ops: bool = True):
+def load_lora_model(
+    cfg: RunConfig, resolved, device: str, lean_ops: bool = True, lean_layers: bool = True
+):
     """Load the base on ``device`` as training uses it and put a fresh LoRA adapter on it.
 
     Args:
@@ -99,6 +101,10 @@ def load_lora_model(cfg: RunConfig, resolved, device: str, lean_ops: bool = True
             memory) and, on the CPU, each LoRA layer through ``finetune.train.lean_lora`` (one
             autograd function per layer, cheap dropout masks); the benchmark's seed recipe
             turns it off to stay the seeds' model.
+        lean_layers: with ``lean_ops``, the CPU's hand-written layer ops too (lean LoRA and
+            dropout, short-row attention); off where the decoder layers are compiled
+            (``finetune.train.compiled``): the compiler fuses the plain ops itself, and the
+            lean ones, keyed by each layer's weights, would recompile for every layer.
 
     Returns:
         ``(model, target_module_names, packing)``.
@@ -115,7 +121,7 @@ def load_lora_model(cfg: RunConfig, resolved, device: str, lean_ops: bool = True
     if lean_ops:
         from finetune.train.fused import use_lean_ops
 
-        use_lean_ops(model)
+        use_lean_ops(model, layers=lean_layers)
     targets = sorted(next(iter(model.peft_config.values())).target_modules)
     packing = cfg.data.packing and supports_packing(resolved.architecture)
     if packing:

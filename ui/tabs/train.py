@@ -8,6 +8,7 @@ from __future__ import annotations
 import gradio as gr
 
 from core.model_catalog import choices as model_choices
+from finetune.config import COMPILE_SETTINGS
 from ui.views import forms, transcripts
 from ui.views import train_actions as handlers
 from ui.views.state import AppState, dry_run_text, estimate_text, model_note
@@ -76,6 +77,14 @@ def build_train_tab(state: AppState) -> dict:
                         d.train.grad_accum, precision=0, label="Gradient accumulation", minimum=1
                     )
                 with gr.Accordion("Advanced: LoRA and training settings", open=False):
+                    compile_layers = gr.Dropdown(
+                        list(COMPILE_SETTINGS),
+                        value=d.train.compile,
+                        label="Compile the decoder layers for the training step",
+                        info="auto: on a CUDA GPU (an unquantized base, without FSDP), where it "
+                        "runs steps faster after seconds of compiling; off on the CPU",
+                        elem_id="train-compile",
+                    )
                     with gr.Row():
                         r = gr.Number(d.lora.r, precision=0, label="LoRA rank r")
                         alpha = gr.Number(d.lora.alpha, precision=0, label="LoRA alpha")
@@ -257,6 +266,7 @@ def build_train_tab(state: AppState) -> dict:
             budget,
             passages,
             passage_share,
+            compile_layers,
         ]
         tab.select(lambda: gr.update(choices=["", *state.adapter_choices()]), None, from_adapter)
         with gr.Row():

@@ -54,6 +54,8 @@ TRAIN_FIELDS = [
     # Train each row with its best past answers of the training split (0 = off).
     ("data", "with_passages"),
     ("data", "passage_share"),
+    # Decoder layers compiled for the training step: auto (on a GPU), on, off.
+    ("train", "compile"),
 ]
 _INTS = {
     "batch_size",

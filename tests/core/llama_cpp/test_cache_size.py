@@ -46,9 +46,7 @@ def test_a_size_that_is_not_whole_mib_is_a_sentence(monkeypatch, value):
         cache_ram_mib()
 
 
-def test_the_disk_tier_is_twice_the_memory_within_a_quarter_of_the_free_disk(
-    monkeypatch, tmp_path
-):
+def test_the_disk_tier_is_twice_the_memory_within_a_quarter_of_the_free_disk(monkeypatch, tmp_path):
     import shutil
 
     from core.llama_cpp.prompt_cache import DISK_ENV, cache_disk_mib
@@ -67,9 +65,7 @@ def test_the_disk_tier_is_twice_the_memory_within_a_quarter_of_the_free_disk(
         cache_disk_mib(tmp_path)
 
 
-def test_the_folder_reaches_the_command_line_only_while_the_server_has_one(
-    monkeypatch, tmp_path
-):
+def test_the_folder_reaches_the_command_line_only_while_the_server_has_one(monkeypatch, tmp_path):
     monkeypatch.setattr("core.llama_cpp.process.keys_prompt_cache_by_adapter", lambda b: True)
     monkeypatch.setenv(CACHE_ENV, "3000")
     server = LlamaServerProcess(

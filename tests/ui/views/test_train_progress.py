@@ -78,3 +78,31 @@ def test_a_finished_run_that_bought_too_few_steps_says_so_under_the_result(home)
         "".join(json.dumps({**e, "time": time.time()}) + "\n" for e in events)
     )
     assert "⚠️" not in run_view("short")["result"]
+
+
+def test_the_progress_line_says_when_the_steps_run_through_compiled_layers(home):
+    import json
+    import time
+
+    from core.events import write_status
+    from ui.views.train_progress import run_view
+
+    run_dir = home / "runs" / "gpu"
+    run_dir.mkdir(parents=True)
+    step = {
+        "type": "progress",
+        "step": 40,
+        "total_steps": 400,
+        "epoch": 0.5,
+        "loss": 1.25,
+        "tokens_per_second": 90000.0,
+        "elapsed": 30.0,
+        "eta": 540.0,
+        "peak_memory_gib": 12.5,
+    }
+    for event, said in ((step, False), ({**step, "compile_s": 14.2}, True)):
+        (run_dir / "events.jsonl").write_text(json.dumps({**event, "time": time.time()}) + "\n")
+        write_status(run_dir, state="running", created=time.time())
+        line = run_view("gpu")["progress_html"]
+        assert "step 40/400" in line
+        assert ("compiled layers (first step 14 s)" in line) is said
