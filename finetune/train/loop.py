@@ -9,25 +9,26 @@ reports (docs/benchmarks.md has the measurements that justify it).
 Setup's pieces live in :mod:`finetune.train.setup` and one step's mechanics in
 :mod:`finetune.train.steps`; both are shared with ``finetune.train.dryrun``, which times one
 step with exactly the model and batches training uses. Under a time budget the loop asks
-:mod:`finetune.train.budget_run` (the ``Pacer`` wired into the run) how long the plan is.
+:mod:`finetune.train.budget_run` (the ``Pacer`` wired into the run) how long the plan is. What
+runs between steps (validation, probes, checkpoints) is :mod:`finetune.train.extras`, the save
+at the end :mod:`finetune.train.finish`; the ``Run`` they share is in
+:mod:`finetune.train.run_state`.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 
 from core.gpu import is_oom, make_scaler
 from finetune.config import RunConfig
-from finetune.train import allocator, budget_run, compiled, oom, parallel
+from finetune.train import allocator, budget_run, compiled, extras, oom, parallel
 from finetune.train.budget import Cadence
-from finetune.train.budget_plan import VALIDATION_PASS_SHARE
 from finetune.train.dryrun import warn_if_too_big
+from finetune.train.finish import finish as _finish  # a module name the tests patch
+from finetune.train.run_state import Progress, Run, TrainResult
 from finetune.train.setup import (
     ConfigError,
     check_config,
@@ -48,79 +49,9 @@ from finetune.train.steps import (
     plan_steps,
     resize_schedule,
     schedule_total,
-    validation_loss,
 )
 
 __all__ = ["ConfigError", "TrainResult", "train"]
-
-
-UNTRAINED_NOTE = (
-    "no optimizer step was taken: the saved adapter's LoRA update is still "
-    "zero, so it answers exactly as the base model"
-)
-
-
-@dataclass
-class TrainResult:
-    adapter_dir: Path | None
-    status: str  # "done" or "stopped"
-    steps: int
-    metrics: dict = field(default_factory=dict)
-    note: str = (
-        ""  # a budget run that bought too few steps to be useful says so here ("" otherwise)
-    )
-
-
-@dataclass
-class _Run:
-    """What setup builds for the loop and the finish: the model, its data and its optimizer."""
-
-    cfg: RunConfig
-    emit: object  # emit(kind, **data): an event on rank 0
-    rank: int
-    world: int
-    device: str
-    run_dir: Path
-    t0: float  # when train() was called
-    resolved: object  # core.models.ResolvedModel
-    tokenizer: object
-    prepared: object  # finetune.data.PreparedData
-    model: object  # the PEFT model (what is saved)
-    train_model: (
-        object  # the model (sharded in place under FSDP), or its DDP wrapper (what is stepped)
-    )
-    targets: list
-    packing: bool
-    optimizer: object
-    scheduler: object
-    scaler: object  # a GradScaler for fp16 on CUDA, else None
-    autocast: object  # a context factory, or None for fp32
-    plan: object  # finetune.train.steps.StepPlan
-    batch: object  # batch(indices) -> the micro-batches of those training rows
-    val_batches: list
-    start_step: int
-    sharded: bool = False  # FSDP: every rank runs the model together, no OOM split (parallel.py)
-    metrics: dict = field(default_factory=dict)
-    total: int = 0  # planned optimizer steps (a time budget resizes it; plan may hold more)
-    replan: object = None  # replan(max_steps=N) -> a StepPlan of N steps (the same first ones)
-    pacer: object = None  # finetune.train.budget.Pacer under a time budget, else None
-    cadence: dict = field(
-        default_factory=dict
-    )  # "validation" / "probes" / "checkpoint" -> budget.Cadence
-    tokens: int = 0  # real tokens trained on, all ranks, earlier sessions of a resumed run included
-    compiled: object = None  # finetune.train.compiled.Compiled when the step runs compiled
-
-
-@dataclass
-class _Progress:
-    """Where the loop ended: the finish saves and reports from this."""
-
-    step: int
-    status: str  # "done" or "stopped"
-    split: int  # >1 after a CUDA out-of-memory: micro-batches were split
-    oom_events: list  # {"step", "micro_batch"} per split
-    tokens_seen: int
-    train_seconds: float
 
 
 def _emit(on_event, rank: int, kind: str, **data) -> None:
@@ -164,7 +95,7 @@ def train(cfg: RunConfig, on_event=None, stop=None, started: float | None = None
     return _finish(run, progress)
 
 
-def _setup(cfg: RunConfig, on_event, started: float | None = None) -> _Run:
+def _setup(cfg: RunConfig, on_event, started: float | None = None) -> Run:
     """Check the config, then load data, model + LoRA, optimizer and batches; resume if asked."""
     from finetune.train.saving import resume
 
@@ -242,7 +173,7 @@ def _setup(cfg: RunConfig, on_event, started: float | None = None) -> _Run:
         )[0]
         for i in range(0, len(val_rows), t.batch_size)
     ]
-    run = _Run(
+    run = Run(
         cfg,
         emit,
         rank,
@@ -310,39 +241,11 @@ def _setup(cfg: RunConfig, on_event, started: float | None = None) -> _Run:
         startup_s=time.time() - t0,
     )
     if run.val_batches and start_step == 0:
-        _base_validation(run, len(val_rows))
+        extras.base_validation(run, len(val_rows))
     return run
 
 
-def _base_validation(run: _Run, val_rows: int) -> None:
-    """The base model's validation loss; under a time budget on the rows one pass affords."""
-    with compiled.eager_if(run.compiled):
-        _base_validation_pass(run, val_rows)
-
-
-def _base_validation_pass(run: _Run, val_rows: int) -> None:
-    if run.pacer is None:
-        base_loss = validation_loss(run.model, run.val_batches, run.autocast)
-    else:
-        # sized to the budget: every later pass runs on the same rows (budget_run.base_validation)
-        before = len(run.val_batches)
-        base_loss, run.val_batches = budget_run.base_validation(
-            run.model, run.val_batches, run.autocast, run.pacer
-        )
-        if len(run.val_batches) < before:
-            kept = min(
-                val_rows, len(run.val_batches) * run.cfg.train.batch_size
-            )  # packed batches hold one row
-            run.emit(
-                "status",
-                message=f"validating on {kept} of {val_rows} held-out rows: a pass of all of them "
-                f"would take more than {VALIDATION_PASS_SHARE:.0%} of the time budget",
-            )
-    run.metrics.update(base_val_loss=base_loss, base_val_perplexity=math.exp(base_loss))
-    run.emit("eval", step=0, val_loss=base_loss, val_perplexity=math.exp(base_loss))
-
-
-def _loop(run: _Run, stop) -> _Progress:
+def _loop(run: Run, stop) -> Progress:
     """Optimizer steps until the plan ends or ``stop`` asks; OOM on CUDA splits the step."""
     t, emit, metrics, total = run.cfg.train, run.emit, run.metrics, run.total
     model, optimizer, scheduler, scaler = run.model, run.optimizer, run.scheduler, run.scaler
@@ -427,13 +330,13 @@ def _loop(run: _Run, stop) -> _Progress:
             loss_acc.zero_()
             loss_tokens = 0
         if step < total:
-            _between_steps(run, step, total)
-    return _Progress(
+            extras.between_steps(run, step, total)
+    return Progress(
         step, status, split, oom_events, tokens_seen, train_seconds=time.time() - loop_t0
     )
 
 
-def _forward_backward(run: _Run, batches):
+def _forward_backward(run: Run, batches):
     """One step's gradients, through the compiled layers when the run compiles them."""
 
     def step():
@@ -460,194 +363,7 @@ def _forward_backward(run: _Run, batches):
     return out
 
 
-def _compile_failed(run: _Run, why: str) -> None:
+def _compile_failed(run: Run, why: str) -> None:
     """Compiling failed on the first step: its gradients go, the run trains eagerly."""
     run.optimizer.zero_grad(set_to_none=True)
     run.emit("warning", message=f"compiling the decoder layers failed, training eagerly ({why})")
-
-
-def _between_steps(run: _Run, step: int, total: int) -> None:
-    """The periodic extras of a step that is not the last: validation, probe answers, checkpoint
-    (every N steps, or on "auto" at fixed shares of the planned steps: ``budget.Cadence``)."""
-    emit, cadence = run.emit, run.cadence
-    hold = run.pacer is not None and not run.pacer.settled  # auto extras wait for a sized plan
-    if cadence["validation"].due(step, total, hold) and run.val_batches:
-        with budget_run.timed(run.pacer, "validation"):
-            vl = _validation(run)
-        if vl is not None:
-            emit("eval", step=step, val_loss=vl, val_perplexity=math.exp(vl))
-    if cadence["probes"].due(step, total, hold):
-        with budget_run.timed(run.pacer, "probes"):
-            answers = _probes(run, max_time=run.pacer.probe_seconds() if run.pacer else None)
-        if answers is not None:
-            emit("probe", step=step, answers=answers)
-    if cadence["checkpoint"].due(step, total, hold):
-        with budget_run.timed(run.pacer, "checkpoint"):
-            _checkpoint(run, step)
-
-
-def _validation(run: _Run) -> float | None:
-    """Mean validation loss on every rank, or None when it ran out of memory (not under FSDP)."""
-
-    def passes():
-        with compiled.eager_if(run.compiled):
-            return validation_loss(run.model, run.val_batches, run.autocast)
-
-    return oom.skip_on_oom(
-        passes,
-        "validation",
-        run.device,
-        run.emit,
-        recover=not run.sharded,
-    )
-
-
-def _probes(run: _Run, max_time: float | None = None) -> list | None:
-    """Probe answers on rank 0 (on every rank under FSDP, where generating is collective),
-    generating for at most ``max_time`` seconds when given."""
-    from finetune.train.probes import answer_probes
-
-    if run.rank != 0 and not run.sharded:
-        return None
-
-    def answers():
-        with compiled.eager_if(run.compiled):  # generate's KV cache grows at every token
-            return answer_probes(
-                run.model,
-                run.tokenizer,
-                run.cfg.data.system_prompt,
-                synced=run.sharded,
-                max_time=max_time,
-            )
-
-    return oom.skip_on_oom(
-        answers,
-        "probes",
-        run.device,
-        run.emit,
-        recover=not run.sharded,
-    )
-
-
-def _final_probes(run: _Run) -> list:
-    """The last probe answers; under a time budget only in the time left before the save."""
-    if run.pacer is None:
-        return _probes(run) or []
-    seconds = run.pacer.probe_seconds(final=True)
-    return (_probes(run, max_time=seconds) or []) if seconds else []
-
-
-def _checkpoint(run: _Run, step: int) -> None:
-    """Rank 0 writes a checkpoint; under FSDP every rank first helps gather the whole state."""
-    from finetune.train.saving import save_checkpoint
-
-    sharded = (
-        (
-            parallel.full_trainable_state(run.model),
-            parallel.full_optimizer_state(run.model, run.optimizer),
-        )
-        if run.sharded
-        else None
-    )
-    progress = {"tokens_seen": run.tokens, **budget_run.checkpoint_fields(run.pacer)}
-    if run.rank == 0:
-        save_checkpoint(
-            run.run_dir,
-            step,
-            run.model,
-            run.optimizer,
-            run.scheduler,
-            scaler=run.scaler,
-            sharded=sharded,
-            progress=progress,
-        )
-        run.emit("checkpoint", step=step)
-
-
-def _finish(run: _Run, progress: _Progress) -> TrainResult:
-    """Final validation and probes, then rank 0 saves the adapter with its manifest."""
-    from finetune.train.past_answers import shelve_or_warn
-    from finetune.train.saving import adapter_name_for, build_manifest, save_adapter
-
-    cfg, emit, metrics, t, dc = run.cfg, run.emit, run.metrics, run.cfg.train, run.cfg.data
-    model, tokenizer, val_batches = run.model, run.tokenizer, run.val_batches
-    rank, world, device, t0 = run.rank, run.world, run.device, run.t0
-    step, status, split, train_seconds = (
-        progress.step,
-        progress.status,
-        progress.split,
-        progress.train_seconds,
-    )
-    with budget_run.timed(run.pacer, "validation"):
-        vl = (
-            _validation(run)
-            if val_batches and budget_run.final_validation_fits(run.pacer, emit)
-            else None
-        )
-    if vl is not None:
-        metrics.update(val_loss=vl, val_perplexity=math.exp(vl))
-        emit("eval", step=step, val_loss=vl, val_perplexity=math.exp(vl))
-    with budget_run.timed(run.pacer, "probes"):
-        adapter_dir, probes = None, _final_probes(run)
-    bought = budget_run.bought(run.pacer, run.plan, step, world, run.tokens)
-    note = (bought or {}).get("note", "")
-    if (
-        step == 0
-    ):  # stopped before its first update: no quiet "stopped" for an adapter equal to the base
-        note = "; ".join(filter(None, [UNTRAINED_NOTE, note]))
-    weights = parallel.full_trainable_state(model) if run.sharded else None  # every rank takes part
-    if rank == 0:
-        emit("probe", step=step, answers=probes)
-        name = adapter_name_for(cfg.run.adapter_name, dc.path)
-        knowledge = shelve_or_warn(run.prepared, dc.path, emit)  # the answers it may be shown
-        manifest = build_manifest(
-            cfg,
-            run.resolved,
-            tokenizer,
-            run.prepared,
-            status=status,
-            steps=step,
-            total_steps=run.total,
-            targets=run.targets,
-            training={
-                "device": device,
-                "packing": run.packing,
-                "world_size": world,
-                "sharding": cfg.run.sharding,
-                "oom_retries": progress.oom_events,
-                "effective_micro_batch": max(1, t.batch_size // split),
-                **compiled.record(run.compiled),
-            },
-            metrics=metrics,
-            probes=probes,
-            run_dir=run.run_dir,
-            timings={
-                "train_seconds": train_seconds,
-                "total_seconds": time.time() - t0,
-                "tokens_per_second": progress.tokens_seen * world / max(train_seconds, 1e-9),
-            },
-            budget=bought,
-            knowledge=knowledge,
-        )
-        adapter_dir = save_adapter(model, tokenizer, name, manifest, state_dict=weights)
-        emit("saved", adapter=adapter_dir.name, path=str(adapter_dir), status=status)
-        budget_run.record_speeds(run.pacer, cfg)
-    if note:
-        emit("warning", message=note)
-    emit(
-        "done",
-        status=status,
-        step=step,
-        total_steps=run.total,
-        metrics=metrics,
-        adapter=adapter_dir.name if adapter_dir else None,
-        **({"note": note} if note else {}),
-    )
-    if world > 1:
-        import torch.distributed as dist
-
-        dist.barrier()  # the other ranks wait while rank 0 writes the adapter
-        dist.destroy_process_group()
-    return TrainResult(
-        adapter_dir=adapter_dir, status=status, steps=step, metrics=metrics, note=note
-    )
