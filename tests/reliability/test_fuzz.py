@@ -227,12 +227,12 @@ def test_fuzz_config_files_load_or_raise_one_value_error(tmp_path, content, suff
 
 
 @settings(FUZZ_SETTINGS, max_examples=300)
-@given(changes=st.dictionaries(st.integers(0, 36), anything, max_size=4))
+@given(changes=st.dictionaries(st.integers(0, 37), anything, max_size=4))
 def test_fuzz_train_form_values_give_problems_not_tracebacks(changes):
     from ui.views import forms
 
     values = forms.form_values(forms.ui_defaults())  # the form as it opens, then edited
-    assert len(values) == len(forms.TRAIN_FIELDS) == 37  # one per Train tab setting
+    assert len(values) == len(forms.TRAIN_FIELDS) == 38  # one per Train tab setting
     for index, value in changes.items():
         values[index] = value
     cfg, problems = forms.to_config("assets/demo_support.jsonl", values)
