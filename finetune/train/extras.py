@@ -65,17 +65,8 @@ def between_steps(run: Run, step: int, total: int) -> None:
 
 def validation(run: Run) -> float | None:
     """Mean validation loss on every rank, or None when it ran out of memory (not under FSDP)."""
-
-    def passes():
-        with compiled.eager_if(run.compiled):
-            return validation_loss(run.model, run.val_batches, run.autocast)
-
-    return oom.skip_on_oom(
-        passes,
-        "validation",
-        run.device,
-        run.emit,
-        recover=not run.sharded,
+    return _eager_unless_oom(
+        run, lambda: validation_loss(run.model, run.val_batches, run.autocast), "validation"
     )
 
 
@@ -86,24 +77,29 @@ def probes(run: Run, max_time: float | None = None) -> list | None:
 
     if run.rank != 0 and not run.sharded:
         return None
-
-    def answers():
-        with compiled.eager_if(run.compiled):  # generate's KV cache grows at every token
-            return answer_probes(
-                run.model,
-                run.tokenizer,
-                run.cfg.data.system_prompt,
-                synced=run.sharded,
-                max_time=max_time,
-            )
-
-    return oom.skip_on_oom(
-        answers,
+    return _eager_unless_oom(
+        run,
+        lambda: answer_probes(
+            run.model,
+            run.tokenizer,
+            run.cfg.data.system_prompt,
+            synced=run.sharded,
+            max_time=max_time,
+        ),
         "probes",
-        run.device,
-        run.emit,
-        recover=not run.sharded,
     )
+
+
+def _eager_unless_oom(run: Run, work, what: str):
+    """``work()`` with the decoder layers eager (``generate``'s KV cache grows at every token;
+    no-grad passes would compile graphs of their own); None when it ran out of memory (not
+    under FSDP, where every rank must go on together)."""
+
+    def eager_work():
+        with compiled.eager_if(run.compiled):
+            return work()
+
+    return oom.skip_on_oom(eager_work, what, run.device, run.emit, recover=not run.sharded)
 
 
 def final_probes(run: Run) -> list:
