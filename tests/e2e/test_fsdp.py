@@ -18,9 +18,9 @@ from finetune.commands.train import add_arguments, build_config
 from finetune.config import validate
 
 ROOT = Path(__file__).resolve().parents[2]
-# One pair of processes runs three trainings in turn (each sets up and tears down its process
-# group): fsdp, ddp with the same seed and data, and fsdp resumed from the first one's step-2
-# checkpoint.
+# One pair of processes runs four trainings in turn (each sets up and tears down its process
+# group): fsdp, ddp with the same seed and data, fsdp resumed from the first one's step-2
+# checkpoint, and fsdp with its decoder layers compiled (train.compile "on").
 RANK_SCRIPT = """
 import json, os, shutil, sys
 sys.path.insert(0, {tests!r})
@@ -43,14 +43,14 @@ def finish(run, progress):
 
 loop._finish = finish
 
-def run(name, sharding, run_dir, resume=False):
+def run(name, sharding, run_dir, resume=False, compile="off"):
     # A fresh port per process group: a rank re-joining on the last one's port could reach
     # the old store before rank 0 has closed it.
-    os.environ["MASTER_PORT"] = os.environ["PORTS"].split(",")[["fsdp", "ddp", "resumed"].index(name)]
+    os.environ["MASTER_PORT"] = os.environ["PORTS"].split(",")[["fsdp", "ddp", "resumed", "compiled"].index(name)]
     cfg = tiny_run_config({model!r}, max_steps=3, batch_size=2, grad_accum=2, save_every=2, eval_every=2)
     cfg.run.sharding, cfg.run.nproc_per_node, cfg.run.adapter_name = sharding, 2, name
     cfg.run.run_dir, cfg.run.resume = f"{{out}}/{{run_dir}}", resume
-    cfg.lora.dropout = 0.0
+    cfg.lora.dropout, cfg.train.compile = 0.0, compile
     print(name, train(cfg).status, flush=True)
 
 run("fsdp", "fsdp", "run-fsdp")
@@ -58,6 +58,7 @@ run("ddp", "ddp", "run-ddp")
 if rank == 0:  # a run that stopped after step 2: only its checkpoint is left
     shutil.copytree(f"{{out}}/run-fsdp/checkpoints", f"{{out}}/run-stopped/checkpoints")
 run("resumed", "fsdp", "run-stopped", resume=True)
+run("compiled", "fsdp", "run-compiled", compile="on")
 """  # noqa: E501
 
 
@@ -68,7 +69,7 @@ def _free_port() -> int:
 
 
 def _run_ranks(script: str, tmp_path: Path) -> list[str]:
-    ports = ",".join(str(_free_port()) for _ in range(3))
+    ports = ",".join(str(_free_port()) for _ in range(4))
     procs = []
     for rank in (0, 1):  # what torchrun sets for two local workers
         env = {
@@ -92,7 +93,7 @@ def _run_ranks(script: str, tmp_path: Path) -> list[str]:
             )
         )
     try:
-        outputs = [p.communicate(timeout=150)[0] for p in procs]
+        outputs = [p.communicate(timeout=240)[0] for p in procs]
     finally:
         for p in procs:
             p.kill()
@@ -117,6 +118,11 @@ def test_fsdp_trains_sharded_and_saves_the_adapter_ddp_saves(tiny_llama_dir, hom
     assert any(ddp[k].abs().sum() > 0 for k in ddp if "lora_B" in k)  # it trained
     # Resumed at step 2 with the checkpoint's weights, AdamW moments and schedule: same step 3.
     assert all(torch.allclose(fsdp[k], resumed[k], atol=1e-6) for k in fsdp)
+    # Compiled layers under FSDP: the same adapter, within the compiler's rounding.
+    compiled = _lora(shelf / "compiled")
+    training = json.loads((shelf / "compiled" / "manifest.json").read_text())["training"]
+    assert training["compiled"] is True and training["sharding"] == "fsdp", training
+    assert all(torch.allclose(fsdp[k], compiled[k], atol=1e-4) for k in fsdp)
     manifest = json.loads((shelf / "fsdp" / "manifest.json").read_text())
     assert manifest["training"]["sharding"] == "fsdp" and manifest["training"]["world_size"] == 2
     ckpt = torch.load(
