@@ -3,7 +3,8 @@
 The budget counts from the start of the run (``train(started=)``; the CLI passes its process's
 start), so imports and loading the model and the data are already spent when the first step
 starts. The first optimizer step is timed but not trusted (it pays for first allocations and
-kernel choices, seconds on a GPU); the next ``MEASURE_STEPS`` are, and after each step the plan
+kernel choices, seconds on a GPU), nor is a later one that compiled (the length made symbolic,
+a smaller last batch); the next ``MEASURE_STEPS`` are, and after each step the plan
 is sized: the most steps ``n`` with
 
     n * seconds_per_step + extras still due in those n steps <= deadline - now - reserve
@@ -137,6 +138,7 @@ class Pacer:
         self.first: float | None = None  # the first step's seconds (not trusted)
         self.windows: list[tuple[int, float]] = []  # (steps, seconds) measured since
         self.mark, self.since, self.check_every = time.time(), 0, 1
+        self.untrusted = False  # a step since the mark compiled: that window is not measured
         self.t0, self.steps_began = (
             t0,
             None,
@@ -180,9 +182,14 @@ class Pacer:
         self.totals[kind] = self.totals.get(kind, 0.0) + took
         self.mark += took
 
-    def after_step(self, step: int, total: int) -> int:
-        """The planned total after optimizer step ``step`` (``step`` itself: stop now)."""
+    def after_step(self, step: int, total: int, trusted: bool = True) -> int:
+        """The planned total after optimizer step ``step`` (``step`` itself: stop now).
+
+        ``trusted=False``: the step compiled (``finetune.train.compiled``), so its seconds are
+        not a step's: the window holding it is not measured. Every rank must pass the same (the
+        loop passes it in one process only)."""
         self.since += 1
+        self.untrusted = self.untrusted or not trusted
         if self.since < self.check_every:
             return total
         self.sync()
@@ -190,9 +197,9 @@ class Pacer:
         settled = self.settled
         if self.first is None:
             self.first = (now - self.mark) / self.since
-        else:
+        elif not self.untrusted:
             self.windows.append((self.since, now - self.mark))
-        self.mark, self.since = now, 0
+        self.mark, self.since, self.untrusted = now, 0, False
         decision = self._decide(step, now, settling=self.settled and not settled)
         if self.agree is not None:
             decision = self.agree(decision)

@@ -83,17 +83,20 @@ def timed(pacer: Pacer | None, kind: str):
     return pacer.timed(kind) if pacer else contextlib.nullcontext()
 
 
-def resize(pacer: Pacer, step: int, total: int, plan, replan, scheduler) -> tuple[int, object]:
+def resize(
+    pacer: Pacer, step: int, total: int, plan, replan, scheduler, trusted: bool = True
+) -> tuple[int, object]:
     """The plan re-sized after optimizer step ``step``, the schedule resized with it.
 
     Args:
         plan: the run's ``StepPlan``; replan: ``replan(max_steps=N)`` -> a plan of N steps.
         scheduler: the learning-rate schedule, resized to end with the new plan.
+        trusted: False for a step that compiled (``Pacer.after_step``).
 
     Returns:
         The planned total (``step``: stop now) and a plan holding at least that many steps.
     """
-    new = pacer.after_step(step, total)
+    new = pacer.after_step(step, total, trusted)
     if new != total:
         if new > len(plan):  # more steps than planned so far: more epochs of the same rows
             plan = replan(max_steps=max(new, 2 * len(plan)))

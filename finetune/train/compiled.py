@@ -79,6 +79,7 @@ class Compiled:
             layer.compile()
         self.calls, self.first_s, self.failed = 0, None, ""
         self.shapes: set = set()  # the (rows, tokens) shapes the steps ran on
+        self.compiled_last = False  # whether the last step compiled a graph
         self.graphs_before = graphs()  # dynamo's count is the process's: this run's is the rest
 
     def step(self, fn, on_failure):
@@ -89,7 +90,7 @@ class Compiled:
         if self.failed:
             with eager():
                 return fn()
-        t = time.perf_counter()
+        t, before = time.perf_counter(), graphs()
         try:
             out = fn()
         except Exception as err:
@@ -104,6 +105,7 @@ class Compiled:
         if self.calls == 0:
             self.first_s = time.perf_counter() - t
         self.calls += 1
+        self.compiled_last = graphs() != before
         return out
 
     def _give_up(self, reason: str) -> None:

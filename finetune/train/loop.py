@@ -295,8 +295,11 @@ def _loop(run: Run, stop) -> Progress:
         step += 1
         if run.pacer:  # a time budget re-sizes the plan from the measured step times
             settled = run.pacer.settled
+            # A step that compiled is not a step's time; one process only: ranks would differ.
+            c = run.compiled
+            compiled_now = run.world == 1 and c is not None and c.compiled_last
             total, run.plan = budget_run.resize(
-                run.pacer, step, total, run.plan, run.replan, run.scheduler
+                run.pacer, step, total, run.plan, run.replan, run.scheduler, not compiled_now
             )
             run.total = total
             if (

@@ -4,11 +4,12 @@ loads (``finetune.train.budget_plan``).
 
 One JSON file per settings key under ``$TUNEDESK_HOME/speed/``: the key holds everything that
 changes the start-up, a step or a validation pass (model, device, precision, quantization, batch,
-accumulation, max length, LoRA shape, packing, threads, the data file and its split), not the
-budget, the learning rate or the seed. A newer measurement replaces the older one, unless the
-older one was taken on the same machine (CPU model, cores, flags) with faster steps: a machine
-busy with other work only slows a step, and its record would refuse budgets the machine trains
-when quiet. Without one the check says how to get it (a dry run) instead of guessing.
+accumulation, max length, LoRA shape, packing, threads, compiling, the data file and its
+split), not the budget, the learning rate or the seed. A newer measurement replaces the older
+one, unless the older one was taken on the same machine (CPU model, cores, flags) with faster
+steps: a machine busy with other work only slows a step, and its record would refuse budgets
+the machine trains when quiet. Without one the check says how to get it (a dry run) instead
+of guessing.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def settings_key(cfg) -> str:
             keyed["passage_share"] = d.passage_share
     if lo.top_layers:  # only when set, so the keys of speeds measured before it stay the same
         keyed["top_layers"] = lo.top_layers
+    if getattr(t, "compile", "auto") != "auto":  # compiled steps run at their own speed
+        keyed["compile"] = t.compile
     return hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

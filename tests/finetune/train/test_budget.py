@@ -317,3 +317,21 @@ def test_the_final_validation_is_left_out_when_the_budget_has_no_time_left_for_i
         "left): the adapter is saved without it"
     ]
     assert final_validation_fits(None, emit)  # without a budget it always runs
+
+
+def test_a_step_that_compiled_is_left_out_of_the_measured_step_time(monkeypatch):
+    from finetune.train.budget import Costs, Pacer
+
+    cadence = {kind: Cadence(None) for kind in ("validation", "probes", "checkpoint")}
+    clock = [1000.0]
+    monkeypatch.setattr(time, "time", lambda: clock[0])
+    pacer = Pacer(600, 1000.0, cadence=cadence, costs=Costs(0, 1, adapter_bytes=0, probe_cap=6))
+    pacer.start()
+    for step, (seconds, compiled) in enumerate(
+        [(20.0, True), (0.5, False), (9.0, True), (0.5, False), (0.5, False)], 1
+    ):
+        clock[0] += seconds
+        pacer.after_step(step, 1000, trusted=not compiled)
+    # The first step is never trusted; the third compiled (a new length): neither is measured.
+    assert pacer.first == 20.0 and pacer.windows == [(1, 0.5), (1, 0.5), (1, 0.5)]
+    assert pacer.settled and pacer.seconds_per_step() == 0.5

@@ -47,3 +47,16 @@ def test_another_machine_or_an_old_record_is_replaced(home, monkeypatch):
     speed_record.save(cfg, BUSY, "run")
     measured, record = speed_record.load(cfg)
     assert measured == BUSY and record["machine"] == model_costs.machine_info()
+
+
+def test_a_compiled_run_keeps_its_speeds_apart_from_an_eager_one(home):
+    eager, compiled = RunConfig(), RunConfig()
+    eager.train.time_budget_s = compiled.train.time_budget_s = 300
+    compiled.train.compile = "on"
+    speed_record.save(compiled, BUSY, "run")  # a compiled run's slow first steps
+    assert speed_record.load(eager) is None and speed_record.budget_problems(eager) == []
+    assert speed_record.load(compiled)[0] == BUSY
+    auto = RunConfig()
+    auto.train.time_budget_s = 300
+    speed_record.save(eager, QUIET, "run")
+    assert speed_record.load(auto)[0] == QUIET  # "auto" keeps the keys it had before
