@@ -23,14 +23,6 @@ import time
 from pathlib import Path
 
 
-def decoder_layers(model):
-    """The model's ``nn.ModuleList`` of decoder layers (the longest ModuleList)."""
-    import torch
-
-    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList)]
-    return max(lists, key=len)
-
-
 def build_step(
     model_path: str,
     batch: int,
@@ -45,6 +37,7 @@ def build_step(
 
     from bench.gpucheck.cases import flops_per_token, run_config
     from core.models import resolve
+    from finetune.train.compiled import decoder_layers
     from finetune.train.setup import load_lora_model
     from finetune.train.steps import build_optimizer, make_autocast
 
@@ -53,7 +46,7 @@ def build_step(
     model, _, _ = load_lora_model(cfg, resolved, device)
     model.train()
     if compiled:
-        for layer in decoder_layers(model):
+        for layer in decoder_layers(model):  # as finetune.train.compiled does
             layer.compile()
     optimizer = build_optimizer(model, 1e-4, 0.0, "adamw_torch", device)
     autocast = make_autocast(device, precision)

@@ -74,8 +74,7 @@ class Compiled:
     was given up ("" while it works)."""
 
     def __init__(self, model):
-        self.layers = decoder_layers(model)
-        for layer in self.layers:
+        for layer in decoder_layers(model):
             layer.compile()
         self.calls, self.first_s, self.failed = 0, None, ""
         self.shapes: set = set()  # the (rows, tokens) shapes the steps ran on
@@ -109,10 +108,8 @@ class Compiled:
         return out
 
     def _give_up(self, reason: str) -> None:
-        self.failed = reason
-        for layer in self.layers:
-            layer._compiled_call_impl = None  # nn.Module.compile's own slot: plain calls again
-        torch._dynamo.reset()
+        self.failed = reason  # every later step runs under eager()
+        torch._dynamo.reset()  # what the failed compile left in dynamo's caches
 
 
 def eager_if(compiled: Compiled | None):

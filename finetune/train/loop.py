@@ -1,10 +1,10 @@
 """`train(config, on_event=None, stop=None)`: the one training entry point.
 
 The CLI, the supervised child process, the UI and the tests all call this. It runs
-``_setup`` -> ``_loop`` -> ``_finish``, reporting progress through ``on_event(dict)``. The loop is a
-plain PyTorch loop rather than the HF Trainer: it lets the LM head run only on label positions,
-packs rows without padding, checks ``stop`` between steps, and syncs with the host only when it
-reports (docs/benchmarks.md has the measurements that justify it).
+``_setup`` -> ``_loop`` -> ``finish.finish``, reporting progress through ``on_event(dict)``. The
+loop is a plain PyTorch loop rather than the HF Trainer: it lets the LM head run only on label
+positions, packs rows without padding, checks ``stop`` between steps, and syncs with the host
+only when it reports (docs/benchmarks.md has the measurements that justify it).
 
 Setup's pieces live in :mod:`finetune.train.setup` and one step's mechanics in
 :mod:`finetune.train.steps`; both are shared with ``finetune.train.dryrun``, which times one
@@ -24,10 +24,9 @@ import torch
 
 from core.gpu import is_oom, make_scaler
 from finetune.config import RunConfig
-from finetune.train import allocator, budget_run, compiled, extras, oom, parallel
+from finetune.train import allocator, budget_run, compiled, extras, finish, oom, parallel
 from finetune.train.budget import Cadence
 from finetune.train.dryrun import warn_if_too_big
-from finetune.train.finish import finish as _finish  # a module name the tests patch
 from finetune.train.run_state import Progress, Run, TrainResult
 from finetune.train.setup import (
     ConfigError,
@@ -92,7 +91,7 @@ def train(cfg: RunConfig, on_event=None, stop=None, started: float | None = None
     """
     run = _setup(cfg, on_event, started)
     progress = _loop(run, stop)
-    return _finish(run, progress)
+    return finish.finish(run, progress)
 
 
 def _setup(cfg: RunConfig, on_event, started: float | None = None) -> Run:

@@ -16,11 +16,12 @@ import json, os, sys
 import torch
 sys.path.insert(0, {tests!r})
 from run_helpers import tiny_run_config
+import finetune.train.finish as finishing
 import finetune.train.loop as loop
 from finetune.train import train
 
 rank, out = int(os.environ["RANK"]), {out!r}
-real_fb, real_finish, calls = loop.forward_backward, loop._finish, []
+real_fb, real_finish, calls = loop.forward_backward, finishing.finish, []
 
 def forward_backward(model, batches, *args, **kwargs):
     calls.append(len(batches))
@@ -35,7 +36,7 @@ def finish(run, progress):
         json.dump({{"split": progress.split, "oom": progress.oom_events, "calls": calls}}, f)
     return real_finish(run, progress)
 
-loop.forward_backward, loop._finish = forward_backward, finish
+loop.forward_backward, finishing.finish = forward_backward, finish
 cfg = tiny_run_config({model!r}, max_steps=3, batch_size=4)
 cfg.lora.dropout = 0.0
 cfg.run.run_dir = f"{{out}}/run"

@@ -25,11 +25,12 @@ RANK_SCRIPT = """
 import json, os, shutil, sys
 sys.path.insert(0, {tests!r})
 from run_helpers import tiny_run_config
+import finetune.train.finish as finishing
 import finetune.train.loop as loop
 from finetune.train import train
 
 rank, out = int(os.environ["RANK"]), {out!r}
-real_finish = loop._finish
+real_finish = finishing.finish
 
 def finish(run, progress):
     if run.sharded:  # one frozen base weight and one LoRA weight, as this rank holds them
@@ -41,7 +42,7 @@ def finish(run, progress):
             json.dump(info, f)
     return real_finish(run, progress)
 
-loop._finish = finish
+finishing.finish = finish
 
 def run(name, sharding, run_dir, resume=False, compile="off"):
     # A fresh port per process group: a rank re-joining on the last one's port could reach
