@@ -81,7 +81,9 @@ class TrainArgs:
     device: str = "auto"  # cpu, cuda, cuda:N, or auto
     precision: str = "fp32"  # fp32, fp16 or bf16
     quantization: str = "none"  # none, 8bit or 4bit (NF4, double quantization)
-    batch_size: int = 8  # micro-batch size per step
+    # Rows per micro-batch, or "auto": on a CUDA GPU the largest that fits and is worth it, found
+    # by trial steps at setup; DEFAULT_BATCH on the CPU (finetune/train/batch_fit.py).
+    batch_size: int | str = "auto"
     grad_accum: int = 1  # micro-batches per optimizer step
     # Peak learning rate. 1e-3 halved Bitext v1 validation perplexity in ~10 CPU minutes where
     # 2e-4 fell short (docs/benchmarks.md, "Training defaults").
@@ -286,7 +288,17 @@ def _type_problems(cfg: RunConfig) -> list[str]:
     return out
 
 
+AUTO_BATCH = "auto"
+DEFAULT_BATCH = 8  # rows per micro-batch "auto" trains on where it is not measured (the CPU)
 COMPILE_SETTINGS = ("auto", "on", "off")  # finetune/train/compiled.py
+
+
+def micro_batch(t: TrainArgs) -> int:
+    """Rows per micro-batch as far as known before the run resolves ``auto`` (estimates, the
+    dry run's plan on the CPU): the number set, or ``DEFAULT_BATCH``."""
+    return DEFAULT_BATCH if t.batch_size == AUTO_BATCH else t.batch_size
+
+
 PREFERENCE_METHODS = ("dpo", "cpo", "orpo")  # finetune/train/preference.py trains these
 METHODS = ("sft", *PREFERENCE_METHODS)
 
@@ -337,7 +349,10 @@ def _train_problems(t: TrainArgs) -> list[str]:
         out.append(
             f"quantization must be one of {', '.join(QUANTIZATIONS)} (got {t.quantization!r})"
         )
-    _range(out, "batch size", t.batch_size, 1, 4096, whole=True)
+    if t.batch_size != AUTO_BATCH:
+        _range(out, "batch size", t.batch_size, 1, 4096, whole=True)
+        if out and out[-1].startswith("batch size"):
+            out[-1] = out[-1].replace(" (got", ", or auto (got", 1)
     _range(out, "gradient accumulation", t.grad_accum, 1, 4096, whole=True)
     _range(out, "learning rate", t.learning_rate, 1e-7, 1.0)
     _range(out, "warmup ratio", t.warmup_ratio, 0.0, 0.5)

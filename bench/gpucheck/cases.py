@@ -181,24 +181,28 @@ BUDGET_SLACK = 1.05  # the Train tab's promise: saved within the budget +- 5 %
 def budget_row(
     model: str,
     data: str,
-    batch: int,
+    batch: int | str,
     max_length: int,
     seconds: float = BUDGET_SECONDS,
     device: str = "cuda",
 ) -> dict:
     """The Train tab's time budget on ``device``: no step cap, the run sizes itself to
     ``seconds`` from its start and must save within them (+5 %); the learning rate must have
-    reached the end of its schedule. Reports what the budget bought (the manifest's ``budget``)."""
+    reached the end of its schedule. ``batch`` ``"auto"`` is the Train tab's: trial steps pick it
+    on a GPU. Reports what the budget bought (the manifest's ``budget``), the batch trained and
+    why, and the MFU of the steps between the first and the last progress event."""
     import json
 
-    from core.gpu import recommended_precision
+    from bench.training.measure import matmul_rate
+    from core.gpu import recommended_precision, use_device
     from core.hardware import detect
     from finetune.config import first_run_defaults
     from finetune.train import train
 
     precision = recommended_precision(detect().device(device))
-    cfg = run_config(model, data, precision, "none", 1, batch, max_length, device)
+    cfg = run_config(model, data, precision, "none", 1, 1, max_length, device)
     cfg.data.max_samples = first_run_defaults().data.max_samples  # the Train tab's row cap
+    cfg.train.batch_size = batch
     cfg.train.time_budget_s, cfg.train.log_every = seconds, 10
     events: list[dict] = []
     result = train(cfg, on_event=events.append)
@@ -211,6 +215,13 @@ def budget_row(
     progress = [e for e in events if e["type"] == "progress"]
     used = bought.get("seconds_used", float("inf"))
     lr_end = progress[-1]["lr"] if progress else None
+    training = manifest.get("training", {})
+    start = next((e["time"] for e in events if e["type"] == "start"), None)
+    # Steady: from the second progress event on where there are three (the first pays for
+    # kernel choice and compiling).
+    rate = steady_rate(start, progress[1:] if len(progress) > 2 else progress) if progress else None
+    use_device(device)  # TF32 on, as train() had it, so the ceiling matches
+    mfu = rate * flops_per_token(cfg) / (matmul_rate(device, precision) * 1e12) if rate else None
     return {
         "passed": result.status == "done"
         and used <= seconds * BUDGET_SLACK
@@ -219,8 +230,11 @@ def budget_row(
         and lr_end <= 0.05 * cfg.train.learning_rate,
         "tokens_per_s": progress[-1]["tokens_per_second"] if progress else None,
         "peak_memory_gib": max((e["peak_memory_gib"] for e in progress), default=None),
+        "mfu": mfu,
         "budget": bought,
         "precision": precision,
+        "batch": training.get("batch_size"),
+        "batch_auto": (training.get("batch_auto") or {}).get("why", ""),
         "lr_end": lr_end,
         "adapter": result.adapter_dir.name if result.adapter_dir else None,
     }

@@ -98,7 +98,8 @@ def _row_spec(name: str, args: CheckArgs, results: dict[str, RowResult]) -> dict
     if name == "max-batch":
         return {**base, "kind": "max-batch"}
     if name == "time-budget":
-        return {**base, "kind": "time-budget", "batch": args.batch, "seconds": args.budget_seconds}
+        # The Train tab's batch, "auto": trial steps pick it on a GPU (finetune/train/batch_fit.py)
+        return {**base, "kind": "time-budget", "batch": "auto", "seconds": args.budget_seconds}
     adapter = results.get("bf16")
     if not (adapter and adapter.passed):
         return None
@@ -212,8 +213,9 @@ def _note(d: dict) -> str:
     if d.get("budget"):
         b = d["budget"]
         return (
-            f"{b.get('steps')} steps, {b.get('epochs', 0):.1f} epochs, saved at "
-            f"{b.get('seconds_used', 0):.1f} of {b.get('seconds', 0):g} s, {d['precision']}"
+            f"batch {d.get('batch')}, {b.get('steps')} steps, {b.get('epochs', 0):.1f} epochs, "
+            f"saved at {b.get('seconds_used', 0):.1f} of {b.get('seconds', 0):g} s, "
+            f"{d['precision']}"
         )
     if "answer" in d:
         return d["answer"][:60].replace("|", "/").replace("\n", " ")

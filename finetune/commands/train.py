@@ -24,8 +24,8 @@ from finetune.preference_defaults import METHOD_DEFAULTS
 _UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 
 
-def passages_count(text: str) -> int | str:
-    """``--with-passages``: a whole number, or ``auto``."""
+def whole_or_auto(text: str) -> int | str:
+    """``--with-passages``, ``--batch-size``: a whole number, or ``auto``."""
     if text.strip().lower() == "auto":
         return "auto"
     try:
@@ -66,7 +66,7 @@ FLAGS = [
         ["--with_passages"],
         "data",
         "with_passages",
-        passages_count,
+        whole_or_auto,
         "train each row with the N best past answers of the training split in its system message, "
         "its own answer left out (0 = off, up to 5; auto: 1 where the data's answers are canned, "
         "as a measurement of the training split says, else 0)",
@@ -102,7 +102,15 @@ FLAGS = [
         "ends first; 0 = off). A budget the speeds last measured for these settings (--dry-run, "
         "or an earlier run) fill with fewer than 30 steps is refused, with the figures",
     ),
-    ("--batch-size", ["--batch_size"], "train", "batch_size", int, "micro-batch size"),
+    (
+        "--batch-size",
+        ["--batch_size"],
+        "train",
+        "batch_size",
+        whole_or_auto,
+        "rows per micro-batch, or auto: on a CUDA GPU the largest that fits and trains faster, "
+        "found by trial steps at setup (8 on the CPU)",
+    ),
     (
         "--grad-accum",
         ["--gradient_accumulation_steps"],
@@ -366,6 +374,8 @@ def _dry_run(cfg) -> int:
         return _print_problems(err)
     if report["estimate"]["warning"]:
         print(f"warning: {report['estimate']['warning']}", file=sys.stderr)
+    if report.get("batch_auto"):
+        print(report["batch_auto"], file=sys.stderr)
     if (
         "budget" in report
     ):  # what the time budget buys; "warning:" when too few steps for a useful run
@@ -434,7 +444,7 @@ def _preference(args, cfg, on_event, stop) -> int:
     mine = {
         f: getattr(t, f)
         for f in ("learning_rate", "epochs", "batch_size")
-        if args.config or getattr(args, f"train__{f}") is not None
+        if (args.config or getattr(args, f"train__{f}") is not None) and getattr(t, f) != "auto"
     }
     pref = PreferenceConfig(
         t.from_adapter,

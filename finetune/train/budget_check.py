@@ -42,10 +42,21 @@ def timed_step(model, optimizer, batch, autocast, device: str) -> tuple[float, f
 
 
 def budget_report(
-    cfg, model, optimizer, prepared, tokenizer, packing: bool, device: str, startup: float
+    cfg,
+    model,
+    optimizer,
+    prepared,
+    tokenizer,
+    packing: bool,
+    device: str,
+    startup: float,
+    record_as=None,
 ) -> dict:
     """What the time budget buys: one step on rows of median length (the plan groups rows by
-    length, so a typical batch is of one length), one validation batch, then the estimate."""
+    length, so a typical batch is of one length), one validation batch, then the estimate.
+
+    ``record_as``: the settings the speeds are kept under (default ``cfg``; the asked ones where
+    the batch size ``auto`` was resolved into ``cfg``)."""
     from finetune.train.budget_plan import Measured, estimate, verdict
     from finetune.train.setup import to_batch
     from finetune.train.speed_record import save
@@ -70,7 +81,7 @@ def budget_report(
     measured = Measured(startup, micro_s * t.grad_accum + opt_s, val_batch_s, n_val)
     est = estimate(t.time_budget_s, measured)
     level, sentence = verdict(est, measured)
-    save(cfg, measured, "dry run")
+    save(record_as or cfg, measured, "dry run")
     return {
         **asdict(measured),
         "steps": est.steps,

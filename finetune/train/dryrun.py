@@ -36,7 +36,7 @@ import contextlib
 import time
 from pathlib import Path
 
-from finetune.config import RunConfig
+from finetune.config import RunConfig, micro_batch
 from finetune.data.passages import token_limit
 from finetune.train.cpu_attention import SHORT_ROW_TOKENS
 from finetune.train.fused import CE_CHUNK_ROWS
@@ -135,7 +135,7 @@ def estimate_memory(cfg, resolved, label_share: float = 1.0) -> dict:
     ):  # bf16 copies of the frozen
         weights += (c["quantizable"] + c["vocab"] * c["hidden"]) * 2  # linears and head, cast once
     row = token_limit(cfg.data)  # with passages, rows run longer than max_length
-    tokens = t.batch_size * row
+    tokens = micro_batch(t) * row  # "auto": as on the CPU; a GPU's trial steps measure
     act_bytes = 4 if t.precision == "fp32" else 2
     per_layer = (PACKED_ACT_VALUES if cfg.data.packing else ACT_VALUES) + (
         DROPOUT_VALUES if cfg.lora.dropout > 0 else 0
@@ -265,6 +265,7 @@ def dry_run(cfg, started: float | None = None) -> dict:
     """
     import torch
 
+    from finetune.train import batch_fit
     from finetune.train.budget_check import budget_report, first_resolve_seconds, timed_step
     from finetune.train.setup import check_config, cpu_threads, load_data, load_lora_model, to_batch
     from finetune.train.steps import build_optimizer, make_autocast, plan_steps
@@ -280,6 +281,21 @@ def dry_run(cfg, started: float | None = None) -> dict:
     optimizer = build_optimizer(model, t.learning_rate, t.weight_decay, t.optimizer, device)
     startup = time.time() - started - one_off
     rows = list(prepared.train)
+    asked = cfg
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    choice = batch_fit.resolve(
+        cfg,
+        model,
+        rows,
+        tokenizer.pad_token_id,
+        packing,
+        device,
+        seconds_left=t.time_budget_s - (time.time() - started) if t.time_budget_s > 0 else None,
+        trainable=trainable,
+    )
+    if choice is not None:  # "auto": the batch the run would take here
+        cfg = batch_fit.with_batch(cfg, choice.batch)
+        t = cfg.train
     lengths = [len(r["input_ids"]) for r in rows]
     longest = sorted(range(len(rows)), key=lambda i: -lengths[i])[: t.batch_size]
     batch = to_batch(rows, longest, tokenizer.pad_token_id, packing, device)
@@ -294,10 +310,11 @@ def dry_run(cfg, started: float | None = None) -> dict:
     report = {}
     if t.time_budget_s > 0:
         report["budget"] = budget_report(
-            cfg, model, optimizer, prepared, tokenizer, packing, device, startup
+            cfg, model, optimizer, prepared, tokenizer, packing, device, startup, record_as=asked
         )
         total, projected = report["budget"]["steps"], t.time_budget_s
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    if choice is not None:
+        report["batch_auto"] = choice.line
     return {
         "device": device,
         "trainable_params": trainable,

@@ -122,7 +122,11 @@ def checkpoint(run: Run, step: int) -> None:
         if run.sharded
         else None
     )
-    progress = {"tokens_seen": run.tokens, **budget_run.checkpoint_fields(run.pacer)}
+    progress = {
+        "tokens_seen": run.tokens,
+        "batch_size": run.cfg.train.batch_size,  # what a resumed "auto" run trains at
+        **budget_run.checkpoint_fields(run.pacer),
+    }
     if run.rank == 0:
         save_checkpoint(
             run.run_dir,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import time
 
-from finetune.train import budget_run, compiled, extras, parallel
+from finetune.train import batch_fit, budget_run, compiled, extras, parallel
 from finetune.train.run_state import UNTRAINED_NOTE, Progress, Run, TrainResult
 
 
@@ -63,6 +63,7 @@ def finish(run: Run, progress: Progress) -> TrainResult:
                 "oom_retries": progress.oom_events,
                 "effective_micro_batch": max(1, t.batch_size // split),
                 **compiled.record(run.compiled),
+                **(run.batch_choice.record() if run.batch_choice is not None else {}),
             },
             metrics=metrics,
             probes=probes,
@@ -77,7 +78,7 @@ def finish(run: Run, progress: Progress) -> TrainResult:
         )
         adapter_dir = save_adapter(model, tokenizer, name, manifest, state_dict=weights)
         emit("saved", adapter=adapter_dir.name, path=str(adapter_dir), status=status)
-        budget_run.record_speeds(run.pacer, cfg)
+        budget_run.record_speeds(run.pacer, batch_fit.as_asked(cfg, run.batch_choice))
     if note:
         emit("warning", message=note)
     emit(

@@ -24,7 +24,16 @@ import torch
 
 from core.gpu import is_oom, make_scaler
 from finetune.config import RunConfig
-from finetune.train import allocator, budget_run, compiled, extras, finish, oom, parallel
+from finetune.train import (
+    allocator,
+    batch_fit,
+    budget_run,
+    compiled,
+    extras,
+    finish,
+    oom,
+    parallel,
+)
 from finetune.train.budget import Cadence
 from finetune.train.dryrun import warn_if_too_big
 from finetune.train.run_state import Progress, Run, TrainResult
@@ -123,13 +132,31 @@ def _setup(cfg: RunConfig, on_event, started: float | None = None) -> Run:
     step_compiled = compiled.Compiled(model) if compiling else None
     if step_compiled is not None:
         emit("status", message="the decoder layers compile once, during the first step")
+    budget = (
+        t.time_budget_s > 0
+    )  # the plan is sized once the steps are timed (finetune/train/budget.py)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    choice = batch_fit.resolve(
+        cfg,
+        model,
+        train_rows,
+        tokenizer.pad_token_id,
+        packing,
+        device,
+        world=world,
+        sharded=sharded,
+        seconds_left=t.time_budget_s - (time.time() - t0) if budget else None,
+        trainable=trainable,
+        saved=batch_fit.saved_batch(cfg, run_dir, rank, world),
+    )
+    if choice is not None:  # batch size "auto": trial steps on a GPU (finetune/train/batch_fit.py)
+        emit("status", message=choice.line, batch_size=choice.batch)
+        cfg = batch_fit.with_batch(cfg, choice.batch)
+        t = cfg.train
     train_model = parallel.wrap(
         model, world, device, cfg.run.sharding, t.precision
     )  # before the optimizer
     optimizer = build_optimizer(model, t.learning_rate, t.weight_decay, t.optimizer, device)
-    budget = (
-        t.time_budget_s > 0
-    )  # the plan is sized once the steps are timed (finetune/train/budget.py)
     replan = functools.partial(
         plan_steps,
         [len(r["input_ids"]) for r in train_rows],
@@ -200,13 +227,13 @@ def _setup(cfg: RunConfig, on_event, started: float | None = None) -> Run:
         replan=replan,
         tokens=before.get("tokens_seen", 0),
         compiled=step_compiled,
+        batch_choice=choice,
     )
     run.cadence = {
         "validation": Cadence(t.eval_every),
         "probes": Cadence(t.probe_every),
         "checkpoint": Cadence(t.save_every),
     }
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     if budget:
         run.val_batches = val_batches[
             : before.get(budget_run.VAL_KEY) or len(val_batches)

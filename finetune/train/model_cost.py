@@ -83,6 +83,7 @@ def _settings(s: dict) -> str:
 
 def _steps_sentence(cfg, tuned: dict, entry: dict) -> str:
     """The steps the time budget buys at the table's speed, or a pointer to this machine's own."""
+    from finetune.config import micro_batch
     from finetune.train.speed_record import load
 
     t = cfg.train
@@ -97,10 +98,11 @@ def _steps_sentence(cfg, tuned: dict, entry: dict) -> str:
         entry.get("training", {}).get("tokens_per_example") or cfg.data.max_length,
         cfg.data.max_length,
     )
-    per_step = t.batch_size * t.grad_accum * per_example
+    batch = micro_batch(t)
+    per_step = batch * t.grad_accum * per_example
     steps = int(t.time_budget_s * tuned["tokens_per_s"] / per_step)
     return (
         f"At that speed the {t.time_budget_s / 60:g}-minute budget holds about {steps:,} steps "
-        f"of {per_step:,.0f} tokens ({t.batch_size} x {t.grad_accum} rows of {per_example:,.0f} "
+        f"of {per_step:,.0f} tokens ({batch} x {t.grad_accum} rows of {per_example:,.0f} "
         "tokens, the measured data's mean) before start-up and validation take their share."
     )

@@ -66,6 +66,7 @@ class Run:
     )  # "validation" / "probes" / "checkpoint" -> budget.Cadence
     tokens: int = 0  # real tokens trained on, all ranks, earlier sessions of a resumed run included
     compiled: object = None  # finetune.train.compiled.Compiled when the step runs compiled
+    batch_choice: object = None  # finetune.train.batch_fit.Choice when the batch size was auto
 
 
 @dataclass

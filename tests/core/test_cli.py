@@ -140,7 +140,7 @@ def test_train_help_shows_each_default_from_the_config(capsys, monkeypatch):
         f"peak learning rate (default: sft {cfg.train.learning_rate:g}, ",
         f", orpo {orpo.learning_rate:g})",
         f"passes over the data (default: sft {cfg.train.epochs:g}, ",
-        f"micro-batch size (default: sft {cfg.train.batch_size}, ",
+        f"(8 on the CPU) (default: sft {cfg.train.batch_size}, ",
         f"with the figures (default: {cfg.train.time_budget_s:g})",  # --time-budget
         f"dataset file, folder or Hub id (default: {cfg.data.path})",
         f"'default' (default: {cfg.model.name})",

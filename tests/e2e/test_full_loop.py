@@ -69,7 +69,7 @@ def default_app(default_model_dir, tmp_path_factory):
         )
     try:
         wait_for_port(port, proc, home / "app.log")
-        yield f"http://127.0.0.1:{port}/", started
+        yield f"http://127.0.0.1:{port}/", started, home
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -94,7 +94,7 @@ def link_llama_cpp_copy(model, home: Path) -> None:
 def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
     from playwright.sync_api import sync_playwright
 
-    url, started = default_app
+    url, started, home = default_app
     times: dict[str, float] = {}
     mark = time.time()
 
@@ -134,6 +134,9 @@ def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
         )
         assert "is on the shelf" in result, result
         adapter = re.search(r"Adapter (\S+) is on the shelf", result).group(1)
+        trained = json.loads((home / "adapters" / adapter / "manifest.json").read_text())
+        # the batch typed into the Batch size box; on the defaults "auto", 8 on the CPU
+        assert trained["training"]["batch_size"] == (8 if ON_DEFAULTS else 2)
         assert "step" in page.inner_text("#train-progress")
         assert len(drawn_lines(page, "#loss-curve")) == 2, (
             "the loss curve drew no train and validation lines"

@@ -70,8 +70,12 @@ def build_train_tab(state: AppState) -> dict:
                     "epochs under Advanced.",
                 )
                 with gr.Row():
-                    batch = gr.Number(
-                        d.train.batch_size, precision=0, label="Batch size", minimum=1
+                    batch = gr.Dropdown(
+                        forms.BATCH_CHOICES,
+                        value=d.train.batch_size,
+                        allow_custom_value=True,
+                        label="Batch size",
+                        elem_id="train-batch",
                     )
                     accum = gr.Number(
                         d.train.grad_accum, precision=0, label="Gradient accumulation", minimum=1

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from core.hardware import PRECISIONS, QUANTIZATIONS, Hardware
 from core.user_text import quote
-from finetune.config import RunConfig, first_run_defaults
+from finetune.config import AUTO_BATCH, DEFAULT_BATCH, RunConfig, first_run_defaults
 from finetune.preference_defaults import METHOD_DEFAULTS
 
 DEMO_DATA = "assets/demo_support.jsonl"
@@ -84,6 +84,15 @@ PASSAGE_CHOICES = [
     ("auto: 1 where the answers are canned, else 0 (measured on the training split)", "auto"),
     ("0: none", 0),
     *((str(n), n) for n in range(1, 6)),
+]
+# The Train tab's batch sizes (any other whole number may be typed): (label, TrainArgs.batch_size).
+BATCH_CHOICES = [
+    (
+        f"auto: on a GPU the largest that fits and trains faster (trial steps); "
+        f"{DEFAULT_BATCH} on the CPU",
+        AUTO_BATCH,
+    ),
+    *((str(n), n) for n in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)),
 ]
 # The Train tab's methods: (label, TrainArgs.method).
 METHOD_CHOICES = [
@@ -167,7 +176,7 @@ def _convert(field: str, value):
         return None
     if field == "time_budget_s":
         return float(value) * 60
-    if field == "with_passages" and isinstance(value, str) and value.strip().lower() == "auto":
+    if field in ("with_passages", "batch_size") and _is_auto(value):
         return "auto"
     if field in _INTS:
         if value is None or float(value) != int(float(value)):
@@ -180,6 +189,10 @@ def _convert(field: str, value):
             raise TypeError
         return (value or "").strip() or (None if field == "system_prompt" else "")
     return value
+
+
+def _is_auto(value) -> bool:
+    return isinstance(value, str) and value.strip().lower() == "auto"
 
 
 @dataclass

@@ -362,6 +362,8 @@ def dry_run_text(cfg) -> str:
         f"{r.get('seconds_per_step', 0):.2f} s, peak memory {r.get('peak_memory_gib', 0):.2f} "
         "GiB. "
     )
+    if r.get("batch_auto"):  # batch size "auto": what it resolved to here, and why
+        text += r["batch_auto"][0].upper() + r["batch_auto"][1:] + ". "
     if (
         cfg.train.time_budget_s > 0 and "budget" in r
     ):  # the steps left after start-up and validation

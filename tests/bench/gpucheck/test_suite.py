@@ -186,10 +186,12 @@ def test_the_time_budget_row_trains_until_its_budget_and_saves_within_it(
         finetune.config, "BUDGET_RANGE_S", (10, 60)
     )  # the product's floor is 30 s: CI time
     out = gpucheck_rows.budget_row(
-        str(tiny_llama_dir), DATA, batch=4, max_length=64, seconds=10, device="cpu"
+        str(tiny_llama_dir), DATA, batch="auto", max_length=64, seconds=10, device="cpu"
     )
     bought = out["budget"]
     assert out["passed"], out
+    # the Train tab's batch: "auto", the default on the CPU (trial steps pick it on a GPU)
+    assert out["batch"] == 8 and out["batch_auto"].endswith("on the CPU") and out["mfu"] > 0
     assert bought["seconds"] == 10 and bought["seconds_used"] <= 10 * 1.05 and bought["steps"] > 3
     assert out["lr_end"] <= 0.05 * 1e-3  # the schedule ran out with the budget
     assert (home / "adapters" / out["adapter"] / "manifest.json").is_file()

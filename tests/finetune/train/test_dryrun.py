@@ -8,7 +8,7 @@ import pytest
 from core import hardware
 from core.models import resolve
 from finetune.__main__ import main
-from finetune.config import RunConfig
+from finetune.config import RunConfig, micro_batch
 from finetune.train.dryrun import ACT_VALUES, estimate_memory
 
 
@@ -124,7 +124,7 @@ def test_cpu_bf16_estimate_counts_the_short_rows_attention_weights(tiny_llama_di
         for p in ("fp32", "bf16")
     }
     cfg = _cfg(tiny_llama_dir)
-    tokens = cfg.train.batch_size * 96
+    tokens = micro_batch(cfg.train) * 96
     attention = tokens * 4 * 96 * 6 * 2  # 4 heads, 96 keys, 6 bytes, 2 layers
     gib = 2**30
     assert est["bf16"]["activations_gib"] * gib == pytest.approx(

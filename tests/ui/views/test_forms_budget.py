@@ -90,7 +90,7 @@ def test_picking_a_method_shows_its_learning_rate_and_epochs_with_steps_off_and_
         t.learning_rate,
         t.epochs,
         30,
-        8,
+        "auto",
         10,
         "auto",
     )  # back to SFT: its own (passages as the data says)
