@@ -24,11 +24,13 @@ TuneDesk's own step reached a quarter of an H200's peak only at 512 rows of 128 
   smallest batch found. A resumed run takes the batch its checkpoint was trained with.
 
 Gradient accumulation stays as set: it multiplies the rows per optimizer step, not the speed.
-``search`` is the decision alone, over any trial function, so it is tested without a GPU.
+``search`` is the decision alone, over any trial function, so it is tested without a GPU;
+``Trials`` runs the passes (on the CPU too, where it only times them).
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
 from dataclasses import asdict, dataclass
@@ -141,68 +143,117 @@ def describe(batch: int, trials: list[Trial], stop: str) -> str:
     return f"batch size auto: {batch} rows per micro-batch ({stop}; tried {tried})"
 
 
-class CudaTrials:
-    """``try_batch`` on a CUDA GPU: a forward and backward pass of ``model`` on the ``b``
-    longest training rows (cycled when there are fewer), peak memory measured."""
+class Trials:
+    """``try_batch``: a forward and backward pass of ``model`` on the ``b`` longest training
+    rows (cycled when there are fewer), timed. On a CUDA GPU the peak memory decides whether it
+    fits; on the CPU (which has no out-of-memory error to catch) every batch fits, and the trials
+    only time steps."""
 
     def __init__(
         self, model, rows, pad_id: int, packing: bool, device: str, autocast, extra_bytes: int
     ):
+        self.model, self.rows, self.pad_id, self.packing = model, rows, pad_id, packing
+        self.device, self.autocast, self.extra_bytes = device, autocast, extra_bytes
+        self.cuda = device.startswith("cuda")
+        lengths = [len(r["input_ids"]) for r in rows]
+        self.longest = sorted(range(len(rows)), key=lambda i: -lengths[i])
+        self.available = self._free_bytes() if self.cuda else None  # bytes this process may use
+        self.spent = 0.0  # seconds in trials
+
+    def _free_bytes(self) -> int:
         import torch
 
         from core.gpu import cuda_index
 
-        self.model, self.rows, self.pad_id, self.packing = model, rows, pad_id, packing
-        self.device, self.autocast, self.extra_bytes = device, autocast, extra_bytes
-        lengths = [len(r["input_ids"]) for r in rows]
-        self.longest = sorted(range(len(rows)), key=lambda i: -lengths[i])
         gc.collect()
         torch.cuda.empty_cache()
-        free, _ = torch.cuda.mem_get_info(cuda_index(device))
-        self.available = free + torch.cuda.memory_reserved(device)  # bytes this process may use
-        self.spent = 0.0  # seconds in trials
+        free, _ = torch.cuda.mem_get_info(cuda_index(self.device))
+        return free + torch.cuda.memory_reserved(self.device)
+
+    def _sync(self) -> None:
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize(self.device)
 
     def __call__(self, b: int) -> Trial:
-        import torch
-
         from core.gpu import is_oom
         from finetune.train.setup import to_batch
         from finetune.train.steps import forward_backward
 
         began = time.perf_counter()
         idx = [self.longest[i % len(self.longest)] for i in range(b)]
-        trial, failed = Trial(b, False), None
+        trial, failed = Trial(b, True), None
         try:
             batch = to_batch(self.rows, idx, self.pad_id, self.packing, self.device)
             trial.tokens = batch[2]
-            torch.cuda.synchronize(self.device)
-            torch.cuda.reset_peak_memory_stats(self.device)
-            for _ in range(2):
+            self._reset_peak()
+            for _ in range(2):  # the first pays for allocations and kernel choice
                 t0 = time.perf_counter()
                 forward_backward(self.model, [batch], self.autocast)
-                torch.cuda.synchronize(self.device)
+                self._sync()
                 trial.seconds = time.perf_counter() - t0
             del batch
-            peak = torch.cuda.max_memory_allocated(self.device) + self.extra_bytes
-            trial.peak_gib = peak / 2**30
-            limit = MEMORY_SHARE * self.available
-            trial.fits = peak <= limit
-            if not trial.fits:
-                trial.why = (
-                    f"peak {trial.peak_gib:.1f} GiB over {MEMORY_SHARE:.0%} of "
-                    f"{self.available / 2**30:.1f}"
-                )
+            self._check_memory(trial)
         except RuntimeError as err:  # torch.OutOfMemoryError, or cuBLAS failing to allocate
             if not is_oom(err):
                 raise
             failed = "out of memory"
         if failed:  # outside the except block, so the failed pass's activations are freed
-            trial.why = failed
+            trial.fits, trial.why = False, failed
         self.model.zero_grad(set_to_none=True)
-        gc.collect()
-        torch.cuda.empty_cache()
+        if self.cuda:
+            import torch
+
+            gc.collect()
+            torch.cuda.empty_cache()
         self.spent += time.perf_counter() - began
         return trial
+
+    def _reset_peak(self) -> None:
+        if self.cuda:
+            import torch
+
+            self._sync()
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+    def _check_memory(self, trial: Trial) -> None:
+        if not self.cuda:
+            return
+        import torch
+
+        peak = torch.cuda.max_memory_allocated(self.device) + self.extra_bytes
+        trial.peak_gib = peak / 2**30
+        if peak > MEMORY_SHARE * self.available:
+            trial.fits = False
+            trial.why = (
+                f"peak {trial.peak_gib:.1f} GiB over {MEMORY_SHARE:.0%} of "
+                f"{self.available / 2**30:.1f}"
+            )
+
+
+@contextlib.contextmanager
+def trial_conditions(model, device: str):
+    """Trial steps as the run's own, leaving no trace: training mode, the decoder layers eager
+    (no compiling per batch tried), and the random generators (dropout) put back after, with
+    the peak-memory counter reset so the run reports its own peak."""
+    import torch
+
+    from finetune.train import compiled
+
+    cuda = device.startswith("cuda")
+    states = (torch.get_rng_state(), torch.cuda.get_rng_state_all() if cuda else None)
+    was_training = model.training
+    model.train()
+    try:
+        with compiled.eager():
+            yield
+    finally:
+        torch.set_rng_state(states[0])
+        model.train(was_training)
+        if cuda:
+            torch.cuda.set_rng_state_all(states[1])
+            torch.cuda.reset_peak_memory_stats(device)
 
 
 def not_measured(device: str, sharded: bool) -> Choice:
@@ -249,14 +300,10 @@ def resolve(
         )
     if not device.startswith("cuda") or sharded:
         return not_measured(device, sharded)
-    import torch
-
-    from finetune.train import compiled
     from finetune.train.steps import make_autocast
 
-    trials = CudaTrials(
-        model, rows, pad_id, packing, device, make_autocast(device, t.precision), trainable * 8
-    )
+    autocast = make_autocast(device, t.precision)
+    trials = Trials(model, rows, pad_id, packing, device, autocast, trainable * 8)
     mean_tokens = sum(len(r["input_ids"]) for r in rows) / max(len(rows), 1)
 
     def steps_for(b: int, trial: Trial) -> int | None:
@@ -270,19 +317,9 @@ def resolve(
     def affordable(seconds: float) -> bool:
         return seconds_left is None or trials.spent + seconds <= SEARCH_SHARE * seconds_left
 
-    states = (torch.get_rng_state(), torch.cuda.get_rng_state_all())
-    was_training = model.training
-    model.train()
-    try:
-        with compiled.eager():
-            batch, tried, stop = search(
-                trials, min(MAX_BATCH, max(len(rows) // world, 1)), steps_for, affordable
-            )
-    finally:
-        torch.set_rng_state(states[0])
-        torch.cuda.set_rng_state_all(states[1])
-        model.train(was_training)
-        torch.cuda.reset_peak_memory_stats(device)  # the run's peak is the run's, not a trial's
+    with trial_conditions(model, device):
+        limit = min(MAX_BATCH, max(len(rows) // world, 1))
+        batch, tried, stop = search(trials, limit, steps_for, affordable)
     if world > 1:
         mine, batch = batch, agree_smallest(batch, device)
         if batch != mine:

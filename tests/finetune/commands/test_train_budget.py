@@ -9,7 +9,8 @@ import time
 import pytest
 
 from finetune.__main__ import main
-from finetune.commands.train import add_arguments, build_config, parse_duration, process_start
+from finetune.commands.train import add_arguments, build_config, process_start
+from finetune.commands.train_flags import parse_duration
 
 
 @pytest.mark.parametrize(

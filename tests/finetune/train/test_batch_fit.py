@@ -88,7 +88,7 @@ def test_auto_is_a_setting_a_number_stays_one_and_other_words_are_refused():
 
 
 def test_the_cli_and_the_train_form_take_auto_or_a_number():
-    from finetune.commands.train import whole_or_auto
+    from finetune.commands.train_flags import whole_or_auto
     from ui.views import forms
 
     assert whole_or_auto("auto") == "auto" and whole_or_auto("24") == 24
@@ -149,6 +149,31 @@ def test_a_resumed_auto_run_takes_the_batch_its_checkpoint_trained_with(tiny_lla
     )
     manifest = json.loads((result.adapter_dir / "manifest.json").read_text())
     assert manifest["training"]["batch_size"] == 4
+
+
+def test_trial_steps_time_real_batches_and_leave_no_trace(tiny_llama_dir, home):
+    """The trials a GPU runs, on the CPU (every batch fits there: no memory to measure): real
+    forward and backward passes on the longest rows, then the LoRA weights, their gradients,
+    the random generator and the model's mode are as before."""
+    from finetune.train.setup import load_data, load_lora_model
+
+    cfg = tiny_run_config(tiny_llama_dir, batch_size="auto")
+    resolved, tokenizer, prepared = load_data(cfg)
+    model, _, packing = load_lora_model(cfg, resolved, "cpu")
+    model.eval()
+    rows = list(prepared.train)
+    before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+    rng = torch.get_rng_state()
+    trials = batch_fit.Trials(model, rows, tokenizer.pad_token_id, packing, "cpu", None, 0)
+    with batch_fit.trial_conditions(model, "cpu"):
+        batch, tried, why = search(trials, limit=16)
+    assert [t.batch for t in tried][:2] == [8, 16] and all(t.fits for t in tried)
+    lengths = sorted((len(r["input_ids"]) for r in rows), reverse=True)
+    assert tried[0].tokens == sum(lengths[:8]) and all(t.seconds > 0 for t in tried)
+    assert batch in (8, 16) and trials.spent >= sum(t.seconds for t in tried)
+    after = dict(model.named_parameters())
+    assert all(torch.equal(after[n], w) and after[n].grad is None for n, w in before.items())
+    assert torch.equal(torch.get_rng_state(), rng) and not model.training
 
 
 def test_the_dry_run_and_the_train_tabs_check_say_what_auto_trains_at(tiny_llama_dir, home):
