@@ -222,14 +222,17 @@ def first_run_defaults() -> RunConfig:
     from core.hardware import detect
 
     cfg = RunConfig()
-    cfg.train.precision = recommended_precision(detect().device(cfg.train.device))
+    device = detect().device(cfg.train.device)
+    cfg.train.precision = recommended_precision(device)
     cfg.train.time_budget_s = 600
-    # About one pass over the rows the budget buys on 2 cores: 10 minutes on Bitext bought 107
-    # steps of 8 on 950 rows; on 380 rows the adapter saw them 2.3 times and answered short
-    # (BLEU 13.7). A GPU takes more passes over the same rows. lr 2e-3 (the CLI: 1e-3) won
+    # On a CPU, about one pass over the rows the budget buys on 2 cores: 10 minutes on Bitext
+    # bought 107 steps of 8 on 950 rows; on 380 rows the adapter saw them 2.3 times and answered
+    # short (BLEU 13.7). A GPU takes every row: one H200 trained 48k tokens/s eager at batch 64
+    # and 319k compiled at 512 (docs/benchmarks.md, "GPU"): 10 minutes of either pass over the
+    # 4,000-row Bitext CSV (~150 tokens a row) dozens of times. lr 2e-3 (the CLI: 1e-3) won
     # `python -m bench budget-sweep` and, held out, scored perplexity 2.53, BLEU 24.1, ROUGE-L
     # 0.384 against 2.68, 22.1, 0.372 at 1e-3 (docs/benchmarks.md).
-    cfg.data.max_samples = 1000
+    cfg.data.max_samples = None if device.name.startswith("cuda") else 1000
     # One past answer in half the rows where the data's answers are canned (each row's best past
     # answer says most of it), none where they are written anew: each won on the data it suits
     # (docs/benchmarks.md, "Grounded answers on Bitext, trained with and without passages").

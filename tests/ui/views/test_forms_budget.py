@@ -17,6 +17,33 @@ def _values(model_dir) -> list:
     return forms.form_values(cfg)
 
 
+def test_the_first_run_caps_the_rows_on_a_cpu_and_takes_every_row_on_a_gpu(monkeypatch):
+    """On 2 cores 10 minutes pass over about 1,000 rows once; a GPU passes over every row of
+    the data many times in them (finetune.config.first_run_defaults)."""
+    from core import hardware
+    from finetune.config import first_run_defaults
+
+    cpu = first_run_defaults()
+    assert cpu.data.max_samples == 1000 and cpu.train.batch_size == "auto"
+    gpu = hardware.DeviceInfo(
+        "cuda:0",
+        "NVIDIA H200 (139 GiB)",
+        139.0,
+        {"fp32": None, "fp16": None, "bf16": None},
+        {"none": None, "8bit": None, "4bit": None},
+    )
+    with_gpu = hardware.Hardware(
+        devices=[hardware._cpu_info(None), gpu], cpu_threads=16, bitsandbytes="0.50.2"
+    )
+    monkeypatch.setattr(hardware, "detect", lambda: with_gpu)
+    cfg = first_run_defaults()
+    assert cfg.data.max_samples is None and cfg.train.precision == "bf16"
+    assert (
+        forms.form_values(forms.ui_defaults())[forms.TRAIN_FIELDS.index(("data", "max_samples"))]
+        is None
+    )
+
+
 def test_the_form_opens_on_ten_minutes_with_auto_cadences(tiny_llama_dir):
     values = _values(tiny_llama_dir)
     assert values[AT] == 10 and [values[i] for i in AUTO] == [None, None, None]
