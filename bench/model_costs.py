@@ -72,12 +72,12 @@ def selected(text: str) -> list[model_catalog.CatalogModel]:
 
 def train_settings() -> dict:
     """The Train tab's settings (``first_run_defaults``) the rows train with."""
-    from finetune.config import first_run_defaults
+    from finetune.config import first_run_defaults, micro_batch
 
     cfg = first_run_defaults()
     t, lo = cfg.train, cfg.lora
     return {
-        "batch_size": t.batch_size,
+        "batch_size": micro_batch(t),  # "auto" is this on the CPU, where the rows are measured
         "grad_accum": t.grad_accum,
         "max_length": cfg.data.max_length,
         "precision": t.precision,

@@ -22,11 +22,11 @@ def test_models_flag_takes_catalog_names_and_refuses_others():
 
 
 def test_rows_train_with_the_train_tabs_settings():
-    from finetune.config import first_run_defaults
+    from finetune.config import first_run_defaults, micro_batch
 
     d, s = first_run_defaults(), model_costs.train_settings()
     assert (s["batch_size"], s["max_length"], s["lora_r"], s["precision"]) == (
-        d.train.batch_size,
+        micro_batch(d.train),  # "auto": 8 on the CPU
         d.data.max_length,
         d.lora.r,
         d.train.precision,

@@ -111,7 +111,10 @@ def test_the_real_small_product_agrees_with_the_full_probe_where_it_decides():
 
     screen = cpu_precision.matmul_rates(cpu_precision.SCREEN_SHAPE, repeats=2)
     if screen["bf16"] >= cpu_precision.SCREEN_VERDICT * screen["fp32"]:
-        pytest.skip(f"bf16 is not far behind fp32 on this CPU ({screen}): the full probe decides")
+        pytest.skip(
+            f"the quick screen does not rule bf16 out on this CPU ({screen}): the full probe "
+            "decides, and this test checks only CPUs the screen rules out"
+        )
     full = cpu_precision.matmul_rates(cpu_precision.PROBE_SHAPE, repeats=1)
     assert not cpu_precision.cpu_trains_faster_in_bf16(full), (screen, full)
 

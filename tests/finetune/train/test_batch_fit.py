@@ -204,4 +204,4 @@ def test_on_a_gpu_trial_steps_pick_a_larger_batch_and_change_nothing_else(tiny_l
     cfg.train.batch_size = chosen["batch"]
     train(cfg, on_event=(events := []).append)
     runs["fixed"] = [e["loss"] for e in events if e["type"] == "progress"]
-    assert runs["auto"] == pytest.approx(runs["fixed"], rel=1e-5)
+    assert runs["auto"] == pytest.approx(runs["fixed"], rel=1e-4)
