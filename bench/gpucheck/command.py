@@ -12,7 +12,7 @@ from pathlib import Path
 
 
 def add_arguments(p) -> None:
-    from bench.gpucheck.suite import ROWS
+    from bench.gpucheck.suite import ON_REQUEST, ROWS
 
     p.add_argument(
         "--model", default="default", help="base model: Hub id, local folder or 'default'"
@@ -38,7 +38,14 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--rows",
         default=",".join(ROWS),
-        help=f"comma list of rows to run (default all: {','.join(ROWS)})",
+        help=f"comma list of rows to run (default all: {','.join(ROWS)}; on request: "
+        f"{','.join(ON_REQUEST)}, the Train tab's first run and its release checks)",
+    )
+    p.add_argument(
+        "--default-minutes",
+        type=float,
+        default=10,
+        help="the train-tab-default row's time budget in minutes (default 10, the Train tab's)",
     )
     p.add_argument("--out", help="output folder")
 
@@ -53,6 +60,7 @@ def main(args) -> int:
     import torch
 
     from bench.gpucheck.suite import (
+        ON_REQUEST,
         ROWS,
         CheckArgs,
         markdown,
@@ -66,10 +74,10 @@ def main(args) -> int:
         print("error: gpu-check needs a CUDA GPU, and torch sees none on this machine")
         return 2
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
-    unknown = [r for r in rows if r not in ROWS]
+    unknown = [r for r in rows if r not in ROWS + ON_REQUEST]
     if unknown or not rows or args.steps < 2 or args.batch_size < 1:
         raise ValueError(
-            f"--rows takes {', '.join(ROWS)} (got {', '.join(unknown) or 'none'}); "
+            f"--rows takes {', '.join(ROWS + ON_REQUEST)} (got {', '.join(unknown) or 'none'}); "
             "--steps must be 2 or more and --batch-size 1 or more"
         )
     out = (
@@ -88,6 +96,7 @@ def main(args) -> int:
             batch=args.batch_size,
             max_length=args.max_length,
             row_timeout=args.row_timeout,
+            default_seconds=args.default_minutes * 60,
         )
         print(
             f"gpu-check on {torch.cuda.get_device_name(0)}: {len(rows)} rows, up to "

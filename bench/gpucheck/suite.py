@@ -23,6 +23,10 @@ from pathlib import Path
 from bench.gpucheck.cases import TRAINING_ROWS
 
 ROWS = (*TRAINING_ROWS, "forced-oom", "max-batch", "time-budget", "chat", "compare")
+# Rows run only when named in --rows: the Train tab's whole first run (its 10-minute budget,
+# then the release checks on held-out rows) takes minutes, not seconds.
+ON_REQUEST = ("train-tab-default",)
+EVAL_ALLOWANCE_S = 300.0  # beyond its budget, the seconds that row may take (load, checks)
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 OOM_SHARE = 0.6  # the forced-OOM row gets this share of the bf16 row's peak memory
 
@@ -38,6 +42,7 @@ class CheckArgs:
     max_length: int = 128  # tokens per example
     row_timeout: float = 150.0  # seconds per row, model loading included
     budget_seconds: float = 60.0  # the time-budget row's budget
+    default_seconds: float = 600.0  # the train-tab-default row's budget (the Train tab's)
 
 
 @dataclass
@@ -97,6 +102,13 @@ def _row_spec(name: str, args: CheckArgs, results: dict[str, RowResult]) -> dict
         }
     if name == "max-batch":
         return {**base, "kind": "max-batch"}
+    if name == "train-tab-default":
+        return {
+            **base,
+            "kind": "train-tab-default",
+            "seconds": args.default_seconds,
+            "timeout": args.default_seconds + EVAL_ALLOWANCE_S,
+        }
     if name == "time-budget":
         # The Train tab's batch, "auto": trial steps pick it on a GPU (finetune/train/batch_fit.py)
         return {**base, "kind": "time-budget", "batch": "auto", "seconds": args.budget_seconds}
@@ -147,6 +159,10 @@ def run_row(spec: dict) -> dict:
 
     if spec["kind"] == "max-batch":
         return gpucheck_rows.max_batch_row(spec["model"], spec["data"], spec["max_length"])
+    if spec["kind"] == "train-tab-default":
+        return gpucheck_rows.default_run_row(
+            spec["model"], spec["data"], spec["seconds"], spec.get("device", "cuda")
+        )
     if spec["kind"] == "time-budget":
         return gpucheck_rows.budget_row(
             spec["model"],
@@ -184,7 +200,7 @@ def run_suite(args: CheckArgs, rows=ROWS, on_row=None) -> list[RowResult]:
                 "error": "skipped: the bf16 row it builds on failed or did not run",
             }
         else:
-            out = run_child(spec, args.row_timeout)
+            out = run_child(spec, spec.get("timeout", args.row_timeout))
         if name == "forced-oom" and out.get("passed") and not out.get("oom_retries"):
             out = {**out, "passed": False, "error": "the memory cap caused no out-of-memory retry"}
         measures = {k: out.pop(k, None) for k in ("tokens_per_s", "peak_memory_gib", "mfu")}
@@ -210,6 +226,15 @@ def _note(d: dict) -> str:
         )
     if "max_batch" in d:
         return f"largest batch {d['max_batch']}"
+    if "right_intent" in d:
+        rates = d["right_intent"] or {}
+        base = next((v for k, v in rates.items() if k != d.get("adapter")), None)
+        tuned, b = rates.get(d.get("adapter")), d.get("budget") or {}
+        return (
+            f"batch {d.get('batch')}, {b.get('steps')} steps, {b.get('epochs', 0):.1f} passes "
+            f"over {d.get('train_rows')} rows; right intent {_fmt(tuned, '.3f')} (base "
+            f"{_fmt(base, '.3f')})"
+        )
     if d.get("budget"):
         b = d["budget"]
         return (

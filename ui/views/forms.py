@@ -88,8 +88,7 @@ PASSAGE_CHOICES = [
 # The Train tab's batch sizes (any other whole number may be typed): (label, TrainArgs.batch_size).
 BATCH_CHOICES = [
     (
-        f"auto: on a GPU the largest that fits and trains faster (trial steps); "
-        f"{DEFAULT_BATCH} on the CPU",
+        f"auto: the largest that fits a GPU, {DEFAULT_BATCH} on the CPU",
         AUTO_BATCH,
     ),
     *((str(n), n) for n in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)),

@@ -195,3 +195,25 @@ def test_the_time_budget_row_trains_until_its_budget_and_saves_within_it(
     assert bought["seconds"] == 10 and bought["seconds_used"] <= 10 * 1.05 and bought["steps"] > 3
     assert out["lr_end"] <= 0.05 * 1e-3  # the schedule ran out with the budget
     assert (home / "adapters" / out["adapter"] / "manifest.json").is_file()
+
+
+def test_the_train_tab_default_row_runs_the_first_run_then_the_release_checks(
+    tiny_llama_dir, home, monkeypatch
+):
+    """The row a GPU session runs for issue 58's goal (the Train tab's 10-minute default, then
+    right intent on held-out rows), here on the CPU with a tiny model and a short budget."""
+    import finetune.config
+    from bench.gpucheck.suite import _note
+
+    monkeypatch.setattr(finetune.config, "BUDGET_RANGE_S", (10, 60))  # the floor is 30 s
+    out = gpucheck_rows.default_run_row(
+        str(tiny_llama_dir), DATA, seconds=15, device="cpu", eval_rows=12
+    )
+    assert out["passed"], out
+    # the Train tab's settings on a CPU: batch auto = 8, at most 1,000 rows (5 % held out)
+    assert out["batch"] == 8 and out["batch_auto"].endswith("on the CPU")
+    assert out["train_rows"] == 950 and out["budget"]["steps"] > 0
+    rates = out["right_intent"]
+    assert out["adapter"] in rates and len(rates) == 2
+    assert all(0.0 <= r <= 1.0 for r in rates.values())
+    assert "right intent" in _note(out) and f"over {out['train_rows']} rows" in _note(out)
