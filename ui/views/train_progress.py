@@ -99,6 +99,8 @@ def _progress_html(state, start, last, message, status) -> str:
         f"{last['loss']:.3f} · {last['tokens_per_second']:.0f} tokens/s · elapsed "
         f"{_clock(last['elapsed'])} · ETA {eta} · peak memory {last['peak_memory_gib']:.2f} GiB"
     )
+    if start and start.get("batch_auto"):  # batch size "auto": what it resolved to
+        text += f" · batch {start['batch_size']} (auto)"
     if last.get("compile_s") is not None:
         text += f" · compiled layers (first step {last['compile_s']:.0f} s)"
     return _bar(pct, text)

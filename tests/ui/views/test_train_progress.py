@@ -106,3 +106,32 @@ def test_the_progress_line_says_when_the_steps_run_through_compiled_layers(home)
         line = run_view("gpu")["progress_html"]
         assert "step 40/400" in line
         assert ("compiled layers (first step 14 s)" in line) is said
+
+
+def test_the_progress_line_says_the_batch_auto_chose(home):
+    import json
+    import time
+
+    from core.events import write_status
+    from ui.views.train_progress import run_view
+
+    run_dir = home / "runs" / "auto"
+    run_dir.mkdir(parents=True)
+    step = {
+        "type": "progress",
+        "step": 40,
+        "total_steps": 400,
+        "epoch": 0.5,
+        "loss": 1.25,
+        "tokens_per_second": 90000.0,
+        "elapsed": 30.0,
+        "eta": 540.0,
+        "peak_memory_gib": 12.5,
+        "time": time.time(),
+    }
+    for auto, said in ((False, False), (True, True)):
+        start = {"type": "start", "time": time.time(), "batch_size": 512, "batch_auto": auto}
+        (run_dir / "events.jsonl").write_text(json.dumps(start) + "\n" + json.dumps(step) + "\n")
+        write_status(run_dir, state="running", created=time.time())
+        line = run_view("auto")["progress_html"]
+        assert "step 40/400" in line and ("batch 512 (auto)" in line) is said
