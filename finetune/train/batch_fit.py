@@ -275,25 +275,27 @@ def resolve(
     pad_id,
     packing,
     device,
+    started: float | None = None,
     *,
     world=1,
     sharded=False,
-    seconds_left=None,
-    trainable=0,
     saved=None,
 ) -> Choice | None:
     """The batch ``run_cfg.train.batch_size`` stands for; None when it is a number already.
 
     Args:
-        model: the LoRA model, unwrapped (not yet under DDP; its layers run eagerly here).
+        model: the LoRA model, unwrapped (not yet under DDP; its layers run eagerly here); the
+            AdamW moments of its trainable parameters are counted in each trial's peak.
         rows: the tokenized training rows.
-        seconds_left: what is left of a time budget (None: no budget).
-        trainable: trainable parameters (their AdamW moments are counted in the peak).
+        started: when the run began (``time.time()``): a time budget counts from it.
         saved: the batch a resumed run's checkpoint was trained with, if any.
     """
     t = run_cfg.train
     if t.batch_size != AUTO_BATCH:
         return None
+    budget = t.time_budget_s > 0 and started is not None
+    seconds_left = t.time_budget_s - (time.time() - started) if budget else None
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad) if model else 0
     if saved:
         return Choice(
             int(saved), f"batch size auto: {saved} rows per micro-batch, as the run began", []

@@ -283,16 +283,7 @@ def dry_run(cfg, started: float | None = None) -> dict:
     rows = list(prepared.train)
     asked = cfg
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    choice = batch_fit.resolve(
-        cfg,
-        model,
-        rows,
-        tokenizer.pad_token_id,
-        packing,
-        device,
-        seconds_left=t.time_budget_s - (time.time() - started) if t.time_budget_s > 0 else None,
-        trainable=trainable,
-    )
+    choice = batch_fit.resolve(cfg, model, rows, tokenizer.pad_token_id, packing, device, started)
     if choice is not None:  # "auto": the batch the run would take here
         cfg = batch_fit.with_batch(cfg, choice.batch)
         t = cfg.train

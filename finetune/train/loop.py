@@ -132,22 +132,11 @@ def _setup(cfg: RunConfig, on_event, started: float | None = None) -> Run:
     step_compiled = compiled.Compiled(model) if compiling else None
     if step_compiled is not None:
         emit("status", message="the decoder layers compile once, during the first step")
-    budget = (
-        t.time_budget_s > 0
-    )  # the plan is sized once the steps are timed (finetune/train/budget.py)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    saved = batch_fit.saved_batch(cfg, run_dir, rank, world)  # a resumed run keeps its batch
+    pad = tokenizer.pad_token_id
     choice = batch_fit.resolve(
-        cfg,
-        model,
-        train_rows,
-        tokenizer.pad_token_id,
-        packing,
-        device,
-        world=world,
-        sharded=sharded,
-        seconds_left=t.time_budget_s - (time.time() - t0) if budget else None,
-        trainable=trainable,
-        saved=batch_fit.saved_batch(cfg, run_dir, rank, world),
+        cfg, model, train_rows, pad, packing, device, t0, world=world, sharded=sharded, saved=saved
     )
     if choice is not None:  # batch size "auto": trial steps on a GPU (finetune/train/batch_fit.py)
         emit("status", message=choice.line, batch_size=choice.batch)
@@ -157,6 +146,9 @@ def _setup(cfg: RunConfig, on_event, started: float | None = None) -> Run:
         model, world, device, cfg.run.sharding, t.precision
     )  # before the optimizer
     optimizer = build_optimizer(model, t.learning_rate, t.weight_decay, t.optimizer, device)
+    budget = (
+        t.time_budget_s > 0
+    )  # the plan is sized once the steps are timed (finetune/train/budget.py)
     replan = functools.partial(
         plan_steps,
         [len(r["input_ids"]) for r in train_rows],

@@ -80,58 +80,44 @@ def test_a_finished_run_that_bought_too_few_steps_says_so_under_the_result(home)
     assert "⚠️" not in run_view("short")["result"]
 
 
-def test_the_progress_line_says_when_the_steps_run_through_compiled_layers(home):
+STEP = {
+    "type": "progress",
+    "step": 40,
+    "total_steps": 400,
+    "epoch": 0.5,
+    "loss": 1.25,
+    "tokens_per_second": 90000.0,
+    "elapsed": 30.0,
+    "eta": 540.0,
+    "peak_memory_gib": 12.5,
+}
+
+
+def _progress_line(home, run: str, events: list[dict]) -> str:
+    """The Train tab's progress line for a running run whose events.jsonl holds ``events``."""
     import json
     import time
 
     from core.events import write_status
     from ui.views.train_progress import run_view
 
-    run_dir = home / "runs" / "gpu"
-    run_dir.mkdir(parents=True)
-    step = {
-        "type": "progress",
-        "step": 40,
-        "total_steps": 400,
-        "epoch": 0.5,
-        "loss": 1.25,
-        "tokens_per_second": 90000.0,
-        "elapsed": 30.0,
-        "eta": 540.0,
-        "peak_memory_gib": 12.5,
-    }
-    for event, said in ((step, False), ({**step, "compile_s": 14.2}, True)):
-        (run_dir / "events.jsonl").write_text(json.dumps({**event, "time": time.time()}) + "\n")
-        write_status(run_dir, state="running", created=time.time())
-        line = run_view("gpu")["progress_html"]
+    run_dir = home / "runs" / run
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lines = (json.dumps({"time": time.time(), **e}) + "\n" for e in events)
+    (run_dir / "events.jsonl").write_text("".join(lines))
+    write_status(run_dir, state="running", created=time.time())
+    return run_view(run)["progress_html"]
+
+
+def test_the_progress_line_says_when_the_steps_run_through_compiled_layers(home):
+    for event, said in ((STEP, False), ({**STEP, "compile_s": 14.2}, True)):
+        line = _progress_line(home, "gpu", [event])
         assert "step 40/400" in line
         assert ("compiled layers (first step 14 s)" in line) is said
 
 
 def test_the_progress_line_says_the_batch_auto_chose(home):
-    import json
-    import time
-
-    from core.events import write_status
-    from ui.views.train_progress import run_view
-
-    run_dir = home / "runs" / "auto"
-    run_dir.mkdir(parents=True)
-    step = {
-        "type": "progress",
-        "step": 40,
-        "total_steps": 400,
-        "epoch": 0.5,
-        "loss": 1.25,
-        "tokens_per_second": 90000.0,
-        "elapsed": 30.0,
-        "eta": 540.0,
-        "peak_memory_gib": 12.5,
-        "time": time.time(),
-    }
     for auto, said in ((False, False), (True, True)):
-        start = {"type": "start", "time": time.time(), "batch_size": 512, "batch_auto": auto}
-        (run_dir / "events.jsonl").write_text(json.dumps(start) + "\n" + json.dumps(step) + "\n")
-        write_status(run_dir, state="running", created=time.time())
-        line = run_view("auto")["progress_html"]
+        start = {"type": "start", "batch_size": 512, "batch_auto": auto}
+        line = _progress_line(home, "auto", [start, STEP])
         assert "step 40/400" in line and ("batch 512 (auto)" in line) is said
