@@ -82,6 +82,13 @@ def _dry_run(cfg) -> int:
         print(f"warning: {report['estimate']['warning']}", file=sys.stderr)
     if report.get("batch_auto"):
         print(report["batch_auto"], file=sys.stderr)
+    if c := report.get("compile"):
+        said = (
+            f"the first step took {c['compile_s']:.1f} s more, compiling the decoder layers"
+            if c.get("compiled")
+            else f"compiling the decoder layers failed ({c.get('compile_failed')}): trains eagerly"
+        )
+        print(f"compiled layers: {said}", file=sys.stderr)
     if (
         "budget" in report
     ):  # what the time budget buys; "warning:" when too few steps for a useful run

@@ -51,13 +51,18 @@ def budget_report(
     device: str,
     startup: float,
     record_as=None,
+    layers=None,
 ) -> dict:
     """What the time budget buys: one step on rows of median length (the plan groups rows by
     length, so a typical batch is of one length), one validation batch, then the estimate.
 
     ``record_as``: the settings the speeds are kept under (default ``cfg``; the asked ones where
-    the batch size ``auto`` was resolved into ``cfg``)."""
+    the batch size ``auto`` was resolved into ``cfg``). ``layers``: the run's compiled decoder
+    layers (``finetune.train.compiled.Compiled``), or None: the typical step is then timed at
+    its second pass (its first, at a new length, compiles again) and validation runs eager, as
+    the run's does."""
     from finetune.train.budget_plan import Measured, estimate, verdict
+    from finetune.train.compiled import eager_if
     from finetune.train.setup import to_batch
     from finetune.train.speed_record import save
     from finetune.train.steps import make_autocast, validation_loss
@@ -69,14 +74,18 @@ def budget_report(
     typical = to_batch(
         rows, by_length[middle : middle + t.batch_size], tokenizer.pad_token_id, packing, device
     )
-    micro_s, opt_s, _, _ = timed_step(model, optimizer, typical, autocast, device)
+    failed = layers is not None and layers.failed
+    with eager_if(layers if failed else None):  # compiling failed: the run trains eagerly
+        for _ in range(2 if layers is not None and not failed else 1):
+            micro_s, opt_s, _, _ = timed_step(model, optimizer, typical, autocast, device)
     val_batch_s, n_val = 0.0, -(-len(val) // t.batch_size)
     if val:
         first = to_batch(
             val, range(min(t.batch_size, len(val))), tokenizer.pad_token_id, packing, device
         )[0]
         began = time.perf_counter()
-        validation_loss(model, [first], autocast)
+        with eager_if(layers):
+            validation_loss(model, [first], autocast)
         val_batch_s = time.perf_counter() - began
     measured = Measured(startup, micro_s * t.grad_accum + opt_s, val_batch_s, n_val)
     est = estimate(t.time_budget_s, measured)

@@ -27,7 +27,10 @@ weights are read), per training process:
 * a fixed runtime overhead (Python and torch libraries on the CPU, the CUDA context).
 
 ``dry_run`` loads the model exactly as ``train()`` does and times one optimizer step on the
-longest training rows (a worst case), measuring the process's real peak memory.
+longest training rows (a worst case), measuring the process's real peak memory. Where the run
+resolves a batch size ``auto`` (``finetune.train.batch_fit``) or compiles its decoder layers
+(``finetune.train.compiled``), the dry run does so too: the step it times is at that batch and
+compiled, after a first step that compiled them and is reported apart.
 """
 
 from __future__ import annotations
@@ -265,7 +268,7 @@ def dry_run(cfg, started: float | None = None) -> dict:
     """
     import torch
 
-    from finetune.train import batch_fit
+    from finetune.train import batch_fit, compiled
     from finetune.train.budget_check import budget_report, first_resolve_seconds, timed_step
     from finetune.train.setup import check_config, cpu_threads, load_data, load_lora_model, to_batch
     from finetune.train.steps import build_optimizer, make_autocast, plan_steps
@@ -277,9 +280,10 @@ def dry_run(cfg, started: float | None = None) -> dict:
     before = _reset_peak(device)
     one_off = first_resolve_seconds(cfg)  # converting or downloading the base happens once
     resolved, tokenizer, prepared = load_data(cfg)
-    model, _, packing = load_lora_model(cfg, resolved, device)
+    compiling = compiled.wanted(t.compile, device, t.quantization)
+    model, _, packing = load_lora_model(cfg, resolved, device, lean_layers=not compiling)
+    layers = compiled.Compiled(model) if compiling else None  # as the run compiles them
     optimizer = build_optimizer(model, t.learning_rate, t.weight_decay, t.optimizer, device)
-    startup = time.time() - started - one_off
     rows = list(prepared.train)
     asked = cfg
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -287,25 +291,45 @@ def dry_run(cfg, started: float | None = None) -> dict:
     if choice is not None:  # "auto": the batch the run would take here
         cfg = batch_fit.with_batch(cfg, choice.batch)
         t = cfg.train
+    startup = time.time() - started - one_off  # a batch's trial steps are start-up, as in a run
     lengths = [len(r["input_ids"]) for r in rows]
     longest = sorted(range(len(rows)), key=lambda i: -lengths[i])[: t.batch_size]
     batch = to_batch(rows, longest, tokenizer.pad_token_id, packing, device)
     model.train()
     autocast = make_autocast(device, t.precision)
-    micro_s, opt_s, loss, n_real = timed_step(model, optimizer, batch, autocast, device)
+    if layers is not None:  # the run's first step compiles the layers: timed apart from a step
+        layers.step(
+            lambda: timed_step(model, optimizer, batch, autocast, device),
+            lambda why: optimizer.zero_grad(set_to_none=True),
+        )
+    with compiled.eager_if(layers if layers is not None and layers.failed else None):
+        micro_s, opt_s, loss, n_real = timed_step(model, optimizer, batch, autocast, device)
     peak = _peak(device)
     # Every micro-batch of a step is timed as the worst one; the optimizer runs once per step.
     per_step = micro_s * t.grad_accum + opt_s
+    compile_s = max(layers.first_s - micro_s - opt_s, 0.0) if layers and layers.first_s else 0.0
     total = len(plan_steps(lengths, t.batch_size, t.grad_accum, t.epochs, t.max_steps, t.seed))
     projected = total * per_step
     report = {}
     if t.time_budget_s > 0:
         report["budget"] = budget_report(
-            cfg, model, optimizer, prepared, tokenizer, packing, device, startup, record_as=asked
+            cfg,
+            model,
+            optimizer,
+            prepared,
+            tokenizer,
+            packing,
+            device,
+            startup + compile_s,  # a run's budget pays for its first step's compiling too
+            record_as=asked,
+            layers=layers,
         )
         total, projected = report["budget"]["steps"], t.time_budget_s
     if choice is not None:
         report["batch_auto"] = choice.line
+    if layers is not None:  # what compiling cost: the first step's seconds beyond a step's
+        kept = {k: v for k, v in compiled.record(layers).items() if k != "step_shapes"}
+        report["compile"] = {**kept, "compile_s": compile_s}
     return {
         "device": device,
         "trainable_params": trainable,

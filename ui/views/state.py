@@ -347,6 +347,21 @@ def _steps_or_epochs(t) -> str:
     return f"{t.max_steps} steps" if t.max_steps > 0 else f"{t.epochs:g} epochs"
 
 
+def compile_sentence(c: dict | None) -> str:
+    """What the dry run found of compiling the decoder layers ("" where the run does not)."""
+    if not c:
+        return ""
+    if not c.get("compiled"):
+        return (
+            f"Compiling the decoder layers failed here ({c.get('compile_failed')}): the run "
+            "trains eagerly. "
+        )
+    return (
+        f"The run compiles its decoder layers: its first step takes {c.get('compile_s', 0):.0f} s "
+        "more, and the step above ran compiled. "
+    )
+
+
 def dry_run_text(cfg) -> str:
     """Run one real training step (nothing is saved) and report its time and memory.
 
@@ -364,6 +379,7 @@ def dry_run_text(cfg) -> str:
     )
     if r.get("batch_auto"):  # batch size "auto": what it resolved to here, and why
         text += r["batch_auto"][0].upper() + r["batch_auto"][1:] + ". "
+    text += compile_sentence(r.get("compile"))
     if (
         cfg.train.time_budget_s > 0 and "budget" in r
     ):  # the steps left after start-up and validation

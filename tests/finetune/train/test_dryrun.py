@@ -153,7 +153,33 @@ def test_a_budget_dry_run_says_how_many_steps_the_budget_buys_after_start_up(tin
         f"A 1-minute budget buys about {b['steps']} steps here: start-up "
     )
     assert load(cfg)[1]["source"] == "dry run"  # kept for Check and Start
+    assert "compile" not in report  # "auto" on the CPU: eager, as the run
     # The same settings, started 58 s before the model loads: the budget is gone before a step.
     late = dry_run(cfg, started=time.time() - 58)["budget"]
     assert late["verdict"] == "refuse" and late["steps"] == 0
     assert "A useful run needs at least 30 steps: give it at least 2 minutes" in late["sentence"]
+
+
+def test_a_dry_run_of_compiled_layers_times_a_compiled_step_and_budgets_the_compiling(
+    tiny_llama_dir, home
+):
+    """As the run does (``train.compile`` on; auto on a GPU): the first step compiles and is
+    timed apart; the step reported, and the typical one the budget is sized by, ran compiled;
+    the compiling comes out of the budget with the start-up."""
+    import time
+
+    from finetune.train.dryrun import dry_run
+    from ui.views.state import compile_sentence
+
+    cfg = _cfg(tiny_llama_dir, time_budget_s=120, batch_size=4, cpu_threads=1, compile="on")
+    cfg.data.max_samples = 48
+    report = dry_run(cfg, started=time.time())
+    c, b = report["compile"], report["budget"]
+    assert c["compiled"] and c["compile_s"] > 10 * report["seconds_per_step"] > 0
+    assert c["compiled_graphs"] >= 1 and b["startup_s"] > c["compile_s"]
+    assert 0 < b["step_s"] < c["compile_s"] and b["verdict"] == "ok"
+    said = compile_sentence(c)
+    assert said.startswith("The run compiles its decoder layers: its first step takes ")
+    assert compile_sentence(None) == ""
+    failed = compile_sentence({"compiled": False, "compile_failed": "CppCompileError: no cc"})
+    assert failed.startswith("Compiling the decoder layers failed here (CppCompileError: no cc)")
