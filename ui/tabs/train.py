@@ -8,7 +8,7 @@ from __future__ import annotations
 import gradio as gr
 
 from core.model_catalog import choices as model_choices
-from finetune.config import COMPILE_SETTINGS
+from ui.tabs.train_advanced import advanced_settings
 from ui.views import forms, transcripts
 from ui.views import train_actions as handlers
 from ui.views.state import AppState, dry_run_text, estimate_text, model_note
@@ -80,198 +80,21 @@ def build_train_tab(state: AppState) -> dict:
                     accum = gr.Number(
                         d.train.grad_accum, precision=0, label="Gradient accumulation", minimum=1
                     )
-                with gr.Accordion("Advanced: LoRA and training settings", open=False):
-                    compile_layers = gr.Dropdown(
-                        list(COMPILE_SETTINGS),
-                        value=d.train.compile,
-                        label="Compile the decoder layers for the training step",
-                        info="auto: on a CUDA GPU (an unquantized base, without FSDP), where it "
-                        "runs steps faster after seconds of compiling; off on the CPU",
-                        elem_id="train-compile",
-                    )
-                    with gr.Row():
-                        r = gr.Number(d.lora.r, precision=0, label="LoRA rank r")
-                        alpha = gr.Number(d.lora.alpha, precision=0, label="LoRA alpha")
-                        dropout = gr.Number(d.lora.dropout, label="LoRA dropout")
-                        mlp = gr.Checkbox(d.lora.include_mlp, label="Adapt MLP layers too")
-                        top = gr.Number(
-                            d.lora.top_layers,
-                            precision=0,
-                            minimum=0,
-                            elem_id="train-top-layers",
-                            label="Adapt only the last N blocks (0 = all; faster steps)",
-                        )
-                    with gr.Row():
-                        lr = gr.Number(d.train.learning_rate, label="Learning rate")
-                        sched = gr.Dropdown(
-                            ["cosine", "linear", "constant"],
-                            value=d.train.lr_schedule,
-                            label="Schedule",
-                        )
-                        epochs = gr.Number(d.train.epochs, label="Epochs (time budget 0)")
-                        steps = gr.Number(
-                            d.train.max_steps,
-                            precision=0,
-                            label="Max steps (time budget 0; 0 = use epochs)",
-                            elem_id="train-steps",
-                        )
-                    with gr.Row():
-                        max_len = gr.Number(
-                            d.data.max_length, precision=0, label="Max length (tokens)"
-                        )
-                        samples = gr.Number(
-                            d.data.max_samples,
-                            precision=0,
-                            label="Max rows (0 = all)",
-                            elem_id="train-samples",
-                        )
-                        val = gr.Number(d.data.val_fraction, label="Validation fraction")
-                        packing = gr.Checkbox(
-                            d.data.packing,
-                            label=(
-                                "Pack rows (no padding; fastest on GPUs with the flash-attn "
-                                "package)"
-                            ),
-                        )
-                    last_turn = gr.Checkbox(
-                        d.data.last_turn_only,
-                        label="Conversations: train the last answer only (default: every answer)",
-                    )
-                    system = gr.Textbox(label="System prompt (optional)")
-                    passages = gr.Dropdown(
-                        forms.PASSAGE_CHOICES,
-                        value=d.data.with_passages,
-                        label="Train with N past answers in each row's prompt (the row's own left "
-                        "out; rows run longer)",
-                        elem_id="train-with-passages",
-                    )
-                    passage_share = gr.Number(
-                        d.data.passage_share,
-                        minimum=0,
-                        maximum=1,
-                        label="Share of training rows shown them (1 = every row; the rest "
-                        "train on the question alone)",
-                        elem_id="train-passage-share",
-                    )
-                    with gr.Row():
-                        eval_every = gr.Number(
-                            d.train.eval_every,
-                            precision=0,
-                            label="Validate every N steps (blank = auto)",
-                            elem_id="train-eval-every",
-                        )
-                        probe_every = gr.Number(
-                            d.train.probe_every,
-                            precision=0,
-                            label="Probe answers every N steps (blank = auto)",
-                        )
-                        save_every = gr.Number(
-                            d.train.save_every,
-                            precision=0,
-                            label="Checkpoint every N steps (blank = auto)",
-                        )
-                        seed = gr.Number(d.train.seed, precision=0, label="Seed")
-                    gr.Markdown(
-                        "Several processes or machines (torchrun). On several machines, start "
-                        "the same settings on each with its own node rank; node 0 hosts the "
-                        "rendezvous endpoint."
-                    )
-                    with gr.Row():
-                        nproc = gr.Number(
-                            d.run.nproc_per_node,
-                            precision=0,
-                            label="Processes per node",
-                            elem_id="train-nproc",
-                        )
-                        nnodes = gr.Number(
-                            d.run.nnodes, precision=0, label="Nodes", elem_id="train-nnodes"
-                        )
-                        node_rank = gr.Number(
-                            d.run.node_rank,
-                            precision=0,
-                            label="This node's rank",
-                            elem_id="train-node-rank",
-                        )
-                        rdzv = gr.Textbox(
-                            d.run.rdzv_endpoint,
-                            label="Rendezvous endpoint (host:port of node 0)",
-                            elem_id="train-rdzv",
-                        )
-                        sharding = gr.Dropdown(
-                            forms.SHARDING_CHOICES,
-                            value=d.run.sharding,
-                            label="Sharding",
-                            elem_id="train-sharding",
-                        )
-                    gr.Markdown(
-                        "Preference tuning: the dataset holds pairs (prompt, chosen, rejected; "
-                        "the Review tab's export writes them) and the run continues an adapter "
-                        "from the shelf. Picking a method sets its measured learning rate, "
-                        "epochs and batch size; it trains them or until the time budget ends, "
-                        "whichever comes first."
-                    )
-                    with gr.Row():
-                        method = gr.Dropdown(
-                            forms.METHOD_CHOICES,
-                            value=d.train.method,
-                            label="Method",
-                            elem_id="train-method",
-                        )
-                        from_adapter = gr.Dropdown(
-                            [""] + state.adapter_choices(),
-                            value="",
-                            allow_custom_value=True,
-                            label="Start from adapter (DPO / CPO / ORPO)",
-                            elem_id="train-from",
-                        )
-                        beta = gr.Number(
-                            d.train.beta,
-                            label=(
-                                "Beta (DPO / CPO / ORPO; blank or 0: the method's measured default)"
-                            ),
-                            elem_id="train-beta",
-                        )
+                advanced = advanced_settings(d, state.adapter_choices())
                 name = gr.Textbox(label="Adapter name (optional)", elem_id="train-name")
-        settings = [
-            model,
-            device,
-            precision,
-            quant,
-            batch,
-            accum,
-            r,
-            alpha,
-            dropout,
-            mlp,
-            top,
-            lr,
-            sched,
-            epochs,
-            steps,
-            max_len,
-            samples,
-            val,
-            packing,
-            last_turn,
-            system,
-            eval_every,
-            probe_every,
-            save_every,
-            seed,
-            name,
-            nproc,
-            nnodes,
-            node_rank,
-            rdzv,
-            sharding,
-            method,
-            from_adapter,
-            beta,
-            budget,
-            passages,
-            passage_share,
-            compile_layers,
-        ]
+        controls = {
+            "name": model,
+            "device": device,
+            "precision": precision,
+            "quantization": quant,
+            "batch_size": batch,
+            "grad_accum": accum,
+            "time_budget_s": budget,
+            "adapter_name": name,
+            **advanced,
+        }
+        settings = [controls[field] for _, field in forms.TRAIN_FIELDS]  # the form's order
+        method, from_adapter = advanced["method"], advanced["from_adapter"]
         tab.select(lambda: gr.update(choices=["", *state.adapter_choices()]), None, from_adapter)
         with gr.Row():
             check = gr.Button("Check settings & estimate", elem_id="train-check")
@@ -366,7 +189,12 @@ def build_train_tab(state: AppState) -> dict:
         model.change(model_note, model, cost_note, show_progress="hidden")
         # Each method's own learning rate, epochs, steps, batch size, time budget and passages
         # per row (preference methods: their epochs, no passages)
-        method.input(forms.method_settings, method, [lr, epochs, steps, batch, budget, passages])
+        method.input(
+            forms.method_settings,
+            method,
+            [advanced[f] for f in ("learning_rate", "epochs", "max_steps")]
+            + [batch, budget, advanced["with_passages"]],
+        )
         check.click(
             checked(estimate_text),
             [source, upload, path, *settings],
