@@ -36,7 +36,6 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from adapters.shelf.aliases import aliases_path
-from adapters.shelf.gate_rules import entry_status, warning_for
 from adapters.shelf.store import Shelf
 from core.templates import control_sentence, first_control
 from feedback.store import FeedbackStore
@@ -62,6 +61,7 @@ from serve.interface.ticket import ServerBusy
 from serve.keys import ADMIN, CHAT, Caller, KeyRing, as_ring
 from serve.knowledge_api import KnowledgeApi
 from serve.llama_server.relay import relay_tools, upstream_metrics
+from serve.model_list import ShelfModels, alias_card, gone, model_card, unknown
 from serve.requests import (
     ChatRequest,
     RequestError,
@@ -72,12 +72,11 @@ from serve.requests import (
 from serve.streaming import Tally, llama_deltas, response_head, sse_events, ticket_deltas, usage
 from serve.version_stats import VersionStats
 
-BASE_ALIASES = ("base", "__base__")
 PIN_HEADER = "X-TuneDesk-Engine"  # a request pins an engine with it; every answer names its own
 log = logging.getLogger("tunedesk.serve")
 
 
-class OpenAIServer:
+class OpenAIServer(ShelfModels):
     """The routes over one :class:`~serve.engines.Engines`.
 
     Args:
@@ -139,12 +138,12 @@ class OpenAIServer:
             self.check_key(request)
             split = self.aliases.splits().get(model_id)
             if split is not None:
-                return _alias_card(model_id, split)
+                return alias_card(model_id, split)
             if await run_in_threadpool(self.resolve_model, model_id) is False:
-                raise _unknown(model_id)
+                raise unknown(model_id)
         except ApiError as err:
             return err.response()
-        return _model_card(model_id)
+        return model_card(model_id)
 
     async def _chat(self, request: Request):
         started = time.perf_counter()
@@ -217,7 +216,7 @@ class OpenAIServer:
         version of ``alias`` when given: grounded as the alias says)."""
         adapter = self.resolve_model(model)
         if adapter is False:
-            raise _unknown(model) if model == chat.model else _gone(chat.model, model)
+            raise unknown(model) if model == chat.model else gone(chat.model, model)
         if adapter is not None:
             self.warn_if_not_passed(adapter)
         # before any engine sees it; an alias's own grounding when asked through one
@@ -389,75 +388,6 @@ class OpenAIServer:
                     self._aliases = AliasRouter(aliases_path(self.shelf().home))
         return self._aliases
 
-    def model_ids(self) -> list[str]:
-        """The base model's name, then every whole adapter on the session's shelf."""
-        return [self.base_id(), *(e.name for e in self.shelf().list() if e.ok)]
-
-    def model_cards(self) -> list[dict]:
-        """``/v1/models``: the base model by its own name, then by ``base`` (the name the README's
-        requests use, so a client that picks from this list finds it); each adapter's card says
-        whether it passed its release gate (the reasons it failed, and the support checks'
-        floors with their figures); then the aliases with their splits (an alias hides an
-        adapter of the same name)."""
-        aliases = self.aliases.splits()
-        base = self.base_id()
-        cards = [_model_card(base), {**_model_card(BASE_ALIASES[0]), "tunedesk_base_model": base}]
-        for entry in (e for e in self.shelf().list() if e.ok and e.name not in aliases):
-            status = entry_status(entry)
-            cards.append(
-                {
-                    **_model_card(entry.name),
-                    "tunedesk_release_gate": {
-                        "state": status.state,
-                        "reasons": status.reasons,
-                        "floors": status.floors,
-                        "eval_id": status.eval_id,
-                    },
-                }
-            )
-        return cards + [_alias_card(name, split) for name, split in aliases.items()]
-
-    def warn_if_not_passed(self, adapter: str) -> None:
-        """Log once per adapter version that it is served without having passed its gate
-        (looked at again only when a file the verdict depends on changes)."""
-        try:
-            folder = self.engines.session.adapter_folder(adapter)
-            stamp = tuple(
-                _mtime(folder / f)
-                for f in ("manifest.json", "gate.json", "adapter_model.safetensors")
-            )
-        except ValueError:
-            stamp = None
-        if stamp is not None and self._gate_seen.get(adapter) == stamp:
-            return
-        try:
-            entry = self.shelf().get(adapter)
-        except ValueError:
-            return  # the engine refuses it in a sentence
-        self._gate_seen[adapter] = stamp
-        key = (adapter, entry.adapter_hash)
-        if key in self._warned or not entry.ok:
-            return
-        warning = warning_for(entry)
-        if warning:
-            self._warned.add(key)
-            log.warning("serving anyway: %s", warning)
-
-    def base_id(self) -> str:
-        from core.models import DEFAULT_MODEL, is_default
-
-        base = self.engines.session.base_name
-        return DEFAULT_MODEL if is_default(base) else str(base)
-
-    def resolve_model(self, model: str):
-        """None for the base model, the adapter name for an adapter, False when unknown."""
-        if model in BASE_ALIASES or model == self.base_id():
-            return None
-        try:  # a broken adapter is found here and refused by the engine, in a sentence
-            return model if self.engines.session.adapter_folder(model).is_dir() else False
-        except ValueError:  # not even a possible adapter name
-            return False
-
     def context_tokens(self) -> int:
         """What a grounded prompt may fill: a llama-server slot's context, or less where the
         model reads fewer positions."""
@@ -468,13 +398,6 @@ class OpenAIServer:
         """Who sent ``request``; refused (401) without a key of this server, when it has keys,
         and (403) with a chat key where ``role`` is admin."""
         return self.keys.caller(request, role)
-
-
-def _mtime(path) -> int | None:
-    try:
-        return path.stat().st_mtime_ns
-    except OSError:
-        return None
 
 
 def _pin(request: Request, chat: ChatRequest) -> str | None:
@@ -492,34 +415,3 @@ def _pin(request: Request, chat: ChatRequest) -> str | None:
             f"header {PIN_HEADER} must be one of {', '.join(PINS)}, got {pin[:40]!r}", PIN_HEADER
         )
     return pin
-
-
-def _unknown(model: str) -> ApiError:
-    return ApiError(
-        404,
-        f"the model {model!r} does not exist; GET /v1/models lists the base model "
-        "and the adapters on the shelf",
-        "invalid_request_error",
-        "model_not_found",
-        "model",
-    )
-
-
-def _gone(alias: str, version: str) -> ApiError:
-    return ApiError(
-        404,
-        f"the alias {alias!r} sent this request to {version!r}, which is no longer "
-        "on the shelf; set the alias's split again",
-        "invalid_request_error",
-        "model_not_found",
-        "model",
-    )
-
-
-def _model_card(model_id: str) -> dict:
-    return {"id": model_id, "object": "model", "created": 0, "owned_by": "tunedesk"}
-
-
-def _alias_card(name: str, split: dict) -> dict:
-    """An alias in ``/v1/models``: its versions and their weights (percent of new conversations)."""
-    return {**_model_card(name), "tunedesk_alias": {"versions": dict(split)}}
