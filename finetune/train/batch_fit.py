@@ -1,11 +1,11 @@
 """Batch size ``auto``: on a CUDA GPU, the micro-batch is found by trial steps when the run sets up.
 
-A GPU trains faster per token as the batch grows, until the chip is busy or its memory full;
-TuneDesk's own step reached a quarter of an H200's peak only at 512 rows of 128 tokens
-(docs/benchmarks.md, "One training step profiled"), where a CPU is as fast at 8. So ``auto``:
+A GPU trains faster per token as the batch grows, until the chip is busy or its memory full
+(docs/benchmarks.md, "GPU"); a CPU's speed barely moves with it. So ``auto``:
 
 - on the CPU, and under FSDP (the layers are sharded before a step can be tried alone), trains
-  at ``DEFAULT_BATCH``, the CPU's measured default (docs/benchmarks.md, "Training defaults");
+  at ``DEFAULT_BATCH``, the batch the CPU defaults were measured at (docs/benchmarks.md,
+  "Quality");
 - on a CUDA GPU, tries one forward and backward pass (twice: the second is timed) at
   ``DEFAULT_BATCH`` and then at doubling batches of the *longest* training rows (the most memory
   any step of the run needs), and keeps the largest batch that
@@ -33,14 +33,20 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
+import torch
+
+from core.gpu import cuda_index, is_oom
 from finetune.config import AUTO_BATCH, DEFAULT_BATCH
+from finetune.train import compiled
+from finetune.train.setup import to_batch
+from finetune.train.steps import forward_backward, make_autocast
 
 MEMORY_SHARE = 0.85  # of the memory free to the process (free + cached) a trial's peak may use
 GAIN = 1.05  # a doubled batch must train this much faster per token to be taken
-# Optimizer steps the schedule keeps at least: the CPU's 10-minute default took 139 steps of 8 on
-# Bitext and answered the asked intent in 0.92 of the held-out rows (docs/benchmarks.md).
+# Optimizer steps the schedule keeps at least: about what the CPU's 10-minute default takes on
+# Bitext, which passed the release checks' right-intent floor (docs/benchmarks.md, "Quality").
 MIN_STEPS = 150
 MAX_BATCH = 4096  # config validation's upper bound
 # Of a time budget's seconds left after setup, the share that trains (the rest pays for the
@@ -161,10 +167,6 @@ class Trials:
         self.spent = 0.0  # seconds in trials
 
     def _free_bytes(self) -> int:
-        import torch
-
-        from core.gpu import cuda_index
-
         gc.collect()
         torch.cuda.empty_cache()
         free, _ = torch.cuda.mem_get_info(cuda_index(self.device))
@@ -172,15 +174,9 @@ class Trials:
 
     def _sync(self) -> None:
         if self.cuda:
-            import torch
-
             torch.cuda.synchronize(self.device)
 
     def __call__(self, b: int) -> Trial:
-        from core.gpu import is_oom
-        from finetune.train.setup import to_batch
-        from finetune.train.steps import forward_backward
-
         began = time.perf_counter()
         idx = [self.longest[i % len(self.longest)] for i in range(b)]
         trial, failed = Trial(b, True), None
@@ -203,8 +199,6 @@ class Trials:
             trial.fits, trial.why = False, failed
         self.model.zero_grad(set_to_none=True)
         if self.cuda:
-            import torch
-
             gc.collect()
             torch.cuda.empty_cache()
         self.spent += time.perf_counter() - began
@@ -212,16 +206,12 @@ class Trials:
 
     def _reset_peak(self) -> None:
         if self.cuda:
-            import torch
-
             self._sync()
             torch.cuda.reset_peak_memory_stats(self.device)
 
     def _check_memory(self, trial: Trial) -> None:
         if not self.cuda:
             return
-        import torch
-
         peak = torch.cuda.max_memory_allocated(self.device) + self.extra_bytes
         trial.peak_gib = peak / 2**30
         if peak > MEMORY_SHARE * self.available:
@@ -237,10 +227,6 @@ def trial_conditions(model, device: str):
     """Trial steps as the run's own, leaving no trace: training mode, the decoder layers eager
     (no compiling per batch tried), and the random generators (dropout) put back after, with
     the peak-memory counter reset so the run reports its own peak."""
-    import torch
-
-    from finetune.train import compiled
-
     cuda = device.startswith("cuda")
     states = (torch.get_rng_state(), torch.cuda.get_rng_state_all() if cuda else None)
     was_training = model.training
@@ -302,8 +288,6 @@ def resolve(
         )
     if not device.startswith("cuda") or sharded:
         return not_measured(device, sharded)
-    from finetune.train.steps import make_autocast
-
     autocast = make_autocast(device, t.precision)
     trials = Trials(model, rows, pad_id, packing, device, autocast, trainable * 8)
     mean_tokens = sum(len(r["input_ids"]) for r in rows) / max(len(rows), 1)
@@ -331,7 +315,6 @@ def resolve(
 
 def agree_smallest(batch: int, device: str) -> int:
     """The smallest ``batch`` of every DDP process (each measured its own GPU)."""
-    import torch
     import torch.distributed as dist
 
     value = torch.tensor([batch], device=device)
@@ -357,8 +340,6 @@ def saved_batch(run_cfg, run_dir, rank: int = 0, world: int = 1) -> int | None:
 
 def with_batch(run_cfg, batch: int):
     """A copy of ``run_cfg`` training at ``batch`` rows per micro-batch."""
-    from dataclasses import replace
-
     return replace(run_cfg, train=replace(run_cfg.train, batch_size=batch))
 
 
