@@ -227,11 +227,10 @@ def first_run_defaults() -> RunConfig:
     cfg.train.time_budget_s = 600
     # On a CPU, about one pass over the rows the budget buys on 2 cores: 10 minutes on Bitext
     # bought 107 steps of 8 on 950 rows; on 380 rows the adapter saw them 2.3 times and answered
-    # short (BLEU 13.7). A GPU takes every row: one H200 trained 48k tokens/s eager at batch 64
-    # and 319k compiled at 512 (docs/benchmarks.md, "GPU"): 10 minutes of either pass over the
-    # 4,000-row Bitext CSV (~150 tokens a row) dozens of times. lr 2e-3 (the CLI: 1e-3) won
-    # `python -m bench budget-sweep` and, held out, scored perplexity 2.53, BLEU 24.1, ROUGE-L
-    # 0.384 against 2.68, 22.1, 0.372 at 1e-3 (docs/benchmarks.md).
+    # short (BLEU 13.7). A GPU takes every row: its 10 minutes pass over a few thousand rows
+    # many times at the speeds measured there (docs/benchmarks.md, "GPU"). lr 2e-3 (the CLI:
+    # 1e-3) won `python -m bench budget-sweep` and, held out, scored perplexity 2.53, BLEU 24.1,
+    # ROUGE-L 0.384 against 2.68, 22.1, 0.372 at 1e-3 (docs/benchmarks.md).
     cfg.data.max_samples = None if device.name.startswith("cuda") else 1000
     # One past answer in half the rows where the data's answers are canned (each row's best past
     # answer says most of it), none where they are written anew: each won on the data it suits
