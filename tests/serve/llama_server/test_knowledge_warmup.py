@@ -86,7 +86,13 @@ def test_a_warmed_models_grounded_answer_reads_only_the_customers_turn(llama, ll
     settings = GenerationSettings(max_new_tokens=4, system_prompt=system)
     text, prompt, computed = answer(llama, engines, grounded, "a", settings)
     assert 0 < computed * 3 < prompt  # the system message and its passage were restored
-    assert text == compare(llama_session, grounded, ["a"], settings)[0].text
+    # PyTorch's first token. Not all four: the restored cache holds the warm-up's rounding, which
+    # depends on how llama-server batched the warm-up's prompts together (timing), and a tiny
+    # random model's greedy tokens are near ties (one make test in four under load flipped the
+    # fourth).
+    first = GenerationSettings(max_new_tokens=1, system_prompt=system)
+    said = compare(llama_session, grounded, ["a"], first)[0].text
+    assert said.strip() and text.startswith(said)
     _, prompt_c, computed_c = answer(llama, engines, grounded, "c", settings)
     assert computed_c >= prompt_c - 1  # adapter c was not warmed: its whole prompt is read
 
