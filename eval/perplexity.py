@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -44,8 +45,8 @@ def perplexity(
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1; got {batch_size}")
     _check_examples(examples)
-    batches = _batches(examples, batch_size, pad_token_id, _model_device(model))
-    total_nll, tokens = response_nll(model, batches)
+    batches = padded_batches(examples, batch_size, pad_token_id, _model_device(model))
+    total_nll, tokens = response_nll(model, (batch for _, batch in batches))
     if tokens == 0:
         raise ValueError("no scored tokens: every label is -100 (is the response masked too?)")
     mean_nll = total_nll / tokens
@@ -77,30 +78,63 @@ def response_nll(model: torch.nn.Module, batches: Iterable[dict]) -> tuple[float
     return total_nll, total_tokens
 
 
+def nll_per_row(
+    model: torch.nn.Module, examples: list[dict], batch_size: int = 8, pad_token_id: int = 0
+) -> dict:
+    """Summed NLL of each example's response tokens, so a bootstrap can resample rows: the sums
+    :func:`perplexity` adds up over the whole set, kept per row.
+
+    Returns:
+        ``{"nll": array (N,) summed nats per row, "tokens": array (N,) scored tokens}``.
+    """
+    sums, counts = np.zeros(len(examples)), np.zeros(len(examples), dtype=np.int64)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            for rows, batch in padded_batches(
+                examples, batch_size, pad_token_id, _model_device(model)
+            ):
+                nll, tokens = _row_nll(model, batch)
+                sums[rows], counts[rows] = nll.cpu().numpy(), tokens.cpu().numpy()
+    finally:
+        model.train(was_training)
+    return {"nll": sums, "tokens": counts}
+
+
 def _batch_nll(model: torch.nn.Module, batch: dict) -> tuple[float, int]:
     """Summed NLL and scored-token count of one batch."""
+    nll, tokens = _row_nll(model, batch)
+    return nll.sum().item(), int(tokens.sum().item())
+
+
+def _row_nll(model: torch.nn.Module, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summed NLL (float64) and scored-token count of each row of one batch, each (B,)."""
     logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
     # Token t is predicted from positions < t: drop the last logit and the first label.
     logits = logits[:, :-1, :]  # (B, T-1, V)
     targets = batch["labels"][:, 1:].to(logits.device)  # (B, T-1)
     keep = targets != IGNORE_INDEX
+    per_token = torch.zeros(targets.shape, dtype=torch.float64, device=logits.device)
     # Select scored positions before upcasting: prompts and padding never reach float32,
     # which keeps memory at (scored tokens, V) instead of (B, T, V).
     scored = logits[keep].float()  # (N, V)
-    nll = F.cross_entropy(scored, targets[keep], reduction="none")  # (N,), float32 log-softmax
-    return nll.double().sum().item(), int(keep.sum().item())
+    per_token[keep] = F.cross_entropy(scored, targets[keep], reduction="none").double()
+    return per_token.sum(dim=1), keep.sum(dim=1)
 
 
-def _batches(
+def padded_batches(
     examples: list[dict], batch_size: int, pad_token_id: int, device: torch.device
-) -> Iterator[dict]:
-    """Right-padded batches of examples sorted longest first, to cut padding.
+) -> Iterator[tuple[list[int], dict]]:
+    """``(indices, batch)`` of right-padded batches of examples sorted longest first, to cut
+    padding; ``indices`` are the batch rows' places in ``examples``.
 
     Longest first also makes an out-of-memory error show up on the first batch.
     """
     order = sorted(range(len(examples)), key=lambda i: -len(examples[i]["input_ids"]))
     for start in range(0, len(order), batch_size):
-        chunk = [examples[i] for i in order[start : start + batch_size]]
+        rows = order[start : start + batch_size]
+        chunk = [examples[i] for i in rows]
         width = max(len(ex["input_ids"]) for ex in chunk)
         input_ids = torch.full((len(chunk), width), pad_token_id, dtype=torch.long)
         labels = torch.full((len(chunk), width), IGNORE_INDEX, dtype=torch.long)
@@ -111,7 +145,7 @@ def _batches(
             labels[row, :n] = torch.tensor(ex["labels"], dtype=torch.long)
             attention_mask[row, :n] = 1
         batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
-        yield {k: v.to(device) for k, v in batch.items()}
+        yield rows, {k: v.to(device) for k, v in batch.items()}
 
 
 def _check_examples(examples: list[dict]) -> None:

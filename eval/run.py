@@ -14,8 +14,6 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
 
-import numpy as np
-
 from adapters.shelf.store import Shelf
 from eval.answers import BASE_LABEL
 from eval.checked import section as checked_section
@@ -25,7 +23,7 @@ from eval.gate import check_gates, record_gates
 from eval.grounded import check_mode, default_mode
 from eval.grounded import section as grounding_section
 from eval.judge_run import judge_evaluation
-from eval.perplexity import IGNORE_INDEX
+from eval.perplexity import nll_per_row
 from eval.report import EvalReport, build_report, save_report, write_back
 from eval.scoring_rows import (
     answer_cap,
@@ -407,57 +405,7 @@ def _timings(clock: dict, rows: int, models: int, golden: int) -> dict:
 def row_nll(
     session: ModelSession, adapter: str | None, examples: list[dict], batch_size: int = 8
 ) -> dict:
-    """Per-row summed NLL of the response tokens, so the bootstrap can resample rows.
-
-    The same sums ``eval.perplexity`` adds up over the whole set (a test pins the two
-    together), kept per row; rows of similar length share a right-padded batch.
-
-    Returns:
-        ``{"nll": array (N,) summed nats per row, "tokens": array (N,) scored tokens}``.
-    """
-    import torch
-
-    sums, counts = np.zeros(len(examples)), np.zeros(len(examples), dtype=np.int64)
-    order = sorted(range(len(examples)), key=lambda i: -len(examples[i]["input_ids"]))
-    with session.use(adapter) as model, torch.inference_mode():
-        device = next(model.parameters()).device
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
-            batch = _right_pad([examples[i] for i in chunk], session.tokenizer.pad_token_id)
-            nll, tokens = _batch_row_nll(model, {k: v.to(device) for k, v in batch.items()})
-            sums[chunk], counts[chunk] = nll, tokens
-    return {"nll": sums, "tokens": counts}
-
-
-def _right_pad(examples: list[dict], pad_id: int) -> dict:
-    import torch
-
-    width = max(len(ex["input_ids"]) for ex in examples)
-    batch = {
-        "input_ids": torch.full((len(examples), width), pad_id, dtype=torch.long),
-        "attention_mask": torch.zeros((len(examples), width), dtype=torch.long),
-        "labels": torch.full((len(examples), width), IGNORE_INDEX, dtype=torch.long),
-    }
-    for row, ex in enumerate(examples):
-        n = len(ex["input_ids"])
-        batch["input_ids"][row, :n] = torch.tensor(ex["input_ids"], dtype=torch.long)
-        batch["labels"][row, :n] = torch.tensor(ex["labels"], dtype=torch.long)
-        batch["attention_mask"][row, :n] = 1
-    return batch
-
-
-def _batch_row_nll(model, batch: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Summed NLL (float64) and scored-token count per row of one batch."""
-    import torch
-    import torch.nn.functional as F
-
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-    logits = logits[:, :-1, :]  # (B, T-1, V): token t is predicted from positions < t
-    targets = batch["labels"][:, 1:]  # (B, T-1)
-    keep = targets != IGNORE_INDEX
-    per_token = torch.zeros(targets.shape, dtype=torch.float64, device=logits.device)
-    # Only scored positions are upcast: (N, V) floats, never (B, T, V).
-    per_token[keep] = F.cross_entropy(
-        logits[keep].float(), targets[keep], reduction="none"
-    ).double()
-    return per_token.sum(dim=1).cpu().numpy(), keep.sum(dim=1).cpu().numpy()
+    """Per-row summed NLL of the response tokens of ``adapter`` (None: the base model), so the
+    bootstrap can resample rows (:func:`eval.perplexity.nll_per_row`)."""
+    with session.use(adapter) as model:
+        return nll_per_row(model, examples, batch_size, session.tokenizer.pad_token_id)

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from eval.perplexity import perplexity, response_nll
+from eval.perplexity import nll_per_row, perplexity, response_nll
 
 PAIRS = [
     ("How do I track my order?", "Use the tracking link in your email."),
@@ -87,6 +87,24 @@ def test_single_example_matches_the_models_own_loss(tiny):
     result = perplexity(model, [ex])
     assert result["tokens"] == sum(label != -100 for label in ex["labels"][1:])
     assert result["perplexity"] == pytest.approx(math.exp(loss.item()), rel=1e-5)
+
+
+def test_rows_nll_is_each_rows_own_loss_in_the_input_order(tiny):
+    model, tokenizer, examples = tiny
+    pad = tokenizer.pad_token_id
+    rows = [nll_per_row(model, examples, batch_size=bs, pad_token_id=pad) for bs in (1, 3)]
+    for k, ex in enumerate(examples):  # batched, padded and sorted, yet each row's own sum
+        with torch.no_grad():
+            loss = model(
+                input_ids=torch.tensor([ex["input_ids"]]), labels=torch.tensor([ex["labels"]])
+            ).loss
+        scored = sum(label != -100 for label in ex["labels"][1:])
+        for row in rows:
+            assert row["tokens"][k] == scored
+            assert row["nll"][k] == pytest.approx(loss.item() * scored, rel=1e-5)
+    whole = perplexity(model, examples, batch_size=2, pad_token_id=pad)
+    assert rows[1]["tokens"].sum() == whole["tokens"]
+    assert rows[1]["nll"].sum() / whole["tokens"] == pytest.approx(whole["nll"], rel=1e-6)
 
 
 def test_training_mode_is_restored(tiny):
