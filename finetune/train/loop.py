@@ -109,46 +109,30 @@ def _setup(cfg: RunConfig, on_event, started: float | None = None) -> Run:
 
     t0 = time.time() if started is None else started  # a time budget counts from here
     hw = check_config(cfg)
-    t = cfg.train
-    rank, world, device = dist_setup(hw.device(t.device).name)
+    rank, world, device = dist_setup(hw.device(cfg.train.device).name)
     emit = functools.partial(_emit, on_event, rank)
     run_dir = run_dir_for(cfg, rank)
-    threads = cpu_threads(t.cpu_threads, device)
-    torch.manual_seed(t.seed)
+    threads = cpu_threads(cfg.train.cpu_threads, device)
+    torch.manual_seed(cfg.train.seed)
 
     resolved, tokenizer, prepared = load_data(cfg, emit)
     train_rows, val_rows = list(prepared.train), list(prepared.val)
     warn_if_too_big(cfg, resolved, prepared, emit)
-    emit(
-        "status",
-        message=(
-            f"loading {resolved.name} on {device} ({t.precision}, quantization {t.quantization})"
-        ),
-    )
     sharded = world > 1 and cfg.run.sharding == "fsdp"
-    compiling = compiled.wanted(t.compile, device, t.quantization, "fsdp" if sharded else "ddp")
-    model, targets, packing = load_lora_model(cfg, resolved, device, lean_layers=not compiling)
-    # Before FSDP wraps the layers; the first step compiles them (finetune/train/compiled.py).
-    step_compiled = compiled.Compiled(model) if compiling else None
-    if step_compiled is not None:
-        emit("status", message="the decoder layers compile once, during the first step")
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    saved = batch_fit.saved_batch(cfg, run_dir, rank, world)  # a resumed run keeps its batch
+    model, targets, packing, step_compiled = _load_model(cfg, resolved, device, sharded, emit)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)  # before wrapping
     pad = tokenizer.pad_token_id
+    saved = batch_fit.saved_batch(cfg, run_dir, rank, world)  # a resumed run keeps its batch
     choice = batch_fit.resolve(
         cfg, model, train_rows, pad, packing, device, t0, world=world, sharded=sharded, saved=saved
     )
     if choice is not None:  # batch size "auto": trial steps on a GPU (finetune/train/batch_fit.py)
         emit("status", message=choice.line, batch_size=choice.batch)
         cfg = batch_fit.with_batch(cfg, choice.batch)
-        t = cfg.train
-    train_model = parallel.wrap(
-        model, world, device, cfg.run.sharding, t.precision
-    )  # before the optimizer
+    t = cfg.train
+    train_model = parallel.wrap(model, world, device, cfg.run.sharding, t.precision)
     optimizer = build_optimizer(model, t.learning_rate, t.weight_decay, t.optimizer, device)
-    budget = (
-        t.time_budget_s > 0
-    )  # the plan is sized once the steps are timed (finetune/train/budget.py)
+    budget = t.time_budget_s > 0  # the plan is sized once the steps are timed (budget.py)
     replan = functools.partial(
         plan_steps,
         [len(r["input_ids"]) for r in train_rows],
@@ -160,9 +144,7 @@ def _setup(cfg: RunConfig, on_event, started: float | None = None) -> Run:
         world_size=world,
         rank=rank,
     )
-    plan = replan(
-        max_steps=0 if budget else t.max_steps
-    )  # under a budget: one epoch until measured
+    plan = replan(max_steps=0 if budget else t.max_steps)  # under a budget: one epoch so far
     scheduler = build_scheduler(optimizer, t.lr_schedule, t.warmup_ratio, len(plan))
     scaler = make_scaler(device, t.precision)
     start_step, name, before = (
@@ -172,25 +154,13 @@ def _setup(cfg: RunConfig, on_event, started: float | None = None) -> Run:
     )
     if name:
         emit("status", message=f"resumed from {name} (step {start_step})")
-    total = (
-        max(schedule_total(scheduler), start_step) if budget else len(plan)
-    )  # a budget's plan so far
+    # a budget's plan so far: a resumed schedule may have grown past one epoch
+    total = max(schedule_total(scheduler), start_step) if budget else len(plan)
     resize_schedule(scheduler, total)
     if total > len(plan):
         plan = replan(max_steps=total)
-    batch = functools.partial(
-        to_batch, train_rows, pad_id=tokenizer.pad_token_id, packing=packing, device=device
-    )
-    val_batches = [
-        to_batch(
-            val_rows,
-            range(i, min(i + t.batch_size, len(val_rows))),
-            tokenizer.pad_token_id,
-            packing,
-            device,
-        )[0]
-        for i in range(0, len(val_rows), t.batch_size)
-    ]
+    batch = functools.partial(to_batch, train_rows, pad_id=pad, packing=packing, device=device)
+    val_batches = _validation_batches(val_rows, t.batch_size, pad, packing, device)
     run = Run(
         cfg,
         emit,
@@ -227,20 +197,7 @@ def _setup(cfg: RunConfig, on_event, started: float | None = None) -> Run:
         "checkpoint": Cadence(t.save_every),
     }
     if budget:
-        run.val_batches = val_batches[
-            : before.get(budget_run.VAL_KEY) or len(val_batches)
-        ]  # a resume's rows
-        run.pacer = budget_run.make_pacer(
-            t,
-            t0,
-            device=device,
-            rank=rank,
-            world=world,
-            cadence=run.cadence,
-            n_val_batches=len(run.val_batches),
-            trainable=trainable,
-            resumed=before,
-        )
+        _pace(run, trainable, before)
     emit(
         "start",
         total_steps=total,
@@ -263,6 +220,49 @@ def _setup(cfg: RunConfig, on_event, started: float | None = None) -> Run:
     if run.val_batches and start_step == 0:
         extras.base_validation(run, len(val_rows))
     return run
+
+
+def _load_model(cfg: RunConfig, resolved, device: str, sharded: bool, emit):
+    """``(model, LoRA targets, packing, compiled layers or None)``: the base with its LoRA, the
+    decoder layers made to compile in the first step where ``train.compile`` asks (before FSDP
+    wraps them: finetune/train/compiled.py)."""
+    t = cfg.train
+    emit(
+        "status",
+        message=(
+            f"loading {resolved.name} on {device} ({t.precision}, quantization {t.quantization})"
+        ),
+    )
+    compiling = compiled.wanted(t.compile, device, t.quantization, "fsdp" if sharded else "ddp")
+    model, targets, packing = load_lora_model(cfg, resolved, device, lean_layers=not compiling)
+    step_compiled = compiled.Compiled(model) if compiling else None
+    if step_compiled is not None:
+        emit("status", message="the decoder layers compile once, during the first step")
+    return model, targets, packing, step_compiled
+
+
+def _validation_batches(rows: list, batch_size: int, pad: int, packing: bool, device) -> list:
+    """The held-out rows in batches of ``batch_size``, in their order (every pass the same)."""
+    return [
+        to_batch(rows, range(i, min(i + batch_size, len(rows))), pad, packing, device)[0]
+        for i in range(0, len(rows), batch_size)
+    ]
+
+
+def _pace(run: Run, trainable: int, resumed: dict) -> None:
+    """Wire the time budget's ``Pacer`` into ``run`` (a resumed run keeps its held-out rows)."""
+    run.val_batches = run.val_batches[: resumed.get(budget_run.VAL_KEY) or len(run.val_batches)]
+    run.pacer = budget_run.make_pacer(
+        run.cfg.train,
+        run.t0,
+        device=run.device,
+        rank=run.rank,
+        world=run.world,
+        cadence=run.cadence,
+        n_val_batches=len(run.val_batches),
+        trainable=trainable,
+        resumed=resumed,
+    )
 
 
 def _loop(run: Run, stop) -> Progress:
