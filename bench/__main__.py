@@ -27,6 +27,10 @@ COMMANDS: cli.CommandTable = {
         "bench.llama_repack",
         "llama-server's decode speed with and without llama.cpp's weight repacking (AMX)",
     ),
+    "llama-threads": (
+        "bench.llama_threads",
+        "llama-server's decode speed on all cores and on one, alone and beside busy processes",
+    ),
     "gateway": (
         "bench.gateway",
         "TuneDesk's /v1 beside llama.cpp's own llama-server: same GGUFs, same run",

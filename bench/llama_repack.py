@@ -39,9 +39,17 @@ def _ready(url: str, proc: subprocess.Popen, deadline: float) -> str:
 
 
 def decode_speeds(
-    binary: Path, gguf: Path, extra: list[str], tokens: int, runs: int, cpus: str | None, log: Path
+    binary: Path,
+    gguf: Path,
+    extra: list[str],
+    tokens: int,
+    runs: int,
+    cpus: str | None,
+    log: Path,
+    threads: tuple[int, int] = (2, 2),
 ) -> dict:
-    """Tokens/s of each request on one fresh llama-server, or the reason it gave none."""
+    """Tokens/s of each request on one fresh llama-server, or the reason it gave none
+    (``threads``: its ``-t`` and ``-tb``)."""
     port = free_port()
     cmd = [
         str(binary),
@@ -56,9 +64,9 @@ def decode_speeds(
         "-c",
         "2048",
         "-t",
-        "2",
+        str(threads[0]),
         "-tb",
-        "2",
+        str(threads[1]),
         "--no-webui",
         *extra,
     ]

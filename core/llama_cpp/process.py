@@ -24,6 +24,11 @@ is restored only for the adapters it was read with
 files runs without that cache (``--cache-ram 0``); each slot still reuses its own last prompt,
 which llama-server drops when the next request picks another adapter.
 
+One request's tokens are decoded on :func:`decode_threads_for` threads (``-t``), prompts and the
+batched tokens of several requests on all ``threads`` (``-tb``): on a machine of two cores a
+single decoding thread is about as fast as two, and stays fast when a training run takes the
+cores, where two threads wait on each other at every layer (docs/benchmarks.md).
+
 On a CPU with AMX, llama.cpp's weight repacking is much faster where it works and crashes or
 hangs the server where it does not (machine-dependent: llama.cpp issue #20824): the first
 start on such a machine checks it under short deadlines and falls back to ``--no-repack`` with
@@ -72,6 +77,29 @@ class LlamaServerError(RuntimeError):
     """llama-server did not start or stopped answering."""
 
 
+DECODE_THREADS_ENV = "TUNEDESK_LLAMA_DECODE_THREADS"
+FEW_CORES = 2  # up to this many threads, one request's tokens decode on one
+
+
+def decode_threads_for(threads: int) -> int:
+    """Threads llama-server decodes one request's tokens on, of ``threads``:
+    ``TUNEDESK_LLAMA_DECODE_THREADS`` where set, else 1 where ``threads`` is at most
+    :data:`FEW_CORES` (measured on 2 cores: about as fast alone, and not slowed to a crawl by a
+    training run beside it), else all of them (llama.cpp's own choice; not measured there).
+
+    Raises:
+        ValueError: the variable is not a whole number of at least 1.
+    """
+    said = os.environ.get(DECODE_THREADS_ENV, "").strip()
+    if said:
+        if not said.isdigit() or int(said) < 1:
+            raise ValueError(
+                f"{DECODE_THREADS_ENV} must be a whole number of threads, at least 1, not {said!r}"
+            )
+        return int(said)
+    return 1 if threads <= FEW_CORES else threads
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -87,7 +115,8 @@ class LlamaServerProcess:
         loras: LoRA GGUFs, in the order of their ids.
         slots: requests decoded together (continuous batching).
         ctx_per_slot: tokens of prompt plus answer one request may hold.
-        threads: CPU threads for decoding and prompt processing.
+        threads: CPU threads for prompts and for several requests' tokens decoded together.
+        decode_threads: CPU threads for one request's tokens (default :func:`decode_threads_for`).
         log: file that receives the server's own output.
         flash_attn: llama-server's ``-fa`` (``auto``, its default, or ``on`` / ``off``).
         api_key: the key requests must carry (default: a new random one; pass another
@@ -103,6 +132,7 @@ class LlamaServerProcess:
         slots: int = 16,
         ctx_per_slot: int = 2048,
         threads: int = 2,
+        decode_threads: int | None = None,
         log: Path,
         flash_attn: str = "auto",
         api_key: str | None = None,
@@ -114,6 +144,7 @@ class LlamaServerProcess:
             threads,
             Path(log),
         )
+        self.decode_threads = decode_threads or decode_threads_for(threads)
         self.flash_attn = flash_attn
         self.api_key = api_key or secrets.token_urlsafe(32)
         self.headers = {"Authorization": f"Bearer {self.api_key}"}  # what every request sends
@@ -139,7 +170,7 @@ class LlamaServerProcess:
             "-c",
             str(self.slots * self.ctx_per_slot),
             "-t",
-            str(self.threads),
+            str(self.decode_threads),
             "-tb",
             str(self.threads),
             "--metrics",
