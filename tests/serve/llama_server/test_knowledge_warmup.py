@@ -15,6 +15,7 @@ import pytest
 from run_helpers import wait_until
 from serve_helpers import put_adapters, serving
 
+from core.templates import encode_chat
 from inference.generate import GenerationSettings, compare
 from knowledge.grounding import ground, shown_alone
 from knowledge.passages import Passage
@@ -59,6 +60,12 @@ def prompt_tokens_read(llama) -> int:
     server = llama.upstreams.all[0].process
     text = httpx.get(f"{server.url}/metrics", headers=server.headers, timeout=30).text
     return int(float(re.search(r"^llamacpp:prompt_tokens_total (\S+)$", text, re.M).group(1)))
+
+
+def shared_start(a: list[int], b: list[int]) -> int:
+    """How many tokens ``a`` and ``b`` begin with alike."""
+    alike = [x == y for x, y in zip(a, b, strict=False)]
+    return alike.index(False) if False in alike else len(alike)
 
 
 def slot_log(llama, lines: int = 30) -> str:
@@ -106,7 +113,13 @@ def test_a_warmed_models_grounded_answer_reads_only_the_customers_turn(llama, ll
     said = compare(llama_session, grounded, ["a"], first)[0].text
     assert said.strip() and text.startswith(said)
     _, prompt_c, computed_c = answer(llama, engines, grounded, "c", settings)
-    assert computed_c >= prompt_c - 1  # adapter c was not warmed: its whole prompt is read
+    # Adapter c was not warmed: it reads its whole prompt, all but at most the opening that any
+    # shop's prompt shares (earlier tests on this shared server asked c with system messages too,
+    # and a state of theirs may begin like this one: 4 tokens once in a make test).
+    other, _ = ground(asked, name, system_prompt=f"You answer for shop {uuid.uuid4().hex}.")
+    tokenizer = llama_session.tokenizer
+    opening = shared_start(encode_chat(tokenizer, grounded), encode_chat(tokenizer, other))
+    assert prompt_c - computed_c <= opening < 12, (prompt_c, computed_c, opening)
 
 
 def test_the_budget_the_count_and_refused_passages_are_kept_to(llama, llama_session, monkeypatch):
