@@ -17,14 +17,11 @@ from core.hosts import is_local, set_exposed
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from core.cli import DefaultsFormatter
+    from serve.flags import add_serving_flags
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.formatter_class = DefaultsFormatter  # each flag's default in --help
-    p.add_argument(
-        "--host",
-        default=os.environ.get("TUNEDESK_HOST", "127.0.0.1"),
-        help="address to listen on ($TUNEDESK_HOST)",
-    )
+    add_serving_flags(p)
     p.add_argument(
         "--port",
         type=int,
@@ -35,45 +32,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--home", default=os.environ.get("TUNEDESK_HOME"), help="data folder (default ./outputs)"
     )
-    p.add_argument(
-        "--model", default=os.environ.get("TUNEDESK_MODEL", "default"), help="base model for chat"
-    )
     p.add_argument("--share", action="store_true", help="Gradio share link (needs --auth)")
-    p.add_argument(
-        "--engine",
-        default=os.environ.get("TUNEDESK_ENGINE", "auto"),
-        choices=["auto", "pytorch", "llama.cpp"],
-        help="who answers Chat and the API",
-    )
-    p.add_argument(
-        "--api-key",
-        default=os.environ.get("TUNEDESK_API_KEY"),
-        help="a chat key of the /v1 API, named api-key (named keys: $TUNEDESK_CHAT_KEYS, "
-        "$TUNEDESK_ADMIN_KEYS)",
-    )
-    p.add_argument(
-        "--log-conversations",
-        action="store_true",
-        default=os.environ.get("TUNEDESK_LOG_CONVERSATIONS") == "1",
-        help=(
-            "keep each /v1 answer's conversation (redacted) for feedback and training (default off)"
-        ),
-    )
-    p.add_argument(
-        "--answer-idle-timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="an answer that makes no progress this long is cancelled with an error "
-        "(default $TUNEDESK_ANSWER_IDLE_S or 30)",
-    )
-    p.add_argument(
-        "--answer-timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="no answer takes longer than this (default $TUNEDESK_ANSWER_TIMEOUT_S or 600)",
-    )
     return p.parse_args(argv)
 
 

@@ -10,67 +10,20 @@ import os
 import sys
 
 from core.hosts import is_local, set_exposed
-from serve.interface.bounds import IDLE_ENV, IDLE_S, TOTAL_ENV, TOTAL_S, set_answer_bound
+from serve.interface.bounds import set_answer_bound
 
 STOP_GRACE_S = 3.0  # after SIGTERM, responses in flight (now errors) get this long to be sent
 
 
 def build_parser() -> argparse.ArgumentParser:
     from core.cli import DefaultsFormatter
+    from serve.flags import add_serving_flags
 
     p = argparse.ArgumentParser(prog="python -m serve", description=__doc__.splitlines()[0])
     p.formatter_class = DefaultsFormatter  # each flag's default in --help
-    from core.models import DEFAULT_MODEL
-
-    p.add_argument(
-        "--host",
-        default=os.environ.get("TUNEDESK_HOST", "127.0.0.1"),
-        help="address to listen on ($TUNEDESK_HOST)",
-    )
+    add_serving_flags(p)
     p.add_argument("--port", type=int, default=8000, help="port to listen on")
-    p.add_argument(
-        "--model",
-        default=os.environ.get("TUNEDESK_MODEL", "default"),
-        help=f"base model: Hub id, local folder or 'default' ({DEFAULT_MODEL})",
-    )
     p.add_argument("--home", default=None, help="data folder (default $TUNEDESK_HOME or ./outputs)")
-    p.add_argument(
-        "--engine",
-        default=os.environ.get("TUNEDESK_ENGINE", "auto"),
-        choices=["auto", "pytorch", "llama.cpp"],
-        help="who answers (auto: measured)",
-    )
-    p.add_argument(
-        "--api-key",
-        default=os.environ.get("TUNEDESK_API_KEY"),
-        help="a chat key clients may send, named api-key (default $TUNEDESK_API_KEY); named "
-        "keys: $TUNEDESK_CHAT_KEYS and $TUNEDESK_ADMIN_KEYS (name:key,...)",
-    )
-    p.add_argument(
-        "--log-conversations",
-        action="store_true",
-        default=os.environ.get("TUNEDESK_LOG_CONVERSATIONS") == "1",
-        help="keep every answer's conversation (redacted) in the home folder, for feedback "
-        "and training (default off; $TUNEDESK_LOG_CONVERSATIONS=1)",
-    )
-    p.add_argument(
-        "--answer-idle-timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help=f"an answer that makes no progress this long is cancelled with an error (504) "
-        f"(default ${IDLE_ENV} or {IDLE_S:g})",
-    )
-    p.add_argument(
-        "--answer-timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help=(
-            f"no answer takes longer than this from its request (default ${TOTAL_ENV} or "
-            f"{TOTAL_S:g})"
-        ),
-    )
     return p
 
 

@@ -58,3 +58,18 @@ def test_the_pages_login_is_not_an_api_key_and_a_guarded_api_has_one(monkeypatch
     monkeypatch.setenv("TUNEDESK_ADMIN_KEYS", "ana:chat-key-1")
     with pytest.raises(SystemExit, match="one key is given to two names"):
         app.api_keys(None, None)
+
+
+def test_the_app_and_python_m_serve_read_each_serving_setting_alike(monkeypatch):
+    from serve.__main__ import build_parser
+
+    monkeypatch.setenv("TUNEDESK_ENGINE", "llama.cpp")
+    monkeypatch.setenv("TUNEDESK_LOG_CONVERSATIONS", "1")
+    argv = ["--host", "0.0.0.0", "--api-key", "k-1", "--answer-idle-timeout", "12"]
+    from_app = vars(app.parse_args(argv))
+    from_serve = vars(build_parser().parse_args(argv))
+    shared = {"host", "model", "engine", "api_key", "log_conversations", "answer_idle_timeout"}
+    shared |= {"answer_timeout"}
+    assert {k: from_app[k] for k in shared} == {k: from_serve[k] for k in shared}
+    assert from_serve["engine"] == "llama.cpp" and from_serve["log_conversations"] is True
+    assert from_serve["answer_idle_timeout"] == 12.0 and from_app["port"] != from_serve["port"]

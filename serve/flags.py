@@ -1,0 +1,64 @@
+"""The serving flags ``python app.py`` and ``python -m serve`` share, with one help text each.
+
+Each flag's default comes from its environment variable where one is named, so a setting
+reads the same in either command. No torch here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from serve.interface.bounds import IDLE_ENV, IDLE_S, TOTAL_ENV, TOTAL_S
+
+
+def add_serving_flags(p: argparse.ArgumentParser) -> None:
+    """Add ``--host``, ``--model``, ``--engine``, ``--api-key``, ``--log-conversations``,
+    ``--answer-idle-timeout`` and ``--answer-timeout`` to ``p``."""
+    from core.models import DEFAULT_MODEL
+
+    p.add_argument(
+        "--host",
+        default=os.environ.get("TUNEDESK_HOST", "127.0.0.1"),
+        help="address to listen on ($TUNEDESK_HOST)",
+    )
+    p.add_argument(
+        "--model",
+        default=os.environ.get("TUNEDESK_MODEL", "default"),
+        help=f"base model: Hub id, local folder or 'default' ({DEFAULT_MODEL}; $TUNEDESK_MODEL)",
+    )
+    p.add_argument(
+        "--engine",
+        default=os.environ.get("TUNEDESK_ENGINE", "auto"),
+        choices=["auto", "pytorch", "llama.cpp"],
+        help="who answers Chat and the API (auto: measured; $TUNEDESK_ENGINE)",
+    )
+    p.add_argument(
+        "--api-key",
+        default=os.environ.get("TUNEDESK_API_KEY"),
+        help="a chat key of the /v1 API, named api-key ($TUNEDESK_API_KEY); named keys: "
+        "$TUNEDESK_CHAT_KEYS and $TUNEDESK_ADMIN_KEYS (name:key,...)",
+    )
+    p.add_argument(
+        "--log-conversations",
+        action="store_true",
+        default=os.environ.get("TUNEDESK_LOG_CONVERSATIONS") == "1",
+        help="keep every /v1 answer's conversation (redacted) in the home folder, for feedback "
+        "and training (default off; $TUNEDESK_LOG_CONVERSATIONS=1)",
+    )
+    p.add_argument(
+        "--answer-idle-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=f"an answer that makes no progress this long is cancelled with an error (504) "
+        f"(default ${IDLE_ENV} or {IDLE_S:g})",
+    )
+    p.add_argument(
+        "--answer-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=f"no answer takes longer than this from its request (default ${TOTAL_ENV} or "
+        f"{TOTAL_S:g})",
+    )
