@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.llama_cpp import process
+from core.llama_cpp import one_shot, process
 from core.llama_cpp.binaries import missing_reason, server_binary
 
 
@@ -87,7 +87,7 @@ def logprob_gap(
     """How far llama.cpp's next-token log-probabilities after ``ids`` are from those of
     ``torch_logits``: the largest absolute gap over llama.cpp's ``n`` likeliest tokens, and
     whether both put the same token first. The LoRA (if any) applies at scale 1."""
-    got = process.top_logprobs(server, ids, n, lora=0 if server.loras else None)
+    got = one_shot.top_logprobs(server, ids, n, lora=0 if server.loras else None)
     shifted = torch_logits - torch_logits.max()
     want = shifted - np.log(np.exp(shifted).sum())
     gap = max(abs(lp - float(want[token])) for token, lp in got.items())

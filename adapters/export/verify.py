@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adapters.export.llama_tools import LlamaToolsError
-from core.llama_cpp import process
+from core.llama_cpp import one_shot, process
 from core.llama_cpp.binaries import missing_reason, server_binary
 
 
@@ -82,8 +82,8 @@ def verify_export(folder: Path, prompts: list[str], *, max_new_tokens: int = 64)
             result, start = Agreement(label, prompts=len(ids)), time.perf_counter()
             result.reference_stopped = sum(stopped for _, stopped in reference)
             for text, x, (want, _) in zip(texts, ids, reference, strict=True):
-                result.same_tokens += process.tokenize(server, text) == x
-                got, stopped = process.greedy(server, x, max_new_tokens, lora=0 if lora else None)
+                result.same_tokens += one_shot.tokenize(server, text) == x
+                got, stopped = one_shot.greedy(server, x, max_new_tokens, lora=0 if lora else None)
                 result.stopped += stopped
                 if got == want:
                     result.identical += 1

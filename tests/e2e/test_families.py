@@ -203,7 +203,7 @@ def test_v1_on_pytorch_answers_the_plain_greedy_tokens(family, tuned, shelf_home
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_llama_cpp_converts_serves_and_answers_pytorchs_greedy_tokens(family, tuned, shelf_home):
-    from core.llama_cpp import process
+    from core.llama_cpp import one_shot
     from serve.engines import Engines
     from serve.llama_server.factory import make_llama_engine
 
@@ -220,7 +220,7 @@ def test_llama_cpp_converts_serves_and_answers_pytorchs_greedy_tokens(family, tu
         _pytorch_answers_when_llama_cpp_cannot(run, want)
         return
     with served(result.folder / "base-f16.gguf", lora) as server:
-        got, _ = process.greedy(server, ids, NEW_TOKENS, lora=0)
+        got, _ = one_shot.greedy(server, ids, NEW_TOKENS, lora=0)
     assert got[: len(want)] == want, (family, got, want)
     # The app's own llama.cpp engine on the same (cached) files, answering /v1.
     engines = Engines(

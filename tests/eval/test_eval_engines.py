@@ -14,7 +14,7 @@ from llama_run import llama_or_skip, tiny_realtok_model
 from serve_helpers import put_adapters
 
 from adapters.shelf.store import Shelf
-from core.llama_cpp import process
+from core.llama_cpp import one_shot, process
 from eval.__main__ import main
 from eval.answers import decode, generate_kwargs
 from eval.engines import open_answerer
@@ -94,7 +94,7 @@ def test_llama_answers_are_llama_servers_own(setup, llama_report):
     ) as server:
         for sample, ids in zip(report.samples, rows.prompt_ids, strict=True):
             for label, lora_id in (("base", None), ("a", 0)):
-                tokens, _ = process.greedy(server, ids, NEW_TOKENS, lora=lora_id)
+                tokens, _ = one_shot.greedy(server, ids, NEW_TOKENS, lora=lora_id)
                 assert sample["answers"][label] == decode(session, tokens, stop).text
     assert any(s["answers"]["a"] != s["answers"]["base"] for s in report.samples)
 

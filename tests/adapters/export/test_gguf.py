@@ -15,7 +15,7 @@ from shelf_helpers import put_adapter
 from adapters.export.gguf import export_gguf
 from adapters.export.llama_tools import LlamaToolsError
 from adapters.shelf.store import Shelf
-from core.llama_cpp import process
+from core.llama_cpp import one_shot
 
 TEXT = "I want a refund for my order, please."
 
@@ -94,7 +94,7 @@ def test_export_writes_merged_and_lora_files_that_llama_cpp_and_transformers_rea
         gap, same_first = logprob_gap(server, ids, want)
         assert gap < 2e-2 and same_first
     with served(out / "tuned-q4_k_m.gguf") as server:
-        assert process.tokenize(server, TEXT) == ids  # the file carries the tokenizer
+        assert one_shot.tokenize(server, TEXT) == ids  # the file carries the tokenizer
 
 
 def test_a_failing_conversion_leaves_nothing_and_keeps_the_old_export(

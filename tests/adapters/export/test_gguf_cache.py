@@ -13,7 +13,7 @@ from shelf_helpers import put_adapter
 from adapters.export.gguf_cache import ensure_base_gguf, ensure_lora_gguf
 from adapters.shelf.store import Shelf
 from core import models
-from core.llama_cpp import process
+from core.llama_cpp import one_shot, process
 
 TEXT = "Where is my invoice? Your invoice is in your account under Orders."
 
@@ -47,7 +47,7 @@ def test_tiny_models_convert_and_run_in_llama_cpp(home, tiny_real_tok, arch):
     assert any("successfully exported" in m for _, m in lines)
     assert any(0 < f <= 1 for f, _ in lines)  # tqdm's percentages came through
     with served(path) as server:
-        ids = process.tokenize(server, TEXT)
+        ids = one_shot.tokenize(server, TEXT)
         if arch != "qwen2":  # the same tokenizer in the file as in transformers
             assert AutoTokenizer.from_pretrained(folder)(TEXT).input_ids == ids
         gap, same_first = logprob_gap(server, ids, torch_logits(folder, ids))
@@ -69,7 +69,7 @@ def test_quantized_base_comes_from_llama_cpps_quantizer(home, tiny_real_tok):
     assert any("q4_K" in m or "q5_0" in m or "q8_0" in m for m in lines)  # llama.cpp's tensor log
     assert 0 < q4.stat().st_size < (q4.parent / "model-f16.gguf").stat().st_size
     with served(q4) as server:
-        assert len(process.top_logprobs(server, [1, 2, 3], 5)) == 5  # llama.cpp decodes it
+        assert len(one_shot.top_logprobs(server, [1, 2, 3], 5)) == 5  # llama.cpp decodes it
 
 
 def test_lora_gguf_applied_in_llama_cpp_matches_peft(home, tiny_real_tok):
@@ -143,7 +143,7 @@ def test_q8_0_decodes_with_and_without_repacking(home, tiny_real_tok, monkeypatc
     monkeypatch.delenv("TUNEDESK_LLAMA_AMX", raising=False)  # a run that forces the fallback
     q8 = ensure_base_gguf(str(tiny_real_tok("llama")), "q8_0")
     with served(q8) as server:
-        first = process.top_logprobs(server, [1, 2, 3, 4], 10)
+        first = one_shot.top_logprobs(server, [1, 2, 3, 4], 10)
     assert all(np.isfinite(v) for v in first.values())
     monkeypatch.setattr(process, "amx_cpu", lambda: True)
     monkeypatch.setenv("TUNEDESK_LLAMA_AMX", "0")
@@ -152,7 +152,7 @@ def test_q8_0_decodes_with_and_without_repacking(home, tiny_real_tok, monkeypatc
     )
     assert "--no-repack" in plain.command()
     with plain:
-        again = process.top_logprobs(plain, [1, 2, 3, 4], 10)
+        again = one_shot.top_logprobs(plain, [1, 2, 3, 4], 10)
     assert again.keys() == first.keys()
     np.testing.assert_allclose(list(again.values()), list(first.values()), atol=1e-3)
     monkeypatch.setenv("TUNEDESK_LLAMA_AMX", "1")

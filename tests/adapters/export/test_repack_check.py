@@ -8,7 +8,7 @@ import pytest
 from llama_run import llama_or_skip
 
 from adapters.export.gguf_cache import ensure_base_gguf
-from core.llama_cpp import process, repack_check
+from core.llama_cpp import one_shot, process, repack_check
 
 
 def stand_in(folder, real, without_no_repack: str):
@@ -63,7 +63,7 @@ def test_a_repacking_failure_falls_back_with_a_sentence_and_is_remembered(
         assert server.running and server.repack is False and "--no-repack" in server.command()
         assert said in server.note and "runs with --no-repack" in server.note
         assert server.note in (tmp_path / "log").read_text()
-        assert process.tokenize(server, "hello")  # it answers
+        assert one_shot.tokenize(server, "hello")  # it answers
     finally:
         server.stop()
     assert (tmp_path / "starts").read_text().count("start") == 2  # checked, then without repacking
@@ -80,7 +80,7 @@ def test_where_repacking_works_it_stays_on(amx, gguf, tmp_path):
     binary = stand_in(tmp_path, real, f'exec {real} "$@" --no-repack')
     server = serve(binary, gguf, tmp_path / "log")
     try:
-        assert server.running and process.tokenize(server, "hello")  # the check's tokens came
+        assert server.running and one_shot.tokenize(server, "hello")  # the check's tokens came
     finally:
         server.stop()
     assert server.repack is True and server.note == "" and "--no-repack" not in server.command()
@@ -120,7 +120,7 @@ def test_forcing_it_off_holds_on_a_cpu_without_amx_too(gguf, tmp_path, monkeypat
     monkeypatch.setenv(repack_check.ENV, "0")
     server = serve(binary, gguf, tmp_path / "log")
     try:
-        assert server.running and process.tokenize(server, "hello")
+        assert server.running and one_shot.tokenize(server, "hello")
     finally:
         server.stop()
     assert server.repack is False and "--no-repack" in server.command()

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import httpx
 
-from core.llama_cpp.process import LlamaServerProcess, greedy
+from core.llama_cpp.one_shot import greedy
+from core.llama_cpp.process import LlamaServerProcess
 from core.llama_cpp.prompt_cache import cache_ram_mib
 from inference.generate import encode
 
