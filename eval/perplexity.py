@@ -9,6 +9,7 @@ Works with any causal LM whose forward takes ``input_ids`` and ``attention_mask`
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterable, Iterator
 
@@ -64,17 +65,12 @@ def response_nll(model: torch.nn.Module, batches: Iterable[dict]) -> tuple[float
     Returns:
         ``(total_nll, total_tokens)``; the NLL is summed in float64.
     """
-    was_training = model.training
-    model.eval()
     total_nll, total_tokens = 0.0, 0
-    try:
-        with torch.inference_mode():
-            for batch in batches:
-                nll, tokens = _batch_nll(model, batch)
-                total_nll += nll
-                total_tokens += tokens
-    finally:
-        model.train(was_training)
+    with scoring(model):
+        for batch in batches:
+            nll, tokens = _batch_nll(model, batch)
+            total_nll += nll
+            total_tokens += tokens
     return total_nll, total_tokens
 
 
@@ -88,18 +84,24 @@ def nll_per_row(
         ``{"nll": array (N,) summed nats per row, "tokens": array (N,) scored tokens}``.
     """
     sums, counts = np.zeros(len(examples)), np.zeros(len(examples), dtype=np.int64)
+    with scoring(model):
+        for rows, batch in padded_batches(examples, batch_size, pad_token_id, _model_device(model)):
+            nll, tokens = _row_nll(model, batch)
+            sums[rows], counts[rows] = nll.cpu().numpy(), tokens.cpu().numpy()
+    return {"nll": sums, "tokens": counts}
+
+
+@contextlib.contextmanager
+def scoring(model: torch.nn.Module) -> Iterator[None]:
+    """``model`` in eval mode under ``torch.inference_mode`` for the block, then back in the
+    mode it was in (training or not), whatever the block raised."""
     was_training = model.training
     model.eval()
     try:
         with torch.inference_mode():
-            for rows, batch in padded_batches(
-                examples, batch_size, pad_token_id, _model_device(model)
-            ):
-                nll, tokens = _row_nll(model, batch)
-                sums[rows], counts[rows] = nll.cpu().numpy(), tokens.cpu().numpy()
+            yield
     finally:
         model.train(was_training)
-    return {"nll": sums, "tokens": counts}
 
 
 def _batch_nll(model: torch.nn.Module, batch: dict) -> tuple[float, int]:

@@ -35,7 +35,7 @@ ALLOWED = {
         "knowledge",
         "ui",
     },
-    "app": {"core", "ui"},
+    "app": {"core", "serve", "ui"},
     "bench": {
         "core",
         "adapters",
