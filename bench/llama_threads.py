@@ -7,7 +7,8 @@ decode_threads_for`). Prompts keep every core (``-tb``) in each setting. One cli
 at a time, greedy, exactly ``--tokens`` tokens, on the default model's Q8_0 GGUF (or ``--gguf``);
 each setting on a fresh server, ``--runs`` requests, the first not counted. A busy neighbour is a
 Python process spinning on one core (``--busy 0,1,2``: how many at once), started before the
-server and stopped after it.
+server and stopped after it; ``--nice N`` runs the neighbours at that niceness, as a training run
+started at a lower priority would be.
 """
 
 from __future__ import annotations
@@ -28,19 +29,32 @@ SPIN = "while True: pass"
 
 
 def measure(
-    binary: Path, gguf: Path, cores: int, busy: list[int], tokens: int, runs: int, logs: Path
+    binary: Path,
+    gguf: Path,
+    cores: int,
+    busy: list[int],
+    tokens: int,
+    runs: int,
+    logs: Path,
+    nice: int = 0,
 ) -> list[dict]:
     """One row per (busy neighbours, decode threads): the median tokens/s or the error."""
     rows = []
+    spin = (
+        [sys.executable, "-c", SPIN]
+        if nice == 0
+        else ["nice", "-n", str(nice), sys.executable, "-c", SPIN]
+    )
     for neighbours in busy:
-        spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(neighbours)]
+        spinners = [subprocess.Popen(spin) for _ in range(neighbours)]
         try:
             for decode in dict.fromkeys((cores, 1)):
                 got = decode_speeds(
                     binary, gguf, [], tokens, runs, None, logs / f"{neighbours}-{decode}.log",
                     threads=(decode, cores),
                 )  # fmt: skip
-                rows.append({"busy": neighbours, "decode_threads": decode, **got})
+                row = {"busy": neighbours, "decode_threads": decode, **got}
+                rows.append(row | ({"neighbours_nice": nice} if neighbours and nice else {}))
         finally:
             for spinner in spinners:
                 spinner.kill()
@@ -59,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--runs", type=int, default=4, help="requests a setting, first not counted")
     parser.add_argument("--busy", default="0,1,2", help="busy neighbours, each count in turn")
+    parser.add_argument("--nice", type=int, default=0, help="the busy neighbours' niceness (0-19)")
     args = parser.parse_args(argv)
     binary = server_binary()
     if binary is None:
@@ -68,11 +83,15 @@ def main(argv: list[str] | None = None) -> int:
         busy = [int(n) for n in args.busy.split(",")]
     except ValueError:
         parser.error(f"--busy takes whole numbers separated by commas, not {args.busy!r}")
+    if not 0 <= args.nice <= 19:
+        parser.error(f"--nice takes 0 to 19, not {args.nice}")
     gguf = args.gguf or default_gguf()
     cores = physical_cores()
     print(f"CPU: {cpu_model()}; {cores} cores; file: {gguf.name}; {args.tokens} tokens a request")
     with tempfile.TemporaryDirectory(prefix="tunedesk-threads-") as logs:
-        for row in measure(binary, gguf, cores, busy, args.tokens, args.runs, Path(logs)):
+        for row in measure(
+            binary, gguf, cores, busy, args.tokens, args.runs, Path(logs), args.nice
+        ):
             print(json.dumps(row))
     return 0
 

@@ -29,7 +29,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if __name__ == "__main__" and argv[:1] == ["train"]:
         from finetune.train.allocator import reexec_with_tcmalloc
+        from finetune.train.priority import yield_cpu_to_serving
 
+        try:
+            yield_cpu_to_serving()  # serving goes first on shared cores: finetune/train/priority.py
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
         reexec_with_tcmalloc("finetune", argv)  # training memory: see finetune/train/allocator.py
     return cli.run("python -m finetune", __doc__.splitlines()[0], COMMANDS, argv)
 

@@ -24,10 +24,10 @@ is restored only for the adapters it was read with
 files runs without that cache (``--cache-ram 0``); each slot still reuses its own last prompt,
 which llama-server drops when the next request picks another adapter.
 
-One request's tokens are decoded on :func:`decode_threads_for` threads (``-t``), prompts and the
-batched tokens of several requests on all ``threads`` (``-tb``): on a machine of two cores a
-single decoding thread is about as fast as two, and stays fast when a training run takes the
-cores, where two threads wait on each other at every layer (docs/benchmarks.md).
+One request's tokens are decoded on ``decode_threads`` threads (``-t``), prompts and the
+batched tokens of several requests on all ``threads`` (``-tb``). The app's servers take the
+count measured on this machine (:mod:`core.llama_cpp.decode_check`); a server started without
+one takes :func:`decode_threads_for`.
 
 On a CPU with AMX, llama.cpp's weight repacking is much faster where it works and crashes or
 hangs the server where it does not (machine-dependent: llama.cpp issue #20824): the first
@@ -81,22 +81,34 @@ DECODE_THREADS_ENV = "TUNEDESK_LLAMA_DECODE_THREADS"
 FEW_CORES = 2  # up to this many threads, one request's tokens decode on one
 
 
-def decode_threads_for(threads: int) -> int:
-    """Threads llama-server decodes one request's tokens on, of ``threads``:
-    ``TUNEDESK_LLAMA_DECODE_THREADS`` where set, else 1 where ``threads`` is at most
-    :data:`FEW_CORES` (measured on 2 cores: about as fast alone, and not slowed to a crawl by a
-    training run beside it), else all of them (llama.cpp's own choice; not measured there).
+def decode_threads_said() -> int | None:
+    """The threads ``TUNEDESK_LLAMA_DECODE_THREADS`` asks for, or None where it is not set.
 
     Raises:
         ValueError: the variable is not a whole number of at least 1.
     """
     said = os.environ.get(DECODE_THREADS_ENV, "").strip()
-    if said:
-        if not said.isdigit() or int(said) < 1:
-            raise ValueError(
-                f"{DECODE_THREADS_ENV} must be a whole number of threads, at least 1, not {said!r}"
-            )
-        return int(said)
+    if not said:
+        return None
+    if not said.isdigit() or int(said) < 1:
+        raise ValueError(
+            f"{DECODE_THREADS_ENV} must be a whole number of threads, at least 1, not {said!r}"
+        )
+    return int(said)
+
+
+def decode_threads_for(threads: int) -> int:
+    """Threads llama-server decodes one request's tokens on, of ``threads``, where nothing was
+    measured: ``TUNEDESK_LLAMA_DECODE_THREADS`` where set, else 1 where ``threads`` is at most
+    :data:`FEW_CORES` (safe beside busy cores), else all of them (llama.cpp's own choice). The
+    servers the app starts measure instead (:mod:`core.llama_cpp.decode_check`).
+
+    Raises:
+        ValueError: the variable is not a whole number of at least 1.
+    """
+    said = decode_threads_said()
+    if said is not None:
+        return said
     return 1 if threads <= FEW_CORES else threads
 
 

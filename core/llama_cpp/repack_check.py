@@ -9,8 +9,8 @@ decode (llama.cpp issue #20824, machine-dependent), a SIGILL where the kernel re
 state, or a start that never gets ready. So the first llama-server on an AMX CPU is started with
 repacking and asked for a few tokens under short deadlines; if it dies or stalls, it is started
 again with ``--no-repack`` and the sentence saying why is logged and kept. The verdict is
-stored beside the binary, keyed on the binary, the CPU's flags and this boot, so a rebuilt
-llama.cpp, another machine or a reboot asks again.
+stored beside the binary (:mod:`core.llama_cpp.machine_facts`), so a rebuilt llama.cpp, another
+machine or a reboot asks again.
 
 ``TUNEDESK_LLAMA_AMX=1`` keeps repacking on without asking. ``TUNEDESK_LLAMA_AMX=0`` turns it off
 on every CPU, AMX or not: llama-server starts with ``--no-repack`` and its engine's label says so
@@ -21,11 +21,11 @@ AMX runs the tests the way an AMX Xeon whose repacking crashes runs them
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from core.llama_cpp.machine_facts import keep, recalled
 
 ENV = "TUNEDESK_LLAMA_AMX"
 CHECK_READY_SECONDS = 60.0  # a 1B Q8_0 model loads in seconds on 2 cores; a hang is far longer
@@ -51,47 +51,17 @@ def forced() -> Verdict | None:
     return None
 
 
-def machine_key(binary: Path) -> str:
-    """What a verdict holds for: this build of the binary, this CPU, this boot."""
-    stat = Path(binary).stat()
-    parts = [str(Path(binary).resolve()), str(stat.st_size), str(stat.st_mtime_ns)]
-    for source in ("/proc/cpuinfo", "/proc/sys/kernel/random/boot_id"):
-        try:
-            text = Path(source).read_text()
-        except OSError:
-            text = ""
-        flags = next((line for line in text.splitlines() if line.startswith("flags")), text)
-        parts.append(flags.strip())
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
-
-
 def remembered(binary: Path) -> Verdict | None:
     """The verdict stored for this binary on this machine, or None if it was never asked."""
-    try:
-        stored = json.loads((Path(binary).parent / VERDICT_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    entry = stored.get(machine_key(binary)) if isinstance(stored, dict) else None
-    if not isinstance(entry, dict) or not isinstance(entry.get("repack"), bool):
+    entry = recalled(binary, VERDICT_FILE)
+    if entry is None or not isinstance(entry.get("repack"), bool):
         return None
     return Verdict(entry["repack"], str(entry.get("reason", "")))
 
 
 def remember(binary: Path, verdict: Verdict) -> None:
     """Store ``verdict`` beside the binary (best effort: a read-only build folder asks again)."""
-    path = Path(binary).parent / VERDICT_FILE
-    try:
-        stored = json.loads(path.read_text())
-        stored = stored if isinstance(stored, dict) else {}
-    except (OSError, ValueError):
-        stored = {}
-    stored[machine_key(binary)] = {"repack": verdict.repack, "reason": verdict.reason}
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(stored, indent=1))
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
+    keep(binary, VERDICT_FILE, {"repack": verdict.repack, "reason": verdict.reason})
 
 
 def fallback_sentence(problem: str) -> str:

@@ -24,6 +24,7 @@ def make_llama_engine(
     from adapters.export.gguf_cache import ensure_base_gguf, ensure_lora_gguf
     from adapters.shelf.store import Shelf
     from core.llama_cpp.binaries import missing_reason, server_binary
+    from core.llama_cpp.decode_check import decode_threads
     from core.llama_cpp.process import LlamaServerProcess
     from inference.session import physical_cores
     from serve.llama_server.engine import LlamaServerEngine
@@ -49,15 +50,21 @@ def make_llama_engine(
             known[key] = ensure_lora_gguf(name, home=home)
         return known[key]
 
+    decode: list[int] = []  # measured at the first start (once per machine, then remembered)
+
     def start_local(loras):
         log = home / "logs" / f"llama-server-{os.getpid()}.log"
+        threads = physical_cores()
+        if not decode:
+            decode.append(decode_threads(binary, base, threads, log))
         return LlamaServerProcess(
             binary,
             base,
             loras,
             slots=slots,
             ctx_per_slot=ctx_per_slot,
-            threads=physical_cores(),
+            threads=threads,
+            decode_threads=decode[0],
             log=log,
             flash_attn=flash_attn or os.environ.get("TUNEDESK_LLAMA_FLASH_ATTN", "auto"),
         )

@@ -133,10 +133,14 @@ def test_one_run_at_a_time_and_an_app_restart_reattaches(tiny_llama_dir, home):
     assert json.loads(_python(_VIEW)) == {run_id: "done"}
 
 
-def test_stop_saves_the_adapter_at_the_current_step(tiny_llama_dir, home):
+def test_stop_saves_the_adapter_at_the_current_step(tiny_llama_dir, home, monkeypatch):
+    monkeypatch.delenv("TUNEDESK_TRAIN_NICE", raising=False)
     info = runner.start(_cfg(tiny_llama_dir, max_steps=400), run_id="long")
     assert info.state == "running"
     first = _wait_event(info.run_dir, "progress")
+    # the training child yields the cores to serving (finetune/train/priority.py)
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    assert os.getpriority(os.PRIO_PROCESS, info.status["pid"]) == max(own, 10)
     assert runner.stop("long")["state"] == "stopping"
     final = _wait_final("long")
     assert final["state"] == "stopped" and final["exit_code"] == 0, final

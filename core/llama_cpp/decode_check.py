@@ -1,0 +1,100 @@
+"""How many threads llama-server decodes one request's tokens on (``-t``): measured once per
+machine, remembered beside the binary.
+
+Whether one thread decodes as fast as every core depends on the CPU, not on its core count: on
+2 AMD EPYC cores with AVX512-BF16 one thread decoded the default model as fast as two, on 2
+AVX2-only EPYC cores at 0.58 of two (docs/benchmarks.md). One thread is the safer choice where
+it costs nothing: beside a process that keeps a core busy at the same priority, two threads wait
+on each other at every layer and decode 2-3x slower than one. So the first server the app starts
+on a machine decodes a few tokens with ``-t 1`` and with ``-t <threads>``, each on a fresh
+server without adapters, and later servers take one thread where it decoded at least
+:data:`ONE_THREAD_SHARE` of all threads' speed, else all of them. Training runs give the cores
+up to serving (``TUNEDESK_TRAIN_NICE``), so all threads stay fast beside them.
+
+``TUNEDESK_LLAMA_DECODE_THREADS`` overrides the measurement. A machine whose cores are busy
+while it measures reads all threads as slower and takes one: the cautious side.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import httpx
+
+from core.llama_cpp.machine_facts import keep, recalled
+from core.llama_cpp.process import (
+    LlamaServerError,
+    LlamaServerProcess,
+    decode_threads_for,
+    decode_threads_said,
+)
+
+log = logging.getLogger(__name__)
+
+FACTS_FILE = ".decode-threads.json"
+ONE_THREAD_SHARE = 0.9  # one thread is chosen where it decodes at least this share of all
+PROBE_TOKENS = 32  # tokens a probe request decodes (the first request warms up, uncounted)
+
+
+def decode_threads(binary: Path, model: Path, threads: int, log_file: Path) -> int:
+    """The ``-t`` for llama-servers of ``threads`` threads on this machine: the operator's
+    ``TUNEDESK_LLAMA_DECODE_THREADS``, else the remembered measurement, else one made now
+    (``model``: the GGUF it decodes; ``log_file``: the probe servers' log). A probe that fails
+    leaves :func:`~core.llama_cpp.process.decode_threads_for`'s choice, unremembered.
+
+    Raises:
+        ValueError: a malformed ``TUNEDESK_LLAMA_DECODE_THREADS``.
+    """
+    said = decode_threads_said()
+    if said is not None:
+        return said
+    if threads <= 1:
+        return 1
+    entry = recalled(binary, FACTS_FILE)
+    if entry and entry.get("threads") == threads and isinstance(entry.get("decode_threads"), int):
+        return entry["decode_threads"]
+    try:
+        rates = {t: decode_rate(binary, model, threads, t, log_file) for t in (1, threads)}
+    except (LlamaServerError, httpx.HTTPError, KeyError, ValueError) as error:
+        log.warning("llama-server's decode threads were not measured (%s)", error)
+        return decode_threads_for(threads)
+    chosen = choose(rates, threads)
+    keep(binary, FACTS_FILE, {"threads": threads, "decode_threads": chosen, "tok_s": rates})
+    log.info("llama-server decodes on %d of %d threads here (tokens/s: %s)", chosen, threads, rates)
+    return chosen
+
+
+def choose(rates: dict[int, float], threads: int) -> int:
+    """1 where one thread decoded at least :data:`ONE_THREAD_SHARE` of ``threads``' tokens/s."""
+    return 1 if rates[1] >= ONE_THREAD_SHARE * rates[threads] else threads
+
+
+def decode_rate(binary: Path, model: Path, threads: int, decode: int, log_file: Path) -> float:
+    """Tokens/s one request decodes at on a fresh server of ``-t decode -tb threads`` (prompt
+    time excluded, as llama-server times it; the second of two requests)."""
+    server = LlamaServerProcess(
+        binary, model, [], slots=1, ctx_per_slot=256, threads=threads, decode_threads=decode,
+        log=log_file,
+    )  # fmt: skip
+    began = time.monotonic()
+    with server:
+        for _ in range(2):
+            body = {
+                "prompt": "Hello, how can I help you today?",
+                "n_predict": PROBE_TOKENS,
+                "ignore_eos": True,
+                "top_k": 1,
+                "samplers": ["top_k"],
+                "cache_prompt": False,
+            }
+            reply = httpx.post(
+                f"{server.url}/completion", json=body, headers=server.headers, timeout=60
+            )
+            reply.raise_for_status()
+        rate = float(reply.json()["timings"]["predicted_per_second"])
+    log.debug(
+        "-t %d: %.1f tokens/s (%.1f s with the start)", decode, rate, time.monotonic() - began
+    )
+    return rate
