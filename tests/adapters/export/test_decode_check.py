@@ -73,3 +73,17 @@ def test_a_probe_that_fails_leaves_the_unmeasured_choice_and_keeps_nothing(tmp_p
     broken.chmod(0o755)
     assert decode_check.decode_threads(broken, tmp_path / "base.gguf", 2, tmp_path / "log") == 1
     assert recalled(broken, decode_check.FACTS_FILE) is None
+
+
+def test_the_threads_bench_times_both_settings_beside_niced_neighbours(gguf, tmp_path):
+    from bench import llama_threads
+
+    rows = llama_threads.measure(
+        llama_or_skip(), gguf, 2, [0, 1], tokens=8, runs=2, logs=tmp_path, nice=10
+    )
+    assert [(r["busy"], r["decode_threads"]) for r in rows] == [(0, 2), (0, 1), (1, 2), (1, 1)]
+    assert all(r["median"] > 0 for r in rows), rows
+    assert [r.get("neighbours_nice") for r in rows] == [None, None, 10, 10]
+    with pytest.raises(SystemExit) as info:
+        llama_threads.main(["--nice", "20"])
+    assert info.value.code == 2
