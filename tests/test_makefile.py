@@ -1,6 +1,6 @@
 """`make run`'s real recipe on a copy of the Makefile: with llama.cpp not built it starts the
-build in the background, a second `make run` during the build starts none, and the files a
-finished (or killed) build leaves behind do not stop the next one.
+build in the background at the lowest priority, a second `make run` during the build starts
+none, and the files a finished (or killed) build leaves behind do not stop the next one.
 
 The copy's set-up stamps are in place and its variables point at a temporary folder; the build
 is a stand-in command (LLAMA_BUILD_CMD) and the app an echo (APP), so it costs seconds.
@@ -47,7 +47,10 @@ def copy(tmp_path, monkeypatch) -> Path:
 def make_run(folder: Path, **extra: str) -> str:
     """``make run`` in ``folder``: a build that notes its start and writes cmake-like lines."""
     starts = folder / "starts"
-    build = f"echo started >> {starts}; echo [ 42%] Building CXX object; sleep 3"
+    build = (
+        f"echo started >> {starts}; nice > {folder / 'niceness'}; "
+        "echo [ 42%] Building CXX object; sleep 3"
+    )
     args = [
         "make",
         "--no-print-directory",
@@ -78,6 +81,8 @@ def test_make_run_starts_the_build_once_and_again_after_it_ended(copy):
     said = make_run(copy)
     assert "building llama.cpp in the background" in said
     assert count_starts(copy, 1) == 1
+    # the build yields the cores to the app and to training runs
+    assert int((copy / "niceness").read_text()) == max(19, os.getpriority(os.PRIO_PROCESS, 0))
     deadline = time.time() + 5
     while binaries.build_progress() != "42%" and time.time() < deadline:
         time.sleep(0.05)

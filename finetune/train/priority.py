@@ -1,4 +1,4 @@
-"""Training gives the CPU up to serving: ``python -m finetune train`` runs at a lower priority.
+"""``python -m finetune train`` runs at a lower CPU priority, behind what shares its session.
 
 On a machine of two cores, Chat, the ``/v1`` API and a training run share the cores. At the same
 priority a training run's threads take their share from llama-server's at every layer and one
@@ -6,6 +6,12 @@ request decodes 2-3x slower; niced, the run yields the cores while an answer is 
 them back in between (``python -m bench llama-threads --nice 10``; docs/benchmarks.md). Alone on
 the machine a niced run is as fast as before: niceness only orders processes that want the CPU
 at the same time.
+
+A niceness orders the processes of one session. Where the kernel shares the CPU between
+sessions first (``/proc/sys/kernel/sched_autogroup_enabled`` = 1, most Linux kernels), a run the
+app starts (a session of its own) still takes half the cores beside the app; the niceness then
+orders it against what runs in its own session, and it yields to a server started beside it in
+one (a terminal, a service unit without sessions).
 
 ``TUNEDESK_TRAIN_NICE`` (0-19, default 10) sets the niceness; 0 keeps the caller's. A run is
 never made more important than the process that started it (a niceness is only raised), and

@@ -40,6 +40,7 @@ def test_one_thread_is_measured_against_all_once_and_the_choice_is_kept(
     gguf, tmp_path, monkeypatch
 ):
     monkeypatch.delenv(DECODE_THREADS_ENV, raising=False)
+    monkeypatch.setattr(decode_check, "sessions_grouped", lambda: False)
     binary = counting(tmp_path, llama_or_skip())
     chosen = decode_check.decode_threads(binary, gguf, 2, tmp_path / "log")
     starts = _starts(tmp_path)
@@ -66,8 +67,21 @@ def test_one_thread_is_taken_only_where_it_keeps_most_of_all_threads_speed():
     assert decode_check.choose({1: 30.0, 8: 200.0}, 8) == 8
 
 
+def test_where_sessions_share_the_cpu_first_two_cores_keep_one_thread_unmeasured(
+    tmp_path, monkeypatch
+):
+    monkeypatch.delenv(DECODE_THREADS_ENV, raising=False)
+    monkeypatch.setattr(decode_check, "sessions_grouped", lambda: True)
+    never = tmp_path / "llama-server"
+    never.write_text(f"#!/bin/sh\ntouch {tmp_path}/started\nexit 1\n")
+    never.chmod(0o755)
+    assert decode_check.decode_threads(never, tmp_path / "base.gguf", 2, tmp_path / "log") == 1
+    assert not (tmp_path / "started").exists()
+
+
 def test_a_probe_that_fails_leaves_the_unmeasured_choice_and_keeps_nothing(tmp_path, monkeypatch):
     monkeypatch.delenv(DECODE_THREADS_ENV, raising=False)
+    monkeypatch.setattr(decode_check, "sessions_grouped", lambda: False)
     broken = tmp_path / "llama-server"
     broken.write_text("#!/bin/sh\necho 'no such model' >&2\nexit 1\n")
     broken.chmod(0o755)
