@@ -1,22 +1,20 @@
 """How many threads llama-server decodes one request's tokens on (``-t``): measured once per
 machine, remembered beside the binary.
 
-Whether one thread decodes as fast as every core depends on the CPU, not on its core count: on
-2 AMD EPYC cores with AVX512-BF16 one thread decoded the default model as fast as two, on 2
-AVX2-only EPYC cores at 0.58 of two (docs/benchmarks.md). One thread is the safer choice where
-it costs nothing: beside a process that keeps a core busy at the same priority, two threads wait
-on each other at every layer and decode 2-3x slower than one. So the first server the app starts
+Whether one thread decodes as fast as every core depends on the CPU, not on its core count
+(memory-bound CPUs: about as fast; compute-bound ones: clearly slower; docs/benchmarks.md). One
+thread is the safer choice where it costs little: beside a process that keeps a core busy at the
+same priority, two threads wait on each other at every layer. So the first server the app starts
 on a machine decodes a few tokens with ``-t 1`` and with ``-t <threads>``, each on a fresh
 server without adapters, and later servers take one thread where it decoded at least
-:data:`ONE_THREAD_SHARE` of all threads' speed, else all of them. Training runs give the cores
-up to serving (``TUNEDESK_TRAIN_NICE``), so all threads stay fast beside them.
+:data:`ONE_THREAD_SHARE` of all threads' speed, else all of them. Training runs are niced
+(``TUNEDESK_TRAIN_NICE``), so all threads stay fast beside a run in the server's session.
 
 Where the kernel groups processes by session for scheduling (``sched_autogroup_enabled``, as on
 most Linux kernels), a niceness orders processes of one session only: the app's training run is
 a session of its own, so it takes its half of the cores whatever its niceness, and on a machine
-of two cores one decoding thread is kept without measuring (beside a real training run in
-another session two threads decoded at 25.5 tokens/s against one thread's 56.2 on the AVX2
-EPYC). ``TUNEDESK_LLAMA_DECODE_THREADS`` overrides both. A machine whose cores are busy while it
+of two cores one decoding thread is kept without measuring, as beside any neighbour of equal
+priority. ``TUNEDESK_LLAMA_DECODE_THREADS`` overrides both. A machine whose cores are busy while it
 measures reads all threads as slower and takes one: the cautious side.
 """
 

@@ -1,11 +1,11 @@
 """``python -m finetune train`` runs at a lower CPU priority, behind what shares its session.
 
 On a machine of two cores, Chat, the ``/v1`` API and a training run share the cores. At the same
-priority a training run's threads take their share from llama-server's at every layer and one
-request decodes 2-3x slower; niced, the run yields the cores while an answer is decoded and has
-them back in between (``python -m bench llama-threads --nice 10``; docs/benchmarks.md). Alone on
-the machine a niced run is as fast as before: niceness only orders processes that want the CPU
-at the same time.
+priority a training run's threads take their share from llama-server's at every layer and an
+answer decodes several times slower; niced, the run yields the cores while an answer is decoded
+and has them back in between (``python -m bench llama-threads --nice 10``; docs/benchmarks.md).
+Alone on the machine a niced run is as fast as before: niceness only orders processes that want
+the CPU at the same time.
 
 A niceness orders the processes of one session. Where the kernel shares the CPU between
 sessions first (``/proc/sys/kernel/sched_autogroup_enabled`` = 1, most Linux kernels), a run the
