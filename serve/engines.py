@@ -275,8 +275,12 @@ class Engines:
 
     def close(self, reason: str = "the server is stopping; this answer was not finished") -> None:
         """Stop answering: every answer in flight or waiting ends now with ``EngineStopping``
-        (the API says 503), without waiting for a step that may never end."""
+        (the API says 503), without waiting for a step that may never end; new llama-servers
+        are no longer told to this engine's listeners."""
         self.stopping.set()
+        started = getattr(getattr(self._llama, "upstreams", None), "started", None)
+        if isinstance(started, list) and self._llama_started in started:
+            started.remove(self._llama_started)
         with self._crowd_lock:
             self._crowd_lock.notify_all()  # the requests waiting for llama-server give up
         if self._pytorch is not None:

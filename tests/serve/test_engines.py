@@ -16,6 +16,9 @@ class _Engine:
     def __init__(self, name):
         self.name, self.label = name, f"{name} engine"
 
+    def close(self, error, wait):
+        self.closed = error
+
 
 class _Session:
     device = "cpu"
@@ -260,3 +263,5 @@ def test_listeners_hear_of_every_llama_server_that_starts(built):
     while heard != ["early", "early"] and time.monotonic() < deadline:
         time.sleep(0.01)
     assert heard == ["early", "early"]
+    engines.close()  # a closed engine's listeners hear of no later server
+    assert llama.upstreams.started == []

@@ -49,3 +49,18 @@ def llama(llama_session, llama_home):
 def _in_llama_home(llama_home, monkeypatch):
     """Each test sees the shared shelf's home, as it did when the fixtures were per module."""
     monkeypatch.setenv("TUNEDESK_HOME", str(llama_home))
+
+
+@pytest.fixture(autouse=True)
+def _listeners_end_with_their_test(request):
+    """The shared server's list of whom to tell when a new local server starts, as it was before
+    the test: an Engines a test made (and its kept warm-up replays) hears of no later test's
+    servers. Without this, every earlier test's keeper replayed the shared store's kept warm-ups
+    at once into the new server of the kept warm-up test, and their slots overwrote its state."""
+    if "llama" not in request.fixturenames:
+        yield
+        return
+    started = request.getfixturevalue("llama").upstreams.started
+    before = list(started)
+    yield
+    started[:] = before
