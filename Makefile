@@ -86,8 +86,10 @@ setup: $(STAMP) $(CONVERTERS_STAMP)
 # llama-server takes over by itself; GGUF export's K-quants and its check say so until then.
 # A build holds build.lock (flock) while it runs: the kernel drops the lock when it ends, so a
 # killed build's leftover files never block the next, and a second `make run` starts none.
-# The background build runs at the lowest CPU priority (nice 19), so the app (Chat's PyTorch
-# answers meanwhile) goes first in their session; with the cores idle it builds as fast as ever.
+# The background build runs at the lowest CPU priority (nice 19) in a session of its own whose
+# group (autogroup, where the kernel shares the CPU between sessions first) is niced 19 too, so
+# the app (Chat's PyTorch answers meanwhile) and a training run go first; with the cores idle it
+# builds as fast as ever.
 # LLAMA_BUILD_CMD and APP are variables so a test can run this recipe with quick stand-ins.
 LLAMA_BUILD_NICE = 19
 LLAMA_LOG = $(LLAMA_DIR)/build.log
@@ -102,7 +104,7 @@ run: setup
 	  echo "llama.cpp is being built in the background (log: $(LLAMA_LOG))"; \
 	else \
 	  echo "building llama.cpp in the background (about 10-12 minutes on 2 cores; log: $(LLAMA_LOG))"; \
-	  nohup nice -n $(LLAMA_BUILD_NICE) flock -w 5 $(LLAMA_LOCK) sh -c '{ $(LLAMA_BUILD_CMD); } > $(LLAMA_LOG) 2>&1' > /dev/null 2>&1 & fi
+	  nohup setsid nice -n $(LLAMA_BUILD_NICE) flock -w 5 $(LLAMA_LOCK) sh -c 'echo $(LLAMA_BUILD_NICE) > /proc/self/autogroup 2>/dev/null; { $(LLAMA_BUILD_CMD); } > $(LLAMA_LOG) 2>&1' > /dev/null 2>&1 & fi
 	$(APP)
 
 # Under the build's lock: a build `make run` started is waited for, not run twice at once.

@@ -10,7 +10,8 @@ Python process spinning on one core (``--busy 0,1,2``: how many at once), starte
 server and stopped after it; ``--nice N`` runs the neighbours at that niceness, as a training run
 started at a lower priority would be. ``--beside-training`` measures beside one real training run
 instead (``python -m finetune train`` on the demo data with the default model, at the niceness
-``--nice`` gives it through ``TUNEDESK_TRAIN_NICE``), once its steps have begun.
+``--nice`` gives it through ``TUNEDESK_TRAIN_NICE``, in a session of its own as the Train tab
+starts it), once its steps have begun.
 """
 
 from __future__ import annotations
@@ -48,8 +49,14 @@ def training_neighbour(folder: Path, nice: int) -> subprocess.Popen:
         "--data", str(DEMO_DATA), "--max-steps", "100000", "--name", "beside-bench",
         "--output-dir", str(folder / "out"), "--events", str(events), "--quiet",
     ]  # fmt: skip
-    env = os.environ | {"TUNEDESK_TRAIN_NICE": str(nice), "TUNEDESK_HOME": str(folder / "home")}
-    proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
+    env = os.environ | {
+        "TUNEDESK_TRAIN_NICE": str(nice),
+        "TUNEDESK_HOME": str(folder / "home"),
+        "OMP_WAIT_POLICY": "PASSIVE",
+    }  # as the Train tab starts a run (finetune/train/runner.py): in a session of its own
+    proc = subprocess.Popen(
+        cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
     deadline = time.monotonic() + STEPS_BEGUN_S
     while time.monotonic() < deadline and proc.poll() is None:
         if events.exists() and '"progress"' in events.read_text():

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from core.llama_cpp import binaries
+from finetune.train import priority
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,6 +50,8 @@ def make_run(folder: Path, **extra: str) -> str:
     starts = folder / "starts"
     build = (
         f"echo started >> {starts}; nice > {folder / 'niceness'}; "
+        f"cat /proc/self/autogroup > {folder / 'group'}; "
+        f'cut -d" " -f6 /proc/self/stat > {folder / "sid"}; '
         "echo [ 42%] Building CXX object; sleep 3"
     )
     args = [
@@ -83,6 +86,9 @@ def test_make_run_starts_the_build_once_and_again_after_it_ended(copy):
     assert count_starts(copy, 1) == 1
     # the build yields the cores to the app and to training runs
     assert int((copy / "niceness").read_text()) == max(19, os.getpriority(os.PRIO_PROCESS, 0))
+    assert int((copy / "sid").read_text()) != os.getsid(0)  # a session of its own
+    if priority.session_niceness() is not None:  # whose group is niced too
+        assert (copy / "group").read_text().split()[-1] == "19"
     deadline = time.time() + 5
     while binaries.build_progress() != "42%" and time.time() < deadline:
         time.sleep(0.05)

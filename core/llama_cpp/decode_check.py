@@ -8,14 +8,16 @@ same priority, two threads wait on each other at every layer. So the first serve
 on a machine decodes a few tokens with ``-t 1`` and with ``-t <threads>``, each on a fresh
 server without adapters, and later servers take one thread where it decoded at least
 :data:`ONE_THREAD_SHARE` of all threads' speed, else all of them. Training runs are niced
-(``TUNEDESK_TRAIN_NICE``), so all threads stay fast beside a run in the server's session.
+(``TUNEDESK_TRAIN_NICE``, their sessions too), so all threads stay ahead of one beside a run.
 
 Where the kernel groups processes by session for scheduling (``sched_autogroup_enabled``, as on
-most Linux kernels), a niceness orders processes of one session only: the app's training run is
-a session of its own, so it takes its half of the cores whatever its niceness, and on a machine
-of two cores one decoding thread is kept without measuring, as beside any neighbour of equal
-priority. ``TUNEDESK_LLAMA_DECODE_THREADS`` overrides both. A machine whose cores are busy while it
-measures reads all threads as slower and takes one: the cautious side.
+most Linux kernels), llama-server (a session of its own) shares the cores first with each other
+session at the same group priority: the app's own PyTorch work (an evaluation, Compare), a run
+started from a terminal, any other program. The app's training runs and its background llama.cpp
+build lower their sessions' share (``finetune/train/priority.py``, the Makefile), but beside any
+of the others two decoding threads stall, so on a machine of two cores one decoding thread is
+kept there without measuring. ``TUNEDESK_LLAMA_DECODE_THREADS`` overrides both. A machine whose
+cores are busy while it measures reads all threads as slower and takes one: the cautious side.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ def decode_threads(binary: Path, model: Path, threads: int, log_file: Path) -> i
     if threads <= 1:
         return 1
     if threads <= FEW_CORES and sessions_grouped():
-        return decode_threads_for(threads)  # a training run will not yield the cores here
+        return decode_threads_for(threads)  # other sessions at our priority stall two threads
     entry = recalled(binary, FACTS_FILE)
     if entry and entry.get("threads") == threads and isinstance(entry.get("decode_threads"), int):
         return entry["decode_threads"]
@@ -73,8 +75,8 @@ def decode_threads(binary: Path, model: Path, threads: int, log_file: Path) -> i
 
 
 def sessions_grouped() -> bool:
-    """Whether the kernel shares the CPU between sessions first (autogroup), so a training
-    run's niceness does not reach the app's llama-server."""
+    """Whether the kernel shares the CPU between sessions first (autogroup), so a process's
+    niceness does not reach the app's llama-server (a session of its own)."""
     try:
         return Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
     except OSError:

@@ -1,17 +1,19 @@
-"""``python -m finetune train`` runs at a lower CPU priority, behind what shares its session.
+"""``python -m finetune train`` runs at a lower CPU priority, so serving goes first.
 
 On a machine of two cores, Chat, the ``/v1`` API and a training run share the cores. At the same
 priority a training run's threads take their share from llama-server's at every layer and an
 answer decodes several times slower; niced, the run yields the cores while an answer is decoded
-and has them back in between (``python -m bench llama-threads --nice 10``; docs/benchmarks.md).
-Alone on the machine a niced run is as fast as before: niceness only orders processes that want
-the CPU at the same time.
+and has them back in between (``python -m bench llama-threads --beside-training``;
+docs/benchmarks.md). Alone on the machine a niced run is as fast as before: a priority only
+orders processes that want the CPU at the same time.
 
-A niceness orders the processes of one session. Where the kernel shares the CPU between
-sessions first (``/proc/sys/kernel/sched_autogroup_enabled`` = 1, most Linux kernels), a run the
-app starts (a session of its own) still takes half the cores beside the app; the niceness then
-orders it against what runs in its own session, and it yields to a server started beside it in
-one (a terminal, a service unit without sessions).
+Two priorities are lowered. The process's niceness orders it against the processes of its own
+session. Where the kernel shares the CPU between sessions first
+(``/proc/sys/kernel/sched_autogroup_enabled`` = 1, most Linux kernels) that niceness does not
+reach other sessions: the app's llama-server is one, and the app starts each run in a session of
+its own. So a run that leads its session (as the app starts it) also gives its session's group
+the same niceness (``/proc/self/autogroup``); a run started from a terminal leaves the terminal's
+session as it is.
 
 ``TUNEDESK_TRAIN_NICE`` (0-19, default 10) sets the niceness; 0 keeps the caller's. A run is
 never made more important than the process that started it (a niceness is only raised), and
@@ -21,7 +23,10 @@ processes it starts (torchrun's ranks) inherit it.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+AUTOGROUP_SWITCH = "/proc/sys/kernel/sched_autogroup_enabled"
+AUTOGROUP_FILE = "/proc/self/autogroup"
 NICE_ENV = "TUNEDESK_TRAIN_NICE"
 DEFAULT_NICE = 10
 
@@ -48,4 +53,31 @@ def yield_cpu_to_serving() -> int:
     wanted = wanted_niceness()
     if wanted > current:
         os.setpriority(os.PRIO_PROCESS, 0, wanted)
+    if os.getsid(0) == os.getpid():
+        lower_session_share(wanted)
     return os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def session_niceness() -> int | None:
+    """The niceness of this process's session group (autogroup), or None where the kernel
+    groups no sessions."""
+    try:
+        if Path(AUTOGROUP_SWITCH).read_text().strip() != "1":
+            return None
+        said = Path(AUTOGROUP_FILE).read_text().split()  # "/autogroup-123 nice 0"
+        return int(said[said.index("nice") + 1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def lower_session_share(wanted: int) -> int | None:
+    """Raise this session group's niceness to ``wanted`` (only raised, as the process's is),
+    where the kernel groups sessions; the group's niceness now, or None where it has none. A
+    kernel that refuses the write leaves the group as it was."""
+    current = session_niceness()
+    if current is not None and wanted > current:
+        try:
+            Path(AUTOGROUP_FILE).write_text(str(wanted))
+        except OSError:
+            return current
+    return session_niceness()

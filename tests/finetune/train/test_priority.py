@@ -1,6 +1,7 @@
 """finetune/train/priority.py: ``python -m finetune train`` runs niced (TUNEDESK_TRAIN_NICE,
-default 10) so serving goes first on shared cores; a bad value is one sentence and exit 2.
-(That a run started by the app is niced: tests/finetune/train/test_runner.py.)"""
+default 10) so serving goes first on shared cores, and a run that leads its session gives its
+session group (autogroup) that niceness too; a bad value is one sentence and exit 2. (That a run
+started by the app is niced: tests/finetune/train/test_runner.py.)"""
 
 from __future__ import annotations
 
@@ -29,6 +30,25 @@ def test_the_niceness_is_only_raised_never_lowered(monkeypatch):
         capture_output=True, text=True,
     )  # fmt: skip
     assert int(out.stdout) == os.getpriority(os.PRIO_PROCESS, 0)  # 0 keeps the caller's
+
+
+def test_a_run_leading_its_session_lowers_the_sessions_share_and_one_in_a_terminal_does_not():
+    if priority.session_niceness() is None:
+        pytest.skip("this kernel groups no sessions (autogroup off)")
+    code = (
+        "from finetune.train import priority as p; p.yield_cpu_to_serving(); "
+        "print(p.session_niceness())"
+    )
+    env = os.environ | {priority.NICE_ENV: "12"}
+    ours = priority.session_niceness()
+    led = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    assert int(led.stdout) == 12, led.stderr  # a new session's group starts at 0
+    inside = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert int(inside.stdout) == ours, inside.stderr  # the caller's session is left as it was
+    assert priority.session_niceness() == ours
 
 
 @pytest.mark.parametrize("value", ["20", "-5", "low", "2.5"])

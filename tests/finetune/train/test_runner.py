@@ -19,7 +19,7 @@ from run_helpers import tiny_run_config
 from run_helpers import wait_until as _wait
 
 from core.events import read_events
-from finetune.train import runner
+from finetune.train import priority, runner
 from finetune.train.saving import latest_checkpoint
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -97,7 +97,7 @@ def test_one_run_at_a_time_and_an_app_restart_reattaches(tiny_llama_dir, home):
     started = json.loads(
         _python(f"""
         import json, threading
-        from finetune.train import runner
+        from finetune.train import priority, runner
         from finetune.config import RunConfig
         cfg = RunConfig.from_dict({_cfg(tiny_llama_dir).to_dict()!r})
         barrier, out = threading.Barrier(2), {{"ok": [], "refused": []}}
@@ -141,6 +141,9 @@ def test_stop_saves_the_adapter_at_the_current_step(tiny_llama_dir, home, monkey
     # the training child yields the cores to serving (finetune/train/priority.py)
     own = os.getpriority(os.PRIO_PROCESS, 0)
     assert os.getpriority(os.PRIO_PROCESS, info.status["pid"]) == max(own, 10)
+    if priority.session_niceness() is not None:  # and its session's group, beside the app's
+        group = Path(f"/proc/{info.status['pid']}/autogroup").read_text()
+        assert group.split()[-1] == "10", group
     assert runner.stop("long")["state"] == "stopping"
     final = _wait_final("long")
     assert final["state"] == "stopped" and final["exit_code"] == 0, final
