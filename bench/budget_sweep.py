@@ -23,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.preference import BITEXT, write_rows
+from bench.preference import write_rows
+from bench.preference_args import BITEXT
 from bench.preference_pairs import read_rows
 from finetune.config import first_run_defaults
 

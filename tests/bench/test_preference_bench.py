@@ -82,7 +82,7 @@ def test_the_start_accuracy_is_cached_under_the_adapters_weights_and_the_pairs(
 
 
 def test_gate_rows_must_leave_room_for_the_training_rows(bitext_dir):
-    from bench.preference import check_args, parse_args
+    from bench.preference_args import check_args, parse_args
 
     data = bitext_dir / "bitext_v1_train.csv"
     check_args(parse_args(["--sft-rows", "1000", "--pairs", "400", "--gate-from", "600"]), data)
@@ -93,7 +93,7 @@ def test_gate_rows_must_leave_room_for_the_training_rows(bitext_dir):
 
 
 def test_the_preference_runs_time_budget_is_checked_in_minutes(bitext_dir):
-    from bench.preference import check_args, parse_args
+    from bench.preference_args import check_args, parse_args
 
     data = bitext_dir / "bitext_v1_train.csv"
     check_args(parse_args(["--time-budget", "10"]), data)
