@@ -89,7 +89,8 @@ setup: $(STAMP) $(CONVERTERS_STAMP)
 # The background build runs at the lowest CPU priority (nice 19) in a session of its own whose
 # group (autogroup, where the kernel shares the CPU between sessions first) is niced 19 too, so
 # the app (Chat's PyTorch answers meanwhile) and a training run go first; with the cores idle it
-# builds as fast as ever.
+# builds as fast as ever. On 2 cores a training run beside it is still slower (up to ~2x where
+# other processes wake too: docs/benchmarks.md, "What a newcomer meets").
 # LLAMA_BUILD_CMD and APP are variables so a test can run this recipe with quick stand-ins.
 LLAMA_BUILD_NICE = 19
 LLAMA_LOG = $(LLAMA_DIR)/build.log
