@@ -88,14 +88,17 @@ setup: $(STAMP) $(CONVERTERS_STAMP)
 # killed build's leftover files never block the next, and a second `make run` starts none.
 # The background build runs at the lowest CPU priority (nice 19) in a session of its own whose
 # group (autogroup, where the kernel shares the CPU between sessions first) is niced 19 too, so
-# the app (Chat's PyTorch answers meanwhile) and a training run go first; with the cores idle it
-# builds as fast as ever. On 2 cores a training run beside it is still slower (up to ~2x where
-# other processes wake too: docs/benchmarks.md, "What a newcomer meets").
-# LLAMA_BUILD_CMD and APP are variables so a test can run this recipe with quick stand-ins.
+# the app (Chat's PyTorch answers meanwhile) goes first; with the cores idle it builds as fast as
+# ever. While a training run trains the build waits (core/llama_cpp/build_pause.py stops its
+# processes and continues them when the run ends): on 2 cores a priority alone left a run beside
+# it about half its steps (docs/benchmarks.md, "What a newcomer meets").
+# LLAMA_BUILD_CMD, LLAMA_PAUSER and APP are variables so a test can run this recipe with quick
+# stand-ins; the build command reaches the pauser through the environment, as one word.
 LLAMA_BUILD_NICE = 19
 LLAMA_LOG = $(LLAMA_DIR)/build.log
 LLAMA_LOCK = $(LLAMA_DIR)/build.lock
 LLAMA_BUILD_CMD = $(MAKE) --no-print-directory llama
+LLAMA_PAUSER = $(PY) -m core.llama_cpp.build_pause --dir $(LLAMA_DIR) --
 APP = $(PY) app.py --host $(HOST) --port $(PORT)
 
 run: setup
@@ -105,7 +108,7 @@ run: setup
 	  echo "llama.cpp is being built in the background (log: $(LLAMA_LOG))"; \
 	else \
 	  echo "building llama.cpp in the background (about 10-12 minutes on 2 cores; log: $(LLAMA_LOG))"; \
-	  nohup setsid nice -n $(LLAMA_BUILD_NICE) flock -w 5 $(LLAMA_LOCK) sh -c 'echo $(LLAMA_BUILD_NICE) > /proc/self/autogroup 2>/dev/null; { $(LLAMA_BUILD_CMD); } > $(LLAMA_LOG) 2>&1' > /dev/null 2>&1 & fi
+	  LLAMA_BUILD_CMD='$(LLAMA_BUILD_CMD)' nohup setsid nice -n $(LLAMA_BUILD_NICE) flock -w 5 $(LLAMA_LOCK) sh -c 'echo $(LLAMA_BUILD_NICE) > /proc/self/autogroup 2>/dev/null; exec $(LLAMA_PAUSER) sh -c "$$LLAMA_BUILD_CMD" > $(LLAMA_LOG) 2>&1' > /dev/null 2>&1 & fi
 	$(APP)
 
 # Under the build's lock: a build `make run` started is waited for, not run twice at once.

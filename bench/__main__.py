@@ -27,6 +27,10 @@ COMMANDS: cli.CommandTable = {
         "bench.llama_repack",
         "llama-server's decode speed with and without llama.cpp's weight repacking (AMX)",
     ),
+    "train-beside-build": (
+        "bench.train_beside_build",
+        "a training run's steps alone, beside make run's llama.cpp build, and with it waiting",
+    ),
     "llama-threads": (
         "bench.llama_threads",
         "llama-server's decode speed on all cores and on one, alone and beside busy processes",

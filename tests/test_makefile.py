@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from core.llama_cpp import binaries
+from core.llama_cpp.build_pause import claim_cores
 from finetune.train import priority
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,10 +47,10 @@ def copy(tmp_path, monkeypatch) -> Path:
     return tmp_path
 
 
-def make_run(folder: Path, **extra: str) -> str:
+def make_run(folder: Path, build: str | None = None, **extra: str) -> str:
     """``make run`` in ``folder``: a build that notes its start and writes cmake-like lines."""
     starts = folder / "starts"
-    build = (
+    build = build or (
         f"echo started >> {starts}; nice > {folder / 'niceness'}; "
         f"cat /proc/self/autogroup > {folder / 'group'}; "
         f'cut -d" " -f6 /proc/self/stat > {folder / "sid"}; '
@@ -62,9 +64,13 @@ def make_run(folder: Path, **extra: str) -> str:
         "run",
         f"VENV={folder / 'venv'}",
         f"LLAMA_BUILD_CMD={build}",
+        # the copy's venv python is an empty file: the pauser runs on this one, from the checkout
+        f"LLAMA_PAUSER={sys.executable} -m core.llama_cpp.build_pause --poll 0.1 "
+        f"--dir {folder / 'venv' / 'llama.cpp'} --",
         "APP=echo app-started",
     ] + [f"{k}={v}" for k, v in extra.items()]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.rstrip().endswith("app-started"), done.stdout  # the app starts either way
     return done.stdout
@@ -115,3 +121,38 @@ def test_a_built_llama_cpp_is_not_built_again(copy):
     assert "llama.cpp" not in said
     time.sleep(0.5)
     assert not (copy / "starts").exists()
+
+
+def test_the_background_build_waits_while_a_training_run_trains(copy):
+    """make run's build under its pauser: a claim (what every training process holds) stops the
+    build's processes; they go on when it ends."""
+    ticks = copy / "ticks"
+    make_run(copy, build=f"echo [ 42%] Building; while :; do echo . >> {ticks}; sleep 0.05; done")
+
+    def count() -> int:
+        return ticks.read_text().count(".") if ticks.exists() else 0
+
+    def moving(within: float = 0.6) -> bool:
+        before = count()
+        time.sleep(within)
+        return count() > before
+
+    deadline = time.time() + 10
+    while count() < 3 and time.time() < deadline:
+        time.sleep(0.05)
+    try:
+        assert moving() and binaries.building()
+        with claim_cores():
+            deadline = time.time() + 10
+            while not binaries.build_paused() and time.time() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.3)  # the mark follows the stop: give the stopped loop a moment to show
+            assert not moving() and "waiting while a training run trains" in (
+                binaries.missing_reason()
+            )
+        deadline = time.time() + 10
+        while not moving(0.3) and time.time() < deadline:
+            pass
+        assert moving() and not binaries.build_paused()
+    finally:
+        subprocess.run(["pkill", "-f", str(ticks)], check=False)

@@ -8,7 +8,8 @@ llama-server executable.
 
 ``make run`` builds them in the background under ``flock`` on ``build.lock`` there, writing
 ``build.log``: the lock is held exactly while a build runs (the kernel drops it when the build's
-processes end), so a leftover log or lock file never reads as "building".
+processes end), so a leftover log or lock file never reads as "building". The build waits while
+a training run trains (:mod:`core.llama_cpp.build_pause`); ``build.paused`` says so meanwhile.
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ import re
 import sys
 from pathlib import Path
 
+from core.activity import pid_alive
+
 LLAMA_CPP_PYTHON = "0.3.36"  # the source archive everything comes from
 SERVER_ENV = "TUNEDESK_LLAMA_SERVER"
 BUILD_MINUTES = "about 10-12 minutes on 2 cores"
+PAUSED_FILE = "build.paused"  # "<pid> <start>" of the process that stopped the build
 
 
 def tools_dir() -> Path:
@@ -107,6 +111,15 @@ def building() -> bool:
         os.close(fd)
 
 
+def build_paused() -> bool:
+    """Whether a build ``make run`` started is stopped now while a training run trains."""
+    try:
+        pid, start = (int(n) for n in (tools_dir() / PAUSED_FILE).read_text().split()[:2])
+    except (OSError, ValueError):
+        return False
+    return pid_alive(pid, start) and building()
+
+
 def build_progress() -> str | None:
     """The build's progress from the last ``[ NN%]`` line cmake wrote to ``build.log``
     (``47%``), ``starting`` before its first one, or None when the log is missing."""
@@ -127,8 +140,10 @@ def missing_reason(name: str = "llama-server") -> str:
         return f"{SERVER_ENV} names {named}, which is not an executable file"
     log = tools_dir() / "build.log"
     if building():
+        waits = ", waiting while a training run trains" if build_paused() else ""
         return (
-            f"{name} is being built, {build_progress()} done (log: {log}); it takes over when ready"
+            f"{name} is being built, {build_progress()} done{waits} (log: {log}); it takes over "
+            "when ready"
         )
     if log.is_file():
         return (

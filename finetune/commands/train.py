@@ -200,6 +200,27 @@ def _preference(args, cfg, on_event, stop) -> int:
 
 
 def main(args) -> int:
+    from core.llama_cpp.build_pause import claim_cores
+
+    # A llama.cpp build `make run` started waits while this process trains (or measures, in a
+    # dry run): on two cores the run would lose steps to it (core/llama_cpp/build_pause.py).
+    with claim_cores():
+        return _main(args)
+
+
+def _build_waits_note() -> str | None:
+    """A sentence for the run's log when a background llama.cpp build waits for it, else None."""
+    from core.llama_cpp.binaries import build_progress, building
+
+    if not building():
+        return None
+    return (
+        f"llama.cpp's background build ({build_progress()} done) waits while this run trains; "
+        "it goes on when the run ends"
+    )
+
+
+def _main(args) -> int:
     cfg = build_config(args)
     if (
         started_as("finetune")
@@ -234,6 +255,10 @@ def main(args) -> int:
     if not args.quiet and int(os.environ.get("RANK", "0")) == 0:
         sinks.append(ConsoleProgress())
     stop_file = Path(cfg.run.run_dir) / "stop" if cfg.run.run_dir else None
+    if int(os.environ.get("RANK", "0")) == 0 and (note := _build_waits_note()):
+        print(note, file=sys.stderr, flush=True)
+        for sink in sinks:
+            sink({"type": "status", "time": time.time(), "message": note})
 
     def stop_requested() -> bool:
         return stop.is_set() or bool(stop_file and stop_file.exists())
