@@ -31,6 +31,10 @@ COMMANDS: cli.CommandTable = {
         "bench.train_beside_build",
         "a training run's steps alone, beside make run's llama.cpp build, and with it waiting",
     ),
+    "answer-beside-build": (
+        "bench.answer_beside_build",
+        "Chat's PyTorch answers alone, beside make run's llama.cpp build, and with it waiting",
+    ),
     "llama-threads": (
         "bench.llama_threads",
         "llama-server's decode speed on all cores and on one, alone and beside busy processes",

@@ -427,12 +427,20 @@ class Engines:
         engine = self.pytorch() if self.choice == "pytorch" or self._llama is None else self._llama
         text = f"engine: {label(engine)}"
         if self.choice != "pytorch" and engine is not self._llama:
-            text += f" (llama.cpp not serving: {self.llama_error or 'not started yet'})"
+            text += f" (llama.cpp not serving: {self.llama_error or _not_started()})"
         elif self.choice == "auto" and self.mixed_crowd:
             text += f"; PyTorch takes crowds of {self.mixed_crowd}+ over mixed adapters"
         if getattr(engine, "note", ""):
             text += f". {engine.note}"
         return text
+
+
+def _not_started() -> str:
+    """Why llama.cpp does not serve before anything asked it to (the page opened before the
+    model loaded): the build's progress while ``make run`` builds it."""
+    from core.llama_cpp.binaries import missing_reason, server_binary
+
+    return "not started yet" if server_binary() is not None else missing_reason()
 
 
 def _key(adapter: str | None) -> str:

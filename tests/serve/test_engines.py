@@ -79,6 +79,7 @@ def test_the_status_line_follows_the_build_and_llama_server_takes_over_unasked(
     engines = _engines("auto", lambda session, max_queue: llama)
     with open(tmp_path / "build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the build's flock
+        assert "llama-server is being built, 47% done" in engines.describe()  # page first open
         engines.prepare()
         assert "llama-server is being built, 47% done" in engines.describe()
         assert engines.pick().name == "pytorch"
