@@ -33,7 +33,7 @@ COMMANDS: cli.CommandTable = {
     ),
     "answer-beside-build": (
         "bench.answer_beside_build",
-        "Chat's PyTorch answers alone, beside make run's llama.cpp build, and with it waiting",
+        "Chat's PyTorch answers with make run's llama.cpp build stopped and beside them",
     ),
     "llama-threads": (
         "bench.llama_threads",
