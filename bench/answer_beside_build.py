@@ -27,17 +27,20 @@ import contextlib
 import json
 import os
 import shlex
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench.serving import cpu_model
-from bench.train_beside_build import CMAKE_FLAGS, build_progress, end_session, in_own_session
-from core.llama_cpp.binaries import tools_dir
+from bench.train_beside_build import (
+    build_command,
+    build_progress,
+    end_session,
+    in_own_session,
+    machine_line,
+    missing_build_tool,
+)
 from core.llama_cpp.build_pause import claim_cores
 
 MODES = ("stopped", "beside")
@@ -72,23 +75,12 @@ def answer_times(model: str, rounds: int, tokens: int, claims: str) -> dict[str,
                     start = time.perf_counter()
                     engine.submit(messages, None, settings).text()
                     seconds[mode].append(time.perf_counter() - start)
+    time.sleep(SETTLE_S)  # the last claim gone: the build runs again before this process ends
     rows = {}
     for mode, times in seconds.items():
         median = statistics.median(times[1:])
         rows[mode] = {"answer_s": round(median, 3), "tok_s": round(tokens / median, 1)}
     return rows
-
-
-def build_command(work: Path) -> list[str]:
-    """A fresh cmake build of llama-server and llama-quantize from the extracted source."""
-    folder = work / "build"
-    subprocess.run(
-        ["cmake", "-S", str(tools_dir() / "src"), "-B", str(folder), *CMAKE_FLAGS],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    cmd = ["cmake", "--build", str(folder), "--target", "llama-server", "llama-quantize"]
-    return [*cmd, "-j", str(os.cpu_count() or 2)]
 
 
 def run(work: Path, build: list[str], model: str, rounds: int, tokens: int, lead: float) -> dict:
@@ -134,18 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.tokens < 1:
         parser.error("--rounds and --tokens must be 1 or more")
-    if args.build is None and not (tools_dir() / "src" / "CMakeLists.txt").is_file():
-        print(f"no extracted llama.cpp source in {tools_dir() / 'src'}: run `make llama` first")
+    if args.build is None and (missing := missing_build_tool()):
+        print(missing)
         return 1
-    if args.build is None and shutil.which("cmake") is None:
-        print("cmake is not installed")
-        return 1
-    cpu = cpu_model()
-    bf16 = "avx512_bf16" in Path("/proc/cpuinfo").read_text()
-    print(f"CPU: {cpu}; {os.cpu_count()} cores; avx512_bf16: {'yes' if bf16 else 'no'}")
+    cpu, bf16 = machine_line()
     with tempfile.TemporaryDirectory(prefix="tunedesk-answers-") as tmp:
         work = Path(tmp)
-        build = shlex.split(args.build) if args.build else build_command(work)
+        build = shlex.split(args.build) if args.build else build_command(work / "build")
         found = run(work, build, args.model, args.rounds, args.tokens, args.lead)
     rows = [{"mode": mode, **found[mode]} for mode in MODES]
     for row in rows:

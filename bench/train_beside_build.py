@@ -127,21 +127,44 @@ def end_session(sid: int) -> None:
             continue
 
 
-def start_build(work: Path, mode: str) -> subprocess.Popen:
-    """A fresh build of llama-server and llama-quantize from the extracted source."""
+def build_command(folder: Path) -> list[str]:
+    """A fresh cmake build of llama-server and llama-quantize in ``folder`` from the extracted
+    source (configured here), as ``make llama`` builds them."""
     source = tools_dir() / "src"
-    folder = work / f"build-{mode}"
     subprocess.run(
         ["cmake", "-S", str(source), "-B", str(folder), *CMAKE_FLAGS],
         check=True,
         stdout=subprocess.DEVNULL,
     )
     cmd = ["cmake", "--build", str(folder), "--target", "llama-server", "llama-quantize"]
-    cmd += ["-j", str(os.cpu_count() or 2)]
+    return [*cmd, "-j", str(os.cpu_count() or 2)]
+
+
+def start_build(work: Path, mode: str) -> subprocess.Popen:
+    """The build of :func:`build_command` in a session of its own, under the pauser for
+    ``waiting``."""
+    cmd = build_command(work / f"build-{mode}")
     if mode == "waiting":
         cmd = [sys.executable, "-m", "core.llama_cpp.build_pause", "--dir", str(work), "--", *cmd]
     root = Path(__file__).resolve().parents[1]
     return in_own_session(cmd, work / f"build-{mode}.log", 19, cwd=root)
+
+
+def missing_build_tool() -> str | None:
+    """Why a real build cannot run here (no extracted source, no cmake), or None."""
+    if not (tools_dir() / "src" / "CMakeLists.txt").is_file():
+        return f"no extracted llama.cpp source in {tools_dir() / 'src'}: run `make llama` first"
+    if shutil.which("cmake") is None:
+        return "cmake is not installed"
+    return None
+
+
+def machine_line() -> tuple[str, bool]:
+    """The CPU's model and whether it has avx512_bf16, printed as the benchmark's first line."""
+    cpu = cpu_model()
+    bf16 = "avx512_bf16" in Path("/proc/cpuinfo").read_text()
+    print(f"CPU: {cpu}; {os.cpu_count()} cores; avx512_bf16: {'yes' if bf16 else 'no'}")
+    return cpu, bf16
 
 
 def build_progress(log: Path) -> str:
@@ -183,15 +206,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--modes takes {', '.join(MODES)}, not {', '.join(bad)}")
     if args.steps < 4:
         parser.error("--steps must be 4 or more (the first two are not timed)")
-    if any(m != "alone" for m in modes) and not (tools_dir() / "src" / "CMakeLists.txt").is_file():
-        print(f"no extracted llama.cpp source in {tools_dir() / 'src'}: run `make llama` first")
+    if any(m != "alone" for m in modes) and (missing := missing_build_tool()):
+        print(missing)
         return 1
-    if shutil.which("cmake") is None and any(m != "alone" for m in modes):
-        print("cmake is not installed")
-        return 1
-    cpu = cpu_model()
-    bf16 = "avx512_bf16" in Path("/proc/cpuinfo").read_text()
-    print(f"CPU: {cpu}; {os.cpu_count()} cores; avx512_bf16: {'yes' if bf16 else 'no'}")
+    cpu, bf16 = machine_line()
     rows = []
     with tempfile.TemporaryDirectory(prefix="tunedesk-beside-") as tmp:
         work = Path(tmp)

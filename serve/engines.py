@@ -129,13 +129,8 @@ class Engines:
         in the background as soon as it can be (llama-server built, a CPU session)."""
         if self._llama is not None or self.choice == "pytorch":
             return self._llama
-        if not self.session.device.startswith("cpu"):
-            self.llama_error = "PyTorch serves on a GPU"
-            return None
-        from core.llama_cpp.binaries import missing_reason, server_binary
-
-        if server_binary() is None:
-            self.llama_error = missing_reason()  # checked again at the next request
+        if cannot := self._llama_missing():
+            self.llama_error = cannot  # checked again at the next request
             return None
         with self._lock:
             if self._starting or (self.llama_error or "").startswith("failed"):
@@ -143,6 +138,15 @@ class Engines:
             self._starting = True
         threading.Thread(target=self._start_llama, daemon=True, name="tunedesk-llama-start").start()
         return None
+
+    def _llama_missing(self) -> str | None:
+        """Why llama.cpp cannot start here now (a GPU session, llama-server not built: the
+        build's progress while ``make run`` builds it), or None when it can."""
+        from core.llama_cpp.binaries import missing_reason, server_binary
+
+        if not self.session.device.startswith("cpu"):
+            return "PyTorch serves on a GPU"
+        return missing_reason() if server_binary() is None else None
 
     def _start_llama(self) -> None:
         try:
@@ -427,20 +431,13 @@ class Engines:
         engine = self.pytorch() if self.choice == "pytorch" or self._llama is None else self._llama
         text = f"engine: {label(engine)}"
         if self.choice != "pytorch" and engine is not self._llama:
-            text += f" (llama.cpp not serving: {self.llama_error or _not_started()})"
+            why = self.llama_error or self._llama_missing() or "not started yet"
+            text += f" (llama.cpp not serving: {why})"
         elif self.choice == "auto" and self.mixed_crowd:
             text += f"; PyTorch takes crowds of {self.mixed_crowd}+ over mixed adapters"
         if getattr(engine, "note", ""):
             text += f". {engine.note}"
         return text
-
-
-def _not_started() -> str:
-    """Why llama.cpp does not serve before anything asked it to (the page opened before the
-    model loaded): the build's progress while ``make run`` builds it."""
-    from core.llama_cpp.binaries import missing_reason, server_binary
-
-    return "not started yet" if server_binary() is not None else missing_reason()
 
 
 def _key(adapter: str | None) -> str:
