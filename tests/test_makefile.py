@@ -48,12 +48,14 @@ def copy(tmp_path, monkeypatch) -> Path:
 
 
 def make_run(folder: Path, build: str | None = None, **extra: str) -> str:
-    """``make run`` in ``folder``: a build that notes its start and writes cmake-like lines."""
+    """``make run`` in ``folder``: a build that notes its niceness, group and session, then its
+    start, and writes cmake-like lines."""
     starts = folder / "starts"
     build = build or (
-        f"echo started >> {starts}; nice > {folder / 'niceness'}; "
+        f"nice > {folder / 'niceness'}; "
         f"cat /proc/self/autogroup > {folder / 'group'}; "
         f'cut -d" " -f6 /proc/self/stat > {folder / "sid"}; '
+        f"echo started >> {starts}; "  # last: once it is there, so are the files above
         "echo [ 42%] Building CXX object; sleep 3"
     )
     args = [
