@@ -1,13 +1,14 @@
 """``python -m bench budget-sweep``: which recipe a time budget should train, by measurement.
 
 Each variant is the Train tab's defaults (``finetune.config.first_run_defaults``: the time
-budget, batch 8, lr 2e-3, r=16 on all seven projections, max length 256, 5 % validation,
-cadence auto) with one thing changed, trained for ``--minutes`` on the training file's first
-``--rows`` rows (as ``python -m bench preference`` trains its SFT adapter), then scored by the
-response perplexity of the base model and every variant on the *same* ``--score-rows`` rows:
-the ones right after the training rows, never trained on by any variant and never the rows the
-held-out benchmarks score (the file's last rows). A sweep chooses on training rows; the
-held-out rows stay for the check of the one chosen.
+budget, batch auto (8 on a CPU in the sweep's fresh home), lr 2e-3, r=16 on all seven
+projections, max length 256, 5 % validation, cadence auto) with one thing changed, trained for
+``--minutes`` on the training file's first ``--rows`` rows (as ``python -m bench preference``
+trains its SFT adapter), then scored by the response perplexity of the base model and every
+variant on the *same* ``--score-rows`` rows: the ones right after the training rows, never
+trained on by any variant and never the rows the held-out benchmarks score (the file's last
+rows). A sweep chooses on training rows; the held-out rows stay for the check of the one
+chosen.
 
     python -m bench budget-sweep --minutes 3                       # every variant
     python -m bench budget-sweep --minutes 3 --variants default,lr-1e-3
@@ -50,6 +51,8 @@ VARIANTS = {  # name -> (what changes, how)
         "rows packed into full-length sequences",
         lambda cfg: setattr(cfg.data, "packing", True),
     ),
+    "batch-6": ("batch 6 (auto: 8)", lambda cfg: setattr(cfg.train, "batch_size", 6)),
+    "batch-4": ("batch 4 (auto: 8)", lambda cfg: setattr(cfg.train, "batch_size", 4)),
     "validation-2pct": (
         "2 % of the rows for validation (5 %)",
         lambda cfg: setattr(cfg.data, "val_fraction", 0.02),

@@ -82,7 +82,8 @@ class TrainArgs:
     precision: str = "fp32"  # fp32, fp16 or bf16
     quantization: str = "none"  # none, 8bit or 4bit (NF4, double quantization)
     # Rows per micro-batch, or "auto": on a CUDA GPU the largest that fits and is worth it, found
-    # by trial steps at setup; DEFAULT_BATCH on the CPU (finetune/train/batch_fit.py).
+    # by trial steps at setup; DEFAULT_BATCH on the CPU, or down to 4 where a time budget would
+    # buy too few steps at the speeds this machine measured (finetune/train/batch_fit.py).
     batch_size: int | str = "auto"
     grad_accum: int = 1  # micro-batches per optimizer step
     # Peak learning rate. 1e-3 halved Bitext v1 validation perplexity in ~10 CPU minutes where

@@ -5,7 +5,9 @@ A GPU trains faster per token as the batch grows, until the chip is busy or its 
 
 - on the CPU, and under FSDP (the layers are sharded before a step can be tried alone), trains
   at ``DEFAULT_BATCH``, the batch the CPU defaults were measured at (docs/benchmarks.md,
-  "Quality");
+  "Quality"); except that under a time budget on the CPU, where this machine measured the
+  same settings before (``finetune.train.speed_record.auto_batch``), it takes the largest batch
+  down to ``SMALLEST_AUTO_BATCH`` whose steps the budget buys enough of;
 - on a CUDA GPU, tries one forward and backward pass (twice: the second is timed) at
   ``DEFAULT_BATCH`` and then at doubling batches of the *longest* training rows (the most memory
   any step of the run needs), and keeps the largest batch that
@@ -286,6 +288,11 @@ def resolve(
         return Choice(
             int(saved), f"batch size auto: {saved} rows per micro-batch, as the run began", []
         )
+    if not device.startswith("cuda") and not sharded and budget:
+        from finetune.train.speed_record import auto_batch
+
+        if (fitted := auto_batch(run_cfg)) is not None:  # this machine's speeds for the budget
+            return Choice(fitted[0], fitted[1], [])
     if not device.startswith("cuda") or sharded:
         return not_measured(device, sharded)
     autocast = make_autocast(device, t.precision)

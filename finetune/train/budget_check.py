@@ -90,7 +90,7 @@ def budget_report(
     measured = Measured(startup, micro_s * t.grad_accum + opt_s, val_batch_s, n_val)
     est = estimate(t.time_budget_s, measured)
     level, sentence = verdict(est, measured)
-    save(record_as or cfg, measured, "dry run")
+    save(record_as or cfg, measured, "dry run", t.batch_size, device)
     return {
         **asdict(measured),
         "steps": est.steps,

@@ -81,6 +81,28 @@ def estimate(budget_s: float, m: Measured) -> Estimate:
     return Estimate(budget_s, m.startup_s, validation, kept, m.val_batches, extras, m.step_s, steps)
 
 
+def at_batch(m: Measured, measured_at: int, batch: int) -> Measured:
+    """``m``'s speeds, measured at ``measured_at`` rows per micro-batch, for ``batch`` rows: on a
+    CPU a step and a validation batch take time in proportion to their rows (the cores are busy
+    at any batch), and the same validation rows make ``measured_at / batch`` times the batches."""
+    share = batch / measured_at
+    val_rows = m.val_batches * measured_at  # at most: the last batch may have been short
+    return Measured(m.startup_s, m.step_s * share, m.val_batch_s * share, -(-val_rows // batch))
+
+
+def fit_batch(
+    budget_s: float, m: Measured, measured_at: int, largest: int, smallest: int
+) -> tuple[int, Measured]:
+    """The largest batch from ``largest`` down to ``smallest`` whose speeds (``at_batch``) buy
+    ``MIN_USEFUL_STEPS`` steps in ``budget_s``, with those speeds; ``smallest`` when none does
+    (the most steps there are: its estimate then says how much longer a useful run needs)."""
+    for batch in range(largest, smallest, -1):
+        scaled = at_batch(m, measured_at, batch)
+        if estimate(budget_s, scaled).steps >= MIN_USEFUL_STEPS:
+            return batch, scaled
+    return smallest, at_batch(m, measured_at, smallest)
+
+
 def budget_for(steps: int, m: Measured, most: float = 7 * 24 * 3600) -> float:
     """The shortest budget (whole minutes) that buys ``steps`` steps at ``m``'s speeds."""
     minutes = 1

@@ -223,10 +223,10 @@ def spent_parts(pacer: Pacer) -> dict:
     }
 
 
-def record_speeds(pacer: Pacer | None, cfg) -> None:
-    """Keep what this budget run measured (start-up, a step, a validation batch) for the next
-    check of the same settings (``finetune.train.speed_record``); nothing without a
-    budget or a step."""
+def record_speeds(pacer: Pacer | None, cfg, batch: int, device: str) -> None:
+    """Keep what this budget run measured (start-up, a step, a validation batch) at ``batch``
+    rows per micro-batch on ``device`` for the next check of the same settings ``cfg``
+    (``finetune.train.speed_record``); nothing without a budget or a step."""
     from finetune.train.speed_record import save
 
     if pacer is None or pacer.first is None:  # no step was timed
@@ -242,4 +242,6 @@ def record_speeds(pacer: Pacer | None, cfg) -> None:
             pacer.val_batches_all,
         ),
         "run",
+        batch,
+        device,
     )

@@ -78,7 +78,9 @@ def finish(run: Run, progress: Progress) -> TrainResult:
         )
         adapter_dir = save_adapter(model, tokenizer, name, manifest, state_dict=weights)
         emit("saved", adapter=adapter_dir.name, path=str(adapter_dir), status=status)
-        budget_run.record_speeds(run.pacer, batch_fit.as_asked(cfg, run.batch_choice))
+        budget_run.record_speeds(
+            run.pacer, batch_fit.as_asked(cfg, run.batch_choice), cfg.train.batch_size, device
+        )
     if note:
         emit("warning", message=note)
     emit(

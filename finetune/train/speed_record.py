@@ -10,6 +10,13 @@ one, unless the older one was taken on the same machine (CPU model, cores, flags
 steps: a machine busy with other work only slows a step, and its record would refuse budgets
 the machine trains when quiet. Without one the check says how to get it (a dry run) instead
 of guessing.
+
+A record notes the batch it was measured at and where (``batch``, ``on``): under batch size
+``auto`` on a CPU the next run of the same settings takes the largest batch from
+``DEFAULT_BATCH`` down to ``SMALLEST_AUTO_BATCH`` whose steps the budget buys
+``MIN_USEFUL_STEPS`` of, or the smallest where none does (``auto_batch``): the same rows in
+more, smaller steps, where a slow hour would otherwise leave too few steps and refuse the next
+run of the defaults.
 """
 
 from __future__ import annotations
@@ -22,9 +29,21 @@ from dataclasses import asdict
 from core import paths
 from core.model_costs import machine_info, same_machine
 from core.user_text import quote
-from finetune.train.budget_plan import Measured, estimate, verdict
+from finetune.config import AUTO_BATCH, DEFAULT_BATCH
+from finetune.train.budget_plan import (
+    MIN_USEFUL_STEPS,
+    Measured,
+    at_batch,
+    estimate,
+    fit_batch,
+    verdict,
+)
 
 SOURCES = {"dry run": "a dry run", "run": "a training run"}
+# Batch size auto on a CPU goes no lower than this to fit a time budget's steps: in equal
+# minutes on the Train tab's defaults, batches of 6 and 4 saw the rows 8 did and scored no worse
+# (docs/benchmarks.md, "Batch size under a short budget").
+SMALLEST_AUTO_BATCH = 4
 
 
 def settings_key(cfg) -> str:
@@ -60,12 +79,15 @@ def settings_key(cfg) -> str:
     return hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def save(cfg, measured: Measured, source: str) -> None:
-    """Keep ``measured`` for ``cfg``'s settings (``source``: "dry run" or "run"); a home that
-    cannot take the file loses only the record."""
+def save(cfg, measured: Measured, source: str, batch: int, on: str) -> None:
+    """Keep ``measured`` for ``cfg``'s settings (``source``: "dry run" or "run"; ``batch``: the
+    rows per micro-batch it was measured at; ``on``: the device, "cpu" or "cuda:N"); a home
+    that cannot take the file loses only the record."""
     folder = paths.home() / "speed"
     record = {
         **asdict(measured),
+        "batch": int(batch),
+        "on": on,
         "source": source,
         "measured_at": time.time(),
         "machine": machine_info(),
@@ -83,15 +105,22 @@ def save(cfg, measured: Measured, source: str) -> None:
 
 
 def kept_over(old: dict, new: dict) -> bool:
-    """Whether the ``old`` record stays in place of ``new``: measured on the same machine, with
-    faster steps (records from before machines were noted are replaced)."""
+    """Whether the ``old`` record stays in place of ``new``: measured on the same machine and
+    device, with faster steps per row (records from before machines and batches were noted are
+    replaced)."""
     machine = old.get("machine")
     return (
         isinstance(machine, dict)
         and same_machine(machine, new["machine"])
+        and old.get("on") == new["on"]
+        and _positive_int(old.get("batch"))
         and isinstance(old.get("step_s"), int | float)
-        and old["step_s"] < new["step_s"]
+        and old["step_s"] / old["batch"] < new["step_s"] / new["batch"]
     )
+
+
+def _positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def load(cfg) -> tuple[Measured, dict] | None:
@@ -110,12 +139,57 @@ def _applies(cfg) -> bool:
     return isinstance(t.time_budget_s, (int, float)) and t.time_budget_s > 0 and t.method == "sft"
 
 
+def auto_batch(cfg) -> tuple[int, str] | None:
+    """The batch ``auto`` takes on a CPU for ``cfg``'s time budget, and one sentence why, from
+    the last measurement of these settings; None where that is not for the record to say (a
+    number set, no budget, no CPU record)."""
+    found = _for_budget(cfg)
+    if found is None or found[2] is None:
+        return None
+    measured, record, batch = found
+    steps = estimate(cfg.train.time_budget_s, measured).steps
+    why = f"the {cfg.train.time_budget_s / 60:g}-minute budget buys about {steps} steps of {batch}"
+    if batch < DEFAULT_BATCH:
+        at_default = at_batch(measured, batch, DEFAULT_BATCH)
+        why += (
+            f", {estimate(cfg.train.time_budget_s, at_default).steps} of {DEFAULT_BATCH}: "
+            f"{MIN_USEFUL_STEPS} are the fewest a useful run takes"
+        )
+    source, at = _source_at(record)
+    return batch, (
+        f"batch size auto: {batch} rows per micro-batch on the CPU ({why}, at the speeds "
+        f"{source} of these settings measured at {at})"
+    )
+
+
+def _for_budget(cfg) -> tuple[Measured, dict, int | None] | None:
+    """The last measurement of ``cfg``'s settings as its time budget will spend it: the speeds,
+    the record, and where batch size ``auto`` trains on a CPU record, the batch it takes
+    (``budget_plan.fit_batch``) with the speeds at that batch; None without a record."""
+    found = load(cfg)
+    if found is None:
+        return None
+    measured, record = found
+    if not (
+        _applies(cfg)
+        and cfg.train.batch_size == AUTO_BATCH
+        and record.get("on") == "cpu"
+        and _positive_int(record.get("batch"))
+    ):
+        return measured, record, None
+    batch, measured = fit_batch(
+        cfg.train.time_budget_s, measured, record["batch"], DEFAULT_BATCH, SMALLEST_AUTO_BATCH
+    )
+    return measured, record, batch
+
+
 def budget_problems(cfg) -> list[str]:
     """Why ``cfg``'s time budget cannot train a useful number of steps here, from the last
-    measurement of these settings ([] when it can, or when none was measured yet)."""
-    if not _applies(cfg) or (found := load(cfg)) is None:
+    measurement of these settings ([] when it can, or when none was measured yet). Batch size
+    ``auto`` on a CPU is judged at the batch it takes (``auto_batch``)."""
+    if not _applies(cfg) or (found := _for_budget(cfg)) is None:
         return []
-    measured, record = found
+    measured, record, _ = found
     level, sentence = verdict(estimate(cfg.train.time_budget_s, measured), measured)
     return [f"{sentence.rstrip('.')} ({_when(record)})."] if level == "refuse" else []
 
@@ -125,19 +199,30 @@ def budget_text(cfg) -> str:
     get one ("" without a budget)."""
     if not _applies(cfg):
         return ""
-    found = load(cfg)
+    found = _for_budget(cfg)
     if found is None:
         return (
             "No step time is measured yet for these settings on this machine: **Dry run** "
             "measures start-up, a step and a validation pass, and Check then says how many steps "
             "the budget buys."
         )
-    measured, record = found
+    measured, record, batch = found
     level, sentence = verdict(estimate(cfg.train.time_budget_s, measured), measured)
-    return ("⚠️ " if level == "refuse" else "") + f"{sentence.rstrip('.')} ({_when(record)})."
+    text = ("⚠️ " if level == "refuse" else "") + f"{sentence.rstrip('.')} ({_when(record)})."
+    if batch is not None and batch < DEFAULT_BATCH:
+        text += (
+            f" Batch size auto takes {batch} rows per micro-batch for it: at {DEFAULT_BATCH} "
+            f"the budget would buy fewer than {MIN_USEFUL_STEPS} steps."
+        )
+    return text
+
+
+def _source_at(record: dict) -> tuple[str, str]:
+    """What measured ``record`` ("a dry run") and when ("2026-12-06 21:14")."""
+    source = SOURCES.get(record.get("source"), quote(record.get("source")))
+    return source, time.strftime("%Y-%m-%d %H:%M", time.localtime(record.get("measured_at", 0)))
 
 
 def _when(record: dict) -> str:
-    source = SOURCES.get(record.get("source"), quote(record.get("source")))
-    at = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.get("measured_at", 0)))
+    source, at = _source_at(record)
     return f"measured by {source} of these settings at {at}; a new dry run measures again"

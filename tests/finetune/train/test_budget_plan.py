@@ -4,8 +4,10 @@ steps left after start-up and validation, and the sentences that refuse a budget
 from finetune.train.budget_plan import (
     MIN_USEFUL_STEPS,
     Measured,
+    at_batch,
     budget_for,
     estimate,
+    fit_batch,
     short_run_note,
     validation_batches,
     verdict,
@@ -57,3 +59,23 @@ def test_the_result_of_a_run_with_too_few_steps_says_so():
         "give a longer budget, or a smaller batch or max length"
     )
     assert short_run_note(300, 30, parts) == ""
+
+
+def test_a_smaller_batch_buys_more_steps_of_the_same_rows():
+    # The Train tab's first run on a slow 2-core hour: 60 s to start, 17.8 s a step of 8 rows,
+    # 7 validation batches of 3 s. A 10-minute budget buys 21 steps of 8, too few.
+    m = Measured(startup_s=60, step_s=17.8, val_batch_s=3.0, val_batches=7)
+    assert estimate(600, m).steps == 21
+    four = at_batch(m, 8, 4)
+    assert four == Measured(startup_s=60, step_s=8.9, val_batch_s=1.5, val_batches=14)
+    assert at_batch(m, 8, 8) == m and at_batch(m, 8, 3).val_batches == 19  # 56 rows at most
+    # 8, 7 and 6 buy 21, 25 and 28 steps; 5 buys 35: the largest that buys 30.
+    batch, speeds = fit_batch(600, m, 8, 8, 4)
+    assert batch == 5 and speeds == at_batch(m, 8, 5)
+    assert estimate(600, at_batch(m, 8, 6)).steps < MIN_USEFUL_STEPS <= estimate(600, speeds).steps
+    assert fit_batch(1200, m, 8, 8, 4) == (8, m)  # 20 minutes buy enough at 8
+    # Measured at 5 (the run auto took), 20 minutes are judged at 8 again, from the same speeds.
+    assert fit_batch(1200, speeds, 5, 8, 4)[0] == 8
+    # Too short even at 4: the smallest, whose estimate says how much longer it needs.
+    batch, speeds = fit_batch(240, m, 8, 8, 4)
+    assert batch == 4 and speeds == four and estimate(240, four).steps < MIN_USEFUL_STEPS

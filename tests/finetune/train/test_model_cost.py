@@ -91,7 +91,7 @@ def test_this_machines_own_speed_record_sizes_the_budget_instead(home):
 
     cfg = _cfg("Qwen/Qwen3-0.6B")
     speed_record.save(
-        cfg, Measured(startup_s=20, step_s=5, val_batch_s=1, val_batches=4), "dry run"
+        cfg, Measured(startup_s=20, step_s=5, val_batch_s=1, val_batches=4), "dry run", 8, "cpu"
     )
     text = cost_text(cfg, TABLE, EPYC)
     assert (

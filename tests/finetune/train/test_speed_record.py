@@ -1,5 +1,6 @@
 """What a new speed measurement does to the kept one: a faster or another machine's replaces it,
-a slower one on the same machine (a busy moment) does not."""
+a slower one on the same machine (a busy moment) does not; and the batch ``auto`` takes on a CPU
+for a time budget from it."""
 
 from __future__ import annotations
 
@@ -17,26 +18,26 @@ BUSY = Measured(startup_s=90.0, step_s=60.0, val_batch_s=20.0, val_batches=4)
 def test_a_busy_moment_never_overwrites_a_quiet_measurement(home):
     cfg = RunConfig()
     cfg.train.time_budget_s = 300
-    speed_record.save(cfg, QUIET, "run")
-    speed_record.save(cfg, BUSY, "dry run")
+    speed_record.save(cfg, QUIET, "run", 8, "cpu")
+    speed_record.save(cfg, BUSY, "dry run", 8, "cpu")
     measured, record = speed_record.load(cfg)
     assert measured == QUIET and record["source"] == "run"
     assert speed_record.budget_problems(cfg) == []  # 300 s at 4 s a step: no refusal
     alone = RunConfig()
     alone.train.time_budget_s, alone.train.batch_size = 300, 4
-    speed_record.save(alone, BUSY, "dry run")
+    speed_record.save(alone, BUSY, "dry run", 8, "cpu")
     assert speed_record.budget_problems(alone)  # the same busy figures alone: refused
     faster = Measured(startup_s=25.0, step_s=3.0, val_batch_s=2.5, val_batches=4)
-    speed_record.save(cfg, faster, "dry run")
+    speed_record.save(cfg, faster, "dry run", 8, "cpu")
     assert speed_record.load(cfg)[0] == faster
 
 
 def test_another_machine_or_an_old_record_is_replaced(home, monkeypatch):
     cfg = RunConfig()
-    speed_record.save(cfg, QUIET, "run")
+    speed_record.save(cfg, QUIET, "run", 8, "cpu")
     other = {**model_costs.machine_info(), "cpu": "Another CPU"}
     monkeypatch.setattr(speed_record, "machine_info", lambda: other)
-    speed_record.save(cfg, BUSY, "run")
+    speed_record.save(cfg, BUSY, "run", 8, "cpu")
     assert speed_record.load(cfg)[0] == BUSY
     monkeypatch.undo()
     path = home / "speed" / f"{speed_record.settings_key(cfg)}.json"
@@ -44,7 +45,7 @@ def test_another_machine_or_an_old_record_is_replaced(home, monkeypatch):
     del old["machine"]  # written before machines were noted
     old["step_s"] = 1.0
     path.write_text(json.dumps(old))
-    speed_record.save(cfg, BUSY, "run")
+    speed_record.save(cfg, BUSY, "run", 8, "cpu")
     measured, record = speed_record.load(cfg)
     assert measured == BUSY and record["machine"] == model_costs.machine_info()
 
@@ -53,10 +54,81 @@ def test_a_compiled_run_keeps_its_speeds_apart_from_an_eager_one(home):
     eager, compiled = RunConfig(), RunConfig()
     eager.train.time_budget_s = compiled.train.time_budget_s = 300
     compiled.train.compile = "on"
-    speed_record.save(compiled, BUSY, "run")  # a compiled run's slow first steps
+    speed_record.save(compiled, BUSY, "run", 8, "cpu")  # a compiled run's slow first steps
     assert speed_record.load(eager) is None and speed_record.budget_problems(eager) == []
     assert speed_record.load(compiled)[0] == BUSY
     auto = RunConfig()
     auto.train.time_budget_s = 300
-    speed_record.save(eager, QUIET, "run")
+    speed_record.save(eager, QUIET, "run", 8, "cpu")
     assert speed_record.load(auto)[0] == QUIET  # "auto" keeps the keys it had before
+
+
+SLOW_HOUR = Measured(startup_s=60, step_s=17.8, val_batch_s=3.0, val_batches=7)  # 8 rows a step
+
+
+def _defaults(batch="auto"):
+    cfg = RunConfig()
+    cfg.train.time_budget_s, cfg.train.batch_size = 600, batch
+    return cfg
+
+
+def test_auto_on_a_cpu_takes_the_batch_whose_steps_the_budget_buys(home):
+    speed_record.save(_defaults(), SLOW_HOUR, "run", 8, "cpu")
+    # At 8 rows 10 minutes buy 21 steps: refused for a number, not for auto, which takes 5.
+    eight = _defaults(8)
+    speed_record.save(eight, SLOW_HOUR, "run", 8, "cpu")
+    assert speed_record.budget_problems(eight)[0].startswith(
+        "A 10-minute budget buys about 21 steps here"
+    )
+    assert speed_record.budget_problems(_defaults()) == []
+    batch, line = speed_record.auto_batch(_defaults())
+    assert batch == 5 and line.startswith(
+        "batch size auto: 5 rows per micro-batch on the CPU (the 10-minute budget buys about 35 "
+        "steps of 5, 21 of 8: 30 are the fewest a useful run takes, at the speeds a training "
+        "run of these settings measured at "
+    )
+    text = speed_record.budget_text(_defaults())
+    assert text.startswith("A 10-minute budget buys about 35 steps here: ") and text.endswith(
+        " Batch size auto takes 5 rows per micro-batch for it: at 8 the budget would buy fewer "
+        "than 30 steps."
+    )
+    longer = _defaults()
+    longer.train.time_budget_s = 1200
+    speed_record.save(longer, SLOW_HOUR, "run", 8, "cpu")
+    assert speed_record.auto_batch(longer)[0] == 8
+    assert "Batch size auto takes" not in speed_record.budget_text(longer)
+    # Too short even at 4 rows: refused at 4, with the minutes a useful run needs there.
+    short = _defaults()
+    short.train.time_budget_s = 240
+    speed_record.save(short, SLOW_HOUR, "run", 8, "cpu")
+    assert speed_record.auto_batch(short)[0] == 4
+    (problem,) = speed_record.budget_problems(short)
+    assert "then 8.9 s a step. A useful run needs at least 30 steps: give it at least " in problem
+
+
+def test_the_run_at_the_smaller_batch_keeps_its_speeds_per_row(home):
+    cfg = _defaults()
+    speed_record.save(cfg, SLOW_HOUR, "run", 8, "cpu")  # 2.2 s a row
+    at_five = Measured(startup_s=60, step_s=11.5, val_batch_s=2.0, val_batches=12)  # 2.3 s a row
+    speed_record.save(cfg, at_five, "run", 5, "cpu")
+    assert speed_record.load(cfg)[1]["batch"] == 8  # slower per row: a busier moment, not kept
+    quiet_five = Measured(startup_s=60, step_s=10.0, val_batch_s=2.0, val_batches=12)
+    speed_record.save(cfg, quiet_five, "run", 5, "cpu")  # 2.0 s a row: kept, at its own batch
+    measured, record = speed_record.load(cfg)
+    assert measured == quiet_five and (record["batch"], record["on"]) == (5, "cpu")
+    assert speed_record.auto_batch(cfg)[0] == 6  # 10 minutes buy 30 steps of 6 at these speeds
+
+
+def test_a_gpu_record_or_one_without_its_batch_leaves_auto_to_the_trials(home):
+    cfg = _defaults()
+    speed_record.save(cfg, SLOW_HOUR, "run", 64, "cuda:0")  # the GPU's trials choose there
+    assert speed_record.auto_batch(cfg) is None
+    assert speed_record.budget_problems(cfg)  # judged at the speeds measured, as they are
+    path = home / "speed" / f"{speed_record.settings_key(cfg)}.json"
+    old = json.loads(path.read_text())
+    del old["batch"], old["on"]  # written before records noted their batch
+    old["step_s"] = 1.0
+    path.write_text(json.dumps(old))
+    assert speed_record.auto_batch(cfg) is None
+    speed_record.save(cfg, SLOW_HOUR, "run", 8, "cpu")  # replaces it, though slower
+    assert speed_record.auto_batch(cfg)[0] == 5

@@ -178,22 +178,32 @@ def test_check_and_start_refuse_a_budget_the_measured_speeds_cannot_fill(tiny_ll
         in text
     )
     cfg, _ = forms.to_config(forms.DEMO_DATA, values)
-    # A dry run on a busy machine: 5 min to start, 20 s a step, 6 s a validation batch. 10 minutes:
-    # 5 passes of 18 s, probes 4 x 12 s, save 3, margin 6, half a step:
-    # (600-300-90-67) / 20 = 7 steps.
+    # A dry run on a busy machine: 5 min to start, 20 s a step of 8 rows, 6 s a validation batch.
+    # Batch size auto takes 4 rows for 10 minutes, the most steps: 5 passes of 6 batches of 3 s,
+    # probes 4 x 12 s, save 3, margin 6, half a step: (600-300-90-62) / 10 = 14 steps, too few.
+    assert cfg.train.batch_size == "auto"
     speed_record.save(
-        cfg, Measured(startup_s=300, step_s=20.0, val_batch_s=6.0, val_batches=3), "dry run"
+        cfg,
+        Measured(startup_s=300, step_s=20.0, val_batch_s=6.0, val_batches=3),
+        "dry run",
+        8,
+        "cpu",
     )
     text = train_handlers.checked_text(hw, estimate_text, DATA_SOURCES[0], None, "", values)
     assert text.startswith(
-        "**These settings cannot run:**\n- A 10-minute budget buys about 7 steps here: "
-        "start-up 300 s, validation 90 s (all 3 validation batches a pass)"
+        "**These settings cannot run:**\n- A 10-minute budget buys about 14 steps here: "
+        "start-up 300 s, validation 90 s (all 6 validation batches a pass)"
     )
-    assert "A useful run needs at least 30 steps: give it at least 19 minutes" in text
+    assert "A useful run needs at least 30 steps: give it at least 13 minutes" in text
     message, run_id = train_handlers.start_run(hw, DATA_SOURCES[0], None, "", values)
     assert run_id is None and message.startswith(
         "**Not started — fix these first:**\n- A 10-minute budget buys"
     )
-    values[AT] = 30  # a longer budget: Check says what it buys, and no problem
+    values[AT] = 15  # 30 steps of 8 need 20 minutes; in 15 auto takes 5 rows a step, and says so
     text = train_handlers.checked_text(hw, estimate_text, DATA_SOURCES[0], None, "", values)
-    assert "A 30-minute budget buys about" in text and "cannot run" not in text
+    assert "A 15-minute budget buys about 33 steps here" in text and "cannot run" not in text
+    assert "Batch size auto takes 5 rows per micro-batch for it: at 8 the budget would buy" in text
+    values[AT] = 30  # a longer budget: Check says what it buys at 8, and no problem
+    text = train_handlers.checked_text(hw, estimate_text, DATA_SOURCES[0], None, "", values)
+    assert "A 30-minute budget buys about 64 steps here" in text and "cannot run" not in text
+    assert "Batch size auto takes" not in text
