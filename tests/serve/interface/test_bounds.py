@@ -22,7 +22,8 @@ def test_a_ticket_nobody_writes_to_times_out_and_is_cancelled():
     start = time.perf_counter()
     with pytest.raises(AnswerTimeout, match="no progress on this answer for 0.3 s"):
         list(lost)
-    assert 0.25 < time.perf_counter() - start < 2 and lost.cancelled and lost.done
+    # within its bound, and seconds short of the 60 s cap (a loaded CI machine wakes late)
+    assert 0.25 < time.perf_counter() - start < 5 and lost.cancelled and lost.done
     with pytest.raises(AnswerTimeout):
         lost.text()  # the error stays
 
@@ -39,7 +40,7 @@ def test_progress_restarts_the_idle_clock_but_not_the_whole_answer_cap():
     start = time.perf_counter()
     with pytest.raises(AnswerTimeout, match="longer than 1.2 s"):
         slow.text()
-    assert 1.1 < time.perf_counter() - start < 2.5
+    assert 1.1 < time.perf_counter() - start < 5  # the 1.2 s cap, with room for a busy machine
 
 
 def test_touches_keep_a_waiting_ticket_alive():
