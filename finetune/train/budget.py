@@ -145,6 +145,7 @@ class Pacer:
         )  # steps_began: when the first step of this session began
         self.totals: dict = {}  # seconds spent on each extra ("validation", "probes", "checkpoint")
         self.base_validation_s = 0.0  # the base model's validation pass (before the first step)
+        self.plan_judged = False  # whether the plan was judged against a useful run's steps
         self.val_batches_all = (
             costs.n_val_batches
         )  # the held-out rows' batches (a pass may keep fewer)

@@ -17,6 +17,7 @@ No torch here: the CLI, the Train tab's Check and the tests use it without loadi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from finetune.train.budget import AUTO_PASSES, MARGIN_SHARE, PROBE_SHARE, VALIDATION_SHARE
@@ -91,16 +92,16 @@ def at_batch(m: Measured, measured_at: int, batch: int) -> Measured:
 
 
 def fit_batch(
-    budget_s: float, m: Measured, measured_at: int, largest: int, smallest: int
+    budget_s: float, speeds_at: Callable[[int], Measured], largest: int, smallest: int
 ) -> tuple[int, Measured]:
-    """The largest batch from ``largest`` down to ``smallest`` whose speeds (``at_batch``) buy
-    ``MIN_USEFUL_STEPS`` steps in ``budget_s``, with those speeds; ``smallest`` when none does
-    (the most steps there are: its estimate then says how much longer a useful run needs)."""
+    """The largest batch from ``largest`` down to ``smallest`` whose speeds (``speeds_at(b)``)
+    buy ``MIN_USEFUL_STEPS`` steps in ``budget_s``, with those speeds; ``smallest`` when none
+    does (the most steps there are: its estimate then says how much longer a useful run needs)."""
     for batch in range(largest, smallest, -1):
-        scaled = at_batch(m, measured_at, batch)
-        if estimate(budget_s, scaled).steps >= MIN_USEFUL_STEPS:
-            return batch, scaled
-    return smallest, at_batch(m, measured_at, smallest)
+        speeds = speeds_at(batch)
+        if estimate(budget_s, speeds).steps >= MIN_USEFUL_STEPS:
+            return batch, speeds
+    return smallest, speeds_at(smallest)
 
 
 def budget_for(steps: int, m: Measured, most: float = 7 * 24 * 3600) -> float:

@@ -161,9 +161,15 @@ def final_validation_fits(pacer: Pacer | None, emit) -> bool:
     return fits
 
 
-def plan_warning(pacer: Pacer, total: int) -> str:
-    """A sentence for a plan, once first sized, of fewer than ``MIN_USEFUL_STEPS`` steps ("" for a
-    longer one): where the budget went so far, and what to change."""
+def plan_warning(pacer: Pacer, step: int, total: int) -> str:
+    """A sentence for a plan of fewer than ``MIN_USEFUL_STEPS`` steps: where the budget went so
+    far, and what to change. Judged once, at the first step past a quarter of the plan on
+    settled speeds ("" before, after, and for a longer plan): the first steps at each new row
+    length run slower than the rest, so a plan judged as soon as it settled can grow past the
+    floor by the end."""
+    if pacer.plan_judged or not pacer.settled or step < total / 4:
+        return ""
+    pacer.plan_judged = True
     if total >= budget_plan.MIN_USEFUL_STEPS:
         return ""
     parts = spent_parts(pacer)

@@ -314,7 +314,6 @@ def _loop(run: Run, stop) -> Progress:
         )
         step += 1
         if run.pacer:  # a time budget re-sizes the plan from the measured step times
-            settled = run.pacer.settled
             # A step that compiled is not a step's time; one process only: ranks would differ.
             c = run.compiled
             compiled_now = run.world == 1 and c is not None and c.compiled_last
@@ -322,11 +321,7 @@ def _loop(run: Run, stop) -> Progress:
                 run.pacer, step, total, run.plan, run.replan, run.scheduler, not compiled_now
             )
             run.total = total
-            if (
-                run.pacer.settled
-                and not settled
-                and (short := budget_run.plan_warning(run.pacer, total))
-            ):
+            if short := budget_run.plan_warning(run.pacer, step, total):
                 emit("warning", message=short)
         # Under a budget a fast GPU runs thousands of steps: a few hundred
         # progress events say enough.

@@ -288,12 +288,16 @@ def test_a_plan_sized_below_a_useful_run_is_said_with_where_the_time_went():
     )
     pacer.steps_began, pacer.base_validation_s, pacer.totals["validation"] = now, 20.0, 20.0
     pacer.first, pacer.windows = 12.0, [(3, 27.0)]  # the first step (not trusted), then 9 s a step
-    assert plan_warning(pacer, 12) == (
+    assert pacer.settled and plan_warning(pacer, 2, 12) == ""  # judged a quarter in, not before
+    assert plan_warning(pacer, 3, 12) == (
         "this 5-minute budget leaves time for about 12 steps, fewer than the 30 a useful run "
         "needs (start-up took 80 s, the base validation 20 s, a step takes 9.0 s); it trains "
         "them and saves the adapter: give a longer budget, or a smaller batch or max length"
     )
-    assert plan_warning(pacer, 30) == ""
+    assert plan_warning(pacer, 4, 12) == ""  # once
+    pacer.plan_judged = False
+    assert plan_warning(pacer, 8, 30) == ""  # a plan of 30 is a useful run
+    assert pacer.plan_judged and plan_warning(pacer, 9, 12) == ""  # and it was judged
 
 
 def test_the_final_validation_is_left_out_when_the_budget_has_no_time_left_for_it():

@@ -70,12 +70,11 @@ def test_a_smaller_batch_buys_more_steps_of_the_same_rows():
     assert four == Measured(startup_s=60, step_s=8.9, val_batch_s=1.5, val_batches=14)
     assert at_batch(m, 8, 8) == m and at_batch(m, 8, 3).val_batches == 19  # 56 rows at most
     # 8, 7 and 6 buy 21, 25 and 28 steps; 5 buys 35: the largest that buys 30.
-    batch, speeds = fit_batch(600, m, 8, 8, 4)
+    from_eight = lambda b: at_batch(m, 8, b)  # noqa: E731
+    batch, speeds = fit_batch(600, from_eight, 8, 4)
     assert batch == 5 and speeds == at_batch(m, 8, 5)
     assert estimate(600, at_batch(m, 8, 6)).steps < MIN_USEFUL_STEPS <= estimate(600, speeds).steps
-    assert fit_batch(1200, m, 8, 8, 4) == (8, m)  # 20 minutes buy enough at 8
-    # Measured at 5 (the run auto took), 20 minutes are judged at 8 again, from the same speeds.
-    assert fit_batch(1200, speeds, 5, 8, 4)[0] == 8
+    assert fit_batch(1200, from_eight, 8, 4) == (8, m)  # 20 minutes buy enough at 8
     # Too short even at 4: the smallest, whose estimate says how much longer it needs.
-    batch, speeds = fit_batch(240, m, 8, 8, 4)
+    batch, speeds = fit_batch(240, from_eight, 8, 4)
     assert batch == 4 and speeds == four and estimate(240, four).steps < MIN_USEFUL_STEPS

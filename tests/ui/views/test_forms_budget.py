@@ -195,6 +195,7 @@ def test_check_and_start_refuse_a_budget_the_measured_speeds_cannot_fill(tiny_ll
         "start-up 300 s, validation 90 s (all 6 validation batches a pass)"
     )
     assert "A useful run needs at least 30 steps: give it at least 13 minutes" in text
+    assert "Batch size auto takes 4 rows per micro-batch for it" in text
     message, run_id = train_handlers.start_run(hw, DATA_SOURCES[0], None, "", values)
     assert run_id is None and message.startswith(
         "**Not started — fix these first:**\n- A 10-minute budget buys"
