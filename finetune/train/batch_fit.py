@@ -288,12 +288,12 @@ def resolve(
         return Choice(
             int(saved), f"batch size auto: {saved} rows per micro-batch, as the run began", []
         )
-    if not device.startswith("cuda") and not sharded and budget:
-        from finetune.train.speed_record import auto_batch
-
-        if (fitted := auto_batch(run_cfg)) is not None:  # this machine's speeds for the budget
-            return Choice(fitted[0], fitted[1], [])
     if not device.startswith("cuda") or sharded:
+        if budget and not sharded:  # on the CPU: this machine's last speeds for the budget
+            from finetune.train.speed_record import auto_batch
+
+            if (fitted := auto_batch(run_cfg)) is not None:
+                return Choice(fitted[0], fitted[1], [])
         return not_measured(device, sharded)
     autocast = make_autocast(device, t.precision)
     trials = Trials(model, rows, pad_id, packing, device, autocast, trainable * 8)

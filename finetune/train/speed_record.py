@@ -43,6 +43,7 @@ from finetune.train.budget_plan import (
 )
 
 SOURCES = {"dry run": "a dry run", "run": "a training run"}
+FIELDS = ("startup_s", "step_s", "val_batch_s", "val_batches")  # a record's Measured
 # Batch size auto on a CPU goes no lower than this to fit a time budget's steps: in equal
 # minutes on the Train tab's defaults, batches of 6 and 4 saw the rows 8 did and scored no worse
 # (docs/benchmarks.md, "Batch size under a short budget").
@@ -80,9 +81,6 @@ def settings_key(cfg) -> str:
     if getattr(t, "compile", "auto") != "auto":  # compiled steps run at their own speed
         keyed["compile"] = t.compile
     return hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-FIELDS = ("startup_s", "step_s", "val_batch_s", "val_batches")
 
 
 def save(cfg, measured: Measured, source: str, batch: int, on: str) -> None:
@@ -165,7 +163,10 @@ def _read(cfg) -> dict[str, dict]:
 
 def load(cfg) -> tuple[Measured, dict] | None:
     """The newest measurement for ``cfg``'s settings and its record, or None."""
-    kept = _read(cfg)
+    return _newest(_read(cfg))
+
+
+def _newest(kept: dict[str, dict]) -> tuple[Measured, dict] | None:
     if not kept:
         return None
     newest = max(kept.values(), key=lambda r: r.get("measured_at", 0) or 0)
@@ -214,13 +215,13 @@ def _judge(cfg) -> _Judged | None:
     without one. Under batch size ``auto`` with CPU measurements, at the batch it takes
     (``budget_plan.fit_batch``), each batch's speeds from the measurement of the nearest batch
     (the larger of two as near: a CPU step costs a little more a row in a larger batch)."""
-    found = load(cfg)
-    if found is None:
+    kept = _read(cfg)
+    if (found := _newest(kept)) is None:
         return None
     measured, newest = found
     on_cpu = {
         r["batch"]: r
-        for r in _read(cfg).values()
+        for r in kept.values()
         if r.get("on") == "cpu" and _positive_int(r.get("batch"))
     }
     if not (_applies(cfg) and cfg.train.batch_size == AUTO_BATCH and on_cpu):
