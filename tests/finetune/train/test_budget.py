@@ -64,12 +64,16 @@ def _budget_cfg(model_dir, seconds: float, **train):
 def test_a_budget_run_ends_on_time_with_its_schedule_and_says_what_it_bought(
     tiny_llama_dir, home, short_budgets
 ):
-    events = []
+    # 10 s: start-up alone took 5 s of it beside two busy processes, and the steps must still
+    # run past an epoch in what is left.
+    budget, events = 10.0, []
     t = time.time()
-    result = train(_budget_cfg(tiny_llama_dir, 6.0), on_event=events.append)
+    result = train(_budget_cfg(tiny_llama_dir, budget), on_event=events.append)
     took = time.time() - t
     late = _stalled(events)  # a stall after the planner's last look can only make it late
-    assert took > 4.0 and took - late < 6.0 + 0.3, _timeline(events, t)  # most of it, not more
+    assert took > budget - 2 and took - late < budget + 0.3, _timeline(
+        events, t
+    )  # most of it, not more
     progress = [e for e in events if e["type"] == "progress"]
     done = events[-1]
     assert (
@@ -90,7 +94,7 @@ def test_a_budget_run_ends_on_time_with_its_schedule_and_says_what_it_bought(
     )
     manifest = json.loads((result.adapter_dir / "manifest.json").read_text())
     b = manifest["budget"]
-    assert b["seconds"] == 6.0 and b["steps"] == manifest["steps"] == result.steps
+    assert b["seconds"] == budget and b["steps"] == manifest["steps"] == result.steps
     # 43 training rows in batches of 4: each epoch is 10 batches of 4 and one of 3.
     steps, epochs = result.steps, result.steps // 11
     assert 4 * steps - epochs - 1 <= b["rows_seen"] <= 4 * steps - epochs
@@ -99,7 +103,9 @@ def test_a_budget_run_ends_on_time_with_its_schedule_and_says_what_it_bought(
         and b["epochs"] > 1
         and b["tokens_seen"] > b["rows_seen"] * 10
     )
-    assert b["seconds_used"] - late <= 6.0 + 0.3 and manifest["training"]["time_budget_s"] == 6.0
+    assert (
+        b["seconds_used"] - late <= budget + 0.3 and manifest["training"]["time_budget_s"] == budget
+    )
     assert "Time budget: " in (result.adapter_dir / "README.md").read_text()
 
 
@@ -347,7 +353,7 @@ def test_auto_on_a_cpu_takes_fewer_rows_a_step_where_the_last_speeds_buy_too_few
 ):
     """A slow hour's record of these settings (1 s to start, 0.16 s a step of 8 rows) leaves an
     8-second budget 15 steps of 8 and 31 of 4: batch size auto trains at 4, says why, and the
-    run's own speeds (the tiny model's, far faster a row) replace the record, at 4."""
+    run's own speeds are kept beside the 8-row record, at 4."""
     from finetune.train import speed_record
     from finetune.train.budget_plan import Measured
 
@@ -371,4 +377,5 @@ def test_auto_on_a_cpu_takes_fewer_rows_a_step_where_the_last_speeds_buy_too_few
     }
     measured, record = speed_record.load(cfg)
     assert (record["source"], record["batch"], record["on"]) == ("run", 4, "cpu")
-    assert measured.step_s / 4 < 0.16 / 8
+    path = home / "speed" / f"{speed_record.settings_key(cfg)}.json"
+    assert sorted(json.loads(path.read_text())["by_batch"]) == ["4", "8"]
