@@ -16,7 +16,7 @@ from run_helpers import wait_until
 from serve_helpers import put_adapters, serving
 
 from core.templates import encode_chat
-from inference.generate import GenerationSettings, compare
+from inference.generate import GenerationSettings, encode, with_system
 from knowledge.grounding import ground, shown_alone
 from knowledge.passages import Passage
 from knowledge.store import KnowledgeNotFound, KnowledgeShelf
@@ -91,6 +91,46 @@ def answer(llama, engines, messages, adapter, settings) -> tuple[str, int, int]:
     return text, ticket.prompt_tokens, computed
 
 
+def uncached(llama, messages, adapter, settings, **extra) -> dict:
+    """llama-server's ``/completion`` answer to ``messages`` read whole, no cached state
+    restored (the product's request, ``cache_prompt`` off)."""
+    request = llama.prepare(messages, adapter, settings)
+    upstream = llama.upstreams.acquire(request.lora, llama.known_loras)
+    try:
+        body = {
+            **request.body,
+            "lora": upstream.lora_scales(request.lora),
+            "stream": False,
+            "cache_prompt": False,
+            **extra,
+        }
+        url = f"{upstream.url}/completion"
+        done = httpx.post(url, json=body, headers=upstream.headers, timeout=120).json()
+    finally:
+        llama.upstreams.release(upstream)
+    assert done["timings"]["cache_n"] == 0
+    return done
+
+
+def read_whole(llama, messages, adapter, settings) -> str:
+    return uncached(llama, messages, adapter, settings)["content"]
+
+
+def said_first(llama, messages, adapter, settings) -> int:
+    """The token id llama-server answers first, reading the whole prompt."""
+    return uncached(llama, messages, adapter, settings, n_predict=1)["tokens"][0]
+
+
+def top_tokens(session, messages, adapter, settings, k: int) -> list[int]:
+    """PyTorch's ``k`` likeliest first tokens of the answer."""
+    import torch
+
+    inputs = encode(session, [with_system(messages, settings)])
+    with session.use(adapter) as model, torch.inference_mode():
+        logits = model(**inputs).logits[0, -1]
+    return torch.topk(logits, k).indices.tolist()
+
+
 def test_a_warmed_models_grounded_answer_reads_only_the_customers_turn(llama, llama_session):
     name = shelve()
     engines = engines_on(llama, llama_session)
@@ -105,13 +145,15 @@ def test_a_warmed_models_grounded_answer_reads_only_the_customers_turn(llama, ll
     settings = GenerationSettings(max_new_tokens=4, system_prompt=system)
     text, prompt, computed = answer(llama, engines, grounded, "a", settings)
     assert 0 < computed * 3 < prompt  # the system message and its passage were restored
-    # PyTorch's first token. Not all four: the restored cache holds the warm-up's rounding, which
-    # depends on how llama-server batched the warm-up's prompts together (timing), and a tiny
-    # random model's greedy tokens are near ties (one make test in four under load flipped the
-    # fourth).
-    first = GenerationSettings(max_new_tokens=1, system_prompt=system)
-    said = compare(llama_session, grounded, ["a"], first)[0].text
-    assert said.strip() and text.startswith(said)
+    # The answer llama-server gives when it reads the whole prompt itself, token for token: the
+    # restored state is the one a full read computes (equal to the last bit here). Not PyTorch's
+    # answer: llama-server keeps keys and values as f16, which moves this random model's
+    # log-probabilities by up to 0.015 from PyTorch's, and one prompt in about 40 has its top two
+    # tokens nearer than that (a make test failed so). PyTorch's top 3 hold its first token.
+    assert text == read_whole(llama, grounded, "a", settings)
+    assert said_first(llama, grounded, "a", settings) in top_tokens(
+        llama_session, grounded, "a", settings, 3
+    )
     _, prompt_c, computed_c = answer(llama, engines, grounded, "c", settings)
     # Adapter c was not warmed: it reads its whole prompt, all but at most the opening that any
     # shop's prompt shares (earlier tests on this shared server asked c with system messages too,
