@@ -1,9 +1,10 @@
 """Warming llama-server's prompt cache with a knowledge version (serve/knowledge_warmup.py): a
-warmed model's grounded answer reads only the customer's turn (and is the answer PyTorch gives),
-a model not warmed reads its whole prompt; the budget, ``max_passages`` and the passages that
-spell control tokens are kept to; ``POST /v1/knowledge/warm`` takes an admin key and says what it
-read, for a model by name or each version of an alias; a kept warm-up is read again into the
-cache of a new server (a longer LoRA list) with no one asking."""
+warmed model's grounded answer reads only the customer's turn (and is the answer llama-server
+gives reading the whole prompt), a model not warmed reads its whole prompt; the budget,
+``max_passages`` and the passages that spell control tokens are kept to; ``POST
+/v1/knowledge/warm`` takes an admin key and says what it read, for a model by name or each
+version of an alias; a kept warm-up is read again into the cache of a new server (a longer LoRA
+list) with no one asking."""
 
 from __future__ import annotations
 
