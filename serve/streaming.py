@@ -12,6 +12,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
+import anyio
 from starlette.concurrency import run_in_threadpool
 
 from serve.interface.bounds import (
@@ -90,28 +91,31 @@ async def bounded(events, bound: AnswerBound, stopping: threading.Event | None =
     """``events`` (an async iterator) as they come, while each comes within ``bound.idle_s`` of
     the last and all within ``bound.total_s``; past either, or once ``stopping`` is set, the
     pending read is cancelled (closing the upstream request) and ``AnswerTimeout`` or
-    ``EngineStopping`` raised."""
+    ``EngineStopping`` raised.
+
+    Each read runs in the caller's own task, inside a cancel scope whose deadline is the nearer
+    clock, so a client that hangs up cancels the read itself and the upstream request closes
+    at once (a read in a task of its own is cancelled by the server's scope again while it
+    closes, and leaves the upstream connection open and decoding)."""
     source = events.__aiter__()
-    started = progress = time.monotonic()
+    started = progress = anyio.current_time()
+    loop = asyncio.get_running_loop()
     try:
         while True:
-            pending = asyncio.ensure_future(source.__anext__())
-            try:
-                await _within(
-                    pending, min(progress + bound.idle_s, started + bound.total_s), bound, stopping
-                )
-            except BaseException:
-                pending.cancel()
-                with contextlib.suppress(BaseException):
-                    await pending
-                if time.monotonic() >= started + bound.total_s:
-                    raise timeout_error(bound, idle=False) from None
-                raise
-            try:
-                item = pending.result()
-            except StopAsyncIteration:
-                return
-            progress = time.monotonic()
+            due = min(progress + bound.idle_s, started + bound.total_s)
+            with anyio.CancelScope(deadline=due) as scope:
+                unwatch = _watch(loop, scope, stopping)
+                try:
+                    item = await source.__anext__()
+                except StopAsyncIteration:
+                    return
+                finally:
+                    unwatch()
+            if scope.cancelled_caught:
+                if stopping is not None and stopping.is_set():
+                    raise EngineStopping("the server is stopping; this answer was not finished")
+                raise timeout_error(bound, idle=anyio.current_time() < started + bound.total_s)
+            progress = anyio.current_time()
             yield item
     finally:
         closing = getattr(source, "aclose", None)
@@ -120,19 +124,20 @@ async def bounded(events, bound: AnswerBound, stopping: threading.Event | None =
                 await closing()
 
 
-async def _within(
-    pending: asyncio.Future, due: float, bound: AnswerBound, stopping: threading.Event | None
-) -> None:
-    """Wait for ``pending`` until ``due`` (monotonic), looking at ``stopping`` 4 times a second."""
-    while True:
-        left = due - time.monotonic()
-        if left <= 0:
-            raise timeout_error(bound, idle=True)
-        done, _ = await asyncio.wait({pending}, timeout=min(left, STOP_POLL_S))
-        if done:
-            return
-        if stopping is not None and stopping.is_set():
-            raise EngineStopping("the server is stopping; this answer was not finished")
+def _watch(loop: asyncio.AbstractEventLoop, scope, stopping: threading.Event | None):
+    """Cancel ``scope`` once ``stopping`` is set, looking now and 4 times a second; returns the
+    function that ends the watch."""
+    handles: list[asyncio.TimerHandle] = []
+
+    def look() -> None:
+        if stopping.is_set():
+            scope.cancel()
+        else:
+            handles.append(loop.call_later(STOP_POLL_S, look))
+
+    if stopping is not None:
+        look()
+    return lambda: handles and handles[-1].cancel()
 
 
 async def ticket_deltas(ticket):

@@ -1,6 +1,8 @@
-"""A llama-server that stops sending mid-answer: the API's request ends in a 504 (OpenAI's
-shape) within the idle bound, and so does Chat's ticket; against a stand-in upstream that sends
-its headers and one token, then nothing (no llama-server binary needed)."""
+"""A llama-server answer ends when it should: one that stops sending mid-answer ends in a 504
+(OpenAI's shape) within the idle bound, and so does Chat's ticket; one whose client hangs up
+mid-stream closes its upstream request at once. Against stand-in upstreams (no llama-server
+binary needed): one that sends its headers and one token, then nothing; one that sends a
+token every 20 ms until its connection is closed."""
 
 from __future__ import annotations
 
@@ -26,9 +28,12 @@ MSGS = [{"role": "user", "content": "Where is my order?"}]
 
 
 @contextlib.contextmanager
-def stalling_upstream():
+def stalling_upstream(hung_up: threading.Event | None = None):
     """A stand-in llama-server: lists no LoRA; answers a completion with its headers and one
-    token, then sends nothing until the test ends. Yields its URL."""
+    token, then sends nothing until the test ends. Yields its URL.
+
+    With ``hung_up``: sends a token every 20 ms instead, until a write finds the connection
+    closed (``hung_up`` set then)."""
     release = threading.Event()
 
     class Handler(BaseHTTPRequestHandler):
@@ -43,7 +48,15 @@ def stalling_upstream():
             self._head("text/event-stream")
             self.wfile.write(b'data: {"content": "Hel", "tokens": [7]}\n\n')
             self.wfile.flush()
-            release.wait(60)  # stuck: no token, no end, the connection kept open
+            if hung_up is None:
+                release.wait(60)  # stuck: no token, no end, the connection kept open
+            else:
+                with contextlib.suppress(OSError):
+                    while not release.wait(0.02):  # decoding until the relay closes the request
+                        self.wfile.write(b'data: {"content": "lo", "tokens": [8]}\n\n')
+                        self.wfile.flush()
+                    return
+                hung_up.set()
             self.close_connection = True
 
         def _head(self, kind: str, length: int | None = None):
@@ -67,20 +80,30 @@ def stalling_upstream():
         server.server_close()
 
 
+@contextlib.contextmanager
+def engines_on(url: str, model_dir):
+    """Engines whose llama.cpp engine relays to the stand-in at ``url``."""
+    session = ModelSession(str(model_dir), dtype="float32")
+    engine = LlamaServerEngine(
+        session, Upstreams(None, [url]), lora_file=lambda name: None, ctx_per_slot=256
+    )
+    engines = Engines(session, "llama.cpp", llama_factory=lambda session, max_queue: engine)
+    engines.prepare()
+    assert engines.llama() is engine
+    yield engines
+
+
 @pytest.fixture
-def engines(home, tiny_llama_dir, monkeypatch):
+def stand_in(monkeypatch):
     monkeypatch.setenv("TUNEDESK_ANSWER_IDLE_S", str(BOUND_S))
     monkeypatch.setattr(
         "core.llama_cpp.binaries.server_binary", lambda: "llama-server"
     )  # the stand-in serves
-    with stalling_upstream() as url:
-        session = ModelSession(str(tiny_llama_dir), dtype="float32")
-        engine = LlamaServerEngine(
-            session, Upstreams(None, [url]), lora_file=lambda name: None, ctx_per_slot=256
-        )
-        engines = Engines(session, "llama.cpp", llama_factory=lambda session, max_queue: engine)
-        engines.prepare()
-        assert engines.llama() is engine
+
+
+@pytest.fixture
+def engines(home, tiny_llama_dir, stand_in):
+    with stalling_upstream() as url, engines_on(url, tiny_llama_dir) as engines:
         yield engines
 
 
@@ -138,3 +161,28 @@ def test_an_upstream_read_timeout_first_is_still_the_answer_timeout(engines, str
     with pytest.raises(AnswerTimeout):
         ticket.text()
     assert engines.crowd() == {}
+
+
+def test_a_client_that_hangs_up_mid_stream_closes_the_upstream_request(
+    home, tiny_llama_dir, stand_in
+):
+    """The read waiting on llama-server is cancelled in the relay's own task, so the upstream
+    request closes with the client's (a read in a task of its own left it open and decoding)."""
+    hung_up = threading.Event()
+    body = {"model": "base", "messages": MSGS, "max_tokens": 200, "stream": True}
+    with stalling_upstream(hung_up) as upstream, engines_on(upstream, tiny_llama_dir) as engines:
+        with serving(api_app(engines)) as url:
+            for attempt in range(3):  # the hang-up lands while the relay waits on a token
+                hung_up.clear()
+                with httpx.stream(
+                    "POST", f"{url}/v1/chat/completions", json=body, timeout=30
+                ) as reply:
+                    assert reply.status_code == 200
+                    texts = (line for line in reply.iter_lines() if '"content": "lo"' in line)
+                    for _ in range(5):
+                        next(texts)
+                assert hung_up.wait(3), f"the upstream was still decoding 3 s on ({attempt})"
+            deadline = time.monotonic() + 5
+            while engines.crowd() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert engines.crowd() == {}  # the hung-up answers let go of their engine
