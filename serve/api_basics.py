@@ -4,7 +4,6 @@ most :data:`MAX_DEPTH` levels deep). Who may call is :mod:`serve.keys`."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 
@@ -69,15 +68,6 @@ def engine_failure(err: Exception) -> ApiError:
     return ApiError(
         500, shown_error(f"the answer failed: {type(err).__name__}: {err}"), "server_error"
     )
-
-
-def key_name(request: Request) -> str:
-    """Who a request's key says it is, for one vote per answer and the rate limits: a short
-    fingerprint of its bearer key (never the key itself), ``anonymous`` without one."""
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not given.strip():
-        return "anonymous"
-    return "key-" + hashlib.sha256(given.strip().encode()).hexdigest()[:12]
 
 
 async def read_json(request: Request, empty=None):

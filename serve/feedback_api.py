@@ -8,9 +8,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from serve.api_basics import ApiError, key_name, read_json
+from serve.api_basics import ApiError, read_json
 from serve.rate_limit import RateLimiter, check_feedback_rate, feedback_per_minute
 from serve.requests import RequestError, parse_feedback
+
+KEYLESS_RATER = "local"  # every caller of a server with no keys: one vote per answer among them
 
 
 class FeedbackApi:
@@ -36,8 +38,9 @@ class FeedbackApi:
         stored row's id."""
         try:
             caller = self.server.check_key(request)
-            # one vote per answer and rater: the key's name, or its fingerprint on a keyless server
-            rater = caller.name or key_name(request)
+            # one vote per answer and rater: the key's name; a keyless server (localhost only)
+            # has one rater, whatever bearer a request makes up
+            rater = caller.name or KEYLESS_RATER
             check_feedback_rate(self.server.feedback_limit, rater)
             answer_id, rating, correction, intent = parse_feedback(await read_json(request))
             try:

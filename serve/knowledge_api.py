@@ -96,6 +96,8 @@ class KnowledgeApi:
             body = await read_json(request)
         except ApiError as err:
             return err.response()
+        except RequestError as err:  # not JSON, or nested too deep
+            return ApiError(400, str(err), INVALID, param=err.param).response()
 
         def work():
             keep = body.get("keep", True) if isinstance(body, dict) else True

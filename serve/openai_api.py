@@ -48,7 +48,6 @@ from serve.api_basics import (  # noqa: F401 (the limit, re-exported)
     MAX_BODY_BYTES,
     ApiError,
     engine_failure,
-    key_name,
     read_json,
 )
 from serve.auto_rollback import CHECK_EVERY_S, AutoRollback

@@ -348,7 +348,7 @@ def _text(content) -> str | None:
 
 
 def _settings(body: dict, problems: list) -> GenerationSettings:
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    max_tokens = _or(body.get("max_completion_tokens"), body.get("max_tokens"))
     settings = GenerationSettings(
         max_new_tokens=DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens,
         temperature=_or(body.get("temperature"), 1.0),

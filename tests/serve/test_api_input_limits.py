@@ -184,3 +184,31 @@ def test_a_client_that_hangs_up_stops_the_answer(url, session):
     ):
         time.sleep(0.05)
     assert scheduler.status()["running"] == scheduler.status()["waiting"] == 0
+
+
+def test_a_null_max_completion_tokens_leaves_max_tokens_in_force(url):
+    got, _ = _post(
+        url,
+        json.dumps(
+            {"model": "base", "messages": MSGS, "max_completion_tokens": None, "max_tokens": 3}
+        ),
+    )
+    assert got.status_code == 200, got.text
+    assert got.json()["usage"]["completion_tokens"] <= 3
+
+
+def test_keyless_ratings_are_one_vote_per_answer_whatever_bearer_is_made_up(session, home):
+    from feedback.store import FeedbackStore
+
+    store = FeedbackStore()
+    with serving(api_app(Engines(session, "pytorch"), feedback=store)) as base_url:
+        answer, _ = _post(base_url, json.dumps({"model": "base", "messages": MSGS, "max_tokens": 2}))
+        for i in range(10):
+            rated = httpx.post(
+                f"{base_url}/v1/feedback",
+                json={"id": answer.json()["id"], "rating": "down" if i % 2 else "up"},
+                headers={"Authorization": f"Bearer made-up-{i}"},
+                timeout=30,
+            )
+            assert rated.status_code == 200, rated.text
+    assert [r["rating"] for r in store.ratings()] == ["down"]  # the last vote, replacing the rest

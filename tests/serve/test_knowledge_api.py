@@ -9,13 +9,14 @@ from fastapi.testclient import TestClient
 from knowledge.passages import Passage
 from knowledge.store import KnowledgeShelf
 
-KEY = "k"
+KEY, ADMIN_KEY = "k", "admin-key-1"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 
 
 @pytest.fixture
 def client(home):
     from feedback.store import FeedbackStore
+    from serve.keys import KeyRing
     from serve.openai_api import OpenAIServer
 
     shelf = KnowledgeShelf()
@@ -33,7 +34,8 @@ def client(home):
         ["kb2.md"],
     )
     app = FastAPI()
-    app.include_router(OpenAIServer(None, KEY, FeedbackStore()).router())
+    keys = KeyRing(chat={"site": KEY}, admin={"ana": ADMIN_KEY})
+    app.include_router(OpenAIServer(None, keys, FeedbackStore()).router())
     return TestClient(app)
 
 
@@ -85,3 +87,14 @@ def test_the_key_is_asked(client):
     answer = client.get("/v1/knowledge/search", params={"q": "refund", "knowledge": "faq"})
     assert answer.status_code == 401
     assert client.get("/v1/knowledge", headers={"Authorization": "Bearer wrong"}).status_code == 401
+
+
+@pytest.mark.parametrize("body", [b"garbage", b"[" * 100_000 + b"]" * 100_000])
+def test_a_warm_up_body_that_is_not_json_is_a_400_in_openai_shape(client, body):
+    answer = client.post(
+        "/v1/knowledge/warm", content=body, headers={"Authorization": f"Bearer {ADMIN_KEY}"}
+    )
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert "not valid JSON" in error["message"] or "nested deeper" in error["message"]
