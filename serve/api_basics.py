@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from core.llama_cpp.process import LlamaServerError
 from core.user_text import shown_error
 from serve.interface.bounds import AnswerTimeout, EngineStopping
+from serve.interface.ticket import EngineRefused
 from serve.requests import RequestError
 
 MAX_BODY_BYTES = int(os.environ.get("TUNEDESK_API_MAX_BODY", str(1 << 20)))
@@ -54,7 +55,10 @@ class ApiError(Exception):
 def engine_failure(err: Exception) -> ApiError:
     """The error answer for an engine that failed to answer: 504 when it ran past the answer's
     bound (``serve/interface/bounds.py``), 503 when the server is stopping, 502 when
-    llama-server did not answer or could not start, else 500; the cause is named either way."""
+    llama-server did not answer or could not start, 400 when it refused the request as asked,
+    else 500; the cause is named either way."""
+    if isinstance(err, EngineRefused):
+        return ApiError(400, str(err), "invalid_request_error", param=err.param)
     if isinstance(err, AnswerTimeout):
         return ApiError(504, str(err), "timeout", "answer_timeout")
     if isinstance(err, EngineStopping):

@@ -56,6 +56,7 @@ from serve.feedback_api import FeedbackApi
 from serve.grounding import CONTEXT_TOKENS
 from serve.grounding import apply as apply_grounding
 from serve.grounding import header as grounding_header
+from serve.interface.bounds import answer_bound
 from serve.interface.ticket import ServerBusy
 from serve.keys import ADMIN, CHAT, Caller, KeyRing, as_ring
 from serve.knowledge_api import KnowledgeApi
@@ -68,7 +69,15 @@ from serve.requests import (
     parse_chat,
     relay_body,
 )
-from serve.streaming import Tally, llama_deltas, response_head, sse_events, ticket_deltas, usage
+from serve.streaming import (
+    Tally,
+    bounded,
+    llama_deltas,
+    response_head,
+    sse_events,
+    ticket_deltas,
+    usage,
+)
 from serve.version_stats import VersionStats
 
 PIN_HEADER = "X-TuneDesk-Engine"  # a request pins an engine with it; every answer names its own
@@ -265,9 +274,18 @@ class OpenAIServer(ShelfModels):
         alias chose it)."""
         is_llama = getattr(engine, "name", "") == "llama.cpp"
         if chat.tools and is_llama:
-            response = await relay_tools(engine, relay_body(chat), chat.stream, chat.model, adapter)
+            stopping = getattr(self.engines, "stopping", None)
+            response = await relay_tools(
+                engine,
+                relay_body(chat),
+                chat.stream,
+                chat.model,
+                adapter,
+                bounded=lambda parts: bounded(parts, answer_bound(), stopping),
+            )
             release()  # counted until llama-server has it (a relayed stream is its own)
             response.headers[VERSION_HEADER] = adapter or "base"
+            response.headers[PIN_HEADER] = label(engine)
             return response
         if chat.json_schema is not None and not is_llama:
             raise RequestError(

@@ -22,6 +22,7 @@ from serve.interface.bounds import (
     answer_bound,
     timeout_error,
 )
+from serve.interface.ticket import EngineRefused
 from serve.requests import ChatRequest
 
 _END = object()
@@ -159,6 +160,15 @@ def stream_error(err: Exception) -> dict:
                 "type": "timeout",
                 "param": None,
                 "code": "answer_timeout",
+            }
+        }
+    if isinstance(err, EngineRefused):
+        return {
+            "error": {
+                "message": str(err),
+                "type": "invalid_request_error",
+                "param": err.param,
+                "code": None,
             }
         }
     if isinstance(err, EngineStopping):

@@ -16,6 +16,15 @@ class ServerBusy(RuntimeError):
     """The waiting queue is full; the client should try again shortly."""
 
 
+class EngineRefused(ValueError):
+    """The engine refused the request as asked (llama-server's 400: a JSON schema it cannot
+    use, say); ``param`` names the request's field when one is to blame."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
+
+
 class Ticket:
     """One request in a :class:`~serve.batching.scheduler.Scheduler`.
 

@@ -25,7 +25,7 @@ from core.thinking import ThinkingFilter
 from inference.generate import GenerationSettings, encode, with_system
 from inference.session import ModelSession, is_base
 from serve.interface.bounds import answer_bound, timeout_error
-from serve.interface.ticket import ServerBusy, Ticket
+from serve.interface.ticket import EngineRefused, ServerBusy, Ticket
 from serve.llama_server.upstreams import Upstream, Upstreams
 
 FINISH = {"eos": "stop", "word": "stop", "limit": "length"}
@@ -150,10 +150,7 @@ class LlamaServerEngine:
                         timeout=read_bound(),
                     ) as response:
                         if response.status_code != 200:
-                            raise RuntimeError(
-                                f"llama-server answered HTTP {response.status_code}: "
-                                f"{(await response.aread())[:300]!r}"
-                            )
+                            raise refusal(response.status_code, await response.aread(), body)
                         rest = b""
                         async for part in response.aiter_raw():
                             *lines, rest = (rest + part).split(b"\n")
@@ -388,3 +385,19 @@ def completion_body(
     if settings.min_new_tokens >= settings.max_new_tokens:
         body["ignore_eos"] = True  # benchmarks: always the full length
     return body
+
+
+def refusal(status: int, payload: bytes, body: dict) -> Exception:
+    """The error for llama-server's non-200 answer to ``body``: :class:`EngineRefused` for a
+    400 (the request as asked; ``response_format`` named when it asked for a JSON schema),
+    else a ``RuntimeError`` naming the status."""
+    if status != 400:
+        return RuntimeError(f"llama-server answered HTTP {status}: {payload[:300]!r}")
+    try:
+        said = json.loads(payload)["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        said = payload[:300].decode(errors="replace")
+    return EngineRefused(
+        f"llama-server refused the request: {str(said)[:300]}",
+        "response_format" if "json_schema" in body else None,
+    )

@@ -10,6 +10,8 @@ engine path: ``serve.openai_api``), and relays only the checked, normalised body
 
 from __future__ import annotations
 
+import json
+
 import httpx
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
@@ -17,9 +19,15 @@ from starlette.concurrency import run_in_threadpool
 from serve.llama_server.engine import stale
 
 
-async def relay_tools(engine, body: dict, stream: bool, model: str, adapter: str | None):
+async def relay_tools(
+    engine, body: dict, stream: bool, model: str, adapter: str | None, bounded=None
+):
     """Relay a chat request with tools (``body``: :func:`serve.requests.relay_body`) to the least
-    busy upstream holding ``adapter``'s LoRA; the answer comes back as llama-server gave it.
+    busy upstream holding ``adapter``'s LoRA; the answer comes back as llama-server gave it,
+    named as every answer is (``model`` as asked, ``system_fingerprint`` the engine's label).
+
+    ``bounded``: wraps a stream's chunks in the answer's time bounds
+    (:func:`serve.streaming.bounded`); None: unbounded.
 
     Raises:
         ValueError: the adapter cannot serve.
@@ -42,7 +50,7 @@ async def relay_tools(engine, body: dict, stream: bool, model: str, adapter: str
             engine.upstreams.release(upstream)
         return _json_answer(payload, response.status_code, model, engine.label)
 
-    async def relay():
+    async def chunks():
         try:
             async for part in response.aiter_raw():
                 yield part
@@ -50,11 +58,36 @@ async def relay_tools(engine, body: dict, stream: bool, model: str, adapter: str
             await response.aclose()  # a hang-up closes the upstream stream: llama-server stops
             engine.upstreams.release(upstream)
 
+    parts = chunks() if bounded is None else bounded(chunks())
     return StreamingResponse(
-        relay(),
+        renamed(parts, model, engine.label),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+async def renamed(parts, model: str, label: str):
+    """llama-server's server-sent events with each chunk's ``model`` and ``system_fingerprint``
+    as every answer names them (llama-server's own are its GGUF file's path and build)."""
+    rest = b""
+    async for part in parts:
+        *lines, rest = (rest + part).split(b"\n")
+        if lines:
+            yield b"".join(_renamed_line(line, model, label) + b"\n" for line in lines)
+    if rest:
+        yield _renamed_line(rest, model, label)
+
+
+def _renamed_line(line: bytes, model: str, label: str) -> bytes:
+    if not line.startswith(b"data: {"):
+        return line
+    try:
+        chunk = json.loads(line[6:])
+    except ValueError:
+        return line
+    if isinstance(chunk, dict) and "choices" in chunk:
+        chunk.update(model=model, system_fingerprint=label)
+    return b"data: " + json.dumps(chunk).encode()
 
 
 async def _post(client: httpx.AsyncClient, url: str, body: dict, headers: dict) -> httpx.Response:
@@ -74,8 +107,6 @@ async def _post(client: httpx.AsyncClient, url: str, body: dict, headers: dict) 
 
 
 def _json_answer(payload: bytes, status: int, model: str, label: str) -> JSONResponse:
-    import json
-
     try:
         data = json.loads(payload)
     except ValueError:
