@@ -83,10 +83,14 @@ def message_texts(chat: ChatRequest) -> list[tuple[str, str]]:
     """Every text of a checked request that reaches the model's prompt, with where it is
     (``messages[0].content``, ``messages[2].tool_calls[0].function.arguments``, ``tools[1]``):
     what the control-token check reads, whatever form the client sent it in."""
+    return _every_text(chat.relayed, chat.tools)
+
+
+def _every_text(relayed: list[dict], tools: list | None) -> list[tuple[str, str]]:
     import json
 
     texts = []
-    for i, message in enumerate(chat.relayed):
+    for i, message in enumerate(relayed):
         texts += [
             (f"messages[{i}].{key}", message[key])
             for key in ("content", "name", "tool_call_id")
@@ -98,8 +102,7 @@ def message_texts(chat: ChatRequest) -> list[tuple[str, str]]:
                 for key in ("name", "arguments")
             ]
     texts += [
-        (f"tools[{k}]", json.dumps(tool, ensure_ascii=False))
-        for k, tool in enumerate(chat.tools or [])
+        (f"tools[{k}]", json.dumps(tool, ensure_ascii=False)) for k, tool in enumerate(tools or [])
     ]
     return texts
 
@@ -146,6 +149,12 @@ def parse_chat(body) -> ChatRequest:
     user = body.get("user")
     if user is not None and not isinstance(user, str):
         problems.append(("user", "'user' must be a string"))
+    if not problems:
+        problems += [
+            (where, f"{where} contains a character that is not valid Unicode (a lone surrogate)")
+            for where, text in _every_text(relayed, tools)
+            if unicode_problem(text) is not None
+        ]
     if problems:
         raise RequestError("; ".join(m for _, m in problems), problems[0][0])
     return ChatRequest(

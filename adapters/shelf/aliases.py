@@ -229,6 +229,8 @@ class AliasBook:
 
         def earlier(_old, policy):
             row = last_undoable(self.history(name))
+            if row is None and _old is None:
+                raise AliasNotFoundError(f"no alias named {name!r}", "name")
             if row is None or row["from"] is None:
                 raise AliasError(
                     f"alias {name!r} has no earlier split to go back to"

@@ -301,6 +301,7 @@ BAD_REQUESTS = [  # method, path, body, status, the field named
     ("GET", "/nobody", None, 404, "name"),
     ("GET", "/nobody/stats", None, 404, "name"),
     ("POST", "/nobody/promote", {"version": "a"}, 404, "name"),
+    ("POST", "/nobody/rollback", {}, 404, "name"),
     ("DELETE", "/nobody", None, 404, "name"),
 ]
 

@@ -92,6 +92,17 @@ def test_a_huge_body_is_refused_413_before_it_is_read_whole(url):
             "messages[0].content",
             "not valid Unicode",
         ),
+        (
+            '{"model": "base", "messages": [{"role": "user", "content": "hi", "name": "\\udfff"}]}',
+            "messages[0].name",
+            "not valid Unicode",
+        ),
+        (
+            '{"model": "base", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type":'
+            ' "function", "function": {"name": "t\\udfff", "parameters": {"type": "object"}}}]}',
+            "tools[0]",
+            "not valid Unicode",
+        ),
         (json.dumps({"model": "base", "messages": MSGS, "n": True}), "n", "n=1"),
         (
             json.dumps(
