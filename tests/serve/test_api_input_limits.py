@@ -213,7 +213,8 @@ def test_keyless_ratings_are_one_vote_per_answer_whatever_bearer_is_made_up(sess
 
     store = FeedbackStore()
     with serving(api_app(Engines(session, "pytorch"), feedback=store)) as base_url:
-        answer, _ = _post(base_url, json.dumps({"model": "base", "messages": MSGS, "max_tokens": 2}))
+        asked = {"model": "base", "messages": MSGS, "max_tokens": 2}
+        answer, _ = _post(base_url, json.dumps(asked))
         for i in range(10):
             rated = httpx.post(
                 f"{base_url}/v1/feedback",

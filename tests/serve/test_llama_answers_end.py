@@ -170,19 +170,20 @@ def test_a_client_that_hangs_up_mid_stream_closes_the_upstream_request(
     request closes with the client's (a read in a task of its own left it open and decoding)."""
     hung_up = threading.Event()
     body = {"model": "base", "messages": MSGS, "max_tokens": 200, "stream": True}
-    with stalling_upstream(hung_up) as upstream, engines_on(upstream, tiny_llama_dir) as engines:
-        with serving(api_app(engines)) as url:
-            for attempt in range(3):  # the hang-up lands while the relay waits on a token
-                hung_up.clear()
-                with httpx.stream(
-                    "POST", f"{url}/v1/chat/completions", json=body, timeout=30
-                ) as reply:
-                    assert reply.status_code == 200
-                    texts = (line for line in reply.iter_lines() if '"content": "lo"' in line)
-                    for _ in range(5):
-                        next(texts)
-                assert hung_up.wait(3), f"the upstream was still decoding 3 s on ({attempt})"
-            deadline = time.monotonic() + 5
-            while engines.crowd() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert engines.crowd() == {}  # the hung-up answers let go of their engine
+    with (
+        stalling_upstream(hung_up) as upstream,
+        engines_on(upstream, tiny_llama_dir) as engines,
+        serving(api_app(engines)) as url,
+    ):
+        for attempt in range(3):  # the hang-up lands while the relay waits on a token
+            hung_up.clear()
+            with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=30) as reply:
+                assert reply.status_code == 200
+                texts = (line for line in reply.iter_lines() if '"content": "lo"' in line)
+                for _ in range(5):
+                    next(texts)
+            assert hung_up.wait(3), f"the upstream was still decoding 3 s on ({attempt})"
+        deadline = time.monotonic() + 5
+        while engines.crowd() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert engines.crowd() == {}  # the hung-up answers let go of their engine
