@@ -3,8 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-HOST ?= 127.0.0.1
-PORT ?= 7860
+HOST ?= $(or $(TUNEDESK_HOST),127.0.0.1)
+PORT ?= $(or $(TUNEDESK_PORT),7860)
 # The suite runs in this many pytest-xdist workers, each on its own cores (tests/conftest.py).
 TEST_WORKERS ?= 2
 # A TuneDesk home the tests keep between runs for what they only read: the default model

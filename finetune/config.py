@@ -334,6 +334,11 @@ def validate(cfg: RunConfig, hardware=None) -> list[str]:
             "(set passages per training row to 0)"
         )
     out += launch_problems(cfg.run, t, hardware)
+    if cfg.run.resume is True and not cfg.run.run_dir:
+        out.append(
+            "resume continues a run's folder: name it (--run-dir; the runs are the folders "
+            "in $TUNEDESK_HOME/runs)"
+        )
     known = t.precision in PRECISIONS and t.quantization in QUANTIZATIONS
     if hardware is not None and known and isinstance(t.device, str):
         out.extend(hardware.problems(t.device, t.precision, t.quantization))

@@ -154,6 +154,8 @@ def _setup(cfg: RunConfig, on_event, started: float | None = None) -> Run:
     )
     if name:
         emit("status", message=f"resumed from {name} (step {start_step})")
+    elif cfg.run.resume:
+        emit("status", message=f"no checkpoint in {run_dir} yet: training from step 0")
     # a budget's plan so far: a resumed schedule may have grown past one epoch
     total = max(schedule_total(scheduler), start_step) if budget else len(plan)
     resize_schedule(scheduler, total)
