@@ -23,10 +23,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from adapters.export import gguf_cache, llama_tools
+from adapters.export.hf import check_export_target
 from adapters.export.llama_tools import QUANTIZER_TYPES, Progress
 from adapters.export.preconditions import checked_adapter, refuse_dora
 from adapters.export.readme import readme
 from adapters.shelf.gate_rules import entry_status, warning_for
+from adapters.shelf.store import Shelf
 from core import paths
 
 FORMAT = "tunedesk-gguf-export/1"
@@ -93,8 +95,14 @@ def export_gguf(
     for script in llama_tools.CONVERTERS:
         llama_tools.converter(script)  # the tools are there before any heavy work starts
     target = Path(out_dir) if out_dir else paths.subdir("exports") / f"{name}-gguf"
+    check_export_target(target, Shelf())
     if target.exists() and not overwrite:
-        raise ValueError(f"{target} already exists; pass overwrite=True to replace it")
+        raise ValueError(f"{target} already exists; give --overwrite to replace it")
+    if target.exists() and not _replaceable(target):
+        raise ValueError(
+            f"{target} exists and is not a GGUF export TuneDesk wrote; it is left as it is: "
+            "choose a new or empty folder"
+        )
     paths.check_writable(target.parent)
     n_steps = (
         1 + len(types) + (_needs_f16(types) and "f16" not in types) if types else 0
@@ -207,6 +215,18 @@ def _write_texts(tmp: Path, entry, resolved, types, base_type: str, lora: bool) 
     ggufs = sorted(p.name for p in tmp.glob("*.gguf"))
     (tmp / "README.md").write_text(readme(entry.name, ggufs, list(files), note))
     return note
+
+
+def _replaceable(target: Path) -> bool:
+    """Whether ``target`` is an empty folder or a GGUF export written here (its manifest)."""
+    if not target.is_dir():
+        return False
+    if not any(target.iterdir()):
+        return True
+    try:
+        return "llama_cpp_python" in json.loads((target / "manifest.json").read_text())
+    except (OSError, ValueError, TypeError):
+        return False
 
 
 def _write_manifest(tmp: Path, entry, resolved, result: GgufExport) -> None:

@@ -113,8 +113,17 @@ def export_merged(
         raise BrokenAdapterError(f"adapter {name!r} is broken: {entry.reason}")
     base = resolve_base(entry.manifest.get("base_model") or {})
     target = Path(out_dir) if out_dir else paths.subdir("exports") / f"{name}-merged"
+    check_export_target(target, shelf)
     if target.exists() and not overwrite:
-        raise ValueError(f"{target} already exists; pass overwrite=True to replace it")
+        raise ValueError(f"{target} already exists; leave out --no-overwrite to replace it")
+    if target.exists() and (
+        not target.is_dir()
+        or (any(target.iterdir()) and not (target / "tunedesk_export.json").is_file())
+    ):
+        raise ValueError(
+            f"{target} exists and is not a merged model TuneDesk wrote; it is left as it is: "
+            "choose a new or empty folder"
+        )
     # Never run code shipped with a model or an imported adapter (unset, transformers asks
     # on stdin and runs it on "y").
     model = AutoModelForCausalLM.from_pretrained(
@@ -148,8 +157,16 @@ def export_merged(
 def export_zip(name: str, out: Path | None = None, *, shelf: Shelf | None = None) -> Path:
     """Zip an adapter (files under ``<name>/``) for download; default ``exports/<name>.zip``."""
     shelf = shelf or Shelf()
-    folder = shelf.path(name)
+    entry = shelf.get(name)
+    if not entry.ok:
+        raise BrokenAdapterError(f"adapter {name!r} is broken: {entry.reason}")
+    folder = entry.path
     out = Path(out) if out else paths.subdir("exports") / f"{name}.zip"
+    check_export_target(out, shelf)
+    if out.is_dir():
+        raise ValueError(f"{out} is a folder; name the .zip file to write, e.g. {out / name}.zip")
+    if out.exists() and not zipfile.is_zipfile(out):
+        raise ValueError(f"{out} exists and is not a zip; it is left as it is: choose another name")
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".tmp-{out.stem}-", suffix=".zip", dir=out.parent)
     try:
@@ -163,6 +180,21 @@ def export_zip(name: str, out: Path | None = None, *, shelf: Shelf | None = None
         Path(tmp).unlink(missing_ok=True)
         raise
     return out
+
+
+def check_export_target(target: Path, shelf: Shelf) -> None:
+    """Refuse an export path that would write over the shelf or the home holding it.
+
+    Raises:
+        ValueError: ``target`` is inside the shelf, or the shelf or the home lies inside it.
+    """
+    where, root = target.resolve(), shelf.root.resolve()
+    home = (shelf.home or root.parent).resolve()
+    if where in (root, home) or root in where.parents or where in root.parents:
+        raise ValueError(
+            f"{target} is on the adapter shelf or holds it; an export goes outside "
+            f"{root} (by default under {home / 'exports'})"
+        )
 
 
 def sanitize_name(stem: str) -> str:

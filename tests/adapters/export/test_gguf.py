@@ -155,7 +155,14 @@ def test_cli_exports_and_answers_bad_input_with_exit_2(home, tiny_real_tok, caps
     report = json.loads(capsys.readouterr().out)
     assert [f["file"] for f in report["files"]] == ["Modelfile", "README.md", "tuned-q8_0.gguf"]
     assert main(["export-gguf", "tuned", "--types", "q8_0"]) == 2
-    assert "already exists" in capsys.readouterr().err
+    assert "already exists; give --overwrite" in capsys.readouterr().err
+    precious = home / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep me")
+    for out, said in ((Shelf().root, "on the adapter shelf"), (precious, "not a GGUF export")):
+        assert main(["export-gguf", "tuned", "--out", str(out), "--overwrite"]) == 2
+        assert said in capsys.readouterr().err
+    assert (precious / "notes.txt").read_text() == "keep me" and Shelf().get("tuned").ok
     assert main(["export-gguf", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no adapter named 'nope'" in err

@@ -182,3 +182,38 @@ def test_export_merged_refuses_a_broken_adapter(home, peft_dir):
     (Shelf().path("b") / "adapter_model.safetensors").write_bytes(b"junk")
     with pytest.raises(ValueError, match="broken"):
         export_merged("b")
+
+
+def test_export_zip_refuses_a_broken_adapter(home, peft_dir):
+    import_adapter(peft_dir, name="b")
+    (Shelf().path("b") / "adapter_model.safetensors").write_bytes(b"junk")
+    with pytest.raises(ValueError, match="adapter 'b' is broken"):
+        export_zip("b")
+    assert not (home / "exports" / "b.zip").exists()
+
+
+def test_exports_never_write_over_the_shelf_or_a_folder_they_did_not_make(
+    home, tmp_path, peft_dir
+):
+    import_adapter(peft_dir, name="a")
+    import_adapter(peft_dir, name="victim")
+    weights = Shelf().path("victim") / "adapter_model.safetensors"
+    before = weights.read_bytes()
+    for out in (weights, Shelf().root, Shelf().path("victim"), home):
+        with pytest.raises(ValueError, match="on the adapter shelf or holds it"):
+            export_zip("a", out)
+        with pytest.raises(ValueError, match="on the adapter shelf or holds it"):
+            export_merged("a", out, overwrite=True)
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="not a merged model TuneDesk wrote"):
+        export_merged("a", precious, overwrite=True)
+    with pytest.raises(ValueError, match="is a folder"):
+        export_zip("a", precious)
+    with pytest.raises(ValueError, match="not a zip"):
+        export_zip("a", precious / "notes.txt")
+    assert (precious / "notes.txt").read_text() == "keep me"
+    assert weights.read_bytes() == before and Shelf().get("victim").ok
+    again = export_zip("a", tmp_path / "a.zip")
+    assert export_zip("a", again) == again  # its own zip is replaced
