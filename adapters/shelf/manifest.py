@@ -49,6 +49,7 @@ def read_valid_manifest(folder: Path, home: Path) -> dict:
             raise BrokenAdapterError(str(err)) from None
     config = read_lora_config(folder)
     check_weights(folder)
+    check_rank(folder, config)
     if not (folder / MANIFEST).exists():
         return manifest_from_config(name, config)
     manifest = read_json(folder / MANIFEST)
@@ -72,11 +73,40 @@ def read_lora_config(folder: Path) -> dict:
     if not (folder / CONFIG).is_file():
         raise BrokenAdapterError("adapter_config.json is missing")
     config = read_json(folder / CONFIG)
+    if not isinstance(config, dict):
+        raise BrokenAdapterError("adapter_config.json is not a JSON object")
     if str(config.get("peft_type", "")).upper() != "LORA":
         raise BrokenAdapterError(
             f"adapter_config.json has peft_type {config.get('peft_type')!r}; only LORA is supported"
         )
+    problem = _config_problem(config)
+    if problem:
+        raise BrokenAdapterError(f"adapter_config.json: {problem}")
     return config
+
+
+def _config_problem(config: dict) -> str | None:
+    """The first field of a LoRA config PEFT could not load, in words (None: none)."""
+
+    def number(value) -> bool:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+
+    r = config.get("r")
+    if type(r) is not int or r < 1:
+        return f"r must be a whole number of at least 1, not {str(r)[:40]!r}"
+    for key in ("lora_alpha", "lora_dropout"):
+        if config.get(key) is not None and not number(config[key]):
+            return f"{key} must be a number, not {str(config[key])[:40]!r}"
+    targets = config.get("target_modules")
+    if targets is not None and not (
+        isinstance(targets, str)
+        or (isinstance(targets, list) and all(isinstance(t, str) for t in targets))
+    ):
+        return f"target_modules must be a name or a list of names, not {str(targets)[:40]!r}"
+    for key in ("rank_pattern", "alpha_pattern"):
+        if config.get(key) is not None and not isinstance(config[key], dict):
+            return f"{key} must be an object"
+    return None
 
 
 def check_weights(folder: Path) -> list[str]:
@@ -99,6 +129,30 @@ def check_weights(folder: Path) -> list[str]:
     if not keys:
         raise BrokenAdapterError("adapter_model.safetensors holds no tensors")
     return keys
+
+
+def check_rank(folder: Path, config: dict) -> None:
+    """Check the weights' LoRA rank is the config's ``r`` (header only; skipped where
+    ``rank_pattern`` gives modules ranks of their own).
+
+    Raises:
+        BrokenAdapterError: a ``lora_A`` matrix of another rank, named.
+    """
+    from safetensors import safe_open
+
+    if config.get("rank_pattern"):
+        return
+    with safe_open(str(folder / WEIGHTS), framework="numpy") as fh:
+        names = list(fh.keys())
+        for key in names:
+            if key.endswith("lora_A.weight"):
+                rows = fh.get_slice(key).get_shape()[0]
+                if rows != config["r"]:
+                    raise BrokenAdapterError(
+                        f"adapter_model.safetensors holds rank-{rows} LoRA weights ({key}), "
+                        f"but adapter_config.json says r={config['r']}"
+                    )
+                return
 
 
 def manifest_from_config(name: str, config: dict, imported: bool = False) -> dict:

@@ -88,6 +88,28 @@ def test_broken_folders_are_listed_with_reasons_and_good_ones_still_load(
     assert "default" in model.peft_config
 
 
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        ({"r": "abc"}, "r must be a whole number of at least 1, not 'abc'"),
+        ({"r": 0}, "r must be a whole number"),
+        ({"target_modules": 7}, "target_modules must be a name or a list of names, not '7'"),
+        ({"lora_alpha": "high"}, "lora_alpha must be a number"),
+        ({"rank_pattern": []}, "rank_pattern must be an object"),
+        ({"r": 8}, "holds rank-4 LoRA weights"),
+    ],
+)
+def test_a_config_peft_could_not_load_is_broken_with_its_field_named(
+    home, peft_dir, tiny_llama_dir, change, said
+):
+    folder = shelve(peft_dir, tiny_llama_dir, "bad")
+    config = json.loads((folder / "adapter_config.json").read_text())
+    (folder / "adapter_config.json").write_text(json.dumps({**config, **change}))
+    entry = Shelf().get("bad")
+    assert not entry.ok and said in entry.reason, entry.reason
+    assert entry.reason.startswith("adapter_config.json") or "rank-4" in entry.reason
+
+
 def test_adapter_without_manifest_lists_from_its_peft_config(home, peft_dir, tiny_llama_dir):
     shutil.copytree(peft_dir, Shelf().root / "plain")
     entry = Shelf().get("plain")
