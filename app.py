@@ -17,15 +17,15 @@ from core.hosts import is_local, set_exposed
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from core.cli import DefaultsFormatter
-    from serve.flags import add_serving_flags
+    from serve.flags import add_serving_flags, port_number
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.formatter_class = DefaultsFormatter  # each flag's default in --help
     add_serving_flags(p)
     p.add_argument(
         "--port",
-        type=int,
-        default=int(os.environ.get("TUNEDESK_PORT", "7860")),
+        type=port_number,
+        default=os.environ.get("TUNEDESK_PORT", "7860"),
         help="port to listen on ($TUNEDESK_PORT)",
     )
     p.add_argument("--auth", default=os.environ.get("TUNEDESK_AUTH"), help="user:pass")

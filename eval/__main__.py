@@ -164,7 +164,12 @@ def run(args) -> int:
         raise ValueError("name at least one --adapter (or --base to score the base model alone)")
     if args.rows_per_slice is not None and not args.slice_by:
         raise ValueError("--rows-per-slice needs --slice-by COLUMN")
+    if args.threads < 0:
+        raise ValueError(f"--threads must be 0 (all cores) or more, not {args.threads}")
     _check_data(args.data)
+    from core.hardware import detect
+
+    detect().device(args.device)  # a device this machine lacks, refused before the model loads
     from eval.judge_check import judge_config
 
     judge = judge_config(args)  # bad judge settings are refused before the model loads

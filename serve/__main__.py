@@ -17,12 +17,12 @@ STOP_GRACE_S = 3.0  # after SIGTERM, responses in flight (now errors) get this l
 
 def build_parser() -> argparse.ArgumentParser:
     from core.cli import DefaultsFormatter
-    from serve.flags import add_serving_flags
+    from serve.flags import add_serving_flags, port_number
 
     p = argparse.ArgumentParser(prog="python -m serve", description=__doc__.splitlines()[0])
     p.formatter_class = DefaultsFormatter  # each flag's default in --help
     add_serving_flags(p)
-    p.add_argument("--port", type=int, default=8000, help="port to listen on")
+    p.add_argument("--port", type=port_number, default=8000, help="port to listen on")
     p.add_argument("--home", default=None, help="data folder (default $TUNEDESK_HOME or ./outputs)")
     return p
 
@@ -76,6 +76,10 @@ def _serve(argv: list[str] | None) -> int:
         return 2
     if args.home:
         os.environ["TUNEDESK_HOME"] = args.home
+    from core.models import is_default, resolve
+
+    if not is_default(args.model):  # a name that cannot load ends here, not in a server thread
+        resolve(args.model)
     set_exposed(args.host)  # off localhost: error answers carry no class names or server paths
     import uvicorn
 

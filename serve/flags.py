@@ -12,6 +12,17 @@ import os
 from serve.interface.bounds import IDLE_ENV, IDLE_S, TOTAL_ENV, TOTAL_S
 
 
+def port_number(text: str) -> int:
+    """A ``--port`` value: a whole number from 1 to 65535 (argparse's type)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port from 1 to 65535, not {text[:20]!r}")
+    return port
+
+
 def add_serving_flags(p: argparse.ArgumentParser) -> None:
     """Add ``--host``, ``--model``, ``--engine``, ``--api-key``, ``--log-conversations``,
     ``--answer-idle-timeout`` and ``--answer-timeout`` to ``p``."""

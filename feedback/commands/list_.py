@@ -15,9 +15,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rating", choices=RATINGS)
     p.add_argument("--status", choices=STATUSES)
     p.add_argument("--intent", help="only ratings with this intent label (any case)")
-    p.add_argument("--since", help="created on or after this day (YYYY-MM-DD)")
-    p.add_argument("--until", help="created on or before this day (YYYY-MM-DD)")
+    p.add_argument("--since", type=day, help="created on or after this day (YYYY-MM-DD)")
+    p.add_argument("--until", type=day, help="created on or before this day (YYYY-MM-DD)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
+
+
+def day(text: str) -> str:
+    """A ``--since`` / ``--until`` value: a real calendar day written YYYY-MM-DD."""
+    import datetime
+    import re
+
+    try:
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+            raise ValueError
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a day written YYYY-MM-DD, such as 2026-11-25, not {text[:20]!r}"
+        ) from None
+    return text
 
 
 def main(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""`python -m finetune runs`: list supervised runs; `--stop ID` asks one to stop."""
+"""`python -m finetune runs`: list the runs the Train tab supervises; `--stop ID` asks one to
+stop."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ def main(args) -> int:
     from finetune.train import runner
 
     if args.stop:
-        print(runner.stop(args.stop))
+        run = runner.get(args.stop)  # an unknown run: one sentence, exit 2
+        if not (run.run_dir / "status.json").exists():
+            raise ValueError(
+                f"run {args.stop!r} was not started by the Train tab, so nothing supervises it; "
+                "a `python -m finetune train` run stops with Ctrl-C in its terminal (it saves)"
+            )
+        status = runner.stop(args.stop)
+        print(f"{args.stop}: {status.get('state', '?')} {status.get('reason', '')}".rstrip())
         return 0
     for r in runner.list_runs():
         s = r.status

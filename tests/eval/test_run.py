@@ -434,7 +434,9 @@ def test_an_adapter_trained_0_steps_is_named_as_the_base_in_disguise(
     assert not any("trained 0 steps" in n for n in trained.gate["tuned-a"]["notes"])
 
 
-@pytest.mark.parametrize("case", ["unknown adapter", "missing data", "mixed bases"])
+@pytest.mark.parametrize(
+    "case", ["unknown adapter", "missing data", "mixed bases", "no such device", "threads"]
+)
 def test_cli_bad_input_is_one_error_line(assets, home, capsys, case):
     Shelf()
     install(assets, home)
@@ -443,13 +445,14 @@ def test_cli_bad_input_is_one_error_line(assets, home, capsys, case):
         adapters = ["no-such-adapter"]
     elif case == "missing data":
         data = str(home / "missing.jsonl")
-    else:
+    elif case == "mixed bases":
         manifest_file = home / "adapters" / "tuned-b" / "manifest.json"
         manifest = json.loads(manifest_file.read_text())
         manifest["base_model"] = {"name": "gpt2", "weight_hash": "0" * 16}
         manifest_file.write_text(json.dumps(manifest))
         adapters = ["tuned-a", "tuned-b"]
     argv = [x for a in adapters for x in ("--adapter", a)] + ["--data", data, "--quiet"]
+    argv += {"no such device": ["--device", "tpu"], "threads": ["--threads", "-1"]}.get(case, [])
     code = main(argv)
     err = capsys.readouterr().err
     assert code == 2
@@ -458,6 +461,8 @@ def test_cli_bad_input_is_one_error_line(assets, home, capsys, case):
         "unknown adapter": "no-such-adapter",
         "missing data": "missing.jsonl",
         "mixed bases": "different base models",
+        "no such device": "no device 'tpu' on this machine",
+        "threads": "--threads must be 0 (all cores) or more, not -1",
     }[case] in err
 
 

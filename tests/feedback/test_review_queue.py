@@ -102,6 +102,16 @@ def test_the_cli_lists_reviews_and_exports(rated, home, capsys):
         and (home / "datasets" / "from-chat-pairs.jsonl").is_file()
     )
     assert cli(["export", "--name", "../escape"]) == 2
+    capsys.readouterr()
+    for bad in ("2024-13-45", "yesterday", "2026-1-5"):
+        with pytest.raises(SystemExit) as refused:  # argparse's exit: usage and the sentence
+            cli(["list", "--since", bad])
+        assert refused.value.code == 2
+        assert f"must be a day written YYYY-MM-DD, such as 2026-11-25, not {bad!r}" in (
+            capsys.readouterr().err
+        )
+    assert cli(["list", "--since", "2000-01-01", "--until", "2999-12-31"]) == 0
+    assert f"{len(queue(FeedbackStore()))} rating(s)" in capsys.readouterr().out
 
 
 def test_the_cli_labels_intents_and_filters_by_them(rated, capsys):

@@ -12,6 +12,7 @@ import time
 
 import httpx
 import openai
+import pytest
 from serve_helpers import ADAPTERS
 
 from bench.serving_api import answered_by, served_in_child
@@ -104,3 +105,24 @@ def test_the_serve_command_refuses_a_bad_answer_bound_in_a_sentence(home):
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "the idle timeout must be a number of seconds above 0, got 0.0" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["--port", "99999"], "must be a port from 1 to 65535, not '99999'"),
+        (["--port", "-1"], "must be a port from 1 to 65535, not '-1'"),
+        (["--model", "nonexistent/xyz"], "Could not load base model 'nonexistent/xyz'"),
+    ],
+)
+def test_the_serve_command_refuses_a_bad_port_or_model_before_it_listens(home, argv, said):
+    env = {**os.environ, "TUNEDESK_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "serve", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert said in done.stderr

@@ -192,9 +192,7 @@ def test_export_zip_refuses_a_broken_adapter(home, peft_dir):
     assert not (home / "exports" / "b.zip").exists()
 
 
-def test_exports_never_write_over_the_shelf_or_a_folder_they_did_not_make(
-    home, tmp_path, peft_dir
-):
+def test_exports_never_write_over_the_shelf_or_a_folder_they_did_not_make(home, tmp_path, peft_dir):
     import_adapter(peft_dir, name="a")
     import_adapter(peft_dir, name="victim")
     weights = Shelf().path("victim") / "adapter_model.safetensors"

@@ -55,3 +55,22 @@ def test_stop_signals_the_recorded_process_and_no_stranger(home):
         for child in (ours, stranger, later):
             child.kill()
             child.wait()
+
+
+def test_the_runs_command_stops_a_supervised_run_and_names_the_others_in_a_sentence(home, capsys):
+    from finetune.__main__ import main
+
+    ours = sleeper("--config", str(home / "runs" / "ours" / "config.json"))
+    try:
+        run_with(home, "ours", ours, process_start(ours.pid))
+        (home / "runs" / "from-a-terminal").mkdir()  # a `finetune train` run: no status.json
+        assert main(["runs", "--stop", "ours"]) == 0
+        assert capsys.readouterr().out.startswith("ours: stopping")
+        assert ours.wait(10) == 7
+        assert main(["runs", "--stop", "nobody"]) == 2
+        assert capsys.readouterr().err == "error: no run named 'nobody'\n"
+        assert main(["runs", "--stop", "from-a-terminal"]) == 2
+        assert "Ctrl-C in its terminal" in capsys.readouterr().err
+    finally:
+        ours.kill()
+        ours.wait()
