@@ -28,6 +28,7 @@ from knowledge.passages import Passage, check, fingerprint
 
 _VERSION = re.compile(r"^v([1-9][0-9]{0,8})$")
 LATEST = "latest"
+RESERVED = ("auto", "off")  # what a request, an alias or Chat says instead of a name
 
 
 class KnowledgeNotFound(ValueError):
@@ -143,6 +144,11 @@ class KnowledgeShelf:
             ValueError: a bad name, or no passage.
         """
         paths.safe_name(name, "knowledge base name")
+        if name.lower() in RESERVED:
+            raise ValueError(
+                f"{name!r} is not a knowledge base name: it says how to ground "
+                f"({', '.join(RESERVED)}); choose another"
+            )
         passages = [check(p) for p in passages]
         if not passages:
             raise ValueError("nothing to add: no passage with text")

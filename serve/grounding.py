@@ -1,10 +1,16 @@
-"""Grounded ``/v1`` answers: a request's ``knowledge`` field puts the best passages in its prompt.
+"""Grounded ``/v1`` answers: the best passages of the team's knowledge in the prompt.
 
-``"knowledge": "auto"`` grounds an adapter's answer in the knowledge version it was trained
-beside (its manifest's ``knowledge``); ``"knowledge": "NAME"`` or ``{"name": "NAME", "version":
-"v2", "k": 2}`` in a chosen one. The passages go into the conversation's system message
-(:func:`knowledge.grounding.ground`) before the engine sees it, and the answer names what it
-was shown: the ``X-TuneDesk-Knowledge`` header and, in a whole (not streamed) answer, the
+An adapter asked by name answers grounded in the knowledge version it was trained beside (its
+manifest's ``knowledge``), as Chat does, unless the request's ``knowledge`` field says
+otherwise: ``"off"`` (or ``false``) answers ungrounded; ``"auto"`` asks for the adapter's own
+and is a 400 when it has none; ``"NAME"`` or ``{"name": "NAME", "version": "v2", "k": 2}``
+grounds in a chosen one. The base model, an adapter trained beside no knowledge, and a
+request with ``tools`` answer ungrounded unless asked; so does an adapter whose knowledge
+version is gone since (asked for by name, that is a 400).
+
+The passages go into the conversation's system message (:func:`knowledge.grounding.ground`)
+before the engine sees it, and the answer names what it was shown: the
+``X-TuneDesk-Knowledge`` header and, in a whole (not streamed) answer, the
 ``tunedesk_grounding`` object (knowledge, version, fingerprint, passage ids).
 
 A request to an alias is grounded as the alias says (``off``, ``auto`` or ``NAME[@vN]``:
@@ -23,17 +29,22 @@ from serve.requests import RequestError
 
 KNOWLEDGE_HEADER = "X-TuneDesk-Knowledge"
 AUTO = "auto"
+OFF = "off"  # the request's knowledge field: answer ungrounded
+IMPLICIT = "implicit"  # the key marking a grounding the request did not ask for
 CONTEXT_TOKENS = 2048  # a llama-server slot's context (core/llama_cpp/process.py)
 
 
-def parse_knowledge(value) -> dict | None:
-    """The request's ``knowledge`` field as ``{"name", "version", "k"}`` (None: not asked).
+def parse_knowledge(value) -> dict | str | None:
+    """The request's ``knowledge`` field as ``{"name", "version", "k"}``, :data:`OFF`, or None
+    (not given).
 
     Raises:
         RequestError: a field of the wrong type or out of range, naming it.
     """
-    if value is None or value is False:
+    if value is None:
         return None
+    if value is False or (isinstance(value, str) and value.strip().lower() == OFF):
+        return OFF
     if isinstance(value, str) and value.strip():
         return {"name": value.strip(), "version": LATEST, "k": DEFAULT_K}
     if not isinstance(value, dict) or not isinstance(value.get("name"), str) or not value["name"]:
@@ -86,8 +97,13 @@ def apply(
             alias for other grounding than its own.
     """
     asked = asked_grounding(chat.body.get("knowledge"), adapter, shelf, alias, alias_grounding)
-    if asked is None:
+    if asked is None or (asked.get(IMPLICIT) and chat.tools):
         return None
+    if asked.get(IMPLICIT):
+        try:
+            return _ground(chat, asked, None, "knowledge", context_tokens, tokenizer)
+        except RequestError:  # its knowledge deleted since training: answered as it is
+            return None
     gone = None
     if alias is not None:
         gone = (
@@ -110,12 +126,20 @@ def asked_grounding(
     asked = parse_knowledge(value)
     if alias is not None:
         return _alias_asks(alias, alias_grounding or GROUNDING_AUTO, adapter, shelf, asked)
-    if asked is None:
+    if asked == OFF:
         return None
+    if asked is None:  # not asked: the adapter's own knowledge, as Chat grounds it
+        entry = _trained_beside(adapter, shelf)
+        if not entry.get("name"):
+            return None
+        return {
+            "name": entry["name"],
+            "version": entry.get("version") or LATEST,
+            "k": DEFAULT_K,
+            IMPLICIT: True,
+        }
     if asked["name"] == AUTO:
-        entry = {}
-        if adapter is not None:
-            entry = (shelf.get(adapter).manifest or {}).get("knowledge") or {}
+        entry = _trained_beside(adapter, shelf)
         if not entry.get("name"):
             raise RequestError(
                 f"'knowledge': 'auto' needs an adapter trained beside a knowledge "
@@ -124,6 +148,13 @@ def asked_grounding(
             )
         asked = {**asked, "name": entry["name"], "version": entry.get("version") or LATEST}
     return asked
+
+
+def _trained_beside(adapter: str | None, shelf) -> dict:
+    """The manifest's ``knowledge`` of ``adapter`` ({} for the base model or none)."""
+    if adapter is None:
+        return {}
+    return (shelf.get(adapter).manifest or {}).get("knowledge") or {}
 
 
 def _ground(
@@ -153,7 +184,7 @@ def _ground(
 
 
 def _alias_asks(
-    alias: str, setting: str, adapter: str | None, shelf, asked: dict | None
+    alias: str, setting: str, adapter: str | None, shelf, asked: dict | str | None
 ) -> dict | None:
     """What a request to ``alias`` is grounded in (None: ungrounded), its own field checked.
 
@@ -163,9 +194,7 @@ def _alias_asks(
     if setting == GROUNDING_OFF:
         own = None
     elif setting == GROUNDING_AUTO:
-        entry = {}
-        if adapter is not None:
-            entry = (shelf.get(adapter).manifest or {}).get("knowledge") or {}
+        entry = _trained_beside(adapter, shelf)
         own = (
             {"name": entry["name"], "version": entry.get("version") or LATEST, "k": DEFAULT_K}
             if entry.get("name")
@@ -174,12 +203,13 @@ def _alias_asks(
     else:
         name, version = split_grounding(setting)
         own = {"name": name, "version": version, "k": DEFAULT_K}
-    if asked is None:
+    if asked is None or (asked == OFF and own is None):
         return own
-    if asked["name"] == AUTO and setting == GROUNDING_AUTO:
-        return own and {**own, "k": asked["k"]}
-    if own is not None and (asked["name"], asked["version"]) == (own["name"], own["version"]):
-        return {**own, "k": asked["k"]}
+    if asked != OFF:
+        if asked["name"] == AUTO and setting == GROUNDING_AUTO:
+            return own and {**own, "k": asked["k"]}
+        if own is not None and (asked["name"], asked["version"]) == (own["name"], own["version"]):
+            return {**own, "k": asked["k"]}
     said = "off" if own is None else f"{own['name']} {own['version']}"
     raise RequestError(
         f"model {alias!r} is an alias grounded as it says ({setting}: {said}); its "

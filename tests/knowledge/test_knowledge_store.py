@@ -94,3 +94,10 @@ def test_a_passage_imported_again_with_its_intent_takes_it_and_is_not_doubled(ho
     again, made = shelf.add("faq", [labelled], ["faq.csv"])
     assert made and [p for _, p in again.passages_page()] == [labelled]
     assert first.fingerprint != again.fingerprint and "intent" not in plain.to_dict()
+
+
+@pytest.mark.parametrize("name", ["auto", "off", "OFF"])
+def test_the_words_that_say_how_to_ground_are_no_knowledge_base_names(home, name):
+    with pytest.raises(ValueError, match="it says how to ground"):
+        KnowledgeShelf().add(name, [Passage("Refunds", "Paid in 30 days.", "kb.md")], ["kb.md"])
+    assert KnowledgeShelf().names() == []

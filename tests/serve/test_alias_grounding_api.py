@@ -61,7 +61,10 @@ def test_an_alias_grounds_as_it_says(url, session):
     assert by_auto["tunedesk_grounding"]["knowledge"] == "faq"
     assert by_auto["choices"][0]["message"]["content"] == expected(session, "faq")
     assert ask(url, knowledge="auto").status_code == 200  # the same as the alias: taken
-    plain = ask(url, "a").json()  # the adapter by name, no field: ungrounded as before
+    by_name = ask(url, "a").json()  # the adapter by name, no field: its own knowledge too
+    assert by_name["tunedesk_grounding"]["knowledge"] == "faq"
+    assert by_name["choices"][0]["message"]["content"] == expected(session, "faq")
+    plain = ask(url, "a", "off").json()  # by name, asked ungrounded
     assert "tunedesk_grounding" not in plain
 
     changed = put(url, {"grounding": "kb@v1"})
@@ -89,6 +92,14 @@ def test_a_request_may_not_ground_an_alias_otherwise(url, field):
     error = answer.json()["error"]
     assert answer.status_code == 400 and error["param"] == "knowledge"
     assert "is an alias grounded as it says (off: off)" in error["message"]
+    assert ask(url, knowledge="off").status_code == 200  # the same as the alias: taken
+
+
+def test_a_request_may_not_unground_a_grounded_alias(url):
+    answer = ask(url, knowledge="off")  # the alias grounds auto: faq v1
+    error = answer.json()["error"]
+    assert answer.status_code == 400 and error["param"] == "knowledge"
+    assert "is an alias grounded as it says (auto: faq v1)" in error["message"]
 
 
 def test_an_unknown_knowledge_version_is_refused_when_set(url):

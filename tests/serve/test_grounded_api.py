@@ -1,6 +1,7 @@
-"""serve/grounding.py through the API: a request's ``knowledge`` puts the best passages in the
-prompt the engine answers (the answer equals the session's on the grounded conversation), and
-the answer names the version and passages it was shown."""
+"""serve/grounding.py through the API: an adapter asked by name is grounded in its own knowledge
+unless its ``knowledge`` field says otherwise; the passages go in the prompt the engine answers
+(the answer equals the session's on the grounded conversation), and the answer names the
+version and passages it was shown."""
 
 from __future__ import annotations
 
@@ -48,8 +49,8 @@ def ask(url, model, knowledge, stream=False):
 def test_the_answer_is_the_sessions_on_the_grounded_conversation(url, session):
     grounded, _ = ground(ASKED, "faq", k=2, answer_tokens=8)
     want = compare(session, grounded, ["a"], GenerationSettings(max_new_tokens=8))[0]
-    plain = ask(url, "a", None).json()
-    for knowledge in ("faq", "auto", {"name": "faq", "version": "v1", "k": 2}):
+    plain = ask(url, "a", "off").json()
+    for knowledge in (None, "faq", "auto", {"name": "faq", "version": "v1", "k": 2}):
         answer = ask(url, "a", knowledge)
         body = answer.json()
         assert body["choices"][0]["message"]["content"] == want.text
@@ -57,10 +58,11 @@ def test_the_answer_is_the_sessions_on_the_grounded_conversation(url, session):
         assert body["tunedesk_grounding"]["passage_ids"] == [1]
         assert body["tunedesk_grounding"]["version"] == "v1"
         assert answer.headers["X-TuneDesk-Knowledge"] == "faq v1 passages=1"
-    assert (
-        "tunedesk_grounding" not in plain
-        and "X-TuneDesk-Knowledge" not in ask(url, "a", None).headers
-    )
+    for off in ("off", False):  # asked ungrounded
+        assert "X-TuneDesk-Knowledge" not in ask(url, "a", off).headers
+    assert "tunedesk_grounding" not in plain
+    b = ask(url, "b", None)  # trained beside no knowledge: ungrounded, as before
+    assert b.status_code == 200 and "tunedesk_grounding" not in b.json()
     streamed = ask(url, "a", "faq", stream=True)
     assert streamed.headers["X-TuneDesk-Knowledge"] == "faq v1 passages=1"
 
@@ -90,12 +92,14 @@ def test_a_deleted_version_is_said(url):
         answer.status_code == 400
         and "no knowledge base named 'faq'" in answer.json()["error"]["message"]
     )
+    unasked = ask(url, "a", None)  # not asked for: answered as it is
+    assert unasked.status_code == 200 and "tunedesk_grounding" not in unasked.json()
 
 
 def test_a_rating_keeps_the_knowledge_the_answer_was_shown(url):
     from feedback.store import FeedbackStore
 
-    grounded, plain = ask(url, "a", "faq").json(), ask(url, "a", None).json()
+    grounded, plain = ask(url, "a", "faq").json(), ask(url, "a", "off").json()
     for answer in (grounded, plain):
         rated = httpx.post(
             f"{url}/v1/feedback", json={"id": answer["id"], "rating": "down"}, timeout=30
