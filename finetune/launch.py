@@ -92,7 +92,7 @@ def _gpu_count_problems(device: str, procs, hardware) -> list[str]:
     die with "invalid device ordinal" after the first ones had loaded the model."""
     gpus = sum(d.name.startswith("cuda") for d in hardware.devices)
     on_gpu = device.startswith("cuda") or (device == "auto" and gpus > 0)
-    if on_gpu and isinstance(procs, int) and procs > gpus:
+    if on_gpu and isinstance(procs, int) and procs > gpus > 0:  # none: the device check says
         return [
             f"{procs} processes per node need {procs} GPUs; this machine has {gpus}: "
             f"set processes per node to {gpus} or fewer"

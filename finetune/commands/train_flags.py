@@ -71,6 +71,16 @@ FLAGS = [
         "share of the training rows shown those passages, the rest trained without them "
         "(default 1.0: every row)",
     ),
+    ("--prompt-column", [], "data", "prompt_column", str, "the column holding the prompt"),
+    ("--response-column", [], "data", "response_column", str, "the column holding the answer"),
+    (
+        "--messages-column",
+        [],
+        "data",
+        "messages_column",
+        str,
+        "a column of chat messages lists (role, content), instead of prompt and answer",
+    ),
     ("--val-fraction", [], "data", "val_fraction", float, "share of rows held out"),
     ("--system-prompt", [], "data", "system_prompt", str, "system message before every prompt"),
     ("--epochs", ["--num_epochs"], "train", "epochs", float, "passes over the data"),
@@ -173,6 +183,9 @@ UNSET_MEANS = {
     "adapter_name": "made from the start time",
     "run_dir": "$TUNEDESK_HOME/runs/<run id>",
     "rdzv_endpoint": "none, one machine",
+    "prompt_column": "found by its name (instruction, prompt, question, input ...)",
+    "response_column": "found by its name (response, completion, answer, output ...)",
+    "messages_column": "a column named messages or conversations, if any",
 }
 
 

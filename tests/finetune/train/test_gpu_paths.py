@@ -72,6 +72,10 @@ def test_more_processes_than_gpus_is_refused_before_loading(tiny_llama_dir):
         for p in validate(cfg, _fake_gpu_hardware(1))
     )
     assert not any("GPUs" in p for p in validate(cfg, _fake_gpu_hardware(2)))
+    cfg.run.nproc_per_node = 1  # no GPU at all: the device check names it, not "0 or fewer"
+    none = validate(cfg, _fake_gpu_hardware(0))
+    assert any("needs a CUDA GPU" in p for p in none) and not any("or fewer" in p for p in none)
+    cfg.run.nproc_per_node = 2
     cfg.train.device = "cpu"  # CPU ranks share the cores: no GPU count applies
     assert not any("GPUs" in p for p in validate(cfg, _fake_gpu_hardware(0)))
 
