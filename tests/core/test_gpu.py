@@ -109,7 +109,9 @@ def test_a_small_product_decides_alone_only_where_bf16_is_far_behind(
 def test_the_real_small_product_agrees_with_the_full_probe_where_it_decides():
     from core import cpu_precision
 
-    screen = cpu_precision.matmul_rates(cpu_precision.SCREEN_SHAPE, repeats=2)
+    screen = cpu_precision.matmul_rates(
+        cpu_precision.SCREEN_SHAPE, repeats=cpu_precision.SCREEN_REPEATS
+    )
     if screen["bf16"] >= cpu_precision.SCREEN_VERDICT * screen["fp32"]:
         pytest.skip(
             f"the quick screen does not rule bf16 out on this CPU ({screen}): the full probe "
