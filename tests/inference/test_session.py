@@ -134,7 +134,9 @@ def test_failed_first_load_leaves_the_base_untouched(home, session):
     bad = home / "adapters" / "bad-shapes"
     shutil.copytree(home / "adapters" / "a", bad)
     config = json.loads((bad / "adapter_config.json").read_text())
-    config["r"] = 8  # weights hold rank 4: loading fails after the layers were injected
+    # the weights hold rank 4 (a rank pattern is past the shelf's rank check, which reads r):
+    # loading fails after the layers were injected
+    config["rank_pattern"] = {"o_proj": 8, "q_proj": 8, "v_proj": 8, "k_proj": 8}
     (bad / "adapter_config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match="'bad-shapes' could not be loaded"):
         session.load_adapter("bad-shapes")
