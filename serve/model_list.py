@@ -35,19 +35,11 @@ class ShelfModels:
         aliases = self.aliases.splits()
         base = self.base_id()
         cards = [model_card(base), {**model_card(BASE_ALIASES[0]), "tunedesk_base_model": base}]
-        for entry in (e for e in self.shelf().list() if e.ok and e.name not in aliases):
-            status = entry_status(entry)
-            cards.append(
-                {
-                    **model_card(entry.name),
-                    "tunedesk_release_gate": {
-                        "state": status.state,
-                        "reasons": status.reasons,
-                        "floors": status.floors,
-                        "eval_id": status.eval_id,
-                    },
-                }
-            )
+        cards += [
+            adapter_card(entry)
+            for entry in self.shelf().list()
+            if entry.ok and entry.name not in aliases
+        ]
         return cards + [alias_card(name, split) for name, split in aliases.items()]
 
     def warn_if_not_passed(self, adapter: str) -> None:
@@ -123,6 +115,21 @@ def gone(alias: str, version: str) -> ApiError:
 
 def model_card(model_id: str) -> dict:
     return {"id": model_id, "object": "model", "created": 0, "owned_by": "tunedesk"}
+
+
+def adapter_card(entry) -> dict:
+    """An adapter in ``/v1/models``: whether it passed its release gate, the reasons it failed,
+    and the support checks' floors with their figures."""
+    status = entry_status(entry)
+    return {
+        **model_card(entry.name),
+        "tunedesk_release_gate": {
+            "state": status.state,
+            "reasons": status.reasons,
+            "floors": status.floors,
+            "eval_id": status.eval_id,
+        },
+    }
 
 
 def alias_card(name: str, split: dict) -> dict:

@@ -61,7 +61,7 @@ from serve.interface.ticket import ServerBusy
 from serve.keys import ADMIN, CHAT, Caller, KeyRing, as_ring
 from serve.knowledge_api import KnowledgeApi
 from serve.llama_server.relay import relay_tools, upstream_metrics
-from serve.model_list import ShelfModels, alias_card, gone, model_card, unknown
+from serve.model_list import ShelfModels, adapter_card, alias_card, gone, model_card, unknown
 from serve.requests import (
     ChatRequest,
     RequestError,
@@ -147,11 +147,13 @@ class OpenAIServer(ShelfModels):
             split = self.aliases.splits().get(model_id)
             if split is not None:
                 return alias_card(model_id, split)
-            if await run_in_threadpool(self.resolve_model, model_id) is False:
+            adapter = await run_in_threadpool(self.resolve_model, model_id)
+            if adapter is False:
                 raise unknown(model_id)
         except ApiError as err:
             return err.response()
-        return model_card(model_id)
+        entry = None if adapter is None else await run_in_threadpool(self.shelf().get, adapter)
+        return adapter_card(entry) if entry is not None and entry.ok else model_card(model_id)
 
     async def _chat(self, request: Request):
         started = time.perf_counter()

@@ -242,6 +242,9 @@ def test_an_adapter_without_a_passed_gate_is_served_with_one_warning(url, caplog
         "floors": figures,
         "eval_id": "e1",
     }
+    one = client(url).models.retrieve("a").model_dump()  # the card alone says the same
+    assert one["tunedesk_release_gate"] == cards["a"]["tunedesk_release_gate"]
+    assert "tunedesk_release_gate" not in client(url).models.retrieve("base").model_dump()
 
 
 def test_feedback_on_an_answer_is_kept_per_version_and_bad_feedback_changes_nothing(session, home):
