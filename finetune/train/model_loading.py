@@ -90,6 +90,21 @@ def _bnb_config(quantization: str, precision: str, on_cuda: bool):
     )
 
 
+def keep_4bit_weights_differentiable(model) -> None:
+    """Keep bitsandbytes' 4-bit layers off their CPU inference packing while they train.
+
+    On a CPU with AVX512-BF16, a 4-bit layer's first forward in eval mode without gradients (a
+    validation pass, a probe's answer) repacks its weights for an inference kernel that has no
+    backward, and never packs them back: every later training step then sends no gradient
+    through the frozen layers, so the LoRA weights below them train on wrong gradients.
+    """
+    import bitsandbytes as bnb
+
+    for module in model.modules():
+        if isinstance(module, bnb.nn.Linear4bit):
+            module.support_avx512bf16_for_cpu = False
+
+
 def resolve_targets(model, architecture: str, lora: LoraArgs) -> list[str]:
     """LoRA target module names: explicit list, or chosen per architecture for "auto".
 
@@ -136,6 +151,8 @@ def apply_lora(
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
     targets = resolve_targets(model, architecture, lora)
+    if quantization == "4bit":
+        keep_4bit_weights_differentiable(model)
     if quantization != "none":
         # use_reentrant=False as below: otherwise torch picks reentrant checkpointing here only.
         model = prepare_model_for_kbit_training(
