@@ -334,6 +334,8 @@ def validate(cfg: RunConfig, hardware=None) -> list[str]:
             "(set passages per training row to 0)"
         )
     out += launch_problems(cfg.run, t, hardware)
+    if isinstance(cfg.run.run_dir, str) and cfg.run.run_dir and Path(cfg.run.run_dir).is_file():
+        out.append(f"the run folder {quote(cfg.run.run_dir)} is a file; name a folder")
     if cfg.run.resume is True and not cfg.run.run_dir:
         out.append(
             "resume continues a run's folder: name it (--run-dir; the runs are the folders "
@@ -397,6 +399,11 @@ def _train_problems(t: TrainArgs) -> list[str]:
         out.append(f"method must be one of {', '.join(METHODS)} (got {t.method!r})")
     elif t.method != "sft" and not (isinstance(t.from_adapter, str) and t.from_adapter.strip()):
         out.append(f"{t.method} trains an adapter further: name the adapter to start from")
+    elif t.method == "sft" and isinstance(t.from_adapter, str) and t.from_adapter.strip():
+        out.append(
+            "sft trains a new adapter on the base model; an adapter to start from is for dpo, "
+            "cpo or orpo: choose one of those, or leave the adapter to start from empty"
+        )
     if t.beta is not None:
         _range(out, "beta", t.beta, 1e-4, 100.0)
     if t.compile not in COMPILE_SETTINGS:

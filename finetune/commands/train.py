@@ -221,6 +221,8 @@ def _build_waits_note() -> str | None:
 
 
 def _main(args) -> int:
+    if args.output_dir and Path(args.output_dir).exists() and not Path(args.output_dir).is_dir():
+        raise ValueError(f"--output-dir {args.output_dir} is a file; name a folder to copy into")
     cfg = build_config(args)
     if (
         started_as("finetune")

@@ -150,7 +150,13 @@ def import_to_folder(
     roles: dict | None = None,
 ) -> dict:
     """Import an export and write ``train.jsonl``, ``eval.jsonl`` (when not empty) and
-    ``import_stats.json`` to ``out``; the stats, with the files' paths, are returned."""
+    ``import_stats.json`` to ``out``; the stats, with the files' paths, are returned.
+
+    Raises:
+        ValueError: ``out`` is a file (before the export is read).
+    """
+    if Path(out).exists() and not Path(out).is_dir():
+        raise ValueError(f"{out} is a file; name a folder for train.jsonl and eval.jsonl")
     result = import_transcripts(path, fmt, columns, roles)
     train, held = split_conversations(result.conversations, eval_fraction, seed)
     out = Path(out)

@@ -85,6 +85,14 @@ def test_bad_input_is_exit_2_and_a_sentence(tmp_path, capsys, extra, content, ma
     assert err.startswith("error: ") and match in err and "Traceback" not in err
 
 
+def test_an_out_folder_that_is_a_file_is_refused_and_kept(tmp_path, capsys):
+    taken = tmp_path / "o"
+    taken.write_text("someone's notes")
+    assert main(["import-transcripts", str(DEMO), "--out", str(taken)]) == 2
+    assert "is a file; name a folder for train.jsonl" in capsys.readouterr().err
+    assert taken.read_text() == "someone's notes"
+
+
 def test_a_missing_file_from_a_real_process_is_one_line(tmp_path):
     proc = subprocess.run(
         [

@@ -1,0 +1,41 @@
+"""`python -m finetune train` refuses settings it cannot carry out in a sentence, exit code 2,
+before anything loads, and makes no run folder: `--resume` without the run it continues, a
+run folder or output folder that is a file, an adapter to start from for a supervised run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--resume"], "resume continues a run's folder: name it (--run-dir"),
+        (["--run-dir", "{file}"], "is a file; name a folder"),
+        (["--output-dir", "{file}"], "is a file; name a folder to copy into"),
+        (["--from-adapter", "anything"], "sft trains a new adapter on the base model"),
+    ],
+)
+def test_settings_it_cannot_carry_out_are_refused_in_a_sentence(
+    tiny_llama_dir, home, tmp_path, flags, said
+):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    out = subprocess.run(
+        [sys.executable, "-m", "finetune", "train", "--model", str(tiny_llama_dir)]
+        + [flag.format(file=a_file) for flag in flags],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert out.returncode == 2, out.stderr
+    assert said in out.stderr and "Traceback" not in out.stderr
+    assert not (home / "runs").exists() or not any((home / "runs").iterdir())
+    assert a_file.read_text() == "not a folder"
