@@ -399,11 +399,7 @@ def _train_problems(t: TrainArgs) -> list[str]:
         out.append(f"method must be one of {', '.join(METHODS)} (got {t.method!r})")
     elif t.method != "sft" and not (isinstance(t.from_adapter, str) and t.from_adapter.strip()):
         out.append(f"{t.method} trains an adapter further: name the adapter to start from")
-    elif t.method == "sft" and isinstance(t.from_adapter, str) and t.from_adapter.strip():
-        out.append(
-            "sft trains a new adapter on the base model; an adapter to start from is for dpo, "
-            "cpo or orpo: choose one of those, or leave the adapter to start from empty"
-        )
+
     if t.beta is not None:
         _range(out, "beta", t.beta, 1e-4, 100.0)
     if t.compile not in COMPILE_SETTINGS:

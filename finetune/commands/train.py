@@ -224,6 +224,11 @@ def _main(args) -> int:
     if args.output_dir and Path(args.output_dir).exists() and not Path(args.output_dir).is_dir():
         raise ValueError(f"--output-dir {args.output_dir} is a file; name a folder to copy into")
     cfg = build_config(args)
+    if cfg.train.method == "sft" and cfg.train.from_adapter:
+        raise ValueError(
+            "sft trains a new adapter on the base model; --from-adapter is for --method dpo, "
+            "cpo or orpo"
+        )
     if (
         started_as("finetune")
         and cfg.train.quantization == "none"

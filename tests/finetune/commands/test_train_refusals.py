@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[3]
         (["--resume"], "resume continues a run's folder: name it (--run-dir"),
         (["--run-dir", "{file}"], "is a file; name a folder"),
         (["--output-dir", "{file}"], "is a file; name a folder to copy into"),
-        (["--from-adapter", "anything"], "sft trains a new adapter on the base model"),
+        (["--from-adapter", "anything"], "--from-adapter is for --method dpo, cpo or orpo"),
     ],
 )
 def test_settings_it_cannot_carry_out_are_refused_in_a_sentence(
