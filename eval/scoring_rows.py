@@ -345,12 +345,24 @@ def load_golden(path: str | Path) -> list[dict]:
         p = REPO_ROOT / p
     if not p.is_file():
         raise FileNotFoundError(f"golden prompts file {path} does not exist")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"golden prompts file {p.name} is not UTF-8 text (JSON lines)") from None
     golden = []
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
-            row = json.loads(line)
-            if not isinstance(row.get("prompt"), str):
+            try:
+                row = json.loads(line)
+            except ValueError as err:
+                raise ValueError(f"{p.name} line {n}: not a JSON object ({err.msg})") from None
+            if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
                 raise ValueError(f"{p.name} line {n}: needs a text 'prompt'")
+            for key in ("must_contain", "must_not_contain"):
+                if not isinstance(row.get(key, []), list) or not all(
+                    isinstance(x, str) for x in row.get(key, [])
+                ):
+                    raise ValueError(f"{p.name} line {n}: '{key}' must be a list of phrases")
             check_unicode(row["prompt"], f"{p.name} line {n}: the prompt")
             golden.append(
                 {
@@ -362,6 +374,11 @@ def load_golden(path: str | Path) -> list[dict]:
                     "fields": {k: v for k, v in row.items() if isinstance(v, str)},
                 }
             )
+    if not golden:
+        raise ValueError(
+            f"golden prompts file {p.name} holds no prompt; give one JSON object a line, or "
+            "leave the golden prompts out (--no-golden)"
+        )
     return golden
 
 

@@ -27,6 +27,8 @@ def main(args) -> int:
     if args.version is not None:
         if not args.name:
             raise ValueError("--version needs a knowledge base name")
+        if args.limit < 1:
+            raise ValueError(f"--limit must be 1 or more passages, not {args.limit}")
         rows = passage_rows(args.name, args.version, limit=args.limit)
         columns = ("id", "kind", "title", "source")
     else:
@@ -35,6 +37,8 @@ def main(args) -> int:
     if args.json:
         for row in rows:
             print(json.dumps(row, ensure_ascii=False))
+    elif not rows and args.version is not None:
+        print(f"{args.name} {args.version} holds no passages.")
     elif not rows:
         print("The knowledge shelf is empty: import a file (python -m knowledge import FILE).")
     else:

@@ -435,7 +435,17 @@ def test_an_adapter_trained_0_steps_is_named_as_the_base_in_disguise(
 
 
 @pytest.mark.parametrize(
-    "case", ["unknown adapter", "missing data", "mixed bases", "no such device", "threads"]
+    "case",
+    [
+        "unknown adapter",
+        "missing data",
+        "mixed bases",
+        "no such device",
+        "threads",
+        "empty golden",
+        "binary golden",
+        "golden phrases",
+    ],
 )
 def test_cli_bad_input_is_one_error_line(assets, home, capsys, case):
     Shelf()
@@ -452,7 +462,21 @@ def test_cli_bad_input_is_one_error_line(assets, home, capsys, case):
         manifest_file.write_text(json.dumps(manifest))
         adapters = ["tuned-a", "tuned-b"]
     argv = [x for a in adapters for x in ("--adapter", a)] + ["--data", data, "--quiet"]
-    argv += {"no such device": ["--device", "tpu"], "threads": ["--threads", "-1"]}.get(case, [])
+    golden = home / "golden.jsonl"
+    golden.write_bytes(
+        {
+            "empty golden": b"\n",
+            "binary golden": b"\xff\xfe\x00junk",
+            "golden phrases": b'{"prompt": "hi", "must_contain": "refund"}\n',
+        }.get(case, b"")
+    )
+    argv += {
+        "no such device": ["--device", "tpu"],
+        "threads": ["--threads", "-1"],
+        "empty golden": ["--golden", str(golden)],
+        "binary golden": ["--golden", str(golden)],
+        "golden phrases": ["--golden", str(golden)],
+    }.get(case, [])
     code = main(argv)
     err = capsys.readouterr().err
     assert code == 2
@@ -463,6 +487,9 @@ def test_cli_bad_input_is_one_error_line(assets, home, capsys, case):
         "mixed bases": "different base models",
         "no such device": "no device 'tpu' on this machine",
         "threads": "--threads must be 0 (all cores) or more, not -1",
+        "empty golden": "golden prompts file golden.jsonl holds no prompt",
+        "binary golden": "golden prompts file golden.jsonl is not UTF-8 text",
+        "golden phrases": "golden.jsonl line 1: 'must_contain' must be a list of phrases",
     }[case] in err
 
 
