@@ -74,6 +74,36 @@ def engine_failure(err: Exception) -> ApiError:
     )
 
 
+ANY_METHOD = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+
+
+def no_route_error(request: Request, routes: list) -> ApiError:
+    """OpenAI's error for a ``/v1`` path no route serves: 405 naming the methods a route takes
+    there, else 404."""
+    path = request.url.path
+    allowed = sorted(
+        {
+            method
+            for route in routes
+            if getattr(route, "path_regex", None) is not None and route.path_regex.match(path)
+            for method in getattr(route, "methods", None) or ()
+        }
+    )
+    if allowed:
+        return ApiError(
+            405,
+            f"{request.method} is not allowed on {path[:200]}; it takes {', '.join(allowed)}",
+            "invalid_request_error",
+            "method_not_allowed",
+        )
+    return ApiError(
+        404,
+        f"no route {path[:200]} here; the API's routes are in docs/serving.md",
+        "invalid_request_error",
+        "not_found",
+    )
+
+
 async def read_json(request: Request, empty=None):
     """The body as JSON, read at most ``MAX_BODY_BYTES`` far and at most ``MAX_DEPTH`` deep
     (``empty``, when not None: what an empty body stands for).

@@ -45,9 +45,11 @@ from serve.aliases import CONVERSATION_HEADER, VERSION_HEADER, AliasRouter, Pick
 from serve.answer_check import checked
 from serve.answer_check import header as check_header
 from serve.api_basics import (  # noqa: F401 (the limit, re-exported)
+    ANY_METHOD,
     MAX_BODY_BYTES,
     ApiError,
     engine_failure,
+    no_route_error,
     read_json,
 )
 from serve.auto_rollback import CHECK_EVERY_S, AutoRollback
@@ -129,6 +131,12 @@ class OpenAIServer(ShelfModels):
         AliasApi(self).add_to(router)
         FeedbackApi(self).add_to(router)
         KnowledgeApi(self).add_to(router)
+        known = list(router.routes)
+
+        async def no_route(request: Request, rest: str):  # last: what no route above takes
+            return no_route_error(request, known).response()
+
+        router.add_api_route("/v1/{rest:path}", no_route, methods=list(ANY_METHOD))
         return router
 
     # -- routes ---------------------------------------------------------------------------

@@ -224,3 +224,22 @@ def test_keyless_ratings_are_one_vote_per_answer_whatever_bearer_is_made_up(sess
             )
             assert rated.status_code == 200, rated.text
     assert [r["rating"] for r in store.ratings()] == ["down"]  # the last vote, replacing the rest
+
+
+def test_unknown_routes_and_methods_answer_in_openai_shape(url):
+    for method, path, status, code, words in [
+        ("GET", "/v1/nothing/here", 404, "not_found", "no route /v1/nothing/here"),
+        ("GET", "/v1/chat/completions", 405, "method_not_allowed", "it takes POST"),
+        ("DELETE", "/v1/models", 405, "method_not_allowed", "it takes GET"),
+    ]:
+        got = httpx.request(method, f"{url}{path}", timeout=30)
+        error = got.json()["error"]
+        assert got.status_code == status, got.text
+        assert error["code"] == code and words in error["message"]
+        assert error["type"] == "invalid_request_error"
+    still = httpx.post(
+        f"{url}/v1/chat/completions",
+        json={"model": "base", "messages": MSGS, "max_tokens": 2},
+        timeout=60,
+    )
+    assert still.status_code == 200 and httpx.get(f"{url}/v1/models", timeout=30).status_code == 200
