@@ -205,9 +205,38 @@ def _parse(files: list[str], first: Path, kind: str):
                 raise DataError(
                     f"{first.name}: has no rows (only a header, blank lines or empty records)"
                 ) from None
+            bad = _first_bad_json_line(files) if kind == "json" else None
             raise DataError(
-                f"{first.name}: could not read it as {kind.upper()}: {root_message(err)}"
+                f"{bad[0]}: could not read it as JSON: line {bad[1]}: {bad[2]}"
+                if bad
+                else f"{first.name}: could not read it as {kind.upper()}: {root_message(err)}"
             ) from err
+
+
+def _first_bad_json_line(files: list[str]) -> tuple[str, int, str] | None:
+    """``(file name, line number from 1, what is wrong)`` of the first line of a JSON-lines
+    file that is not a JSON object (None: every line of every file is one, or a file is one
+    JSON document, which the loader's own words describe better)."""
+    import json
+
+    for name in files:
+        path = Path(name)
+        try:
+            with path.open(encoding="utf-8") as fh:
+                for n, line in enumerate(fh, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        row = json.loads(line)
+                    except ValueError as err:
+                        if n == 1 and line.lstrip().startswith("["):
+                            return None  # one JSON document across lines, not JSON lines
+                        return path.name, n, getattr(err, "msg", str(err))
+                    if not isinstance(row, dict):
+                        return path.name, n, f"a JSON {type(row).__name__}, not an object"
+        except (OSError, UnicodeDecodeError):
+            return None
+    return None
 
 
 def _csv_kwargs(p: Path) -> dict:

@@ -49,7 +49,11 @@ def test_empty_file(tmp_path, name):
     [
         ("header.csv", "prompt,completion\n", "has no rows"),
         ("blank.jsonl", "\n\n\n", "has no rows"),
-        ("broken.jsonl", '{"prompt": "a", "completion": "b"}\n{"prompt": oops}\n', "in row 1"),
+        (
+            "broken.jsonl",
+            '{"prompt": "a", "completion": "b"}\n{"prompt": oops}\n',
+            "broken.jsonl: could not read it as JSON: line 2: Expecting value",
+        ),
         ("scalar.json", "5", "could not read it as JSON"),
         ("mixed.jsonl", '["", {}]', "mixes objects (item 2) and strings (item 1)"),
     ],
