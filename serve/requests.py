@@ -149,11 +149,11 @@ def parse_chat(body) -> ChatRequest:
     user = body.get("user")
     if user is not None and not isinstance(user, str):
         problems.append(("user", "'user' must be a string"))
-    if not problems:
+    if not problems:  # the contents were checked with the messages; the other texts here
         problems += [
             (where, f"{where} contains a character that is not valid Unicode (a lone surrogate)")
             for where, text in _every_text(relayed, tools)
-            if unicode_problem(text) is not None
+            if not where.endswith(".content") and unicode_problem(text) is not None
         ]
     if problems:
         raise RequestError("; ".join(m for _, m in problems), problems[0][0])

@@ -28,7 +28,6 @@ from adapters.shelf.store import (
     AdapterEntry,
     BrokenAdapterError,
     Shelf,
-    check_rank,
     check_weights,
     file_hash,
     manifest_from_config,
@@ -307,8 +306,7 @@ def _finish_import(folder: Path, name: str) -> None:
     """Validate the copied adapter, then write its manifest and a model card."""
     try:
         config = read_lora_config(folder)
-        check_weights(folder)
-        check_rank(folder, config)
+        check_weights(folder, config)
     except BrokenAdapterError as err:
         raise ValueError(f"not a usable LoRA adapter: {err}") from None
     if not config.get("base_model_name_or_path"):

@@ -48,8 +48,7 @@ def read_valid_manifest(folder: Path, home: Path) -> dict:
         except ValueError as err:
             raise BrokenAdapterError(str(err)) from None
     config = read_lora_config(folder)
-    check_weights(folder)
-    check_rank(folder, config)
+    check_weights(folder, config)
     if not (folder / MANIFEST).exists():
         return manifest_from_config(name, config)
     manifest = read_json(folder / MANIFEST)
@@ -109,8 +108,12 @@ def _config_problem(config: dict) -> str | None:
     return None
 
 
-def check_weights(folder: Path) -> list[str]:
-    """Check the safetensors weights by reading only the header; return the tensor names."""
+def check_weights(folder: Path, config: dict | None = None) -> list[str]:
+    """Check the safetensors weights by reading only the header; return the tensor names.
+
+    With ``config`` (the adapter's LoRA config), also check the weights' rank is its ``r``
+    (skipped where ``rank_pattern`` gives modules ranks of their own).
+    """
     from safetensors import SafetensorError, safe_open
 
     weights = folder / WEIGHTS
@@ -122,37 +125,20 @@ def check_weights(folder: Path) -> list[str]:
         # framework="numpy": parsing the header needs no torch import, so listing stays quick.
         with safe_open(str(weights), framework="numpy") as fh:
             keys = list(fh.keys())
+            first_a = next((k for k in keys if k.endswith("lora_A.weight")), None)
+            rows = fh.get_slice(first_a).get_shape()[0] if first_a else None
     except (SafetensorError, OSError) as err:
         raise BrokenAdapterError(
             f"adapter_model.safetensors is damaged or not a safetensors file ({err})"
         ) from None
     if not keys:
         raise BrokenAdapterError("adapter_model.safetensors holds no tensors")
+    if config and not config.get("rank_pattern") and rows is not None and rows != config["r"]:
+        raise BrokenAdapterError(
+            f"adapter_model.safetensors holds rank-{rows} LoRA weights ({first_a}), "
+            f"but adapter_config.json says r={config['r']}"
+        )
     return keys
-
-
-def check_rank(folder: Path, config: dict) -> None:
-    """Check the weights' LoRA rank is the config's ``r`` (header only; skipped where
-    ``rank_pattern`` gives modules ranks of their own).
-
-    Raises:
-        BrokenAdapterError: a ``lora_A`` matrix of another rank, named.
-    """
-    from safetensors import safe_open
-
-    if config.get("rank_pattern"):
-        return
-    with safe_open(str(folder / WEIGHTS), framework="numpy") as fh:
-        names = list(fh.keys())
-        for key in names:
-            if key.endswith("lora_A.weight"):
-                rows = fh.get_slice(key).get_shape()[0]
-                if rows != config["r"]:
-                    raise BrokenAdapterError(
-                        f"adapter_model.safetensors holds rank-{rows} LoRA weights ({key}), "
-                        f"but adapter_config.json says r={config['r']}"
-                    )
-                return
 
 
 def manifest_from_config(name: str, config: dict, imported: bool = False) -> dict:

@@ -27,7 +27,6 @@ from adapters.shelf.manifest import (  # noqa: F401  (constants and checks re-ex
     PICKLE_WEIGHTS,
     WEIGHTS,
     BrokenAdapterError,
-    check_rank,
     check_weights,
     manifest_from_config,
     merge_dicts,
