@@ -84,6 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
         "both (default when an adapter has knowledge, else off)",
     )
     p.add_argument(
+        "--knowledge",
+        metavar="NAME[@vN]",
+        default=None,
+        help="ground every model's answers in this knowledge base (its newest version, or "
+        "NAME@vN), as an alias grounded in it serves them; the release gate then judges "
+        "them so (default: each adapter in the knowledge it was trained beside)",
+    )
+    p.add_argument(
         "--passages",
         type=int,
         metavar="K",
@@ -212,6 +220,7 @@ def run(args) -> int:
             judge=judge,
             grounding=args.grounding,
             passages=args.passages,
+            knowledge=args.knowledge,
             engine=args.engine,
         )
     finally:

@@ -1,7 +1,9 @@
 """The answers as an alias with ``check: on`` sends them, scored like every other answer.
 
-Each model's served answers (grounded where the evaluation answered it grounded, as an alias on
-``auto`` serves it; else the plain ones) go through the check before sending
+Each model's served answers (grounded where the evaluation answered it grounded, as an alias
+grounded that way serves it; else the plain ones) go through the check before sending, against
+the knowledge version they were grounded in (else the one the adapter was trained beside), as
+serving checks them
 (:func:`eval.checks.speak_check.speak_checks`: kept, answered again from the nearest past
 answer of the asked intent, or handed off), and the texts that would be sent get the support
 checks: right intent, hand-offs, invented spans (the passages shown and the knowledge's past
@@ -27,11 +29,13 @@ def section(report, rows, data: str, shelf, manifests: dict, mapping=None) -> di
 
     Returns ``{}`` when no model has knowledge to check against.
     """
-    knowledge = knowledge_of(manifests or {}, report.models, report.adapters)
-    if not any(knowledge.values()):
-        return {}
     grounding = getattr(report, "grounding", None) or {}
     labels = grounding.get("knowledge") or {}
+    knowledge = knowledge_of(manifests or {}, report.models, report.adapters)
+    # as serving checks: against the version an answer was grounded in, else the trained-beside
+    knowledge.update({m: tuple(label.rsplit(" ", 1)) for m, label in labels.items()})
+    if not any(knowledge.values()):
+        return {}
     served = {m: _served(report, m, m in labels) for m in report.models}
     found = speak_checks(
         rows.prompts,

@@ -151,10 +151,11 @@ def served_support(report, adapter: str) -> tuple[dict, list[dict], str]:
     """The support checks of the answers ``adapter`` serves: ``(support part, per-row checks,
     grounding)``.
 
-    An adapter trained beside knowledge is served grounded in it (an alias's ``auto``), so when
-    the evaluation answered its rows grounded (``report.grounding``) the floors read those
-    answers and ``grounding`` is the knowledge's ``NAME vN``; otherwise the plain answers and
-    ``off``.
+    An adapter trained beside knowledge is served grounded in it (an alias's ``auto``), or in
+    the knowledge an alias names, so when the evaluation answered its rows grounded
+    (``report.grounding``: in its own knowledge, or in the one the evaluation chose) the floors
+    read those answers and ``grounding`` is that knowledge's ``NAME vN``; otherwise the plain
+    answers and ``off``.
     """
     samples = getattr(report, "samples", None) or []
     part = getattr(report, "grounding", None) or {}
@@ -174,10 +175,13 @@ def _grounded_note(report, adapter: str, grounding: str, floors: dict) -> str:
     plain = floor_results(getattr(report, "support", None) or {}, adapter, floors)
     figure = next((f["figure"] for f in plain if f["floor"] == "right_intent_min"), None)
     without = f" (without it: right-intent rate {figure:.2f})" if figure is not None else ""
-    return (
-        f"the floors were checked on the answers grounded in {grounding}, as an alias on "
-        f"auto serves this adapter{without}"
+    chosen = (getattr(report, "grounding", None) or {}).get("chosen")
+    served = (
+        f"as an alias grounded in {grounding.split()[0]} serves this adapter"
+        if chosen
+        else "as an alias on auto serves this adapter"
     )
+    return f"the floors were checked on the answers grounded in {grounding}, {served}{without}"
 
 
 WHOLE_SET_PERPLEXITY, ALL_ROWS = "whole-set perplexity", "all rows"

@@ -3,7 +3,9 @@ passages in the prompt, scored beside the ungrounded answers in one report secti
 
 Each adapter is grounded in the knowledge version its manifest names (``knowledge``: the one
 it was trained beside, as an alias's ``auto`` serves it); the base model in the first
-adapter's, so "the base model grounded, with no training" sits beside it. The grounded
+adapter's, so "the base model grounded, with no training" sits beside it. A chosen knowledge
+version (``python -m eval --knowledge articles``) grounds every model instead, as an alias
+grounded in it serves them. The grounded
 conversation is built as serving builds it (:func:`knowledge.grounding.ground`: passages in
 the system message). Both rows of every model are scored alike: right intent (the support
 checks' classifier), invented spans (the passages the model was shown count as facts it may
@@ -28,23 +30,47 @@ from eval.checks.support import file_rows, support_checks
 from eval.metrics import corpus_bleu, rouge_l
 from finetune.data.format import ChatFormat
 from knowledge.grounding import DEFAULT_K, ground
-from knowledge.store import KnowledgeShelf
+from knowledge.store import LATEST, KnowledgeShelf
 
 MODES = ("off", "on", "both")
 GROUNDED = " (grounded)"  # a model's grounded answers are checked under "<model> (grounded)"
 
 
-def default_mode(manifests: dict) -> str:
-    """``both`` when an adapter names the knowledge it was trained beside, else ``off``."""
-    return "both" if any(_source(m) for m in manifests.values()) else "off"
+def default_mode(manifests: dict, chosen: tuple[str, str] | None = None) -> str:
+    """``both`` when a knowledge version was chosen or an adapter names the knowledge it was
+    trained beside, else ``off``."""
+    return "both" if chosen or any(_source(m) for m in manifests.values()) else "off"
 
 
-def sources(models: list[str], manifests: dict) -> dict:
+def chosen_knowledge(value: str | None, mode: str | None, shelf: KnowledgeShelf | None = None):
+    """``(name, "vN")`` of the knowledge version ``value`` (``NAME`` for its newest version, or
+    ``NAME@vN``) every model is grounded in; None when ``value`` is empty.
+
+    Raises:
+        ValueError: a grounding mode of ``off`` beside it, or a knowledge base or version that
+            is not on the shelf (named with what there is).
+    """
+    text = str(value or "").strip()
+    if not text:
+        return None
+    if mode == "off":
+        raise ValueError(
+            f"grounding off answers without knowledge, so the knowledge {text!r} would not be "
+            "used; leave grounding at its default (or on / both) to ground in it"
+        )
+    name, _, version = text.partition("@")
+    found = (shelf or KnowledgeShelf()).get(name.strip(), version.strip() or LATEST)
+    return found.name, found.version
+
+
+def sources(models: list[str], manifests: dict, chosen: tuple[str, str] | None = None) -> dict:
     """Model -> ``(knowledge name, version)`` it is grounded in, or None (nothing to ground in).
 
-    Adapters: their manifest's ``knowledge``; the base model (``models[0]``): the first
-    adapter's that has one.
+    ``chosen``: every model's. Otherwise adapters: their manifest's ``knowledge``; the base
+    model (``models[0]``): the first adapter's that has one.
     """
+    if chosen:
+        return dict.fromkeys(models, chosen)
     out = {name: _source(manifests.get(name) or {}) for name in models[1:]}
     out = {models[0]: next((s for s in out.values() if s), None), **out}
     return out
@@ -136,6 +162,7 @@ def section(
     trained: set | None,
     knowledge: KnowledgeShelf | None = None,
     k: int | None = None,
+    chosen: tuple[str, str] | None = None,
 ) -> dict:
     """The report's ``grounding`` part: each model's rows with and without grounding.
 
@@ -149,16 +176,18 @@ def section(
         mode: ``on`` (grounded rows only) or ``both``.
         trained: the rows the adapters trained on (the rest of ``data`` is never shown).
         k: passages shown at most in each prompt (None: serving's ``DEFAULT_K``).
+        chosen: ``(name, version)`` every model is grounded in (None: each adapter's own).
     """
     knowledge = knowledge or KnowledgeShelf()
     models = report.models
-    chosen = sources(models, manifests)
+    grounded_in = sources(models, manifests, chosen)
     first = next(iter(manifests.values()), {}) if manifests else {}
     mapping = (first.get("data") or {}).get("mapping")
     k = DEFAULT_K if k is None else k
     out = {
         "mode": mode,
         "k": k,
+        "chosen": f"{chosen[0]} {chosen[1]}" if chosen else None,
         "knowledge": {},
         "notes": [],
         "rows": [],
@@ -167,7 +196,7 @@ def section(
     }
     grounded_texts, facts = {}, {}
     groups: dict[tuple, list[str]] = {}
-    for model, source in chosen.items():
+    for model, source in grounded_in.items():
         if source is None:
             out["notes"].append(f"{model}: no knowledge to ground in (trained beside none)")
         else:
@@ -265,6 +294,8 @@ def lines(part: dict) -> list[str]:
     ]
     out += ["| " + " | ".join(str(c) for c in row) + " |" for row in table(part)]
     kept_out = sum(s.get("excluded", 0) for s in part.get("shown", {}).values())
+    if part.get("chosen"):
+        out.append(f"every model grounded in {part['chosen']} (chosen, not each adapter's own)")
     out.append(f"passages shown at most per answer: {part.get('k', DEFAULT_K)}")
     out.append(f"passages kept out because they are evaluation rows: {kept_out}")
     return out + [f"note: {n}" for n in part.get("notes", [])]

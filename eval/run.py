@@ -20,7 +20,7 @@ from eval.checked import section as checked_section
 from eval.checks.attach import attach_support
 from eval.engines import ENGINES, open_answerer
 from eval.gate import check_gates, record_gates
-from eval.grounded import check_mode, default_mode
+from eval.grounded import check_mode, chosen_knowledge, default_mode
 from eval.grounded import section as grounding_section
 from eval.judge_run import judge_evaluation
 from eval.perplexity import nll_per_row
@@ -59,6 +59,7 @@ def evaluate(
     grounding: str | None = None,
     engine="pytorch",
     passages: int | None = None,
+    knowledge: str | None = None,
 ) -> EvalReport:
     """Answer and score the same rows with the base model and each adapter.
 
@@ -89,6 +90,9 @@ def evaluate(
             PyTorch's either way.
         passages: passages shown in each grounded prompt (None: what serving shows,
             ``knowledge.grounding.DEFAULT_K``).
+        knowledge: ``NAME`` (its newest version) or ``NAME@vN``: every model's grounded
+            answers are grounded in that knowledge version, as an alias grounded in it serves
+            them (None: each adapter in the one it was trained beside).
 
     Returns:
         The report (``report.folder`` is where it was saved).
@@ -101,6 +105,7 @@ def evaluate(
     settings = settings or GenerationSettings(seed=seed)
     _check_args(session, adapters, max_samples, batch_size, settings, rows_per_slice, engine)
     check_mode(grounding)
+    chosen = chosen_knowledge(knowledge, grounding)  # refused before the model loads
     if passages is not None and (not isinstance(passages, int) or not 1 <= passages <= MAX_K):
         raise ValueError(
             f"the passages per grounded answer must be from 1 to {MAX_K}, not {passages!r}"
@@ -184,9 +189,10 @@ def evaluate(
             manifests,
             settings,
             answerer,
-            grounding or default_mode(manifests),
+            grounding or default_mode(manifests, chosen),
             progress,
             passages,
+            chosen,
         )
         report.checked = _checked(report, rows, data, shelf, manifests)
     finally:
@@ -208,7 +214,18 @@ def evaluate(
 
 
 def _grounded(
-    report, session, rows, data, shelf, manifests, settings, answerer, mode, progress, passages
+    report,
+    session,
+    rows,
+    data,
+    shelf,
+    manifests,
+    settings,
+    answerer,
+    mode,
+    progress,
+    passages,
+    chosen,
 ) -> None:
     """``report.grounding``: the rows answered again with the knowledge in the prompt, by the
     same engine as the plain answers (not when ``mode`` is off)."""
@@ -229,6 +246,7 @@ def _grounded(
         mode,
         training_pairs(tokenizer, manifests, data),
         k=passages,
+        chosen=chosen,
     )
     report.timings["grounded_seconds"] = round(time.perf_counter() - start, 3)
 

@@ -314,9 +314,14 @@ def grounding_mismatch(gated: str, grounding: str, manifest: dict) -> str:
     if served == gated or (served.endswith(" latest") and served.split()[0] == gated.split()[0]):
         return ""
     how = "ungrounded" if served == "off" else f"grounded in {served}"
+    pinned = gated.replace(" ", "@")
+    fits = f"auto (or {pinned})" if served_grounding(GROUNDING_AUTO, manifest) == gated else pinned
+    name, version = served.partition(" ")[::2]
+    asked = name if version == "latest" else f"{name}@{version}"
+    how_to = "--grounding off" if served == "off" else f"--knowledge {asked}"
     return (
         f"its release gate passed on answers grounded in {gated}, and this alias would serve "
-        f"it {how}; set grounding auto (or {gated.replace(' ', '@')}), or evaluate it as served"
+        f"it {how}; set grounding {fits}, or evaluate it as served (python -m eval {how_to})"
     )
 
 

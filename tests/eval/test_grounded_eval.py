@@ -242,3 +242,47 @@ def test_the_guard_keeps_out_evaluation_rows_but_not_a_training_rows_canned_answ
     assert not excluded(Passage("Shipping", "Parcels take two days.", "kb.md#ship"))
     everything = leak_guard([table[1]["prompt"]], [canned], str(data), None, None)
     assert everything(training_row)  # the split unknown: every row of the file is kept out
+
+
+def test_a_chosen_knowledge_base_grounds_every_model_and_the_gate_judges_it_so(
+    setup, tiny_llama_dir, capsys
+):
+    """The team's help-center articles, not the past answers the adapter was trained beside:
+    every model is grounded in them, and the gate records them as what it judged."""
+    shelf = KnowledgeShelf()
+    article = Passage("Tracking", "Every order ships with a tracking code by e-mail.", "kb.md#t")
+    first, _ = shelf.add("articles", [article], ["kb.md"])
+    newer = Passage("Refunds", "Refunds reach your card within five days.", "kb.md#r")
+    second, _ = shelf.add("articles", [newer], ["kb.md"])
+    assert (first.version, second.version) == ("v1", "v2")
+    session = ModelSession(str(tiny_llama_dir), dtype="float32")
+    report = _two_rows(session, setup, knowledge="articles")  # the newest version
+    part = report.grounding
+    assert part["mode"] == "both" and part["chosen"] == "articles v2"
+    assert part["knowledge"] == {"base": "articles v2", "a": "articles v2"}
+    texts = {p.text for _, p in shelf.get("articles", "v2").passages_page()}
+    for sample in report.samples:
+        ids = sample["grounded"]["passages"]["articles v2"]
+        assert ids and all(
+            dict(shelf.get("articles", "v2").passages_page())[i].text in texts for i in ids
+        )
+    verdict = report.gate["a"]
+    assert verdict["grounding"] == "articles v2"  # what an alias grounded in articles may serve
+    notes = " ".join(verdict["notes"])
+    assert "as an alias grounded in articles serves this adapter" in notes
+    assert "every model grounded in articles v2 (chosen" in "\n".join(lines(part))
+    # checked as serving checks: against the articles the answers were grounded in (no labels)
+    checked = report.checked["models"]["a"]
+    assert checked["served"] == "articles v2" and checked["outcomes"]["skipped"] == 2
+    assert "articles v2" in checked["outcomes"]["knowledge"]
+
+    older = _two_rows(session, setup, knowledge="articles@v1", grounding="on")
+    assert older.grounding["knowledge"]["a"] == "articles v1"
+    with pytest.raises(ValueError, match="no knowledge base named 'faq'"):
+        _two_rows(session, setup, knowledge="faq")
+    with pytest.raises(ValueError, match=r"articles has no version 'v9' \(versions: v1, v2\)"):
+        _two_rows(session, setup, knowledge="articles@v9")
+    with pytest.raises(ValueError, match="grounding off answers without knowledge"):
+        _two_rows(session, setup, knowledge="articles", grounding="off")
+    code = main(["--adapter", "a", "--data", str(setup["data"]), "--knowledge", "faq"])
+    assert code == 2 and "no knowledge base named 'faq'" in capsys.readouterr().err

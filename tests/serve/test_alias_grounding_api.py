@@ -133,3 +133,18 @@ def test_auto_with_the_versions_own_knowledge_deleted_is_said(url):
         in (answer.json()["error"]["message"])
     )
     assert ask(url, "a").status_code == 200  # the adapter by name, ungrounded, still answers
+
+
+def test_an_alias_grounded_in_a_knowledge_base_by_name_serves_its_newest_version(url, session):
+    """The team's articles change: imported again, an alias grounded in ``kb`` (no version)
+    answers from the new version at the next request; one pinned to kb@v1 stays on v1."""
+    assert put(url, {"grounding": "kb"}).status_code == 200
+    assert ask(url).headers["X-TuneDesk-Knowledge"] == "kb v1 passages=2"
+    updated = Passage("change address", "Write to us with the new address.", "kb.md#Address")
+    version, _ = KnowledgeShelf().add("kb", [updated], ["kb.md"], replace=True)
+    assert version.version == "v2"
+    answer = ask(url)
+    assert answer.headers["X-TuneDesk-Knowledge"].startswith("kb v2 passages=")
+    assert answer.json()["choices"][0]["message"]["content"] == expected(session, "kb", "v2")
+    assert put(url, {"grounding": "kb@v1"}).status_code == 200
+    assert ask(url).headers["X-TuneDesk-Knowledge"] == "kb v1 passages=2"

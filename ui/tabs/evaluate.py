@@ -17,10 +17,13 @@ from ui.views import forms
 from ui.views.evaluation import (
     GROUNDING_CHOICES,
     METRIC_COLUMNS,
+    OWN_KNOWLEDGE,
     SLICE_CHOICES,
+    chosen_knowledge,
     gate_markdown,
     golden_rows,
     grounding_rows,
+    knowledge_choices,
     metric_rows,
     picks_after_training,
     report_files,
@@ -94,6 +97,14 @@ def build_evaluate_tab(state: AppState, run_id: gr.State | None = None) -> dict:
                 elem_id="eval-grounding",
                 label="Grounding: answer again from each adapter's knowledge "
                 "and report both (auto: when an adapter has knowledge)",
+            )
+            ground_in = gr.Dropdown(
+                [OWN_KNOWLEDGE],
+                value=OWN_KNOWLEDGE,
+                elem_id="eval-ground-in",
+                label="Ground in: each adapter's own knowledge (trained beside it), or a "
+                "knowledge base's newest version for every model, as an alias grounded in "
+                "it serves them",
             )
         run = gr.Button("Run evaluation", variant="primary", elem_id="eval-run")
         status = gr.Markdown(elem_id="eval-status")
@@ -184,6 +195,10 @@ def build_evaluate_tab(state: AppState, run_id: gr.State | None = None) -> dict:
             value, now_offered = picks_after_training(picked, names, trained, offered_before)
             return gr.update(choices=names, value=value), now_offered
 
+        def knowledge_to_ground_in(picked):
+            names, value = knowledge_choices(picked)
+            return gr.update(choices=names, value=value)
+
         def on_upload(file):
             if not file:
                 return gr.update()
@@ -203,6 +218,7 @@ def build_evaluate_tab(state: AppState, run_id: gr.State | None = None) -> dict:
             column,
             cap,
             ground=GROUNDING_CHOICES[0],
+            ground_in=OWN_KNOWLEDGE,
             progress=gr.Progress(),
         ):
             empty = (
@@ -239,6 +255,7 @@ def build_evaluate_tab(state: AppState, run_id: gr.State | None = None) -> dict:
                     slice_by=column,
                     rows_per_slice=int(cap) if cap and column else None,
                     grounding=None if ground == GROUNDING_CHOICES[0] else ground,
+                    knowledge=chosen_knowledge(ground_in),
                     engine="auto",
                 )  # llama-server as Chat serves, where it is built
             except (ValueError, OSError) as err:
@@ -290,11 +307,23 @@ def build_evaluate_tab(state: AppState, run_id: gr.State | None = None) -> dict:
             return shown(pd.DataFrame(rows, columns=cols) if rows else None)
 
         tab.select(adapters_to_score, [adapters, run_id, offered], [adapters, offered])
+        tab.select(knowledge_to_ground_in, ground_in, ground_in)
         refresh.click(choices, None, adapters, api_name="evaluate_adapters")
         upload.change(on_upload, upload, data)
         run.click(
             on_run,
-            [adapters, data, samples, max_new, batch, golden, slice_by, per_slice, grounding],
+            [
+                adapters,
+                data,
+                samples,
+                max_new,
+                batch,
+                golden,
+                slice_by,
+                per_slice,
+                grounding,
+                ground_in,
+            ],
             [
                 status,
                 gate,

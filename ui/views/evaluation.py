@@ -15,6 +15,21 @@ METRIC_COLUMNS = [
     "Δ perplexity [95% CI]",
 ]
 GROUNDING_CHOICES = ["auto", "off", "on", "both"]  # auto: both when an adapter has knowledge
+OWN_KNOWLEDGE = "each adapter's own"  # the knowledge version it was trained beside
+
+
+def knowledge_choices(picked: str | None) -> tuple[list[str], str]:
+    """The "Ground in" dropdown's choices (each adapter's own, then every knowledge base) and
+    its value: ``picked`` while that knowledge base is still on the shelf."""
+    from knowledge.store import KnowledgeShelf
+
+    names = [OWN_KNOWLEDGE, *KnowledgeShelf().names()]
+    return names, picked if picked in names else OWN_KNOWLEDGE
+
+
+def chosen_knowledge(picked: str | None) -> str | None:
+    """What the evaluation grounds every model in (None: each adapter's own)."""
+    return None if not picked or picked == OWN_KNOWLEDGE else picked
 
 
 def picks_after_training(

@@ -99,8 +99,12 @@ def test_a_gate_passed_on_grounded_answers_serves_only_as_it_was_checked(home, r
         "its release gate passed on answers grounded in faq v2, and this alias would serve it "
         "ungrounded" in str(err.value)
     )
-    with pytest.raises(AliasError, match="would serve it grounded in other v1"):
+    with pytest.raises(AliasError, match="would serve it grounded in other v1") as err:
         book.set("other", {"v5": 100}, by="ana", grounding="other@v1")
+    assert (
+        "set grounding auto (or faq@v2), or evaluate it as served (python -m eval "
+        "--knowledge other@v1)" in str(err.value)
+    )
     # turning grounding off under an alias already serving it is judged again
     with pytest.raises(AliasError, match="served as the gate checked it"):
         book.set("bot", None, by="ben", grounding="off")
@@ -109,3 +113,29 @@ def test_a_gate_passed_on_grounded_answers_serves_only_as_it_was_checked(home, r
     assert row["forced"] == ["v5"] and grounding_of(book.row("bot")) == "off"
     # a gate checked on plain answers says nothing about grounding: any grounding is allowed
     book.set("plain-gated", {"v6": 100}, by="ana", grounding="other@v1")
+
+
+def test_a_gate_passed_grounded_in_a_chosen_knowledge_base_serves_under_that_name(
+    home, random_lora_dir
+):
+    """Evaluated grounded in the team's articles (python -m eval --knowledge articles): an alias
+    grounded in articles serves it, on its newest version too; auto (its own past answers) is
+    not what was judged, and the refusal does not advise it."""
+    from alias_helpers import set_gate
+
+    shelf = put_versions(random_lora_dir, {"v5": None})
+    shelf.write_manifest_fields("v5", {"knowledge": {"name": "faq", "version": "v2"}})
+    set_gate("v5", {**PASSED, "grounding": "articles v3"}, shelf)
+    book = AliasBook(shelf)
+    book.set("bot", {"v5": 100}, by="ana", grounding="articles")
+    book.set("pinned", {"v5": 100}, by="ana", grounding="articles@v3")
+    with pytest.raises(AliasError) as err:
+        book.set("own", {"v5": 100}, by="ana")  # auto: its own faq v2
+    said = str(err.value)
+    assert (
+        "passed on answers grounded in articles v3, and this alias would serve it grounded "
+        "in faq v2; set grounding articles@v3, or evaluate it as served (python -m eval "
+        "--knowledge faq@v2)" in said
+    )
+    with pytest.raises(AliasError, match=r"evaluate it as served \(python -m eval --grounding off"):
+        book.set("plain", {"v5": 100}, by="ana", grounding="off")

@@ -85,3 +85,27 @@ def test_result_tables_are_hidden_until_an_evaluation_fills_them(home, varied_di
     refused = table["on_run"]([], "assets/demo_support.jsonl", 4, 8, 4, False, "intent", 0)
     assert refused[0] == "Pick at least one adapter."
     assert [u["visible"] for u in refused if isinstance(u, dict) and "visible" in u] == [False] * 8
+
+
+def test_ground_in_offers_the_knowledge_bases_and_grounds_every_model_in_the_one_picked(
+    home, varied_dir
+):
+    from knowledge.passages import Passage
+    from knowledge.store import KnowledgeShelf
+    from ui.views.evaluation import OWN_KNOWLEDGE
+
+    table = handlers(varied_dir)
+    offer = table["knowledge_to_ground_in"]
+    assert offer("gone")["choices"] == [OWN_KNOWLEDGE] and offer("gone")["value"] == OWN_KNOWLEDGE
+    article = Passage("Tracking", "Orders ship with a code.", "kb.md")
+    KnowledgeShelf().add("articles", [article], ["kb.md"])
+    assert offer(OWN_KNOWLEDGE)["choices"] == [OWN_KNOWLEDGE, "articles"]
+    assert offer("articles")["value"] == "articles"
+    put_adapter(varied_dir, "tuned")  # trained beside no knowledge: ungrounded by its own
+    args = (["tuned"], "assets/demo_support.jsonl", 2, 8, 4, False, "intent", 0, "on")
+    said = table["on_run"](*args, "articles")
+    rows = said[5]["value"]  # the "with and without grounding" table
+    assert said[5]["visible"] is True and set(rows["grounding"]) == {"articles v1"}
+    assert set(rows["model"]) == {"base", "tuned"}
+    gone = table["on_run"](*args, "faq")
+    assert gone[0].startswith("⚠️ no knowledge base named 'faq'"), gone[0]
