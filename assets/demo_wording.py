@@ -454,6 +454,37 @@ tip: The full cancellation terms are available at {{Website URL}}.
 tip: If you're unsure about the terms, our team at {{Customer Support Phone Number}} can check your case.
 """  # noqa: E501
 
+# The help center's article title for each intent (demo_help_center.md: its steps and tips).
+ARTICLE_TITLES = {
+    "cancel_order": "Cancelling an order",
+    "change_order": "Changing an order you placed",
+    "place_order": "Placing an order",
+    "track_order": "Tracking an order",
+    "get_refund": "Asking for a refund",
+    "check_refund_policy": "Our refund policy",
+    "track_refund": "Where is my refund?",
+    "change_shipping_address": "Changing the shipping address of an order",
+    "set_up_shipping_address": "Adding a shipping address to your account",
+    "delivery_options": "Delivery options",
+    "delivery_period": "How long delivery takes",
+    "check_payment_methods": "Payment methods we accept",
+    "payment_issue": "When a payment fails",
+    "check_invoice": "Viewing your invoices",
+    "get_invoice": "Getting a copy of an invoice",
+    "create_account": "Creating an account",
+    "delete_account": "Deleting your account",
+    "edit_account": "Editing your account details",
+    "recover_password": "Resetting a forgotten password",
+    "switch_account": "Switching to another account type",
+    "registration_problems": "Problems signing up",
+    "complaint": "Making a complaint",
+    "review": "Writing a product review",
+    "contact_customer_service": "Contacting customer service",
+    "contact_human_agent": "Talking to a person",
+    "newsletter_subscription": "The newsletter: subscribing and unsubscribing",
+    "check_cancellation_fee": "Cancellation fees",
+}
+
 # Held-out prompts: intent | prompt | must_contain phrases (";"-separated, lowercase).
 GOLDEN = """
 cancel_order | hey, I bought the wrong headphones an hour ago, can I still back out of that purchase? | cancel; order number

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Build TuneDesk's synthetic customer-support demo data (pure standard library).
 
-Writes two files into ``--out-dir`` (default: this folder):
+Writes three files into ``--out-dir`` (default: this folder):
 
 * ``demo_support.jsonl``: instruction/response pairs in the Bitext column layout
   (``flags``, ``instruction``, ``category``, ``intent``, ``response``);
-* ``golden.jsonl``: hand-written held-out prompts with phrases a good answer must (not) contain.
+* ``golden.jsonl``: hand-written held-out prompts with phrases a good answer must (not) contain;
+* ``demo_help_center.md``: the demo shop's help-center articles, one section per intent holding
+  its steps and tips (what the answers explain, without the greetings), for the knowledge shelf.
 
 Every row is composed here from the wording in ``demo_wording.py``; nothing is copied from a
 third-party set.
@@ -21,7 +23,16 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from demo_wording import CLOSERS, CLOSINGS, GOLDEN, INTENTS, LEADS, NEVER_SAY, OPENERS
+from demo_wording import (
+    ARTICLE_TITLES,
+    CLOSERS,
+    CLOSINGS,
+    GOLDEN,
+    INTENTS,
+    LEADS,
+    NEVER_SAY,
+    OPENERS,
+)
 
 ROWS_PER_INTENT = 92
 FIELDS = ("flags", "instruction", "category", "intent", "response")
@@ -209,6 +220,18 @@ def build_rows(rng: random.Random, intents: list[Intent], blocked: set[str]) -> 
     return rows
 
 
+def help_center(intents: list[Intent]) -> str:
+    """The help center as Markdown: a section per intent (category order kept), its numbered
+    steps, then each tip as a paragraph."""
+    out = ["# Demo shop help center", ""]
+    for intent in intents:
+        steps = [f"{n}. {step}" for n, step in enumerate(intent.steps, 1)]
+        out += [f"## {ARTICLE_TITLES[intent.name]}", "", *steps, ""]
+        for tip in intent.tips:
+            out += [tip, ""]
+    return "\n".join(out)
+
+
 def write_jsonl(path: Path, rows: list[dict]) -> None:
     with path.open("w", encoding="utf-8", newline="\n") as fh:
         for row in rows:
@@ -237,6 +260,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out_dir.mkdir(parents=True, exist_ok=True)
     write_jsonl(args.out_dir / "demo_support.jsonl", rows)
     write_jsonl(args.out_dir / "golden.jsonl", golden)
+    missing = [i.name for i in intents if i.name not in ARTICLE_TITLES]
+    if missing:
+        raise SystemExit(f"no help-center article title for {missing}")
+    (args.out_dir / "demo_help_center.md").write_text(help_center(intents), encoding="utf-8")
 
     categories = sorted({i.category for i in intents})
     print(f"wrote {len(rows)} rows, {len(intents)} intents, {len(categories)} categories "
@@ -248,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     typos = sum("Z" in r["flags"] for r in rows)
     print(f"  rows with typos (flag Z): {typos}")
     print(f"wrote {len(golden)} golden prompts -> {args.out_dir / 'golden.jsonl'}")
+    print(f"wrote {len(intents)} help-center articles -> {args.out_dir / 'demo_help_center.md'}")
     return 0
 
 

@@ -11,7 +11,7 @@ import pytest
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 SCRIPT = ASSETS / "make_demo_data.py"
-FILES = ("demo_support.jsonl", "golden.jsonl")
+FILES = ("demo_support.jsonl", "golden.jsonl", "demo_help_center.md")
 KEYS = ["flags", "instruction", "category", "intent", "response"]
 
 
@@ -105,3 +105,17 @@ def test_golden_phrases_are_learnable(rows: list[dict], golden: list[dict]) -> N
             assert all(phrase in a for a in answers), (g["id"], phrase)
         for phrase in g["must_not_contain"]:
             assert not any(phrase in a for a in answers), (g["id"], phrase)
+
+
+def test_the_help_center_imports_as_one_article_per_intent_each_found_by_its_title(
+    home, rows: list[dict]
+) -> None:
+    from knowledge.importers import read_passages
+    from knowledge.store import KnowledgeShelf
+
+    passages = read_passages(ASSETS / "demo_help_center.md")
+    assert len(passages) == len({r["intent"] for r in rows})
+    assert all(p.kind == "article" and len(p.text.split()) > 30 for p in passages)
+    version, _ = KnowledgeShelf().add("help-center", passages, ["demo_help_center.md"])
+    for passage in passages:  # "Cancelling an order" finds "Cancellation fees" first
+        assert passage.title in [h.passage.title for h in version.search(passage.title, k=2)]
