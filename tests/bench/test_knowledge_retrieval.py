@@ -56,3 +56,25 @@ def test_the_routed_search_is_measured_beside_bm25():
     routed = m["results"]["routed by the asked intent"]
     assert list(m["results"])[:2] == ["default", "routed by the asked intent"]
     assert routed["routed"] == 1.0 and routed["top1"] == 1.0
+
+
+def test_articles_are_measured_alone_and_beside_the_past_answers(tmp_path):
+    from bench.knowledge_retrieval import article_intents, measure_articles
+    from knowledge.passages import Passage
+
+    articles = [
+        Passage("Tracking", "Follow your parcel tracking link.", "kb.md#Tracking"),
+        Passage("Refunds", "Your money back within days.", "kb.md#Refunds"),
+        Passage("Cancelling", "Orders cancel in My Orders.", "kb.md#Cancelling"),
+    ]
+    intents = {"Tracking": "track_order", "Refunds": "get_refund", "Cancelling": "track_order"}
+    m = measure_articles(rows(60), 30, 15, 30, articles, intents)  # "Cancelling" mislabelled
+    alone = m["results"]["articles alone"]
+    assert m["articles"] == 3 and alone["articles_first"] == 1.0
+    assert alone["top1"] == 2 / 3  # the cancel questions find an article of another intent
+    beside = m["results"]["past answers + articles, routed"]
+    assert beside["top1"] == 1.0 and beside["articles_first"] < 1.0
+    path = tmp_path / "intents.json"
+    path.write_text('{"Tracking": "track_order"}')
+    assert article_intents(str(path)) == {"Tracking": "track_order"}
+    assert article_intents(None)["Cancelling an order"] == "cancel_order"  # the demo's titles
