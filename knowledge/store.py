@@ -3,21 +3,24 @@
 ```
 knowledge/<name>/v<N>/version.json   fingerprint, created, sources, passage counts, extra facts
 knowledge/<name>/v<N>/index.sqlite   the passages and their FTS5 index (knowledge.index)
+knowledge/<name>/highest_version     the highest N it ever had: a deleted number is never reused
 ```
 
 A version is written whole into a temporary folder and renamed (``core.paths.atomic_dir``),
 and never changed after: an import makes the next version, holding the latest version's
-passages plus the new ones not already there (or only the new ones, with ``replace``). An
-import whose content equals the latest version's makes no new version.
+passages with each file imported again replaced by its new passages (a changed section
+replaces the old one, a removed one goes), plus those of new files (or only the new ones, with
+``replace``). An import whose content equals the latest version's makes no new version.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
+import os
 import re
 import shutil
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +31,7 @@ from knowledge.passages import Passage, check, fingerprint
 
 _VERSION = re.compile(r"^v([1-9][0-9]{0,8})$")
 LATEST = "latest"
+HIGHEST = "highest_version"  # a base's file: the highest version number it ever had
 RESERVED = ("auto", "off")  # what a request, an alias or Chat says instead of a name
 
 
@@ -73,6 +77,36 @@ class Version:
     def passages_page(self, offset: int = 0, limit: int | None = None) -> list[tuple[int, Passage]]:
         """``(id, passage)`` in id order."""
         return index.passages(self.index_path, offset, limit)
+
+
+def merged(kept: list[Passage], fresh: list[Passage], files: list[str]) -> list[Passage]:
+    """The next version's passages: ``kept`` (the latest version's), each file imported again
+    (one of ``files``) replaced by its ``fresh`` passages where its old ones stood, then the
+    passages of files new to the base.
+
+    A section changed or removed in a file imported again is so in the new version: its old
+    text is not kept beside the new one.
+    """
+
+    def file_of(passage: Passage) -> str | None:
+        source = passage.source
+        return next(
+            (f for f in files if source == f or source.startswith((f"{f}#", f"{f}:"))), None
+        )
+
+    by_file: dict[str | None, list[Passage]] = {}
+    for passage in fresh:
+        by_file.setdefault(file_of(passage), []).append(passage)
+    out, placed = [], set()
+    for passage in kept:
+        file = file_of(passage)
+        if file is None:
+            out.append(passage)
+        elif file not in placed:
+            placed.add(file)
+            out.extend(by_file.get(file, []))
+    out.extend(p for f, group in by_file.items() if f not in placed for p in group)
+    return list(dict.fromkeys(out))
 
 
 class KnowledgeShelf:
@@ -155,18 +189,14 @@ class KnowledgeShelf:
         numbers = self._numbers(name)
         latest = self._read(name, numbers[-1]) if numbers else None
         if latest is not None and not replace:
-            fresh = list(dict.fromkeys(passages))
-            # A passage kept from before passages had intents takes the intent it comes with now.
-            labelled = {dataclasses.replace(p, intent=""): p for p in fresh if p.intent}
-            kept = [labelled.get(p, p) for _, p in latest.passages_page()]
-            seen = set(kept)  # a file imported again adds only what changed in it
-            passages = kept + [p for p in fresh if p not in seen]
+            kept = [p for _, p in latest.passages_page()]
+            passages = merged(kept, list(dict.fromkeys(passages)), sources)
             sources = list(dict.fromkeys([*latest.sources, *sources]))
         digest = fingerprint(passages)
         if latest is not None and latest.fingerprint == digest:
             return latest, False
         for _ in range(5):  # another import may take the number between the look and the rename
-            number = (self._numbers(name) or [0])[-1] + 1
+            number = max([0, *self._numbers(name), self._highest(name)]) + 1
             try:
                 return self._write(name, number, passages, sources, digest, extra or {}), True
             except FileExistsError:
@@ -189,17 +219,14 @@ class KnowledgeShelf:
         Raises:
             ValueError: no such knowledge base or version.
         """
-        if version is None:
-            gone = [v.version for v in self.versions(name)]
-            if not gone:
-                self.get(name)  # raises the sentence naming what there is
-            shutil.rmtree(paths.inside(self.root, self.root / name))
-            return gone
-        target = self.get(name, version)
-        shutil.rmtree(paths.inside(self.root, target.folder))
-        if not self._numbers(name):
-            shutil.rmtree(self.root / name, ignore_errors=True)
-        return [target.version]
+        # The base's folder stays with its highest number (HIGHEST), so a number once given is
+        # never given to other content: an alias pinned to a deleted vN stays refused.
+        targets = self.versions(name) if version is None else [self.get(name, version)]
+        if not targets:
+            self.get(name)  # raises the sentence naming what there is
+        for target in targets:
+            shutil.rmtree(paths.inside(self.root, target.folder))
+        return [t.version for t in targets]
 
     # -- files ------------------------------------------------------------------------------
 
@@ -215,6 +242,13 @@ class KnowledgeShelf:
         return sorted(
             int(m.group(1)) for m in found if m and (folder / m.group(0) / "version.json").is_file()
         )
+
+    def _highest(self, name: str) -> int:
+        """The highest version number ``name`` ever had (0: none recorded)."""
+        try:
+            return int((self.root / name / HIGHEST).read_text(encoding="utf-8").strip() or 0)
+        except (OSError, ValueError):
+            return 0
 
     def _read(self, name: str, number: int) -> Version:
         folder = self.root / name / f"v{number}"
@@ -250,4 +284,9 @@ class KnowledgeShelf:
             (tmp / "version.json").write_text(
                 json.dumps(meta, indent=2, ensure_ascii=False), encoding="utf-8"
             )
+        if number > self._highest(name):
+            mark = self.root / name / HIGHEST
+            tmp = mark.with_name(f".{HIGHEST}.{uuid.uuid4().hex[:8]}")
+            tmp.write_text(f"{number}\n", encoding="utf-8")
+            os.replace(tmp, mark)
         return self._read(name, number)

@@ -26,9 +26,52 @@ def test_each_import_is_a_new_version_and_old_ones_stay_as_they_were(home):
 def test_the_same_content_makes_no_new_version(home):
     shelf = KnowledgeShelf()
     shelf.add("kb", A + B, ["kb.md"])
-    again, made = shelf.add("kb", B, ["kb.md"])
+    again, made = shelf.add("kb", A + B, ["kb.md"])
     assert not made and again.version == "v1"
-    assert [v.version for v in shelf.versions("kb")] == ["v1"]
+    shelf.add("kb", [OTHER], ["faq.md"])
+    again, made = shelf.add("kb", A + B, ["kb.md"])  # imported again among others: no change
+    assert not made and again.version == "v2"
+    assert [v.version for v in shelf.versions("kb")] == ["v1", "v2"]
+
+
+OTHER = Passage("Gift cards", "They never expire.", "faq.md#Gift cards")
+
+
+def test_a_file_imported_again_replaces_its_own_passages_in_place(home):
+    """The help center changed: the new text of a section replaces the old one (never both),
+    a section taken out goes, another file's passages stay as they were."""
+    shelf = KnowledgeShelf()
+    shelf.add("kb", A + B, ["kb.md"])
+    shelf.add("kb", [OTHER], ["faq.md"])
+    faster = Passage("Refunds", "Paid within 5 days.", "kb.md#Refunds")
+    v3, made = shelf.add("kb", [faster], ["kb.md"])  # Shipping taken out, Refunds changed
+    assert made and [p for _, p in v3.passages_page()] == [faster, OTHER]
+    assert v3.search("when are refunds paid", k=3)[0].passage.text == "Paid within 5 days."
+    assert [p for _, p in shelf.get("kb", "v2").passages_page()] == [*A, *B, OTHER]  # as it was
+    rows = [
+        Passage("q1", "a1", "faq.csv:row 1", "past_answer", "q1"),
+        Passage("q2", "a2", "faq.csv:row 2", "past_answer", "q2"),
+    ]
+    shelf.add("kb", rows, ["faq.csv"])  # "faq.csv" is not "faq.md": both kept
+    relabelled = [Passage("q1", "a1", "faq.csv:row 1", "past_answer", "q1", "cancel_order")]
+    v5, _ = shelf.add("kb", relabelled, ["faq.csv"])
+    assert [p for _, p in v5.passages_page()] == [faster, OTHER, *relabelled]
+
+
+def test_a_deleted_version_number_is_never_given_again(home):
+    """An alias pinned to kb@v2 must not come back to content nobody evaluated."""
+    shelf = KnowledgeShelf()
+    shelf.add("kb", A, ["a"])
+    v2, _ = shelf.add("kb", B, ["b"])
+    shelf.delete("kb", "v2")
+    v3, _ = shelf.add("kb", [OTHER], ["c"])
+    assert v3.version == "v3" and v3.fingerprint != v2.fingerprint
+    with pytest.raises(ValueError, match=r"kb has no version 'v2' \(versions: v1, v3\)"):
+        shelf.get("kb", "v2")
+    shelf.delete("kb")
+    assert shelf.names() == []
+    again, _ = shelf.add("kb", A, ["a"])
+    assert again.version == "v4"
 
 
 def test_replace_keeps_only_the_new_passages(home):
@@ -68,7 +111,7 @@ def test_delete_a_version_then_all(home):
     assert shelf.delete("kb", "v1") == ["v1"]
     assert [v.version for v in shelf.versions("kb")] == ["v2"]
     assert shelf.delete("kb") == ["v2"]
-    assert shelf.names() == [] and not (home / "knowledge" / "kb").exists()
+    assert shelf.names() == [] and not list((home / "knowledge" / "kb").glob("v*"))
     with pytest.raises(ValueError):
         shelf.delete("kb")
 
