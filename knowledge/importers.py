@@ -205,14 +205,30 @@ def csv_passages(text: str, source: str) -> list[Passage]:
 def jsonl_passages(text: str, source: str) -> list[Passage]:
     """One passage per JSON object, one object a line (or one JSON list of objects)."""
     stripped = text.lstrip()
-    try:
-        if stripped.startswith("["):
+    if stripped.startswith("["):
+        try:
             rows = json.loads(stripped)
-        else:
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-    except ValueError as err:
-        raise ImportProblem(f"{cut(source)} is not JSON lines ({err})") from None
-    rows = [r for r in rows if isinstance(r, dict)]
+        except ValueError as err:
+            raise ImportProblem(f"{cut(source)} is not a JSON list ({err})") from None
+        rows = [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+    else:
+        rows = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as err:
+                raise ImportProblem(
+                    f"{cut(source)}: line {number} is not JSON ({err.msg}, column {err.colno}); "
+                    "expected one JSON object per line"
+                ) from None
+            if not isinstance(row, dict):
+                raise ImportProblem(
+                    f"{cut(source)}: line {number} is a JSON {type(row).__name__}, not an "
+                    "object; expected one JSON object per line"
+                )
+            rows.append(row)
     if not rows:
         raise ImportProblem(f"{cut(source)} holds no JSON object")
     columns = list(dict.fromkeys(k for r in rows for k in r))
@@ -272,8 +288,26 @@ def _last_exchange(messages) -> tuple[str, str]:
     """The last user turn and the assistant answer after it, from a list of messages."""
     if not isinstance(messages, list):
         return "", ""
-    turns = [m for m in messages if isinstance(m, dict) and isinstance(m.get("content"), str)]
+    turns = [
+        (m.get("role"), _content_text(m.get("content"))) for m in messages if isinstance(m, dict)
+    ]
+    turns = [(role, text) for role, text in turns if text is not None]
     for i in range(len(turns) - 1, 0, -1):
-        if turns[i].get("role") == "assistant" and turns[i - 1].get("role") == "user":
-            return turns[i - 1]["content"].strip(), turns[i]["content"].strip()
+        if turns[i][0] == "assistant" and turns[i - 1][0] == "user":
+            return turns[i - 1][1].strip(), turns[i][1].strip()
     return "", ""
+
+
+def _content_text(content) -> str | None:
+    """A message's text: a string, or OpenAI's content parts (their ``text`` parts joined);
+    None for anything else."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [
+            p["text"]
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+        ]
+        return "\n".join(texts) if texts else None
+    return None

@@ -112,6 +112,17 @@ def test_jsonl_demo_format_and_messages(tmp_path):
     assert [
         (p.question, p.text) for p in read_passages(write(tmp_path, "c.jsonl", chat + "\n"))
     ] == [("late parcel", "Sorry, tracking says...")]
+    parts = json.dumps(  # OpenAI's content parts, as /v1 takes them and chat-log exports hold
+        {
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "Parts question?"}]},
+                {"role": "assistant", "content": [{"type": "text", "text": "Parts answer."}]},
+            ]
+        }
+    )
+    assert [
+        (p.question, p.text) for p in read_passages(write(tmp_path, "p.jsonl", parts + "\n"))
+    ] == [("Parts question?", "Parts answer.")]
 
 
 @pytest.mark.parametrize(
@@ -122,7 +133,9 @@ def test_jsonl_demo_format_and_messages(tmp_path):
         ("c.txt", b"\xff\xfe\xfa", "is not UTF-8"),
         ("d.csv", b"foo,bar\n1,2\n", "cannot tell which columns"),
         ("e.pdf", b"%PDF", "unknown file type"),
-        ("f.jsonl", b"{not json\n", "is not JSON lines"),
+        ("f.jsonl", b"{not json\n", "line 1 is not JSON"),
+        ("g.jsonl", b'{"instruction": "a", "response": "b"}\n\nnot json\n', "line 3 is not JSON"),
+        ("h.jsonl", b'{"instruction": "a", "response": "b"}\n[1, 2]\n', "line 2 is a JSON list"),
     ],
 )
 def test_bad_input_is_one_sentence(tmp_path, name, content, said):
