@@ -5,13 +5,15 @@ table builds its sub-parser), or only ``main(argv) -> int`` with a parser of its
 then gets the rest of the command line. Only the module of the command being run is imported,
 so ``--help`` and light commands start fast. Bad input (``ValueError``, a file named that is
 missing or unreadable) ends in one sentence on stderr and exit code 2, as argparse's own errors
-do. Anything else is an internal error: one line on stderr naming it and a log file under the
-home folder (``logs/``) holding its traceback, and exit code 1 (:func:`guarded`).
+do. Output cut short by its reader (``| head``) ends quietly with 141, as a shell command
+killed by SIGPIPE. Anything else is an internal error: one line on stderr naming it and a log
+file under the home folder (``logs/``) holding its traceback, and exit code 1 (:func:`guarded`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import importlib
 import os
@@ -92,6 +94,9 @@ def guarded(call: Callable[[], int | None], prog: str) -> int:
     except BAD_INPUT as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (``| head``): an end, as for ls or grep
+        _quiet_stdout()
+        return 141  # 128 + SIGPIPE, what a shell reports for a command its pipe closed
     except Exception as err:  # a bug or the machine, not the input: the trace is kept for a report
         log = _trace_log(prog)
         first = next((line for line in str(err).splitlines() if line.strip()), "")[:300]
@@ -101,6 +106,13 @@ def guarded(call: Callable[[], int | None], prog: str) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the exit's own flush of what is left raises no second
+    BrokenPipeError."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _trace_log(prog: str) -> Path:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+MAX_LIMIT = 1_000_000_000  # SQLite's integers end near 9.2e18; no shelf holds more passages
+
 
 def add_arguments(p) -> None:
     p.add_argument(
@@ -27,8 +29,8 @@ def main(args) -> int:
     if args.version is not None:
         if not args.name:
             raise ValueError("--version needs a knowledge base name")
-        if args.limit < 1:
-            raise ValueError(f"--limit must be 1 or more passages, not {args.limit}")
+        if not 1 <= args.limit <= MAX_LIMIT:
+            raise ValueError(f"--limit must be from 1 to {MAX_LIMIT:,} passages, not {args.limit}")
         rows = passage_rows(args.name, args.version, limit=args.limit)
         columns = ("id", "kind", "title", "source")
     else:

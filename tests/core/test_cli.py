@@ -182,3 +182,31 @@ def test_every_cli_lists_its_commands_and_shows_its_flags_defaults(capsys, monke
     assert "--port PORT port to listen on (default: 8000)" in help_of(
         lambda argv: serve_parser().parse_args(argv), ["--help"], capsys, monkeypatch
     )
+
+
+def test_a_listing_piped_into_head_ends_quietly(tmp_path):
+    """``python -m knowledge list ... | head -1``: the reader goes away; no internal error, no
+    log, as for ls or grep."""
+    import subprocess
+
+    script = (
+        "import sys; from core import cli\n"
+        "def many():\n"
+        "    for i in range(200_000):\n"
+        "        print('passage', i)\n"
+        "sys.exit(cli.guarded(many, 'python -m knowledge list'))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        f'{sys.executable} -c "$SCRIPT" | head -1; echo "exit ${{PIPESTATUS[0]}}"',
+        shell=True,
+        executable="/bin/bash",
+        cwd=root,
+        env={"SCRIPT": script, "TUNEDESK_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.stdout.splitlines() == ["passage 0", "exit 141"], done.stdout
+    assert done.stderr == "" and not (tmp_path / "logs").exists()

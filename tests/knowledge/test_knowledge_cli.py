@@ -60,8 +60,9 @@ def test_import_list_search_delete(home, files, capsys):
         (["search", "refund", "--name", "kb", "--version", "v9"], "kb has no version 'v9'"),
         (["delete", "kb"], "Deleting is for good"),
         (["list", "--version", "v1"], "--version needs a knowledge base name"),
-        (["list", "kb", "--version", "latest", "--limit", "0"], "--limit must be 1 or more"),
-        (["list", "kb", "--version", "latest", "--limit", "-1"], "--limit must be 1 or more"),
+        (["list", "kb", "--version", "latest", "--limit", "0"], "--limit must be from 1 to"),
+        (["list", "kb", "--version", "latest", "--limit", "-1"], "--limit must be from 1 to"),
+        (["list", "kb", "--version", "latest", "--limit", "9" * 20], "--limit must be from 1 to"),
     ],
 )
 def test_bad_input_exits_2_with_one_sentence(home, files, capsys, argv, said):
