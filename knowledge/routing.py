@@ -8,8 +8,9 @@ fitted on those past answers' questions, once per version) names the intent aske
 When it names one with a clear lead (at least :data:`knowledge.answer_check.MIN_MARGIN` over
 the runner-up), only the past answers labelled with that intent, and the passages with no
 intent (articles, macros), are searched. When it is guessing, when the version keeps no
-intents, or when nothing of that intent matches a word of the question, the search is the
-plain BM25 one over every passage.
+intents, or when no past answer of that intent matches a word of the question (a classifier
+fitted on a few rows names an intent for anything), the search is the plain BM25 one over
+every passage.
 """
 
 from __future__ import annotations
@@ -45,11 +46,16 @@ def routed_search(version: Version, question: str, k: int, *, route: bool = True
         return Routed(version.search(question, k), note="not routed: asked not to")
     asked, note = asked_intent(version, question)
     if asked:
-        hits = version.search(question, k, intent=asked)
-        if hits:
-            return Routed(hits, asked)
-        note = f"not routed: no passage of {asked} matches a word of the question"
+        hits = version.search(question, max(k, ROUTED_LOOK), intent=asked)
+        if any(h.passage.intent == asked for h in hits):
+            return Routed(hits[:k], asked)
+        # only articles matched: the classifier named an intent the question shares no word
+        # with (a few labelled rows, a question about something else)
+        note = f"not routed: no past answer of {asked} matches a word of the question"
     return Routed(version.search(question, k), note=note)
+
+
+ROUTED_LOOK = 20  # passages looked at for a past answer of the asked intent among the matches
 
 
 def asked_intent(version: Version, question: str) -> tuple[str, str]:

@@ -58,6 +58,20 @@ def test_passages_without_an_intent_stay_in_the_search(shelf):
     assert ("article", "") in kinds and ("past_answer", "cancel_order") not in kinds
 
 
+def test_a_question_no_past_answer_of_the_named_intent_matches_is_not_routed(shelf):
+    """A few labelled rows name an intent for anything: "does it ship today" (cancel_order, on
+    the word "it") shares no word with a past answer of it the search matches; only the
+    article does. The record must not say it was routed to that intent."""
+    version = shelf.get("mixed")
+    asked = "does it ship today"
+    from knowledge.routing import asked_intent
+
+    assert asked_intent(version, asked)[0]  # the classifier names one with a clear lead
+    found = routed_search(version, asked, 1)
+    assert found.intent == "" and "no past answer of" in found.note
+    assert found.hits[0].passage.kind == "article"
+
+
 def test_a_guess_an_unlabelled_version_or_route_off_search_every_passage(shelf):
     version = shelf.get("answers")
     unsure = routed_search(version, "I want to modify the order I placed yesterday", 2)
