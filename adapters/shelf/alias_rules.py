@@ -315,7 +315,9 @@ def grounding_mismatch(gated: str, grounding: str, manifest: dict) -> str:
         return ""
     how = "ungrounded" if served == "off" else f"grounded in {served}"
     pinned = gated.replace(" ", "@")
-    fits = f"auto (or {pinned})" if served_grounding(GROUNDING_AUTO, manifest) == gated else pinned
+    fits = f"{pinned} (pinned) or {gated.split()[0]} (its newest version)"
+    if served_grounding(GROUNDING_AUTO, manifest) == gated:
+        fits = f"auto, {fits}"
     name, version = served.partition(" ")[::2]
     asked = name if version == "latest" else f"{name}@{version}"
     how_to = "--grounding off" if served == "off" else f"--knowledge {asked}"

@@ -102,8 +102,8 @@ def test_a_gate_passed_on_grounded_answers_serves_only_as_it_was_checked(home, r
     with pytest.raises(AliasError, match="would serve it grounded in other v1") as err:
         book.set("other", {"v5": 100}, by="ana", grounding="other@v1")
     assert (
-        "set grounding auto (or faq@v2), or evaluate it as served (python -m eval "
-        "--knowledge other@v1)" in str(err.value)
+        "set grounding auto, faq@v2 (pinned) or faq (its newest version), or evaluate it as "
+        "served (python -m eval --knowledge other@v1)" in str(err.value)
     )
     # turning grounding off under an alias already serving it is judged again
     with pytest.raises(AliasError, match="served as the gate checked it"):
@@ -134,8 +134,8 @@ def test_a_gate_passed_grounded_in_a_chosen_knowledge_base_serves_under_that_nam
     said = str(err.value)
     assert (
         "passed on answers grounded in articles v3, and this alias would serve it grounded "
-        "in faq v2; set grounding articles@v3, or evaluate it as served (python -m eval "
-        "--knowledge faq@v2)" in said
+        "in faq v2; set grounding articles@v3 (pinned) or articles (its newest version), or "
+        "evaluate it as served (python -m eval --knowledge faq@v2)" in said
     )
     with pytest.raises(AliasError, match=r"evaluate it as served \(python -m eval --grounding off"):
         book.set("plain", {"v5": 100}, by="ana", grounding="off")
