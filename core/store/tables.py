@@ -6,7 +6,8 @@ A rating is a dict (``id``, ``answer_id``, ``rater``, ``created``, ``rating``, `
 ``adapter``, ``version``, ``engine``, ``source``, ``messages``, ``answer``, ``status``,
 ``intent``, and any other key, e.g. a Compare verdict's ``verdict`` and ``preferred``, kept
 in ``extra``). One rater has one rating per answer: a new one replaces it (same row id, back
-to ``new`` in the review queue).
+to ``new`` in the review queue) and takes a new ``seq``, so ratings read in the order they were
+given: a changed vote is its answer's latest rating, whoever voted in between.
 """
 
 from __future__ import annotations
@@ -98,7 +99,9 @@ def _put_rating(store: Store, row: dict) -> dict:
     if row.get("rater") is None:  # nobody to replace: kept beside the others (NULL never clashes)
         store.execute(insert + "ON CONFLICT (id) DO NOTHING", [*values, extra])
         return dict(row)
-    updates = ", ".join(f"{c} = excluded.{c}" for c in REPLACED)
+    # excluded.seq: the next number of the table's sequence (SQLite's next rowid, PostgreSQL's
+    # nextval), so the new vote sorts after every rating given before it
+    updates = ", ".join(f"{c} = excluded.{c}" for c in (*REPLACED, "seq"))
     kept = store.query(
         insert + f"ON CONFLICT (answer_id, rater) DO UPDATE SET {updates} RETURNING id",
         [*values, extra],
@@ -107,7 +110,7 @@ def _put_rating(store: Store, row: dict) -> dict:
 
 
 def rating_rows(store: Store) -> list[dict]:
-    """Every rating, oldest first."""
+    """Every rating, oldest first (a replaced rating as of its latest vote)."""
     return [rating_dict(r) for r in store.query("SELECT * FROM ratings ORDER BY seq")]
 
 

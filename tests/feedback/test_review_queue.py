@@ -157,3 +157,15 @@ def test_the_exported_rows_are_a_dataset_training_reads(rated, home):
     assert normalized["prompt"] == ["Refund order [ORDER] to [EMAIL]"]
     assert normalized["response"] == ["I have started the refund for order [ORDER]."]
     assert json.loads(normalized["history"][0]) == TURNS[1:3]
+
+
+def test_a_raters_changed_vote_comes_first_in_the_queue_again(rated):
+    store = rated[0]
+    web = store.rate("c1", "up", rater="web")
+    ops = store.rate("c2", "up", rater="ops")
+    assert [r["id"] for r in queue(store)][:2] == [ops["id"], web["id"]]
+    store.rate("c1", "down", rater="web")  # given after ops's: the newest rating
+    assert [(r["id"], r["rating"]) for r in queue(store)][:2] == [
+        (web["id"], "down"),
+        (ops["id"], "up"),
+    ]

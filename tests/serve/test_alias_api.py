@@ -376,3 +376,19 @@ def test_stats_count_each_versions_answers_and_its_thumbs_down(served):
         if by_version[version]:
             assert 0 < stats[version]["first_token_p50_s"] <= stats[version]["answer_p95_s"]
     assert stats["a"]["thumbs_down"] == len(downs) and stats["b"]["thumbs_down"] == 0
+
+
+def test_a_raters_changed_vote_counts_though_another_rater_voted_after_the_first(served):
+    _, url = served
+    admin(url, "PUT", "/support-bot", {"versions": {"a": 100}})
+    answer = client(url).chat.completions.create(model="support-bot", messages=MSGS, max_tokens=2)
+    for key, rating in ((CHAT_KEY, "up"), (KEY, "up"), (CHAT_KEY, "down")):
+        rated = httpx.post(
+            f"{url}/v1/feedback",
+            json={"id": answer.id, "rating": rating},
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=30,
+        )
+        assert rated.status_code == 200, rated.text
+    stats = admin(url, "GET", "/support-bot/stats").json()["versions"]["a"]
+    assert (stats["thumbs_up"], stats["thumbs_down"]) == (0, 1)  # the chat key's down, latest
