@@ -11,8 +11,9 @@ Two tables of the home's store (``core/store``: ``<home>/tunedesk.db``, or the P
   (redacted), the answer's adapter and version, the conversation when it was logged, and an
   optional ``intent`` label (the caller's, or the reviewer's). The rater (an API key's name,
   a Chat or Compare session) has one vote per answer: rating again replaces the earlier
-  rating. Each starts ``new`` for the review queue. Compare's verdicts land here too
-  (``feedback/compare.py``).
+  rating, but a vote without a correction or intent keeps the earlier one (a reviewer's), and
+  the review stands unless the vote changes something (``core/store/tables.py``). Each starts
+  ``new`` for the review queue. Compare's verdicts land here too (``feedback/compare.py``).
 
 The old ``feedback/answers.jsonl`` and ``ratings.jsonl`` are imported once, at first start, and
 left as they were. Nothing leaves the home folder (or the database named).
@@ -104,7 +105,10 @@ class FeedbackStore:
     ) -> dict:
         """Store a rating (and a corrected answer) for a served answer; returns the stored row.
         ``rater`` (an API key's name, a UI session) has one vote per answer: rating the same
-        answer again replaces the earlier rating (the row keeps its id).
+        answer again replaces the earlier rating (the row keeps its id). Given no correction or
+        intent, the vote keeps the earlier ones (a reviewer's); the review status stays when the
+        vote says nothing new (the same rating, no other correction or intent) and goes back to
+        ``new`` when it changes something.
 
         Raises:
             KeyError: no answer with this id was served here.

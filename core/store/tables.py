@@ -5,9 +5,12 @@ and in the migrations.
 A rating is a dict (``id``, ``answer_id``, ``rater``, ``created``, ``rating``, ``correction``,
 ``adapter``, ``version``, ``engine``, ``source``, ``messages``, ``answer``, ``status``,
 ``intent``, and any other key, e.g. a Compare verdict's ``verdict`` and ``preferred``, kept
-in ``extra``). One rater has one rating per answer: a new one replaces it (same row id, back
-to ``new`` in the review queue) and takes a new ``seq``, so ratings read in the order they were
-given: a changed vote is its answer's latest rating, whoever voted in between.
+in ``extra``). One rater has one rating per answer: a new one replaces it (same row id) and
+takes a new ``seq``, so ratings read in the order they were given: a changed vote is its
+answer's latest rating, whoever voted in between. What a reviewer did survives a vote that
+says nothing new: a vote without a correction or intent keeps the earlier one (a reviewer's),
+and the review status stays unless the vote changes something (another rating, or a
+correction or intent unlike the kept one), which puts it back to ``new``.
 """
 
 from __future__ import annotations
@@ -38,15 +41,19 @@ RATING_COLUMNS = (
 REPLACED = (
     "created",
     "rating",
-    "correction",
     "engine",
     "source",
     "messages",
     "answer",
-    "status",
-    "intent",
     "extra",
 )  # what a rater's new rating of the same answer overwrites
+KEPT_UNLESS_GIVEN = ("correction", "intent")  # a new rating giving none keeps the earlier one
+# a new rating that says nothing new: the review of the earlier one stands
+_NOTHING_NEW = (
+    "excluded.rating = ratings.rating"
+    " AND (excluded.correction IS NULL OR excluded.correction = ratings.correction)"
+    " AND (excluded.intent IS NULL OR excluded.intent = ratings.intent)"
+)
 
 
 def put_answer(store: Store, row: dict) -> None:
@@ -75,7 +82,8 @@ def get_answer(store: Store, answer_id: str) -> dict | None:
 
 def put_ratings(store: Store, *rows: dict) -> list[dict]:
     """Store ratings, all of them or none; each replaces its rater's earlier rating of the
-    same answer. Returns the rows as stored (a replaced rating keeps its first id)."""
+    same answer (keeping its correction, intent and review as the module says). Returns the
+    rows as stored (a replaced rating keeps its first id)."""
     stored = []
     with store.transaction():
         for row in rows:
@@ -100,13 +108,21 @@ def _put_rating(store: Store, row: dict) -> dict:
         store.execute(insert + "ON CONFLICT (id) DO NOTHING", [*values, extra])
         return dict(row)
     # excluded.seq: the next number of the table's sequence (SQLite's next rowid, PostgreSQL's
-    # nextval), so the new vote sorts after every rating given before it
-    updates = ", ".join(f"{c} = excluded.{c}" for c in (*REPLACED, "seq"))
+    # nextval), so the new vote sorts after every rating given before it. Every expression
+    # reads the row as it was before this update (ratings.*), on both dialects.
+    updates = ", ".join(
+        [
+            *(f"{c} = excluded.{c}" for c in (*REPLACED, "seq")),
+            *(f"{c} = COALESCE(excluded.{c}, ratings.{c})" for c in KEPT_UNLESS_GIVEN),
+            f"status = CASE WHEN {_NOTHING_NEW} THEN ratings.status ELSE excluded.status END",
+        ]
+    )
     kept = store.query(
-        insert + f"ON CONFLICT (answer_id, rater) DO UPDATE SET {updates} RETURNING id",
+        insert + f"ON CONFLICT (answer_id, rater) DO UPDATE SET {updates} "
+        "RETURNING id, status, correction, intent",
         [*values, extra],
     )
-    return {**row, "id": kept[0]["id"]}
+    return {**row, **kept[0]}
 
 
 def rating_rows(store: Store) -> list[dict]:

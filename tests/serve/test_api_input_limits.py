@@ -226,6 +226,34 @@ def test_keyless_ratings_are_one_vote_per_answer_whatever_bearer_is_made_up(sess
     assert [r["rating"] for r in store.ratings()] == ["down"]  # the last vote, replacing the rest
 
 
+def test_a_thumb_sent_again_keeps_the_reviewers_accepted_correction(session, home, capsys):
+    from feedback.__main__ import main as feedback_cli
+    from feedback.store import FeedbackStore
+
+    store = FeedbackStore(log_conversations=True)
+    with serving(api_app(Engines(session, "pytorch"), feedback=store)) as base_url:
+        asked = {"model": "base", "messages": MSGS, "max_tokens": 2}
+        answer, _ = _post(base_url, json.dumps(asked))
+        vote = {"id": answer.json()["id"], "rating": "down"}
+        rated = httpx.post(
+            f"{base_url}/v1/feedback",
+            json={**vote, "correction": "Cancel it", "intent": "cancel_order"},
+            timeout=30,
+        )
+        assert rated.status_code == 200, rated.text
+        fix = ["--correction", "I have cancelled your order.", "--intent", "cancel_order"]
+        assert feedback_cli(["review", rated.json()["id"], "--accept", *fix]) == 0
+        again = httpx.post(f"{base_url}/v1/feedback", json=vote, timeout=30)  # the widget again
+    assert again.status_code == 200, again.text
+    assert again.json()["intent"] == "cancel_order" and again.json()["correction"] is True
+    (row,) = store.ratings()
+    assert (row["status"], row["correction"], row["intent"]) == (
+        "accepted",
+        "I have cancelled your order.",
+        "cancel_order",
+    )
+
+
 def test_unknown_routes_and_methods_answer_in_openai_shape(url):
     for method, path, status, code, words in [
         ("GET", "/v1/nothing/here", 404, "not_found", "no route /v1/nothing/here"),

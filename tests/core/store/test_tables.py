@@ -1,5 +1,6 @@
 """The ratings table on both dialects (SQLite, and a PostgreSQL this test starts itself): a
-rater's new vote of an answer is that answer's latest rating."""
+rater's new vote of an answer is that answer's latest rating, and keeps the reviewer's work
+unless it changes something."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import pytest
 
 from feedback.store import FeedbackStore
 from serve.version_stats import thumbs
+
+ASKED = [{"role": "user", "content": "Cancel my order, please."}]
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -16,9 +19,9 @@ def feedback(request, tmp_path, monkeypatch):
         monkeypatch.setenv("TUNEDESK_DATABASE_URL", request.getfixturevalue("postgres_server")())
     else:
         monkeypatch.delenv("TUNEDESK_DATABASE_URL", raising=False)
-    store = FeedbackStore(tmp_path / "home")
+    store = FeedbackStore(tmp_path / "home", log_conversations=True)
     assert store.store.dialect == request.param
-    store.record("chatcmpl-1", "support-v2", "ab12", "llama.cpp", [], "an answer")
+    store.record("chatcmpl-1", "support-v2", "ab12", "llama.cpp", ASKED, "an answer")
     return store
 
 
@@ -41,3 +44,30 @@ def test_a_changed_vote_is_the_answers_latest_rating_whoever_voted_in_between(fe
     feedback.rate("chatcmpl-2", "down", rater="web")
     answers = [r["answer_id"] for r in feedback.ratings()]
     assert answers == ["chatcmpl-1", "chatcmpl-1", "chatcmpl-2"]
+
+
+def test_a_vote_again_keeps_the_reviewers_work_unless_it_changes_something(feedback):
+    from feedback.review import review
+
+    first = feedback.rate("chatcmpl-1", "down", "Cancel it.", intent="cancel", rater="web")
+    review(feedback, first["id"], "accepted", "I have cancelled order [ORDER].", "cancel_order")
+    reviewed = ("accepted", "I have cancelled order [ORDER].", "cancel_order")
+
+    def kept():
+        (row,) = feedback.ratings()
+        return row["status"], row["correction"], row["intent"]
+
+    # the widget sends the same thumb again, bare or with the label kept: nothing new
+    again = feedback.rate("chatcmpl-1", "down", rater="web")
+    assert (again["status"], again["correction"], again["intent"]) == reviewed == kept()
+    feedback.rate("chatcmpl-1", "down", intent="cancel_order", rater="web")
+    assert kept() == reviewed
+    # a changed vote goes back to the queue, keeping what it does not replace
+    feedback.rate("chatcmpl-1", "up", rater="web")
+    assert kept() == ("new", *reviewed[1:])
+    review(feedback, first["id"], "accepted")
+    feedback.rate("chatcmpl-1", "up", "Cancelled.", rater="web")
+    assert kept() == ("new", "Cancelled.", "cancel_order")
+    review(feedback, first["id"], "dropped")
+    feedback.rate("chatcmpl-1", "up", intent="refund", rater="web")
+    assert kept() == ("new", "Cancelled.", "refund")
