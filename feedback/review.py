@@ -28,7 +28,7 @@ from pathlib import Path
 
 from core.redact import redact
 from core.store.tables import rating_for_update, update_rating
-from feedback.store import MAX_CORRECTION_CHARS, FeedbackStore, check_intent
+from feedback.store import FeedbackStore, check_correction, check_intent
 
 STATUSES = ("new", "accepted", "dropped")
 
@@ -77,16 +77,13 @@ def review(
     """Set a rating's status, correction and/or intent (``""`` clears it); returns the row as saved.
 
     Raises:
-        KeyError: no rating with that id. ValueError: an unknown status, a correction too long,
-            an intent that is not one short line, or accepting a row that cannot become
-            training data.
+        KeyError: no rating with that id. ValueError: an unknown status, a correction too long
+            or not valid Unicode, an intent that is not one short line, or accepting a row that
+            cannot become training data.
     """
     if status is not None and status not in STATUSES:
         raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
-    if correction is not None and len(correction) > MAX_CORRECTION_CHARS:
-        raise ValueError(
-            f"correction is {len(correction)} characters; at most {MAX_CORRECTION_CHARS}"
-        )
+    check_correction(correction)
     label = check_intent(intent)
     with store.store.transaction():  # one row, locked: a rating given meanwhile is never lost
         found = rating_for_update(store.store, row_id)

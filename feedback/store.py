@@ -29,6 +29,7 @@ from pathlib import Path
 from core.redact import redact
 from core.store.home import open_store
 from core.store.tables import get_answer, put_answer, put_ratings, rating_rows
+from core.user_text import check_unicode
 
 RATINGS = ("up", "down")
 MAX_CORRECTION_CHARS = 8000
@@ -182,13 +183,14 @@ def check_intent(intent) -> str | None:
     """An intent label as stored: stripped text, None when empty or absent.
 
     Raises:
-        ValueError: not text, more than one line or longer than :data:`MAX_INTENT_CHARS`.
+        ValueError: not text, not valid Unicode (a lone surrogate), more than one line or longer
+            than :data:`MAX_INTENT_CHARS`; the sentence starts with "intent".
     """
     if intent is None:
         return None
     if not isinstance(intent, str):
         raise ValueError("intent must be a string")
-    intent = intent.strip()
+    intent = check_unicode(intent, "intent").strip()
     if len(intent) > MAX_INTENT_CHARS or "\n" in intent or "\r" in intent:
         raise ValueError(
             f"intent must be one line of at most {MAX_INTENT_CHARS} characters, "
@@ -198,16 +200,30 @@ def check_intent(intent) -> str | None:
 
 
 def check_rating(rating, correction) -> None:
-    """Refuse a rating that is not ``up``/``down`` or a correction that is not short text.
+    """Refuse a rating that is not ``up``/``down`` or a correction :func:`check_correction`
+    refuses.
 
     Raises:
-        ValueError: naming the field.
+        ValueError: naming the field (the sentence starts with "rating" or "correction").
     """
     if rating not in RATINGS:
         raise ValueError(f"rating must be 'up' or 'down', got {str(rating)[:40]!r}")
-    if correction is not None and not isinstance(correction, str):
+    check_correction(correction)
+
+
+def check_correction(correction) -> None:
+    """Refuse a correction that is not short, valid text (None: no correction, allowed).
+
+    Raises:
+        ValueError: not text, not valid Unicode (a lone surrogate, which the store cannot keep),
+            or longer than :data:`MAX_CORRECTION_CHARS`; the sentence starts with "correction".
+    """
+    if correction is None:
+        return
+    if not isinstance(correction, str):
         raise ValueError("correction must be a string")
-    if correction is not None and len(correction) > MAX_CORRECTION_CHARS:
+    check_unicode(correction, "correction")
+    if len(correction) > MAX_CORRECTION_CHARS:
         raise ValueError(
             f"correction is {len(correction)} characters; at most {MAX_CORRECTION_CHARS}"
         )

@@ -70,6 +70,16 @@ def test_bad_ratings_are_refused_and_nothing_is_written(home):
     assert store.ratings() == [] and store.answer("chatcmpl-3").answer == "x"
 
 
+def test_a_lone_surrogate_in_a_correction_or_intent_is_refused_naming_the_field(home):
+    store = FeedbackStore()
+    store.record("chatcmpl-6", "base", "ffee0011", "pytorch", ASKED, "x")
+    with pytest.raises(ValueError, match=r"^correction contains a character that is not valid"):
+        store.rate("chatcmpl-6", "down", "Better \ud800.")
+    with pytest.raises(ValueError, match=r"^intent contains a character that is not valid"):
+        store.rate("chatcmpl-6", "down", intent="track\udfff")
+    assert store.ratings() == []
+
+
 def test_a_rating_carries_the_intent_its_caller_gives_and_a_bad_one_is_refused(home):
     store = FeedbackStore(log_conversations=True)
     store.record("chatcmpl-4", "base", "ffee0011", "pytorch", ASKED, "x")

@@ -138,6 +138,18 @@ def test_the_cli_labels_intents_and_filters_by_them(rated, capsys):
     )
 
 
+def test_the_cli_refuses_a_correction_or_intent_that_is_not_valid_unicode(rated, capsys):
+    store, down, _, _ = rated
+    before = store.ratings()
+    undecodable = b"\xed\xa0\x80".decode("utf-8", "surrogateescape")  # as argv holds it
+    for field in ("correction", "intent"):
+        assert cli(["review", down["id"], f"--{field}", undecodable]) == 2
+        err = capsys.readouterr().err
+        assert f"{field} contains a character that is not valid Unicode" in err
+        assert "codec" not in err and len(err.strip().splitlines()) == 1
+    assert store.ratings() == before
+
+
 def test_the_exported_rows_are_a_dataset_training_reads(rated, home):
     from datasets import load_dataset
 

@@ -254,6 +254,27 @@ def test_a_thumb_sent_again_keeps_the_reviewers_accepted_correction(session, hom
     )
 
 
+def test_a_lone_surrogate_in_a_ratings_correction_or_intent_is_a_400_naming_it(session, home):
+    from feedback.store import FeedbackStore
+
+    store = FeedbackStore()
+    with serving(api_app(Engines(session, "pytorch"), feedback=store)) as base_url:
+        asked = {"model": "base", "messages": MSGS, "max_tokens": 2}
+        answer_id = _post(base_url, json.dumps(asked))[0].json()["id"]
+        for field in ("correction", "intent"):
+            got = httpx.post(
+                f"{base_url}/v1/feedback",
+                content=f'{{"id": "{answer_id}", "rating": "down", "{field}": "ok \\ud800"}}',
+                headers={"Content-Type": "application/json"},
+                timeout=30,
+            )
+            assert got.status_code == 400, got.text
+            error = got.json()["error"]
+            assert error["param"] == field and error["type"] == "invalid_request_error"
+            assert error["message"].startswith(f"{field} contains a character that is not valid")
+    assert store.ratings() == []
+
+
 def test_unknown_routes_and_methods_answer_in_openai_shape(url):
     for method, path, status, code, words in [
         ("GET", "/v1/nothing/here", 404, "not_found", "no route /v1/nothing/here"),
