@@ -11,7 +11,8 @@
   alias says) or a model asked by name with ``knowledge`` as a chat request gives it
   (``"auto"``, a name, or ``{"name", "version"}``); ``budget_mib`` caps the cache each version
   fills (default: three quarters of the server's); ``system_prompt`` is the one the answers
-  will carry (default none, as ``/v1`` has). It answers when the reading is done, with what was
+  will carry (default none, as ``/v1`` has), checked as a chat message's text is (no control
+  token of the model spelled, no lone surrogate). It answers when the reading is done, with what was
   read per version. ``keep`` (default true) keeps the request, so it is read again whenever a
   llama-server starts (:mod:`serve.warm_keeper`); false warms once and forgets a kept one.
 - ``GET /v1/knowledge/warm`` (admin): the kept warm-ups and what the last replay did;
@@ -26,6 +27,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
+from core.templates import control_sentence, first_control
+from core.user_text import check_unicode
 from knowledge import actions
 from knowledge.store import LATEST, KnowledgeNotFound, KnowledgeShelf
 from serve.api_basics import ApiError, read_json
@@ -158,29 +161,10 @@ class KnowledgeApi:
             ApiError: a bad field, an unknown model or knowledge, a model that answers
                 ungrounded.
         """
-        if not isinstance(body, dict) or not isinstance(body.get("model"), str):
-            raise ApiError(
-                400, "'model' must be a model's or an alias's name", INVALID, param="model"
-            )
-        model, max_passages, budget = (
-            body["model"],
-            body.get("max_passages"),
-            body.get("budget_mib"),
+        session = getattr(self.server.engines, "session", None)
+        model, max_passages, budget, system_prompt = warm_fields(
+            body, getattr(session, "tokenizer", None)
         )
-        if max_passages is not None and (type(max_passages) is not int or max_passages < 1):
-            raise ApiError(
-                400,
-                "'max_passages' must be a whole number of at least 1",
-                INVALID,
-                param="max_passages",
-            )
-        if budget is not None and (type(budget) not in (int, float) or not 0 < budget <= 2**20):
-            raise ApiError(
-                400, "'budget_mib' must be a number of MiB above 0", INVALID, param="budget_mib"
-            )
-        system_prompt = body.get("system_prompt", "")
-        if not isinstance(system_prompt, str):
-            raise ApiError(400, "'system_prompt' must be text", INVALID, param="system_prompt")
         split = self.server.aliases.splits().get(model)
         alias = model if split is not None else None
         versions = sorted(split) if split is not None else [model]
@@ -227,3 +211,40 @@ class KnowledgeApi:
             ).response()
         except ValueError as err:
             return ApiError(400, str(err), "invalid_request_error").response()
+
+
+def warm_fields(body, tokenizer=None) -> tuple[str, int | None, float | None, str]:
+    """``(model, max_passages, budget_mib, system_prompt)`` of a warm-up body, each checked.
+
+    Args:
+        body: the decoded JSON body.
+        tokenizer: the served model's; its control tokens may not be spelled in the system
+            prompt, as in any chat message (None: nothing to look for).
+
+    Raises:
+        ApiError: a 400 naming the first bad field.
+    """
+    if not isinstance(body, dict) or not isinstance(body.get("model"), str):
+        raise ApiError(400, "'model' must be a model's or an alias's name", INVALID, param="model")
+    max_passages, budget = body.get("max_passages"), body.get("budget_mib")
+    if max_passages is not None and (type(max_passages) is not int or max_passages < 1):
+        raise ApiError(
+            400,
+            "'max_passages' must be a whole number of at least 1",
+            INVALID,
+            param="max_passages",
+        )
+    if budget is not None and (type(budget) not in (int, float) or not 0 < budget <= 2**20):
+        raise ApiError(
+            400, "'budget_mib' must be a number of MiB above 0", INVALID, param="budget_mib"
+        )
+    system_prompt = body.get("system_prompt", "")
+    if not isinstance(system_prompt, str):
+        raise ApiError(400, "'system_prompt' must be text", INVALID, param="system_prompt")
+    try:  # the checks a chat request's texts get (serve/requests.py, OpenAIServer._admit)
+        check_unicode(system_prompt, "system_prompt")
+    except ValueError as err:
+        raise ApiError(400, str(err), INVALID, param="system_prompt") from None
+    if first_control(tokenizer, [("system_prompt", system_prompt)]) is not None:
+        raise ApiError(400, control_sentence("system_prompt"), INVALID, param="system_prompt")
+    return body["model"], max_passages, budget, system_prompt
