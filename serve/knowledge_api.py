@@ -15,6 +15,7 @@
   token of the model spelled, no lone surrogate). It answers when the reading is done, with what was
   read per version. ``keep`` (default true) keeps the request, so it is read again whenever a
   llama-server starts (:mod:`serve.warm_keeper`); false warms once and forgets a kept one.
+  Any other field is refused, named (a misspelt bound would warm everything, and be kept).
 - ``GET /v1/knowledge/warm`` (admin): the kept warm-ups and what the last replay did;
   ``DELETE /v1/knowledge/warm/{model}`` forgets one.
 
@@ -28,7 +29,7 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from core.templates import control_sentence, first_control
-from core.user_text import check_unicode
+from core.user_text import check_unicode, quote, replace_invalid
 from knowledge import actions
 from knowledge.store import LATEST, KnowledgeNotFound, KnowledgeShelf
 from serve.api_basics import ApiError, read_json
@@ -39,6 +40,7 @@ from serve.requests import RequestError
 from serve.warm_keeper import WarmKeeper
 
 INVALID = "invalid_request_error"
+WARM_FIELDS = ("model", "knowledge", "max_passages", "budget_mib", "system_prompt", "keep")
 
 
 class KnowledgeApi:
@@ -222,10 +224,20 @@ def warm_fields(body, tokenizer=None) -> tuple[str, int | None, float | None, st
             prompt, as in any chat message (None: nothing to look for).
 
     Raises:
-        ApiError: a 400 naming the first bad field.
+        ApiError: a 400 naming the first bad field (an unknown one too).
     """
     if not isinstance(body, dict) or not isinstance(body.get("model"), str):
         raise ApiError(400, "'model' must be a model's or an alias's name", INVALID, param="model")
+    unknown = sorted(set(body) - set(WARM_FIELDS))
+    if unknown:  # a misspelt bound would warm everything, and be kept so
+        name = replace_invalid(unknown[0])[:64]  # named in the answer, which must encode
+        raise ApiError(
+            400,
+            f"unknown field {quote(name)}; /v1/knowledge/warm takes "
+            f"{', '.join(WARM_FIELDS[:-1])} and {WARM_FIELDS[-1]}",
+            INVALID,
+            param=name,
+        )
     max_passages, budget = body.get("max_passages"), body.get("budget_mib")
     if max_passages is not None and (type(max_passages) is not int or max_passages < 1):
         raise ApiError(

@@ -149,3 +149,23 @@ def test_a_warm_up_system_prompt_is_checked_as_a_chat_message_is(warm_url, promp
     assert answer.status_code == 400, answer.text
     error = answer.json()["error"]
     assert (error["param"], error["message"]) == ("system_prompt", said)
+
+
+def test_a_warm_up_body_with_an_unknown_field_is_refused_naming_it(warm_url):
+    answer = post_warm(
+        warm_url, '{"model": "a", "knowledge": "articles", "max_pasages": 1, "keep": false}'
+    )
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["param"] == "max_pasages"
+    assert error["message"] == (
+        "unknown field 'max_pasages'; /v1/knowledge/warm takes model, knowledge, max_passages, "
+        "budget_mib, system_prompt and keep"
+    )
+    odd = post_warm(warm_url, '{"model": "a", "knowledge": "articles", "x\\ud800": 1}')
+    assert odd.status_code == 400 and odd.json()["error"]["param"] == "x\ufffd"
+    kept = post_warm(warm_url, '{"model": "a", "knowledge": "articles", "maxpassages": 1}')
+    assert kept.status_code == 400 and kept.json()["error"]["param"] == "maxpassages"
+    import httpx
+
+    assert httpx.get(f"{warm_url}/v1/knowledge/warm", timeout=60).json()["data"] == []

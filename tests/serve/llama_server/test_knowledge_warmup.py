@@ -224,6 +224,15 @@ def test_the_warm_route_takes_an_admin_key_and_says_what_it_read(llama, llama_se
         bad = post(url, {"model": "a", "knowledge": name, "system_prompt": spelled})
         assert bad.status_code == 400 and bad.json()["error"]["param"] == "system_prompt"
         assert "spells a control token" in bad.json()["error"]["message"]
+        # a misspelt field is named, not ignored (it warmed every passage, and was kept)
+        typo = post(url, {"model": "a", "knowledge": name, "max_pasages": 1})
+        assert typo.status_code == 400 and typo.json()["error"]["param"] == "max_pasages"
+        assert (
+            httpx.get(
+                f"{url}/v1/knowledge/warm", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
+            ).json()["data"]
+            == []
+        )
         done = post(url, {"model": "a", "knowledge": name, "max_passages": 2})
         assert done.status_code == 200
         [row] = done.json()["data"]
