@@ -33,6 +33,22 @@ from feedback.store import FeedbackStore, check_correction, check_intent
 STATUSES = ("new", "accepted", "dropped")
 
 
+def as_day(text: str | None) -> str | None:
+    """``text`` when it is a real calendar day written YYYY-MM-DD (spaces around it dropped),
+    else None: what a ``since`` / ``until`` filter takes."""
+    import datetime
+    import re
+
+    text = (text or "").strip()
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        return None
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        return None
+    return text
+
+
 @dataclass
 class Filter:
     """Which ratings to show (None: any)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from feedback.review import STATUSES, Filter, queue
+from feedback.review import STATUSES, Filter, as_day, queue
 from feedback.store import RATINGS, FeedbackStore
 
 
@@ -22,18 +22,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def day(text: str) -> str:
     """A ``--since`` / ``--until`` value: a real calendar day written YYYY-MM-DD."""
-    import datetime
-    import re
-
-    try:
-        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
-            raise ValueError
-        datetime.date.fromisoformat(text)
-    except ValueError:
+    found = as_day(text)
+    if found is None:
         raise argparse.ArgumentTypeError(
             f"must be a day written YYYY-MM-DD, such as 2026-11-25, not {text[:20]!r}"
-        ) from None
-    return text
+        )
+    return found
 
 
 def main(args: argparse.Namespace) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from core import paths
-from feedback.review import STATUSES, Filter, export, queue, review
+from feedback.review import STATUSES, Filter, as_day, export, queue, review
 from feedback.store import FeedbackStore
 
 COLUMNS = [
@@ -25,14 +25,15 @@ ANY = "any"
 def table(
     adapter: str, rating: str, status: str, intent: str, since: str, until: str
 ) -> list[list[str]]:
-    """The queue as table rows (newest first) under the chosen filters (``any``: no filter)."""
+    """The queue as table rows (newest first) under the chosen filters (``any``: no filter; a
+    day box filters only once it holds a whole day, YYYY-MM-DD, not while it is typed)."""
     where = Filter(
         adapter=_opt(adapter),
         rating=_opt(rating),
         status=_opt(status),
         intent=_opt(intent),
-        since=(since or "").strip() or None,
-        until=(until or "").strip() or None,
+        since=as_day(since),
+        until=as_day(until),
     )
     rows = []
     for row in queue(FeedbackStore(), where):

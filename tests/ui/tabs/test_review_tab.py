@@ -68,3 +68,19 @@ def test_the_queue_is_reviewed_and_exported_from_the_tab(home, tiny_llama_dir):
         view.act(down["id"], None, None, "two\nlines")
     with pytest.raises(ValueError, match="dataset name"):
         view.export_accepted("../x")
+
+
+def test_a_day_box_filters_only_once_it_holds_a_whole_day(home):
+    """Typing "2026-1" into From used to filter on the text so far ("2026-12-07" >= "2026-1"
+    keeps today, "2026-2" hides it); a box filters once it holds a real day."""
+    import time
+
+    store = FeedbackStore(log_conversations=True)
+    store.record("c1", "support", "aaaa1111bbbb", "pytorch", ASKED, "It ships today.")
+    rated = store.rate("c1", "up")
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    for typed in ("2", "2999", "2999-1", "2999-12-3", "2999-02-30", " "):
+        assert [r[0] for r in view.table(ANY, ANY, ANY, ANY, typed, "")] == [rated["id"]], typed
+    assert view.table(ANY, ANY, ANY, ANY, "2999-12-31", "") == []
+    assert [r[0] for r in view.table(ANY, ANY, ANY, ANY, f" {today} ", today)] == [rated["id"]]
+    assert view.table(ANY, ANY, ANY, ANY, "", "2000-01-01") == []
