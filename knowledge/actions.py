@@ -19,6 +19,15 @@ MAX_K = 20  # passages one search returns at most: a prompt holds a few
 DELETE_UNCONFIRMED = "Deleting is for good: confirm it (--yes, or tick the box)."
 
 
+class SearchError(ValueError):
+    """A search asked wrongly; ``param`` names the input, as ``/v1/knowledge/search`` calls it
+    (``q`` or ``k``)."""
+
+    def __init__(self, message: str, param: str):
+        super().__init__(message)
+        self.param = param
+
+
 def import_files(
     files: list,
     name: str = DEFAULT_NAME,
@@ -72,13 +81,17 @@ def search(
         searched within, ``""`` when every passage was searched).
 
     Raises:
-        ValueError: an empty query, ``k`` out of 1..MAX_K, an unknown name or version.
+        SearchError: an empty query or one that is not valid Unicode, ``k`` out of 1..MAX_K.
+        ValueError: an unknown name or version.
     """
-    check_unicode(query or "", "the query")
+    try:
+        check_unicode(query or "", "the query")
+    except ValueError as err:
+        raise SearchError(str(err), "q") from None
     if not (query or "").strip():
-        raise ValueError("the query is empty: type what a customer asks")
+        raise SearchError("the query is empty: type what a customer asks", "q")
     if not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise ValueError(f"k must be a whole number from 1 to {MAX_K}, not {cut(str(k))}")
+        raise SearchError(f"k must be a whole number from 1 to {MAX_K}, not {cut(str(k))}", "k")
     chosen = (shelf or KnowledgeShelf()).get(name, version or LATEST)
     found = routed_search(chosen, query, k)
     return {

@@ -19,8 +19,8 @@
 - ``GET /v1/knowledge/warm`` (admin): the kept warm-ups and what the last replay did;
   ``DELETE /v1/knowledge/warm/{model}`` forgets one.
 
-An unknown knowledge base or version answers 404, a bad query or ``k`` 400, in OpenAI's error
-shape. The searches are :func:`knowledge.actions.search`, the CLI's and the Knowledge tab's.
+An unknown knowledge base or version answers 404, a bad query or ``k`` 400 naming ``q`` or
+``k``, in OpenAI's error shape. The searches are :func:`knowledge.actions.search`, the CLI's and the Knowledge tab's.
 """
 
 from __future__ import annotations
@@ -211,6 +211,8 @@ class KnowledgeApi:
             return ApiError(
                 404, str(err), "invalid_request_error", "knowledge_not_found", "knowledge"
             ).response()
+        except actions.SearchError as err:
+            return ApiError(400, str(err), "invalid_request_error", param=err.param).response()
         except ValueError as err:
             return ApiError(400, str(err), "invalid_request_error").response()
 

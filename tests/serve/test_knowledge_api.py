@@ -169,3 +169,20 @@ def test_a_warm_up_body_with_an_unknown_field_is_refused_naming_it(warm_url):
     import httpx
 
     assert httpx.get(f"{warm_url}/v1/knowledge/warm", timeout=60).json()["data"] == []
+
+
+@pytest.mark.parametrize(
+    ("params", "param", "said"),
+    [
+        ({"q": "refund", "k": "0"}, "k", "k must be a whole number from 1 to 20, not 0"),
+        ({"q": "refund", "k": "21"}, "k", "k must be a whole number from 1 to 20, not 21"),
+        ({"q": "refund", "k": "abc"}, "k", "k must be a whole number from 1 to 20, not 'abc'"),
+        ({"q": ""}, "q", "the query is empty: type what a customer asks"),
+        ({"q": "   "}, "q", "the query is empty: type what a customer asks"),
+    ],
+)
+def test_a_bad_search_names_its_parameter(client, params, param, said):
+    answer = client.get("/v1/knowledge/search", params={**params, "knowledge": "faq"}, headers=AUTH)
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["param"] == param and error["message"].startswith(said)
