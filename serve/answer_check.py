@@ -9,10 +9,14 @@ else the one the adapter was trained beside (its manifest's ``knowledge``); with
 with a version that keeps no intents or was deleted, the answer is sent unchanged and marked
 ``skipped`` with the reason. The outcome is named in the ``X-TuneDesk-Check`` header, in a
 whole answer's ``tunedesk_check`` object (a streamed answer's finish chunk), and in the stored
-answer's record.
+answer's record. A replaced text is a whole answer of its own: it ends with ``stop`` and its
+``usage.completion_tokens`` counts its own tokens (:func:`sent_counts`), not the generated
+answer's, which may have been cut at ``max_tokens``.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from starlette.concurrency import run_in_threadpool
 
@@ -20,6 +24,18 @@ from knowledge.answer_check import CheckResult, check_answer
 from knowledge.store import LATEST
 
 CHECK_HEADER = "X-TuneDesk-Check"
+REPLACED = ("re-answered", "handed off")  # the outcomes that send another text than generated
+
+
+@dataclass
+class SentCounts:
+    """How a replaced answer ends, as :func:`serve.streaming.usage` and the finish read it."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    engine: str
+    cached_tokens: int | None = None
+    finish_reason: str = "stop"
 
 
 def knowledge_for(grounding: dict | None, adapter: str | None, shelf) -> tuple[str, str] | None:
@@ -75,6 +91,28 @@ async def checked(deltas, messages: list[dict], grounding: dict | None, adapter:
             yield result.text
 
     return result, replay()
+
+
+def sent_counts(answer, result: CheckResult, tokenizer):
+    """``answer``'s end and counts as the customer gets it.
+
+    Args:
+        answer: the generated answer's ticket or tally (``prompt_tokens``,
+            ``completion_tokens``, ``finish_reason``, ``engine``, maybe ``cached_tokens``).
+        result: the check of it.
+        tokenizer: the served model's: a replaced text is counted in its tokens, as an
+            answer's are (no end-of-turn token).
+
+    Returns:
+        ``answer`` itself for a text sent as generated (``ok``, ``skipped``); for a replaced one,
+        its prompt counts with ``finish_reason`` ``"stop"`` and the text sent's tokens.
+    """
+    if result.outcome not in REPLACED:
+        return answer
+    ids = tokenizer(result.text, add_special_tokens=False)["input_ids"] if result.text else []
+    return SentCounts(
+        answer.prompt_tokens, len(ids), answer.engine, getattr(answer, "cached_tokens", None)
+    )
 
 
 def header(result: CheckResult | None) -> dict:

@@ -42,7 +42,7 @@ from feedback.store import FeedbackStore
 from inference.generate import context_limit
 from serve.alias_api import AliasApi
 from serve.aliases import CONVERSATION_HEADER, VERSION_HEADER, AliasRouter, Pick
-from serve.answer_check import checked
+from serve.answer_check import checked, sent_counts
 from serve.answer_check import header as check_header
 from serve.api_basics import (  # noqa: F401 (the limit, re-exported)
     ANY_METHOD,
@@ -341,6 +341,8 @@ class OpenAIServer(ShelfModels):
             except Exception as err:
                 return engine_failure(err).response()
             headers.update(check_header(check))
+            # a replaced text ends and counts as itself, streamed or not
+            answer = sent_counts(answer, check, self.engines.session.tokenizer)
 
         def remember(text: str) -> None:  # after the answer: nothing here delays a token
             version = self.engines.weights_hash(adapter)

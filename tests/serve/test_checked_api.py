@@ -140,3 +140,92 @@ def test_a_grounded_alias_on_a_model_of_256_positions_still_answers(served):
     answer = ask(url, "grounded-bot")
     assert answer.status_code == 200, answer.text
     assert answer.json()["choices"][0]["message"]["content"]
+
+
+def text_tokens(session, text: str) -> int:
+    """``text``'s length in the model's tokens (as an answer's count: no end-of-turn token)."""
+    return len(session.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def streamed_ends(response) -> tuple[str | None, dict | None]:
+    """(the finish chunk's finish_reason, the usage chunk's usage) of a streamed answer."""
+    chunks = [json.loads(line[6:]) for line in response.text.splitlines() if line[:7] == "data: {"]
+    finish = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]]
+    return finish[-1], next((c["usage"] for c in chunks if c.get("usage")), None)
+
+
+def test_a_replaced_answer_ends_and_counts_as_the_text_sent(served, session):
+    """A re-answered or handed-off answer is a whole text of its own: it ends with "stop" and
+    counts its own tokens, not the cut generated answer's (a client seeing "length" would take
+    it for cut); an unchanged answer keeps the generated counts."""
+    url, _ = served
+    plain = ask(url, "plain-bot").json()
+    # the premise: the tiny model's answer runs to max_tokens
+    assert (plain["choices"][0]["finish_reason"], plain["usage"]["completion_tokens"]) == (
+        "length",
+        8,
+    )
+    prompt = plain["usage"]["prompt_tokens"]
+    sent = {"prompt_tokens": prompt, "completion_tokens": text_tokens(session, ADDRESS)}
+    sent["total_tokens"] = prompt + sent["completion_tokens"]
+    assert sent["completion_tokens"] != 8
+
+    body = ask(url, "checked-bot").json()
+    assert body["tunedesk_check"]["outcome"] == "re-answered"
+    assert body["choices"][0]["finish_reason"] == "stop"
+    assert body["usage"] == sent
+    stream = httpx.post(
+        f"{url}/v1/chat/completions",
+        json={
+            "model": "checked-bot",
+            "messages": [{"role": "user", "content": ASKED}],
+            "max_tokens": 8,
+            "temperature": 0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+        timeout=120,
+    )
+    assert streamed_text(stream) == ADDRESS
+    assert streamed_ends(stream) == ("stop", sent)
+
+
+def test_a_handed_off_answer_ends_and_counts_as_the_hand_off_sentence(served, session):
+    from knowledge.answer_check import HANDOFF
+
+    url, _ = served
+    body = {
+        "model": "checked-bot",
+        "messages": [{"role": "user", "content": " "}],  # no words: no intent to check against
+        "max_tokens": 8,
+        "temperature": 0,
+    }
+    plain = httpx.post(f"{url}/v1/chat/completions", json={**body, "model": "plain-bot"}).json()
+    assert plain["choices"][0]["finish_reason"] == "length"
+    answer = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=120).json()
+    assert answer["tunedesk_check"]["outcome"] == "handed off"
+    assert answer["choices"][0]["message"]["content"] == HANDOFF
+    assert answer["choices"][0]["finish_reason"] == "stop"
+    prompt = plain["usage"]["prompt_tokens"]
+    assert answer["usage"] == {
+        "prompt_tokens": prompt,
+        "completion_tokens": text_tokens(session, HANDOFF),
+        "total_tokens": prompt + text_tokens(session, HANDOFF),
+    }
+    stream = httpx.post(
+        f"{url}/v1/chat/completions",
+        json={**body, "stream": True, "stream_options": {"include_usage": True}},
+        timeout=120,
+    )
+    assert streamed_text(stream) == HANDOFF
+    assert streamed_ends(stream) == ("stop", answer["usage"])
+
+
+def test_an_answer_the_check_skips_keeps_its_own_end_and_counts(served):
+    url, version = served
+    plain = ask(url, "plain-bot").json()
+    KnowledgeShelf().delete(version.name)
+    body = ask(url, "checked-bot").json()
+    assert body["tunedesk_check"]["outcome"] == "skipped"
+    assert body["choices"][0]["finish_reason"] == plain["choices"][0]["finish_reason"]
+    assert body["usage"] == plain["usage"]
