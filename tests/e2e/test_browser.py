@@ -7,6 +7,7 @@ alias's canary judged by its figures in the Adapters tab after traffic through `
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -94,7 +95,7 @@ def _tab(page, name: str) -> None:
     page.get_by_role("tab", name=name, exact=True).click()
 
 
-def test_train_a_short_run_and_watch_it(page):
+def test_train_a_short_run_and_watch_it(page, app_home):
     _tab(page, "Train")
     page.get_by_text("Advanced: LoRA and training settings").click()
     _fill(page, "train-budget", "0")  # 12 steps rather than the default 10 minutes
@@ -106,6 +107,9 @@ def test_train_a_short_run_and_watch_it(page):
     wait_text(page, "#train-message", lambda t: "Started run" in t, 30)
     text = wait_text(page, "#train-result", lambda t: "browser-adapter" in t, 240)
     assert "is on the shelf" in text
+    (config,) = (app_home / "runs").glob("*/config.json")  # opening Advanced kept them auto
+    cadence = json.loads(config.read_text())["train"]
+    assert (cadence["eval_every"], cadence["probe_every"], cadence["save_every"]) == (4, None, None)
     progress = page.inner_text("#train-progress")
     assert "step 12/12" in progress and "tokens/s" in progress
     strokes = drawn_lines(page, "#loss-curve")

@@ -81,21 +81,25 @@ def advanced_settings(d: RunConfig, adapter_choices: list[str]) -> dict:
             elem_id="train-passage-share",
         )
         with gr.Row():
-            c["eval_every"] = gr.Number(
-                d.train.eval_every,
-                precision=0,
-                label="Validate every N steps (blank = auto)",
+            # Text boxes: a rendered Number box turns blank (auto) into 0 (off), so opening
+            # this accordion switched validation, probes and checkpoints off.
+            c["eval_every"] = gr.Textbox(
+                _cadence(d.train.eval_every),
+                placeholder="auto",
+                label="Validate every N steps (blank = auto, 0 = at the end only)",
                 elem_id="train-eval-every",
             )
-            c["probe_every"] = gr.Number(
-                d.train.probe_every,
-                precision=0,
-                label="Probe answers every N steps (blank = auto)",
+            c["probe_every"] = gr.Textbox(
+                _cadence(d.train.probe_every),
+                placeholder="auto",
+                label="Probe answers every N steps (blank = auto, 0 = at the end only)",
+                elem_id="train-probe-every",
             )
-            c["save_every"] = gr.Number(
-                d.train.save_every,
-                precision=0,
-                label="Checkpoint every N steps (blank = auto)",
+            c["save_every"] = gr.Textbox(
+                _cadence(d.train.save_every),
+                placeholder="auto",
+                label="Checkpoint every N steps (blank = auto, 0 = none)",
+                elem_id="train-save-every",
             )
             c["seed"] = gr.Number(d.train.seed, precision=0, label="Seed")
         gr.Markdown(
@@ -157,3 +161,8 @@ def advanced_settings(d: RunConfig, adapter_choices: list[str]) -> dict:
                 elem_id="train-beta",
             )
     return c
+
+
+def _cadence(value) -> str:
+    """A cadence box's text: blank for auto (None), else the number of steps."""
+    return "" if value is None else str(value)

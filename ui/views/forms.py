@@ -171,7 +171,7 @@ def _convert(field: str, value):
         return None if value in (None, "", 0) else int(value)
     if field == "beta" and value in (None, "", 0):  # a blank number box sends 0; no beta is 0
         return None
-    if field in _AUTO and value in (None, ""):
+    if field in _AUTO and (value is None or str(value).strip() == ""):  # a blank box: auto
         return None
     if field == "time_budget_s":
         return float(value) * 60
