@@ -256,8 +256,8 @@ def build_evaluate_tab(state: AppState, run_id: gr.State | None = None) -> dict:
                     rows_per_slice=int(cap) if cap and column else None,
                     grounding=None if ground == GROUNDING_CHOICES[0] else ground,
                     knowledge=chosen_knowledge(ground_in),
-                    engine="auto",
-                )  # llama-server as Chat serves, where it is built
+                    engine=state.serving.choice,
+                )  # who serves Chat (--engine / TUNEDESK_ENGINE): the gate judges its answers
             except (ValueError, OSError) as err:
                 return (f"⚠️ {' '.join(shown_error(err).split())}", *empty)
             first = report.adapters[0]

@@ -109,3 +109,29 @@ def test_ground_in_offers_the_knowledge_bases_and_grounds_every_model_in_the_one
     assert set(rows["model"]) == {"base", "tuned"}
     gone = table["on_run"](*args, "faq")
     assert gone[0].startswith("⚠️ no knowledge base named 'faq'"), gone[0]
+
+
+def test_the_evaluation_answers_on_the_engine_the_app_serves_with(home, varied_dir, monkeypatch):
+    """An app started with --engine pytorch (TUNEDESK_ENGINE) serves Chat and /v1 from PyTorch:
+    the gate must judge PyTorch's answers, not llama-server's (auto's, where it is built and
+    the adapters convert; this tiny model's answers come from PyTorch either way, so the engine
+    asked for is read off the real call)."""
+    import ui.tabs.evaluate as tab
+
+    asked = []
+
+    def evaluate(*args, **kwargs):
+        asked.append(kwargs["engine"])
+        return real(*args, **kwargs)
+
+    real = tab.evaluate
+    monkeypatch.setattr(tab, "evaluate", evaluate)
+    table = handlers(varied_dir)
+    put_adapter(varied_dir, "tuned")
+    engines = table["engine"].serving
+    before, engines.choice = engines.choice, "pytorch"
+    try:
+        said = table["on_run"](["tuned"], "assets/demo_support.jsonl", 2, 8, 4, False, "", 0)
+    finally:
+        engines.choice = before
+    assert asked == ["pytorch"] and said[-1].settings["engine"]["name"] == "pytorch"
