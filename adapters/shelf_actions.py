@@ -29,7 +29,9 @@ def show(name: str, shelf: Shelf | None = None) -> AdapterEntry:
 def rename(old: str, new: str, session=None, shelf: Shelf | None = None) -> str:
     """Rename an adapter; a session that has it active or loaded lets go of it first."""
     old, new = _typed(old, "adapter name"), _typed((new or "").strip(), "new name")
-    (shelf or Shelf()).rename(old, new)
+    shelf = shelf or Shelf()
+    _not_serving(old, "renaming", shelf)
+    shelf.rename(old, new)
     _forget(session, old)
     return f"Renamed {old} to {new}."
 
@@ -41,9 +43,28 @@ def delete(name: str, confirmed: bool, session=None, shelf: Shelf | None = None)
         raise ValueError(DELETE_UNCONFIRMED)
     shelf = shelf or Shelf()
     shelf.path(name)  # a bad or unknown name is refused before the session is touched
+    _not_serving(name, "deleting", shelf)
     _forget(session, name)
     shelf.delete(name)
     return f"Deleted {name}."
+
+
+def _not_serving(name: str, doing: str, shelf: Shelf) -> None:
+    """Refuse to rename or delete an adapter an alias sends traffic to: its API clients would
+    get a 404 with no word to whoever did it. (A version kept at weight 0 for a rollback may
+    go; rolling back to it then says it is gone.)"""
+    from adapters.shelf.aliases import AliasBook
+
+    serving = {
+        alias: split[name] for alias, split in AliasBook(shelf).all().items() if split.get(name)
+    }
+    if serving:
+        shares = ", ".join(f"{alias!r} ({share} %)" for alias, share in sorted(serving.items()))
+        raise ValueError(
+            f"{name} takes traffic through the alias(es) {shares}; move it to another version "
+            f"first (python -m adapters alias set ALIAS OTHER=100, or the Adapters tab's "
+            f"aliases), then go on {doing} it"
+        )
 
 
 def import_adapter(

@@ -157,3 +157,23 @@ def test_export_then_import(home, shelf, tmp_path, tiny_llama_dir):
     assert ui["on_import"](str(tmp_path / "notes.zip"), "")[0] == f"⚠️ {bad}"
     again = refused(home, shelf, "import", str(tmp_path / "alpha.zip"), "--name", "epsilon")
     assert again == "Import refused: an adapter named 'epsilon' already exists; pick another name"
+
+
+def test_an_adapter_an_alias_sends_traffic_to_is_neither_renamed_nor_deleted(
+    home, shelf, tiny_llama_dir
+):
+    """Renamed or deleted, its alias's API clients got a 404 and whoever did it no word."""
+    from adapters.shelf.aliases import AliasBook
+    from adapters.shelf.store import Shelf
+
+    book = AliasBook(Shelf())
+    book.set("support-bot", {"alpha": 90, "beta": 10}, by="ana", force=True, reason="test")
+    ui = handlers(tiny_llama_dir)
+    renamed = refused(home, shelf, "rename", "alpha", "delta")
+    assert renamed.startswith("alpha takes traffic through the alias(es) 'support-bot' (90 %)")
+    assert ui["on_rename"]("alpha", "delta")[0] == f"⚠️ {renamed}"
+    deleted = refused(home, shelf, "delete", "beta", "--yes")
+    assert "'support-bot' (10 %)" in deleted and deleted.endswith("then go on deleting it")
+    book.set("support-bot", {"alpha": 100, "beta": 0}, by="ana", force=True, reason="test")
+    done = cli(home, "delete", "beta", "--yes")  # kept at 0 for a rollback: it may go
+    assert done.returncode == 0 and not (shelf / "beta").exists()
