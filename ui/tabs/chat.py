@@ -15,7 +15,7 @@ CHAT_CONCURRENCY = 32  # chats streaming at once; the scheduler queues what the 
 
 def build_chat_tab(state: AppState) -> dict:
     with gr.Tab("Chat", id="chat") as tab:
-        status = gr.Markdown(state.model_status_line(), elem_id="chat-status")
+        status = gr.Markdown(state.model_status_line(None), elem_id="chat-status")
         with gr.Row():
             adapter = gr.Dropdown(
                 [BASE_LABEL],
@@ -100,10 +100,14 @@ def build_chat_tab(state: AppState) -> dict:
                 state.activate(name)
             except ValueError as err:
                 gr.Warning(str(err))
-                return gr.update(
-                    value=state.active_adapter or BASE_LABEL
-                ), state.model_status_line()
-            return gr.update(), state.model_status_line()
+                kept = state.active_adapter
+                return gr.update(value=kept or BASE_LABEL), state.model_status_line(kept)
+            return gr.update(), state.model_status_line(name)
+
+        def status_line(choice):
+            # this page's own choice: what answers its next message (another page may have
+            # made another adapter the app-wide active one since)
+            return state.model_status_line(state.to_adapter(choice))
 
         def respond(history, text, choice, *settings_values):
             history = list(history or [])
@@ -247,7 +251,7 @@ def build_chat_tab(state: AppState) -> dict:
         )
         clear.click(lambda: ([], "", "", ""), None, [chatbot, message, intent, answered_from])
         timer = gr.Timer(1.0)
-        timer.tick(lambda: state.model_status_line(), None, status, show_progress="hidden")
+        timer.tick(status_line, adapter, status, show_progress="hidden")
     return {"tab": tab, "adapter": adapter, "status": status}
 
 

@@ -75,7 +75,12 @@ class AppState:
     def to_adapter(choice: str | None) -> str | None:
         return None if not choice or choice == BASE_LABEL else choice
 
-    def model_status_line(self) -> str:
+    def model_status_line(self, adapter: str | None = None) -> str:
+        """Chat's status line for a page answering with ``adapter`` (None: the base model).
+
+        Each page answers with its own dropdown's choice, so the line names that choice, not
+        the app-wide active adapter another page may have changed since.
+        """
         s = self.session.status()
         model = s.get("model") or s.get("base")
         state = s["state"]
@@ -88,18 +93,18 @@ class AppState:
             text = f"**Model:** could not load {model}: {s['error']}"
         else:
             text = f"**Model:** {model} — {state}…"
-        active = self.active_adapter or "none (base model)"
-        text += f"  \n**Active adapter:** {active}{self._gate_note()}"
+        shown = adapter or "none (base model)"
+        text += f"  \n**Active adapter:** {shown}{self._gate_note(adapter)}"
         return text + f"  \n**Answers from:** {self.serving.describe()}"
 
-    def _gate_note(self) -> str:
-        """`` — ⚠️ release gate: failed (...)`` when the active adapter has not passed it."""
+    def _gate_note(self, adapter: str | None) -> str:
+        """`` — ⚠️ release gate: failed (...)`` when ``adapter`` has not passed it."""
         from adapters.shelf.gate_rules import entry_status
 
-        if not self.active_adapter:
+        if not adapter:
             return ""
         try:
-            status = entry_status(self.shelf().get(self.active_adapter))
+            status = entry_status(self.shelf().get(adapter))
         except (ValueError, OSError):
             return ""
         if status.passed:

@@ -49,3 +49,22 @@ def test_thumbs_and_a_correction_go_to_the_review_queue(home, tiny_llama_dir):
     ]
     assert rows[0]["answer"] == history[1]["content"] and rows[0]["adapter"] == "base"
     assert rows[0]["version"] == table["engine"].session.resolved.weight_hash
+
+
+def test_the_status_line_names_the_pages_own_adapter_not_another_pages(home, tiny_llama_dir):
+    """Page A picks adapter ``a``, page B then the base model (the app-wide choice): page A's
+    status line (its timer) still names ``a``, the adapter that answers page A."""
+    from serve_helpers import put_adapters
+
+    put_adapters(home, tiny_llama_dir, names=("a",))
+    table = handlers(tiny_llama_dir)
+    table["on_switch"]("a")  # page A
+    table["on_switch"](BASE)  # page B
+    line = table["status_line"]("a")  # page A's timer, reading page A's dropdown
+    assert "**Active adapter:** a" in line and "none (base model)" not in line
+    assert "**Active adapter:** none (base model)" in table["status_line"](BASE)
+    history = last(table["respond"]([], "Where is my parcel?", "a", "", 8, 0, 0.9, 1.0, 0))[0]
+    said = table["on_rate"](
+        history, "a", "", gr.LikeData(None, {"index": 1, "value": "x", "liked": True})
+    )
+    assert "for a (version" in said  # what the line names is what answered
