@@ -112,27 +112,29 @@ def build_chat_tab(state: AppState) -> dict:
         def respond(history, text, choice, *settings_values):
             history = list(history or [])
             if not text or not text.strip():
-                yield history, ""
+                yield history, "", gr.skip()
                 return
             try:
                 check_unicode(text)
             except ValueError as err:  # nothing is sent; the box keeps the text, marked (U+FFFD)
                 gr.Warning(str(err))
-                yield _shown(history), replace_invalid(text)
+                yield _shown(history), replace_invalid(text), gr.skip()
                 return
             history.append({"role": "user", "content": text})
-            yield from _stream(history, choice, settings_values)
+            yield from _stream(history, choice, settings_values, asked=text)
 
         def retry_last(history, choice, *settings_values):
             history = list(history or [])
             while history and history[-1]["role"] == "assistant":
                 history.pop()
             if not history:
-                yield history, ""
+                yield history, "", gr.skip()
                 return
             yield from _stream(history, choice, settings_values)
 
-        def _stream(history, choice, settings_values):
+        def _stream(history, choice, settings_values, asked=""):
+            """Answer the conversation; ``asked``: the text just sent, given back to the box
+            when the page's adapter has left the shelf."""
             try:
                 settings = state.settings(*settings_values)
                 messages = [{"role": m["role"], "content": _text(m["content"])} for m in history]
@@ -150,7 +152,7 @@ def build_chat_tab(state: AppState) -> dict:
                 history.append({"role": "assistant", "content": ""})
                 for partial in state.stream_answer(messages, state.to_adapter(choice), settings):
                     history[-1]["content"] = partial
-                    yield history, ""
+                    yield history, "", gr.skip()
                 # a rating of this answer keeps what it was shown
                 state.answer_groundings.remember(
                     state.to_adapter(choice), before, history[-1]["content"], record
@@ -159,8 +161,15 @@ def build_chat_tab(state: AppState) -> dict:
                 history[-1:] = (
                     [] if history and history[-1]["role"] == "assistant" else history[-1:]
                 )
+                gone = state.gone_from_shelf(state.to_adapter(choice))
+                if gone:  # deleted or renamed since the page listed it: not the session's path
+                    # the question goes back to the box, to send with an adapter the shelf has
+                    gr.Warning(gone)
+                    kept = history[:-1] if asked else history
+                    yield _shown(kept), asked, choices()[0]
+                    return
                 gr.Warning(str(err))
-                yield _shown(history), ""
+                yield _shown(history), "", gr.skip()
 
         def on_rate(history, choice, system_prompt, data: gr.LikeData, request: gr.Request = None):
             index = data.index if isinstance(data.index, int) else data.index[0]
@@ -236,19 +245,20 @@ def build_chat_tab(state: AppState) -> dict:
 
         # the answer's own length and model: the line names what that answer was shown
         answered = ([chatbot, adapter, system, max_new], [intent, answered_from])
+        # the third output: the Adapter dropdown, refreshed when its adapter left the shelf
         send.click(
             respond,
             [chatbot, message, *controls],
-            [chatbot, message],
+            [chatbot, message, adapter],
             api_name="chat",
             **chat_events,
         ).then(on_answered, *answered)
         message.submit(
-            respond, [chatbot, message, *controls], [chatbot, message], **chat_events
+            respond, [chatbot, message, *controls], [chatbot, message, adapter], **chat_events
         ).then(on_answered, *answered)
-        retry.click(retry_last, [chatbot, *controls], [chatbot, message], **chat_events).then(
-            on_answered, *answered
-        )
+        retry.click(
+            retry_last, [chatbot, *controls], [chatbot, message, adapter], **chat_events
+        ).then(on_answered, *answered)
         clear.click(lambda: ([], "", "", ""), None, [chatbot, message, intent, answered_from])
         timer = gr.Timer(1.0)
         timer.tick(status_line, adapter, status, show_progress="hidden")

@@ -93,9 +93,21 @@ class AppState:
             text = f"**Model:** could not load {model}: {s['error']}"
         else:
             text = f"**Model:** {model} — {state}…"
-        shown = adapter or "none (base model)"
-        text += f"  \n**Active adapter:** {shown}{self._gate_note(adapter)}"
+        gone = " — ⚠️ no longer on the shelf; pick another adapter"
+        note = gone if self.gone_from_shelf(adapter) else self._gate_note(adapter)
+        text += f"  \n**Active adapter:** {adapter or 'none (base model)'}{note}"
         return text + f"  \n**Answers from:** {self.serving.describe()}"
+
+    def gone_from_shelf(self, adapter: str | None) -> str | None:
+        """The sentence for a page's adapter that is no longer on the shelf (deleted or renamed
+        since the page listed it), else None."""
+        if adapter is None:
+            return None
+        try:
+            self.shelf().path(adapter)  # its folder only: the timer asks every second
+        except ValueError:
+            return f"{adapter} is no longer on the shelf; pick another adapter"
+        return None
 
     def _gate_note(self, adapter: str | None) -> str:
         """`` — ⚠️ release gate: failed (...)`` when ``adapter`` has not passed it."""

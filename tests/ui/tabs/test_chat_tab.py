@@ -68,3 +68,35 @@ def test_the_status_line_names_the_pages_own_adapter_not_another_pages(home, tin
         history, "a", "", gr.LikeData(None, {"index": 1, "value": "x", "liked": True})
     )
     assert "for a (version" in said  # what the line names is what answered
+
+
+def test_a_send_with_an_adapter_gone_from_the_shelf_says_so_and_refreshes_the_dropdown(
+    home, tiny_llama_dir
+):
+    """Adapter ``tiny2`` is deleted (another page, the Adapters tab) while Chat has it picked:
+    Send says so in a sentence, gives the question back and lists what the shelf holds."""
+    import pytest
+    from serve_helpers import put_adapters
+
+    put_adapters(home, tiny_llama_dir, names=("tiny2", "other"))
+    table = handlers(tiny_llama_dir)
+    table["on_switch"]("tiny2")
+    asked = "Where is my refund?"
+    before = last(table["respond"]([], asked, "tiny2", "", 8, 0, 0.9, 1.0, 0))[0]
+    assert [m["role"] for m in before] == ["user", "assistant"]
+    assert table["on_delete"]("tiny2", True)[0] == "Deleted tiny2."
+    with pytest.warns(UserWarning) as warned:
+        sent = last(table["respond"]([], asked, "tiny2", "", 8, 0, 0.9, 1.0, 0))
+    (message,) = [str(w.message) for w in warned]
+    assert message == "tiny2 is no longer on the shelf; pick another adapter"  # no shelf path
+    history, box, dropdown = sent
+    assert history == [] and box == asked  # nothing left unanswered: the question is in the box
+    assert dropdown["choices"] == [BASE, "other"] and dropdown["value"] == BASE
+    assert "**Active adapter:** tiny2 — ⚠️ no longer on the shelf" in table["status_line"]("tiny2")
+    # Retry keeps the conversation it was asked to answer again, and says the same
+    with pytest.warns(UserWarning, match="no longer on the shelf"):
+        history, box, _ = last(table["retry_last"](before, "tiny2", "", 8, 0, 0.9, 1.0, 0))
+    assert history == before[:1] and box == ""
+    # the refreshed choice answers
+    history = last(table["respond"]([], asked, dropdown["value"], "", 8, 0, 0.9, 1.0, 0))[0]
+    assert [m["role"] for m in history] == ["user", "assistant"]
