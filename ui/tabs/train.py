@@ -171,7 +171,7 @@ def build_train_tab(state: AppState) -> dict:
                 frame,
                 view["probes"] or None,
                 view["result"],
-                gr.update(visible=bool(view["adapter"]) and not view["active"]),
+                gr.update(visible=view["comparable"]),
                 view["log"],
             )
 

@@ -12,6 +12,7 @@ import pandas as pd
 
 from core.events import read_events
 from finetune.train import runner
+from finetune.train.budget_plan import MIN_USEFUL_STEPS
 
 CURVE_SERIES = ("train", "validation")
 
@@ -35,11 +36,11 @@ def latest_run_id() -> str | None:
 
 
 def just_trained(run_id: str | None, names: list[str]) -> str | None:
-    """The adapter that run ``run_id`` (or the latest run) saved, once it has finished and the
-    adapter is among ``names`` (the shelf's whole adapters); else None."""
+    """The adapter that run ``run_id`` (or the latest run) saved, once it has finished with at
+    least one step and the adapter is among ``names`` (the shelf's whole adapters); else None."""
     view = run_view(run_id or latest_run_id())
     adapter = view.get("adapter")
-    return adapter if adapter in names and not view["active"] else None
+    return adapter if adapter in names and view["comparable"] else None
 
 
 def run_view(run_id: str | None) -> dict:
@@ -54,6 +55,7 @@ def run_view(run_id: str | None) -> dict:
             "result": "",
             "adapter": None,
             "active": False,
+            "comparable": False,
         }
     info = runner.get(run_id)
     events, _ = read_events(info.run_dir / "events.jsonl")
@@ -63,26 +65,31 @@ def run_view(run_id: str | None) -> dict:
     probes = next((e for e in reversed(events) if e["type"] == "probe"), None)
     start = next((e for e in events if e["type"] == "start"), None)
     last_status = next((e.get("message") for e in reversed(events) if e["type"] == "status"), "")
+    done = next((e for e in reversed(events) if e["type"] == "done"), {})
     curve = [{"step": e["step"], "loss": e["loss"], "series": "train"} for e in progress]
     curve += [{"step": e["step"], "loss": e["val_loss"], "series": "validation"} for e in evals]
     adapter = info.status.get("adapter")
     return {
         "state": state,
         "progress_html": _progress_html(
-            state, start, progress[-1] if progress else None, last_status, info.status
+            state, start, progress[-1] if progress else None, last_status, info.status, done
         ),
         "curve": curve,
         "probes": [[a["prompt"], a["answer"]] for a in (probes or {}).get("answers", [])],
         "probe_step": (probes or {}).get("step"),
         "log": runner.log_tail(info.run_dir, 15),
-        "result": _result_text(state, adapter, info.status, evals, _note(events)),
+        "result": _result_text(state, adapter, info.status, evals, done),
         "adapter": adapter,
         "active": state in runner.ACTIVE,
+        # an adapter of 0 steps answers exactly as the base model: nothing to compare
+        "comparable": bool(adapter) and state not in runner.ACTIVE and done.get("step") != 0,
         "run_id": run_id,
     }
 
 
-def _progress_html(state, start, last, message, status) -> str:
+def _progress_html(state, start, last, message, status, done) -> str:
+    """The bar and its line; ``last``: the latest progress event, ``done``: the run's "done"
+    event ({} before it ends)."""
     if last is None:
         text = {
             "queued": "Queued…",
@@ -91,6 +98,8 @@ def _progress_html(state, start, last, message, status) -> str:
         }.get(state, "")
         if state == "failed":
             text = f"Failed: {status.get('reason', '')}"
+        elif state in ("done", "stopped") and "step" in done:  # it ended before a progress event
+            text = _ended_line(state, done)
         return _bar(0, text)
     pct = 100.0 * last["step"] / max(last["total_steps"], 1)
     eta = _clock(last["eta"]) if state in runner.ACTIVE else "—"
@@ -104,6 +113,12 @@ def _progress_html(state, start, last, message, status) -> str:
     if last.get("compile_s") is not None:
         text += f" · compiled layers (first step {last['compile_s']:.0f} s)"
     return _bar(pct, text)
+
+
+def _ended_line(state: str, done: dict) -> str:
+    if state == "stopped" and done["step"] == 0:
+        return "Stopped before its first training step (step 0)."
+    return f"{state}: step {done['step']}/{done.get('total_steps', '?')}"
 
 
 def _bar(pct: float, text: str) -> str:
@@ -121,14 +136,16 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 60}:{seconds % 60:02d}"
 
 
-def _note(events: list) -> str:
-    """The run's own word on its result ("" when none): a time budget that bought too few steps."""
-    done = next((e for e in reversed(events) if e["type"] == "done"), None)
-    return (done or {}).get("note", "")
-
-
-def _result_text(state, adapter, status, evals, note: str = "") -> str:
+def _result_text(state, adapter, status, evals, done) -> str:
+    """The result under the run; ``done``: its "done" event, whose note says when the run's
+    time budget bought too few steps ({} before it ends)."""
     if state in ("done", "stopped") and adapter:
+        if state == "stopped" and done.get("step") == 0:  # the user's Stop, not the budget
+            return (
+                f"Training was stopped before its first step. Adapter **{adapter}** is on the "
+                "shelf, but no step was taken: it answers exactly as the base model, so there "
+                "is nothing to compare. Start again and let it train."
+            )
         ppl = ""
         if len(evals) >= 2:
             ppl = (
@@ -140,6 +157,13 @@ def _result_text(state, adapter, status, evals, note: str = "") -> str:
             if state == "done"
             else "was stopped; the adapter was saved at the current step"
         )
+        note = done.get("note", "")
+        if note and state == "stopped":  # the budget did not end it: say what the Stop left
+            steps = done.get("step")
+            note = (
+                f"stopped after {steps} step{'' if steps == 1 else 's'}, fewer than the "
+                f"{MIN_USEFUL_STEPS} a useful run needs: the adapter has barely changed"
+            )
         warn = f"\n\n⚠️ Too short to be useful: {note}." if note else ""
         return f"Training {how}. Adapter **{adapter}** is on the shelf.{ppl}{warn}"
     if state == "failed":

@@ -121,3 +121,62 @@ def test_the_progress_line_says_the_batch_auto_chose(home):
         start = {"type": "start", "batch_size": 512, "batch_auto": auto}
         line = _progress_line(home, "auto", [start, STEP])
         assert "step 40/400" in line and ("batch 512 (auto)" in line) is said
+
+
+def test_a_run_stopped_before_its_first_step_says_so_and_offers_no_compare(home, tiny_llama_dir):
+    """Stop pressed before step 1 of a 3-minute budget run (real training of a tiny model, its
+    events written as the Train tab's child writes them): the tab says it was stopped before
+    its first step, blames no budget and offers no Compare of the untrained adapter."""
+    import time
+
+    from core.events import EventLog, write_status
+    from finetune.config import RunConfig
+    from finetune.train import train
+    from ui.views.train_progress import just_trained, run_view
+
+    run_dir = home / "runs" / "stopme"
+    run_dir.mkdir(parents=True)
+    cfg = RunConfig()
+    cfg.model.name = str(tiny_llama_dir)
+    cfg.data.path, cfg.data.max_samples, cfg.data.max_length = "assets/demo_support.jsonl", 40, 64
+    cfg.lora.r, cfg.lora.alpha = 4, 8
+    cfg.train.time_budget_s, cfg.train.batch_size = 180, 4
+    cfg.run.adapter_name, cfg.run.run_dir = "stopme", str(run_dir)
+    # as the tab leaves it: Stop pressed (stopping), and the run's process has ended since
+    write_status(run_dir, state="stopping", run_id="stopme", created=time.time())
+    result = train(cfg, on_event=EventLog(run_dir / "events.jsonl"), stop=lambda: True)
+    assert result.status == "stopped" and result.steps == 0
+    assert "bought only 0 steps" in result.note  # the trainer's own note, which the tab drops
+    view = run_view("stopme")
+    assert view["state"] == "stopped"
+    assert "Stopped before its first training step (step 0)." in view["progress_html"]
+    assert view["result"] == (
+        "Training was stopped before its first step. Adapter **stopme** is on the shelf, but no "
+        "step was taken: it answers exactly as the base model, so there is nothing to compare. "
+        "Start again and let it train."
+    )
+    assert not view["comparable"] and just_trained("stopme", ["stopme"]) is None
+    assert (home / "adapters" / "stopme" / "adapter_model.safetensors").exists()
+
+
+def test_a_run_stopped_after_a_few_steps_blames_the_stop_not_the_budget(home):
+    import json
+    import time
+
+    from core.events import write_status
+    from ui.views.train_progress import just_trained, run_view
+
+    run_dir = home / "runs" / "few"
+    run_dir.mkdir(parents=True)
+    note = "the 3-minute budget bought only 4 steps, fewer than the 30 a useful run needs (...)"
+    done = {"type": "done", "status": "stopped", "step": 4, "total_steps": 40, "note": note}
+    (run_dir / "events.jsonl").write_text(json.dumps({**done, "time": time.time()}) + "\n")
+    write_status(run_dir, state="stopped", adapter="few", created=time.time())
+    view = run_view("few")
+    assert "stopped: step 4/40" in view["progress_html"]
+    assert view["result"] == (
+        "Training was stopped; the adapter was saved at the current step. Adapter **few** is on "
+        "the shelf.\n\n⚠️ Too short to be useful: stopped after 4 steps, fewer than the 30 a "
+        "useful run needs: the adapter has barely changed."
+    )
+    assert view["comparable"] and just_trained("few", ["few"]) == "few"
