@@ -27,7 +27,7 @@ from adapters.shelf.gate_rules import (
     read_rules,
     record,
 )
-from eval.checks.floors import floor_results
+from eval.checks.floors import floor_results, nothing_checked
 from eval.judge_gate import judge_verdict
 from eval.significance import (
     FALSE_ALARM,
@@ -99,6 +99,7 @@ def check(report, adapter: str, rules: dict) -> dict:
     floors = floor_results(support, adapter, rules["floors"], rows)
     not_floors = list(reasons)
     reasons += [f["text"] for f in floors if f["ok"] is False]
+    reasons += [r for r in [nothing_checked(floors)] if r]
     if grounding != "off":
         notes.append(_grounded_note(report, adapter, grounding, rules["floors"]))
     judged, judge_notes = judge_verdict(getattr(report, "judge", None), adapter, rules.get("judge"))
@@ -137,6 +138,7 @@ def checked_verdict(report, adapter: str, rules: dict, other_reasons: list[str])
     rows = [s["checked"]["checks"][adapter] for s in report.samples]
     floors = floor_results(support, adapter, rules["floors"], rows)
     reasons = other_reasons + [f["text"] for f in floors if f["ok"] is False]
+    reasons += [r for r in [nothing_checked(floors)] if r]
     c = part["outcomes"]
     return {
         "state": FAILED if reasons else PASSED,

@@ -2,8 +2,9 @@
 
 Every floor of gate.json's ``floors`` gives one result: held (``ok`` True), broken (False: the
 sentence is a reason the gate fails) or not checked (None: the sentence says why, and the gate
-does not fail on it; an evaluation without a label column cannot check the intent floors). A
-floor set to null is switched off and says nothing.
+does not fail on it; an evaluation without a label column cannot check the intent floors),
+unless every answer-quality floor went unchecked (:func:`nothing_checked`). A floor set to
+null is switched off and says nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +35,27 @@ def floor_results(support: dict, model: str, floors: dict, rows: list[dict] = ()
             continue
         out.append(_CHECKS[name](name, limit, found, rows, skipped, ceiling))
     return out
+
+
+QUALITY_FLOORS = ("right_intent_min", "intent_min", "handoff_min")  # what answers address
+
+
+def nothing_checked(floors: list[dict]) -> str | None:
+    """A reason the gate fails when every answer-quality floor switched on (right intent, per
+    intent, hand-off) went unchecked: a verdict of "passed" would vouch for answers nobody
+    judged (data without labels, a handful of rows). None when one was checked, or all of
+    them are switched off (a choice gate.json records)."""
+    quality = [f for f in floors if f["floor"] in QUALITY_FLOORS]
+    if not quality or any(f["ok"] is not None for f in quality):
+        return None
+    return (
+        "no answer-quality floor could be checked ("
+        + "; ".join(f["text"] for f in quality)
+        + "): the gate passes only on what it checked; evaluate labelled rows (a column "
+        "intent, category, tag or label), enough of them for each floor, or switch those "
+        "floors off in gate.json (python -m adapters gate NAME --set "
+        "floors.right_intent_min=none ...)"
+    )
 
 
 def _result(name, limit, figure, ok, text) -> dict:

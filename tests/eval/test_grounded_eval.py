@@ -252,8 +252,8 @@ def test_a_chosen_knowledge_base_grounds_every_model_and_the_gate_judges_it_so(
     shelf = KnowledgeShelf()
     article = Passage("Tracking", "Every order ships with a tracking code by e-mail.", "kb.md#t")
     first, _ = shelf.add("articles", [article], ["kb.md"])
-    newer = Passage("Refunds", "Refunds reach your card within five days.", "kb.md#r")
-    second, _ = shelf.add("articles", [newer], ["kb.md"])
+    newer = Passage("Refunds", "Refunds reach your card within five days.", "refunds.md#r")
+    second, _ = shelf.add("articles", [newer], ["refunds.md"])
     assert (first.version, second.version) == ("v1", "v2")
     session = ModelSession(str(tiny_llama_dir), dtype="float32")
     report = _two_rows(session, setup, knowledge="articles")  # the newest version

@@ -38,6 +38,7 @@ def verdict(judge: dict | None, **judge_rules) -> dict:
             "slices_not_worse": [],
             "golden_not_worse": False,
             "perplexity_not_worse": False,
+            "floors": {"right_intent_min": None, "intent_min": None, "handoff_min": None},
             "judge": judge_rules,
         }
     )

@@ -110,6 +110,15 @@ def run_cli(data, url: str, *extra) -> int:
     )
 
 
+def unlabelled_gate(name: str) -> None:
+    """The quality floors switched off, as a team evaluating unlabelled rows does
+    (``python -m adapters gate NAME --set floors...=none``): the data has no intent column."""
+    from adapters.__main__ import main as adapters_main
+
+    floors = ("right_intent_min", "intent_min", "handoff_min")
+    assert adapters_main(["gate", name, *[f"--set=floors.{f}=none" for f in floors]]) == 0
+
+
 def saved_report(capsys) -> tuple[str, dict]:
     out = capsys.readouterr().out
     folder = out.strip().splitlines()[-1].removeprefix("report: ")
@@ -120,6 +129,7 @@ def test_an_unreachable_judge_is_one_sentence_and_the_evaluation_is_saved(
     home, tiny_llama_dir, data, capsys
 ):
     put_adapter(tiny_llama_dir, "support")
+    unlabelled_gate("support")
     url = closed_port_url()
     assert run_cli(data, url) == 0
     out, report = saved_report(capsys)
@@ -143,6 +153,7 @@ def test_a_judge_answering_garbage_is_counted_unparseable_and_ignored(
     home, tiny_llama_dir, data, capsys
 ):
     put_adapter(tiny_llama_dir, "support")
+    unlabelled_gate("support")
     with FakeJudge(prose) as judge:
         assert run_cli(data, judge.url, "--judge-review-rows", "0") == 0
     out, report = saved_report(capsys)

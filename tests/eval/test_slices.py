@@ -157,6 +157,19 @@ def test_csv_has_one_line_per_slice_and_adapter(sliced, tmp_path):
     assert next(r for r in rows if r["slice"] == "bad")["worse"] == "bleu rouge_l perplexity"
 
 
+# These reports hold no support checks: the answer-quality floors are switched off, as gate.json
+# does for unlabelled data, so the verdicts below are the slices' and golden prompts' own.
+RULES = {
+    **DEFAULT_RULES,
+    "floors": {
+        **DEFAULT_RULES["floors"],
+        "right_intent_min": None,
+        "intent_min": None,
+        "handoff_min": None,
+    },
+}
+
+
 def fake_report(sliced_part, golden_passed=True, ppl_low=-1.0, base_passed=False):
     out, _ = sliced_part
     checks = {"passed": golden_passed}
@@ -178,14 +191,14 @@ def fake_report(sliced_part, golden_passed=True, ppl_low=-1.0, base_passed=False
 
 
 def test_gate_fails_on_a_worse_slice_and_names_it(sliced):
-    verdict = check(fake_report(sliced), "tuned", dict(DEFAULT_RULES))
+    verdict = check(fake_report(sliced), "tuned", dict(RULES))
     assert verdict["state"] == "failed"
     assert len(verdict["reasons"]) == 1 and verdict["reasons"][0].startswith("intent=bad is worse")
     assert any("too few rows" in n and "tiny" in n for n in verdict["notes"])
 
 
 def test_gate_rules_can_be_relaxed_and_each_rule_bites(sliced):
-    relaxed = {**DEFAULT_RULES, "slices_not_worse": []}
+    relaxed = {**RULES, "slices_not_worse": []}
     assert check(fake_report(sliced), "tuned", relaxed)["state"] == "passed"
     # By default a golden prompt fails the gate only when the base passes it.
     assert check(fake_report(sliced, golden_passed=False), "tuned", relaxed)["state"] == "passed"
@@ -202,7 +215,7 @@ def test_gate_rules_can_be_relaxed_and_each_rule_bites(sliced):
     assert ppl["state"] == "failed" and "perplexity is worse" in ppl["reasons"][0]
     unsliced = fake_report(sliced)
     unsliced.slices = {}
-    verdict = check(unsliced, "tuned", dict(DEFAULT_RULES))
+    verdict = check(unsliced, "tuned", dict(RULES))
     assert verdict["state"] == "passed" and "not sliced" in verdict["notes"][0]
 
 
@@ -232,7 +245,7 @@ def test_a_child_version_is_gated_against_its_parent_not_the_base(sliced):
             },
         }
     }
-    verdict = check(report, "tuned", dict(DEFAULT_RULES))
+    verdict = check(report, "tuned", dict(RULES))
     assert verdict["state"] == "failed" and verdict["against"] == "v1"
     assert (
         verdict["reasons"][0]
@@ -242,13 +255,13 @@ def test_a_child_version_is_gated_against_its_parent_not_the_base(sliced):
     assert verdict["reasons"][1].startswith("perplexity is worse than v1 beyond its CI")
     assert verdict["reasons"][2] == "golden prompts v1 passes fail: g1 (0/1 passed, v1 1/1)"
     assert (
-        check(fake_report(sliced, golden_passed=False), "tuned", dict(DEFAULT_RULES))["against"]
+        check(fake_report(sliced, golden_passed=False), "tuned", dict(RULES))["against"]
         == "base"
     )
 
 
 def test_the_gate_says_how_many_checks_it_corrected_over_and_which_slices_are_too_small(sliced):
-    verdict = check(fake_report(sliced), "tuned", dict(DEFAULT_RULES))
+    verdict = check(fake_report(sliced), "tuned", dict(RULES))
     # the crafted whole-set deltas have no p-value (a report saved before the tests): CI only
     assert (
         "0 whole-set and 6 slice checks, each family corrected at 2.5% (5% false alarm for the "
@@ -266,7 +279,7 @@ def test_the_gate_says_how_many_checks_it_corrected_over_and_which_slices_are_to
 
 
 def test_golden_prompts_traded_one_for_one_are_a_note_and_a_net_loss_a_reason(sliced):
-    relaxed = {**DEFAULT_RULES, "slices_not_worse": [], "perplexity_not_worse": False}
+    relaxed = {**RULES, "slices_not_worse": [], "perplexity_not_worse": False}
 
     def golden(*pairs):  # (base passes, tuned passes) per prompt
         return {

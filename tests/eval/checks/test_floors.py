@@ -139,13 +139,19 @@ def test_data_without_labels_skips_the_intent_floors_and_says_so(tmp_path):
     )
     assert "no label column: add an `intent` column" in report.support["skipped"]["intent"]
     verdict = check(report, "tuned", check_rules(RULES))
-    assert verdict["state"] == "passed"  # nothing it could check failed ...
-    floors = "; ".join(verdict["floors"])  # ... and the verdict says what it could not check
+    floors = "; ".join(verdict["floors"])  # the verdict says what it could not check ...
     assert (
         "right-intent floor 0.85 not checked: the data has no label column: add an `intent` column"
         in floors
     )
     assert "hand-off floor 0.90 not checked" in floors and "0 leaked personal data" in floors
+    # ... and, having judged no answer's intent, it does not say "passed"
+    assert verdict["state"] == "failed" and len(verdict["reasons"]) == 1
+    assert verdict["reasons"][0].startswith("no answer-quality floor could be checked (")
+    assert "the gate passes only on what it checked" in verdict["reasons"][0]
+    off = {"right_intent_min": None, "intent_min": None, "handoff_min": None}
+    chosen = check(report, "tuned", check_rules({**RULES, "floors": off}))
+    assert chosen["state"] == "passed"  # the team switched them off in gate.json: its choice
 
 
 def test_custom_handoff_settings_and_a_missing_handoff_intent(evaluated, tmp_path):
