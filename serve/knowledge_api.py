@@ -20,7 +20,8 @@
   ``DELETE /v1/knowledge/warm/{model}`` forgets one.
 
 An unknown knowledge base or version answers 404, a bad query or ``k`` 400 naming ``q`` or
-``k``, in OpenAI's error shape. The searches are :func:`knowledge.actions.search`, the CLI's and the Knowledge tab's.
+``k``, in OpenAI's error shape. The searches are :func:`knowledge.actions.search`, the CLI's
+and the Knowledge tab's.
 """
 
 from __future__ import annotations
