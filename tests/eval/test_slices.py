@@ -255,8 +255,7 @@ def test_a_child_version_is_gated_against_its_parent_not_the_base(sliced):
     assert verdict["reasons"][1].startswith("perplexity is worse than v1 beyond its CI")
     assert verdict["reasons"][2] == "golden prompts v1 passes fail: g1 (0/1 passed, v1 1/1)"
     assert (
-        check(fake_report(sliced, golden_passed=False), "tuned", dict(RULES))["against"]
-        == "base"
+        check(fake_report(sliced, golden_passed=False), "tuned", dict(RULES))["against"] == "base"
     )
 
 
