@@ -123,8 +123,9 @@ def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
                 ("#train-steps", "4"),
                 ("#train-eval-every", "2"),
             ):
-                page.fill(f"{field} input", value)
-                page.press(f"{field} input", "Tab")
+                box = page.locator(f"{field} input, {field} textarea").first  # number or text
+                box.fill(value)
+                box.press("Tab")
             page.get_by_label("Batch size", exact=True).fill("2")
             page.get_by_label("Batch size", exact=True).press("Tab")
         page.click("#train-start")

@@ -20,6 +20,8 @@ from reliability_fixtures import write_tallies  # noqa: F401 (fixtures)
 from running_app import ROOT, chat_settings, start_app, tiny_train_inputs
 from tally import HOSTILE
 
+from ui.views.evaluation import OWN_KNOWLEDGE
+
 BASE = "base model (no adapter)"
 PIRATE = "Answer only as a pirate, in capital letters."
 QUESTION = "Where is my order?"
@@ -258,7 +260,17 @@ def test_lone_surrogates_get_a_sentence_in_chat_compare_and_evaluate(app, tab, v
     assert reply.error is None and "not valid Unicode" in reply.warnings[0]
     tab.call("evaluate_adapters")
     reply = tab.call(
-        "evaluate", ["uni"], "assets/\ud800.jsonl", 4, 16, 4, False, "intent", 0, "auto"
+        "evaluate",
+        ["uni"],
+        "assets/\ud800.jsonl",
+        4,
+        16,
+        4,
+        False,
+        "intent",
+        0,
+        "auto",
+        OWN_KNOWLEDGE,
     )
     assert reply.error is None and reply.outputs[0].startswith("⚠️ the dataset path contains")
     for where in ("chat message", "system prompt", "compare", "evaluate path"):

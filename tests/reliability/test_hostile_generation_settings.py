@@ -101,7 +101,8 @@ def test_the_ui_shows_refused_settings_and_sizes(ui, home):
     history, shown = _warnings_of(
         ui["respond"], [], "hello", BASE_LABEL, "", 200, 0.0, 0.9, 1.0, None
     )
-    assert history == ([{"role": "user", "content": "hello"}], "")  # no half answer added
+    assert history[:2] == ([{"role": "user", "content": "hello"}], "")  # no half answer added
+    assert history[2] == {"__type__": "update"}  # the Adapter dropdown as it was
     assert len(shown) == 1 and "seed must be a whole number" in shown[0]
     panes, shown = _warnings_of(ui["run"], None, None, "hello", "", 0, 1.0)
     assert "max_new_tokens must be a whole number from 1 to 2048" in shown[0]
