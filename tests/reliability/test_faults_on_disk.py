@@ -149,7 +149,7 @@ def test_read_only_home_gives_clear_errors_and_loses_nothing(
     from ui.tabs.train import DATA_SOURCES
     from ui.views import forms
     from ui.views.feedback import save_feedback
-    from ui.views.state import store_upload
+    from ui.views.uploads import store_upload
 
     shelve(random_lora_dir, tiny_llama_dir, "earlier")
     save_feedback(*_feedback())
@@ -206,7 +206,7 @@ def test_full_disk_while_saving_feedback_or_an_upload_leaves_no_half_row_or_file
     home, tmpfs_home, tmp_path
 ):
     from ui.views.feedback import save_feedback
-    from ui.views.state import store_upload
+    from ui.views.uploads import store_upload
 
     if not tmpfs_home.mounted:
         pytest.skip("needs the home on a real 2 MiB tmpfs to fill it up")

@@ -166,7 +166,7 @@ BAD_UPLOADS = {
 @pytest.mark.parametrize("case", sorted(BAD_UPLOADS))
 def test_bad_uploads_are_refused_with_a_clear_message(home, tmp_path, monkeypatch, ui, case):
     from ui.tabs.train import DATA_SOURCES
-    from ui.views.state import store_upload
+    from ui.views.uploads import store_upload
 
     name, build, expected, limit = BAD_UPLOADS[case]
     if limit:
@@ -194,7 +194,7 @@ def test_oversized_file_on_a_typed_path_is_refused_without_reading_it(tmp_path):
 
 
 def test_upload_names_cannot_leave_the_uploads_folder(home, tmp_path):
-    from ui.views.state import store_upload
+    from ui.views.uploads import store_upload
 
     for stem in ("..", "...", "$(touch pwned)", "a;rm -rf ~", "\u202eevil", "CON", "x" * 300):
         path = tmp_path / f"{stem[:200]}.jsonl"

@@ -36,8 +36,9 @@ from ui.views.evaluation import (
     support_overview,
     worst_answer_rows,
 )
-from ui.views.state import AppState, store_upload
+from ui.views.state import AppState
 from ui.views.train_progress import just_trained
+from ui.views.uploads import store_upload
 
 
 def build_evaluate_tab(state: AppState, run_id: gr.State | None = None) -> dict:

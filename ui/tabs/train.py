@@ -11,8 +11,9 @@ from core.model_catalog import choices as model_choices
 from ui.tabs.train_advanced import advanced_settings
 from ui.views import forms, transcripts
 from ui.views import train_actions as handlers
-from ui.views.state import AppState, dry_run_text, estimate_text, model_note
+from ui.views.state import AppState
 from ui.views.train_actions import DATA_SOURCES
+from ui.views.train_check import dry_run_text, estimate_text, model_note
 from ui.views.train_progress import curve_frame, run_view
 
 
@@ -292,6 +293,6 @@ def _helpdesk_import(source, path):
 
 
 def forms_types():
-    from ui.views.state import UPLOAD_TYPES
+    from ui.views.uploads import UPLOAD_TYPES
 
     return UPLOAD_TYPES

@@ -13,8 +13,8 @@ from core.user_text import shown_error
 from finetune.train import runner
 from finetune.train.preflight import preflight
 from ui.views import forms
-from ui.views.state import preview, store_upload
 from ui.views.train_progress import latest_run_id, run_view
+from ui.views.uploads import preview, store_upload
 
 DATA_SOURCES = ["Demo data (assets)", "Upload a file", "Path on this machine"]
 

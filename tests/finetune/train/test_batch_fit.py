@@ -178,7 +178,7 @@ def test_trial_steps_time_real_batches_and_leave_no_trace(tiny_llama_dir, home):
 
 
 def test_the_dry_run_and_the_train_tabs_check_say_what_auto_trains_at(tiny_llama_dir, home):
-    from ui.views.state import dry_run_text
+    from ui.views.train_check import dry_run_text
 
     cfg = tiny_run_config(tiny_llama_dir, batch_size="auto")
     text = dry_run_text(cfg)  # in a child process, as the Train tab runs it

@@ -167,7 +167,7 @@ def test_a_dry_run_of_compiled_layers_times_a_compiled_step_and_budgets_the_comp
     timed apart; the step reported, and the typical one the budget is sized by, ran compiled;
     the compiling comes out of the budget with the start-up."""
     from finetune.train.dryrun_process import dry_run_in_child
-    from ui.views.state import compile_sentence
+    from ui.views.train_check import compile_sentence
 
     cfg = _cfg(tiny_llama_dir, time_budget_s=120, batch_size=4, cpu_threads=1, compile="on")
     cfg.data.max_samples = 48

@@ -28,7 +28,7 @@ def test_a_custom_starting_value_is_kept():
 def test_the_note_under_the_picker_quotes_the_shipped_table():
     from core import model_costs
     from core.model_catalog import find
-    from ui.views.state import model_note
+    from ui.views.train_check import model_note
 
     table = model_costs.read()  # assets/model_costs.json ships with the app
     assert table is not None and table["models"]

@@ -4,8 +4,8 @@ validation / probe / checkpoint cadences mean auto; Check says the run takes the
 from core.hardware import detect
 from ui.views import forms
 from ui.views import train_actions as train_handlers
-from ui.views.state import estimate_text
 from ui.views.train_actions import DATA_SOURCES
+from ui.views.train_check import estimate_text
 
 AT = forms.TRAIN_FIELDS.index(("train", "time_budget_s"))
 AUTO = [forms.TRAIN_FIELDS.index(("train", f)) for f in ("eval_every", "probe_every", "save_every")]

@@ -10,8 +10,8 @@ from ui_handlers import handlers
 
 from feedback.store import FeedbackStore
 from ui.views import review
-from ui.views.state import preview, store_upload
 from ui.views.train_actions import DATA_SOURCES
+from ui.views.uploads import preview, store_upload
 
 ASKED = [{"role": "user", "content": "I want a refund"}]
 
