@@ -6,9 +6,10 @@ A rating starts ``new``. A reviewer may edit its correction and its intent label
 Accepted ratings become two datasets the Train tab and ``python -m finetune train`` take:
 
 - SFT rows: ``messages``, the conversation (system turns left out: training adds its own)
-  ending with the correction (or, for a thumbs-up, the answer itself) as the assistant's
-  turn, which the training data loader reads as a conversation; ``instruction`` and
-  ``response`` repeat the last customer message and that answer for reading.
+  ending with, for a thumbs-down, its correction, for a thumbs-up the answer as sent (a
+  thumbs-up takes no correction, from the rater or the reviewer) as the assistant's turn,
+  which the training data loader reads as a conversation; ``instruction`` and ``response``
+  repeat the last customer message and that answer for reading.
 - preference pairs (``prompt``, ``chosen``, ``rejected``): the conversation, the correction,
   and the answer that got the thumbs-down. A thumbs-down without a correction makes no row.
   A Compare verdict is such a thumbs-down per losing pane (``feedback/compare.py``): chosen =
@@ -94,8 +95,8 @@ def review(
 
     Raises:
         KeyError: no rating with that id. ValueError: an unknown status, a correction too long
-            or not valid Unicode, an intent that is not one short line, or accepting a row that
-            cannot become training data.
+            or not valid Unicode, a correction of a thumbs-up, an intent that is not one short
+            line, or accepting a row that cannot become training data.
     """
     if status is not None and status not in STATUSES:
         raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
@@ -105,6 +106,11 @@ def review(
         found = rating_for_update(store.store, row_id)
         if found is None:
             raise KeyError(row_id)
+        if correction is not None and correction.strip() and found.get("rating") == "up":
+            raise ValueError(
+                "this rating is a thumbs-up: it approves the answer as sent, so it takes no "
+                "correction (a correction goes with a thumbs-down); accept or drop it as it is"
+            )
         if correction is not None:
             found["correction"] = redact(correction.strip()) or None
         if intent is not None:
@@ -131,7 +137,9 @@ def training_rows(store: FeedbackStore) -> tuple[list[dict], list[dict]]:
         last_user = next((m["content"] for m in reversed(asked) if m.get("role") == "user"), None)
         if last_user is None:
             continue
-        good = row.get("correction") or (row.get("answer") if row.get("rating") == "up" else None)
+        # a thumbs-up approves the answer as sent (a correction kept on one, from before votes
+        # changed to up dropped theirs, is not what the rater approved)
+        good = row.get("answer") if row.get("rating") == "up" else row.get("correction")
         if (
             good and (row.get("verdict"), good) not in verdicts
         ):  # a Compare verdict's panes: one SFT row

@@ -9,7 +9,9 @@ Two tables of the home's store (``core/store``: ``<home>/tunedesk.db``, or the P
   (``--log-conversations``; off by default). Written after the answer, never while it streams.
 - ``ratings``: one row per answer and rater: ``up`` or ``down``, an optional corrected answer
   (redacted), the answer's adapter and version, the conversation when it was logged, and an
-  optional ``intent`` label (the caller's, or the reviewer's). The rater (an API key's name,
+  optional ``intent`` label (the caller's, or the reviewer's). A correction goes with a
+  thumbs-down only: a thumbs-up approves the answer as sent, so it is refused with one and a
+  vote changed to up drops the earlier vote's correction. The rater (an API key's name,
   a Chat or Compare session) has one vote per answer: rating again replaces the earlier
   rating, but a vote without a correction or intent keeps the earlier one (a reviewer's), and
   the review stands unless the vote changes something (``core/store/tables.py``). Each starts
@@ -113,8 +115,8 @@ class FeedbackStore:
 
         Raises:
             KeyError: no answer with this id was served here.
-            ValueError: the rating is not up or down, the correction is not text or too long, or
-                the intent is not a short line of text.
+            ValueError: the rating is not up or down, the correction is not text, too long or
+                given with a thumbs-up, or the intent is not a short line of text.
         """
         check_rating(rating, correction)
         intent = check_intent(intent)
@@ -200,8 +202,8 @@ def check_intent(intent) -> str | None:
 
 
 def check_rating(rating, correction) -> None:
-    """Refuse a rating that is not ``up``/``down`` or a correction :func:`check_correction`
-    refuses.
+    """Refuse a rating that is not ``up``/``down``, a correction :func:`check_correction`
+    refuses, or a correction with a thumbs-up (which approves the answer as sent).
 
     Raises:
         ValueError: naming the field (the sentence starts with "rating" or "correction").
@@ -209,6 +211,11 @@ def check_rating(rating, correction) -> None:
     if rating not in RATINGS:
         raise ValueError(f"rating must be 'up' or 'down', got {str(rating)[:40]!r}")
     check_correction(correction)
+    if rating == "up" and correction and correction.strip():
+        raise ValueError(
+            "correction goes with a thumbs-down: a thumbs-up approves the answer as sent; "
+            "vote down to give a better answer"
+        )
 
 
 def check_correction(correction) -> None:

@@ -10,7 +10,8 @@ takes a new ``seq``, so ratings read in the order they were given: a changed vot
 answer's latest rating, whoever voted in between. What a reviewer did survives a vote that
 says nothing new: a vote without a correction or intent keeps the earlier one (a reviewer's),
 and the review status stays unless the vote changes something (another rating, or a
-correction or intent unlike the kept one), which puts it back to ``new``.
+correction or intent unlike the kept one), which puts it back to ``new``. A thumbs-up keeps
+no correction: it approves the answer as sent, and a correction belongs to a thumbs-down.
 """
 
 from __future__ import annotations
@@ -113,7 +114,9 @@ def _put_rating(store: Store, row: dict) -> dict:
     updates = ", ".join(
         [
             *(f"{c} = excluded.{c}" for c in (*REPLACED, "seq")),
-            *(f"{c} = COALESCE(excluded.{c}, ratings.{c})" for c in KEPT_UNLESS_GIVEN),
+            "correction = CASE WHEN excluded.rating = 'up' THEN NULL"
+            " ELSE COALESCE(excluded.correction, ratings.correction) END",
+            "intent = COALESCE(excluded.intent, ratings.intent)",
             f"status = CASE WHEN {_NOTHING_NEW} THEN ratings.status ELSE excluded.status END",
         ]
     )

@@ -62,12 +62,13 @@ def test_a_vote_again_keeps_the_reviewers_work_unless_it_changes_something(feedb
     assert (again["status"], again["correction"], again["intent"]) == reviewed == kept()
     feedback.rate("chatcmpl-1", "down", intent="cancel_order", rater="web")
     assert kept() == reviewed
-    # a changed vote goes back to the queue, keeping what it does not replace
+    # a changed vote goes back to the queue, keeping its intent; a thumbs-up approves the answer
+    # as sent, so the thumbs-down's correction goes
     feedback.rate("chatcmpl-1", "up", rater="web")
-    assert kept() == ("new", *reviewed[1:])
+    assert kept() == ("new", None, "cancel_order")
     review(feedback, first["id"], "accepted")
-    feedback.rate("chatcmpl-1", "up", "Cancelled.", rater="web")
+    feedback.rate("chatcmpl-1", "down", "Cancelled.", rater="web")
     assert kept() == ("new", "Cancelled.", "cancel_order")
     review(feedback, first["id"], "dropped")
-    feedback.rate("chatcmpl-1", "up", intent="refund", rater="web")
+    feedback.rate("chatcmpl-1", "down", intent="refund", rater="web")
     assert kept() == ("new", "Cancelled.", "refund")

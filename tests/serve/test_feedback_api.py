@@ -1,0 +1,69 @@
+"""``POST /v1/feedback`` as a feedback widget and a reviewer meet it, over real HTTP: a changed
+vote, the review CLI in between, and what the export then trains on."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from serve_helpers import api_app, serving
+
+from feedback.__main__ import main as feedback_cli
+from feedback.review import training_rows
+from feedback.store import FeedbackStore
+from serve.engines import Engines
+
+MSGS = [{"role": "user", "content": "Where is my order?"}]
+
+
+@pytest.fixture
+def api(session, home):
+    """(the API's URL, its feedback store that logs conversations, one answer's body)."""
+    store = FeedbackStore(log_conversations=True)
+    with serving(api_app(Engines(session, "pytorch"), feedback=store)) as url:
+        answer = httpx.post(
+            f"{url}/v1/chat/completions",
+            json={"model": "base", "messages": MSGS, "max_tokens": 3, "temperature": 0},
+            timeout=60,
+        )
+        assert answer.status_code == 200, answer.text
+        yield url, store, answer.json()
+
+
+def vote(url: str, body: dict) -> httpx.Response:
+    return httpx.post(f"{url}/v1/feedback", json=body, timeout=30)
+
+
+def only_row(store: FeedbackStore) -> dict:
+    (row,) = store.ratings()
+    return row
+
+
+def test_a_vote_changed_to_up_trains_on_the_answer_it_approved_not_the_old_correction(
+    api, home, capsys
+):
+    url, store, answer = api
+    sent = answer["choices"][0]["message"]["content"]
+    down = vote(url, {"id": answer["id"], "rating": "down", "correction": "Cancel it"})
+    assert down.status_code == 200 and down.json()["correction"] is True, down.text
+    assert feedback_cli(["review", down.json()["id"], "--accept"]) == 0
+    up = vote(url, {"id": answer["id"], "rating": "up"})  # the user changes their mind
+    assert up.status_code == 200 and up.json()["correction"] is False, up.text
+    row = only_row(store)
+    assert (row["rating"], row["correction"], row["status"]) == ("up", None, "new")
+    assert feedback_cli(["review", row["id"], "--accept"]) == 0
+    capsys.readouterr()
+    sft, pairs = training_rows(store)
+    assert [r["response"] for r in sft] == [sent] and pairs == []
+    # a correction goes with a thumbs-down, from the widget and from the reviewer alike
+    refused = vote(url, {"id": answer["id"], "rating": "up", "correction": "Better."})
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "correction"
+    assert "thumbs-down" in refused.json()["error"]["message"]
+    assert feedback_cli(["review", row["id"], "--correction", "Better."]) == 2
+    assert "thumbs-up" in capsys.readouterr().err
+    assert only_row(store) == row | {"status": "accepted"}
+    assert feedback_cli(["export"]) == 0
+    exported = (home / "datasets" / "feedback.jsonl").read_text()
+    assert [json.loads(line)["response"] for line in exported.splitlines()] == [sent]
+
