@@ -13,8 +13,9 @@ Two tables of the home's store (``core/store``: ``<home>/tunedesk.db``, or the P
   thumbs-down only: a thumbs-up approves the answer as sent, so it is refused with one and a
   vote changed to up drops the earlier vote's correction. The rater (an API key's name,
   a Chat or Compare session) has one vote per answer: rating again replaces the earlier
-  rating, but a vote without a correction or intent keeps the earlier one (a reviewer's), and
-  the review stands unless the vote changes something (``core/store/tables.py``). Each starts
+  rating, but a vote without a correction or intent, or with the very ones the rater gave last
+  (a widget re-sending its body), keeps the kept ones (a reviewer's edit), and the review
+  stands unless the vote changes something (``core/store/tables.py``). Each starts
   ``new`` for the review queue. Compare's verdicts land here too (``feedback/compare.py``).
 
 The old ``feedback/answers.jsonl`` and ``ratings.jsonl`` are imported once, at first start, and
@@ -109,9 +110,9 @@ class FeedbackStore:
         """Store a rating (and a corrected answer) for a served answer; returns the stored row.
         ``rater`` (an API key's name, a UI session) has one vote per answer: rating the same
         answer again replaces the earlier rating (the row keeps its id). Given no correction or
-        intent, the vote keeps the earlier ones (a reviewer's); the review status stays when the
-        vote says nothing new (the same rating, no other correction or intent) and goes back to
-        ``new`` when it changes something.
+        intent, or the same ones ``rater`` gave last, the vote keeps the kept ones (a reviewer's
+        edit); the review status stays when the vote says nothing new (the same rating, no other
+        correction or intent) and goes back to ``new`` when it changes something.
 
         Raises:
             KeyError: no answer with this id was served here.

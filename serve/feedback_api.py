@@ -1,7 +1,7 @@
 """``POST /v1/feedback``: a customer's or agent's rating of an answer served here, with an
 optional correction and intent label, stored in the feedback store (one vote per answer and
 rater: a second replaces the first, keeping a reviewer's correction and intent when it gives
-none) and limited per key (:mod:`serve.rate_limit`: 429 with
+none or the ones it gave before) and limited per key (:mod:`serve.rate_limit`: 429 with
 ``Retry-After``)."""
 
 from __future__ import annotations

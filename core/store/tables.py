@@ -9,9 +9,11 @@ in ``extra``). One rater has one rating per answer: a new one replaces it (same 
 takes a new ``seq``, so ratings read in the order they were given: a changed vote is its
 answer's latest rating, whoever voted in between. What a reviewer did survives a vote that
 says nothing new: a vote without a correction or intent keeps the earlier one (a reviewer's),
-and the review status stays unless the vote changes something (another rating, or a
-correction or intent unlike the kept one), which puts it back to ``new``. A thumbs-up keeps
-no correction: it approves the answer as sent, and a correction belongs to a thumbs-down.
+and so does a vote giving the very correction or intent its rater gave last (a widget
+re-sending its whole body; the rater's last ones are kept in ``extra["sent"]``); the review
+status stays unless the vote changes something (another rating, or a correction or intent
+unlike the rater's last), which puts it back to ``new``. A thumbs-up keeps no correction: it
+approves the answer as sent, and a correction belongs to a thumbs-down.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ REPLACED = (
     "extra",
 )  # what a rater's new rating of the same answer overwrites
 KEPT_UNLESS_GIVEN = ("correction", "intent")  # a new rating giving none keeps the earlier one
+SENT = "sent"  # extra's key: the last correction and intent the rater gave themselves
 # a new rating that says nothing new: the review of the earlier one stands
 _NOTHING_NEW = (
     "excluded.rating = ratings.rating"
@@ -97,6 +100,8 @@ def _put_rating(store: Store, row: dict) -> dict:
     row.setdefault("answer_id", row["id"])  # a row that names no answer is its own
     row.setdefault("status", "new")
     row.setdefault("created", "")
+    if row.get("rater") is not None:
+        row = _unless_sent_again(store, row)
     values = [_cell(row.get(c)) for c in RATING_COLUMNS]
     extra = json.dumps(
         {k: v for k, v in row.items() if k not in RATING_COLUMNS}, ensure_ascii=False
@@ -126,6 +131,28 @@ def _put_rating(store: Store, row: dict) -> dict:
         [*values, extra],
     )
     return {**row, **kept[0]}
+
+
+def _unless_sent_again(store: Store, row: dict) -> dict:
+    """``row`` (a rater's vote) with what it says again taken out: a correction or intent equal
+    to the last one its rater gave counts as none given, so it keeps what is kept (a reviewer's
+    edit) and leaves the review standing. ``SENT`` remembers the last of each the rater gave (a
+    thumbs-up drops the correction's: it keeps none)."""
+    lock = " FOR UPDATE" if store.dialect == "postgres" else ""  # SQLite's BEGIN IMMEDIATE locks
+    found = store.query(
+        f"SELECT correction, intent, extra FROM ratings WHERE answer_id = ? AND rater = ?{lock}",
+        (row["answer_id"], row["rater"]),
+    )
+    # a rating stored before SENT was kept: its own values are the best guess of the last given
+    before = ((_json(found[0]["extra"]) or {}).get(SENT) or found[0]) if found else {}
+    given = {k: row.get(k) for k in KEPT_UNLESS_GIVEN}
+    row = {**row, SENT: {k: before.get(k) if given[k] is None else given[k] for k in given}}
+    if row.get("rating") == "up":
+        row[SENT]["correction"] = None
+    for k in KEPT_UNLESS_GIVEN:
+        if given[k] is not None and given[k] == before.get(k):
+            row[k] = None
+    return row
 
 
 def rating_rows(store: Store) -> list[dict]:

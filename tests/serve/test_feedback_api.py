@@ -1,5 +1,5 @@
 """``POST /v1/feedback`` as a feedback widget and a reviewer meet it, over real HTTP: a changed
-vote, the review CLI in between, and what the export then trains on."""
+vote, a vote sent again, the review CLI in between, and what the export then trains on."""
 
 from __future__ import annotations
 
@@ -67,3 +67,35 @@ def test_a_vote_changed_to_up_trains_on_the_answer_it_approved_not_the_old_corre
     exported = (home / "datasets" / "feedback.jsonl").read_text()
     assert [json.loads(line)["response"] for line in exported.splitlines()] == [sent]
 
+
+def test_the_widget_sending_its_whole_vote_again_keeps_the_reviewers_edit(api, capsys):
+    url, store, answer = api
+    body = {"id": answer["id"], "rating": "down", "correction": "Cancel it", "intent": "cancel"}
+    first = vote(url, body)
+    assert first.status_code == 200, first.text
+    edit = ["--correction", "I have cancelled your order.", "--intent", "cancel_order"]
+    assert feedback_cli(["review", first.json()["id"], "--accept", *edit]) == 0
+    reviewed = ("accepted", "I have cancelled your order.", "cancel_order")
+    for _ in range(3):  # the widget re-sends what it sent, whole
+        again = vote(url, body)
+        assert again.status_code == 200, again.text
+        row = only_row(store)
+        assert (row["status"], row["correction"], row["intent"]) == reviewed
+    # a correction the user really changed counts, and goes back to the queue
+    changed = vote(url, {**body, "correction": "Cancel it and refund me"})
+    assert changed.status_code == 200, changed.text
+    row = only_row(store)
+    assert (row["status"], row["correction"], row["intent"]) == (
+        "new",
+        "Cancel it and refund me",
+        "cancel_order",
+    )
+    # ... and sent again, it stands over the reviewer's next edit too
+    assert feedback_cli(["review", row["id"], "--correction", "Refund started."]) == 0
+    vote(url, {**body, "correction": "Cancel it and refund me"})
+    assert only_row(store)["correction"] == "Refund started."
+    # a thumbs-up in between drops the correction; the thumbs-down sent again brings it back
+    assert vote(url, {"id": answer["id"], "rating": "up"}).status_code == 200
+    assert only_row(store)["correction"] is None
+    vote(url, body)
+    assert (only_row(store)["correction"], only_row(store)["status"]) == ("Cancel it", "new")

@@ -60,6 +60,9 @@ def test_a_vote_again_keeps_the_reviewers_work_unless_it_changes_something(feedb
     # the widget sends the same thumb again, bare or with the label kept: nothing new
     again = feedback.rate("chatcmpl-1", "down", rater="web")
     assert (again["status"], again["correction"], again["intent"]) == reviewed == kept()
+    # ... or whole, with the correction and intent the rater gave: nothing new either
+    feedback.rate("chatcmpl-1", "down", "Cancel it.", intent="cancel", rater="web")
+    assert kept() == reviewed
     feedback.rate("chatcmpl-1", "down", intent="cancel_order", rater="web")
     assert kept() == reviewed
     # a changed vote goes back to the queue, keeping its intent; a thumbs-up approves the answer
