@@ -231,6 +231,10 @@ def warm_fields(body, tokenizer=None) -> tuple[str, int | None, float | None, st
     """
     if not isinstance(body, dict) or not isinstance(body.get("model"), str):
         raise ApiError(400, "'model' must be a model's or an alias's name", INVALID, param="model")
+    try:  # as every other text field: a lone surrogate named, not looked up (nor kept)
+        check_unicode(body["model"], "model")
+    except ValueError as err:
+        raise ApiError(400, str(err), INVALID, param="model") from None
     unknown = sorted(set(body) - set(WARM_FIELDS))
     if unknown:  # a misspelt bound would warm everything, and be kept so
         name = replace_invalid(unknown[0])[:64]  # named in the answer, which must encode

@@ -186,3 +186,18 @@ def test_a_bad_search_names_its_parameter(client, params, param, said):
     assert answer.status_code == 400, answer.text
     error = answer.json()["error"]
     assert error["param"] == param and error["message"].startswith(said)
+
+
+def test_a_lone_surrogate_in_a_warm_up_model_is_a_400_naming_model(warm_url):
+    import httpx
+
+    for knowledge in ("articles", None):
+        body = '{"model": "a\\ud800", "max_passages": 2, "keep": true'
+        answer = post_warm(
+            warm_url, body + (f', "knowledge": "{knowledge}"}}' if knowledge else "}")
+        )
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert error["param"] == "model" and error["type"] == "invalid_request_error"
+        assert error["message"].startswith("model contains a character that is not valid Unicode")
+    assert httpx.get(f"{warm_url}/v1/knowledge/warm", timeout=60).json()["data"] == []
