@@ -38,6 +38,7 @@ def floor_results(support: dict, model: str, floors: dict, rows: list[dict] = ()
 
 
 QUALITY_FLOORS = ("right_intent_min", "intent_min", "handoff_min")  # what answers address
+_NAMES = {"right_intent_min": "right intent", "intent_min": "per intent", "handoff_min": "hand-off"}
 
 
 def nothing_checked(floors: list[dict]) -> str | None:
@@ -50,8 +51,9 @@ def nothing_checked(floors: list[dict]) -> str | None:
         return None
     return (
         "no answer-quality floor could be checked ("
-        + "; ".join(f["text"] for f in quality)
-        + "): the gate passes only on what it checked; evaluate labelled rows (a column "
+        + ", ".join(_NAMES[f["floor"]] for f in quality)
+        + ": each floor says why): the gate passes only on what it checked; evaluate labelled "
+        "rows (a column "
         "intent, category, tag or label), enough of them for each floor, or switch those "
         "floors off in gate.json (python -m adapters gate NAME --set "
         "floors.right_intent_min=none ...)"

@@ -149,6 +149,9 @@ def test_data_without_labels_skips_the_intent_floors_and_says_so(tmp_path):
     assert verdict["state"] == "failed" and len(verdict["reasons"]) == 1
     assert verdict["reasons"][0].startswith("no answer-quality floor could be checked (")
     assert "the gate passes only on what it checked" in verdict["reasons"][0]
+    # each floor's own sentence is said once, among the floors, not again in the reason
+    assert "not checked" not in verdict["reasons"][0]
+    assert "(right intent, per intent, hand-off: each floor says why)" in verdict["reasons"][0]
     off = {"right_intent_min": None, "intent_min": None, "handoff_min": None}
     chosen = check(report, "tuned", check_rules({**RULES, "floors": off}))
     assert chosen["state"] == "passed"  # the team switched them off in gate.json: its choice
