@@ -17,7 +17,8 @@ Accepted ratings become two datasets the Train tab and ``python -m finetune trai
   one SFT row.
 
 Only ratings whose conversation was kept (Chat, or ``/v1`` with ``--log-conversations``) can
-become training data; the queue says so for the others.
+become training data, and not those of a tool-calling answer (relayed to llama-server: the
+rows hold no tool calls nor the tools offered); accepting one says why.
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ def review(
     Raises:
         KeyError: no rating with that id. ValueError: an unknown status, a correction too long
             or not valid Unicode, a correction of a thumbs-up, an intent that is not one short
-            line, or accepting a row that cannot become training data.
+            line, or accepting a row that cannot become training data (no conversation kept, a
+            tool-calling answer).
     """
     if status is not None and status not in STATUSES:
         raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
@@ -120,6 +122,13 @@ def review(
                 "this rating kept no conversation (the API ran without --log-conversations), "
                 "so it cannot become training data; drop it"
             )
+        if status == "accepted" and found.get("tool_calls"):
+            called = ", ".join(sorted({str(c.get("name")) for c in found["tool_calls"]}))
+            raise ValueError(
+                f"this answer called tools ({called}): training data holds no tool calls nor "
+                "the tools offered, so it cannot become training data; drop it (its vote still "
+                "counts in its version's thumbs-down rate)"
+            )
         if status is not None:
             found["status"] = status
         update_rating(store.store, found)
@@ -131,7 +140,7 @@ def training_rows(store: FeedbackStore) -> tuple[list[dict], list[dict]]:
     sft, pairs, verdicts = [], [], set()
     for row in store.ratings():
         messages = row.get("messages") or []
-        if row.get("status") != "accepted" or not messages:
+        if row.get("status") != "accepted" or not messages or row.get("tool_calls"):
             continue
         asked = [m for m in messages if m.get("role") != "system"]
         last_user = next((m["content"] for m in reversed(asked) if m.get("role") == "user"), None)

@@ -77,14 +77,25 @@ class FeedbackStore:
         source: str = "api",
         grounding: dict | None = None,
         check: dict | None = None,
+        tool_calls: list[dict] | None = None,
     ) -> ServedAnswer:
         """Keep one served answer (with its conversation, redacted, when logging is on);
         ``grounding``: the knowledge version and passage ids it was shown (``knowledge.grounding``),
         kept with it and with its ratings; ``check``: what the check before it was sent decided
-        (``knowledge.answer_check``: ok, re-answered, handed off, skipped)."""
+        (``knowledge.answer_check``: ok, re-answered, handed off, skipped); ``tool_calls``: the
+        functions a relayed tool-calling answer called, ``[{"name", "arguments"}]``, kept with
+        it and its ratings (their arguments, redacted, only when logging is on)."""
         extra = {"grounding": grounding} if grounding else {}
         if check:
             extra["check"] = check
+        if tool_calls:
+            extra["tool_calls"] = [
+                {
+                    "name": c["name"],
+                    **({"arguments": redact(c["arguments"])} if self.log_conversations else {}),
+                }
+                for c in tool_calls
+            ]
         served = ServedAnswer(answer_id, adapter, version, engine, source, _now(), extra=extra)
         if self.log_conversations:
             served.messages, served.answer = redacted(messages, text)
@@ -160,15 +171,15 @@ def rating_row(
         "answer": served.answer,
         "status": "new",
         "intent": intent,
-        **_grounding(served),
+        **_kept_with(served),
         **extra,
     }
 
 
-def _grounding(served: ServedAnswer) -> dict:
-    """The knowledge an answer was shown, for its rating row (none when it was not grounded)."""
-    grounding = (served.extra or {}).get("grounding")
-    return {"grounding": grounding} if grounding else {}
+def _kept_with(served: ServedAnswer) -> dict:
+    """What a rating row repeats of its answer's extras: the knowledge it was shown, the tools
+    it called (none of either when it had none)."""
+    return {k: v for k, v in (served.extra or {}).items() if k in ("grounding", "tool_calls") and v}
 
 
 def redacted(messages: list[dict], text: str) -> tuple[list[dict], str]:

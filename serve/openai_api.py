@@ -21,8 +21,9 @@ Every answer names the engine and weights that produced it (``system_fingerprint
 ``response_format`` (JSON schema) is honoured by the llama.cpp engine (grammar-constrained
 decoding). A request with ``tools`` goes, checked and normalised, to llama-server's own chat
 endpoint, which renders the tools into the model's template and parses tool calls; its answer
-is relayed. Text spelling a control token of the model (``<|im_start|>`` ...) is refused (400)
-in every message form and on every engine path, before any engine sees it.
+is relayed with TuneDesk's own id and kept for ``/v1/feedback`` as any answer is. Text
+spelling a control token of the model (``<|im_start|>`` ...) is refused (400) in every
+message form and on every engine path, before any engine sees it.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ from serve.streaming import (
     Tally,
     bounded,
     llama_deltas,
+    new_answer_id,
     response_head,
     sse_events,
     ticket_deltas,
@@ -285,6 +287,19 @@ class OpenAIServer(ShelfModels):
         is_llama = getattr(engine, "name", "") == "llama.cpp"
         if chat.tools and is_llama:
             stopping = getattr(self.engines, "stopping", None)
+            answer_id = new_answer_id()
+
+            def remember_tools(message: dict) -> None:  # votable by its id, as any answer
+                self.feedback.record(
+                    answer_id,
+                    adapter or "base",
+                    self.engines.weights_hash(adapter),
+                    label(engine),
+                    chat.messages,
+                    message["content"],
+                    tool_calls=message["tool_calls"],
+                )
+
             response = await relay_tools(
                 engine,
                 relay_body(chat),
@@ -292,6 +307,8 @@ class OpenAIServer(ShelfModels):
                 chat.model,
                 adapter,
                 bounded=lambda parts: bounded(parts, answer_bound(), stopping),
+                answer_id=answer_id,
+                remember=remember_tools,
             )
             release()  # counted until llama-server has it (a relayed stream is its own)
             response.headers[VERSION_HEADER] = adapter or "base"

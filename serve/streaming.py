@@ -29,10 +29,15 @@ _END = object()
 STOP_POLL_S = 0.25  # how often a relayed answer looks whether the server is stopping
 
 
+def new_answer_id() -> str:
+    """A new answer's id, which ``/v1/feedback`` takes back."""
+    return f"chatcmpl-{uuid.uuid4().hex[:24]}"
+
+
 def response_head(chat: ChatRequest, ticket) -> dict:
     """Fields every response and chunk share; ``system_fingerprint`` names the engine."""
     return {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+        "id": new_answer_id(),
         "created": int(time.time()),
         "model": chat.model,
         "system_fingerprint": getattr(ticket, "engine", None),

@@ -93,10 +93,34 @@ TOOL_CALL_REPLY = {
 }
 
 
+def _tool_call_events() -> bytes:
+    """:data:`TOOL_CALL_REPLY` as llama-server streams it: chunks of deltas, then [DONE]."""
+    call = TOOL_CALL_REPLY["choices"][0]["message"]["tool_calls"][0]
+    head = {k: TOOL_CALL_REPLY[k] for k in ("id", "created", "model")}
+    start = {"index": 0, "id": call["id"], "type": "function"}
+    deltas = [
+        ({"role": "assistant", "content": None}, None),
+        ({"tool_calls": [{**start, "function": {"name": "track_order", "arguments": ""}}]}, None),
+        ({"tool_calls": [{"index": 0, "function": {"arguments": '{"order"'}}]}, None),
+        ({"tool_calls": [{"index": 0, "function": {"arguments": ": 12}"}}]}, None),
+        ({}, "tool_calls"),
+    ]
+    events = [
+        {
+            **head,
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        for delta, finish in deltas
+    ]
+    return b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events) + b"data: [DONE]\n\n"
+
+
 @contextlib.contextmanager
 def stand_in_llama_server():
     """A stand-in llama-server: lists no LoRA; hangs up on the next ``drops["left"]`` chat
-    posts without a byte, answers the rest with a tool call (:data:`TOOL_CALL_REPLY`). Yields
+    posts without a byte, answers the rest with a tool call (:data:`TOOL_CALL_REPLY`; asked to
+    stream, as server-sent events: the call's name, then its arguments in two pieces). Yields
     (url, drops, the bodies it was sent)."""
     drops, seen = {"left": 0}, []
 
@@ -112,11 +136,14 @@ def stand_in_llama_server():
                 drops["left"] -= 1
                 self.close_connection = True  # hang up without answering
                 return
+            if seen[-1].get("stream"):
+                self._send(_tool_call_events(), "text/event-stream")
+                return
             self._send(json.dumps(TOOL_CALL_REPLY).encode())
 
-        def _send(self, data: bytes):
+        def _send(self, data: bytes, kind: str = "application/json"):
             self.send_response(200)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)

@@ -6,6 +6,10 @@ That endpoint tokenizes the rendered text with control tokens parsed, so the API
 request any of whose texts spells one (``<|im_start|>`` ...) before it comes here (on every
 engine path: ``serve.openai_api``), and relays only the checked, normalised body
 (:func:`serve.requests.relay_body`), never the raw one.
+
+A relayed answer carries TuneDesk's own id, not llama-server's, and once it has arrived whole
+(streamed or not) its message (text and tool calls) is handed to the caller's ``remember``,
+so ``/v1/feedback`` takes its id as any answer's.
 """
 
 from __future__ import annotations
@@ -20,14 +24,24 @@ from serve.llama_server.engine import stale
 
 
 async def relay_tools(
-    engine, body: dict, stream: bool, model: str, adapter: str | None, bounded=None
+    engine,
+    body: dict,
+    stream: bool,
+    model: str,
+    adapter: str | None,
+    bounded=None,
+    answer_id: str | None = None,
+    remember=None,
 ):
     """Relay a chat request with tools (``body``: :func:`serve.requests.relay_body`) to the least
     busy upstream holding ``adapter``'s LoRA; the answer comes back as llama-server gave it,
-    named as every answer is (``model`` as asked, ``system_fingerprint`` the engine's label).
+    named as every answer is (``model`` as asked, ``system_fingerprint`` the engine's label,
+    ``id`` the ``answer_id`` given).
 
     ``bounded``: wraps a stream's chunks in the answer's time bounds
-    (:func:`serve.streaming.bounded`); None: unbounded.
+    (:func:`serve.streaming.bounded`); None: unbounded. ``remember``: called in a worker thread
+    with the whole answer's ``{"content": text, "tool_calls": [{"name", "arguments"}]}`` once
+    it has arrived (not for an error, or a stream that ended before its finish).
 
     Raises:
         ValueError: the adapter cannot serve.
@@ -48,7 +62,14 @@ async def relay_tools(
         finally:
             await response.aclose()
             engine.upstreams.release(upstream)
-        return _json_answer(payload, response.status_code, model, engine.label)
+        data, status = _decoded(payload, response.status_code)
+        if status == 200 and isinstance(data, dict):
+            data.update(model=model, system_fingerprint=engine.label)
+            if answer_id is not None:
+                data["id"] = answer_id
+            if remember is not None:
+                await run_in_threadpool(remember, whole_message(data))
+        return JSONResponse(data, status_code=status)
 
     async def chunks():
         try:
@@ -59,26 +80,87 @@ async def relay_tools(
             engine.upstreams.release(upstream)
 
     parts = chunks() if bounded is None else bounded(chunks())
+    answer = StreamedAnswer()
+    events = renamed(parts, model, engine.label, answer_id, answer)
+    if remember is not None:
+        events = _remembered(events, answer, remember)
     return StreamingResponse(
-        renamed(parts, model, engine.label),
+        events,
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 
-async def renamed(parts, model: str, label: str):
+class StreamedAnswer:
+    """A relayed stream's message as its chunks pass: text, and tool calls merged by index."""
+
+    def __init__(self):
+        self.content: list[str] = []
+        self.calls: dict[int, dict] = {}
+        self.finished = False  # a finish_reason came: the answer is whole
+
+    def add(self, chunk: dict) -> None:
+        for choice in chunk.get("choices") or []:
+            delta = (choice.get("delta") if isinstance(choice, dict) else None) or {}
+            if isinstance(delta.get("content"), str):
+                self.content.append(delta["content"])
+            for call in delta.get("tool_calls") or []:
+                kept = self.calls.setdefault(call.get("index", 0), {"name": "", "arguments": ""})
+                for key in kept:
+                    kept[key] += str((call.get("function") or {}).get(key) or "")
+            self.finished = self.finished or bool(choice.get("finish_reason"))
+
+    def message(self) -> dict:
+        return {
+            "content": "".join(self.content),
+            "tool_calls": [self.calls[i] for i in sorted(self.calls)],
+        }
+
+
+def whole_message(data: dict) -> dict:
+    """A whole (not streamed) answer's message, in :meth:`StreamedAnswer.message`'s shape."""
+    choices = data.get("choices") or [{}]
+    message = (choices[0] if isinstance(choices[0], dict) else {}).get("message") or {}
+    calls = [c.get("function") or {} for c in message.get("tool_calls") or []]
+    return {
+        "content": message.get("content") if isinstance(message.get("content"), str) else "",
+        "tool_calls": [
+            {"name": str(c.get("name") or ""), "arguments": str(c.get("arguments") or "")}
+            for c in calls
+        ],
+    }
+
+
+async def _remembered(events, answer: StreamedAnswer, remember):
+    async for event in events:
+        yield event
+    if answer.finished:  # whole: after the client has it, as any streamed answer is kept
+        await run_in_threadpool(remember, answer.message())
+
+
+async def renamed(
+    parts,
+    model: str,
+    label: str,
+    answer_id: str | None = None,
+    answer: StreamedAnswer | None = None,
+):
     """llama-server's server-sent events with each chunk's ``model`` and ``system_fingerprint``
-    as every answer names them (llama-server's own are its GGUF file's path and build)."""
+    as every answer names them (llama-server's own are its GGUF file's path and build), its
+    ``id`` the ``answer_id`` given; each chunk is added to ``answer`` when given."""
     rest = b""
+    named = {"model": model, "system_fingerprint": label}
+    if answer_id is not None:
+        named["id"] = answer_id
     async for part in parts:
         *lines, rest = (rest + part).split(b"\n")
         if lines:
-            yield b"".join(_renamed_line(line, model, label) + b"\n" for line in lines)
+            yield b"".join(_renamed_line(line, named, answer) + b"\n" for line in lines)
     if rest:
-        yield _renamed_line(rest, model, label)
+        yield _renamed_line(rest, named, answer)
 
 
-def _renamed_line(line: bytes, model: str, label: str) -> bytes:
+def _renamed_line(line: bytes, named: dict, answer: StreamedAnswer | None) -> bytes:
     if not line.startswith(b"data: {"):
         return line
     try:
@@ -86,7 +168,9 @@ def _renamed_line(line: bytes, model: str, label: str) -> bytes:
     except ValueError:
         return line
     if isinstance(chunk, dict) and "choices" in chunk:
-        chunk.update(model=model, system_fingerprint=label)
+        chunk.update(named)
+        if answer is not None:
+            answer.add(chunk)
     return b"data: " + json.dumps(chunk).encode()
 
 
@@ -106,22 +190,19 @@ async def _post(client: httpx.AsyncClient, url: str, body: dict, headers: dict) 
     )
 
 
-def _json_answer(payload: bytes, status: int, model: str, label: str) -> JSONResponse:
+def _decoded(payload: bytes, status: int) -> tuple:
+    """(llama-server's answer decoded, the status to send): what is not JSON is a 502 in
+    OpenAI's error shape."""
     try:
-        data = json.loads(payload)
+        return json.loads(payload), status
     except ValueError:
-        data = {
-            "error": {
-                "message": payload[:300].decode(errors="replace"),
-                "type": "server_error",
-                "param": None,
-                "code": None,
-            }
+        error = {
+            "message": payload[:300].decode(errors="replace"),
+            "type": "server_error",
+            "param": None,
+            "code": None,
         }
-        status = 502 if status == 200 else status
-    if status == 200 and isinstance(data, dict):
-        data.update(model=model, system_fingerprint=label)
-    return JSONResponse(data, status_code=status)
+        return {"error": error}, 502 if status == 200 else status
 
 
 def upstream_metrics(engine, timeout: float = 5.0) -> str:

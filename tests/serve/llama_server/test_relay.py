@@ -65,3 +65,50 @@ def test_relays_from_one_event_loop_then_another_open_their_own_connections(llam
     first = asyncio.run(relayed())
     assert first[0] == 200
     assert asyncio.run(relayed()) == first
+
+
+def test_a_relayed_tool_calling_answer_is_rated_by_its_id_streamed_or_not(llama_session, tmp_path):
+    import httpx
+
+    from feedback.review import review
+    from feedback.store import FeedbackStore
+
+    store = FeedbackStore(tmp_path / "home", log_conversations=True)
+    with stand_in_llama_server() as (url, _drops, _seen):
+        engine = LlamaServerEngine(
+            llama_session, Upstreams(None, [url]), lora_file=lambda name: None, ctx_per_slot=512
+        )
+        engines = Engines(
+            llama_session, "llama.cpp", llama_factory=lambda session, max_queue: engine
+        )
+        engines.prepare()
+        with serving(api_app(engines, feedback=store)) as api:
+            client = openai.OpenAI(base_url=f"{api}/v1", api_key="k", max_retries=0, timeout=30)
+            asked = {"model": "base", "messages": MSGS, "tools": TRACK_ORDER_TOOLS}
+            whole = client.chat.completions.create(**asked, max_tokens=8)
+            chunks = list(client.chat.completions.create(**asked, max_tokens=8, stream=True))
+            streamed = {c.id for c in chunks}
+            assert len(streamed) == 1 and whole.id not in streamed | {"chatcmpl-1"}
+            votes = [
+                httpx.post(
+                    f"{api}/v1/feedback",
+                    json={"id": answer_id, "rating": rating, **extra},
+                    timeout=30,
+                )
+                for answer_id, rating, extra in [
+                    (whole.id, "down", {"correction": "Order 12 ships Monday."}),
+                    (next(iter(streamed)), "up", {}),
+                ]
+            ]
+    assert [v.status_code for v in votes] == [200, 200], [v.text for v in votes]
+    rows = store.ratings()
+    assert [(r["answer_id"], r["rating"], r["engine"]) for r in rows] == [
+        (whole.id, "down", engine.label),
+        (next(iter(streamed)), "up", engine.label),
+    ]
+    called = [{"name": "track_order", "arguments": '{"order": 12}'}]
+    assert [r["tool_calls"] for r in rows] == [called, called]
+    assert rows[0]["messages"] == MSGS and rows[0]["answer"] == ""
+    # votable, counted in the version's thumbs; training data holds no tool calls: refused
+    with pytest.raises(ValueError, match="called tools .track_order."):
+        review(store, rows[0]["id"], "accepted")
