@@ -15,7 +15,8 @@ key gets 403.
 - ``GET /v1/aliases/{name}/stats``: each version's live figures (:mod:`serve.version_stats`).
 
 A refused change answers 400 in OpenAI's error shape, ``param`` naming the field
-(``versions.v4`` for a version whose gate has not passed); an unknown alias 404. The changes
+(``versions.v4`` for a version whose gate has not passed; the field holding a lone surrogate);
+an unknown alias 404. The changes
 are the CLI's (:class:`adapters.shelf.aliases.AliasBook`), audited alike; the audit's ``by`` is
 the admin key's name (``api (<client address>)`` on a server without keys), never what the
 client writes: a body naming ``by`` is refused.
@@ -30,6 +31,7 @@ from adapters.alias_actions import change_sentence
 from adapters.shelf.alias_rules import AliasError, check_grounding, split_grounding
 from adapters.shelf.aliases import KEEP, AliasBook, AliasNotFoundError, grounding_of
 from adapters.shelf.gate_rules import entry_status
+from core.user_text import replace_invalid, unicode_problem
 from knowledge.store import KnowledgeShelf
 from serve.api_basics import ApiError, read_json
 from serve.keys import ADMIN
@@ -217,9 +219,14 @@ def _checked(body, required) -> dict:
         )
     unknown = sorted(set(body) - BODY_FIELDS)
     if unknown:
+        name = replace_invalid(unknown[0])[:64]  # named in the answer, which must encode
+        raise RequestError(f"unknown field {name!r}; known: {', '.join(sorted(BODY_FIELDS))}", name)
+    # a lone surrogate neither encodes in the answer naming it nor in the audit: a 500 before
+    bad = next((key for key, value in body.items() if _holds_invalid(value)), None)
+    if bad is not None:
         raise RequestError(
-            f"unknown field {unknown[0][:64]!r}; known: {', '.join(sorted(BODY_FIELDS))}",
-            unknown[0][:64],
+            f"{bad!r} holds a character that is not valid Unicode (a lone surrogate); remove it",
+            bad,
         )
     for key in required:
         if key not in body:
@@ -230,6 +237,15 @@ def _checked(body, required) -> dict:
         if not isinstance(body.get(key, ""), str):
             raise RequestError(f"{key!r} must be a string", key)
     return body
+
+
+def _holds_invalid(value) -> bool:
+    """Whether ``value`` holds text UTF-8 cannot encode, in a key or a value at any depth."""
+    if isinstance(value, str):
+        return unicode_problem(value) is not None
+    if isinstance(value, dict):
+        return any(_holds_invalid(k) or _holds_invalid(v) for k, v in value.items())
+    return isinstance(value, list) and any(_holds_invalid(v) for v in value)
 
 
 def _said(row: dict) -> dict:

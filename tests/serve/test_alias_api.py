@@ -5,6 +5,7 @@ on promotion, the admin routes' errors, and the live stats."""
 from __future__ import annotations
 
 import functools
+import json
 import random
 import threading
 from collections import Counter, defaultdict
@@ -59,9 +60,9 @@ def admin(url, method, path, body=None, key=KEY):
     return httpx.request(
         method,
         f"{url}/v1/aliases{path}",
-        json=body,
+        content=None if body is None else json.dumps(body),  # ASCII: a lone surrogate escaped
         timeout=30,
-        headers={"Authorization": f"Bearer {key}"},
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
     )
 
 
@@ -303,6 +304,12 @@ BAD_REQUESTS = [  # method, path, body, status, the field named
     ("POST", "/nobody/promote", {"version": "a"}, 404, "name"),
     ("POST", "/nobody/rollback", {}, 404, "name"),
     ("DELETE", "/nobody", None, 404, "name"),
+    # a lone surrogate anywhere in the body, named (the answer must encode, and so must the audit)
+    ("PUT", "/support-bot", {"versions": {"a\ud800": 100}}, 400, "versions"),
+    ("PUT", "/support-bot", {"versions": {"a": 100}, "reason": "canary \udfff"}, 400, "reason"),
+    ("POST", "/support-bot/promote", {"version": "a\ud800"}, 400, "version"),
+    ("PUT", "/support-bot", {"versions": {"a": 100}, "grounding": "x\ud800"}, 400, "grounding"),
+    ("PUT", "/support-bot", {"versions": {"a": 100}, "x\ud800": 1}, 400, "x\ufffd"),
 ]
 
 
