@@ -420,6 +420,12 @@ def parse_feedback(body) -> tuple[str, str, str | None, str | None]:
     answer_id = body.get("id")
     if not isinstance(answer_id, str) or not answer_id.strip():
         raise RequestError("id must be the id of a chat completion this server returned", "id")
+    if unicode_problem(answer_id) is not None:  # no answer has one; the store cannot look it up
+        raise RequestError(
+            "id contains a character that is not valid Unicode (a lone surrogate); no answer "
+            "id holds one",
+            "id",
+        )
     try:
         check_rating(body.get("rating"), body.get("correction"))
     except ValueError as err:

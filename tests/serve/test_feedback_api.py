@@ -99,3 +99,18 @@ def test_the_widget_sending_its_whole_vote_again_keeps_the_reviewers_edit(api, c
     assert only_row(store)["correction"] is None
     vote(url, body)
     assert (only_row(store)["correction"], only_row(store)["status"]) == ("Cancel it", "new")
+
+
+def test_an_id_that_is_not_valid_unicode_is_a_400_naming_id(api):
+    url, store, _ = api
+    got = httpx.post(
+        f"{url}/v1/feedback",
+        content=b'{"id": "chatcmpl-\\ud800", "rating": "up"}',
+        headers={"Content-Type": "application/json"},
+        timeout=30,
+    )
+    assert got.status_code == 400, got.text
+    error = got.json()["error"]
+    assert error["param"] == "id" and error["type"] == "invalid_request_error"
+    assert error["message"].startswith("id contains a character that is not valid Unicode")
+    assert store.ratings() == []
