@@ -197,14 +197,14 @@ def check_intent(intent) -> str | None:
     """An intent label as stored: stripped text, None when empty or absent.
 
     Raises:
-        ValueError: not text, not valid Unicode (a lone surrogate), more than one line or longer
-            than :data:`MAX_INTENT_CHARS`; the sentence starts with "intent".
+        ValueError: not text, not valid Unicode (a lone surrogate), holding a NUL, more than one
+            line or longer than :data:`MAX_INTENT_CHARS`; the sentence starts with "intent".
     """
     if intent is None:
         return None
     if not isinstance(intent, str):
         raise ValueError("intent must be a string")
-    intent = check_unicode(intent, "intent").strip()
+    intent = check_no_nul(check_unicode(intent, "intent"), "intent").strip()
     if len(intent) > MAX_INTENT_CHARS or "\n" in intent or "\r" in intent:
         raise ValueError(
             f"intent must be one line of at most {MAX_INTENT_CHARS} characters, "
@@ -235,17 +235,32 @@ def check_correction(correction) -> None:
 
     Raises:
         ValueError: not text, not valid Unicode (a lone surrogate, which the store cannot keep),
-            or longer than :data:`MAX_CORRECTION_CHARS`; the sentence starts with "correction".
+            holding a NUL or longer than :data:`MAX_CORRECTION_CHARS`; the sentence starts with
+            "correction".
     """
     if correction is None:
         return
     if not isinstance(correction, str):
         raise ValueError("correction must be a string")
-    check_unicode(correction, "correction")
+    check_no_nul(check_unicode(correction, "correction"), "correction")
     if len(correction) > MAX_CORRECTION_CHARS:
         raise ValueError(
             f"correction is {len(correction)} characters; at most {MAX_CORRECTION_CHARS}"
         )
+
+
+def check_no_nul(text: str, what: str) -> str:
+    """``text``, refused when it holds a NUL: PostgreSQL's text columns cannot keep one.
+
+    Raises:
+        ValueError: the sentence starts with ``what``.
+    """
+    if "\x00" in text:
+        raise ValueError(
+            f"{what} contains a NUL character (U+0000, at character {text.index(chr(0)) + 1:,}), "
+            "which the store cannot keep; remove it"
+        )
+    return text
 
 
 def content_text(content) -> str:

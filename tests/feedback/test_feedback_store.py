@@ -70,13 +70,18 @@ def test_bad_ratings_are_refused_and_nothing_is_written(home):
     assert store.ratings() == [] and store.answer("chatcmpl-3").answer == "x"
 
 
-def test_a_lone_surrogate_in_a_correction_or_intent_is_refused_naming_the_field(home):
+def test_a_lone_surrogate_or_a_nul_in_a_correction_or_intent_is_refused_naming_the_field(home):
     store = FeedbackStore()
     store.record("chatcmpl-6", "base", "ffee0011", "pytorch", ASKED, "x")
     with pytest.raises(ValueError, match=r"^correction contains a character that is not valid"):
         store.rate("chatcmpl-6", "down", "Better \ud800.")
     with pytest.raises(ValueError, match=r"^intent contains a character that is not valid"):
         store.rate("chatcmpl-6", "down", intent="track\udfff")
+    # a NUL: PostgreSQL's text columns refuse it (a 500 from /v1/feedback on a shared store)
+    with pytest.raises(ValueError, match=r"^correction contains a NUL character"):
+        store.rate("chatcmpl-6", "down", "Better\x00.")
+    with pytest.raises(ValueError, match=r"^intent contains a NUL character"):
+        store.rate("chatcmpl-6", "down", intent="track\x00")
     assert store.ratings() == []
 
 

@@ -114,3 +114,13 @@ def test_an_id_that_is_not_valid_unicode_is_a_400_naming_id(api):
     assert error["param"] == "id" and error["type"] == "invalid_request_error"
     assert error["message"].startswith("id contains a character that is not valid Unicode")
     assert store.ratings() == []
+
+
+def test_a_nul_in_a_correction_or_intent_is_a_400_naming_it(api):
+    url, store, answer = api
+    for field in ("correction", "intent"):
+        got = vote(url, {"id": answer["id"], "rating": "down", field: "track\x00order"})
+        assert got.status_code == 400, got.text
+        assert got.json()["error"]["param"] == field
+        assert got.json()["error"]["message"].startswith(f"{field} contains a NUL character")
+    assert store.ratings() == []
