@@ -30,6 +30,7 @@ from pathlib import Path
 
 from core.redact import redact
 from core.store.tables import rating_for_update, update_rating
+from core.user_text import unicode_problem
 from feedback.store import FeedbackStore, check_correction, check_intent
 
 STATUSES = ("new", "accepted", "dropped")
@@ -104,6 +105,8 @@ def review(
         raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
     check_correction(correction)
     label = check_intent(intent)
+    if unicode_problem(row_id) is not None:  # no rating's id holds one (argv's undecodable bytes)
+        raise KeyError(row_id)
     with store.store.transaction():  # one row, locked: a rating given meanwhile is never lost
         found = rating_for_update(store.store, row_id)
         if found is None:

@@ -147,6 +147,9 @@ def test_the_cli_refuses_a_correction_or_intent_that_is_not_valid_unicode(rated,
         err = capsys.readouterr().err
         assert f"{field} contains a character that is not valid Unicode" in err
         assert "codec" not in err and len(err.strip().splitlines()) == 1
+    assert cli(["review", undecodable, "--accept"]) == 2  # no rating's id holds one
+    err = capsys.readouterr().err
+    assert "no rating with id" in err and "codec" not in err
     assert store.ratings() == before
 
 
