@@ -101,8 +101,8 @@ def parse_keys(text: str | None, where: str) -> dict[str, str]:
 
     Raises:
         ValueError: a pair without a name or key, a name given twice, a key under
-            :data:`MIN_KEY_CHARS` characters (the sentence names ``where`` and the
-            name, never the key).
+            :data:`MIN_KEY_CHARS` characters or one no client can send (the sentence names
+            ``where`` and the name, never the key).
     """
     keys: dict[str, str] = {}
     for i, pair in enumerate(p.strip() for p in (text or "").split(",")):
@@ -118,8 +118,25 @@ def parse_keys(text: str | None, where: str) -> dict[str, str]:
             raise ValueError(
                 f"{where}: the key of {name!r} is shorter than {MIN_KEY_CHARS} characters"
             )
-        keys[name] = key
+        keys[name] = check_sendable(key, f"{where}: the key of {name!r}")
     return keys
+
+
+def check_sendable(key: str, what: str) -> str:
+    """``key``, refused when it holds a character outside printable ASCII: a bearer key travels
+    in an HTTP header, which clients send as ASCII (the openai client refuses others, curl sends
+    UTF-8 bytes that never match), so such a key could never be used.
+
+    Raises:
+        ValueError: the sentence starts with ``what`` and never shows the key.
+    """
+    if not all(" " <= c <= "~" for c in key):
+        raise ValueError(
+            f"{what} holds a character other than printable ASCII, which no HTTP client sends "
+            'in a header as written; make one with python -c "import secrets; '
+            'print(secrets.token_urlsafe(32))"'
+        )
+    return key
 
 
 def key_ring(legacy: str | None = None, closed: bool = False, environ=None) -> KeyRing:
@@ -128,7 +145,8 @@ def key_ring(legacy: str | None = None, closed: bool = False, environ=None) -> K
     ``api-key``.
 
     Raises:
-        ValueError: a malformed variable, or one key given to two names or both roles.
+        ValueError: a malformed variable, a key no client can send, or one key given to two
+            names or both roles.
     """
     environ = os.environ if environ is None else environ
     chat = parse_keys(environ.get(CHAT_ENV), CHAT_ENV)
@@ -138,7 +156,7 @@ def key_ring(legacy: str | None = None, closed: bool = False, environ=None) -> K
             raise ValueError(
                 f"{CHAT_ENV}: the name {LEGACY_NAME!r} is the single API key's; choose another"
             )
-        chat[LEGACY_NAME] = legacy
+        chat[LEGACY_NAME] = check_sendable(legacy, f"{LEGACY_ENV}: the key (--api-key)")
     secrets = [*chat.values(), *admin.values()]
     if len(set(secrets)) != len(secrets):
         raise ValueError(

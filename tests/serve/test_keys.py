@@ -139,12 +139,18 @@ def test_key_variables_are_checked_in_sentences_that_never_show_a_key():
         ("a:12345678,a:87654321", "given twice"),
         (":12345678", "entry 1"),
         ("web:short", "shorter than 8"),
+        # a key no HTTP client sends as written: the openai client refuses it, curl's UTF-8 is 401
+        ("web:clé-secrète-1", "printable ASCII"),
+        ("web:key-\x01-with-control", "printable ASCII"),
     ]:
         with pytest.raises(ValueError, match=wanted) as refused:
             parse_keys(text, "TUNEDESK_CHAT_KEYS")
         assert "short" not in str(refused.value).replace("shorter", "") and "12345678" not in str(
             refused.value
         )
+        assert "secrète" not in str(refused.value) and "control" not in str(refused.value)
+    with pytest.raises(ValueError, match="TUNEDESK_API_KEY: .*printable ASCII"):
+        key_ring("clé-secrète-1", environ={})
     with pytest.raises(ValueError, match="two names"):
         key_ring(
             None,
