@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import threading
 import time
 import uuid
@@ -26,6 +27,7 @@ from serve.interface.ticket import EngineRefused
 from serve.requests import ChatRequest
 
 _END = object()
+log = logging.getLogger("tunedesk.serve")
 STOP_POLL_S = 0.25  # how often a relayed answer looks whether the server is stopping
 
 
@@ -235,6 +237,10 @@ async def sse_events(
         whole = True
     except Exception as err:  # headers are sent: the error goes in the stream, as OpenAI does
         yield f"data: {json.dumps(stream_error(err))}\n\n"
+    if whole and remember is not None:  # a whole answer can be rated: kept before [DONE], where
+        # a client's stream ends (the openai client's loop), so a vote sent then finds it
+        try:
+            await run_in_threadpool(remember, "".join(parts))
+        except Exception:  # the client has the answer: it still gets its [DONE]
+            log.exception("a streamed answer could not be kept for /v1/feedback")
     yield "data: [DONE]\n\n"
-    if whole and remember is not None:  # a whole answer can be rated; after the client has it
-        await run_in_threadpool(remember, "".join(parts))

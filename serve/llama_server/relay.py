@@ -15,12 +15,15 @@ so ``/v1/feedback`` takes its id as any answer's.
 from __future__ import annotations
 
 import json
+import logging
 
 import httpx
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from serve.llama_server.engine import stale
+
+log = logging.getLogger("tunedesk.serve")
 
 
 async def relay_tools(
@@ -132,10 +135,23 @@ def whole_message(data: dict) -> dict:
 
 
 async def _remembered(events, answer: StreamedAnswer, remember):
+    """``events`` passed on, the whole answer kept before the one that ends the stream
+    (``[DONE]``, where a client's loop ends), so a vote sent then finds it."""
+    kept = False
     async for event in events:
+        if not kept and answer.finished and b"data: [DONE]" in event:
+            kept = await _keep(answer, remember)
         yield event
-    if answer.finished:  # whole: after the client has it, as any streamed answer is kept
+    if not kept and answer.finished:  # a stream that ended without [DONE]
+        await _keep(answer, remember)
+
+
+async def _keep(answer: StreamedAnswer, remember) -> bool:
+    try:
         await run_in_threadpool(remember, answer.message())
+    except Exception:  # the client has the answer: it still gets the rest of the stream
+        log.exception("a relayed answer could not be kept for /v1/feedback")
+    return True
 
 
 async def renamed(

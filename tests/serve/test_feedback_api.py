@@ -4,8 +4,10 @@ vote, a vote sent again, the review CLI in between, and what the export then tra
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
+import openai
 import pytest
 from serve_helpers import api_app, serving
 
@@ -124,3 +126,24 @@ def test_a_nul_in_a_correction_or_intent_is_a_400_naming_it(api):
         assert got.json()["error"]["param"] == field
         assert got.json()["error"]["message"].startswith(f"{field} contains a NUL character")
     assert store.ratings() == []
+
+
+class SlowToKeep(FeedbackStore):
+    """A store that takes half a second to keep an answer (a busy disk, a remote PostgreSQL)."""
+
+    def record(self, *args, **kwargs):
+        time.sleep(0.5)
+        return super().record(*args, **kwargs)
+
+
+def test_a_vote_sent_as_soon_as_a_stream_ends_finds_its_answer(session, home):
+    store = SlowToKeep(log_conversations=True)
+    with serving(api_app(Engines(session, "pytorch"), feedback=store)) as url:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0, timeout=60)
+        asked = {"model": "base", "messages": MSGS, "max_tokens": 2, "stream": True}
+        chunks = list(client.chat.completions.create(**asked))  # ends at [DONE]
+        got = vote(url, {"id": chunks[0].id, "rating": "up"})
+    assert got.status_code == 200, got.text
+    assert only_row(store)["answer"] == "".join(
+        c.choices[0].delta.content or "" for c in chunks if c.choices
+    )

@@ -112,3 +112,38 @@ def test_a_relayed_tool_calling_answer_is_rated_by_its_id_streamed_or_not(llama_
     # votable, counted in the version's thumbs; training data holds no tool calls: refused
     with pytest.raises(ValueError, match="called tools .track_order."):
         review(store, rows[0]["id"], "accepted")
+
+
+def test_a_vote_sent_as_soon_as_a_relayed_stream_ends_finds_its_answer(llama_session, tmp_path):
+    import time
+
+    import httpx
+
+    from feedback.store import FeedbackStore
+
+    class SlowToKeep(FeedbackStore):  # a busy disk, a remote PostgreSQL
+        def record(self, *args, **kwargs):
+            time.sleep(0.5)
+            return super().record(*args, **kwargs)
+
+    store = SlowToKeep(tmp_path / "home")
+    with stand_in_llama_server() as (url, _drops, _seen):
+        engine = LlamaServerEngine(
+            llama_session, Upstreams(None, [url]), lora_file=lambda name: None, ctx_per_slot=512
+        )
+        engines = Engines(
+            llama_session, "llama.cpp", llama_factory=lambda session, max_queue: engine
+        )
+        engines.prepare()
+        with serving(api_app(engines, feedback=store)) as api:
+            client = openai.OpenAI(base_url=f"{api}/v1", api_key="k", max_retries=0, timeout=30)
+            chunks = list(
+                client.chat.completions.create(
+                    model="base", messages=MSGS, tools=TRACK_ORDER_TOOLS, stream=True
+                )
+            )
+            got = httpx.post(
+                f"{api}/v1/feedback", json={"id": chunks[0].id, "rating": "up"}, timeout=30
+            )
+    assert got.status_code == 200, got.text
+    assert [r["tool_calls"] for r in store.ratings()] == [[{"name": "track_order"}]]
