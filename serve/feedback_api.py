@@ -51,8 +51,9 @@ class FeedbackApi:
             except KeyError:
                 raise ApiError(
                     404,
-                    f"no answer with id {answer_id[:80]!r} was served here (or it is no "
-                    "longer remembered: only logged answers outlive a restart)",
+                    f"no answer with id {answer_id[:80]!r} was served here: every whole answer "
+                    "is kept (logged or not), but not one cut off before its end (a hang-up, "
+                    "an error), nor one a server with another store gave",
                     "invalid_request_error",
                     "unknown_answer",
                     "id",

@@ -147,3 +147,14 @@ def test_a_vote_sent_as_soon_as_a_stream_ends_finds_its_answer(session, home):
     assert only_row(store)["answer"] == "".join(
         c.choices[0].delta.content or "" for c in chunks if c.choices
     )
+
+
+def test_an_unknown_id_is_a_404_that_says_which_answers_are_kept(api):
+    url, store, answer = api
+    got = vote(url, {"id": answer["id"] + "0", "rating": "up"})
+    assert got.status_code == 404 and got.json()["error"]["param"] == "id"
+    said = got.json()["error"]["message"]
+    # every whole answer is kept in the store, logged or not, across restarts: only one cut
+    # off before its end is not (the earlier sentence blamed restarts and logging)
+    assert "restart" not in said and "cut off" in said, said
+    assert store.ratings() == []
