@@ -6,8 +6,9 @@ Writes three files into ``--out-dir`` (default: this folder):
 * ``demo_support.jsonl``: instruction/response pairs in the Bitext column layout
   (``flags``, ``instruction``, ``category``, ``intent``, ``response``);
 * ``golden.jsonl``: hand-written held-out prompts with phrases a good answer must (not) contain;
-* ``demo_help_center.md``: the demo shop's help-center articles, one section per intent holding
-  its steps and tips (what the answers explain, without the greetings), for the knowledge shelf.
+* ``demo_help_center.md``: the demo shop's help-center articles, one section per intent (labelled
+  with it) holding its steps and tips (what the answers explain, without the greetings), for the
+  knowledge shelf.
 
 Every row is composed here from the wording in ``demo_wording.py``; nothing is copied from a
 third-party set.
@@ -221,12 +222,14 @@ def build_rows(rng: random.Random, intents: list[Intent], blocked: set[str]) -> 
 
 
 def help_center(intents: list[Intent]) -> str:
-    """The help center as Markdown: a section per intent (category order kept), its numbered
-    steps, then each tip as a paragraph."""
+    """The help center as Markdown: a section per intent (category order kept), labelled with
+    its intent (``<!-- intent: NAME -->``: the article outranks that intent's past answers),
+    its numbered steps, then each tip as a paragraph."""
     out = ["# Demo shop help center", ""]
     for intent in intents:
         steps = [f"{n}. {step}" for n, step in enumerate(intent.steps, 1)]
-        out += [f"## {ARTICLE_TITLES[intent.name]}", "", *steps, ""]
+        label = f"<!-- intent: {intent.name} -->"
+        out += [f"## {ARTICLE_TITLES[intent.name]}", "", label, "", *steps, ""]
         for tip in intent.tips:
             out += [tip, ""]
     return "\n".join(out)

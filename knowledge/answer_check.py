@@ -5,8 +5,9 @@ labelled passages (the past answers of a labelled training split), once per vers
 the last few versions): one on their questions names the intent the customer asks about, one on
 their answers (the release checks' classifier) names the intent the bot's answer addresses. When
 the two agree the answer is sent as it is (``ok``). When they disagree, the bot answers again
-with the nearest past answer of the asked intent: the best BM25 match for the customer's
-question among the past answers labelled with it (``re-answered``). When there is no such past
+with the team's answer for the asked intent: its article labelled with it where it has one,
+else the best BM25 match for the customer's question among the past answers labelled with it
+(``re-answered``). When there is no such past
 answer, or the question classifier's lead over its runner-up is below ``min_margin`` (it is
 guessing between intents), the customer gets a hand-off sentence instead (``handed off``). A
 version without labelled past answers (made before past answers kept intents, or from unlabelled
@@ -106,8 +107,17 @@ class Checker:
 
 
 def nearest(version: Version, question: str, intent: str) -> index.Hit | None:
-    """The best BM25 match for ``question`` among the past answers labelled ``intent``."""
-    for hit in version.search(question, SEARCH_DEPTH):
+    """The team's answer to ``question`` about ``intent``: its article labelled ``intent``
+    where it has one (the best BM25 match among several; the team's current word outranks its
+    past answers, as in :func:`knowledge.routing.articles_first`), else the best BM25 match
+    among the past answers labelled ``intent``."""
+    hits = version.search(question, SEARCH_DEPTH)
+    articles = version.articles_of(intent)
+    if articles:
+        ids = {i for i, _ in articles}
+        found = next((h for h in hits if h.id in ids), None)
+        return found or index.Hit(articles[0][0], 0.0, articles[0][1])
+    for hit in hits:
         if hit.passage.kind == "past_answer" and hit.passage.intent == intent:
             return hit
     return None
@@ -133,10 +143,12 @@ def _fit_checker(version: Version) -> tuple[Checker | None, str]:
     where = f"{version.name} {version.version}"
     if not index.has_intents(version.index_path):
         return None, f"{where} keeps no intents (it was made before past answers kept them)"
-    # Every labelled passage teaches the classifiers; only past answers are re-answered with.
-    labelled = [p for _, p in version.passages_page() if p.intent and p.question.strip()]
+    # Labelled past answers teach both classifiers; labelled articles teach the answers' one
+    # (an answer may speak in an article's words). Re-answers come from both.
+    labelled = [p for _, p in version.passages_page() if p.intent]
+    asked = [p for p in labelled if p.question.strip()]
     try:
-        questions = fit([p.question for p in labelled], [p.intent for p in labelled])
+        questions = fit([p.question for p in asked], [p.intent for p in asked])
         answers = fit([p.text for p in labelled], [p.intent for p in labelled])
     except ValueError as err:
         return None, f"{where} cannot train the check: {err}"

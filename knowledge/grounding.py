@@ -68,7 +68,7 @@ class Grounding:
         titles = ", ".join(f'#{i} "{_short(p.title)}"' for i, p in self.shown)
         line = f"answered from: {self.knowledge} {self.version} {titles}"
         if self.intent:
-            line += f" (past answers about {self.intent})"
+            line += f" ({_about(self.shown)} {self.intent})"
         if self.refused:
             line += (
                 f" ({len(self.refused)} passage(s) refused: they spell the model's control tokens)"
@@ -188,6 +188,11 @@ def _with_system(messages: list[dict], system_prompt: str, knowledge: str) -> li
         return out
     head = f"{system_prompt}\n\n{knowledge}" if system_prompt else knowledge
     return [{"role": "system", "content": head}, *out]
+
+
+def _about(shown: list[tuple[int, Passage]]) -> str:
+    """What the routed passages shown were: the intent's article, or its past answers."""
+    return "the article about" if shown[0][1].kind != "past_answer" else "past answers about"
 
 
 def _short(title: str, limit: int = 48) -> str:

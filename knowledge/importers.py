@@ -1,13 +1,15 @@
 """Files become passages: Markdown, HTML, plain text, CSV and the training data's JSONL.
 
 - Markdown: one passage per heading (``#`` to ``######``) with its body; text before the
-  first heading is a passage titled by the file name.
+  first heading is a passage titled by the file name. A line ``<!-- intent: NAME -->`` in a
+  section labels its article with the intent it answers (the line itself is not kept).
 - HTML: tags stripped with the standard library's parser (scripts and styles dropped), the
   title from ``<title>``, else the first ``<h1>``; one passage per page.
 - Plain text: one passage per file, titled by its first line.
 - CSV and JSONL: one passage per row. ``question``/``answer`` columns (or any pair the
   training data's column names allow, such as Bitext's ``instruction``/``response``) make
-  past answers; ``title``/``body`` (or ``text``) make articles. A JSONL row may instead hold
+  past answers; ``title``/``body`` (or ``text``) make articles, labelled by an ``intent``
+  column where there is one. A JSONL row may instead hold
   a ``messages`` list: its last user turn and the assistant's answer are the pair.
 
 Bad input is one sentence (:class:`ImportProblem`): a file that is not text, an empty file,
@@ -42,6 +44,7 @@ TITLE_NAMES = ("title", "name", "subject", "heading")
 BODY_NAMES = ("body", "text", "content", "article", "macro")
 LABEL_NAMES = ("intent", "category", "tag", "label")  # as the release checks look for one
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+_INTENT_MARK = re.compile(r"^\s*<!--\s*intent\s*:\s*(\S+?)\s*-->\s*$", re.IGNORECASE)
 
 
 class ImportProblem(ValueError):
@@ -124,9 +127,11 @@ def markdown_passages(text: str, source: str) -> list[Passage]:
 
 
 def _add(passages: list, title: str, body: list[str], source: str) -> None:
-    text = "\n".join(body).strip()
+    marks = [m.group(1) for m in map(_INTENT_MARK.match, body) if m]
+    text = "\n".join(line for line in body if not _INTENT_MARK.match(line)).strip()
     if text:
-        passages.append(Passage(title, text, f"{source}#{title}"))
+        intent = marks[-1] if marks else ""
+        passages.append(Passage(title, text, f"{source}#{title}", intent=intent))
 
 
 class _TextOfPage(HTMLParser):
@@ -265,7 +270,9 @@ def table_passages(rows: list[dict], columns: list[str], source: str) -> list[Pa
             passages.append(_pair(*_last_exchange(row.get(messages)), where))
         else:
             text = _field(row, body)
-            passages.append(Passage(_field(row, title) or text[:80], text, where))
+            passages.append(
+                Passage(_field(row, title) or text[:80], text, where, intent=_field(row, label))
+            )
     return [p for p in passages if p is not None and p.text.strip()]
 
 

@@ -190,6 +190,20 @@ def by_ids(path: Path, ids: list[int]) -> dict[int, Passage]:
     return {r[0]: _passage(r[1:]) for r in rows}
 
 
+def articles_of(path: Path, intent: str) -> list[tuple[int, Passage]]:
+    """``(id, passage)`` of the articles and macros labelled ``intent`` (not past answers), in
+    id order; none from an index that keeps no intents."""
+    with closing(_open(path)) as db:
+        if "intent" not in _names(db):
+            return []
+        rows = db.execute(
+            f"SELECT id, {_columns(db)} FROM passages WHERE intent = ? AND kind != 'past_answer' "
+            "ORDER BY id",
+            (intent,),
+        ).fetchall()
+    return [(r[0], _passage(r[1:])) for r in rows]
+
+
 def has_intents(path: Path) -> bool:
     """Whether the index at ``path`` keeps its passages' intents (versions made before
     passages had intents do not)."""

@@ -29,7 +29,7 @@ class Passage:
     source: str  # the file (and heading), URL or row it came from
     kind: str = "article"  # one of KINDS
     question: str = ""  # for a past answer: the customer's question it answered
-    intent: str = ""  # for a past answer: the labelled intent of its question ("": none)
+    intent: str = ""  # a past answer's labelled intent; an article's: the intent it answers
 
     def to_dict(self) -> dict:
         """The fields; ``intent`` only when set, so a passage without one reads (and is

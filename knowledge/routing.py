@@ -11,6 +11,12 @@ intent (articles, macros), are searched. When it is guessing, when the version k
 intents, or when no past answer of that intent matches a word of the question (a classifier
 fitted on a few rows names an intent for anything), the search is the plain BM25 one over
 every passage.
+
+An article (or macro) labelled with the intent (``<!-- intent: NAME -->`` in its Markdown
+section, an ``intent`` column beside ``title``/``body``) is the team's current word on it: a
+search routed to that intent shows it first, even where past answers of the intent match the
+question better, and so does a search not routed whose best passage is a past answer of that
+intent: a changed policy written in the article is what customers are told.
 """
 
 from __future__ import annotations
@@ -48,11 +54,26 @@ def routed_search(version: Version, question: str, k: int, *, route: bool = True
     if asked:
         hits = version.search(question, max(k, ROUTED_LOOK), intent=asked)
         if any(h.passage.intent == asked for h in hits):
-            return Routed(hits[:k], asked)
+            return Routed(articles_first(version, asked, hits)[:k], asked)
         # only articles matched: the classifier named an intent the question shares no word
         # with (a few labelled rows, a question about something else)
         note = f"not routed: no past answer of {asked} matches a word of the question"
-    return Routed(version.search(question, k), note=note)
+    hits = version.search(question, k)
+    if hits and hits[0].passage.kind == "past_answer" and hits[0].passage.intent:
+        hits = articles_first(version, hits[0].passage.intent, hits)[:k]  # its intent's word
+    return Routed(hits, note=note)
+
+
+def articles_first(version: Version, intent: str, hits: list[index.Hit]) -> list[index.Hit]:
+    """``hits`` with the articles labelled ``intent`` first: those the search found, in its
+    order, then the version's others (score 0, in id order), then the rest of ``hits``."""
+    labelled = version.articles_of(intent)
+    if not labelled:
+        return hits
+    found = [h for h in hits if h.passage.kind != "past_answer" and h.passage.intent == intent]
+    seen = {h.id for h in found}
+    unmatched = [index.Hit(i, 0.0, p) for i, p in labelled if i not in seen]
+    return found + unmatched + [h for h in hits if h.id not in seen]
 
 
 ROUTED_LOOK = 20  # passages looked at for a past answer of the asked intent among the matches

@@ -74,6 +74,10 @@ class Version:
         passages labelled with it or with none)."""
         return index.search(self.index_path, query, k, intent=intent)
 
+    def articles_of(self, intent: str) -> list[tuple[int, Passage]]:
+        """``(id, passage)`` of the articles and macros labelled ``intent``, in id order."""
+        return index.articles_of(self.index_path, intent)
+
     def passages_page(self, offset: int = 0, limit: int | None = None) -> list[tuple[int, Passage]]:
         """``(id, passage)`` in id order."""
         return index.passages(self.index_path, offset, limit)

@@ -24,10 +24,17 @@ def main(args) -> int:
     if args.json:
         print(json.dumps(found, ensure_ascii=False, indent=2))
         return 0
-    about = f", past answers about {found['intent']}" if found["intent"] else ""
+    about = f", routed to {found['intent']}" if found["intent"] else ""
     print(f"{found['knowledge']} {found['version']}: {len(found['passages'])} passage(s){about}")
     for hit in found["passages"]:
-        print(f"\n#{hit['id']}  score {hit['score']:.3f}  {hit['kind']}  {hit['source']}")
+        first = (
+            "  (the intent's article: shown first)"
+            if found["intent"]
+            and hit["kind"] != "past_answer"
+            and hit.get("intent") == found["intent"]
+            else ""
+        )
+        print(f"\n#{hit['id']}  score {hit['score']:.3f}  {hit['kind']}  {hit['source']}{first}")
         print(f"  {hit['title']}")
         print("  " + hit["text"][:300].replace("\n", "\n  "))
     return 0

@@ -116,6 +116,9 @@ def test_the_help_center_imports_as_one_article_per_intent_each_found_by_its_tit
     passages = read_passages(ASSETS / "demo_help_center.md")
     assert len(passages) == len({r["intent"] for r in rows})
     assert all(p.kind == "article" and len(p.text.split()) > 30 for p in passages)
+    # each labelled with the intent it answers, so that it outranks the past answers of it
+    assert sorted(p.intent for p in passages) == sorted({r["intent"] for r in rows})
+    assert all("<!--" not in p.text for p in passages)
     version, _ = KnowledgeShelf().add("help-center", passages, ["demo_help_center.md"])
     for passage in passages:  # "Cancelling an order" finds "Cancellation fees" first
         assert passage.title in [h.passage.title for h in version.search(passage.title, k=2)]
