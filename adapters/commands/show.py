@@ -35,6 +35,13 @@ def main(args) -> int:
                 f"  data        {entry.data.get('path')} · {entry.data.get('train_rows')} train / "
                 f"{entry.data.get('val_rows')} validation rows"
             )
+        known = m.get("knowledge")
+        if isinstance(known, dict) and known.get("name"):
+            lines.append(
+                f"  knowledge   {known['name']} {known.get('version', '?')} · "
+                f"{known.get('passages', '?')} past answers it was trained beside "
+                "(grounding auto answers from it)"
+            )
         if entry.metrics:
             lines.append("  metrics     " + ", ".join(f"{k} {v}" for k, v in entry.metrics.items()))
         if m.get("eval"):
