@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from core.user_text import unicode_problem
+from core.user_text import check_unicode, unicode_problem
 from feedback.store import check_intent, check_rating
 from inference.generate import MAX_NEW_TOKENS, GenerationSettings
 
@@ -149,6 +149,11 @@ def parse_chat(body) -> ChatRequest:
     user = body.get("user")
     if user is not None and not isinstance(user, str):
         problems.append(("user", "'user' must be a string"))
+    elif user is not None and unicode_problem(user) is not None:  # an alias's conversation key
+        try:
+            check_unicode(user, "user")
+        except ValueError as err:
+            problems.append(("user", str(err)))
     if not problems:  # the contents were checked with the messages; the other texts here
         problems += [
             (where, f"{where} contains a character that is not valid Unicode (a lone surrogate)")

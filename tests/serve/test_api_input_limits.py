@@ -103,6 +103,12 @@ def test_a_huge_body_is_refused_413_before_it_is_read_whole(url):
             "tools[0]",
             "not valid Unicode",
         ),
+        (  # the docs: every text must be valid Unicode; user keys an alias's conversation
+            '{"model": "base", "messages": [{"role": "user", "content": "hi"}], '
+            '"user": "u\\ud800"}',
+            "user",
+            "user contains a character that is not valid Unicode",
+        ),
         (json.dumps({"model": "base", "messages": MSGS, "n": True}), "n", "n=1"),
         (
             json.dumps(
