@@ -23,6 +23,7 @@ alias and how to set it again; nothing of the alias is changed.
 from __future__ import annotations
 
 from adapters.shelf.alias_rules import GROUNDING_AUTO, GROUNDING_OFF, split_grounding
+from core.user_text import check_unicode, replace_invalid
 from knowledge.grounding import DEFAULT_K, MAX_K, ground
 from knowledge.store import LATEST
 from serve.requests import RequestError
@@ -43,6 +44,8 @@ def parse_knowledge(value) -> dict | str | None:
     """
     if value is None:
         return None
+    if isinstance(value, str):
+        _valid_text(value, "knowledge")
     if value is False or (isinstance(value, str) and value.strip().lower() == OFF):
         return OFF
     if isinstance(value, str) and value.strip():
@@ -55,17 +58,27 @@ def parse_knowledge(value) -> dict | str | None:
         )
     unknown = sorted(set(value) - {"name", "version", "k"})
     if unknown:
-        raise RequestError(
-            f"unknown field knowledge.{unknown[0][:40]}; known: name, version, k", "knowledge"
-        )
+        name = replace_invalid(unknown[0])[:40]  # named in the answer, which must encode
+        raise RequestError(f"unknown field knowledge.{name}; known: name, version, k", "knowledge")
+    _valid_text(value["name"], "knowledge")
     version, k = value.get("version", LATEST), value.get("k", DEFAULT_K)
     if not isinstance(version, str):
         raise RequestError(
             "'knowledge.version' must be a string such as 'v2' or 'latest'", "knowledge.version"
         )
+    _valid_text(version, "knowledge.version")
     if type(k) is not int or not 1 <= k <= MAX_K:
         raise RequestError(f"'knowledge.k' must be a whole number from 1 to {MAX_K}", "knowledge.k")
     return {"name": value["name"], "version": version, "k": k}
+
+
+def _valid_text(text: str, param: str) -> None:
+    """Refuse a name holding a lone surrogate as a bad request naming ``param``: no knowledge
+    base or version is named so, and looking one up answered 404 naming it."""
+    try:
+        check_unicode(text, param)
+    except ValueError as err:
+        raise RequestError(str(err), param) from None
 
 
 def apply(

@@ -108,3 +108,20 @@ def test_a_rating_keeps_the_knowledge_the_answer_was_shown(url):
     first, second = FeedbackStore().ratings()
     assert first["grounding"] == grounded["tunedesk_grounding"]
     assert first["grounding"]["passage_ids"] == [1] and "grounding" not in second
+
+
+def test_a_lone_surrogate_in_knowledge_is_a_400_naming_it(url):
+    """The warm-up's check (serve.grounding.parse_knowledge), on a chat request too."""
+    raw = (
+        '{"model": "a", "messages": [{"role": "user", "content": "hi"}], "knowledge": "faq\\ud800"}'
+    )
+    answer = httpx.post(
+        f"{url}/v1/chat/completions",
+        content=raw.encode(),
+        headers={"Content-Type": "application/json"},
+        timeout=120,
+    )
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["param"] == "knowledge"
+    assert error["message"].startswith("knowledge contains a character that is not valid Unicode")

@@ -201,3 +201,33 @@ def test_a_lone_surrogate_in_a_warm_up_model_is_a_400_naming_model(warm_url):
         assert error["param"] == "model" and error["type"] == "invalid_request_error"
         assert error["message"].startswith("model contains a character that is not valid Unicode")
     assert httpx.get(f"{warm_url}/v1/knowledge/warm", timeout=60).json()["data"] == []
+
+
+@pytest.mark.parametrize(
+    ("knowledge", "param", "said"),
+    [
+        ('"articles\\ud800"', "knowledge", "knowledge contains a character that is not valid"),
+        ('{"name": "x\\udfff"}', "knowledge", "knowledge contains a character that is not valid"),
+        (
+            '{"name": "articles", "version": "v1\\ud800"}',
+            "knowledge.version",
+            "knowledge.version contains a character that is not valid Unicode",
+        ),
+        # named with U+FFFD: the answer naming it must encode (it was a plain-text 500)
+        ('{"name": "articles", "x\\ud800": 1}', "knowledge", "unknown field knowledge.x\ufffd;"),
+    ],
+)
+def test_a_lone_surrogate_in_a_warm_up_knowledge_is_a_400_naming_it(
+    warm_url, knowledge, param, said
+):
+    """It was looked up, and answered 404 naming a knowledge base no name can hold."""
+    import httpx
+
+    answer = post_warm(
+        warm_url, f'{{"model": "a", "knowledge": {knowledge}, "max_passages": 2, "keep": true}}'
+    )
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["param"] == param and error["type"] == "invalid_request_error"
+    assert error["message"].startswith(said)
+    assert httpx.get(f"{warm_url}/v1/knowledge/warm", timeout=60).json()["data"] == []
