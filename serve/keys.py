@@ -32,6 +32,7 @@ CHAT, ADMIN = "chat", "admin"
 CHAT_ENV, ADMIN_ENV, LEGACY_ENV = "TUNEDESK_CHAT_KEYS", "TUNEDESK_ADMIN_KEYS", "TUNEDESK_API_KEY"
 LEGACY_NAME = "api-key"
 MIN_KEY_CHARS = 8  # a shorter secret is a typo or a guessable word
+MAKE_KEY = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'
 
 
 @dataclass(frozen=True)
@@ -133,8 +134,7 @@ def check_sendable(key: str, what: str) -> str:
     if not all(" " <= c <= "~" for c in key):
         raise ValueError(
             f"{what} holds a character other than printable ASCII, which no HTTP client sends "
-            'in a header as written; make one with python -c "import secrets; '
-            'print(secrets.token_urlsafe(32))"'
+            f"in a header as written; make one with {MAKE_KEY}"
         )
     return key
 
@@ -145,8 +145,9 @@ def key_ring(legacy: str | None = None, closed: bool = False, environ=None) -> K
     ``api-key``.
 
     Raises:
-        ValueError: a malformed variable, a key no client can send, or one key given to two
-            names or both roles.
+        ValueError: a malformed variable, a key under :data:`MIN_KEY_CHARS` characters (the
+            single key too) or one no client can send, or one key given to two names or both
+            roles; the sentence never shows a key.
     """
     environ = os.environ if environ is None else environ
     chat = parse_keys(environ.get(CHAT_ENV), CHAT_ENV)
@@ -155,6 +156,11 @@ def key_ring(legacy: str | None = None, closed: bool = False, environ=None) -> K
         if LEGACY_NAME in chat:
             raise ValueError(
                 f"{CHAT_ENV}: the name {LEGACY_NAME!r} is the single API key's; choose another"
+            )
+        if len(legacy) < MIN_KEY_CHARS:  # as the named keys: a typo or a guessable word
+            raise ValueError(
+                f"{LEGACY_ENV}: the key (--api-key) is shorter than {MIN_KEY_CHARS} characters; "
+                f"make one with {MAKE_KEY}"
             )
         chat[LEGACY_NAME] = check_sendable(legacy, f"{LEGACY_ENV}: the key (--api-key)")
     secrets = [*chat.values(), *admin.values()]

@@ -51,9 +51,9 @@ def test_the_pages_login_is_not_an_api_key_and_a_guarded_api_has_one(monkeypatch
     assert app.api_keys(None, None, "0.0.0.0").closed
     monkeypatch.setenv("TUNEDESK_CHAT_KEYS", "web:chat-key-1, app:chat-key-2")
     monkeypatch.setenv("TUNEDESK_ADMIN_KEYS", "ana:admin-key-1")
-    args = app.parse_args(["--api-key", "k-123", "--auth", "ana:s3cret"])
+    args = app.parse_args(["--api-key", "old-key-123", "--auth", "ana:s3cret"])
     keys = app.api_keys(args.api_key, app.check_access(args.host, args.auth, False))
-    assert keys.chat == {"web": "chat-key-1", "app": "chat-key-2", "api-key": "k-123"}
+    assert keys.chat == {"web": "chat-key-1", "app": "chat-key-2", "api-key": "old-key-123"}
     assert keys.admin == {"ana": "admin-key-1"}
     monkeypatch.setenv("TUNEDESK_ADMIN_KEYS", "ana:chat-key-1")
     with pytest.raises(SystemExit, match="one key is given to two names"):

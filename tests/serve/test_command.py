@@ -126,3 +126,18 @@ def test_the_serve_command_refuses_a_bad_port_or_model_before_it_listens(home, a
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert said in done.stderr
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_the_serve_command_refuses_a_short_single_key_without_showing_it(home, how):
+    """The scoped keys' 8-character minimum holds for --api-key / TUNEDESK_API_KEY too."""
+    env = {**os.environ, "TUNEDESK_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    argv = ["--api-key", "pa55w"] if how == "flag" else []
+    if how == "env":
+        env["TUNEDESK_API_KEY"] = "pa55w"
+    done = subprocess.run(
+        [sys.executable, "-m", "serve", *argv], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "TUNEDESK_API_KEY: the key (--api-key) is shorter than 8 characters" in done.stderr
+    assert "pa55w" not in done.stderr + done.stdout

@@ -151,6 +151,12 @@ def test_key_variables_are_checked_in_sentences_that_never_show_a_key():
         assert "secrète" not in str(refused.value) and "control" not in str(refused.value)
     with pytest.raises(ValueError, match="TUNEDESK_API_KEY: .*printable ASCII"):
         key_ring("clé-secrète-1", environ={})
+    # the single key is held to the named keys' minimum (it was taken at any length)
+    with pytest.raises(
+        ValueError, match=r"TUNEDESK_API_KEY: the key \(--api-key\) is shorter than 8"
+    ) as short:
+        key_ring("k-123", environ={})
+    assert "k-123" not in str(short.value)
     with pytest.raises(ValueError, match="two names"):
         key_ring(
             None,
