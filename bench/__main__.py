@@ -89,6 +89,10 @@ COMMANDS: cli.CommandTable = {
         "bench.passages_training",
         "right intent, grounded and not, of adapters trained with and without passages",
     ),
+    "policy-change": (
+        "bench.policy_change",
+        "a changed refund article, labelled and not: do the answers say the new policy",
+    ),
     "grounded-serving": (
         "bench.grounded_serving",
         "first token and throughput of grounded answers beside plain ones, on llama-server",
