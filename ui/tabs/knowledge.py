@@ -14,7 +14,9 @@ HELP = (
     "Past answers, articles and macros the bot may answer from. Each import makes a new version "
     "(the old ones stay as they were); training puts its training rows' answers here by itself. "
     "Markdown (one passage per heading), HTML, plain text, CSV (question/answer or title/body) "
-    "and JSONL files."
+    "and JSONL files. When a policy changes, label its article with the intent it answers "
+    "(`<!-- intent: NAME -->` in its Markdown section, or an `intent` column): it is then shown "
+    "before that intent's past answers, which still say the old policy."
 )
 
 WARM_HELP = (
