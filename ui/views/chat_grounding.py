@@ -84,7 +84,22 @@ def grounded(
         )
     except ValueError as err:
         return messages, f"answered without knowledge: {err}", None
-    return out, grounding.line(), grounding.record()
+    return out, grounding.line() + _newer(chosen, choice), grounding.record()
+
+
+def _newer(chosen: tuple[str, str], choice: str | None) -> str:
+    """Under ``auto``, what the line adds when the adapter's knowledge base has a newer version
+    (articles imported since training): ``auto`` keeps answering from the trained-beside one."""
+    if choice not in (None, "", AUTO):
+        return ""
+    name, version = chosen
+    versions = KnowledgeShelf().versions(name)
+    if not versions or versions[-1].version == version:
+        return ""
+    return (
+        f" · {name} {versions[-1].version} is newer: choose {name} under "
+        '"Answer from knowledge" to answer from it'
+    )
 
 
 def panes(

@@ -87,3 +87,21 @@ def test_a_rating_keeps_the_knowledge_its_answer_was_shown(trained_beside, tiny_
     history = last(table["respond"]([], ASKED[0]["content"], BASE_LABEL, "", 8, 0, 0.9, 1.0, 0))[0]
     state.rate_answer(history, 1, "up", None, system="")
     assert "grounding" not in FeedbackStore().ratings()[-1]
+
+
+def test_auto_says_when_the_adapters_knowledge_base_has_a_newer_version(trained_beside, tmp_path):
+    """Articles imported into the adapter's own knowledge base since training make a newer
+    version; auto keeps answering from the trained-beside one, and the line says how to use it."""
+    article = tmp_path / "help.md"
+    article.write_text("## Changing the address\n\n<!-- intent: change_address -->\n\nCall us.\n")
+    from knowledge import actions
+
+    actions.import_files([article], "answers-demo")
+    _, line, record = view.grounded(ASKED, trained_beside, "a", view.AUTO)
+    assert record["version"] == "v1"
+    assert line.endswith(
+        ' · answers-demo v2 is newer: choose answers-demo under "Answer from knowledge" to '
+        "answer from it"
+    )
+    _, chosen, _ = view.grounded(ASKED, trained_beside, "a", "answers-demo")
+    assert "answers-demo v2" in chosen and "newer" not in chosen
