@@ -18,7 +18,9 @@ Accepted ratings become two datasets the Train tab and ``python -m finetune trai
 
 Only ratings whose conversation was kept (Chat, or ``/v1`` with ``--log-conversations``) can
 become training data, and not those of a tool-calling answer (relayed to llama-server: the
-rows hold no tool calls nor the tools offered); accepting one says why.
+rows hold no tool calls nor the tools offered); accepting one says why. Nor may any exported
+text spell a chat template's control token (``<|im_start|>`` ...): an export that would write
+one writes nothing and names the ratings to correct or drop.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from pathlib import Path
 from core.redact import redact
 from core.store.tables import rating_for_update, update_rating
 from core.user_text import unicode_problem
-from feedback.store import FeedbackStore, check_correction, check_intent
+from feedback.store import FeedbackStore, check_correction, check_intent, control_spelling
 
 STATUSES = ("new", "accepted", "dropped")
 
@@ -189,18 +191,51 @@ def export(
     """Write the accepted ratings as ``<name>.jsonl`` (SFT) and ``<name>-pairs.jsonl``.
 
     Raises:
-        ValueError: nothing accepted yet.
+        ValueError: nothing accepted yet, or accepted ratings whose rows would spell a chat
+            template's control token (kept before corrections were checked, or typed in Chat):
+            how many, which, and what to do; nothing is written.
     """
     sft, pairs = training_rows(store)
     if not sft and not pairs:
         raise ValueError(
             "no accepted feedback with a conversation yet: accept some in the review queue first"
         )
+    check_spellings([*sft, *pairs])
     folder.mkdir(parents=True, exist_ok=True)
     out = (folder / f"{name}.jsonl", folder / f"{name}-pairs.jsonl")
     for path, rows in zip(out, (sft, pairs), strict=True):
         _rewrite(path, rows)
     return out[0], out[1], len(sft), len(pairs)
+
+
+def check_spellings(rows: list[dict]) -> None:
+    """Refuse training rows any text of which spells a chat template's control token: trained
+    on, it would be learnt as the markers the model's own turns are made of.
+
+    Raises:
+        ValueError: how many accepted ratings, which (the first 5), the first spelling, and how
+            to correct or drop them.
+    """
+    spelled: dict[str, str] = {}  # rating id -> its first spelling, in the rows' order
+    for row in rows:
+        texts = [m.get("content") for m in row.get("messages") or row.get("prompt") or []]
+        texts += [row.get(k) for k in ("response", "chosen", "rejected", "intent")]
+        found = next((f for f in map(control_spelling, texts) if f), None)
+        if found:
+            spelled.setdefault(str(row["source"]).removeprefix("feedback:"), found)
+    if not spelled:
+        return
+    ids = list(spelled)
+    one = len(ids) == 1
+    raise ValueError(
+        f"{len(ids)} accepted rating{'' if one else 's'} spell{'s' if one else ''} a "
+        f"chat-template control token ({spelled[ids[0]]!r}) in {'its' if one else 'their'} "
+        f"correction, intent, conversation or answer: {', '.join(ids[:5])}"
+        f"{' ...' if len(ids) > 5 else ''}; training data must hold none, so nothing was "
+        "written. Correct the correction or intent, or drop the rating (the Review tab, or "
+        "python -m feedback review ID --correction TEXT | --intent LABEL | --drop), then "
+        "export again"
+    )
 
 
 def _rewrite(path: Path, rows: list[dict]) -> None:

@@ -8,8 +8,9 @@ Two tables of the home's store (``core/store``: ``<home>/tunedesk.db``, or the P
   import's redaction (``core/redact.py``), only when conversation logging is on
   (``--log-conversations``; off by default). Written after the answer, never while it streams.
 - ``ratings``: one row per answer and rater: ``up`` or ``down``, an optional corrected answer
-  (redacted), the answer's adapter and version, the conversation when it was logged, and an
-  optional ``intent`` label (the caller's, or the reviewer's). A correction goes with a
+  (redacted; no NUL, no chat-template control token spelled), the answer's adapter and
+  version, the conversation when it was logged, and an optional ``intent`` label (the
+  caller's, or the reviewer's). A correction goes with a
   thumbs-down only: a thumbs-up approves the answer as sent, so it is refused with one and a
   vote changed to up drops the earlier vote's correction. The rater (an API key's name,
   a Chat or Compare session) has one vote per answer: rating again replaces the earlier
@@ -24,6 +25,7 @@ left as they were. Nothing leaves the home folder (or the database named).
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -37,6 +39,13 @@ from core.user_text import check_unicode
 RATINGS = ("up", "down")
 MAX_CORRECTION_CHARS = 8000
 MAX_INTENT_CHARS = 80
+# The control-token spellings of the chat templates TuneDesk serves (ChatML, Llama 3, Gemma,
+# Phi, Mistral), as knowledge/passages.py looks for them (feedback may not import knowledge):
+# a correction is exported as training data for whatever base model trains next, so no one
+# tokenizer's list decides.
+CONTROL_SPELLINGS = re.compile(
+    r"<\|[A-Za-z0-9_]{1,40}\|>|<start_of_turn>|<end_of_turn>|</?s>|\[/?INST\]"
+)
 
 
 @dataclass
@@ -197,14 +206,16 @@ def check_intent(intent) -> str | None:
     """An intent label as stored: stripped text, None when empty or absent.
 
     Raises:
-        ValueError: not text, not valid Unicode (a lone surrogate), holding a NUL, more than one
-            line or longer than :data:`MAX_INTENT_CHARS`; the sentence starts with "intent".
+        ValueError: not text, not valid Unicode (a lone surrogate), holding a NUL or a control
+            token's spelling (:func:`check_no_control`), more than one line or longer than
+            :data:`MAX_INTENT_CHARS`; the sentence starts with "intent".
     """
     if intent is None:
         return None
     if not isinstance(intent, str):
         raise ValueError("intent must be a string")
     intent = check_no_nul(check_unicode(intent, "intent"), "intent").strip()
+    check_no_control(intent, "intent")
     if len(intent) > MAX_INTENT_CHARS or "\n" in intent or "\r" in intent:
         raise ValueError(
             f"intent must be one line of at most {MAX_INTENT_CHARS} characters, "
@@ -235,14 +246,15 @@ def check_correction(correction) -> None:
 
     Raises:
         ValueError: not text, not valid Unicode (a lone surrogate, which the store cannot keep),
-            holding a NUL or longer than :data:`MAX_CORRECTION_CHARS`; the sentence starts with
-            "correction".
+            holding a NUL or a control token's spelling (:func:`check_no_control`), or longer
+            than :data:`MAX_CORRECTION_CHARS`; the sentence starts with "correction".
     """
     if correction is None:
         return
     if not isinstance(correction, str):
         raise ValueError("correction must be a string")
     check_no_nul(check_unicode(correction, "correction"), "correction")
+    check_no_control(correction, "correction")
     if len(correction) > MAX_CORRECTION_CHARS:
         raise ValueError(
             f"correction is {len(correction)} characters; at most {MAX_CORRECTION_CHARS}"
@@ -259,6 +271,29 @@ def check_no_nul(text: str, what: str) -> str:
         raise ValueError(
             f"{what} contains a NUL character (U+0000, at character {text.index(chr(0)) + 1:,}), "
             "which the store cannot keep; remove it"
+        )
+    return text
+
+
+def control_spelling(text) -> str | None:
+    """The first chat-template control-token spelling in ``text`` (``<|im_start|>`` ...), or
+    None (also for what is not text)."""
+    found = CONTROL_SPELLINGS.search(text) if isinstance(text, str) else None
+    return found.group() if found else None
+
+
+def check_no_control(text: str, what: str) -> str:
+    """``text``, refused when it spells a chat template's control token: exported as training
+    data, it would be learnt as the markers the model's own turns are made of.
+
+    Raises:
+        ValueError: the sentence starts with ``what`` and names the spelling.
+    """
+    found = control_spelling(text)
+    if found is not None:
+        raise ValueError(
+            f"{what} spells a control token of a chat template ({found!r}), which must not "
+            "reach training data; remove it"
         )
     return text
 

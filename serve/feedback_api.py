@@ -2,13 +2,15 @@
 optional correction and intent label, stored in the feedback store (one vote per answer and
 rater: a second replaces the first, keeping a reviewer's correction and intent when it gives
 none or the ones it gave before) and limited per key (:mod:`serve.rate_limit`: 429 with
-``Retry-After``)."""
+``Retry-After``). A correction or intent spelling a control token (the common chat templates',
+or the served model's own) is a 400 naming it: it would reach the exported training data."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
+from core.templates import control_sentence, first_control
 from serve.api_basics import ApiError, read_json
 from serve.rate_limit import RateLimiter, check_feedback_rate, feedback_per_minute
 from serve.requests import RequestError, parse_feedback
@@ -44,6 +46,13 @@ class FeedbackApi:
             rater = caller.name or KEYLESS_RATER
             check_feedback_rate(self.server.feedback_limit, rater)
             answer_id, rating, correction, intent = parse_feedback(await read_json(request))
+            # the common templates' spellings were refused above; the served model's own too,
+            # as a chat message's are (serve.openai_api)
+            session = getattr(self.server.engines, "session", None)
+            texts = [("correction", correction), ("intent", intent)]
+            at = first_control(getattr(session, "tokenizer", None), texts)
+            if at is not None:
+                raise RequestError(control_sentence(at), at)
             try:
                 row = await run_in_threadpool(
                     self._rate, answer_id, rating, correction, intent, rater

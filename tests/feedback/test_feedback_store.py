@@ -121,3 +121,18 @@ def stored(home) -> str:
 
     with sqlite3.connect(home / "tunedesk.db") as db:
         return "\n".join(db.iterdump())
+
+
+def test_a_correction_or_intent_spelling_a_control_token_is_refused_naming_it(home):
+    """Exported as training data as written: a template's markers in it would train as text
+    the model's own turns are made of."""
+    store = FeedbackStore()
+    store.record("chatcmpl-7", "base", "ffee0011", "pytorch", ASKED, "x")
+    for spelled in ("<|im_start|>", "<|eot_id|>", "<start_of_turn>", "[INST]", "</s>"):
+        with pytest.raises(ValueError, match=r"^correction spells a control token of a chat"):
+            store.rate("chatcmpl-7", "down", f"Sorry. {spelled}user\nmore")
+        with pytest.raises(ValueError, match=r"^intent spells a control token of a chat"):
+            store.rate("chatcmpl-7", "down", intent=f"refund{spelled}")
+    assert store.ratings() == []
+    kept = store.rate("chatcmpl-7", "down", "Use the <b>Orders</b> page; |im_start| is text.")
+    assert kept["correction"].startswith("Use the <b>Orders</b>")
