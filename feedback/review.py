@@ -186,11 +186,14 @@ def training_rows(store: FeedbackStore) -> tuple[list[dict], list[dict]]:
 
 
 def export(
-    store: FeedbackStore, folder: Path, name: str = "feedback"
+    store: FeedbackStore, folder: Path, name: str = "feedback", overwrite: bool = False
 ) -> tuple[Path, Path, int, int]:
-    """Write the accepted ratings as ``<name>.jsonl`` (SFT) and ``<name>-pairs.jsonl``.
+    """Write the accepted ratings as ``<name>.jsonl`` (SFT) and ``<name>-pairs.jsonl``;
+    ``overwrite``: replace those files where they exist (else the export is refused: either may
+    be a dataset of someone's own).
 
     Raises:
+        ValueError: either file exists and ``overwrite`` is not given; nothing is written.
         ValueError: nothing accepted yet, or accepted ratings whose rows would spell a chat
             template's control token (kept before corrections were checked, or typed in Chat):
             how many, which, and what to do; nothing is written.
@@ -201,8 +204,16 @@ def export(
             "no accepted feedback with a conversation yet: accept some in the review queue first"
         )
     check_spellings([*sft, *pairs])
-    folder.mkdir(parents=True, exist_ok=True)
     out = (folder / f"{name}.jsonl", folder / f"{name}-pairs.jsonl")
+    there = [p.name for p in out if p.exists()]
+    if there and not overwrite:
+        one = len(there) == 1  # the folder by its name: errors name no server paths
+        raise ValueError(
+            f"{' and '.join(there)} already exist{'s' if one else ''} in {folder.name}/, so "
+            "nothing was written: export under another name (python -m feedback export "
+            f"--overwrite replaces {'it' if one else 'them'})"
+        )
+    folder.mkdir(parents=True, exist_ok=True)
     for path, rows in zip(out, (sft, pairs), strict=True):
         _rewrite(path, rows)
     return out[0], out[1], len(sft), len(pairs)

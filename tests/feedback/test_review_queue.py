@@ -208,3 +208,27 @@ def test_an_export_refuses_accepted_rows_that_spell_a_control_token(rated, home,
     assert cli(["review", old["id"], "--correction", "Refunded."]) == 0
     assert cli(["export", "--name", "spelled"]) == 0
     assert "2 SFT rows" in capsys.readouterr().out
+
+
+def test_an_export_never_replaces_a_file_unless_told_to(rated, home, capsys):
+    """It silently replaced datasets/<name>.jsonl, even a dataset it had not written."""
+    store, down, _, _ = rated
+    review(store, down["id"], "accepted")
+    datasets = home / "datasets"
+    datasets.mkdir(parents=True, exist_ok=True)
+    (datasets / "mine.jsonl").write_text('{"prompt": "hand-made", "response": "keep me"}\n')
+    assert cli(["export", "--name", "mine"]) == 2
+    err = capsys.readouterr().err
+    assert "mine.jsonl already exists" in err and "nothing was written" in err
+    assert "--overwrite" in err
+    assert (
+        datasets / "mine.jsonl"
+    ).read_text() == '{"prompt": "hand-made", "response": "keep me"}\n'
+    assert not (datasets / "mine-pairs.jsonl").exists()
+    (datasets / "theirs-pairs.jsonl").write_text("{}\n")  # either file refuses the export
+    with pytest.raises(ValueError, match="theirs-pairs.jsonl already exists"):
+        export(store, datasets, "theirs")
+    assert not (datasets / "theirs.jsonl").exists()
+    assert cli(["export", "--name", "mine", "--overwrite"]) == 0
+    assert "1 SFT rows" in capsys.readouterr().out
+    assert json.loads((datasets / "mine.jsonl").read_text())["source"] == f"feedback:{down['id']}"
