@@ -3,9 +3,12 @@ into an evaluation report, its summary.md and the Evaluate tab's notes."""
 
 from __future__ import annotations
 
+import sqlite3
+
 from eval.checks.attach import attach_speak_check
 from eval.checks.speak_check import knowledge_of, speak_checks
 from eval.report import EvalReport, summary_markdown
+from knowledge.answer_check import checker_for
 from knowledge.passages import Passage
 from knowledge.store import KnowledgeShelf
 from ui.views.evaluation import support_note
@@ -23,7 +26,8 @@ ROWS = [
     ("cancel my order", "Your order is cancelled; nothing will be charged.", "cancel"),
     ("please cancel the order I placed", "The order is cancelled, you are not charged.", "cancel"),
 ]
-# The cancel rows teach the classifiers but are articles: no past answer to re-answer with.
+# The cancel rows teach the classifiers but are articles, unlabelled once the classifiers are
+# fitted (shelf_without_cancel_answers): nothing to re-answer a cancel question with.
 PASSAGES = [
     Passage(q, a, f"row {i}", "article" if y == "cancel" else "past_answer", q, y)
     for i, (q, a, y) in enumerate(ROWS, start=1)
@@ -65,8 +69,15 @@ def report_with(answers: dict) -> EvalReport:
     )
 
 
+def shelf_without_cancel_answers() -> None:
+    version, _ = KnowledgeShelf().add("answers-tiny", PASSAGES, ["tiny.csv"])
+    checker_for(version)  # fitted (and kept) while the cancel questions are labelled
+    with sqlite3.connect(version.index_path) as db:
+        db.execute("UPDATE passages SET intent = '' WHERE kind = 'article'")
+
+
 def test_each_outcome_is_counted_per_model_in_the_report(home):
-    KnowledgeShelf().add("answers-tiny", PASSAGES, ["tiny.csv"])
+    shelf_without_cancel_answers()
     manifests = {"a": {"knowledge": {"name": "answers-tiny", "version": "v1"}}}
     report = report_with({"base": ANSWERS, "a": [ANSWERS[0], ADDRESS, ANSWERS[2]]})
     attach_speak_check(report, manifests, ["refund", "address", "cancel"])
