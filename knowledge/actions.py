@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.user_text import check_unicode, cut
+from core.user_text import check_unicode, cut, quote
 from knowledge.importers import read_passages
 from knowledge.passages import spells_control
 from knowledge.routing import routed_search
@@ -61,6 +61,31 @@ def import_files(
         f"Imported {len(passages):,} passage(s) from {len(files)} file(s) "
         f"into {name} {version.version} "
         f"({version.passages:,} passages in all, fingerprint {version.fingerprint})."
+    ) + label_note(version)
+
+
+def label_note(version) -> str:
+    """A sentence (with a leading space) on articles labelled with an intent no past answer of
+    ``version`` has: routing never names it, so they are shown as unlabelled articles are; "" when
+    every label matches."""
+    every = [p for _, p in version.passages_page()]
+    known = {p.intent for p in every if p.kind == "past_answer" and p.intent}
+    stray = {}
+    for p in every:
+        if p.kind != "past_answer" and p.intent and p.intent not in known:
+            stray.setdefault(p.intent, p.title)
+    if not stray:
+        return ""
+    named = ", ".join(f"{intent} ({quote(title, 40)})" for intent, title in sorted(stray.items()))
+    if not known:
+        return (
+            f" Articles labelled with an intent take effect beside past answers of that intent, "
+            f"and {version.name} {version.version} has none: import the past answers into the "
+            f"same knowledge base ({named})."
+        )
+    return (
+        f" {len(stray)} label(s) match no past answer's intent here, so those articles are shown "
+        f"as unlabelled ones are: {named}. Check the spelling against the data's intents."
     )
 
 

@@ -161,3 +161,22 @@ def test_a_search_not_routed_shows_the_article_of_its_best_past_answers_intent(s
     # Asked not to route, the search stays BM25's own.
     plain = routed_search(version, question, 1, route=False)
     assert plain.hits[0].passage.kind == "past_answer"
+
+
+def test_an_import_says_when_a_label_matches_no_past_answers_intent(shelf, tmp_path):
+    typo = HELP_CENTER.replace("intent: return_item", "intent: retrun_item")
+    (tmp_path / "help.md").write_text(typo, encoding="utf-8")
+    said = actions.import_files([tmp_path / "past.csv", tmp_path / "help.md"], "shop", shelf=shelf)
+    assert said.endswith(
+        " 1 label(s) match no past answer's intent here, so those articles are shown as "
+        "unlabelled ones are: retrun_item ('Returning an item'). Check the spelling against the "
+        "data's intents."
+    )
+    assert routed_search(shelf.get("shop"), "send back the shoes please", 1).hits[
+        0
+    ].passage.kind == ("past_answer")
+    alone = actions.import_files([tmp_path / "help.md"], "articles", shelf=shelf)
+    assert "take effect beside past answers of that intent, and articles v1 has none" in alone
+    (tmp_path / "help.md").write_text(HELP_CENTER, encoding="utf-8")
+    fixed = actions.import_files([tmp_path / "help.md"], "shop", shelf=shelf)
+    assert fixed.startswith("Imported 2 passage(s)") and fixed.endswith(").")
