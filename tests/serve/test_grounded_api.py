@@ -125,3 +125,38 @@ def test_a_lone_surrogate_in_knowledge_is_a_400_naming_it(url):
     error = answer.json()["error"]
     assert error["param"] == "knowledge"
     assert error["message"].startswith("knowledge contains a character that is not valid Unicode")
+
+
+def test_a_labelled_article_is_what_a_served_answer_is_shown(url, tmp_path):
+    """The policy-change story through /v1 and the openai client: past answers say 30 days, the
+    team's article labelled with the intent says 60; the article is the passage shown."""
+    import openai
+
+    from knowledge import actions
+
+    rows = [
+        ("how do I return an item", "Returns are accepted within 30 days.", "return_item"),
+        ("can I send back the shoes", "Send them back within 30 days.", "return_item"),
+        ("return policy for a jacket", "Return it within 30 days, unworn.", "return_item"),
+        ("where is my parcel", "Track it from the link in your email.", "track_order"),
+        ("track my order", "The tracking link is in your shipping email.", "track_order"),
+        ("my package has not arrived", "Follow the tracking link.", "track_order"),
+    ]
+    (tmp_path / "past.csv").write_text(
+        "question,answer,intent\n" + "".join(f'"{q}","{a}",{y}\n' for q, a, y in rows)
+    )
+    (tmp_path / "help.md").write_text(
+        "## Returns\n\n<!-- intent: return_item -->\n\nReturns are free for 60 days.\n"
+    )
+    actions.import_files([tmp_path / "past.csv", tmp_path / "help.md"], "shop")
+    article = next(i for i, _ in KnowledgeShelf().get("shop").articles_of("return_item"))
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+    answer = client.chat.completions.create(
+        model="a",
+        messages=[{"role": "user", "content": "can I return the jacket I bought"}],
+        max_tokens=4,
+        temperature=0,
+        extra_body={"knowledge": "shop"},
+    )
+    grounding = answer.model_extra["tunedesk_grounding"]
+    assert grounding["passage_ids"] == [article] and grounding["intent"] == "return_item"
