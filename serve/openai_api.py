@@ -286,34 +286,7 @@ class OpenAIServer(ShelfModels):
         alias chose it)."""
         is_llama = getattr(engine, "name", "") == "llama.cpp"
         if chat.tools and is_llama:
-            stopping = getattr(self.engines, "stopping", None)
-            answer_id = new_answer_id()
-
-            def remember_tools(message: dict) -> None:  # votable by its id, as any answer
-                self.feedback.record(
-                    answer_id,
-                    adapter or "base",
-                    self.engines.weights_hash(adapter),
-                    label(engine),
-                    chat.messages,
-                    message["content"],
-                    tool_calls=message["tool_calls"],
-                )
-
-            response = await relay_tools(
-                engine,
-                relay_body(chat),
-                chat.stream,
-                chat.model,
-                adapter,
-                bounded=lambda parts: bounded(parts, answer_bound(), stopping),
-                answer_id=answer_id,
-                remember=remember_tools,
-            )
-            release()  # counted until llama-server has it (a relayed stream is its own)
-            response.headers[VERSION_HEADER] = adapter or "base"
-            response.headers[PIN_HEADER] = label(engine)
-            return response
+            return await self._relay(chat, engine, release, adapter, pick)
         if chat.json_schema is not None and not is_llama:
             raise RequestError(
                 "'response_format' needs the llama.cpp engine, which does not serve "
@@ -404,6 +377,46 @@ class OpenAIServer(ShelfModels):
             },
             headers=headers,
         )
+
+    async def _relay(self, chat: ChatRequest, engine, release, adapter: str | None, pick: Pick):
+        """A tool-calling request relayed to llama-server: named, bounded, kept for
+        ``/v1/feedback`` and counted in ``pick``'s version's figures as every answer is (a
+        failure llama-server answers, 5xx, is an error; a request it refuses, 4xx, is not
+        counted, as a bad request here is not)."""
+        stopping = getattr(self.engines, "stopping", None)
+        answer_id = new_answer_id()
+
+        def remember_tools(message: dict) -> None:  # votable by its id, as any answer
+            self.feedback.record(
+                answer_id,
+                adapter or "base",
+                self.engines.weights_hash(adapter),
+                label(engine),
+                chat.messages,
+                message["content"],
+                tool_calls=message["tool_calls"],
+            )
+
+        response = await relay_tools(
+            engine,
+            relay_body(chat),
+            chat.stream,
+            chat.model,
+            adapter,
+            bounded=lambda parts: bounded(parts, answer_bound(), stopping),
+            answer_id=answer_id,
+            remember=remember_tools,
+            timed=lambda events, whole: self.stats.timed(pick.version, events, pick.started, whole),
+        )
+        release()  # counted until llama-server has it (a relayed stream is its own)
+        if not isinstance(response, StreamingResponse):  # a stream counts itself as it ends
+            if response.status_code < 400:  # whole: no first token known
+                self.stats.record(pick.version, "ok", None, time.perf_counter() - pick.started)
+            elif response.status_code >= 500:
+                self.stats.record(pick.version, "error")
+        response.headers[VERSION_HEADER] = adapter or "base"
+        response.headers[PIN_HEADER] = label(engine)
+        return response
 
     async def _metrics(self, request: Request):
         from fastapi.responses import PlainTextResponse

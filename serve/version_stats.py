@@ -2,7 +2,9 @@
 
 For each version (an adapter's name, ``base`` for the base model), the ``/v1`` answers of a
 recent window (default 15 minutes), whether the request named an alias or the adapter itself:
-requests, errors, first-token and full-answer p50 / p95, and buckets over time for plots;
+requests, errors, first-token and full-answer p50 / p95, and buckets over time for plots
+(relayed tool-calling answers too: a whole one's first token is not known, so only streamed
+ones give it);
 beside them, the thumbs-down rate from the ratings clients gave that version's weights (the
 store's ratings, each answer counted once). Enough to judge a canary by looking at it. A
 client that hangs up counts as a request, neither error nor full answer. Chat and Compare in
@@ -107,16 +109,18 @@ class VersionStats:
         self.flush()
         return outcome_rows(self.store, version, since)
 
-    async def timed(self, version: str, deltas, started: float):
+    async def timed(self, version: str, deltas, started: float, whole=None):
         """``deltas`` passed through, timed from ``started`` (``time.perf_counter``) and
-        recorded when the answer ends, fails or is dropped."""
+        recorded when the answer ends, fails or is dropped. ``whole``: says, once ``deltas``
+        ended, whether the answer came whole (a relayed stream can end without its finish:
+        an error event, an upstream gone); not whole is an error."""
         first, outcome = None, "cancelled"
         try:
             async for delta in deltas:
                 if first is None:
                     first = time.perf_counter() - started
                 yield delta
-            outcome = "ok"
+            outcome = "ok" if whole is None or whole() else "error"
         except Exception:
             outcome = "error"
             raise

@@ -35,6 +35,7 @@ async def relay_tools(
     bounded=None,
     answer_id: str | None = None,
     remember=None,
+    timed=None,
 ):
     """Relay a chat request with tools (``body``: :func:`serve.requests.relay_body`) to the least
     busy upstream holding ``adapter``'s LoRA; the answer comes back as llama-server gave it,
@@ -44,7 +45,9 @@ async def relay_tools(
     ``bounded``: wraps a stream's chunks in the answer's time bounds
     (:func:`serve.streaming.bounded`); None: unbounded. ``remember``: called in a worker thread
     with the whole answer's ``{"content": text, "tool_calls": [{"name", "arguments"}]}`` once
-    it has arrived (not for an error, or a stream that ended before its finish).
+    it has arrived (not for an error, or a stream that ended before its finish). ``timed``:
+    wraps a stream's events, given them and a callable saying whether the answer came whole
+    (:meth:`serve.version_stats.VersionStats.timed`); a whole answer is the caller's to count.
 
     Raises:
         ValueError: the adapter cannot serve.
@@ -87,6 +90,8 @@ async def relay_tools(
     events = renamed(parts, model, engine.label, answer_id, answer)
     if remember is not None:
         events = _remembered(events, answer, remember)
+    if timed is not None:
+        events = timed(events, lambda: answer.finished)
     return StreamingResponse(
         events,
         media_type="text/event-stream",

@@ -163,3 +163,22 @@ def test_with_a_store_the_outcomes_are_written_after_the_answer_and_every_replic
     assert [r[1] for r in outcome_rows(store, "v4", 0)] == ["ok", "error"]
     assert other.counts("v4") == (2, 1) and other.summary("v4")["first_token_p50_s"] == 0.2
     assert VersionStats(store=open_store(home)).counts("v4") == (2, 1)  # a restart keeps them
+
+
+def test_a_stream_that_ends_without_its_finish_counts_as_an_error():
+    """A relayed stream can end with no finish (an error event, an upstream gone): not whole."""
+    import time
+
+    stats = VersionStats()
+
+    async def events():
+        yield b"data: {}\n\n"
+
+    async def read(whole: bool):
+        timed = stats.timed("v5", events(), time.perf_counter(), whole=lambda: whole)
+        return [e async for e in timed]
+
+    asyncio.run(read(True))
+    asyncio.run(read(False))
+    got = stats.summary("v5")
+    assert (got["requests"], got["errors"]) == (2, 1) and got["answer_p50_s"] is not None

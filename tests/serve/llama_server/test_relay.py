@@ -147,3 +147,38 @@ def test_a_vote_sent_as_soon_as_a_relayed_stream_ends_finds_its_answer(llama_ses
             )
     assert got.status_code == 200, got.text
     assert [r["tool_calls"] for r in store.ratings()] == [[{"name": "track_order"}]]
+
+
+def test_relayed_answers_count_in_their_versions_live_figures(llama_session):
+    """Every /v1 answer counts (docs/serving.md); a relayed one was left out, so a version's
+    tool-calling traffic showed only its failures."""
+    from fastapi import FastAPI
+
+    from serve.openai_api import OpenAIServer
+    from serve.version_stats import VersionStats
+
+    stats = VersionStats()
+    with stand_in_llama_server() as (url, drops, _seen):
+        engine = LlamaServerEngine(
+            llama_session, Upstreams(None, [url]), lora_file=lambda name: None, ctx_per_slot=512
+        )
+        engines = Engines(
+            llama_session, "llama.cpp", llama_factory=lambda session, max_queue: engine
+        )
+        engines.prepare()
+        app = FastAPI()
+        app.include_router(OpenAIServer(engines, stats=stats).router())
+        with serving(app) as api:
+            client = openai.OpenAI(base_url=f"{api}/v1", api_key="k", max_retries=0, timeout=30)
+            asked = {"model": "base", "messages": MSGS, "tools": TRACK_ORDER_TOOLS}
+            client.chat.completions.create(**asked, max_tokens=8)
+            assert list(client.chat.completions.create(**asked, max_tokens=8, stream=True))
+            got = stats.summary("base")
+            assert (got["requests"], got["errors"]) == (2, 0)
+            # each timed to its end; the first token only where it streamed
+            assert 0 < got["first_token_p50_s"] <= got["answer_p95_s"]
+            drops["left"] = 2  # the upstream never answers: a 502, one error
+            with pytest.raises(openai.APIStatusError):
+                client.chat.completions.create(**asked, max_tokens=8)
+    got = stats.summary("base")
+    assert (got["requests"], got["errors"]) == (3, 1)
