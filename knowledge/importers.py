@@ -6,14 +6,12 @@
 - HTML: tags stripped with the standard library's parser (scripts and styles dropped), the
   title from ``<title>``, else the first ``<h1>``; one passage per page.
 - Plain text: one passage per file, titled by its first line.
-- CSV and JSONL: one passage per row. ``question``/``answer`` columns (or any pair the
-  training data's column names allow, such as Bitext's ``instruction``/``response``) make
-  past answers; ``title``/``body`` (or ``text``) make articles, labelled by an ``intent``
-  column where there is one. A JSONL row may instead hold
-  a ``messages`` list: its last user turn and the assistant's answer are the pair.
+- CSV and JSONL: one passage per row, by its columns (:mod:`knowledge.tables`).
 
 Bad input is one sentence (:class:`ImportProblem`): a file that is not text, an empty file,
-a table whose columns say neither questions and answers nor titles and bodies.
+a table whose columns say neither questions and answers nor titles and bodies. Rows and
+sections that give no passage (an empty answer, a heading with nothing under it) are left
+out and counted with their lines (:func:`read_file`), so the import can say so.
 """
 
 from __future__ import annotations
@@ -25,9 +23,12 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-from core.columns import MESSAGES_NAMES, PROMPT_NAMES, RESPONSE_NAMES
 from core.user_text import cut
+from knowledge.import_report import FileRead, ImportProblem, Skip, counted
 from knowledge.passages import Passage, check
+from knowledge.tables import table_passages
+
+__all__ = ["FileRead", "ImportProblem", "read_file", "read_passages", "table_passages"]
 
 FORMATS = {
     ".md": "markdown",
@@ -40,19 +41,18 @@ FORMATS = {
     ".jsonl": "jsonl",
     ".json": "jsonl",
 }
-TITLE_NAMES = ("title", "name", "subject", "heading")
-BODY_NAMES = ("body", "text", "content", "article", "macro")
-LABEL_NAMES = ("intent", "category", "tag", "label")  # as the release checks look for one
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _INTENT_MARK = re.compile(r"^\s*<!--\s*intent\s*:\s*(\S+?)\s*-->\s*$", re.IGNORECASE)
 
 
-class ImportProblem(ValueError):
-    """A file that cannot become passages, said in one sentence."""
-
-
 def read_passages(path: str | Path, kind: str | None = None) -> list[Passage]:
-    """The passages of one file, by its extension.
+    """The passages of one file, by its extension (:func:`read_file`'s, without the count of
+    what it left out)."""
+    return read_file(path, kind).passages
+
+
+def read_file(path: str | Path, kind: str | None = None) -> FileRead:
+    """The passages of one file, by its extension, and the rows or sections it left out.
 
     Args:
         path: a ``.md``, ``.html``, ``.txt``, ``.csv`` or ``.jsonl`` file.
@@ -60,7 +60,8 @@ def read_passages(path: str | Path, kind: str | None = None) -> list[Passage]:
             ``article`` otherwise.
 
     Raises:
-        ImportProblem: an unknown extension, a binary or empty file, an unknown column layout.
+        ImportProblem: an unknown extension, a binary or empty file, an unknown column layout,
+            no passage with text (with what was left out and why).
     """
     path = Path(path)
     fmt = FORMATS.get(path.suffix.lower())
@@ -70,21 +71,20 @@ def read_passages(path: str | Path, kind: str | None = None) -> list[Passage]:
             f"import one of {', '.join(sorted(FORMATS))}"
         )
     text = _text_of(path)
-    reader = {
-        "markdown": markdown_passages,
-        "html": html_passages,
-        "text": text_passages,
-        "csv": csv_passages,
-        "jsonl": jsonl_passages,
-    }[fmt]
-    passages = reader(text, path.name)
+    skipped: list[Skip] = []
+    if fmt in ("html", "text"):  # one passage a file: nothing to count
+        passages = {"html": html_passages, "text": text_passages}[fmt](text, path.name)
+    else:
+        reader = {"markdown": markdown_passages, "csv": csv_passages, "jsonl": jsonl_passages}
+        passages = reader[fmt](text, path.name, skipped=skipped)
     if not passages:
-        raise ImportProblem(f"{cut(path.name)} holds no passage with text")
+        why = f": {counted(skipped)}" if skipped else ""
+        raise ImportProblem(f"{cut(path.name)} holds no passage with text{why}")
     if kind:
         passages = [
             Passage(p.title, p.text, p.source, kind, p.question, p.intent) for p in passages
         ]
-    return [check(p) for p in passages]
+    return FileRead(path.name, [check(p) for p in passages], tuple(skipped))
 
 
 def _text_of(path: Path) -> str:
@@ -111,27 +111,47 @@ def _text_of(path: Path) -> str:
     return text
 
 
-def markdown_passages(text: str, source: str) -> list[Passage]:
-    """One passage per heading; the heading is the title (outside fenced code)."""
-    passages, title, body, fenced = [], Path(source).stem, [], False
-    for line in text.splitlines():
-        fenced ^= line.lstrip().startswith("```")
-        match = None if fenced else _HEADING.match(line)
-        if match:
-            _add(passages, title, body, source)
-            title, body = match.group(2), []
-        else:
-            body.append(line)
-    _add(passages, title, body, source)
+def markdown_passages(
+    text: str, source: str, *, skipped: list[Skip] | None = None
+) -> list[Passage]:
+    """One passage per heading; the heading is the title (outside fenced code).
+
+    Args:
+        skipped: where a heading with no text under it is added (not one heading the deeper
+            sections after it, which is the page's structure).
+    """
+    sections = _sections(text, Path(source).stem)
+    passages = []
+    for i, (level, line, title, body) in enumerate(sections):
+        passage = _section_passage(title, body, source)
+        heads_deeper = i + 1 < len(sections) and sections[i + 1][0] > level
+        if passage is not None:
+            passages.append(passage)
+        elif level and not heads_deeper and skipped is not None:
+            skipped.append(Skip("section", "no text under the heading", "line", line, title))
     return passages
 
 
-def _add(passages: list, title: str, body: list[str], source: str) -> None:
+def _sections(text: str, stem: str) -> list[tuple[int, int, str, list[str]]]:
+    """``(level, line, title, body lines)`` per heading; first the text before any heading
+    (level 0, titled by the file's name)."""
+    sections, fenced = [(0, 1, stem, [])], False
+    for number, line in enumerate(text.splitlines(), start=1):
+        fenced ^= line.lstrip().startswith("```")
+        match = None if fenced else _HEADING.match(line)
+        if match:
+            sections.append((len(match.group(1)), number, match.group(2), []))
+        else:
+            sections[-1][3].append(line)
+    return sections
+
+
+def _section_passage(title: str, body: list[str], source: str) -> Passage | None:
     marks = [m.group(1) for m in map(_INTENT_MARK.match, body) if m]
     text = "\n".join(line for line in body if not _INTENT_MARK.match(line)).strip()
-    if text:
-        intent = marks[-1] if marks else ""
-        passages.append(Passage(title, text, f"{source}#{title}", intent=intent))
+    if not text:
+        return None
+    return Passage(title, text, f"{source}#{title}", intent=marks[-1] if marks else "")
 
 
 class _TextOfPage(HTMLParser):
@@ -196,125 +216,83 @@ def text_passages(text: str, source: str) -> list[Passage]:
     return [Passage(first[:120], text.strip(), source)]
 
 
-def csv_passages(text: str, source: str) -> list[Passage]:
-    """One passage per row of a CSV with a header."""
-    try:
-        rows = list(csv.DictReader(io.StringIO(text)))
-    except csv.Error as err:
-        raise ImportProblem(f"{cut(source)} is not a readable CSV ({err})") from None
+def csv_passages(text: str, source: str, *, skipped: list[Skip] | None = None) -> list[Passage]:
+    """One passage per row of a CSV with a header (``skipped``: rows giving none, by line)."""
+    rows, lines = _csv_rows(text, source)
     if not rows:
         raise ImportProblem(f"{cut(source)} has a header but no rows")
-    return table_passages(rows, list(rows[0]), source)
+    return table_passages(rows, list(rows[0]), source, numbers=lines, unit="line", skipped=skipped)
 
 
-def jsonl_passages(text: str, source: str) -> list[Passage]:
-    """One passage per JSON object, one object a line (or one JSON list of objects)."""
+def _csv_rows(text: str, source: str) -> tuple[list[dict], list[int]]:
+    """The rows, and the line each begins on (a quoted field may hold line breaks)."""
+    reader = csv.DictReader(io.StringIO(text))
+    physical = text.split("\n")  # as StringIO splits lines, so as reader.line_num counts them
+    rows, lines = [], []
+    try:
+        if not reader.fieldnames:  # reads the header
+            return [], []
+        end = reader.line_num
+        for row in reader:
+            start = end + 1
+            while start < reader.line_num and not physical[start - 1].strip("\r"):
+                start += 1  # blank lines between rows are no rows
+            rows.append(row)
+            lines.append(start)
+            end = reader.line_num
+    except csv.Error as err:
+        raise ImportProblem(f"{cut(source)} is not a readable CSV ({err})") from None
+    return rows, lines
+
+
+def jsonl_passages(text: str, source: str, *, skipped: list[Skip] | None = None) -> list[Passage]:
+    """One passage per JSON object, one object a line (or one JSON list of objects).
+
+    Args:
+        skipped: where rows giving no passage are added, by line (in a JSON list: by item,
+            an item that is not an object among them).
+    """
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
-            rows = json.loads(stripped)
+            items = json.loads(stripped)
         except ValueError as err:
             raise ImportProblem(f"{cut(source)} is not a JSON list ({err})") from None
-        rows = [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+        items = items if isinstance(items, list) else []
+        numbers = [n for n, item in enumerate(items, start=1) if isinstance(item, dict)]
+        rows, unit = [items[n - 1] for n in numbers], "item"
+        if skipped is not None:
+            skipped += [
+                Skip("row", "not a JSON object", unit, n)
+                for n, item in enumerate(items, start=1)
+                if not isinstance(item, dict)
+            ]
     else:
-        rows = []
+        rows, numbers, unit = [], [], "line"
         for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as err:
-                raise ImportProblem(
-                    f"{cut(source)}: line {number} is not JSON ({err.msg}, column {err.colno}); "
-                    "expected one JSON object per line"
-                ) from None
-            if not isinstance(row, dict):
-                raise ImportProblem(
-                    f"{cut(source)}: line {number} is a JSON {type(row).__name__}, not an "
-                    "object; expected one JSON object per line"
-                )
-            rows.append(row)
+            if line.strip():
+                rows.append(_json_object(line, number, source))
+                numbers.append(number)
     if not rows:
         raise ImportProblem(f"{cut(source)} holds no JSON object")
     columns = list(dict.fromkeys(k for r in rows for k in r))
-    return table_passages(rows, columns, source)
+    found = table_passages(rows, columns, source, numbers=numbers, unit=unit, skipped=skipped)
+    if skipped is not None:
+        skipped.sort(key=lambda s: s.number)
+    return found
 
 
-def table_passages(rows: list[dict], columns: list[str], source: str) -> list[Passage]:
-    """Rows of a table as passages, by the column layout they show.
-
-    Raises:
-        ImportProblem: the columns hold neither question/answer pairs, nor messages, nor
-            title/body articles.
-    """
-    lower = {c.lower(): c for c in columns if isinstance(c, str)}
-    question = _first(lower, PROMPT_NAMES)
-    answer = _first(lower, RESPONSE_NAMES, exclude=question)
-    messages = _first(lower, MESSAGES_NAMES)
-    title, body = _first(lower, TITLE_NAMES), _first(lower, BODY_NAMES)
-    label = _first(lower, LABEL_NAMES)  # kept with each pair, for the check before sending
-    if not ((question and answer) or messages or body):
-        found = ", ".join(map(str, columns))
+def _json_object(line: str, number: int, source: str) -> dict:
+    try:
+        row = json.loads(line)
+    except ValueError as err:
         raise ImportProblem(
-            f"{cut(source)}: cannot tell which columns hold the text (columns: {found}); "
-            "expected question/answer (or instruction/response), messages, or title/body"
+            f"{cut(source)}: line {number} is not JSON ({err.msg}, column {err.colno}); "
+            "expected one JSON object per line"
+        ) from None
+    if not isinstance(row, dict):
+        raise ImportProblem(
+            f"{cut(source)}: line {number} is a JSON {type(row).__name__}, not an "
+            "object; expected one JSON object per line"
         )
-    passages = []
-    for i, row in enumerate(rows, start=1):
-        where = f"{source}:row {i}"
-        if question and answer:
-            passages.append(
-                _pair(_field(row, question), _field(row, answer), where, _field(row, label))
-            )
-        elif messages:
-            passages.append(_pair(*_last_exchange(row.get(messages)), where))
-        else:
-            text = _field(row, body)
-            passages.append(
-                Passage(_field(row, title) or text[:80], text, where, intent=_field(row, label))
-            )
-    return [p for p in passages if p is not None and p.text.strip()]
-
-
-def _first(lower: dict, names: tuple, exclude: str | None = None) -> str | None:
-    return next((lower[n] for n in names if n in lower and lower[n] != exclude), None)
-
-
-def _field(row: dict, column: str | None) -> str:
-    value = row.get(column) if column else None
-    return value.strip() if isinstance(value, str) else ""
-
-
-def _pair(question: str, answer: str, source: str, intent: str = "") -> Passage | None:
-    if not answer:
-        return None
-    return Passage(question[:120] or answer[:80], answer, source, "past_answer", question, intent)
-
-
-def _last_exchange(messages) -> tuple[str, str]:
-    """The last user turn and the assistant answer after it, from a list of messages."""
-    if not isinstance(messages, list):
-        return "", ""
-    turns = [
-        (m.get("role"), _content_text(m.get("content"))) for m in messages if isinstance(m, dict)
-    ]
-    turns = [(role, text) for role, text in turns if text is not None]
-    for i in range(len(turns) - 1, 0, -1):
-        if turns[i][0] == "assistant" and turns[i - 1][0] == "user":
-            return turns[i - 1][1].strip(), turns[i][1].strip()
-    return "", ""
-
-
-def _content_text(content) -> str | None:
-    """A message's text: a string, or OpenAI's content parts (their ``text`` parts joined);
-    None for anything else."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = [
-            p["text"]
-            for p in content
-            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
-        ]
-        return "\n".join(texts) if texts else None
-    return None
+    return row

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from knowledge.importers import ImportProblem, read_passages
+from knowledge.importers import ImportProblem, read_file, read_passages
 
 
 def write(tmp_path, name, text):
@@ -144,3 +144,67 @@ def test_bad_input_is_one_sentence(tmp_path, name, content, said):
     with pytest.raises(ImportProblem, match=said) as err:
         read_passages(path)
     assert "\n" not in str(err.value) and name in str(err.value)
+
+
+def test_rows_left_out_are_counted_by_reason_and_line(tmp_path):
+    path = write(
+        tmp_path,
+        "faq.csv",
+        "question,answer\n"
+        "Where is my order?,Track it in My Orders.\n"
+        "Empty answer?,\n"
+        '"A question\nover two lines",\n'
+        "Gift cards?,They never expire.\n"
+        "Blank too?,   \n",
+    )
+    found = read_file(path)
+    assert [p.question for p in found.passages] == ["Where is my order?", "Gift cards?"]
+    assert found.note == "faq.csv: 3 rows skipped: empty answer (lines 3, 4, 7)."
+
+
+def test_jsonl_rows_whose_answer_is_not_text_are_counted_apart(tmp_path):
+    rows = [
+        {"instruction": "refund?", "response": "Here is how."},
+        {"instruction": "how many days?", "response": 30},
+        {"instruction": "no answer", "response": None},
+        {"messages": [{"role": "user", "content": "hi"}]},
+        {"instruction": "list?", "response": ["a", "b"]},
+    ]
+    lines = [json.dumps(r) for r in rows]
+    text = "\n".join(lines[:2]) + "\n\n" + "\n".join(lines[2:])
+    found = read_file(write(tmp_path, "d.jsonl", text + "\n"))
+    assert [p.text for p in found.passages] == ["Here is how."]
+    assert found.note == (
+        "d.jsonl: 4 rows skipped: answer is not text (lines 2, 6), empty answer (lines 4, 5)."
+    )
+
+
+def test_articles_with_an_empty_body_and_empty_sections_are_counted(tmp_path):
+    found = read_file(
+        write(tmp_path, "kb.csv", "title,body\nWarranty,Two years.\nReturns,\nGift cards,  \n")
+    )
+    assert found.note == "kb.csv: 2 rows skipped: empty body (lines 3, 4)."
+    md = write(
+        tmp_path,
+        "help.md",
+        "# Help center\n## Refunds\nWithin 30 days.\n## Shipping\n\n## Fees\n"
+        "<!-- intent: fees -->\n## Warranty\nTwo years.\n",
+    )
+    found = read_file(md)
+    assert [p.title for p in found.passages] == ["Refunds", "Warranty"]
+    # "Help center" heads the sections under it: structure, not a section left out
+    assert found.note == (
+        "help.md: 2 sections skipped: no text under the heading (line 4 'Shipping', line 6 'Fees')."
+    )
+
+
+def test_a_file_whose_rows_are_all_left_out_says_why(tmp_path):
+    path = write(tmp_path, "faq.csv", "question,answer\nOne?,\nTwo?,\n")
+    with pytest.raises(ImportProblem, match=r"faq.csv holds no passage with text") as err:
+        read_passages(path)
+    assert "2 rows skipped: empty answer (lines 2, 3)" in str(err.value)
+
+
+def test_a_clean_file_has_no_note(tmp_path):
+    found = read_file(write(tmp_path, "kb.csv", "title,body\nWarranty,Two years.\n"))
+    assert found.note == "" and found.skipped == ()

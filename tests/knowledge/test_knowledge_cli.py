@@ -108,3 +108,15 @@ def test_help_lists_every_command_and_defaults_in_a_real_process(home):
         timeout=60,
     )
     assert run.returncode == 2 and "invalid choice" in run.stderr
+
+
+def test_import_says_how_many_rows_were_skipped_and_why(home, tmp_path, capsys):
+    faq = tmp_path / "faq.csv"
+    faq.write_text("question,answer\nOne?,Yes.\nTwo?,\nThree?,Sure.\nFour?,\n")
+    assert main(["import", str(faq), "--name", "kb"]) == 0
+    out = capsys.readouterr().out
+    assert "Imported 2 passage(s) from 1 file(s) into kb v1" in out
+    assert "faq.csv: 2 rows skipped: empty answer (lines 3, 5)." in out
+    assert main(["import", str(faq), "--name", "kb"]) == 0  # nothing new: still said
+    out = capsys.readouterr().out
+    assert "no new version made" in out and "2 rows skipped: empty answer" in out
