@@ -24,6 +24,12 @@ END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<
 # writes before a finished conversation's last answer, so training learns the answer alone and
 # the answer starts where it was trained to; templates without the variable ignore it.
 TEMPLATE_OPTIONS = {"enable_thinking": False}
+# The control-token spellings the chat templates TuneDesk serves share (ChatML, Llama 3, Gemma,
+# Phi, Mistral): what text is checked for when no tokenizer is at hand (a passage on the shelf,
+# a correction exported for whatever base model trains next); with one, its own special tokens.
+COMMON_CONTROL = re.compile(
+    r"<\|[A-Za-z0-9_]{1,40}\|>|<start_of_turn>|<end_of_turn>|</?s>|\[/?INST\]"
+)
 
 
 def has_chat_template(tokenizer) -> bool:

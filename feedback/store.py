@@ -25,7 +25,6 @@ left as they were. Nothing leaves the home folder (or the database named).
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -34,18 +33,12 @@ from pathlib import Path
 from core.redact import redact
 from core.store.home import open_store
 from core.store.tables import get_answer, put_answer, put_ratings, rating_rows
+from core.templates import COMMON_CONTROL
 from core.user_text import check_unicode
 
 RATINGS = ("up", "down")
 MAX_CORRECTION_CHARS = 8000
 MAX_INTENT_CHARS = 80
-# The control-token spellings of the chat templates TuneDesk serves (ChatML, Llama 3, Gemma,
-# Phi, Mistral), as knowledge/passages.py looks for them (feedback may not import knowledge):
-# a correction is exported as training data for whatever base model trains next, so no one
-# tokenizer's list decides.
-CONTROL_SPELLINGS = re.compile(
-    r"<\|[A-Za-z0-9_]{1,40}\|>|<start_of_turn>|<end_of_turn>|</?s>|\[/?INST\]"
-)
 
 
 @dataclass
@@ -278,7 +271,8 @@ def check_no_nul(text: str, what: str) -> str:
 def control_spelling(text) -> str | None:
     """The first chat-template control-token spelling in ``text`` (``<|im_start|>`` ...), or
     None (also for what is not text)."""
-    found = CONTROL_SPELLINGS.search(text) if isinstance(text, str) else None
+    # exported as training data for whatever base model trains next: no one tokenizer decides
+    found = COMMON_CONTROL.search(text) if isinstance(text, str) else None
     return found.group() if found else None
 
 

@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import asdict, dataclass
 
+from core.templates import COMMON_CONTROL
+
 KINDS = ("past_answer", "article", "macro")
-# Spellings shared by the chat templates TuneDesk serves (ChatML, Llama 3, Gemma, Phi, Mistral):
-# used when no tokenizer is at hand; with one, its own special tokens are the list.
-_GENERIC_CONTROL = re.compile(
-    r"<\|[A-Za-z0-9_]{1,40}\|>|<start_of_turn>|<end_of_turn>|</?s>|\[/?INST\]"
-)
 
 
 @dataclass(frozen=True)
@@ -77,7 +73,7 @@ def control_spellings(text: str, tokenizer=None) -> list[str]:
         from core.templates import control_strings
 
         return control_strings(tokenizer, text)
-    return _GENERIC_CONTROL.findall(text or "")
+    return COMMON_CONTROL.findall(text or "")
 
 
 def spells_control(passage: Passage, tokenizer=None) -> bool:
