@@ -20,6 +20,12 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--limit", type=int, default=20, help="passages shown with --version (default: %(default)s)"
     )
+    p.add_argument(
+        "--offset",
+        type=int,
+        default=0,
+        help="with --version: passages skipped first, in id order (default: %(default)s)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object a line")
 
 
@@ -31,8 +37,10 @@ def main(args) -> int:
             raise ValueError("--version needs a knowledge base name")
         if not 1 <= args.limit <= MAX_LIMIT:
             raise ValueError(f"--limit must be from 1 to {MAX_LIMIT:,} passages, not {args.limit}")
-        rows = passage_rows(args.name, args.version, limit=args.limit)
-        columns = ("id", "kind", "title", "source")
+        if not 0 <= args.offset <= MAX_LIMIT:
+            raise ValueError(f"--offset must be from 0 to {MAX_LIMIT:,}, not {args.offset}")
+        rows = passage_rows(args.name, args.version, offset=args.offset, limit=args.limit)
+        columns = ("id", "kind", "intent", "title", "source")
     else:
         rows = version_rows(args.name)
         columns = ("name", "version", "passages", "created", "fingerprint", "sources")
@@ -40,7 +48,8 @@ def main(args) -> int:
         for row in rows:
             print(json.dumps(row, ensure_ascii=False))
     elif not rows and args.version is not None:
-        print(f"{args.name} {args.version} holds no passages.")
+        after = f" after the first {args.offset:,}" if args.offset else ""
+        print(f"{args.name} {args.version} holds no passages{after}.")
     elif not rows:
         print("The knowledge shelf is empty: import a file (python -m knowledge import FILE).")
     else:
@@ -52,6 +61,8 @@ def main(args) -> int:
 
 def _cell(row: dict, column: str) -> str:
     value = row.get(column)
+    if column == "intent" and not value:
+        return "-"  # no label
     if isinstance(value, list):
         value = ", ".join(map(str, value))
     text = str(value)

@@ -180,3 +180,22 @@ def test_an_import_says_when_a_label_matches_no_past_answers_intent(shelf, tmp_p
     (tmp_path / "help.md").write_text(HELP_CENTER, encoding="utf-8")
     fixed = actions.import_files([tmp_path / "help.md"], "shop", shelf=shelf)
     assert fixed.startswith("Imported 2 passage(s)") and fixed.endswith(").")
+
+
+def test_the_list_command_shows_each_passages_label_from_an_offset(home, tmp_path, capsys):
+    from knowledge.__main__ import main
+
+    (tmp_path / "help.md").write_text(HELP_CENTER, encoding="utf-8")
+    assert main(["import", str(tmp_path / "help.md"), "--name", "kb"]) == 0
+    capsys.readouterr()
+    assert main(["list", "kb", "--version", "v1", "--offset", "0", "--limit", "5"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["id", "kind", "intent", "title", "source"]
+    assert lines[1].split()[:3] == ["1", "article", "return_item"]
+    assert lines[2].split()[:3] == ["2", "article", "-"]
+    assert main(["list", "kb", "--version", "v1", "--offset", "1"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[0] == "2"
+    assert main(["list", "kb", "--version", "v1", "--offset", "2"]) == 0
+    assert capsys.readouterr().out == "kb v1 holds no passages after the first 2.\n"
+    assert main(["list", "kb", "--version", "v1", "--offset", "-1"]) == 2
+    assert "--offset must be from 0" in capsys.readouterr().err
