@@ -61,10 +61,11 @@ def build_train_tab(state: AppState) -> dict:
                     "\n".join(f"- {n}" for n in dev_offer.notes + p0.notes + q0.notes),
                     elem_id="hw-notes",
                 )
+                # No minimum on the number boxes: Gradio's own check refused a bad value with a
+                # bare "Error"; forms.to_config and finetune.config.validate say what is allowed.
                 budget = gr.Number(
                     d.train.time_budget_s / 60,
                     label="Time budget (minutes)",
-                    minimum=0,
                     elem_id="train-budget",
                     info="Train for this long, start to saved adapter: steps, learning-rate "
                     "schedule and validation are sized to end on time. 0 = use the steps / "
@@ -79,7 +80,10 @@ def build_train_tab(state: AppState) -> dict:
                         elem_id="train-batch",
                     )
                     accum = gr.Number(
-                        d.train.grad_accum, precision=0, label="Gradient accumulation", minimum=1
+                        d.train.grad_accum,
+                        precision=0,
+                        label="Gradient accumulation",
+                        elem_id="train-accum",
                     )
                 advanced = advanced_settings(d, state.adapter_choices())
                 name = gr.Textbox(label="Adapter name (optional)", elem_id="train-name")
@@ -262,7 +266,7 @@ def _helpdesk_import(source, path):
                 label="Column map (optional)", placeholder="ticket=case_no,role=sender,text=body"
             )
             roles = gr.Textbox(label="Role map (optional)", placeholder="Member=user,Rep=assistant")
-            held_out = gr.Number(0.1, label="Held out for evaluation", minimum=0, maximum=0.9)
+            held_out = gr.Number(0.1, label="Held out for evaluation", elem_id="import-held-out")
         run = gr.Button("Import and preview", elem_id="import-run")
         report = gr.Markdown(elem_id="import-report")
         shown = gr.Dataframe(

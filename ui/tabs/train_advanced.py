@@ -29,7 +29,6 @@ def advanced_settings(d: RunConfig, adapter_choices: list[str]) -> dict:
             c["top_layers"] = gr.Number(
                 d.lora.top_layers,
                 precision=0,
-                minimum=0,
                 elem_id="train-top-layers",
                 label="Adapt only the last N blocks (0 = all; faster steps)",
             )
@@ -74,8 +73,6 @@ def advanced_settings(d: RunConfig, adapter_choices: list[str]) -> dict:
         )
         c["passage_share"] = gr.Number(
             d.data.passage_share,
-            minimum=0,
-            maximum=1,
             label="Share of training rows shown them (1 = every row; the rest "
             "train on the question alone)",
             elem_id="train-passage-share",

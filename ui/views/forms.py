@@ -6,7 +6,13 @@ from dataclasses import dataclass
 
 from core.hardware import PRECISIONS, QUANTIZATIONS, Hardware
 from core.user_text import quote
-from finetune.config import AUTO_BATCH, DEFAULT_BATCH, RunConfig, first_run_defaults
+from finetune.config import (
+    AUTO_BATCH,
+    BUDGET_RANGE_S,
+    DEFAULT_BATCH,
+    RunConfig,
+    first_run_defaults,
+)
 from finetune.preference_defaults import METHOD_DEFAULTS
 
 DEMO_DATA = "assets/demo_support.jsonl"
@@ -78,7 +84,7 @@ _INTS = {
 _FLOATS = {"dropout", "learning_rate", "epochs", "val_fraction", "beta", "passage_share"}
 _TEXTS = {"system_prompt", "adapter_name", "rdzv_endpoint", "from_adapter"}
 _AUTO = {"eval_every", "probe_every", "save_every"}  # blank = auto (a share of the planned steps)
-_LABELS = {"time_budget_s": "time budget (minutes)"}
+_LABELS = {"time_budget_s": "time budget (minutes)", "grad_accum": "gradient accumulation"}
 # The Train tab's "past answers per row" choices: (label, DataArgs.with_passages).
 PASSAGE_CHOICES = [
     ("auto: 1 where the answers are canned, else 0 (measured on the training split)", "auto"),
@@ -162,8 +168,23 @@ def to_config(data_path: str, values: list) -> tuple[RunConfig, list[str]]:
                 f"{_LABELS.get(field, field.replace('_', ' '))} must be {kind} (got {quote(value)})"
             )
             continue
+        if field == "time_budget_s" and (problem := _budget_problem(value)):
+            problems.append(problem)  # said in the form's minutes; the setting stays as it was
+            continue
         setattr(getattr(cfg, section), field, value)
     return cfg, problems
+
+
+def _budget_problem(seconds: float) -> str:
+    """The time budget's range in the form's minutes (finetune.config.budget_problems says it
+    in seconds, as the CLI's --time-budget takes them); "" when ``seconds`` is in it."""
+    lo, hi = BUDGET_RANGE_S
+    if seconds == 0 or lo <= seconds <= hi:  # NaN fails both
+        return ""
+    return (
+        f"time budget (minutes) must be 0 (off) or between {lo / 60:g} ({lo} seconds) and "
+        f"{hi / 60:g} (7 days) (got {seconds / 60:g})"
+    )
 
 
 def _convert(field: str, value):

@@ -37,12 +37,13 @@ def import_export(
     from finetune.data.transcripts import import_to_folder
 
     try:
+        fraction = _held_out(eval_fraction)  # before reading the export
         src = _source(upload_file, typed)
         folder = paths.subdir("datasets") / "transcripts" / f"{_stem(src)}-{file_hash(src)[:10]}"
         stats = import_to_folder(
             src,
             folder,
-            float(eval_fraction or 0),
+            fraction,
             int(seed or 0),
             None,
             parse_column_map(column_map),
@@ -120,6 +121,22 @@ def _source(upload_file, typed: str | None) -> Path:
             raise ValueError(f"helpdesk export {typed.strip()!r} does not exist or is not a file")
         return src
     raise ValueError("choose a helpdesk export to upload, or type its path")
+
+
+def _held_out(value) -> float:
+    """The "Held out for evaluation" box as a fraction (blank: 0), said by its label when it is
+    out of range (the box has no minimum of Gradio's own, which answered a bare "Error").
+
+    Raises:
+        ValueError: not a number, or not at least 0 and below 1.
+    """
+    try:
+        fraction = float(value or 0)
+    except (TypeError, ValueError):
+        fraction = None
+    if fraction is None or not 0 <= fraction < 1:
+        raise ValueError(f"held out for evaluation must be at least 0 and below 1 (got {value})")
+    return fraction
 
 
 def _stem(src: Path) -> str:

@@ -66,8 +66,15 @@ def test_check_says_the_run_takes_the_budget_and_refuses_a_short_one(tiny_llama_
     values[AT] = 0.25  # 15 s
     text = train_handlers.checked_text(hw, estimate_text, DATA_SOURCES[0], None, "", values)
     assert text.startswith("**These settings cannot run:**")
-    assert (
-        "time budget must be 0 (off) or between 30 seconds and 7 days (604800 s) (got 15.0)" in text
+    assert (  # in the form's minutes (the CLI's --time-budget says it in seconds)
+        "time budget (minutes) must be 0 (off) or between 0.5 (30 seconds) and 10080 (7 days) "
+        "(got 0.25)" in text
+    )
+    values[AT] = -5  # the box has no minimum of Gradio's own, which answered a bare "Error"
+    text = train_handlers.checked_text(hw, estimate_text, DATA_SOURCES[0], None, "", values)
+    assert text == (
+        "**These settings cannot run:**\n- time budget (minutes) must be 0 (off) or between 0.5 "
+        "(30 seconds) and 10080 (7 days) (got -5)"
     )
     values[AT] = 0  # the steps / epochs under Advanced
     assert "time budget" not in train_handlers.checked_text(
