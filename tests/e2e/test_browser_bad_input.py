@@ -111,3 +111,17 @@ def test_a_held_out_share_out_of_range_is_said_in_words(page, tmp_path):
     text = wait_text(page, "#import-report", lambda t: "⚠️" in t or "Error" in t, 60)
     assert "held out for evaluation must be at least 0 and below 1 (got 1.5)" in text, text
     page.get_by_text("Import a helpdesk export (tickets → redacted conversations)").click()
+
+
+def test_a_typed_batch_of_0_is_refused_not_replaced_by_a_listed_size(page):
+    box = page.locator("#train-batch input, #train-batch textarea").first
+    box.fill("0")
+    box.press("Enter")  # a dropdown's filter picked "1024" (it holds a 0) on Enter
+    assert box.input_value() == "0"
+    refused = "batch size must be a whole number between 1 and 4096, or auto (got 0)"
+    assert refused in _check(page, refused)
+    box.fill("eight")
+    refused = "batch size must be auto or a whole number (got 'eight')"
+    assert refused in _check(page, refused)
+    box.fill("auto")
+    assert "Settings are valid" in _check(page, "Settings are valid")

@@ -72,11 +72,11 @@ def build_train_tab(state: AppState) -> dict:
                     "epochs under Advanced.",
                 )
                 with gr.Row():
-                    batch = gr.Dropdown(
-                        forms.BATCH_CHOICES,
-                        value=d.train.batch_size,
-                        allow_custom_value=True,
+                    batch = gr.Textbox(
+                        str(d.train.batch_size),
+                        placeholder="auto",
                         label="Batch size",
+                        info=forms.BATCH_INFO,
                         elem_id="train-batch",
                     )
                     accum = gr.Number(

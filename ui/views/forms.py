@@ -85,20 +85,20 @@ _FLOATS = {"dropout", "learning_rate", "epochs", "val_fraction", "beta", "passag
 _TEXTS = {"system_prompt", "adapter_name", "rdzv_endpoint", "from_adapter"}
 _AUTO = {"eval_every", "probe_every", "save_every"}  # blank = auto (a share of the planned steps)
 _LABELS = {"time_budget_s": "time budget (minutes)", "grad_accum": "gradient accumulation"}
+_AUTO_OR_WHOLE = {"batch_size", "with_passages"}  # "auto" or a whole number
 # The Train tab's "past answers per row" choices: (label, DataArgs.with_passages).
 PASSAGE_CHOICES = [
     ("auto: 1 where the answers are canned, else 0 (measured on the training split)", "auto"),
     ("0: none", 0),
     *((str(n), n) for n in range(1, 6)),
 ]
-# The Train tab's batch sizes (any other whole number may be typed): (label, TrainArgs.batch_size).
-BATCH_CHOICES = [
-    (
-        f"auto: the largest that fits a GPU, {DEFAULT_BATCH} on the CPU",
-        AUTO_BATCH,
-    ),
-    *((str(n), n) for n in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)),
-]
+# The Train tab's batch size is a text box: a dropdown taking typed values let Gradio's filter
+# pick a listed size for what was typed ("0" and Enter became 1024), so a bad value never
+# reached the check that says what is allowed.
+BATCH_INFO = (
+    f"auto (blank): the largest that fits a GPU, {DEFAULT_BATCH} on the CPU; or rows per "
+    "micro-batch, a whole number from 1 to 4096 (e.g. 4, 8, 16)"
+)
 # The Train tab's methods: (label, TrainArgs.method).
 METHOD_CHOICES = [
     ("SFT: learn the answers in the dataset", "sft"),
@@ -164,6 +164,7 @@ def to_config(data_path: str, values: list) -> tuple[RunConfig, list[str]]:
             value = _convert(field, value)
         except (TypeError, ValueError, OverflowError):
             kind = "text" if field in _TEXTS else "a number"
+            kind = "auto or a whole number" if field in _AUTO_OR_WHOLE else kind
             problems.append(
                 f"{_LABELS.get(field, field.replace('_', ' '))} must be {kind} (got {quote(value)})"
             )
@@ -196,7 +197,9 @@ def _convert(field: str, value):
         return None
     if field == "time_budget_s":
         return float(value) * 60
-    if field in ("with_passages", "batch_size") and _is_auto(value):
+    if field == "batch_size" and (value is None or str(value).strip() == ""):  # blank: auto
+        return AUTO_BATCH
+    if field in _AUTO_OR_WHOLE and _is_auto(value):
         return "auto"
     if field in _INTS:
         if value is None or float(value) != int(float(value)):
