@@ -3,6 +3,9 @@ passages, try a search (each a call of :mod:`knowledge.actions`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from core.user_text import cut
 from knowledge import actions
 from knowledge.store import LATEST, KnowledgeShelf
 
@@ -27,11 +30,32 @@ def import_upload(files, name: str, kind: str = "auto", replace: bool = False) -
     """Import uploaded files (paths, or Gradio's file objects) as ``name``'s next version.
 
     Raises:
-        ValueError: no file, a bad file, a bad name (nothing imported).
+        ValueError: no file, a bad file, a bad name (nothing imported); a file is named as
+            the user named it, never by the upload's temporary path.
     """
-    paths = [getattr(f, "name", f) for f in (files or [])]
+    uploads = [Path(str(getattr(f, "name", f))) for f in (files or []) if f]
+    gone = [u.name for u in uploads if not u.exists()]
+    if gone:  # the temporary copy was cleared (a restart, a cleaned /tmp) under an open page
+        raise ValueError(
+            f"{', '.join(map(cut, gone))}: the upload is no longer on the server (cleared, or "
+            "the app restarted since it was uploaded); remove it and upload it again"
+        )
     chosen = None if kind in ("auto", "", None) else kind
-    return actions.import_files(paths, (name or "").strip(), kind=chosen, replace=bool(replace))
+    try:
+        return actions.import_files(
+            [str(u) for u in uploads], (name or "").strip(), kind=chosen, replace=bool(replace)
+        )
+    except ValueError as err:
+        raise ValueError(_by_name(str(err), uploads)) from None
+
+
+def _by_name(text: str, uploads: list[Path]) -> str:
+    """``text`` with each upload's temporary path (whole, or shortened by ``cut``) replaced
+    by the file's own name: Gradio keeps an upload as <temp dir>/<hash>/<its name>."""
+    for u in uploads:
+        for spelled in (str(u), cut(str(u))):
+            text = text.replace(spelled, cut(u.name))
+    return text
 
 
 def about(name: str | None, version: str | None) -> str:

@@ -60,3 +60,22 @@ def test_bad_input_changes_nothing(home, files, tmp_path):
         view.search_table("refund", None, None)
     assert view.versions("kb") == ["v1"]
     assert view.about(None, None).startswith("The knowledge shelf is empty")
+
+
+def test_an_import_error_names_the_file_not_its_upload_path(home, files, tmp_path):
+    """Gradio keeps an upload as <temp dir>/<64 hex>/<its name>; the sentence names the file."""
+    upload = tmp_path / "gradio" / ("3f" * 32)
+    upload.mkdir(parents=True)
+    gone = upload / "help.md"  # the page still holds it; a restart or a cleaned /tmp took it
+    with pytest.raises(ValueError) as err:
+        view.import_upload([str(gone)], "kb")
+    assert str(err.value) == (
+        "help.md: the upload is no longer on the server (cleared, or the app restarted since "
+        "it was uploaded); remove it and upload it again"
+    )
+    folder = upload / "notes.md"
+    folder.mkdir()
+    with pytest.raises(ValueError) as err:
+        view.import_upload([str(files[0]), str(folder)], "kb")
+    assert str(err.value) == "notes.md is a folder; name the files in it"
+    assert KnowledgeShelf().names() == []
