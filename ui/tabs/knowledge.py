@@ -55,6 +55,7 @@ def build_knowledge_tab(state: AppState) -> dict:
             )
             k = gr.Slider(1, 10, value=3, step=1, label="Passages")
             search = gr.Button("Search", elem_id="knowledge-search")
+        searched = gr.Markdown(elem_id="knowledge-searched")  # nothing matched, or a refusal
         hits = gr.Dataframe(
             headers=view.HIT_COLUMNS, interactive=False, wrap=True, elem_id="knowledge-hits"
         )
@@ -114,10 +115,10 @@ def build_knowledge_tab(state: AppState) -> dict:
 
         def knowledge_search(asked, chosen, which, count):
             try:
-                return view.search_table(asked, chosen, which, count)
-            except ValueError as err:
+                return view.search_results(asked, chosen, which, count)
+            except ValueError as err:  # the last search's rows go: they answered another query
                 gr.Warning(str(err))
-                return gr.skip()
+                return [], f"⚠️ {err}"
 
         def knowledge_delete(chosen, which, confirmed):
             try:
@@ -150,8 +151,8 @@ def build_knowledge_tab(state: AppState) -> dict:
         base.input(knowledge_pick, base, [version, about, passages])
         version.input(knowledge_show, [base, version], [about, passages])
         do_import.click(knowledge_import, [files, name, kind, replace], [said, *shown])
-        search.click(knowledge_search, [query, base, version, k], hits)
-        query.submit(knowledge_search, [query, base, version, k], hits)
+        search.click(knowledge_search, [query, base, version, k], [hits, searched])
+        query.submit(knowledge_search, [query, base, version, k], [hits, searched])
         delete.click(knowledge_delete, [base, version, confirm], [said, *shown])
         keep.click(warm_keep, [warm_model, warm_knowledge, warm_most], [said, kept])
         forget.click(warm_forget, warm_model, [said, kept])

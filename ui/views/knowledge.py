@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.user_text import cut
+from core.user_text import cut, quote
 from knowledge import actions
 from knowledge.store import LATEST, KnowledgeShelf
 
@@ -91,10 +91,22 @@ def search_table(query: str, name: str | None, version: str | None, k: int = 3) 
     Raises:
         ValueError: no knowledge base chosen, an empty query, a bad ``k``.
     """
+    return search_results(query, name, version, k)[0]
+
+
+def search_results(
+    query: str, name: str | None, version: str | None, k: int = 3
+) -> tuple[list[list], str]:
+    """:func:`search_table`'s rows and the line shown above them: "" when something matched,
+    else that nothing did and what to try (an empty table alone said nothing).
+
+    Raises:
+        ValueError: no knowledge base chosen, an empty query, a bad ``k``.
+    """
     if not name:
         raise ValueError("choose a knowledge base first (or import a file)")
     found = actions.search(query, name, version or LATEST, int(k))
-    return [
+    rows = [
         [
             rank,
             h["id"],
@@ -106,6 +118,13 @@ def search_table(query: str, name: str | None, version: str | None, k: int = 3) 
         ]
         for rank, h in enumerate(found["passages"], start=1)
     ]
+    if rows:
+        return rows, ""
+    return rows, (
+        f"Nothing in **{found['knowledge']} {found['version']}** matched "
+        f"{quote(query.strip())}: the search matches words (and their endings), not meanings. "
+        "Try the words a customer would write, fewer words, or another version."
+    )
 
 
 def delete_version(name: str | None, version: str | None, confirmed: bool) -> str:

@@ -32,11 +32,11 @@ def test_import_browse_search_delete_from_the_tab(home, tiny_llama_dir, files):
     said, _, versions, about, rows = table["knowledge_import"]([str(files[1])], "kb", "auto", False)
     assert "kb v2" in said and versions["choices"] == ["v2", "v1"] and "1 past answers" in about
     assert len(rows) == 3
-    hits = table["knowledge_search"]("I forgot my password", "kb", "v2", 2)
-    assert hits[0][4] == "how do I reset my password" and hits[0][0] == 1
+    hits, note = table["knowledge_search"]("I forgot my password", "kb", "v2", 2)
+    assert hits[0][4] == "how do I reset my password" and hits[0][0] == 1 and note == ""
     assert all(
         h[3] != "how do I reset my password"
-        for h in table["knowledge_search"]("password", "kb", "v1", 3)
+        for h in table["knowledge_search"]("password", "kb", "v1", 3)[0]
     )
     assert table["knowledge_show"]("kb", "v1")[1] == rows[:2]
     said, names, versions, *_ = table["knowledge_delete"]("kb", "v1", True)
@@ -79,3 +79,20 @@ def test_an_import_error_names_the_file_not_its_upload_path(home, files, tmp_pat
         view.import_upload([str(files[0]), str(folder)], "kb")
     assert str(err.value) == "notes.md is a folder; name the files in it"
     assert KnowledgeShelf().names() == []
+
+
+def test_a_search_that_matches_nothing_says_so_and_what_to_try(home, tiny_llama_dir, files):
+    table = handlers(tiny_llama_dir)
+    table["knowledge_import"]([str(files[0])], "kb", "auto", False)
+    hits, note = table["knowledge_search"]("xylophone lessons", "kb", "v1", 3)
+    assert hits == [] and note == (
+        "Nothing in **kb v1** matched 'xylophone lessons': the search matches words (and their "
+        "endings), not meanings. Try the words a customer would write, fewer words, or another "
+        "version."
+    )
+    assert table["knowledge_search"]("refund", "kb", "v1", 3)[1] == ""
+    # a refused search empties the table (its rows answered another query) and says why
+    assert table["knowledge_search"]("  ", "kb", "v1", 3) == (
+        [],
+        "⚠️ the query is empty: type what a customer asks",
+    )
