@@ -10,6 +10,7 @@ from adapters.shelf.manifest import (  # one home for the names
     MANIFEST,
     PICKLE_WEIGHTS,
     WEIGHTS,
+    manifest_from_config,
 )
 from core import models, paths
 
@@ -45,12 +46,16 @@ def read_adapter_folder(name: str, folder: Path) -> dict:
         raise bad(f"{WEIGHTS} is missing")
     docs = {}
     for fname in (MANIFEST, CONFIG):
+        if fname == MANIFEST and not (folder / MANIFEST).exists():
+            continue  # a plain PEFT folder: the shelf lists it from its config (below)
         try:
             docs[fname] = json.loads((folder / fname).read_text())
         except (OSError, ValueError, RecursionError) as err:  # RecursionError: [[[[... bombs
             raise bad(f"{fname} cannot be read as JSON ({err})") from err
         if not isinstance(docs[fname], dict):
             raise bad(f"{fname} is not a JSON object")
+    if MANIFEST not in docs:
+        docs[MANIFEST] = manifest_from_config(name, docs[CONFIG])
     if docs[CONFIG].get("peft_type", "LORA") != "LORA":
         raise bad(f"peft_type {docs[CONFIG].get('peft_type')!r}; only LoRA adapters are supported")
     try:

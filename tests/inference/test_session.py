@@ -145,6 +145,18 @@ def test_failed_first_load_leaves_the_base_untouched(home, session):
     assert answer(session, "a") != before
 
 
+def test_an_adapter_without_a_manifest_the_shelf_lists_ok_is_served(home, session):
+    """A plain PEFT folder on the shelf (no manifest.json) lists ok, built from its config, so
+    the session answers from it too (it said "manifest.json cannot be read as JSON")."""
+    from adapters.shelf.store import Shelf
+
+    plain = home / "adapters" / "plain"
+    shutil.copytree(home / "adapters" / "a", plain)
+    (plain / "manifest.json").unlink()
+    assert Shelf().get("plain").ok
+    assert answer(session, "plain") == answer(session, "a") != answer(session, None)
+
+
 def test_pickle_weights_and_bad_names_are_refused(home, session):
     folder = home / "adapters" / "pickled"
     shutil.copytree(home / "adapters" / "a", folder)
