@@ -38,6 +38,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # (the same adapter: BLEU 15.9 at 128 tokens, 20.7 at 256; docs/benchmarks.md).
 ANSWER_CAP_PERCENTILE = 95
 ANSWER_CAP_BOUNDS = (32, 512)
+# The columns a run was told (--prompt-column ...): another file of the same columns is read so.
+_COLUMN_FIELDS = ("prompt_column", "response_column", "messages_column")
 
 
 @dataclass
@@ -109,7 +111,8 @@ def select_rows(
     first = next(iter(manifests.values()), {}).get("data") or {}
     system = first.get("system_prompt") or system_prompt or None
     max_length = first.get("max_length") or DataArgs.max_length
-    return _first_rows(tokenizer, data, quota, system, max_length, reason, slice_by)
+    columns = {k: first.get(k) for k in _COLUMN_FIELDS if isinstance(first.get(k), str)}
+    return _first_rows(tokenizer, data, quota, system, max_length, reason, slice_by, columns)
 
 
 class _Quota:
@@ -264,10 +267,13 @@ def _first_rows(
     max_length: int,
     reason: str,
     slice_by: str | None,
+    columns: dict | None = None,
 ) -> EvalRows:
-    """The first usable rows of the file (at most the quota's per slice), in file order."""
+    """The first usable rows of the file (at most the quota's per slice), in file order, read
+    in the ``columns`` the adapter trained on where the file has them all."""
     ds = load_rows(data)
-    mapping = detect_mapping(ds.column_names, DataArgs(path=str(data)))
+    told = columns if columns and set(columns.values()) <= set(ds.column_names) else {}
+    mapping = detect_mapping(ds.column_names, DataArgs(path=str(data), **told))
     rows, _, _ = normalize(ds, mapping, Path(str(data)).name, extra=slice_by)
     rows.setdefault("extra", [None] * len(rows["prompt"]))
     fmt = ChatFormat(tokenizer, system_prompt)
