@@ -105,12 +105,14 @@ def build_knowledge_tab(state: AppState) -> dict:
         def knowledge_show(chosen, which):
             return view.about(chosen, which), view.passage_table(chosen, which)
 
+        # A refusal replaces the line above the shelf: the last success left there read as
+        # this action's outcome.
         def knowledge_import(uploaded, into, chosen_kind, only_these):
             try:
                 message = view.import_upload(uploaded, into, chosen_kind, only_these)
             except ValueError as err:
                 gr.Warning(str(err))
-                return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+                return f"⚠️ Nothing imported: {err}", gr.skip(), gr.skip(), gr.skip(), gr.skip()
             return message, *knowledge_refresh(into.strip())
 
         def knowledge_search(asked, chosen, which, count):
@@ -125,7 +127,7 @@ def build_knowledge_tab(state: AppState) -> dict:
                 message = view.delete_version(chosen, which, confirmed)
             except ValueError as err:
                 gr.Warning(str(err))
-                return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+                return f"⚠️ Nothing deleted: {err}", gr.skip(), gr.skip(), gr.skip(), gr.skip()
             return message, *knowledge_refresh(chosen)
 
         def warm_do(act, *args):
@@ -133,7 +135,7 @@ def build_knowledge_tab(state: AppState) -> dict:
                 message = act(state.warm_keeper, *args)
             except ValueError as err:
                 gr.Warning(str(err))
-                return gr.skip(), warm_view.kept_table(state.warm_keeper)
+                return f"⚠️ {err}", warm_view.kept_table(state.warm_keeper)
             return message, warm_view.kept_table(state.warm_keeper)
 
         def warm_keep(model, knowledge, most):

@@ -96,3 +96,20 @@ def test_a_search_that_matches_nothing_says_so_and_what_to_try(home, tiny_llama_
         [],
         "⚠️ the query is empty: type what a customer asks",
     )
+
+
+def test_a_refused_import_or_delete_replaces_the_last_success_line(home, tiny_llama_dir, files):
+    table = handlers(tiny_llama_dir)
+    said, *_ = table["knowledge_import"]([str(files[0])], "kb", "auto", False)
+    assert said.startswith("Imported 2 passage(s)")
+    binary = files[0].parent / "scan.txt"
+    binary.write_bytes(b"\x00PDF")
+    said, *shown = table["knowledge_import"]([str(binary)], "kb", "auto", False)
+    assert said == (
+        "⚠️ Nothing imported: scan.txt is not text (a binary file); export it as Markdown, HTML, "
+        "plain text, CSV or JSONL"
+    )
+    assert all(s == {"__type__": "update"} for s in shown)  # the shelf's view is left as it was
+    said, *_ = table["knowledge_delete"]("kb", "v1", False)
+    assert said.startswith("⚠️ Nothing deleted: ") and "Deleting is for good" in said
+    assert KnowledgeShelf().versions("kb")  # nothing was
