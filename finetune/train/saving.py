@@ -286,17 +286,53 @@ def load_checkpoint(ckpt: Path, model, optimizer, scheduler, scaler=None) -> int
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
 
-    # Our own file, never user input, hence weights_only=False (it holds the RNG states).
-    state = torch.load(ckpt / "trainer_state.pt", map_location="cpu", weights_only=False)
+    try:
+        # Our own file, never user input, hence weights_only=False (it holds the RNG states).
+        state = torch.load(ckpt / "trainer_state.pt", map_location="cpu", weights_only=False)
+        weights = load_file(ckpt / "adapter_model.safetensors")
+    except Exception as err:  # truncated or zeroed: pickle and safetensors raise their own types
+        raise ValueError(
+            f"checkpoint {ckpt.name} in {ckpt.parent.parent} cannot be read "
+            f"({' '.join(str(err).split())[:160] or type(err).__name__}): move that folder "
+            "away to resume from the checkpoint before it, or train anew without --resume"
+        ) from None
     if state.get("sharding") == "fsdp":
         raise ValueError(
             f"checkpoint {ckpt.name} was written by an fsdp run: resume it with sharding fsdp"
         )
-    weights = load_file(ckpt / "adapter_model.safetensors")
-    set_peft_model_state_dict(model, weights)
-    optimizer.load_state_dict(state["optimizer"])
+    try:
+        loaded = set_peft_model_state_dict(model, weights)
+        if any("lora_" in key for key in loaded.unexpected_keys):
+            raise ValueError("its LoRA weights are not this run's")
+        optimizer.load_state_dict(state["optimizer"])
+    except (RuntimeError, ValueError) as err:  # torch's size mismatch, the optimizer's groups
+        raise ValueError(_settings_differ(ckpt, model)) from err
     _restore_small_state(state, scheduler, scaler)
     return int(state["step"])
+
+
+def _settings_differ(ckpt: Path, model) -> str:
+    """The sentence for a checkpoint whose LoRA weights do not fit the run resuming it."""
+
+    def described(c: dict) -> str:
+        targets = c.get("target_modules")
+        targets = targets if isinstance(targets, str) else ", ".join(sorted(targets or []))
+        layers = c.get("layers_to_transform")
+        return (
+            f"LoRA rank {c.get('r')}, alpha {c.get('lora_alpha')}, targets {targets}"
+            + (f" in blocks {min(layers)}-{max(layers)}" if layers else "")
+            + f", base {c.get('base_model_name_or_path')}"
+        )
+
+    try:
+        saved = described(json.loads((ckpt / "adapter_config.json").read_text()))
+    except (OSError, ValueError):
+        saved = "other LoRA settings"
+    return (
+        f"checkpoint {ckpt.name} in {ckpt.parent.parent} was trained with {saved}; this run "
+        f"has {described(model.peft_config['default'].to_dict())}: resume with the settings "
+        "the run began with, or train anew without --resume"
+    )
 
 
 def load_sharded_checkpoint(

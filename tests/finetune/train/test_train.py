@@ -107,6 +107,30 @@ def test_stop_saves_at_the_current_step_and_resume_continues(tiny_llama_dir, hom
     assert start["start_step"] == 4 and resumed.steps == 8 and resumed.status == "done"
 
 
+def test_a_resume_its_checkpoint_cannot_take_is_refused_in_a_sentence(tiny_llama_dir, home):
+    """Resumed with another LoRA rank, or from a damaged checkpoint, the run said "internal
+    error (RuntimeError: Error(s) in loading state_dict ...)" (exit 1); it is a sentence
+    naming the checkpoint, and the checkpoint is left for a resume with the run's settings."""
+    cfg = _cfg(tiny_llama_dir, max_steps=4, save_every=2)
+    cfg.run.run_dir = str(home / "runs" / "r1")
+    cfg.run.adapter_name = "first"
+    seen = []
+    train(cfg, on_event=seen.append, stop=lambda: any(e["type"] == "checkpoint" for e in seen))
+    ckpt = home / "runs" / "r1" / "checkpoints" / "step-0000002"
+    before = {f.name: f.read_bytes() for f in ckpt.iterdir()}
+    cfg.run.resume, cfg.run.adapter_name, cfg.lora.r = True, "resumed", 8
+    with pytest.raises(ValueError, match=r"checkpoint step-0000002 .*LoRA rank 4.*rank 8"):
+        train(cfg)
+    assert {f.name: f.read_bytes() for f in ckpt.iterdir()} == before
+    cfg.lora.r = 4
+    weights = ckpt / "adapter_model.safetensors"
+    weights.write_bytes(before["adapter_model.safetensors"][:1000])
+    with pytest.raises(ValueError, match=r"checkpoint step-0000002 .*cannot be read"):
+        train(cfg)
+    weights.write_bytes(before["adapter_model.safetensors"])
+    assert train(cfg).steps == 4
+
+
 def test_a_run_stopped_before_its_first_step_says_its_adapter_is_the_base(tiny_llama_dir, home):
     from safetensors.torch import load_file
 
