@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+MAX_NEW_TOKENS = 2048  # --verify's answer budget at most, as python -m eval's
 
 
 def add_arguments(p) -> None:
@@ -39,6 +40,15 @@ def main(args) -> int:
     from adapters.shelf.gate_rules import warning_for
     from adapters.shelf.store import Shelf
 
+    golden = _golden()
+    if not 0 <= args.verify <= len(golden):  # said before the minutes of work, as the warning
+        raise ValueError(
+            f"--verify must be from 0 to {len(golden)} golden prompts, not {args.verify}"
+        )
+    if args.verify and not 1 <= args.max_new_tokens <= MAX_NEW_TOKENS:
+        raise ValueError(
+            f"--max-new-tokens must be from 1 to {MAX_NEW_TOKENS}, not {args.max_new_tokens}"
+        )
     entry = Shelf().get(args.name)
     warning = warning_for(entry) if entry.ok else ""  # broken ones fail below
     if warning:  # said before the minutes of work
@@ -65,7 +75,7 @@ def main(args) -> int:
         "files": [{"file": f.file, "bytes": f.bytes, "sha256": f.sha256} for f in result.files],
     }
     if args.verify:
-        report["verify"] = _verify(result.folder, args.verify, args.max_new_tokens)
+        report["verify"] = _verify(result.folder, golden[: args.verify], args.max_new_tokens)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -93,15 +103,16 @@ def _progress():
     return show
 
 
-def _verify(folder: Path, n: int, max_new: int) -> list[dict]:
+def _golden() -> list[str]:
+    """The golden prompts --verify answers the first of."""
+    lines = (ROOT / "assets" / "golden.jsonl").read_text().splitlines()
+    return [json.loads(line)["prompt"] for line in lines if line]
+
+
+def _verify(folder: Path, prompts: list[str], max_new: int) -> list[dict]:
     from dataclasses import asdict
 
     from adapters.export.verify import verify_export
 
-    golden = [
-        json.loads(line)
-        for line in (ROOT / "assets" / "golden.jsonl").read_text().splitlines()
-        if line
-    ]
-    rows = verify_export(folder, [g["prompt"] for g in golden[:n]], max_new_tokens=max_new)
+    rows = verify_export(folder, prompts, max_new_tokens=max_new)
     return [{**asdict(r), "share_identical": round(r.share_identical, 3)} for r in rows]
