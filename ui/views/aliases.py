@@ -27,6 +27,7 @@ from adapters.shelf.aliases import AliasBook, grounding_of
 from feedback.store import FeedbackStore
 from knowledge.store import KnowledgeShelf
 from serve.version_stats import VersionStats, thumbs, thumbs_series
+from ui.views.wording import for_ui
 
 ACTIONS = ("set", "promote", "rollback", "delete")
 COLUMNS = [
@@ -108,7 +109,7 @@ def change(
         if action == "delete":
             return actions.delete(name, by)
     except (ValueError, OSError) as err:  # AliasError and the shelf's own sentences
-        return f"⚠️ {err}"
+        return f"⚠️ {for_ui(str(err))}"
     raise ValueError(f"unknown action {action!r}; one of {', '.join(ACTIONS)}")
 
 
@@ -162,7 +163,7 @@ def set_grounding(name: str, grounding: str, by: str, force: bool = False, reaso
             grounding=grounding,
         )
     except (ValueError, OSError) as err:
-        return f"⚠️ {err}"
+        return f"⚠️ {for_ui(str(err))}"
 
 
 def check_value(name: str | None) -> str:

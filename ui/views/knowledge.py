@@ -8,6 +8,7 @@ from pathlib import Path
 from core.user_text import cut, quote
 from knowledge import actions
 from knowledge.store import LATEST, KnowledgeShelf
+from ui.views.wording import for_ui
 
 KINDS = ("auto", "article", "macro", "past_answer")
 PASSAGE_COLUMNS = ["id", "kind", "title", "question", "text", "source"]
@@ -46,7 +47,7 @@ def import_upload(files, name: str, kind: str = "auto", replace: bool = False) -
             [str(u) for u in uploads], (name or "").strip(), kind=chosen, replace=bool(replace)
         )
     except ValueError as err:
-        raise ValueError(_by_name(str(err), uploads)) from None
+        raise ValueError(for_ui(_by_name(str(err), uploads))) from None
 
 
 def _by_name(text: str, uploads: list[Path]) -> str:
@@ -135,7 +136,10 @@ def delete_version(name: str | None, version: str | None, confirmed: bool) -> st
     """
     if not name or not version:
         raise ValueError("choose a knowledge base and a version to delete")
-    return actions.delete(name, version, confirmed=bool(confirmed))
+    try:
+        return actions.delete(name, version, confirmed=bool(confirmed))
+    except ValueError as err:
+        raise ValueError(for_ui(str(err))) from None
 
 
 def _cut(text: str) -> str:

@@ -15,6 +15,7 @@ from finetune.train.preflight import preflight
 from ui.views import forms
 from ui.views.train_progress import latest_run_id, run_view
 from ui.views.uploads import preview, store_upload
+from ui.views.wording import for_ui
 
 DATA_SOURCES = ["Demo data (assets)", "Upload a file", "Path on this machine"]
 
@@ -41,7 +42,7 @@ def data_preview(src: str, upload_file, typed: str | None) -> tuple[str, pd.Data
     try:
         values, cols, info = preview(dataset_path(src, upload_file, typed))
     except (ValueError, OSError) as err:
-        return f"⚠️ {shown_error(err)}", None
+        return f"⚠️ {for_ui(shown_error(err))}", None
     return info, pd.DataFrame(values, columns=cols)
 
 
@@ -62,7 +63,7 @@ def build_config(hw, src: str, upload_file, typed: str | None, values) -> tuple:
     cfg, problems = forms.to_config(data, list(values))
     # Check and Start run the same checks: settings, a readable dataset with known columns,
     # a base model that resolves. Start refuses before any run starts.
-    return cfg, problems + preflight(cfg, hw)
+    return cfg, [for_ui(p) for p in problems + preflight(cfg, hw)]
 
 
 def checked_text(hw, fn, src: str, upload_file, typed: str | None, values) -> str:
@@ -73,7 +74,7 @@ def checked_text(hw, fn, src: str, upload_file, typed: str | None, values) -> st
             return "**These settings cannot run:**\n" + "\n".join(f"- {p}" for p in problems)
         return fn(cfg)
     except (ValueError, OSError, RuntimeError) as err:
-        return f"⚠️ {err}"
+        return f"⚠️ {for_ui(str(err))}"
 
 
 def start_run(hw, src: str, upload_file, typed: str | None, values) -> tuple[str, str | None]:
@@ -87,7 +88,7 @@ def start_run(hw, src: str, upload_file, typed: str | None, values) -> tuple[str
             ), None
         info = runner.start(cfg)
     except (ValueError, RuntimeError, OSError) as err:
-        return f"⚠️ Not started: {err}", None
+        return f"⚠️ Not started: {for_ui(str(err))}", None
     return f"Started run `{info.run_id}`.", info.run_id
 
 

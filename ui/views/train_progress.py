@@ -13,6 +13,7 @@ import pandas as pd
 from core.events import read_events
 from finetune.train import runner
 from finetune.train.budget_plan import MIN_USEFUL_STEPS
+from ui.views.wording import for_ui
 
 CURVE_SERIES = ("train", "validation")
 
@@ -97,7 +98,7 @@ def _progress_html(state, start, last, message, status, done) -> str:
             "stopping": "Stopping…",
         }.get(state, "")
         if state == "failed":
-            text = f"Failed: {status.get('reason', '')}"
+            text = f"Failed: {for_ui(str(status.get('reason', '')))}"
         elif state in ("done", "stopped") and "step" in done:  # it ended before a progress event
             text = _ended_line(state, done)
         return _bar(0, text)
@@ -167,5 +168,6 @@ def _result_text(state, adapter, status, evals, done) -> str:
         warn = f"\n\n⚠️ Too short to be useful: {note}." if note else ""
         return f"Training {how}. Adapter **{adapter}** is on the shelf.{ppl}{warn}"
     if state == "failed":
-        return f"Training failed: {status.get('reason', 'unknown reason')}. See the log below."
+        reason = for_ui(str(status.get("reason", "unknown reason")))
+        return f"Training failed: {reason}. See the log below."
     return ""

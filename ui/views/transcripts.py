@@ -14,6 +14,7 @@ from core import paths
 from core.redact import KINDS
 from core.user_text import shown_error
 from finetune.data.helpdesk import parse_column_map, parse_role_map
+from ui.views.wording import for_ui
 
 EXPORT_TYPES = (".csv", ".tsv", ".jsonl", ".ndjson", ".json")
 PREVIEW_HEADERS = ["conversation", "role", "message"]
@@ -50,7 +51,7 @@ def import_export(
             parse_role_map(roles),
         )
     except (ValueError, OSError) as err:
-        return f"⚠️ {shown_error(err)}", [], None, None
+        return f"⚠️ {for_ui(shown_error(err))}", [], None, None
     eval_file = stats.get("eval_file")
     text = summary(stats)
     if eval_file:
@@ -79,7 +80,7 @@ def summary(s: dict) -> str:
         f"- Dropped from kept tickets: {counts(s['dropped'])}",
         f"- Redacted: {counts(s['redactions'], KINDS)}",
     ]
-    lines += [f"- {e}" for e in s["examples"]]
+    lines += [f"- {for_ui(e)}" for e in s["examples"]]
     lines.append(
         f"\nTraining data: `{s['train_file']}` (now the dataset below). Review the preview: "
         "names typed only in the text, addresses and IBANs are not redacted."

@@ -44,7 +44,8 @@ def test_a_failed_gate_keeps_its_version_out_of_the_split_without_a_reasoned_ove
     table["on_alias_set"]("support-bot", "v3=100", None, False, "")
     for action, typed in (("on_alias_promote", ""), ("on_alias_set", "v3=90 v4=10")):
         refused = table[action]("support-bot", typed, "v4", False, "")
-        assert refused.startswith("⚠️ release gate of v4: failed") and "--force --reason" in refused
+        assert refused.startswith("⚠️ release gate of v4: failed") and "--force" not in refused
+        assert "or tick Override the release gate and give a reason" in refused
         assert table[action]("support-bot", typed, "v4", True, "  ").startswith("⚠️ an override")
     audit = audit_rows(open_store(home))
     assert (

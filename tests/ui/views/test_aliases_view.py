@@ -20,9 +20,12 @@ def test_changes_say_what_they_did_and_refusals_start_with_a_warning(shelf, home
         "support-bot: (none) → v3 90% · v4 10%."
     )
     refused = view.change("promote", "support-bot", "", "v5", False, "", "ana (ui)")
-    assert refused.startswith("⚠️ release gate of v5: failed") and "--force --reason" in refused
-    assert view.change("promote", "support-bot", "", "v5", True, "", "ana (ui)").startswith(
-        "⚠️ an override"
+    assert refused.startswith("⚠️ release gate of v5: failed") and refused.endswith(
+        "evaluate it (the Evaluate tab), or tick Override the release gate and give a reason"
+    )  # the tab's own controls; the CLI's sentence names --force --reason
+    assert view.change("promote", "support-bot", "", "v5", True, "", "ana (ui)") == (
+        "⚠️ an override (Override the release gate) needs a reason saying why (Reason for the "
+        "override); the audit log keeps it"
     )
     forced = view.change("promote", "support-bot", "", "v5", True, "hotfix", "ana (ui)")
     assert "Override for v5" in forced and "'hotfix'" in forced

@@ -1,0 +1,85 @@
+"""ui/views/wording.py: the engine's sentences that name a CLI flag reach the tabs naming the
+tab's own control (or what to change in the data), each raised through what the tab calls;
+the CLI keeps the flag."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.hardware import detect
+from ui.views import forms, knowledge, transcripts
+from ui.views import train_actions as train_handlers
+from ui.views.train_actions import DATA_SOURCES
+from ui.views.train_check import estimate_text
+from ui.views.wording import for_ui
+
+PATH = DATA_SOURCES[2]
+
+
+def test_the_train_tab_says_to_rename_columns_it_cannot_map(tiny_llama_dir, tmp_path):
+    data = tmp_path / "tickets.csv"
+    data.write_text("foo,bar\nwhere is my parcel,on its way\n")
+    info, frame = train_handlers.data_preview(PATH, None, str(data))
+    hint = "; rename the file's columns to one of these (the Train tab maps no others)"
+    assert frame is None and info.endswith("input/output or a messages column" + hint)
+    cfg = forms.ui_defaults()
+    cfg.model.name = str(tiny_llama_dir)
+    text = train_handlers.checked_text(
+        detect(), estimate_text, PATH, None, str(data), forms.form_values(cfg)
+    )
+    assert text.endswith("a messages column" + hint) and "--" not in text
+    message, run_id = train_handlers.start_run(
+        detect(), PATH, None, str(data), forms.form_values(cfg)
+    )
+    assert run_id is None and hint in message and "--prompt-column" not in message
+
+
+def test_the_helpdesk_import_names_its_boxes(home, tmp_path):
+    export = tmp_path / "export.csv"
+    export.write_text("case,body\n1,Where is my parcel?\n")
+    text, *_ = transcripts.import_export(None, str(export))
+    assert "or name them in the Column map box (ticket=...,role=...,text=...)" in text
+    assert "--column-map" not in text
+    export.write_text(
+        "ticket_id,role,text\n1,customer,Where is my parcel?\n1,supervisor,On its way.\n"
+        "2,customer,A refund?\n2,agent,Within 30 days.\n"
+    )
+    text, *_ = transcripts.import_export(None, str(export))
+    assert "neither a customer nor an agent role (map it in the Role map box: VALUE=user)" in text
+    lines = tmp_path / "export.json"  # JSON lines in a .json file
+    lines.write_text(json.dumps({"ticket_id": 1, "role": "customer", "text": "Hi"}) + "\n" * 2)
+    lines.write_text(lines.read_text() + json.dumps({"ticket_id": 1, "role": "agent"}) + "\n")
+    text, *_ = transcripts.import_export(None, str(lines))
+    assert "or save JSON lines as a .jsonl file" in text and "--format" not in text
+
+
+def test_the_knowledge_tab_says_to_tick_the_box(home, tmp_path):
+    faq = tmp_path / "faq.md"
+    faq.write_text("# Refunds\nWithin 30 days.\n")
+    knowledge.import_upload([str(faq)], "kb")
+    with pytest.raises(ValueError) as err:
+        knowledge.delete_version("kb", "v1", False)
+    assert str(err.value) == "kb v1: Deleting is for good: confirm it (tick the box)."
+
+
+def test_a_run_with_no_row_short_enough_names_the_advanced_box(tiny_llama_dir, tmp_path):
+    """The training child's sentence (the run's failure, as the tab shows it)."""
+    from transformers import AutoTokenizer
+
+    from finetune.config import DataArgs
+    from finetune.data.load import DataError
+    from finetune.data.pipeline import prepare
+
+    data = tmp_path / "long.jsonl"
+    row = {"prompt": " ".join(["where is my parcel"] * 20), "response": "on its way"}
+    data.write_text("\n".join(json.dumps(row) for _ in range(4)) + "\n")
+    with pytest.raises(DataError) as err:
+        prepare(
+            DataArgs(path=str(data), max_length=16), AutoTokenizer.from_pretrained(tiny_llama_dir)
+        )
+    assert "raise --max-length or use shorter prompts" in str(err.value)  # the CLI's
+    assert for_ui(str(err.value)).endswith(
+        "raise Max length (tokens) under Advanced, or use shorter prompts"
+    )
