@@ -341,6 +341,16 @@ def validate(cfg: RunConfig, hardware=None) -> list[str]:
             "resume continues a run's folder: name it (--run-dir; the runs are the folders "
             "in $TUNEDESK_HOME/runs)"
         )
+    elif (
+        cfg.run.resume is True
+        and isinstance(cfg.run.run_dir, str)
+        and cfg.run.node_rank == 0  # another machine of the run may not see node 0's folder
+        and not Path(cfg.run.run_dir).exists()
+    ):
+        out.append(
+            f"there is no run folder {quote(cfg.run.run_dir)} to resume: name one of the "
+            "folders in $TUNEDESK_HOME/runs, or leave out resume to start a new run"
+        )
     known = t.precision in PRECISIONS and t.quantization in QUANTIZATIONS
     if hardware is not None and known and isinstance(t.device, str):
         out.extend(hardware.problems(t.device, t.precision, t.quantization))

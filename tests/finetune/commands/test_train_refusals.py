@@ -1,6 +1,7 @@
 """`python -m finetune train` refuses settings it cannot carry out in a sentence, exit code 2,
-before anything loads, and makes no run folder: `--resume` without the run it continues, a
-run folder or output folder that is a file, an adapter to start from for a supervised run."""
+before anything loads, and makes no run folder: `--resume` without the run it continues (or
+naming a run folder there is not), a run folder or output folder that is a file, an adapter to
+start from for a supervised run."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[3]
         (["--run-dir", "{file}"], "is a file; name a folder"),
         (["--output-dir", "{file}"], "is a file; name a folder to copy into"),
         (["--from-adapter", "anything"], "--from-adapter is for --method dpo, cpo or orpo"),
+        # a mistyped run folder trained a new run from step 0, under a made-up name
+        (["--resume", "--run-dir", "{missing}"], "there is no run folder"),
     ],
 )
 def test_settings_it_cannot_carry_out_are_refused_in_a_sentence(
@@ -29,7 +32,7 @@ def test_settings_it_cannot_carry_out_are_refused_in_a_sentence(
     a_file.write_text("not a folder")
     out = subprocess.run(
         [sys.executable, "-m", "finetune", "train", "--model", str(tiny_llama_dir)]
-        + [flag.format(file=a_file) for flag in flags],
+        + [flag.format(file=a_file, missing=tmp_path / "no-such-run") for flag in flags],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -38,4 +41,4 @@ def test_settings_it_cannot_carry_out_are_refused_in_a_sentence(
     assert out.returncode == 2, out.stderr
     assert said in out.stderr and "Traceback" not in out.stderr
     assert not (home / "runs").exists() or not any((home / "runs").iterdir())
-    assert a_file.read_text() == "not a folder"
+    assert a_file.read_text() == "not a folder" and not (tmp_path / "no-such-run").exists()
