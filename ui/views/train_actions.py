@@ -6,6 +6,8 @@ id); the tab wraps the results in Gradio updates. Bad input comes back as one se
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from core import paths
@@ -14,7 +16,7 @@ from finetune.train import runner
 from finetune.train.preflight import preflight
 from ui.views import forms
 from ui.views.train_progress import latest_run_id, run_view
-from ui.views.uploads import preview, store_upload
+from ui.views.uploads import PAIR_COLUMNS, holds_pairs, preview, store_upload
 from ui.views.wording import for_ui
 
 DATA_SOURCES = ["Demo data (assets)", "Upload a file", "Path on this machine"]
@@ -63,7 +65,28 @@ def build_config(hw, src: str, upload_file, typed: str | None, values) -> tuple:
     cfg, problems = forms.to_config(data, list(values))
     # Check and Start run the same checks: settings, a readable dataset with known columns,
     # a base model that resolves. Start refuses before any run starts.
-    return cfg, [for_ui(p) for p in problems + preflight(cfg, hw)]
+    problems += preflight(cfg, hw)
+    if cfg.train.method == "sft" and holds_pairs(Path(data)):
+        problems = _pairs_for_sft(cfg.data, problems)
+    return cfg, [for_ui(p) for p in problems]
+
+
+def _pairs_for_sft(data_args, problems: list[str]) -> list[str]:
+    """``problems`` with the dataset's own (no prompt/response columns, said generically) put
+    as what it is: preference pairs, which SFT cannot train on and a preference method can."""
+    from finetune.train.preflight import dataset_problems
+
+    generic = set(dataset_problems(data_args))
+    if not generic:  # pairs beside a response column: SFT trains on those
+        return problems
+    name = Path(str(data_args.path)).name
+    said = (
+        f"{name} looks like preference pairs ({', '.join(PAIR_COLUMNS)} columns), which SFT "
+        "cannot train on: pick the preference Method DPO, CPO or ORPO under Advanced (it "
+        "continues an adapter from the shelf), or give SFT prompt/response rows"
+    )
+    at = next((i for i, p in enumerate(problems) if p in generic), len(problems))
+    return [*problems[:at], said, *(p for p in problems[at:] if p not in generic)]
 
 
 def checked_text(hw, fn, src: str, upload_file, typed: str | None, values) -> str:

@@ -37,7 +37,7 @@ def store_upload(temp_path: str) -> str:
     # The checks a run makes (readable, known columns, no broken field), before a copy is
     # kept: a refused upload leaves nothing under datasets/uploads (nor an older copy of it).
     problems = dataset_problems(DataArgs(path=str(src)))
-    if problems and _holds_pairs(src):  # preference pairs: checked as a DPO / ORPO run reads them
+    if problems and holds_pairs(src):  # preference pairs: checked as a DPO / ORPO run reads them
         problems = pairs_problems(src)
     if problems:
         (paths.home(create=False) / "datasets" / "uploads" / name).unlink(missing_ok=True)
@@ -53,7 +53,7 @@ def store_upload(temp_path: str) -> str:
     return str(dest)
 
 
-def _holds_pairs(path: Path) -> bool:
+def holds_pairs(path: Path) -> bool:
     """Whether the data file at ``path`` has the columns of preference pairs."""
     from finetune.data.load import load_rows
 

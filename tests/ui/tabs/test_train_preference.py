@@ -70,3 +70,33 @@ def test_start_runs_dpo_from_a_shelf_adapter_and_refuses_what_cannot_run(
         "lineage"
     ]
     assert (lineage["parent"], lineage["method"], lineage["pairs"]) == ("support", "dpo", 4)
+
+
+def test_check_and_start_with_sft_on_pairs_say_to_pick_a_preference_method(
+    home, tiny_llama_dir, tmp_path
+):
+    from core.hardware import detect
+    from ui.views.train_actions import checked_text
+    from ui.views.train_check import estimate_text
+
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(
+        json.dumps({"prompt": "Where is my order?", "chosen": "On its way.", "rejected": "No."})
+        + "\n"
+    )
+    said = (
+        "pairs.jsonl looks like preference pairs (prompt, chosen, rejected columns), which SFT "
+        "cannot train on: pick the preference Method DPO, CPO or ORPO under Advanced (it "
+        "continues an adapter from the shelf), or give SFT prompt/response rows"
+    )
+    values = _values(tiny_llama_dir)  # the method SFT
+    text = checked_text(detect(), estimate_text, PATH, None, str(pairs), values)
+    assert text == f"**These settings cannot run:**\n- {said}"
+    message, run_id = handlers(tiny_llama_dir)["on_start"](PATH, None, str(pairs), *values)
+    assert run_id is None and message == f"**Not started — fix these first:**\n- {said}"
+    # pairs beside a response column are rows SFT trains on
+    pairs.write_text(
+        json.dumps({"prompt": "Hi?", "response": "Hello.", "chosen": "Hello.", "rejected": "No."})
+        + "\n"
+    )
+    assert "preference" not in checked_text(detect(), estimate_text, PATH, None, str(pairs), values)
