@@ -211,6 +211,16 @@ def parse_setting(text: str) -> tuple[str, object]:
         raise GateRulesError(
             f"expected RULE=VALUE with RULE one of {', '.join(DEFAULT_RULES)}; got {text!r}"
         )
+    if key == "floors":
+        raise GateRulesError(
+            f"set one floor at a time: floors.NAME=NUMBER|none, NAME one of "
+            f"{', '.join(DEFAULT_RULES['floors'])}; got {text!r}"
+        )
+    if isinstance(DEFAULT_RULES[key], dict):  # the judge's: no --set for them (docs/judge.md)
+        raise GateRulesError(
+            f"the {key}'s rules are edited in gate.json's {key!r} object, not with --set; "
+            f"got {text!r}"
+        )
     if isinstance(DEFAULT_RULES[key], bool):
         if value.lower() not in ("true", "false", "yes", "no", "1", "0"):
             raise GateRulesError(f"{key} must be true or false, got {value!r}")
