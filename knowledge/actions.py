@@ -82,17 +82,25 @@ def label_note(version) -> str:
             stray.setdefault(p.intent, p.title)
     if not stray:
         return ""
-    named = ", ".join(f"{intent} ({quote(title, 40)})" for intent, title in sorted(stray.items()))
+    named = _first_few([f"{i} ({quote(title, 40)})" for i, title in sorted(stray.items())])
     if not known:
         return (
             f" Articles labelled with an intent take effect beside past answers of that intent, "
             f"and {version.name} {version.version} has none: import the past answers into the "
-            f"same knowledge base ({named})."
+            f"same knowledge base ({len(stray)} labelled: {named})."
         )
     return (
         f" {len(stray)} label(s) match no past answer's intent here, so those articles are shown "
-        f"as unlabelled ones are: {named}. Check the spelling against the data's intents."
+        f"as unlabelled ones are: {named}. Check the spelling against the data's intents, or "
+        "import past answers of those intents."
     )
+
+
+def _first_few(items: list[str], shown: int = 5) -> str:
+    """``a, b, c`` or, past ``shown`` items, ``a, b, c, d, e and 22 more`` (a help center
+    labels every article: a sentence naming 27 of them is not read)."""
+    more = len(items) - shown
+    return ", ".join(items[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def search(

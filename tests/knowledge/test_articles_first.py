@@ -170,7 +170,7 @@ def test_an_import_says_when_a_label_matches_no_past_answers_intent(shelf, tmp_p
     assert said.endswith(
         " 1 label(s) match no past answer's intent here, so those articles are shown as "
         "unlabelled ones are: retrun_item ('Returning an item'). Check the spelling against the "
-        "data's intents."
+        "data's intents, or import past answers of those intents."
     )
     assert routed_search(shelf.get("shop"), "send back the shoes please", 1).hits[
         0
