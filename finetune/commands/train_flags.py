@@ -68,8 +68,8 @@ FLAGS = [
         "data",
         "passage_share",
         float,
-        "share of the training rows shown those passages, the rest trained without them "
-        "(default 1.0: every row)",
+        "share of the training rows shown those passages (1 = every row), the rest trained "
+        "without them",
     ),
     ("--prompt-column", [], "data", "prompt_column", str, "the column holding the prompt"),
     ("--response-column", [], "data", "response_column", str, "the column holding the answer"),
