@@ -21,7 +21,15 @@ def main(args) -> int:
         status = runner.stop(args.stop)
         print(f"{args.stop}: {status.get('state', '?')} {status.get('reason', '')}".rstrip())
         return 0
-    for r in runner.list_runs():
+    runs = runner.list_runs()
+    if not runs:
+        from core import paths
+
+        print(
+            f"No run started from the Train tab in {paths.subdir('runs')}; a "
+            "`python -m finetune train` run reports in its own terminal."
+        )
+    for r in runs:
         s = r.status
         print(
             f"{r.run_id:28} {s.get('state', '?'):9} adapter={s.get('adapter', '-')} "
