@@ -73,12 +73,12 @@ def import_adapter(
         raise ValueError(f"an adapter named {name!r} already exists; pick another name")
     with shelf_write(f"import {src.name} as {name!r}"):
         if src.is_dir():
-            _publish(_adapter_root(src), target, allow_pickle)
+            _publish(_adapter_root(src, src.name), target, allow_pickle)
         elif src.is_file() and zipfile.is_zipfile(src):
             staging = Path(tempfile.mkdtemp(prefix=".tmp-import-", dir=shelf.root))
             try:
                 safe_extract(src, staging, limits)
-                _publish(_adapter_root(staging), target, allow_pickle)
+                _publish(_adapter_root(staging, src.name), target, allow_pickle)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
         else:
@@ -260,14 +260,21 @@ def _publish(folder: Path, target: Path, allow_pickle: bool) -> None:
         _finish_import(tmp, target.name)
 
 
-def _adapter_root(folder: Path) -> Path:
-    """The folder holding adapter_config.json: ``folder`` itself or its only subfolder."""
+def _adapter_root(folder: Path, shown: str) -> Path:
+    """The folder holding adapter_config.json: ``folder`` itself or its only subfolder
+    (``shown``: what the user gave, a zip's name rather than its staging folder)."""
     if (folder / CONFIG).is_file():
         return folder
-    subs = [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    subs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     if len(subs) == 1 and (subs[0] / CONFIG).is_file() and not subs[0].is_symlink():
         return subs[0]
-    raise ValueError(f"no adapter_config.json in {folder.name} (nor in a single subfolder)")
+    held = (
+        f"; {shown} holds {len(subs)} folders ({', '.join(p.name for p in subs[:5])}): "
+        "import one adapter at a time"
+        if len(subs) > 1
+        else ""
+    )
+    raise ValueError(f"no adapter_config.json in {shown} (nor in a single subfolder){held}")
 
 
 def _copy_adapter_files(src: Path, dst: Path, allow_pickle: bool) -> None:

@@ -113,6 +113,23 @@ def test_import_from_zips_flat_and_exported(home, tmp_path, peft_dir):
     assert copy.adapter_hash == flat.adapter_hash
 
 
+def test_a_zip_without_one_adapter_names_the_zip_and_what_it_holds(home, tmp_path, peft_dir):
+    """It named the hidden staging folder ("no adapter_config.json in .tmp-import-k67ywhp2"),
+    a path the user never gave and that is gone once the import is refused."""
+    two = tmp_path / "two.zip"
+    with zipfile.ZipFile(two, "w") as zf:
+        for sub in ("a", "b"):
+            for f in peft_dir.iterdir():
+                zf.write(f, f"{sub}/{f.name}")
+    zipfile.ZipFile(tmp_path / "empty.zip", "w").close()
+    for archive, said in ((two, "two.zip holds 2 folders (a, b)"), (tmp_path / "empty.zip", "")):
+        with pytest.raises(ValueError) as info:
+            import_adapter(archive)
+        assert f"no adapter_config.json in {archive.name}" in str(info.value)
+        assert ".tmp-" not in str(info.value) and said in str(info.value)
+    assert [p.name for p in (home / "adapters").iterdir() if not p.name.startswith(".lock")] == []
+
+
 def test_pickle_weights_need_allow_pickle_and_become_safetensors(home, tmp_path, peft_dir):
     import torch
     from safetensors.torch import load_file
