@@ -188,7 +188,7 @@ def main(args) -> int:
                 book=book,
                 auto_rollback=auto_rollback(args, book),
                 check=_check(args),
-                grounding=KEEP if args.grounding is None else args.grounding,
+                grounding=KEEP if args.grounding is None else known_grounding(args.grounding),
             )
         )
     elif args.action == "promote":
@@ -198,6 +198,47 @@ def main(args) -> int:
     else:
         print(actions.delete(args.name, by, book=book))
     return 0
+
+
+def known_grounding(value: str) -> str:
+    """``--grounding`` checked as the API and the Adapters tab check it: a knowledge base (and
+    version) it names must be on the shelf, else every answer of the alias would be a 400.
+    ``adapters`` may not import ``knowledge`` (docs/architecture.md), so the home's folders are
+    read as ``knowledge.store`` writes them: ``knowledge/<name>/v<N>/version.json``.
+
+    Raises:
+        AliasError: a misspelt grounding, or a knowledge base or version that is not there.
+    """
+    from adapters.shelf.alias_rules import AliasError, check_grounding, split_grounding
+    from core import paths
+
+    named = split_grounding(check_grounding(value))
+    if named is None:
+        return value
+    name, version = named
+    root = paths.subdir("knowledge")
+    versions = _versions(root / name)
+    if not versions:
+        known = ", ".join(sorted(p.name for p in root.iterdir() if _versions(p))) or "none yet"
+        raise AliasError(
+            f"--grounding {value}: no knowledge base named {name!r} on the shelf (knowledge "
+            f"bases: {known}); import it first (python -m knowledge import FILE --name {name})",
+            "grounding",
+        )
+    if version != "latest" and int(version[1:]) not in versions:
+        listed = ", ".join(f"v{n}" for n in versions)
+        raise AliasError(
+            f"--grounding {value}: {name} has no version {version!r} (versions: {listed})",
+            "grounding",
+        )
+    return value
+
+
+def _versions(folder) -> list[int]:
+    if not folder.is_dir() or folder.name.startswith("."):
+        return []
+    found = (p.name[1:] for p in folder.iterdir() if p.name[:1] == "v" and p.name[1:].isdigit())
+    return sorted(int(n) for n in found if (folder / f"v{n}" / "version.json").is_file())
 
 
 def _check(args):

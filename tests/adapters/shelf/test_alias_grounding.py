@@ -139,3 +139,25 @@ def test_a_gate_passed_grounded_in_a_chosen_knowledge_base_serves_under_that_nam
     )
     with pytest.raises(AliasError, match=r"evaluate it as served \(python -m eval --grounding off"):
         book.set("plain", {"v5": 100}, by="ana", grounding="off")
+
+
+def test_the_command_line_refuses_a_knowledge_version_not_on_the_shelf(
+    book, home, tmp_path, capsys
+):
+    """As the API and the Adapters tab do: a typo in --grounding was kept, and every answer of
+    the alias was then a 400."""
+    from adapters.__main__ import main
+    from knowledge.actions import import_files
+
+    assert main(["alias", "set", "bot", "v3=100", "--grounding", "faq@v2"]) == 2
+    err = capsys.readouterr().err
+    assert "--grounding faq@v2: no knowledge base named 'faq'" in err and err.count("\n") == 1
+    assert "python -m knowledge import FILE --name faq" in err
+    assert not (home / "releases" / "aliases.json").exists() or "bot" not in stored(home)
+    (tmp_path / "faq.csv").write_text("question,answer\nHi?,Hello.\n")
+    import_files([tmp_path / "faq.csv"], "faq")
+    assert main(["alias", "set", "bot", "v3=100", "--grounding", "faq@v2"]) == 2
+    assert "--grounding faq@v2: faq has no version 'v2' (versions: v1)" in capsys.readouterr().err
+    assert main(["alias", "set", "bot", "v3=100", "--grounding", "faq@v1"]) == 0
+    assert main(["alias", "set", "bot", "--grounding", "faq"]) == 0
+    assert grounding_of(book.row("bot")) == "faq"
