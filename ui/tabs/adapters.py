@@ -13,6 +13,8 @@ from ui.views.gguf import DEFAULT_TYPES, GGUF_TYPES, gguf_markdown
 from ui.views.shelf import COLUMNS, details_markdown, shelf_rows
 from ui.views.state import AppState
 
+PICK_FIRST = "Pick an adapter first."  # no adapter picked: the shelf's sentence said "got None"
+
 
 def build_adapters_tab(state: AppState) -> dict:
     with gr.Tab("Adapters", id="adapters") as tab:
@@ -65,7 +67,7 @@ def build_adapters_tab(state: AppState) -> dict:
 
         def on_activate(name):
             if not name:
-                return "Pick an adapter first."
+                return PICK_FIRST
             try:
                 loaded = state.activate(name)
             except (ValueError, OSError) as err:
@@ -77,6 +79,8 @@ def build_adapters_tab(state: AppState) -> dict:
 
         # The sentences come from adapters.shelf_actions, shared with `python -m adapters`.
         def on_rename(name, new):
+            if not name:
+                return (PICK_FIRST, *refresh_all())
             try:
                 said = actions.rename(name, new, session=state.session)
             except (ValueError, OSError) as err:
@@ -84,6 +88,8 @@ def build_adapters_tab(state: AppState) -> dict:
             return (said, *refresh_all(new.strip()))
 
         def on_delete(name, sure):
+            if not name:
+                return (PICK_FIRST, *refresh_all(), False)
             try:
                 said = actions.delete(name, bool(sure), session=state.session)
             except (ValueError, OSError) as err:
@@ -91,6 +97,8 @@ def build_adapters_tab(state: AppState) -> dict:
             return (said, *refresh_all(), False)
 
         def on_export(name):
+            if not name:
+                return PICK_FIRST, gr.update(visible=False)
             try:
                 said, _ = actions.export_merged(name, overwrite=True)
             except (ValueError, OSError) as err:
@@ -101,7 +109,7 @@ def build_adapters_tab(state: AppState) -> dict:
             from adapters.export.gguf import export_gguf
 
             if not name:
-                return "Pick an adapter first."
+                return PICK_FIRST
             try:
                 result = export_gguf(
                     name,
@@ -115,6 +123,8 @@ def build_adapters_tab(state: AppState) -> dict:
             return gguf_markdown(result)
 
         def on_zip(name):
+            if not name:
+                return PICK_FIRST, gr.update(visible=False)
             try:
                 said, out = actions.export_zip(name)
             except (ValueError, OSError) as err:

@@ -34,3 +34,13 @@ def test_a_folder_whose_name_is_not_utf8_is_listed_as_the_cli_lists_it(
     shown = frame["name"].tolist()
     assert "tuned" in shown and "caf\\udce9-v1" in shown  # python -m adapters list prints the same
     json.dumps([frame.to_dict(), names, details]).encode("utf-8")  # what the page is sent
+
+
+def test_each_button_with_no_adapter_picked_says_to_pick_one(home, tiny_llama_dir):
+    table = handlers(tiny_llama_dir)
+    # the shelf's own sentence was "the adapter name must be text, got None"
+    assert table["on_export"](None)[0] == "Pick an adapter first."
+    assert table["on_zip"](None)[0] == "Pick an adapter first."
+    assert table["on_rename"](None, "tuned")[0] == "Pick an adapter first."
+    said, *_, confirm = table["on_delete"](None, True)
+    assert said == "Pick an adapter first." and confirm is False
