@@ -148,7 +148,11 @@ def save_adapter(
     paths.safe_name(name, "adapter name")
     target = paths.subdir("adapters") / name
     with paths.atomic_dir(target) as tmp:
-        model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
+        # No embedding layer is trained or resized here; "auto" would ask the Hub for the
+        # base's config.json whenever the config names it by id (a continued adapter, DPO).
+        model.save_pretrained(
+            tmp, safe_serialization=True, state_dict=state_dict, save_embedding_layers=False
+        )
         # PEFT records the base by local path; keep the canonical id there for other tools.
         manifest = {
             **manifest,
@@ -245,7 +249,10 @@ def save_checkpoint(
     }
     with paths.atomic_dir(target) as tmp:
         model.save_pretrained(
-            tmp, safe_serialization=True, state_dict=sharded[0] if sharded else None
+            tmp,
+            safe_serialization=True,
+            state_dict=sharded[0] if sharded else None,
+            save_embedding_layers=False,  # as save_adapter: nothing asked of the Hub
         )
         torch.save(state, tmp / "trainer_state.pt")
         (tmp / "progress.json").write_text(json.dumps(progress or {}))
