@@ -12,6 +12,7 @@ from ui.tabs.aliases import build_aliases_section
 from ui.views.gguf import DEFAULT_TYPES, GGUF_TYPES, gguf_markdown
 from ui.views.shelf import COLUMNS, details_markdown, shelf_rows
 from ui.views.state import AppState
+from ui.views.uploads import by_upload_name
 
 PICK_FIRST = "Pick an adapter first."  # no adapter picked: the shelf's sentence said "got None"
 
@@ -136,8 +137,8 @@ def build_adapters_tab(state: AppState) -> dict:
                 return ("Choose a .zip first.", *refresh_all())
             try:
                 said, entry = actions.import_adapter(file, name)
-            except (ValueError, OSError) as err:
-                return (f"⚠️ {err}", *refresh_all())
+            except (ValueError, OSError) as err:  # named as uploaded, not by its temporary copy
+                return (f"⚠️ {by_upload_name(str(err), [file])}", *refresh_all())
             return (said, *refresh_all(entry.name))
 
         view = [table, pick, details]

@@ -8,6 +8,7 @@ from pathlib import Path
 from core.user_text import cut, quote
 from knowledge import actions
 from knowledge.store import LATEST, KnowledgeShelf
+from ui.views.uploads import by_upload_name
 from ui.views.wording import for_ui
 
 KINDS = ("auto", "article", "macro", "past_answer")
@@ -47,16 +48,7 @@ def import_upload(files, name: str, kind: str = "auto", replace: bool = False) -
             [str(u) for u in uploads], (name or "").strip(), kind=chosen, replace=bool(replace)
         )
     except ValueError as err:
-        raise ValueError(for_ui(_by_name(str(err), uploads))) from None
-
-
-def _by_name(text: str, uploads: list[Path]) -> str:
-    """``text`` with each upload's temporary path (whole, or shortened by ``cut``) replaced
-    by the file's own name: Gradio keeps an upload as <temp dir>/<hash>/<its name>."""
-    for u in uploads:
-        for spelled in (str(u), cut(str(u))):
-            text = text.replace(spelled, cut(u.name))
-    return text
+        raise ValueError(for_ui(by_upload_name(str(err), uploads))) from None
 
 
 def about(name: str | None, version: str | None) -> str:

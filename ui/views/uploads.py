@@ -53,6 +53,18 @@ def store_upload(temp_path: str) -> str:
     return str(dest)
 
 
+def by_upload_name(text: str, uploads) -> str:
+    """``text`` with each upload's temporary path (whole, or shortened as messages shorten a
+    path) replaced by the file's own name: Gradio keeps an upload as <temp dir>/<hash>/<its
+    name>, a path the user never gave."""
+    from core.user_text import cut
+
+    for u in map(Path, uploads):
+        for spelled in (str(u), cut(str(u))):
+            text = text.replace(spelled, cut(u.name))
+    return text
+
+
 def holds_pairs(path: Path) -> bool:
     """Whether the data file at ``path`` has the columns of preference pairs."""
     from finetune.data.load import load_rows

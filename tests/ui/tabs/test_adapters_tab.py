@@ -44,3 +44,12 @@ def test_each_button_with_no_adapter_picked_says_to_pick_one(home, tiny_llama_di
     assert table["on_rename"](None, "tuned")[0] == "Pick an adapter first."
     said, *_, confirm = table["on_delete"](None, True)
     assert said == "Pick an adapter first." and confirm is False
+
+
+def test_an_import_refusal_names_the_zip_as_uploaded(home, tiny_llama_dir, tmp_path):
+    """Gradio keeps an upload as <temp dir>/<64 hex>/<its name>; the sentence names the file."""
+    upload = tmp_path / "gradio" / ("47" * 32) / "fake.zip"
+    upload.parent.mkdir(parents=True)
+    upload.write_text("not a zip")
+    said, *_ = handlers(tiny_llama_dir)["on_import"](str(upload), "")
+    assert said == "⚠️ Import refused: fake.zip is neither an adapter folder nor a zip file"
