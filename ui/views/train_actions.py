@@ -68,6 +68,9 @@ def build_config(hw, src: str, upload_file, typed: str | None, values) -> tuple:
     problems += preflight(cfg, hw)
     if cfg.train.method == "sft" and holds_pairs(Path(data)):
         problems = _pairs_for_sft(cfg.data, problems)
+    if src == DATA_SOURCES[1]:  # the kept copy is <stem>-<hash>: name the file as uploaded
+        kept, uploaded = Path(data).name, Path(str(upload_file)).name
+        problems = [p.replace(kept, uploaded) for p in problems]
     return cfg, [for_ui(p) for p in problems]
 
 

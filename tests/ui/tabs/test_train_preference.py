@@ -100,3 +100,22 @@ def test_check_and_start_with_sft_on_pairs_say_to_pick_a_preference_method(
         + "\n"
     )
     assert "preference" not in checked_text(detect(), estimate_text, PATH, None, str(pairs), values)
+
+
+def test_an_uploaded_file_is_named_as_uploaded_not_by_its_kept_copy(home, tiny_llama_dir, tmp_path):
+    from core.hardware import detect
+    from ui.views.train_actions import checked_text
+    from ui.views.train_check import estimate_text
+
+    upload = tmp_path / "gradio" / ("e0" * 32) / "my pairs.jsonl"  # as Gradio keeps an upload
+    upload.parent.mkdir(parents=True)
+    upload.write_text(
+        json.dumps({"prompt": "Where is my order?", "chosen": "On its way.", "rejected": "No."})
+        + "\n"
+    )
+    text = checked_text(
+        detect(), estimate_text, DATA_SOURCES[1], str(upload), "", _values(tiny_llama_dir)
+    )
+    # the copy kept under datasets/uploads is my_pairs-<hash>.jsonl, a name the user never gave
+    assert text.startswith("**These settings cannot run:**\n- my pairs.jsonl looks like preference")
+    assert list((home / "datasets" / "uploads").glob("my_pairs-*.jsonl"))
