@@ -139,6 +139,7 @@ def _preference(args, cfg, on_event, stop) -> int:
     (finetune/train/preference.py), with the same progress events, stop and run folder as
     supervised training."""
     from finetune.train.preference import PreferenceConfig, train_preference
+    from finetune.train.setup import check_config
 
     t = cfg.train
     if t.method not in PREFERENCE_METHODS:
@@ -151,6 +152,7 @@ def _preference(args, cfg, on_event, stop) -> int:
         raise ValueError(
             "--data must name the pairs file (JSON lines with prompt, chosen, rejected)"
         )
+    check_config(cfg)  # every other problem a supervised run is refused for (ConfigError: exit 2)
     # SFT's learning rate, epochs and batch size are not what each preference method measured best
     # (DPO and CPO: 1e-3, 1.5 epochs, 4 pairs a step): only what the user set counts (a config file
     # sets all; the Train tab shows the method's).

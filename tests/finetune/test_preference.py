@@ -184,6 +184,30 @@ def test_bad_settings_pairs_and_names_are_refused_before_training(
     assert sorted(p.name for p in (home / "adapters").iterdir()) == ["support"]
 
 
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--max-steps", "-1"], "max steps must be a whole number between 0 and"),
+        (["--lr", "5"], "learning rate must be a number between"),
+        (["--max-samples", "-5"], "max samples must be a whole number between"),
+        (["--with-passages", "1"], "training with passages is for sft"),
+        (["--name", "../x"], "invalid adapter name '../x'"),
+    ],
+)
+def test_the_cli_refuses_what_a_supervised_run_refuses_before_a_preference_run(
+    home, tiny_llama_dir, pairs_file, capsys, flags, said
+):
+    """A preference run skipped the run settings' checks: each of these trained and saved an
+    adapter (--max-steps -1 as 'use the epochs', a learning rate of 5, passages it ignores)."""
+    from finetune.__main__ import main
+
+    put_adapter(tiny_llama_dir, "support")
+    argv = ["train", "--method", "dpo", "--from-adapter", "support", "--data", str(pairs_file)]
+    assert main([*argv, "--batch-size", "2", "--quiet", *flags]) == 2
+    assert said in capsys.readouterr().err
+    assert sorted(p.name for p in (home / "adapters").iterdir()) == ["support"]
+
+
 def test_the_cli_trains_dpo_from_a_shelf_adapter(home, tiny_llama_dir, pairs_file, capsys):
     from finetune.__main__ import main
 
