@@ -127,6 +127,11 @@ class PreferenceResult:
     reference_seconds: float = 0.0  # of ``seconds``: DPO's reference scored before the first step
 
 
+def output_name(adapter: str, method: str, name: str = "") -> str:
+    """The shelf name a preference run saves under: ``name``, or ``<adapter>-<method>``."""
+    return name or f"{adapter}-{method}"
+
+
 def read_pairs(path: str | Path, limit: int = 0) -> list[dict]:
     """Pairs as ``{"prompt": [messages], "chosen": str, "rejected": str}``.
 
@@ -226,7 +231,7 @@ def train_preference(
     """
     cfg.check()
     t0 = started or time.time()
-    name = paths.safe_name(cfg.name or f"{cfg.adapter}-{cfg.method}", "adapter name")
+    name = paths.safe_name(output_name(cfg.adapter, cfg.method, cfg.name), "adapter name")
     if (paths.subdir("adapters") / name).exists():
         raise ValueError(f"an adapter named {name!r} is already on the shelf; pick another --name")
     pairs = read_pairs(cfg.pairs, cfg.max_pairs)

@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from core import paths
-from core.user_text import shown_error
+from core.user_text import quote, shown_error
+from finetune.config import PREFERENCE_METHODS
 from finetune.train import runner
 from finetune.train.preflight import preflight
 from ui.views import forms
@@ -68,10 +69,30 @@ def build_config(hw, src: str, upload_file, typed: str | None, values) -> tuple:
     problems += preflight(cfg, hw)
     if cfg.train.method == "sft" and holds_pairs(Path(data)):
         problems = _pairs_for_sft(cfg.data, problems)
+    if not problems and cfg.train.method in PREFERENCE_METHODS:
+        problems += _taken_name(cfg)
     if src == DATA_SOURCES[1]:  # the kept copy is <stem>-<hash>: name the file as uploaded
         kept, uploaded = Path(data).name, Path(str(upload_file)).name
         problems = [p.replace(kept, uploaded) for p in problems]
     return cfg, [for_ui(p) for p in problems]
+
+
+def _taken_name(cfg) -> list[str]:
+    """Why a preference run cannot save under its name: an adapter of that name is on the shelf
+    (the run refuses it only once started, a sentence naming --name). SFT makes its name
+    unique instead."""
+    from finetune.train.preference import output_name
+
+    t = cfg.train
+    name = output_name(t.from_adapter, t.method, cfg.run.adapter_name or "")
+    if not (paths.home(create=False) / "adapters" / name).exists():
+        return []
+    given = (
+        "" if cfg.run.adapter_name else f" (a {t.method.upper()} run of {t.from_adapter} takes it)"
+    )
+    return [
+        f"an adapter named {quote(name)} is already on the shelf{given}: type another Adapter name"
+    ]
 
 
 def _pairs_for_sft(data_args, problems: list[str]) -> list[str]:

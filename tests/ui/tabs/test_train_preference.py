@@ -119,3 +119,29 @@ def test_an_uploaded_file_is_named_as_uploaded_not_by_its_kept_copy(home, tiny_l
     # the copy kept under datasets/uploads is my_pairs-<hash>.jsonl, a name the user never gave
     assert text.startswith("**These settings cannot run:**\n- my pairs.jsonl looks like preference")
     assert list((home / "datasets" / "uploads").glob("my_pairs-*.jsonl"))
+
+
+def test_a_preference_run_whose_adapter_name_is_taken_is_refused_before_it_starts(
+    home, tiny_llama_dir, tmp_path
+):
+    from core.hardware import detect
+    from ui.views.train_actions import checked_text
+    from ui.views.train_check import estimate_text
+
+    put_adapter(tiny_llama_dir, "support")
+    put_adapter(tiny_llama_dir, "support-dpo")  # the first DPO run of support, unnamed
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(
+        json.dumps({"prompt": "Where is my order?", "chosen": "On its way.", "rejected": "No."})
+        + "\n"
+    )
+    values = _values(tiny_llama_dir, method="dpo", from_adapter="support")
+    message, run_id = handlers(tiny_llama_dir)["on_start"](PATH, None, str(pairs), *values)
+    # it started, and failed in its child: "...; pick another --name", a flag the tab lacks
+    assert run_id is None and message == (
+        "**Not started — fix these first:**\n- an adapter named 'support-dpo' is already on the "
+        "shelf (a DPO run of support takes it): type another Adapter name"
+    )
+    values[forms.TRAIN_FIELDS.index(("run", "adapter_name"))] = "support-dpo-2"
+    text = checked_text(detect(), estimate_text, PATH, None, str(pairs), values)
+    assert text.startswith("Settings are valid"), text
