@@ -3,7 +3,9 @@
 Only the rows the adapter trains on go there, never the evaluation split: an answer the
 evaluation scores must not be among the passages the bot is shown. One version per dataset
 fingerprint (the fingerprint names the rows, the mapping and the split), so training twice
-on the same data reuses the version.
+on the same data reuses the version. A new version keeps what was imported into the knowledge
+base beside the past answers (the articles of docs/knowledge.md's "When a policy changes"):
+only the earlier training split is replaced.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from pathlib import Path
 from knowledge import index
 from knowledge.passages import Passage
 from knowledge.store import KnowledgeShelf, Version
+
+_TRAIN_ROW = re.compile(r":train row \d+$")  # a passage shelve_pairs put there
 
 
 def knowledge_name(data_path: str) -> str:
@@ -66,11 +70,29 @@ def shelve_pairs(
         for i, (q, a, y) in enumerate(zip(questions, answers, labels, strict=True), start=1)
         if isinstance(a, str) and a.strip()
     ]
+    kept, files = imported(shelf, name)
     version, _ = shelf.add(
         name,
-        passages,
-        [source],
+        kept + passages,
+        list(dict.fromkeys([*files, source])),
         replace=True,
         extra={"dataset_fingerprint": dataset_fingerprint, "split": "train"},
     )
     return version
+
+
+def imported(shelf: KnowledgeShelf, name: str) -> tuple[list[Passage], list[str]]:
+    """The passages of ``name``'s newest version that an import put there (articles, macros,
+    past answers imported by hand), never an earlier training split, and the files they came
+    from; nothing when ``name`` has no version."""
+    versions = shelf.versions(name)
+    if not versions:
+        return [], []
+    latest = versions[-1]
+    kept = [p for _, p in latest.passages_page() if not _TRAIN_ROW.search(p.source)]
+    files = [
+        f
+        for f in latest.sources
+        if any(p.source == f or p.source.startswith((f"{f}#", f"{f}:")) for p in kept)
+    ]
+    return kept, files
