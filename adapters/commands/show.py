@@ -39,7 +39,7 @@ def main(args) -> int:
         if isinstance(known, dict) and known.get("name"):
             lines.append(
                 f"  knowledge   {known['name']} {known.get('version', '?')} · "
-                f"{known.get('passages', '?')} past answers it was trained beside "
+                f"{known.get('passages', '?')} passages it was trained beside "
                 "(grounding auto answers from it)"
             )
         if entry.metrics:

@@ -19,4 +19,4 @@ def test_show_names_the_knowledge_the_adapter_was_trained_beside(home, random_lo
     line = next(
         x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("knowledge")
     )
-    assert line.split(None, 1)[1].startswith("answers-support v2 · 950 past answers")
+    assert line.split(None, 1)[1].startswith("answers-support v2 · 950 passages")
