@@ -210,6 +210,20 @@ def main(args) -> int:
         return _main(args)
 
 
+def _check_copy_target(out: Path) -> None:
+    """Refuse an --output-dir on the shelf: the adapter is saved there already, and a copy
+    would land on itself or inside another adapter's folder."""
+    from core import paths
+
+    shelf = (paths.home(create=False) / "adapters").resolve()
+    where = out.expanduser().resolve()
+    if where == shelf or shelf in where.parents:
+        raise ValueError(
+            f"--output-dir {out} is the adapter shelf or in it, where the adapter is saved "
+            "anyway; name a folder outside it to copy into"
+        )
+
+
 def _build_waits_note() -> str | None:
     """A sentence for the run's log when a background llama.cpp build waits for it, else None."""
     from core.llama_cpp.binaries import build_progress, building
@@ -225,6 +239,8 @@ def _build_waits_note() -> str | None:
 def _main(args) -> int:
     if args.output_dir and Path(args.output_dir).exists() and not Path(args.output_dir).is_dir():
         raise ValueError(f"--output-dir {args.output_dir} is a file; name a folder to copy into")
+    if args.output_dir:
+        _check_copy_target(Path(args.output_dir))
     cfg = build_config(args)
     if cfg.train.method == "sft" and cfg.train.from_adapter:
         raise ValueError(

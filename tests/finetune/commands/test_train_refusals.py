@@ -23,6 +23,9 @@ ROOT = Path(__file__).resolve().parents[3]
         (["--from-adapter", "anything"], "--from-adapter is for --method dpo, cpo or orpo"),
         # a mistyped run folder trained a new run from step 0, under a made-up name
         (["--resume", "--run-dir", "{missing}"], "there is no run folder"),
+        # it trained, then failed to copy the adapter onto itself: "internal error", exit 1
+        (["--output-dir", "{shelf}"], "is the adapter shelf or in it"),
+        (["--output-dir", "{shelf}/an-adapter"], "is the adapter shelf or in it"),
     ],
 )
 def test_settings_it_cannot_carry_out_are_refused_in_a_sentence(
@@ -32,7 +35,10 @@ def test_settings_it_cannot_carry_out_are_refused_in_a_sentence(
     a_file.write_text("not a folder")
     out = subprocess.run(
         [sys.executable, "-m", "finetune", "train", "--model", str(tiny_llama_dir)]
-        + [flag.format(file=a_file, missing=tmp_path / "no-such-run") for flag in flags],
+        + [
+            flag.format(file=a_file, missing=tmp_path / "no-such-run", shelf=home / "adapters")
+            for flag in flags
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,
