@@ -100,7 +100,7 @@ def test_the_cli_and_the_train_form_take_auto_or_a_number():
         assert problems == [] and cfg.train.batch_size == expected
     values[i] = "many"
     assert forms.to_config(forms.DEMO_DATA, values)[1] == [
-        "batch size must be a number (got 'many')"
+        "batch size must be auto or a whole number (got 'many')"
     ]
 
 
