@@ -84,7 +84,23 @@ _INTS = {
 _FLOATS = {"dropout", "learning_rate", "epochs", "val_fraction", "beta", "passage_share"}
 _TEXTS = {"system_prompt", "adapter_name", "rdzv_endpoint", "from_adapter"}
 _AUTO = {"eval_every", "probe_every", "save_every"}  # blank = auto (a share of the planned steps)
-_LABELS = {"time_budget_s": "time budget (minutes)", "grad_accum": "gradient accumulation"}
+# The names finetune.config.validate gives the settings, where the field's own name differs.
+_LABELS = {
+    "time_budget_s": "time budget (minutes)",
+    "grad_accum": "gradient accumulation",
+    "r": "LoRA rank r",
+    "alpha": "LoRA alpha",
+    "dropout": "LoRA dropout",
+    "top_layers": "LoRA top layers",
+    "max_samples": "max samples",
+    "val_fraction": "validation fraction",
+    "eval_every": "validate every N steps",
+    "probe_every": "probe every N steps",
+    "save_every": "checkpoint every N steps",
+    "nproc_per_node": "processes per node",
+    "with_passages": "passages per training row",
+    "passage_share": "share of training rows shown passages",
+}
 _AUTO_OR_WHOLE = {"batch_size", "with_passages"}  # "auto" or a whole number
 # The Train tab's "past answers per row" choices: (label, DataArgs.with_passages).
 PASSAGE_CHOICES = [
@@ -165,9 +181,8 @@ def to_config(data_path: str, values: list) -> tuple[RunConfig, list[str]]:
         except (TypeError, ValueError, OverflowError):
             kind = "text" if field in _TEXTS else "a number"
             kind = "auto or a whole number" if field in _AUTO_OR_WHOLE else kind
-            problems.append(
-                f"{_LABELS.get(field, field.replace('_', ' '))} must be {kind} (got {quote(value)})"
-            )
+            got = "the box is empty" if value is None else f"got {quote(value)}"  # a blank Number
+            problems.append(f"{_LABELS.get(field, field.replace('_', ' '))} must be {kind} ({got})")
             continue
         if field == "time_budget_s" and (problem := _budget_problem(value)):
             problems.append(problem)  # said in the form's minutes; the setting stays as it was

@@ -20,7 +20,7 @@ def test_a_bad_number_of_passages_is_a_sentence():
     values = forms.form_values(forms.ui_defaults())
     values[AT] = 1.5
     problems = forms.to_config(forms.DEMO_DATA, values)[1]
-    assert problems == ["with passages must be auto or a whole number (got 1.5)"]
+    assert problems == ["passages per training row must be auto or a whole number (got 1.5)"]
     values[AT] = 9
     cfg, problems = forms.to_config(forms.DEMO_DATA, values)
     assert problems == []
