@@ -87,6 +87,13 @@ def main(args) -> int:
     from finetune import data
 
     d = data_args(args)
+    if args.out and Path(args.out).exists():  # before the minutes of tokenizing
+        what = (
+            "already holds a prepared dataset: remove it first"
+            if (Path(args.out) / "stats.json").is_file()
+            else "exists; it is left as it is"
+        )
+        raise ValueError(f"--out {args.out} {what}, or name a new folder")
     tokenizer = AutoTokenizer.from_pretrained(models.resolve(args.model).path)
     prepared = data.prepare(d, tokenizer)
     out = Path(args.out) if args.out else paths.subdir("datasets") / prepared.fingerprint

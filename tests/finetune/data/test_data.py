@@ -314,6 +314,24 @@ def test_prepare_data_command_reports_bad_input_in_one_line(home, tmp_path, tiny
     assert err.startswith("error: empty.csv") and err.count("\n") == 1
 
 
+def test_prepare_data_to_an_existing_out_is_refused_in_one_line(
+    home, support_file, tiny_llama_dir, tmp_path, capsys
+):
+    """It tokenized the whole file, then failed as an internal error (FileExistsError, exit 1),
+    for a folder it wrote before as for any other path: a sentence, exit 2, nothing touched."""
+    argv = ["prepare-data", "--data", str(support_file), "--model", str(tiny_llama_dir)]
+    written = tmp_path / "prepared"
+    assert _cli([*argv, "--out", str(written)]) == 0
+    before = sorted(p.relative_to(written) for p in written.rglob("*"))
+    capsys.readouterr()
+    for out, said in ((written, "already holds a prepared dataset"), (support_file, "exists")):
+        assert _cli([*argv, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: --out {out} ") and said in err and err.count("\n") == 1
+    assert sorted(p.relative_to(written) for p in written.rglob("*")) == before
+    assert data.load_prepared(written).train.num_rows > 0
+
+
 @pytest.mark.parametrize("name", ["bitext_v1_train.csv", "bitext_v11_first5000.csv"])
 def test_real_bitext_files_map_automatically(bitext_dir, name):
     ds = data.load_rows(bitext_dir / name)
