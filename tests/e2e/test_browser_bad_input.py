@@ -125,3 +125,12 @@ def test_a_typed_batch_of_0_is_refused_not_replaced_by_a_listed_size(page):
     assert refused in _check(page, refused)
     box.fill("auto")
     assert "Settings are valid" in _check(page, "Settings are valid")
+
+
+def test_a_refused_name_shows_every_character_it_names(page):
+    """The page's Markdown read the sentence's backslash as an escape and dropped it."""
+    _fill(page, "train-name", "support/bot")
+    refused = "invalid adapter name 'support/bot'"
+    text = _check(page, refused)
+    assert "(no '/', '\\' or '..')" in text, text
+    _fill(page, "train-name", "")

@@ -9,6 +9,7 @@ from knowledge.actions import DEFAULT_NAME
 from ui.views import knowledge as view
 from ui.views import knowledge_warm as warm_view
 from ui.views.state import AppState
+from ui.views.wording import as_markdown
 
 HELP = (
     "Past answers, articles and macros the bot may answer from. Each import makes a new version "
@@ -112,7 +113,8 @@ def build_knowledge_tab(state: AppState) -> dict:
                 message = view.import_upload(uploaded, into, chosen_kind, only_these)
             except ValueError as err:
                 gr.Warning(str(err))
-                return f"⚠️ Nothing imported: {err}", gr.skip(), gr.skip(), gr.skip(), gr.skip()
+                said = f"⚠️ Nothing imported: {as_markdown(str(err))}"
+                return said, gr.skip(), gr.skip(), gr.skip(), gr.skip()
             return message, *knowledge_refresh(into.strip())
 
         def knowledge_search(asked, chosen, which, count):
@@ -120,14 +122,15 @@ def build_knowledge_tab(state: AppState) -> dict:
                 return view.search_results(asked, chosen, which, count)
             except ValueError as err:  # the last search's rows go: they answered another query
                 gr.Warning(str(err))
-                return [], f"⚠️ {err}"
+                return [], f"⚠️ {as_markdown(str(err))}"
 
         def knowledge_delete(chosen, which, confirmed):
             try:
                 message = view.delete_version(chosen, which, confirmed)
             except ValueError as err:
                 gr.Warning(str(err))
-                return f"⚠️ Nothing deleted: {err}", gr.skip(), gr.skip(), gr.skip(), gr.skip()
+                said = f"⚠️ Nothing deleted: {as_markdown(str(err))}"
+                return said, gr.skip(), gr.skip(), gr.skip(), gr.skip()
             return message, *knowledge_refresh(chosen)
 
         def warm_do(act, *args):
@@ -135,7 +138,7 @@ def build_knowledge_tab(state: AppState) -> dict:
                 message = act(state.warm_keeper, *args)
             except ValueError as err:
                 gr.Warning(str(err))
-                return f"⚠️ {err}", warm_view.kept_table(state.warm_keeper)
+                return f"⚠️ {as_markdown(str(err))}", warm_view.kept_table(state.warm_keeper)
             return message, warm_view.kept_table(state.warm_keeper)
 
         def warm_keep(model, knowledge, most):

@@ -18,7 +18,7 @@ from finetune.train.preflight import preflight
 from ui.views import forms
 from ui.views.train_progress import latest_run_id, run_view
 from ui.views.uploads import PAIR_COLUMNS, holds_pairs, preview, store_upload
-from ui.views.wording import for_ui
+from ui.views.wording import as_markdown, for_ui
 
 DATA_SOURCES = ["Demo data (assets)", "Upload a file", "Path on this machine"]
 
@@ -45,7 +45,7 @@ def data_preview(src: str, upload_file, typed: str | None) -> tuple[str, pd.Data
     try:
         values, cols, info = preview(dataset_path(src, upload_file, typed))
     except (ValueError, OSError) as err:
-        return f"⚠️ {for_ui(shown_error(err))}", None
+        return f"⚠️ {as_markdown(for_ui(shown_error(err)))}", None
     return info, pd.DataFrame(values, columns=cols)
 
 
@@ -118,10 +118,10 @@ def checked_text(hw, fn, src: str, upload_file, typed: str | None, values) -> st
     try:
         cfg, problems = build_config(hw, src, upload_file, typed, values)
         if problems:
-            return "**These settings cannot run:**\n" + "\n".join(f"- {p}" for p in problems)
+            return "**These settings cannot run:**\n" + _items(problems)
         return fn(cfg)
     except (ValueError, OSError, RuntimeError) as err:
-        return f"⚠️ {for_ui(str(err))}"
+        return f"⚠️ {as_markdown(for_ui(str(err)))}"
 
 
 def start_run(hw, src: str, upload_file, typed: str | None, values) -> tuple[str, str | None]:
@@ -130,13 +130,15 @@ def start_run(hw, src: str, upload_file, typed: str | None, values) -> tuple[str
         runner.check_can_start()  # a run still going or a read-only home, said first
         cfg, problems = build_config(hw, src, upload_file, typed, values)
         if problems:
-            return "**Not started — fix these first:**\n" + "\n".join(
-                f"- {p}" for p in problems
-            ), None
+            return "**Not started — fix these first:**\n" + _items(problems), None
         info = runner.start(cfg)
     except (ValueError, RuntimeError, OSError) as err:
-        return f"⚠️ Not started: {for_ui(str(err))}", None
+        return f"⚠️ Not started: {as_markdown(for_ui(str(err)))}", None
     return f"Started run `{info.run_id}`.", info.run_id
+
+
+def _items(problems: list[str]) -> str:
+    return "\n".join(f"- {as_markdown(p)}" for p in problems)
 
 
 def stop_run(current: str | None) -> str:

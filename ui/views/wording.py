@@ -42,3 +42,10 @@ def for_ui(text: str) -> str:
     for cli, ui in _FOR_UI:
         text = text.replace(cli, ui)
     return text
+
+
+def as_markdown(text: str) -> str:
+    """Plain ``text`` (a sentence, a list item) for a Markdown component, shown as written:
+    Markdown reads a backslash as an escape and drops it, so "no '/', '\\' or '..'" showed as
+    "no '/', '' or '..'"."""
+    return text.replace("\\", "\\\\")

@@ -113,3 +113,9 @@ def test_a_refused_import_or_delete_replaces_the_last_success_line(home, tiny_ll
     said, *_ = table["knowledge_delete"]("kb", "v1", False)
     assert said.startswith("⚠️ Nothing deleted: ") and "Deleting is for good" in said
     assert KnowledgeShelf().versions("kb")  # nothing was
+
+
+def test_a_refused_name_keeps_its_backslash_in_the_markdown_line(home, tiny_llama_dir, files):
+    said, *_ = handlers(tiny_llama_dir)["knowledge_import"]([str(files[0])], "my kb", "auto", False)
+    # the line is Markdown, which drops a lone backslash: it is sent doubled, shown single
+    assert said.endswith("(no '/', '\\\\' or '..')"), said
