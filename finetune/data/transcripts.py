@@ -153,10 +153,18 @@ def import_to_folder(
     ``import_stats.json`` to ``out``; the stats, with the files' paths, are returned.
 
     Raises:
-        ValueError: ``out`` is a file (before the export is read).
+        ValueError: ``out`` is a file, or holds a train.jsonl / eval.jsonl no import wrote
+            (before the export is read).
     """
     if Path(out).exists() and not Path(out).is_dir():
         raise ValueError(f"{out} is a file; name a folder for train.jsonl and eval.jsonl")
+    # An earlier import's files are replaced (its import_stats.json says so); other data is not.
+    theirs = [n for n in ("train.jsonl", "eval.jsonl") if (Path(out) / n).exists()]
+    if theirs and not (Path(out) / "import_stats.json").is_file():
+        raise ValueError(
+            f"{out} holds {', '.join(theirs)} that no import wrote; they are left as they are: "
+            "name a new folder for the import"
+        )
     result = import_transcripts(path, fmt, columns, roles)
     train, held = split_conversations(result.conversations, eval_fraction, seed)
     out = Path(out)
@@ -170,12 +178,13 @@ def import_to_folder(
         "train_file": str(out / "train.jsonl"),
         "eval_file": str(out / "eval.jsonl") if held else None,
     }
+    # The stats first: a kill between the files leaves a folder the next import may write over.
+    _write_text(out / "import_stats.json", json.dumps(stats, indent=2, ensure_ascii=False) + "\n")
     _write_jsonl(out / "train.jsonl", train)
     if held:
         _write_jsonl(out / "eval.jsonl", held)
     else:
         (out / "eval.jsonl").unlink(missing_ok=True)  # an older import's held-out file
-    _write_text(out / "import_stats.json", json.dumps(stats, indent=2, ensure_ascii=False) + "\n")
     return stats
 
 

@@ -93,6 +93,25 @@ def test_an_out_folder_that_is_a_file_is_refused_and_kept(tmp_path, capsys):
     assert taken.read_text() == "someone's notes"
 
 
+def test_an_out_folder_holding_data_no_import_wrote_is_refused_and_kept(tmp_path, capsys):
+    """A folder's own train.jsonl was overwritten, and its eval.jsonl deleted when the import
+    held none out; an earlier import's folder is still written over, as before."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "train.jsonl").write_text('{"instruction": "hi", "response": "hand-made"}\n')
+    (mine / "eval.jsonl").write_text('{"instruction": "yo", "response": "kept"}\n')
+    before = {f.name: f.read_bytes() for f in mine.iterdir()}
+    for fraction in ("0.2", "0"):
+        argv = ["import-transcripts", str(DEMO), "--out", str(mine), "--eval-fraction", fraction]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "holds train.jsonl, eval.jsonl that no import wrote" in err and err.count("\n") == 1
+    assert {f.name: f.read_bytes() for f in mine.iterdir()} == before
+    again = tmp_path / "import"
+    assert main(["import-transcripts", str(DEMO), "--out", str(again)]) == 0
+    assert main(["import-transcripts", str(DEMO), "--out", str(again), "--seed", "7"]) == 0
+
+
 def test_a_missing_file_from_a_real_process_is_one_line(tmp_path):
     proc = subprocess.run(
         [
