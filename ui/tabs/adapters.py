@@ -13,6 +13,7 @@ from ui.views.gguf import DEFAULT_TYPES, GGUF_TYPES, gguf_markdown
 from ui.views.shelf import COLUMNS, details_markdown, shelf_rows
 from ui.views.state import AppState
 from ui.views.uploads import by_upload_name
+from ui.views.wording import as_markdown
 
 PICK_FIRST = "Pick an adapter first."  # no adapter picked: the shelf's sentence said "got None"
 
@@ -64,7 +65,7 @@ def build_adapters_tab(state: AppState) -> dict:
             try:
                 return details_markdown(state.shelf().get(name))
             except (ValueError, OSError) as err:
-                return f"⚠️ {err}"
+                return f"⚠️ {as_markdown(str(err))}"
 
         def on_activate(name):
             if not name:
@@ -72,7 +73,7 @@ def build_adapters_tab(state: AppState) -> dict:
             try:
                 loaded = state.activate(name)
             except (ValueError, OSError) as err:
-                return f"⚠️ {err}"
+                return f"⚠️ {as_markdown(str(err))}"
             return (
                 f"**{name}** is active in Chat (hash "
                 f"`{getattr(loaded, 'adapter_hash', '')}`); the base model was not reloaded."
@@ -85,7 +86,7 @@ def build_adapters_tab(state: AppState) -> dict:
             try:
                 said = actions.rename(name, new, session=state.session)
             except (ValueError, OSError) as err:
-                return (f"⚠️ {err}", *refresh_all(name))
+                return (f"⚠️ {as_markdown(str(err))}", *refresh_all(name))
             return (said, *refresh_all(new.strip()))
 
         def on_delete(name, sure):
@@ -94,7 +95,11 @@ def build_adapters_tab(state: AppState) -> dict:
             try:
                 said = actions.delete(name, bool(sure), session=state.session)
             except (ValueError, OSError) as err:
-                return (f"⚠️ {err}" if sure else str(err), *refresh_all(name), False)
+                return (
+                    f"⚠️ {as_markdown(str(err))}" if sure else as_markdown(str(err)),
+                    *refresh_all(name),
+                    False,
+                )
             return (said, *refresh_all(), False)
 
         def on_export(name):
@@ -103,7 +108,7 @@ def build_adapters_tab(state: AppState) -> dict:
             try:
                 said, _ = actions.export_merged(name, overwrite=True)
             except (ValueError, OSError) as err:
-                return f"⚠️ {err}", gr.update(visible=False)
+                return f"⚠️ {as_markdown(str(err))}", gr.update(visible=False)
             return said, gr.update(visible=False)
 
         def on_gguf(name, types, lora, progress=gr.Progress()):
@@ -120,7 +125,7 @@ def build_adapters_tab(state: AppState) -> dict:
                     on_progress=lambda f, m: progress(f, desc=m[:90]),
                 )
             except (ValueError, RuntimeError, OSError) as err:
-                return f"⚠️ {err}"
+                return f"⚠️ {as_markdown(str(err))}"
             return gguf_markdown(result)
 
         def on_zip(name):
@@ -129,7 +134,7 @@ def build_adapters_tab(state: AppState) -> dict:
             try:
                 said, out = actions.export_zip(name)
             except (ValueError, OSError) as err:
-                return f"⚠️ {err}", gr.update(visible=False)
+                return f"⚠️ {as_markdown(str(err))}", gr.update(visible=False)
             return said, gr.update(value=str(out), visible=True)
 
         def on_import(file, name):
@@ -138,7 +143,7 @@ def build_adapters_tab(state: AppState) -> dict:
             try:
                 said, entry = actions.import_adapter(file, name)
             except (ValueError, OSError) as err:  # named as uploaded, not by its temporary copy
-                return (f"⚠️ {by_upload_name(str(err), [file])}", *refresh_all())
+                return (f"⚠️ {as_markdown(by_upload_name(str(err), [file]))}", *refresh_all())
             return (said, *refresh_all(entry.name))
 
         view = [table, pick, details]

@@ -53,3 +53,14 @@ def test_an_import_refusal_names_the_zip_as_uploaded(home, tiny_llama_dir, tmp_p
     upload.write_text("not a zip")
     said, *_ = handlers(tiny_llama_dir)["on_import"](str(upload), "")
     assert said == "⚠️ Import refused: fake.zip is neither an adapter folder nor a zip file"
+
+
+def test_a_refused_new_name_keeps_its_backslash_in_the_markdown_line(
+    home, tiny_llama_dir, random_lora_dir
+):
+    from adapters.export import import_adapter
+
+    import_adapter(random_lora_dir, name="tuned")
+    said, *_ = handlers(tiny_llama_dir)["on_rename"]("tuned", "support/bot")
+    # the message is Markdown, which drops a lone backslash: it is sent doubled, shown single
+    assert said.startswith("⚠️ invalid adapter name 'support/bot'") and "'\\\\'" in said, said
