@@ -27,7 +27,7 @@ from adapters.shelf.aliases import AliasBook, grounding_of
 from feedback.store import FeedbackStore
 from knowledge.store import KnowledgeShelf
 from serve.version_stats import VersionStats, thumbs, thumbs_series
-from ui.views.wording import for_ui
+from ui.views.wording import as_markdown, for_ui
 
 ACTIONS = ("set", "promote", "rollback", "delete")
 COLUMNS = [
@@ -90,7 +90,7 @@ def details(name: str | None) -> str:
     try:
         lines = actions.details(name)
     except (AliasError, OSError) as err:
-        return f"⚠️ {err}"
+        return f"⚠️ {as_markdown(str(err))}"
     return "```\n" + "\n".join(lines) + "\n```"
 
 
@@ -109,7 +109,7 @@ def change(
         if action == "delete":
             return actions.delete(name, by)
     except (ValueError, OSError) as err:  # AliasError and the shelf's own sentences
-        return f"⚠️ {for_ui(str(err))}"
+        return f"⚠️ {as_markdown(for_ui(str(err)))}"
     raise ValueError(f"unknown action {action!r}; one of {', '.join(ACTIONS)}")
 
 
@@ -126,7 +126,7 @@ def set_policy(name: str, margin, min_requests, min_ratings, by: str) -> str:
     try:
         return actions.set_split((name or "").strip(), None, by, auto_rollback=policy)
     except (ValueError, OSError) as err:
-        return f"⚠️ {err}"
+        return f"⚠️ {as_markdown(str(err))}"
 
 
 def grounding_choices() -> list[str]:
@@ -163,7 +163,7 @@ def set_grounding(name: str, grounding: str, by: str, force: bool = False, reaso
             grounding=grounding,
         )
     except (ValueError, OSError) as err:
-        return f"⚠️ {for_ui(str(err))}"
+        return f"⚠️ {as_markdown(for_ui(str(err)))}"
 
 
 def check_value(name: str | None) -> str:
@@ -180,7 +180,7 @@ def set_check(name: str, chosen: str, by: str) -> str:
     try:
         return actions.set_split((name or "").strip(), None, by, check=chosen)
     except (ValueError, OSError) as err:
-        return f"⚠️ {err}"
+        return f"⚠️ {as_markdown(str(err))}"
 
 
 def policy_fields(name: str | None) -> tuple[float, int, int]:

@@ -106,3 +106,9 @@ def test_the_automatic_rollback_as_the_form_sets_and_shows_it(shelf):
     assert "automatic rollback: when a canary's error rate" in view.details("support-bot")
     assert view.set_policy("nobody", 0.1, 30, 10, "x").startswith("⚠️ no alias named 'nobody' yet")
     assert view.set_policy("support-bot", None, 30, 10, "x").endswith("Automatic rollback: off.")
+
+
+def test_a_refused_alias_name_keeps_its_backslash_in_the_markdown_line(home):
+    said = view.change("set", "bad/name", "v3=100", "", False, "", "x")
+    # the tab's line is Markdown, which drops a lone backslash: it is sent doubled, shown single
+    assert said.startswith("⚠️ invalid alias name 'bad/name'") and "'\\\\'" in said, said
