@@ -27,7 +27,7 @@ import numpy as np
 from core.templates import encode_chats
 from core.user_text import check_unicode
 from finetune.config import DataArgs, RunConfig
-from finetune.data import detect_mapping, load_rows, prepare
+from finetune.data import DataError, detect_mapping, load_rows, prepare
 from finetune.data.format import IGNORE_INDEX, ChatFormat
 from finetune.data.rows import normalize
 
@@ -148,7 +148,10 @@ def _training_splits(tokenizer, manifests: dict[str, dict], data: str) -> tuple[
         if not want:
             return [], f"adapter {name!r} records no training-data fingerprint"
         for args in _candidate_args(manifest, data):
-            prepared = prepare(args, tokenizer)
+            try:
+                prepared = prepare(args, tokenizer)
+            except DataError:  # not its columns, no row fits: not its training file either
+                continue  # (a file no one can read says so again when its first rows are read)
             if prepared.fingerprint == want:
                 if args.with_passages:
                     # The same rows and split, prompted as the customer asks: a training row's
