@@ -159,19 +159,19 @@ def _auto_rollback_row():
     ratings, button)."""
     gr.Markdown(AUTO_HELP)
     with gr.Row():
+        # No minimum / maximum: Gradio's own check refused a value with a bare "Error"; the
+        # alias rules say what is allowed.
         margin = gr.Number(
             0,
             label="Auto-rollback margin (0.1 = ten points; 0: off)",
-            minimum=0,
-            maximum=1,
             step=0.05,
             elem_id="alias-auto-margin",
         )
         min_requests = gr.Number(
-            50, label="Minimum requests", precision=0, minimum=1, elem_id="alias-auto-requests"
+            50, label="Minimum requests", precision=0, elem_id="alias-auto-requests"
         )
         min_ratings = gr.Number(
-            10, label="Minimum ratings", precision=0, minimum=1, elem_id="alias-auto-ratings"
+            10, label="Minimum ratings", precision=0, elem_id="alias-auto-ratings"
         )
         apply_auto = gr.Button("Apply automatic rollback", elem_id="alias-auto-apply")
     return margin, min_requests, min_ratings, apply_auto

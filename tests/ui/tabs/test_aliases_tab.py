@@ -141,3 +141,22 @@ def test_grounding_other_than_the_gate_checked_needs_the_override(
     assert refused.startswith("⚠️ v3: its release gate passed on answers grounded in faq v1")
     said = table["on_alias_grounding"]("support-bot", "off", True, "plain answers for a week")
     assert "Override for v3" in said and grounding_of(AliasBook().row("support-bot")) == "off"
+
+
+def test_the_rollback_boxes_pass_a_bad_value_on_to_the_rules_sentence(
+    home, tiny_llama_dir, random_lora_dir
+):
+    """What a click sends goes through each box's preprocess first: a minimum there refused 0
+    with Gradio's own "Value 0 is less than minimum value 1." and a bare "Error" on the page."""
+    put_versions(random_lora_dir, {"v3": PASSED, "v4": PASSED})
+    table = handlers(tiny_llama_dir)
+    table["on_alias_set"]("support-bot", "v3=90 v4=10", None, False, "")
+    boxes = [table["blocks"][f"alias-auto-{b}"] for b in ("margin", "requests", "ratings")]
+    for typed, said in (
+        ((1.5, 40, 8), "⚠️ the auto-rollback margin must be a number above 0 and at most 1"),
+        ((-0.1, 40, 8), "⚠️ the auto-rollback margin must be a number above 0 and at most 1"),
+        ((0.1, 0, 8), "⚠️ min requests must be a whole number of at least 1, got 0"),
+        ((0.1, 40, -3), "⚠️ min ratings must be a whole number of at least 1, got -3"),
+    ):
+        sent = [box.preprocess(value) for box, value in zip(boxes, typed, strict=True)]
+        assert table["on_alias_auto_rollback"]("support-bot", *sent).startswith(said), typed
