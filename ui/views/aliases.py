@@ -90,7 +90,7 @@ def details(name: str | None) -> str:
     try:
         lines = actions.details(name)
     except (AliasError, OSError) as err:
-        return f"⚠️ {as_markdown(str(err))}"
+        return f"⚠️ {as_markdown(for_ui(str(err)))}"
     return "```\n" + "\n".join(lines) + "\n```"
 
 
@@ -126,7 +126,7 @@ def set_policy(name: str, margin, min_requests, min_ratings, by: str) -> str:
     try:
         return actions.set_split((name or "").strip(), None, by, auto_rollback=policy)
     except (ValueError, OSError) as err:
-        return f"⚠️ {as_markdown(str(err))}"
+        return f"⚠️ {as_markdown(for_ui(str(err)))}"
 
 
 def grounding_choices() -> list[str]:
@@ -180,7 +180,7 @@ def set_check(name: str, chosen: str, by: str) -> str:
     try:
         return actions.set_split((name or "").strip(), None, by, check=chosen)
     except (ValueError, OSError) as err:
-        return f"⚠️ {as_markdown(str(err))}"
+        return f"⚠️ {as_markdown(for_ui(str(err)))}"
 
 
 def policy_fields(name: str | None) -> tuple[float, int, int]:

@@ -4,6 +4,8 @@ none (the Train tab maps no columns). The CLI keeps the flag's wording. No gradi
 
 from __future__ import annotations
 
+import re
+
 # (what the engine says for the CLI, what a tab says instead); tests/ui/views/test_wording.py
 # raises each sentence through the tab that shows it, so a reworded one fails there.
 _FOR_UI = (
@@ -34,13 +36,18 @@ _FOR_UI = (
         '(API: "force": true, "reason")',
         "evaluate it (the Evaluate tab), or tick Override the release gate and give a reason",
     ),
+    # adapters/shelf/aliases.py: a change to an alias that has no split yet
+    (
+        re.compile(r"give it versions, e\.g\. `python -m adapters alias set \S+ VERSION=100`"),
+        "give it versions first: type a split (`VERSION=100`) and press **Set split**",
+    ),
 )
 
 
 def for_ui(text: str) -> str:
     """``text`` with each CLI instruction of the engine's put as the tabs' own."""
     for cli, ui in _FOR_UI:
-        text = text.replace(cli, ui)
+        text = cli.sub(ui, text) if isinstance(cli, re.Pattern) else text.replace(cli, ui)
     return text
 
 

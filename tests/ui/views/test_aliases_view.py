@@ -104,7 +104,10 @@ def test_the_automatic_rollback_as_the_form_sets_and_shows_it(shelf):
     )
     assert view.policy_fields("support-bot") == (0.15, 30, 10)
     assert "automatic rollback: when a canary's error rate" in view.details("support-bot")
-    assert view.set_policy("nobody", 0.1, 30, 10, "x").startswith("⚠️ no alias named 'nobody' yet")
+    assert view.set_policy("nobody", 0.1, 30, 10, "x") == (
+        "⚠️ no alias named 'nobody' yet; give it versions first: type a split (`VERSION=100`) "
+        "and press **Set split**"
+    )  # the CLI's sentence gives `python -m adapters alias set nobody VERSION=100`
     assert view.set_policy("support-bot", None, 30, 10, "x").endswith("Automatic rollback: off.")
 
 
