@@ -7,6 +7,7 @@ Configs round-trip through JSON and YAML (``to_dict`` / ``from_dict``).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -345,6 +346,7 @@ def validate(cfg: RunConfig, hardware=None) -> list[str]:
         cfg.run.resume is True
         and isinstance(cfg.run.run_dir, str)
         and cfg.run.node_rank == 0  # another machine of the run may not see node 0's folder
+        and os.environ.get("RANK", "0") == "0"  # the other ranks follow rank 0's folder
         and not Path(cfg.run.run_dir).exists()
     ):
         out.append(

@@ -293,20 +293,26 @@ def load_checkpoint(ckpt: Path, model, optimizer, scheduler, scaler=None) -> int
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
 
-    try:
-        # Our own file, never user input, hence weights_only=False (it holds the RNG states).
-        state = torch.load(ckpt / "trainer_state.pt", map_location="cpu", weights_only=False)
-        weights = load_file(ckpt / "adapter_model.safetensors")
-    except Exception as err:  # truncated or zeroed: pickle and safetensors raise their own types
-        raise ValueError(
+    def unreadable(err: Exception) -> ValueError:
+        return ValueError(
             f"checkpoint {ckpt.name} in {ckpt.parent.parent} cannot be read "
             f"({' '.join(str(err).split())[:160] or type(err).__name__}): move that folder "
             "away to resume from the checkpoint before it, or train anew without --resume"
-        ) from None
-    if state.get("sharding") == "fsdp":
+        )
+
+    try:
+        # Our own file, never user input, hence weights_only=False (it holds the RNG states).
+        state = torch.load(ckpt / "trainer_state.pt", map_location="cpu", weights_only=False)
+    except Exception as err:  # truncated or zeroed: pickle raises its own types
+        raise unreadable(err) from None
+    if state.get("sharding") == "fsdp":  # its weights are in shards, not adapter_model
         raise ValueError(
             f"checkpoint {ckpt.name} was written by an fsdp run: resume it with sharding fsdp"
         )
+    try:
+        weights = load_file(ckpt / "adapter_model.safetensors")
+    except Exception as err:  # truncated or zeroed: safetensors raises its own types
+        raise unreadable(err) from None
     try:
         loaded = set_peft_model_state_dict(model, weights)
         if any("lora_" in key for key in loaded.unexpected_keys):
