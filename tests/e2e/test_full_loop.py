@@ -126,8 +126,9 @@ def test_whole_loop_on_the_default_model_with_the_default_settings(default_app):
                 box = page.locator(f"{field} input, {field} textarea").first  # number or text
                 box.fill(value)
                 box.press("Tab")
-            page.get_by_label("Batch size", exact=True).fill("2")
-            page.get_by_label("Batch size", exact=True).press("Tab")
+            batch = page.locator("#train-batch textarea, #train-batch input").first  # a text box
+            batch.fill("2")
+            batch.press("Tab")
         page.click("#train-start")
         wait_text(page, "#train-message", lambda t: "Started run" in t, 60)
         result = wait_text(

@@ -123,7 +123,8 @@ def test_rename_says_what_the_tab_says(home, shelf, tiny_llama_dir):
     assert taken == "an adapter named 'beta' already exists; pick another name"
     long = refused(home, shelf, "rename", "alpha", "x" * 5000)
     assert "(5,000 characters)" in long and len(long) < 400
-    assert ui["on_rename"]("alpha", "x" * 5000)[0] == f"⚠️ {long}"
+    # the tab's Markdown line keeps the sentence's backslash ("no '/', '\\' or '..'") escaped
+    assert ui["on_rename"]("alpha", "x" * 5000)[0] == "⚠️ " + long.replace("\\", "\\\\")
     not_unicode = refused(home, shelf, "rename", "alpha", b"caf\xe9")  # Latin-1 bytes in argv
     assert not_unicode.startswith("the new name contains a character that is not valid Unicode")
     done = cli(home, "rename", "alpha", "delta")
@@ -154,7 +155,9 @@ def test_export_then_import(home, shelf, tmp_path, tiny_llama_dir):
     (tmp_path / "notes.zip").write_text("not a zip at all")
     bad = refused(home, shelf, "import", str(tmp_path / "notes.zip"))
     assert bad.startswith("Import refused:")
-    assert ui["on_import"](str(tmp_path / "notes.zip"), "")[0] == f"⚠️ {bad}"
+    # the tab names the upload as the user named it, the CLI the path given
+    named = bad.replace(str(tmp_path / "notes.zip"), "notes.zip")
+    assert ui["on_import"](str(tmp_path / "notes.zip"), "")[0] == f"⚠️ {named}"
     again = refused(home, shelf, "import", str(tmp_path / "alpha.zip"), "--name", "epsilon")
     assert again == "Import refused: an adapter named 'epsilon' already exists; pick another name"
 
