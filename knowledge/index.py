@@ -80,6 +80,7 @@ STOPWORDS = frozenset(
 _SCHEMA = """
 CREATE TABLE passages (id INTEGER PRIMARY KEY, kind TEXT, title TEXT, question TEXT,
                        text TEXT, source TEXT, intent TEXT);
+CREATE INDEX passages_by_intent ON passages(intent, kind);
 CREATE VIRTUAL TABLE fts USING fts5(title, question, text, content='passages',
                                     content_rowid='id', tokenize='porter unicode61');
 """

@@ -83,3 +83,20 @@ def test_search_opens_read_only(built):
     with pytest.raises(sqlite3.OperationalError):
         index.search(built.parent / "missing.sqlite", "refund")
     assert not (built.parent / "missing.sqlite").exists()
+
+
+def test_an_intents_articles_are_looked_up_by_index_not_by_reading_every_passage(tmp_path):
+    path = tmp_path / "index.sqlite"
+    labelled = Passage("Refund policy", "60 days.", "kb.md#Refund", "article", "", "refund")
+    index.build(path, [*CORPUS, labelled])
+    assert index.articles_of(path, "refund") == [(5, labelled)]
+    with sqlite3.connect(path) as db:
+        plan = " ".join(
+            row[-1]
+            for row in db.execute(
+                "EXPLAIN QUERY PLAN SELECT id FROM passages "
+                "WHERE intent = ? AND kind != 'past_answer' ORDER BY id",
+                ("refund",),
+            )
+        )
+    assert "passages_by_intent" in plan and "SCAN passages" not in plan, plan
