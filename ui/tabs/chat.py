@@ -77,7 +77,9 @@ def build_chat_tab(state: AppState) -> dict:
                     label="Repetition penalty",
                     elem_id="chat-repetition",
                 )
-                seed = gr.Number(0, precision=0, label="Seed", minimum=0)
+                # No minimum: Gradio's own check refused -1 with a bare "Error"; the generation
+                # settings say what is allowed.
+                seed = gr.Number(0, precision=0, label="Seed", elem_id="chat-seed")
         controls = [adapter, system, max_new, temperature, top_p, rep, seed]
 
         def choices():

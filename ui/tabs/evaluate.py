@@ -29,6 +29,7 @@ from ui.views.evaluation import (
     report_files,
     run_summary,
     sample_rows,
+    slice_cap,
     slice_column,
     slice_table,
     support_intent_rows,
@@ -85,10 +86,10 @@ def build_evaluate_tab(state: AppState, run_id: gr.State | None = None) -> dict:
                 label="Slice by column (scores and CIs per value; any column of the data)",
                 elem_id="eval-slice-by",
             )
+            # No minimum: Gradio's own check refused -3 with a bare "Error" (slice_cap says).
             per_slice = gr.Number(
                 0,
                 precision=0,
-                minimum=0,
                 label="Rows per slice (0 = no cap)",
                 elem_id="eval-rows-per-slice",
             )
@@ -254,7 +255,7 @@ def build_evaluate_tab(state: AppState, run_id: gr.State | None = None) -> dict:
                     golden="assets/golden.jsonl" if check_golden else None,
                     on_progress=lambda f, msg: progress(f, desc=msg),
                     slice_by=column,
-                    rows_per_slice=int(cap) if cap and column else None,
+                    rows_per_slice=slice_cap(cap, column),
                     grounding=None if ground == GROUNDING_CHOICES[0] else ground,
                     knowledge=chosen_knowledge(ground_in),
                     engine=state.serving.choice,

@@ -158,6 +158,18 @@ def slice_column(choice: str | None, data: str | None = None) -> tuple[str | Non
     return choice, ""
 
 
+def slice_cap(cap, column: str | None) -> int | None:
+    """The "Rows per slice" box as evaluate()'s ``rows_per_slice``: None when blank, 0 (no cap)
+    or not sliced.
+
+    Raises:
+        ValueError: for a negative number, in the box's own words.
+    """
+    if cap is not None and cap < 0:
+        raise ValueError(f"Rows per slice must be 0 (no cap) or a whole number, got {cap:g}")
+    return int(cap) if cap and column else None
+
+
 def slice_table(report, adapter: str) -> tuple[list[str], list[list]]:
     """The slice table for one adapter (flagged slices first); empty when not sliced."""
     from eval.slices import table

@@ -211,6 +211,8 @@ class AppState:
             ValueError: naming every bad value (an empty box, NaN, out of range); never a
                 TypeError from a conversion.
         """
+        if seed is None:  # a blank Seed box (the others are sliders, which are never blank)
+            raise ValueError("the Seed box is empty: type a whole number of 0 or more")
         settings = GenerationSettings(
             max_new_tokens=_whole(max_new_tokens),
             temperature=_number(temperature),

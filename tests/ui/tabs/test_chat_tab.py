@@ -100,3 +100,23 @@ def test_a_send_with_an_adapter_gone_from_the_shelf_says_so_and_refreshes_the_dr
     # the refreshed choice answers
     history = last(table["respond"]([], asked, dropdown["value"], "", 8, 0, 0.9, 1.0, 0))[0]
     assert [m["role"] for m in history] == ["user", "assistant"]
+
+
+def test_a_negative_seed_gets_the_generation_settings_sentence(home, tiny_llama_dir):
+    """What Send sends goes through the Seed box's preprocess first: a minimum there refused -1
+    with Gradio's own "Value -1 is less than minimum value 0." and a bare "Error"; a blank box
+    says it is empty, not 'got None'."""
+    import pytest
+
+    table = handlers(tiny_llama_dir)
+    box = table["blocks"]["chat-seed"]
+    for typed, said in (
+        (-1, "seed must be a whole number of 0 or more, got -1"),
+        (None, "the Seed box is empty: type a whole number of 0 or more"),
+    ):
+        with pytest.warns(UserWarning) as warned:
+            history, _, _ = last(
+                table["respond"]([], "Hi", BASE, "", 8, 0, 0.9, 1.0, box.preprocess(typed))
+            )
+        assert history == [{"role": "user", "content": "Hi"}]
+        assert [said in str(w.message) for w in warned] == [True], [str(w.message) for w in warned]

@@ -135,3 +135,13 @@ def test_the_evaluation_answers_on_the_engine_the_app_serves_with(home, varied_d
     finally:
         engines.choice = before
     assert asked == ["pytorch"] and said[-1].settings["engine"]["name"] == "pytorch"
+
+
+def test_a_negative_rows_per_slice_gets_the_boxs_own_sentence(home, varied_dir):
+    """What Run evaluation sends goes through the box's preprocess first: a minimum there refused
+    -3 with Gradio's own "Value -3 is less than minimum value 0." and a bare "Error"."""
+    table = handlers(varied_dir)
+    put_adapter(varied_dir, "tuned")
+    sent = table["blocks"]["eval-rows-per-slice"].preprocess(-3)
+    said = table["on_run"](["tuned"], "assets/demo_support.jsonl", 2, 8, 4, False, "intent", sent)
+    assert said[0] == "⚠️ Rows per slice must be 0 (no cap) or a whole number, got -3", said[0]
