@@ -1,6 +1,7 @@
 """`python -m eval`: score adapters against their base model on the same rows.
 
     python -m eval --adapter NAME [--adapter NAME2] --data FILE --max-samples N
+        [--prompt-column COLUMN --response-column COLUMN]
         [--engine auto|llama.cpp|pytorch]
         [--slice-by intent [--rows-per-slice K]]
         [--judge-url URL --judge-model NAME [--judge-key KEY] [--judge-review-rows N]]
@@ -13,9 +14,9 @@ intent too; hand-offs both ways; invented spans; leaks), each adapter's release 
 with its floors' figures, and where the report was saved. With a judge (any
 OpenAI-compatible endpoint, eval/judge.py), each answer's grades and the judge's agreement with
 the review queue's human ratings too; ``judge-check`` measures that agreement alone. Bad
-input (an unknown adapter, a missing data file, adapters of different base models, a slice
-column the data does not have, a corrupt gate.json) is one ``error:`` line and exit status 2,
-or, for gate.json, one line saying the gate was not evaluated.
+input (an unknown adapter, a missing data file, adapters of different base models, a column
+named or sliced by that the data does not have, a corrupt gate.json) is one ``error:`` line
+and exit status 2, or, for gate.json, one line saying the gate was not evaluated.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from core.cli import BAD_INPUT, guarded
 from knowledge.grounding import DEFAULT_K, MAX_K
 
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+COLUMN_FLAGS = ("--prompt-column", "--response-column")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="adapter on the shelf; repeat to score several",
     )
     p.add_argument("--data", required=True, help="dataset file (held-out rows are used when known)")
+    from finetune.commands.train_flags import add_flag
+
+    for flag in COLUMN_FLAGS:  # as python -m finetune train takes them
+        add_flag(p, flag, dest=flag[2:].replace("-", "_"))
     p.add_argument("--max-samples", type=int, default=100, help="rows to score (default 100)")
     p.add_argument(
         "--batch-size", type=int, default=8, help="prompts per generate call (default 8)"
@@ -155,6 +161,14 @@ def base_model_of(adapters: list[str]) -> str:
     return next(iter(bases.values()))[0]
 
 
+def column_settings(args) -> dict | None:
+    """``--prompt-column`` / ``--response-column`` as :func:`eval.run.evaluate`'s ``columns``
+    (None: neither given); :func:`eval.scoring_rows.check_columns` checks them against the
+    file as training checks its own (:func:`finetune.data.detect_mapping`)."""
+    given = {f: getattr(args, f) for f in ("prompt_column", "response_column")}
+    return {f: v for f, v in given.items() if v is not None} or None
+
+
 def _check_data(data: str) -> None:
     p = Path(data).expanduser()
     if not p.exists() and not (_HUB_ID.match(data) and not p.suffix):
@@ -181,10 +195,13 @@ def run(args) -> int:
     from eval.judge_check import judge_config
 
     judge = judge_config(args)  # bad judge settings are refused before the model loads
-    if args.slice_by:
-        from eval.scoring_rows import check_slice_column
+    from adapters.shelf.store import Shelf
+    from eval.scoring_rows import check_columns, check_slice_column
 
-        check_slice_column(args.data, args.slice_by)  # before the model loads
+    columns = column_settings(args)
+    first = Shelf().get(args.adapter[0]).manifest if args.adapter else None
+    check_columns(args.data, columns, first)  # before the model loads
+    check_slice_column(args.data, args.slice_by)
     base = args.base or base_model_of(args.adapter)
     settings = None  # answers as long as the references (eval.run.answer_cap)
     if args.max_new_tokens is not None:
@@ -194,7 +211,6 @@ def run(args) -> int:
         import torch
 
         torch.set_num_threads(args.threads)  # the session uses at most this many
-    from adapters.shelf.store import Shelf
     from eval.run import untrained_notes
 
     for note in untrained_notes(
@@ -222,6 +238,7 @@ def run(args) -> int:
             passages=args.passages,
             knowledge=args.knowledge,
             engine=args.engine,
+            columns=columns,
         )
     finally:
         if bar:

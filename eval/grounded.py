@@ -181,8 +181,7 @@ def section(
     knowledge = knowledge or KnowledgeShelf()
     models = report.models
     grounded_in = sources(models, manifests, chosen)
-    first = next(iter(manifests.values()), {}) if manifests else {}
-    mapping = (first.get("data") or {}).get("mapping")
+    mapping = rows.mapping  # the columns the rows were read from
     k = DEFAULT_K if k is None else k
     out = {
         "mode": mode,

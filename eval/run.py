@@ -27,6 +27,7 @@ from eval.perplexity import nll_per_row
 from eval.report import EvalReport, build_report, save_report, write_back
 from eval.scoring_rows import (
     answer_cap,
+    check_columns,
     check_slice_column,
     golden_prompt_ids,
     load_golden,
@@ -60,6 +61,7 @@ def evaluate(
     engine="pytorch",
     passages: int | None = None,
     knowledge: str | None = None,
+    columns: dict | None = None,
 ) -> EvalReport:
     """Answer and score the same rows with the base model and each adapter.
 
@@ -93,6 +95,9 @@ def evaluate(
         knowledge: ``NAME`` (its newest version) or ``NAME@vN``: every model's grounded
             answers are grounded in that knowledge version, as an alias grounded in it serves
             them (None: each adapter in the one it was trained beside).
+        columns: the file's columns by name, ``{"prompt_column": ..., "response_column": ...}``
+            (either may be left out; None: the ones the first adapter's run was told where the
+            file has them, else found by their names, as training finds them).
 
     Returns:
         The report (``report.folder`` is where it was saved).
@@ -112,6 +117,8 @@ def evaluate(
         )
     golden_rows = load_golden(golden) if golden else []  # a bad file is refused before loading
     check_slice_column(data, slice_by)  # so is a slice column the data does not have
+    first = Shelf().get(adapters[0]).manifest if adapters else None
+    check_columns(data, columns, first)  # and columns it lacks, or none it can tell apart
     clock = {"start": time.perf_counter()}
     progress(0.0, "loading the model and adapters")
     session.load()
@@ -139,6 +146,7 @@ def evaluate(
         settings.system_prompt or None,
         slice_by,
         rows_per_slice,
+        columns,
     )
     if cap_from_references:
         settings = replace(settings, max_new_tokens=answer_cap(session.tokenizer, rows.references))
@@ -255,10 +263,7 @@ def _checked(report, rows, data, shelf, manifests) -> dict:
     """``report.checked`` (:mod:`eval.checked`); {} when the support checks could not run."""
     if (report.support or {}).get("error"):
         return {}
-    first = next(iter(manifests.values()), {}) if manifests else {}
-    return checked_section(
-        report, rows, data, shelf, manifests, (first.get("data") or {}).get("mapping")
-    )
+    return checked_section(report, rows, data, shelf, manifests, rows.mapping)
 
 
 def untrained_notes(manifests: dict) -> dict:

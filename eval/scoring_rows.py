@@ -19,7 +19,7 @@ instead of the first rows of the file).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +56,9 @@ class EvalRows:
     note: str  # how the rows were chosen, in words
     slice_by: str | None = None  # the column the rows are sliced by
     slices: list[str | None] | None = None  # that column's value per row (None: empty)
+    # the columns the rows were read from ({"prompt": ..., "response": ..., "messages": ...}):
+    # the support checks read the file again with them
+    mapping: dict | None = None
 
 
 def check_slice_column(data: str, column: str | None) -> None:
@@ -74,6 +77,31 @@ def check_slice_column(data: str, column: str | None) -> None:
         )
 
 
+def check_columns(data: str, columns: dict | None = None, manifest: dict | None = None) -> None:
+    """Refuse, before any model loads, a file whose prompt and response columns cannot be found:
+    the ``columns`` named (``prompt_column``, ``response_column``: what ``--prompt-column`` and
+    ``--response-column`` give), else the ones ``manifest``'s run was told, else those found by
+    their names, as training finds them (:func:`finetune.data.detect_mapping`).
+
+    Raises:
+        finetune.data.DataError: a named column is not in the file, or none could be told
+            apart (the sentence lists the file's columns).
+    """
+    ds = load_rows(data)
+    told = _told_columns(ds.column_names, columns, ((manifest or {}).get("data") or {}))
+    detect_mapping(ds.column_names, DataArgs(path=str(data), **told))
+
+
+def _told_columns(names: list[str], columns: dict | None, recorded: dict) -> dict:
+    """The DataArgs column fields to read a file of columns ``names`` with: the ``columns``
+    given (they replace a recorded messages column too), else the ``recorded`` run's where the
+    file has them all, else none (found by their names)."""
+    if columns:
+        return {"messages_column": None, **columns}
+    told = {k: recorded.get(k) for k in _COLUMN_FIELDS if isinstance(recorded.get(k), str)}
+    return told if set(told.values()) <= set(names) else {}
+
+
 def select_rows(
     tokenizer,
     manifests: dict[str, dict],
@@ -83,6 +111,7 @@ def select_rows(
     system_prompt: str | None = None,
     slice_by: str | None = None,
     rows_per_slice: int | None = None,
+    columns: dict | None = None,
 ) -> EvalRows:
     """Choose and tokenize the rows to score.
 
@@ -95,9 +124,13 @@ def select_rows(
         system_prompt: system message when no adapter recorded one.
         slice_by: a column of the file whose value each row keeps (``EvalRows.slices``).
         rows_per_slice: at most this many rows per value of ``slice_by``.
+        columns: ``prompt_column`` / ``response_column`` of the file, by name (None: the ones
+            the first adapter's run was told, where the file has them, else found by name);
+            held-out rows are the adapters' only where these columns rebuild their split.
 
     Raises:
-        finetune.data.DataError: the file cannot be read or has no usable row.
+        finetune.data.DataError: the file cannot be read, a column named is not in it, or it
+            has no usable row.
 
     ``slice_by`` must be a column of the file: :func:`eval.run.evaluate` refuses one that is
     not (:func:`check_slice_column`) before the model loads.
@@ -105,14 +138,14 @@ def select_rows(
     quota = _Quota(rows_per_slice if slice_by else None, max_samples)
     reason = "held-out rows not requested"
     if use_validation_split and manifests:
-        splits, reason = _training_splits(tokenizer, manifests, data)
+        splits, reason = _training_splits(tokenizer, manifests, data, columns)
         if splits:
             return _held_out(tokenizer, splits, quota, slice_by)
     first = next(iter(manifests.values()), {}).get("data") or {}
     system = first.get("system_prompt") or system_prompt or None
     max_length = first.get("max_length") or DataArgs.max_length
-    columns = {k: first.get(k) for k in _COLUMN_FIELDS if isinstance(first.get(k), str)}
-    return _first_rows(tokenizer, data, quota, system, max_length, reason, slice_by, columns)
+    told = (columns, first)
+    return _first_rows(tokenizer, data, quota, system, max_length, reason, slice_by, told)
 
 
 class _Quota:
@@ -140,14 +173,20 @@ class _Quota:
         return f", at most {self.per_slice} per slice" if self.per_slice is not None else ""
 
 
-def _training_splits(tokenizer, manifests: dict[str, dict], data: str) -> tuple[list, str]:
-    """[(DataArgs, PreparedData)] per adapter, or ([], why not) when one cannot be rebuilt."""
+def _training_splits(
+    tokenizer, manifests: dict[str, dict], data: str, columns: dict | None = None
+) -> tuple[list, str]:
+    """[(DataArgs, PreparedData)] per adapter, or ([], why not) when one cannot be rebuilt (read
+    in ``columns`` where given)."""
     splits = []
     for name, manifest in manifests.items():
         want = (manifest.get("data") or {}).get("fingerprint")
         if not want:
             return [], f"adapter {name!r} records no training-data fingerprint"
-        for args in _candidate_args(manifest, data):
+        candidates = _candidate_args(manifest, data)
+        if columns:  # the fingerprint covers the mapping: other columns are another split
+            candidates = [replace(a, messages_column=None, **columns) for a in candidates]
+        for args in candidates:
             try:
                 prepared = prepare(args, tokenizer)
             except DataError:  # not its columns, no row fits: not its training file either
@@ -229,7 +268,14 @@ def _held_out(tokenizer, splits: list, quota: _Quota, slice_by: str | None) -> E
         for i, lab in zip(examples["input_ids"], examples["labels"], strict=True)
     ]
     rows = _make_rows(raw_rows, examples, args.system_prompt, True, note)
-    return replace(rows, slice_by=slice_by, slices=labels if slice_by else None)
+    mapping = _mapping_dict(prepared.mapping)
+    return replace(rows, slice_by=slice_by, slices=labels if slice_by else None, mapping=mapping)
+
+
+def _mapping_dict(mapping) -> dict:
+    """A ColumnMapping's prompt / response / messages columns, as the manifests record them."""
+    found = asdict(mapping)
+    return {k: found[k] for k in ("prompt", "response", "messages")}
 
 
 def _pick(raw, trained: set, labels_of: dict, quota: _Quota) -> tuple[list[int], list]:
@@ -270,13 +316,14 @@ def _first_rows(
     max_length: int,
     reason: str,
     slice_by: str | None,
-    columns: dict | None = None,
+    told: tuple = (None, {}),
 ) -> EvalRows:
     """The first usable rows of the file (at most the quota's per slice), in file order, read
-    in the ``columns`` the adapter trained on where the file has them all."""
+    in ``told``'s columns: (the columns given, the first adapter's recorded data settings), as
+    :func:`_told_columns` picks them."""
     ds = load_rows(data)
-    told = columns if columns and set(columns.values()) <= set(ds.column_names) else {}
-    mapping = detect_mapping(ds.column_names, DataArgs(path=str(data), **told))
+    fields_told = _told_columns(ds.column_names, *told)
+    mapping = detect_mapping(ds.column_names, DataArgs(path=str(data), **fields_told))
     rows, _, _ = normalize(ds, mapping, Path(str(data)).name, extra=slice_by)
     rows.setdefault("extra", [None] * len(rows["prompt"]))
     fmt = ChatFormat(tokenizer, system_prompt)
@@ -303,7 +350,8 @@ def _first_rows(
         raise ValueError(f"{data}: no row fits max_length {max_length} tokens")
     note = f"the first {len(examples)} usable rows of the file{quota.note()} ({reason})"
     rows = _make_rows(keep, examples, system_prompt, False, note)
-    return replace(rows, slice_by=slice_by, slices=keep["extra"] if slice_by else None)
+    slices = keep["extra"] if slice_by else None
+    return replace(rows, slice_by=slice_by, slices=slices, mapping=_mapping_dict(mapping))
 
 
 def _make_rows(

@@ -33,16 +33,13 @@ def attach_support(report, rows, data: str, shelf, manifests: dict) -> None:
         rows: the ``eval.scoring_rows.EvalRows`` it scored.
         data: the evaluated file.
         shelf: the shelf the adapters are on (their gate.json and facts file).
-        manifests: adapter -> manifest (the first one's column mapping reads the file).
+        manifests: adapter -> manifest.
 
     A file the checks cannot read again leaves ``report.support`` with an ``error`` sentence: the
     scores are kept, and the gate says its floors could not be checked.
     """
     settings = model_settings(report, shelf)
     texts = {m: [s["answers"][m] for s in report.samples] for m in report.models}
-    mapping = (
-        (next(iter(manifests.values()), {}).get("data") or {}).get("mapping") if manifests else None
-    )
     try:
         found = support_checks(
             rows.prompts,
@@ -51,7 +48,7 @@ def attach_support(report, rows, data: str, shelf, manifests: dict) -> None:
             data,
             settings,
             column=rows.slice_by,
-            mapping=mapping,
+            mapping=rows.mapping,
         )
     except (ValueError, OSError) as err:
         report.support = {

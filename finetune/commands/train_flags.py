@@ -210,18 +210,26 @@ def per_method(field: str, methods=tuple(METHOD_DEFAULTS)) -> str:
     return ", ".join(f"{m} {_shown(getattr(METHOD_DEFAULTS[m], field))}" for m in methods)
 
 
+def add_flag(p, flag: str, dest: str | None = None) -> None:
+    """Add one of :data:`FLAGS` to parser ``p`` as train has it (type, aliases, help, default
+    None); ``dest`` names its attribute (default ``SECTION__FIELD``, what :func:`build_config`
+    reads). ``python -m eval`` takes ``--prompt-column`` and ``--response-column`` so."""
+    _, aliases, section, field, typ, help_text = next(f for f in FLAGS if f[0] == flag)
+    p.add_argument(
+        flag,
+        *aliases,
+        dest=dest or f"{section}__{field}",
+        type=typ,
+        default=None,
+        metavar=flag[2:].upper().replace("-", "_"),
+        help=f"{help_text} {default_help(section, field)}",
+    )
+
+
 def add_arguments(p) -> None:
     p.add_argument("--config", help="JSON or YAML run config; flags override it")
-    for flag, aliases, section, field, typ, help_text in FLAGS:
-        p.add_argument(
-            flag,
-            *aliases,
-            dest=f"{section}__{field}",
-            type=typ,
-            default=None,
-            metavar=flag[2:].upper().replace("-", "_"),
-            help=f"{help_text} {default_help(section, field)}",
-        )
+    for flag, *_ in FLAGS:
+        add_flag(p, flag)
     p.add_argument(
         "--use_8bit", "--use-8bit", action="store_true", help="alias for --quantization 8bit"
     )

@@ -598,3 +598,41 @@ def test_no_answer_cap_given_means_the_references_length(run, tmp_path):
         tokenizer, [r["response"] for r in rows]
     )
     assert longest <= report.settings["generation"]["max_new_tokens"] < longest + 16
+
+
+def test_cli_reads_a_csv_of_other_column_names_once_they_are_named(assets, home, capsys):
+    Shelf()
+    install(assets, home)
+    data = home / "tickets.csv"
+    with data.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["customer_text", "agent_reply", "intent"])
+        for i in range(6):
+            intent = "track_order" if i % 2 else "refund"
+            writer.writerow([f"where is parcel {i}?", f"Parcel {i} ships today.", intent])
+    argv = ["--adapter", "tuned-a", "--data", str(data), "--max-samples", "3"]
+    argv += ["--max-new-tokens", "2", "--no-golden", "--threads", "1", "--quiet"]
+
+    assert main(argv) == 2  # the sentence names the flags it now has
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "name them with --prompt-column and --response-column" in err
+    assert "columns: customer_text, agent_reply, intent" in err
+
+    assert main([*argv, "--prompt-column", "customer", "--response-column", "agent_reply"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        "error: prompt column 'customer' is not in the data "
+        "(columns: customer_text, agent_reply, intent)"
+    )
+
+    code = main([*argv, "--prompt-column", "customer_text", "--response-column", "agent_reply"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    folder = Path(captured.out.strip().splitlines()[-1].removeprefix("report: "))
+    report = json.loads((folder / "report.json").read_text())
+    samples = [(s["prompt"], s["reference"]) for s in report["samples"]]
+    assert samples == [(f"where is parcel {i}?", f"Parcel {i} ships today.") for i in range(3)]
+    support = report["support"]  # the checks read the file in the same columns
+    assert "error" not in support and support["column"] == "intent"
+    assert support["models"]["tuned-a"]["right_intent"]["rows"] == 3
