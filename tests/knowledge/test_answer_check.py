@@ -124,6 +124,7 @@ def test_a_version_without_intents_is_skipped_with_a_note(tmp_path):
         list(q), list(a), dataset_fingerprint="f0", data_path="tiny.csv", shelf=shelf
     )
     with sqlite3.connect(version.index_path) as db:  # as a version from before intents reads
+        db.execute("DROP INDEX passages_by_intent")
         db.execute("ALTER TABLE passages DROP COLUMN intent")
     assert version.passages_page()[0][1].intent == ""
     result = check_answer("cancel my order", REFUND, "answers-tiny", shelf=shelf)
