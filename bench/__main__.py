@@ -93,6 +93,10 @@ COMMANDS: cli.CommandTable = {
         "bench.policy_change",
         "a changed refund article, labelled and not: do the answers say the new policy",
     ),
+    "follow-ups": (
+        "bench.followups",
+        "two-turn conversations: the second message read alone and as grounding reads it",
+    ),
     "grounded-serving": (
         "bench.grounded_serving",
         "first token and throughput of grounded answers beside plain ones, on llama-server",

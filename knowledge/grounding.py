@@ -1,7 +1,8 @@
 """The prompt's grounding: the best passages for the customer's question, as a system message.
 
-:func:`ground` searches a knowledge version with the last user message (within the past
-answers of the intent it asks about, where the version can tell it: :mod:`knowledge.routing`),
+:func:`ground` searches a knowledge version with the customer's last message, read with the
+earlier ones when it follows them up (:mod:`knowledge.followups`), within the past answers of
+the intent it asks about where the version can tell it (:mod:`knowledge.routing`),
 keeps the passages that fit the model's context (count and characters capped), refuses any
 passage that spells a control token of the model (it stays on the shelf; it is never shown),
 and puts the rest in the conversation's system message, after the system prompt. What was
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from knowledge.followups import asked_in
 from knowledge.passages import Passage, spells_control
 from knowledge.routing import routed_search
 from knowledge.store import LATEST, KnowledgeShelf
@@ -44,6 +46,7 @@ class Grounding:
     dropped: list[int] = field(default_factory=list)  # ids the context had no room for
     excluded: list[int] | None = None  # ids the caller's ``exclude`` kept out (None: none asked)
     intent: str = ""  # the asked intent the search was routed to ("": every passage searched)
+    earlier: int = 0  # the customer's earlier messages searched with the last (a follow-up)
 
     def record(self) -> dict:
         """The facts kept with the answer: the version and the passages' ids."""
@@ -59,6 +62,8 @@ class Grounding:
             record["excluded_ids"] = self.excluded
         if self.intent:
             record["intent"] = self.intent
+        if self.earlier:
+            record["earlier_messages"] = self.earlier
         return record
 
     def line(self) -> str:
@@ -69,6 +74,8 @@ class Grounding:
         line = f"answered from: {self.knowledge} {self.version} {titles}"
         if self.intent:
             line += f" ({_about(self.shown)} {self.intent})"
+        if self.earlier:
+            line += " (a follow-up: searched with the customer's earlier message)"
         if self.refused:
             line += (
                 f" ({len(self.refused)} passage(s) refused: they spell the model's control tokens)"
@@ -90,7 +97,8 @@ def ground(
     exclude: Callable[[Passage], bool] | None = None,
     route: bool = True,
 ) -> tuple[list[dict], Grounding]:
-    """The conversation with the best passages for its last user message in its system message.
+    """The conversation with the best passages for what it asks in its system message: the last
+    user message, with the earlier ones it follows up (:func:`knowledge.followups.asked_in`).
 
     Args:
         messages: ``[{"role", "content"}, ...]`` ending with the customer's message.
@@ -104,7 +112,8 @@ def ground(
         exclude: passages it says True for are never shown (an evaluation keeps its own rows'
             questions and answers out); the next best take their place.
         route: search the past answers of the intent the customer asks about where the
-            version can tell it (:mod:`knowledge.routing`); False: every passage.
+            version can tell it (:mod:`knowledge.routing`); False: every passage (and a
+            follow-up is told only by the words that point back).
 
     Returns:
         ``(messages, grounding)``: the system message holds the prompt, then the passages.
@@ -118,13 +127,16 @@ def ground(
     if not isinstance(asked, str):
         raise ValueError("grounding needs the customer's message (the last user message)")
     chosen = (shelf or KnowledgeShelf()).get(name, version or LATEST)
-    found = routed_search(chosen, asked, k if exclude is None else k + EXCLUDE_SLACK, route=route)
+    question = asked_in(chosen if route else None, messages)
+    depth = k if exclude is None else k + EXCLUDE_SLACK
+    found = routed_search(chosen, question.text, depth, route=route)
     grounding = Grounding(
         chosen.name,
         chosen.version,
         chosen.fingerprint,
         excluded=None if exclude is None else [],
         intent=found.intent,
+        earlier=question.earlier,
     )
     size = _sizer(tokenizer)
     used = sum(size(str(m.get("content", ""))) for m in messages) + size(system_prompt)

@@ -132,14 +132,24 @@ def build(path: Path, passages: list[Passage]) -> None:
         db.execute("INSERT INTO fts(fts) VALUES ('optimize')")
 
 
+def words(text: str) -> list[str]:
+    """The words of ``text``, lowercased, each once, in order."""
+    return list(dict.fromkeys(w.lower() for w in _WORD.findall(text or "")))
+
+
+def content_words(text: str) -> list[str]:
+    """The words of ``text`` a search ranks by: :func:`words` without the stopwords."""
+    return [w for w in words(text) if w not in STOPWORDS]
+
+
 def match_expression(query: str) -> str | None:
     """The FTS5 query for text a customer typed: its words, quoted, any of them (None: no word).
 
     Quoting keeps FTS5's own syntax (``AND``, ``NEAR``, ``*``, ``"``) from ever being read in it.
     """
-    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query or "")))
-    words = ([w for w in words if w not in STOPWORDS] or words)[:MAX_QUERY_WORDS]
-    return " OR ".join(f'"{w}"' for w in words) or None
+    said = words(query)
+    said = ([w for w in said if w not in STOPWORDS] or said)[:MAX_QUERY_WORDS]
+    return " OR ".join(f'"{w}"' for w in said) or None
 
 
 def search(

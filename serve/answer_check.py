@@ -1,7 +1,8 @@
 """Checked before it speaks, in ``/v1``: the answers of an alias with ``check: on``.
 
 The whole answer is generated first, then checked (:func:`knowledge.answer_check.check_answer`:
-the customer's intent against the answer's), then sent: as it is (``ok``), replaced by the
+the customer's intent against the answer's; a follow-up's intent is read with the messages it
+follows up, :func:`knowledge.followups.asked_in`), then sent: as it is (``ok``), replaced by the
 nearest past answer of the asked intent (``re-answered``), or by a hand-off sentence (``handed
 off``). A streamed answer is therefore streamed only once it is whole and checked, as one
 content chunk. The knowledge version checked against is the one the answer was grounded in,
@@ -21,7 +22,8 @@ from dataclasses import dataclass
 from starlette.concurrency import run_in_threadpool
 
 from knowledge.answer_check import CheckResult, check_answer
-from knowledge.store import LATEST
+from knowledge.followups import asked_in
+from knowledge.store import LATEST, KnowledgeShelf
 
 CHECK_HEADER = "X-TuneDesk-Check"
 REPLACED = ("re-answered", "handed off")  # the outcomes that send another text than generated
@@ -52,12 +54,6 @@ def knowledge_for(grounding: dict | None, adapter: str | None, shelf) -> tuple[s
     return (entry["name"], entry.get("version") or LATEST) if entry.get("name") else None
 
 
-def question_of(messages: list[dict]) -> str:
-    """The customer's last message ("" when there is none in words)."""
-    asked = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), "")
-    return asked if isinstance(asked, str) else ""
-
-
 def run_check(
     messages: list[dict], text: str, grounding: dict | None, adapter: str | None, shelf
 ) -> CheckResult:
@@ -72,7 +68,9 @@ def run_check(
             f"{adapter or 'the base model'} was trained beside no knowledge version",
         )
     try:
-        return check_answer(question_of(messages), text, *where)
+        chosen = KnowledgeShelf().get(*where)
+        question = asked_in(chosen, messages).text  # a follow-up with what it follows up
+        return check_answer(question, text, chosen.name, chosen.version)
     except ValueError as err:  # a knowledge version deleted since, say
         return CheckResult("skipped", text, note=f"not checked: {err}")
 
