@@ -4,8 +4,10 @@ Each ``python -m <package> ...`` of this project named in README.md or docs/*.md
 and inline code; docs/benchmarks-log.md is history and left out) is run with ``--help`` along
 its subcommand path: the run must exit 0, and every ``--flag`` the doc gives must appear in that
 subcommand's help. Each ``make <target>`` must be a rule of the Makefile. Every file in docs/
-(pictures aside) must be linked from README.md or docs/guide.md, so none is left unfound. The
-checkers run on made-up text first, so one that cannot fail would show.
+(pictures aside) must be linked from README.md or docs/guide.md, so none is left unfound, and
+every relative link of README.md and docs/*.md (the history included) must reach a file and,
+with ``#anchor``, a heading of it. The checkers run on made-up text first, so one that cannot
+fail would show.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import re
 import shlex
 import subprocess
 import sys
+import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
@@ -223,6 +226,51 @@ def linked_files(doc: Path) -> set[Path]:
     return out
 
 
+def anchor_of(heading: str) -> str:
+    """The anchor GitHub gives a heading: its text (links and HTML tags reduced to their words)
+    lower-cased, punctuation and symbols dropped, spaces made hyphens."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+    text = re.sub(r"<[^>]+>", "", text).strip().lower()
+    kept = "".join(c for c in text if c in " -_" or unicodedata.category(c)[0] in "LNM")
+    return kept.replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    """Every anchor of a markdown text: its headings' (a repeated one gets ``-1``, ``-2`` ...,
+    as GitHub numbers them) and ``<a id="...">``; headings inside code blocks are not ones."""
+    prose = CODE_BLOCK.sub("", text)
+    found = set(re.findall(r'<a\s+(?:id|name)="([^"]+)"', prose))
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#{1,6}\s+(.+?)\s*#*\s*$", prose, re.M):
+        anchor = anchor_of(heading)
+        seen[anchor] = seen.get(anchor, -1) + 1
+        found.add(anchor if seen[anchor] == 0 else f"{anchor}-{seen[anchor]}")
+    return found
+
+
+@cache
+def _anchors_in(doc: Path) -> set[str]:
+    return anchors(doc.read_text())
+
+
+def broken_links(doc: Path) -> list[str]:
+    """The relative links of a markdown document (code left out) whose file is not there, or
+    whose ``#anchor`` no heading of that markdown file has."""
+    prose = re.sub(r"`[^`\n]*`", "", CODE_BLOCK.sub("", doc.read_text()))
+    targets = re.findall(r"\]\(([^)\s]+)", prose) + re.findall(r'(?:src|href)="([^"]+)"', prose)
+    broken = []
+    for target in targets:
+        if "://" in target or target.startswith("mailto:"):
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (doc.parent / path).resolve() if path else doc
+        if not linked.exists():
+            broken.append(f"{target} (no such file)")
+        elif anchor and linked.suffix == ".md" and anchor not in _anchors_in(linked):
+            broken.append(f"{target} (no heading with that anchor)")
+    return broken
+
+
 def test_the_extractors_find_commands_alternatives_and_targets_in_made_up_text():
     text = (
         "Run `python -m finetune train --data d.csv [--name N]` or\n"
@@ -300,6 +348,34 @@ def test_every_doc_is_linked_from_the_readme_or_the_guide():
     docs = [p for p in (ROOT / "docs").rglob("*") if p.is_file() and "img" not in p.parts]
     unlinked = sorted(p.relative_to(ROOT).as_posix() for p in docs if p.resolve() not in linked)
     assert docs and unlinked == [], f"linked from neither README.md nor docs/guide.md: {unlinked}"
+
+
+def test_anchors_are_githubs_and_the_link_checker_finds_a_missing_file_and_anchor(tmp_path):
+    assert anchor_of("Serving: TuneDesk's /v1 beside llama.cpp's own llama-server") == (
+        "serving-tunedesks-v1-beside-llamacpps-own-llama-server"
+    )
+    assert anchor_of("The test suite (`make test`)") == "the-test-suite-make-test"
+    assert anchor_of("Go [past](x.md) one <b>machine</b> →") == "go-past-one-machine-"
+    (tmp_path / "other.md").write_text(
+        "# Other\n\n## Keys and roles\n\n## Notes\n\n```\n## In code\n```\n\n## Notes\n"
+    )
+    (tmp_path / "doc.md").write_text(
+        "# Doc\n\n## Here, now\n\n[a](other.md#keys-and-roles) [b](other.md#notes-1) "
+        "[c](#here-now) [d](https://x.org/y#z) `[e](gone.md)`\n"
+        "[f](gone.md) [g](other.md#in-code) [h](#nowhere) [i](other.md#notes-2)\n"
+    )
+    assert broken_links(tmp_path / "doc.md") == [
+        "gone.md (no such file)",
+        "other.md#in-code (no heading with that anchor)",
+        "#nowhere (no heading with that anchor)",
+        "other.md#notes-2 (no heading with that anchor)",
+    ]
+
+
+def test_every_relative_link_and_anchor_of_the_docs_resolves():
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    broken = {d.relative_to(ROOT).as_posix(): b for d in docs if (b := broken_links(d))}
+    assert broken == {}, broken
 
 
 if __name__ == "__main__":  # a child of problems(): commands as JSON in, their problems out
