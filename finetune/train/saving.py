@@ -289,9 +289,17 @@ def load_checkpoint(ckpt: Path, model, optimizer, scheduler, scaler=None) -> int
     Tensors load onto the CPU first: saved from ``cuda:0``, they would otherwise all land on
     GPU 0 in every DDP rank; ``optimizer.load_state_dict`` then moves each onto its parameter's
     device.
+
+    Raises:
+        ValueError: the checkpoint cannot be read, was written by an FSDP run, or was trained
+            with other LoRA settings than ``model``'s (rank, alpha, dropout, targets, blocks,
+            base model: :mod:`finetune.train.resume_check`; a resume takes the run's settings
+            from its command line, never the checkpoint's).
     """
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
+
+    from finetune.train.resume_check import refusal
 
     def unreadable(err: Exception) -> ValueError:
         return ValueError(
@@ -309,6 +317,9 @@ def load_checkpoint(ckpt: Path, model, optimizer, scheduler, scaler=None) -> int
         raise ValueError(
             f"checkpoint {ckpt.name} was written by an fsdp run: resume it with sharding fsdp"
         )
+    other_settings = refusal(ckpt, model)  # another alpha or base loads without an error
+    if other_settings:
+        raise ValueError(other_settings)
     try:
         weights = load_file(ckpt / "adapter_model.safetensors")
     except Exception as err:  # truncated or zeroed: safetensors raises its own types
@@ -373,6 +384,11 @@ def load_sharded_checkpoint(
         raise ValueError(
             f"checkpoint {ckpt.name} was written by a ddp run: resume it with sharding ddp"
         )
+    from finetune.train.resume_check import refusal
+
+    other_settings = parallel.broadcast_object(refusal(ckpt, model) if rank == 0 else None, rank)
+    if other_settings:  # every rank stops, with the sentence rank 0 read
+        raise ValueError(other_settings)
     parallel.load_full_state(model, optimizer, state.pop("model", {}), state.pop("optimizer", {}))
     state = parallel.broadcast_object(state, rank)  # what is left is small: scheduler, RNG, step
     _restore_small_state(state, scheduler, None)

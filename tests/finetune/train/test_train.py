@@ -131,6 +131,32 @@ def test_a_resume_its_checkpoint_cannot_take_is_refused_in_a_sentence(tiny_llama
     assert train(cfg).steps == 4
 
 
+def test_a_resume_with_another_alpha_or_dropout_is_refused_naming_both_values(tiny_llama_dir, home):
+    """Another LoRA alpha or dropout fits the checkpoint's tensors: the run resumed silently
+    and went on training another adapter than the one it began. It is refused, naming each
+    setting with the checkpoint's value and this run's, before the weights load."""
+    cfg = _cfg(tiny_llama_dir, max_steps=4, save_every=2)
+    cfg.run.run_dir = str(home / "runs" / "r1")
+    cfg.run.adapter_name = "first"
+    seen = []
+    train(cfg, on_event=seen.append, stop=lambda: any(e["type"] == "checkpoint" for e in seen))
+    cfg.run.resume, cfg.run.adapter_name = True, "resumed"
+    cfg.lora.alpha, cfg.lora.dropout = 32, 0.2
+    with pytest.raises(ValueError) as info:
+        train(cfg)
+    assert str(info.value) == (
+        f"checkpoint step-0000002 in {home / 'runs' / 'r1'} was trained with LoRA alpha 8 and "
+        "LoRA dropout 0; this run has LoRA alpha 32 and LoRA dropout 0.2: resume with the "
+        "settings the run began with (--lora-alpha, --lora-dropout), or train anew without "
+        "--resume"
+    )
+    cfg.lora.dropout = 0.0
+    with pytest.raises(ValueError, match=r"with LoRA alpha 8; this run has LoRA alpha 32: "):
+        train(cfg)
+    cfg.lora.alpha = 8
+    assert train(cfg).steps == 4
+
+
 def test_a_run_stopped_before_its_first_step_says_its_adapter_is_the_base(tiny_llama_dir, home):
     from safetensors.torch import load_file
 
