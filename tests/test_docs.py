@@ -6,8 +6,9 @@ its subcommand path: the run must exit 0, and every ``--flag`` the doc gives mus
 subcommand's help. Each ``make <target>`` must be a rule of the Makefile. Every file in docs/
 (pictures aside) must be linked from README.md or docs/guide.md, so none is left unfound, and
 every relative link of README.md and docs/*.md (the history included) must reach a file and,
-with ``#anchor``, a heading of it. The checkers run on made-up text first, so one that cannot
-fail would show.
+with ``#anchor``, a heading of it. docs/architecture.md's Layout names only files that are
+there, and every package, its subpackages and the modules directly in it (bench's one module
+per command aside). The checkers run on made-up text first, so one that cannot fail would show.
 """
 
 from __future__ import annotations
@@ -271,6 +272,54 @@ def broken_links(doc: Path) -> list[str]:
     return broken
 
 
+MODULE = re.compile(r"(?<![\w./-])([A-Za-z_][\w*]*\.py)\b")
+UNLISTED_MODULES = {"bench"}  # one module per `python -m bench` command: the commands name them
+
+
+def layout_entries(text: str) -> list[tuple[str, str]]:
+    """Each name of the Layout block of docs/architecture.md as a path from the project root
+    (``core/paths.py``, ``core/store/``), with its description: a name at column 0 is a
+    top-level one, at column 2 one inside the last top-level package, deeper lines describe."""
+    block = CODE_BLOCK.findall(text.split("\n## Layout", 1)[1])[0]
+    entries: list[tuple[str, str]] = []
+    package = ""
+    for line in block.splitlines():
+        indent = len(line) - len(line.lstrip())
+        names, _, description = line.strip().partition("  ")
+        if indent > 2 or not names:
+            entries[-1] = (entries[-1][0], f"{entries[-1][1]} {line.strip()}")
+            continue
+        entries += [
+            ((package if indent else "") + n.strip(), description) for n in names.split(",")
+        ]
+        if indent == 0:
+            package = names if names.endswith("/") else ""
+    return entries
+
+
+def layout_problems(text: str, root: Path) -> list[str]:
+    """What the Layout block gets wrong about the tree at ``root``: a name (or a ``x.py`` its
+    description mentions, looked for under that name's folder, or at the root) that is not
+    there, and a top-level package, subpackage or module directly in one that goes unnamed."""
+    wrong, named = [], set()
+    for path, description in layout_entries(text):
+        found = sorted(root.glob(path.rstrip("/")))
+        wrong += [] if found else [f"{path} is not there"]
+        named |= {f.relative_to(root).as_posix() for f in found}
+        folder = root / (path if path.endswith("/") else path.rpartition("/")[0])
+        for module in MODULE.findall(description):
+            found = sorted(folder.rglob(module)) or sorted(root.glob(module))
+            wrong += [] if found else [f"{module} (said of {path}) is not there"]
+            named |= {f.relative_to(root).as_posix() for f in found}
+    for top in sorted(p.parent for p in root.glob("*/__init__.py")):
+        inside = [top, *(p for p in sorted(top.iterdir()) if (p / "__init__.py").is_file())]
+        if top.name not in UNLISTED_MODULES:
+            inside += [p for p in sorted(top.glob("*.py")) if not p.name.startswith("__")]
+        unnamed = [p.relative_to(root).as_posix() for p in inside]
+        wrong += [f"{p} goes unnamed" for p in unnamed if p not in named]
+    return wrong
+
+
 def test_the_extractors_find_commands_alternatives_and_targets_in_made_up_text():
     text = (
         "Run `python -m finetune train --data d.csv [--name N]` or\n"
@@ -370,6 +419,62 @@ def test_anchors_are_githubs_and_the_link_checker_finds_a_missing_file_and_ancho
         "#nowhere (no heading with that anchor)",
         "other.md#notes-2 (no heading with that anchor)",
     ]
+
+
+def test_the_layout_checker_finds_a_wrong_name_and_an_unnamed_module(tmp_path):
+    for name in [
+        "core/__init__.py",
+        "core/paths.py",
+        "core/hosts.py",
+        "core/store/__init__.py",
+        "core/store/db.py",
+        "serve/__init__.py",
+        "serve/flags.py",
+        "app.py",
+    ]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    text = (
+        "# Architecture\n\n## Layout\n\n```\n"
+        "app.py       the entry point\n"
+        "core/        shared\n"
+        "  paths.py, hashes.py   the home; hosts.py\n"
+        "  store/     one database (db.py), migrations (migrate.py)\n"
+        "serve/       many clients\n"
+        "  flags.py   the flags app.py and\n"
+        "             python -m serve share (keys.py)\n"
+        "```\n"
+    )
+    assert [p for p, _ in layout_entries(text)] == [
+        "app.py",
+        "core/",
+        "core/paths.py",
+        "core/hashes.py",
+        "core/store/",
+        "serve/",
+        "serve/flags.py",
+    ]
+    assert layout_problems(text, tmp_path) == [
+        "core/hashes.py is not there",
+        "migrate.py (said of core/store/) is not there",
+        "keys.py (said of serve/flags.py) is not there",
+    ]
+    (tmp_path / "serve" / "keys.py").write_text("")
+    (tmp_path / "serve" / "rate_limit.py").write_text("")
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "__init__.py").write_text("")
+    (tmp_path / "bench" / "gateway.py").write_text("")
+    assert layout_problems(text, tmp_path)[-3:] == [
+        "migrate.py (said of core/store/) is not there",
+        "bench goes unnamed",
+        "serve/rate_limit.py goes unnamed",
+    ]
+
+
+def test_the_architecture_layout_names_what_is_there_and_all_of_it():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    assert len(layout_entries(text)) > 80
+    assert layout_problems(text, ROOT) == []
 
 
 def test_every_relative_link_and_anchor_of_the_docs_resolves():
