@@ -17,6 +17,7 @@ from ui.tabs.evaluate import build_evaluate_tab
 from ui.tabs.knowledge import build_knowledge_tab
 from ui.tabs.review import build_review_tab
 from ui.tabs.train import build_train_tab
+from ui.views.model_pick import PICKER_JS
 from ui.views.state import AppState
 
 MAX_UPLOAD = "200mb"
@@ -110,6 +111,7 @@ def launch(
         show_error=not exposed(),
         allowed_paths=[str(demo.state.home / "exports")],
         app_kwargs={"routes": routes},
+        head=f"<script>{PICKER_JS}</script>",  # Enter in the base-model picker keeps the text
     )
 
 

@@ -9,7 +9,7 @@ import gradio as gr
 
 from core.model_catalog import choices as model_choices
 from ui.tabs.train_advanced import advanced_settings
-from ui.views import forms, transcripts
+from ui.views import forms, model_pick, transcripts
 from ui.views import train_actions as handlers
 from ui.views.state import AppState
 from ui.views.train_actions import DATA_SOURCES
@@ -191,7 +191,7 @@ def build_train_tab(state: AppState) -> dict:
             on_data, [source, upload, path], [data_info, data_preview]
         )  # the new dataset's rows
         device.change(on_device, device, [precision, quant, hw_notes])
-        model.change(model_note, model, cost_note, show_progress="hidden")
+        model.change(on_model, model, [model, cost_note], show_progress="hidden")
         # Each method's own learning rate, epochs, steps, batch size, time budget and passages
         # per row (preference methods: their epochs, no passages)
         method.input(
@@ -239,6 +239,13 @@ def build_train_tab(state: AppState) -> dict:
     }
 
 
+def on_model(typed):
+    """A catalog name typed in full becomes its model; a part of names says which they are."""
+    picked = model_pick.picked_model(typed)
+    shown = gr.update(value=picked) if picked != (typed or "") else gr.skip()
+    return shown, model_pick.hint(typed) or model_note(picked)
+
+
 def model_picker(value: str) -> gr.Dropdown:
     """The base-model picker: the recommended models by name, or any Hub id or folder typed in."""
     return gr.Dropdown(
@@ -246,7 +253,7 @@ def model_picker(value: str) -> gr.Dropdown:
         value=value,
         allow_custom_value=True,
         filterable=True,
-        elem_id="train-model",
+        elem_id=model_pick.PICKER_ID,  # Enter takes the text typed: model_pick.PICKER_JS
         label="Base model (pick one, or type a Hub id or local folder)",
         info="Check settings & estimate quotes what the picked model costs, as measured.",
     )

@@ -14,6 +14,7 @@ from finetune.config import (
     first_run_defaults,
 )
 from finetune.preference_defaults import METHOD_DEFAULTS
+from ui.views.model_pick import picked_model
 
 DEMO_DATA = "assets/demo_support.jsonl"
 
@@ -204,6 +205,8 @@ def _budget_problem(seconds: float) -> str:
 
 
 def _convert(field: str, value):
+    if field == "name" and isinstance(value, str):  # a catalog name typed in full: its model
+        return picked_model(value)
     if field == "max_samples":
         return None if value in (None, "", 0) else int(value)
     if field == "beta" and value in (None, "", 0):  # a blank number box sends 0; no beta is 0

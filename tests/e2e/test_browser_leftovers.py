@@ -1,0 +1,83 @@
+"""What only a real browser shows (Debian's Chromium through Playwright): the page's own
+script in the Train tab's base-model picker, which a handler call cannot reach.
+
+The app runs as a subprocess on a tiny llama model in a temporary home, as in test_browser.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from browser_helpers import CHROMIUM, ROOT, free_port, wait_for_port, wait_text
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def page(tiny_llama_dir, tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
+    pytest.importorskip("playwright")
+    from playwright.sync_api import sync_playwright
+
+    home, port = tmp_path_factory.mktemp("leftovers-home"), free_port()
+    env = {**os.environ, "TUNEDESK_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    env["GRADIO_ANALYTICS_ENABLED"] = "False"
+    with open(home / "app.log", "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "app.py", "--port", str(port), "--model", str(tiny_llama_dir)],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for_port(port, proc, home / "app.log", timeout=120)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(
+                executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
+            )
+            page = browser.new_page(viewport={"width": 1400, "height": 1400})
+            page.set_default_timeout(60_000)
+            page.goto(f"http://127.0.0.1:{port}/")
+            page.wait_for_selector("#train-check")
+            yield page
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def _type_into_picker(page, text: str, *keys: str):
+    box = page.locator("#train-model input").first
+    box.click()
+    box.fill("")
+    box.type(text)
+    for key in (*keys, "Enter"):
+        page.keyboard.press(key)
+    return box
+
+
+def test_enter_in_the_base_model_picker_keeps_what_was_typed(page, tmp_path):
+    """Enter picked the first option the text filtered to: "qwen3" became Qwen3 0.6B, "smol"
+    SmolLM2 135M Instruct, without a word."""
+    cost = "#train-model-cost"
+    box = _type_into_picker(page, "smol")
+    said = wait_text(page, cost, lambda t: "'smol'" in t, 30)
+    assert box.input_value() == "smol"
+    assert "Did you mean SmolLM2 135M Instruct or SmolLM2 360M Instruct?" in said, said
+    folder = tmp_path / "qwen3"  # a local folder whose name is part of a listed model's
+    folder.mkdir()
+    box = _type_into_picker(page, str(folder))
+    wait_text(page, cost, lambda t: "'smol'" not in t, 30)
+    assert box.input_value() == str(folder)
+    box = _type_into_picker(page, "SmolLM2 360M Instruct")  # a listed name in full: that model
+    wait_text(page, cost, lambda t: "Measured cost of SmolLM2 360M Instruct" in t, 30)
+    assert box.input_value().startswith("SmolLM2 360M Instruct (")
+    box = _type_into_picker(page, "gemma", "ArrowDown")  # reached with the arrow keys: picked
+    wait_text(page, cost, lambda t: "Measured cost of Gemma 3 270M" in t, 30)
+    assert box.input_value().startswith("Gemma 3 270M (")
