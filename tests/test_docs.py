@@ -8,7 +8,9 @@ subcommand's help. Each ``make <target>`` must be a rule of the Makefile. Every 
 every relative link of README.md and docs/*.md (the history included) must reach a file and,
 with ``#anchor``, a heading of it. docs/architecture.md's Layout names only files that are
 there, and every package, its subpackages and the modules directly in it (bench's one module
-per command aside). The checkers run on made-up text first, so one that cannot fail would show.
+per command aside). Every ``TUNEDESK_*`` variable the product reads has a row in the guide's
+table of environment variables. The checkers run on made-up text first, so one that cannot fail
+would show.
 """
 
 from __future__ import annotations
@@ -320,6 +322,24 @@ def layout_problems(text: str, root: Path) -> list[str]:
     return wrong
 
 
+ENV_VAR = re.compile(r"\bTUNEDESK_[A-Z0-9_]*[A-Z0-9]\b")
+INTERNAL_VARS = {"TUNEDESK_EXPOSED"}  # set by the app for its own children, never by a user
+
+
+def variables_read(root: Path) -> set[str]:
+    """Every ``TUNEDESK_*`` name in the product's code (tests left out)."""
+    packages = [p.parent for p in root.glob("*/__init__.py") if p.parent.name != "tests"]
+    files = [root / "app.py", *(f for package in packages for f in package.rglob("*.py"))]
+    return {v for f in files if f.is_file() for v in ENV_VAR.findall(f.read_text())}
+
+
+def variables_in_table(guide: str) -> set[str]:
+    """The variables the guide's "Environment variables" table has a row for."""
+    section = guide.split("\n## Environment variables\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    return {v for row in rows for v in ENV_VAR.findall(row)}
+
+
 def test_the_extractors_find_commands_alternatives_and_targets_in_made_up_text():
     text = (
         "Run `python -m finetune train --data d.csv [--name N]` or\n"
@@ -475,6 +495,28 @@ def test_the_architecture_layout_names_what_is_there_and_all_of_it():
     text = (ROOT / "docs" / "architecture.md").read_text()
     assert len(layout_entries(text)) > 80
     assert layout_problems(text, ROOT) == []
+
+
+def test_the_variable_finders_read_code_and_the_table_rows_only(tmp_path):
+    (tmp_path / "serve").mkdir()
+    (tmp_path / "serve" / "__init__.py").write_text('X = "TUNEDESK_PORT"  # TUNEDESK_\n')
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text('os.environ["TUNEDESK_TEST_ONLY"]')
+    (tmp_path / "app.py").write_text("f'{TUNEDESK_HOME_DIR}'")
+    assert variables_read(tmp_path) == {"TUNEDESK_PORT", "TUNEDESK_HOME_DIR"}
+    guide = (
+        "# Guide\n\n## Environment variables\n\n| variable | meaning |\n|---|---|\n"
+        "| `TUNEDESK_PORT`, `TUNEDESK_HOST` | with `TUNEDESK_AUTH` |\n\n## Tests\n\n"
+        "| `TUNEDESK_LATER` | x |\n"
+    )
+    assert variables_in_table(guide) == {"TUNEDESK_PORT", "TUNEDESK_HOST"}
+
+
+def test_every_variable_the_product_reads_has_a_row_in_the_guides_table():
+    read = variables_read(ROOT) - INTERNAL_VARS
+    assert len(read) > 30 and "TUNEDESK_HOME" in read
+    missing = sorted(read - variables_in_table((ROOT / "docs" / "guide.md").read_text()))
+    assert missing == [], f"read by the code, no row in guide.md's Environment variables: {missing}"
 
 
 def test_every_relative_link_and_anchor_of_the_docs_resolves():
