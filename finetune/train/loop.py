@@ -105,13 +105,15 @@ def train(cfg: RunConfig, on_event=None, stop=None, started: float | None = None
 
 def _setup(cfg: RunConfig, on_event, started: float | None = None) -> Run:
     """Check the config, then load data, model + LoRA, optimizer and batches; resume if asked."""
-    from finetune.train.saving import resume
+    from finetune.train.saving import latest_checkpoint, no_checkpoint_note, resume
 
     t0 = time.time() if started is None else started  # a time budget counts from here
     hw = check_config(cfg)
     rank, world, device = dist_setup(hw.device(cfg.train.device).name)
     emit = functools.partial(_emit, on_event, rank)
     run_dir = run_dir_for(cfg, rank)
+    if cfg.run.resume and rank == 0 and latest_checkpoint(run_dir) is None:  # before loading
+        emit("warning", message=no_checkpoint_note(run_dir))
     threads = cpu_threads(cfg.train.cpu_threads, device)
     torch.manual_seed(cfg.train.seed)
 
@@ -154,8 +156,6 @@ def _setup(cfg: RunConfig, on_event, started: float | None = None) -> Run:
     )
     if name:
         emit("status", message=f"resumed from {name} (step {start_step})")
-    elif cfg.run.resume:
-        emit("status", message=f"no checkpoint in {run_dir} yet: training from step 0")
     # a budget's plan so far: a resumed schedule may have grown past one epoch
     total = max(schedule_total(scheduler), start_step) if budget else len(plan)
     resize_schedule(scheduler, total)

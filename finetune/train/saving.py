@@ -276,6 +276,16 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return done[-1] if done else None
 
 
+def no_checkpoint_note(run_dir: Path) -> str:
+    """What a resume of a run folder holding no checkpoint does, in a sentence: it trains from
+    step 0 (a run stopped before its first checkpoint starts again), as docs/guide.md says."""
+    return (
+        f"--resume found no checkpoint in {run_dir} (its run stopped before the first one, or "
+        "none ran there), so there is nothing to continue: this run trains from step 0 with "
+        "the settings given"
+    )
+
+
 def checkpoint_progress(ckpt: Path) -> dict:
     """The ``progress`` saved with a checkpoint (``{}`` for checkpoints written
     before it existed)."""

@@ -157,6 +157,25 @@ def test_a_resume_with_another_alpha_or_dropout_is_refused_naming_both_values(ti
     assert train(cfg).steps == 4
 
 
+def test_a_resume_of_a_folder_with_no_checkpoint_warns_first_and_trains_from_step_0(
+    tiny_llama_dir, home
+):
+    """A run stopped before its first checkpoint starts again from step 0 (docs/guide.md); the
+    sentence saying so was a status line after the model had loaded, gone under --quiet."""
+    cfg = _cfg(tiny_llama_dir, max_steps=2)
+    (home / "runs" / "early").mkdir(parents=True)
+    cfg.run.run_dir, cfg.run.resume, cfg.run.adapter_name = str(home / "runs" / "early"), True, "x"
+    events = []
+    result = train(cfg, on_event=events.append)
+    assert events[0]["type"] == "warning" and events[0]["message"] == (
+        f"--resume found no checkpoint in {home / 'runs' / 'early'} (its run stopped before the "
+        "first one, or none ran there), so there is nothing to continue: this run trains from "
+        "step 0 with the settings given"
+    )
+    start = next(e for e in events if e["type"] == "start")
+    assert start["start_step"] == 0 and result.steps == 2
+
+
 def test_a_run_stopped_before_its_first_step_says_its_adapter_is_the_base(tiny_llama_dir, home):
     from safetensors.torch import load_file
 
