@@ -53,10 +53,30 @@ def main(args) -> int:
     elif not rows:
         print("The knowledge shelf is empty: import a file (python -m knowledge import FILE).")
     else:
-        print("  ".join(f"{c:>8}" if c in ("id", "passages") else c for c in columns))
-        for row in rows:
-            print("  ".join(_cell(row, c) for c in columns))
+        for line in table(rows, columns):
+            print(line)
     return 0
+
+
+# Widest a column gets before its text is cut with an ellipsis (the rest as wide as its text).
+MAX_WIDTH = {"title": 48, "source": 48, "sources": 48, "name": 32, "intent": 28}
+NUMBERS = ("id", "passages")  # right-aligned
+
+
+def table(rows: list[dict], columns: tuple[str, ...]) -> list[str]:
+    """``rows`` as lines of aligned ``columns``: a header, then a line a row. Each column is as
+    wide as its widest cell (at most :data:`MAX_WIDTH`; longer text ends in ``…``), numbers
+    right-aligned, two spaces between columns, no trailing spaces."""
+    cells = [[_cell(row, c) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(line[i]) for line in cells)) for i, c in enumerate(columns)]
+    lines = []
+    for line in [list(columns), *cells]:
+        shown = [
+            text.rjust(width) if column in NUMBERS else text.ljust(width)
+            for text, width, column in zip(line, widths, columns, strict=True)
+        ]
+        lines.append("  ".join(shown).rstrip())
+    return lines
 
 
 def _cell(row: dict, column: str) -> str:
@@ -65,5 +85,8 @@ def _cell(row: dict, column: str) -> str:
         return "-"  # no label
     if isinstance(value, list):
         value = ", ".join(map(str, value))
-    text = str(value)
-    return f"{text:>8}" if column in ("id", "passages") else text[:60]
+    if isinstance(value, int) and column == "passages":
+        return f"{value:,}"
+    text = " ".join(str(value).split())  # a title's line breaks or tabs would break the line
+    width = MAX_WIDTH.get(column)
+    return text if width is None or len(text) <= width else text[: width - 1] + "…"

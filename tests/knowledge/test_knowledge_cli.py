@@ -51,6 +51,42 @@ def test_import_list_search_delete(home, files, capsys):
     assert [json.loads(line)["version"] for line in capsys.readouterr().out.splitlines()] == ["v2"]
 
 
+def test_list_lines_up_its_columns_and_cuts_long_text_with_an_ellipsis(home, tmp_path, capsys):
+    long_title = "How to change the delivery address of an order that has already shipped"
+    md = tmp_path / "help.md"
+    md.write_text(f"# Refunds\nPaid within 30 days.\n# {long_title}\nWrite to us first.\n")
+    assert main(["import", str(md), "--name", "help-center-articles"]) == 0
+    assert main(["import", str(md), "--name", "kb"]) == 0
+    capsys.readouterr()
+
+    assert main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[:3] for line in lines] == [
+        ["name", "version", "passages"],
+        ["help-center-articles", "v1", "2"],
+        ["kb", "v1", "2"],
+    ]
+    for column in ("version", "created", "fingerprint", "sources"):  # each starts where its head
+        at = lines[0].index(column)
+        assert all(line[at - 2 : at] == "  " and line[at] != " " for line in lines[1:])
+    at = lines[0].index("passages") + len("passages")  # numbers end where their head does
+    assert all(line[at - 1] == "2" and line[at] == " " for line in lines[1:])
+
+    assert main(["list", "kb", "--version", "v1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    cut = long_title[:47] + "…"
+    assert lines[0].split() == ["id", "kind", "intent", "title", "source"]
+    title, source = lines[0].index("title"), lines[0].index("source")
+    assert [line[title:source].rstrip() for line in lines[1:]] == ["Refunds", cut]
+    assert len(cut) + 2 == source - title  # the column is as wide as its widest cell
+    assert [line[: lines[0].index("kind")] for line in lines] == ["id  ", " 1  ", " 2  "]
+    assert [line[source:] for line in lines[1:]] == [
+        "help.md#Refunds",
+        "help.md#" + long_title[:39] + "…",
+    ]
+    assert all(line == line.rstrip() for line in lines)
+
+
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
