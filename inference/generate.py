@@ -231,18 +231,30 @@ def context_limit(session: ModelSession) -> int | None:
     return getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
 
 
+class PromptTooLong(ValueError):
+    """A conversation longer than its reader takes: the asker's to shorten, no fault of the
+    model (the API answers it as a bad request and counts it against no version)."""
+
+    def __init__(self, tokens: int, limit: int, reader: str = "this model"):
+        super().__init__(
+            f"the conversation is {tokens} tokens; {reader} reads at most {limit}: "
+            "shorten the message or clear the chat"
+        )
+        self.tokens, self.limit = tokens, limit
+
+
 def fitting(session: ModelSession, inputs: dict) -> dict:
     """Refuse a prompt that fills the model's whole context (a pasted book, a runaway chat).
 
     Its attention and activations would grow with it before the model could answer at all.
+
+    Raises:
+        PromptTooLong: the prompt holds as many tokens as the model's positions, or more.
     """
     limit = context_limit(session)
     length = inputs["input_ids"].shape[1]
     if limit and length >= limit:
-        raise ValueError(
-            f"the conversation is {length} tokens; this model reads at most {limit}: "
-            "shorten the message or clear the chat"
-        )
+        raise PromptTooLong(length, limit)
     return inputs
 
 

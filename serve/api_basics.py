@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 
 from core.llama_cpp.process import LlamaServerError
 from core.user_text import shown_error
+from inference.generate import PromptTooLong
 from serve.interface.bounds import AnswerTimeout, EngineStopping
 from serve.interface.ticket import EngineRefused
 from serve.requests import RequestError
@@ -55,8 +56,13 @@ class ApiError(Exception):
 def engine_failure(err: Exception) -> ApiError:
     """The error answer for an engine that failed to answer: 504 when it ran past the answer's
     bound (``serve/interface/bounds.py``), 503 when the server is stopping, 502 when
-    llama-server did not answer or could not start, 400 when it refused the request as asked,
-    else 500; the cause is named either way."""
+    llama-server did not answer or could not start, 400 when it refused the request as asked
+    or the conversation is longer than the engine reads (``param`` messages), else 500; the
+    cause is named either way."""
+    if isinstance(err, PromptTooLong):  # OpenAI's code for it, so clients can tell it apart
+        return ApiError(
+            400, str(err), "invalid_request_error", "context_length_exceeded", "messages"
+        )
     if isinstance(err, EngineRefused):
         return ApiError(400, str(err), "invalid_request_error", param=err.param)
     if isinstance(err, AnswerTimeout):

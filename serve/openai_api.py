@@ -40,7 +40,7 @@ from adapters.shelf.aliases import aliases_path
 from adapters.shelf.store import Shelf
 from core.templates import control_sentence, first_control
 from feedback.store import FeedbackStore
-from inference.generate import context_limit
+from inference.generate import PromptTooLong, context_limit
 from serve.alias_api import AliasApi
 from serve.aliases import CONVERSATION_HEADER, VERSION_HEADER, AliasRouter, Pick
 from serve.answer_check import checked, sent_counts
@@ -60,7 +60,7 @@ from serve.grounding import CONTEXT_TOKENS
 from serve.grounding import apply as apply_grounding
 from serve.grounding import header as grounding_header
 from serve.interface.bounds import answer_bound
-from serve.interface.ticket import ServerBusy
+from serve.interface.ticket import EngineRefused, ServerBusy
 from serve.keys import ADMIN, CHAT, Caller, KeyRing, as_ring
 from serve.knowledge_api import KnowledgeApi
 from serve.llama_server.relay import relay_tools, upstream_metrics
@@ -85,6 +85,10 @@ from serve.streaming import (
 from serve.version_stats import VersionStats
 
 PIN_HEADER = "X-TuneDesk-Engine"  # a request pins an engine with it; every answer names its own
+# Failures that are no version's: the asker's (a bad request, a conversation longer than the
+# engine reads, a request llama-server refuses as asked) or the server's load (a full queue).
+# An automatic rollback reads the errors, so a client's huge prompts must never count.
+NOT_COUNTED = (RequestError, PromptTooLong, EngineRefused, ServerBusy)
 log = logging.getLogger("tunedesk.serve")
 
 
@@ -187,6 +191,8 @@ class OpenAIServer(ShelfModels):
             return ApiError(400, str(err), "invalid_request_error", param=err.param).response()
         except ServerBusy as err:
             return ApiError(503, str(err), "server_busy", "server_busy").response()
+        except PromptTooLong as err:  # the asker's to shorten: 400 naming messages
+            return engine_failure(err).response()
         except ValueError as err:  # an unusable adapter, a prompt too long: named in a sentence
             return ApiError(400, str(err), "invalid_request_error").response()
         except ApiError as err:
@@ -222,13 +228,9 @@ class OpenAIServer(ShelfModels):
         return None if adapter is False else Pick(None, adapter or "base")
 
     def _count_failure(self, pick: Pick | None, err: BaseException) -> None:
-        """Count a version's failure to answer (not a bad request, a full queue or a client
-        hanging up) in its stats."""
-        if (
-            pick is not None
-            and isinstance(err, Exception)
-            and not isinstance(err, RequestError | ServerBusy)
-        ):
+        """Count a version's failure to answer (not a bad request, a prompt too long, a full
+        queue or a client hanging up) in its stats."""
+        if pick is not None and isinstance(err, Exception) and not isinstance(err, NOT_COUNTED):
             self.stats.record(pick.version, "error")
 
     def _route(self, chat: ChatRequest, pin: str | None, model: str, alias: str | None = None):
@@ -321,7 +323,7 @@ class OpenAIServer(ShelfModels):
         ):  # the answer says which version of the alias gave it
             head["system_fingerprint"] = f"{answer.engine}; {pick.version}"
         if pick is not None:
-            deltas = self.stats.timed(pick.version, deltas, pick.started)
+            deltas = self.stats.timed(pick.version, deltas, pick.started, None, NOT_COUNTED)
         check = None
         if pick is not None and pick.alias and self.aliases.checked(pick.alias):  # whole, then sent
             try:
@@ -406,7 +408,9 @@ class OpenAIServer(ShelfModels):
             bounded=lambda parts: bounded(parts, answer_bound(), stopping),
             answer_id=answer_id,
             remember=remember_tools,
-            timed=lambda events, whole: self.stats.timed(pick.version, events, pick.started, whole),
+            timed=lambda events, whole: self.stats.timed(
+                pick.version, events, pick.started, whole, NOT_COUNTED
+            ),
         )
         release()  # counted until llama-server has it (a relayed stream is its own)
         if not isinstance(response, StreamingResponse):  # a stream counts itself as it ends

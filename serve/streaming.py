@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import anyio
 from starlette.concurrency import run_in_threadpool
 
+from inference.generate import PromptTooLong
 from serve.interface.bounds import (
     AnswerBound,
     AnswerTimeout,
@@ -167,6 +168,15 @@ def stream_error(err: Exception) -> dict:
                 "type": "timeout",
                 "param": None,
                 "code": "answer_timeout",
+            }
+        }
+    if isinstance(err, PromptTooLong):
+        return {
+            "error": {
+                "message": str(err),
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
             }
         }
     if isinstance(err, EngineRefused):

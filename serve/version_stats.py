@@ -109,11 +109,13 @@ class VersionStats:
         self.flush()
         return outcome_rows(self.store, version, since)
 
-    async def timed(self, version: str, deltas, started: float, whole=None):
+    async def timed(self, version: str, deltas, started: float, whole=None, not_counted=()):
         """``deltas`` passed through, timed from ``started`` (``time.perf_counter``) and
         recorded when the answer ends, fails or is dropped. ``whole``: says, once ``deltas``
         ended, whether the answer came whole (a relayed stream can end without its finish:
-        an error event, an upstream gone); not whole is an error."""
+        an error event, an upstream gone); not whole is an error. ``not_counted``: exception
+        classes that are the asker's doing (a prompt too long), not the version's: an answer
+        failing with one is not recorded at all."""
         first, outcome = None, "cancelled"
         try:
             async for delta in deltas:
@@ -121,13 +123,13 @@ class VersionStats:
                     first = time.perf_counter() - started
                 yield delta
             outcome = "ok" if whole is None or whole() else "error"
-        except Exception:
-            outcome = "error"
+        except Exception as err:
+            outcome = None if isinstance(err, not_counted) else "error"
             raise
         finally:
-            self.record(
-                version, outcome, first, time.perf_counter() - started if outcome == "ok" else None
-            )
+            if outcome is not None:
+                total = time.perf_counter() - started if outcome == "ok" else None
+                self.record(version, outcome, first, total)
             await deltas.aclose()  # a hang-up reaches the answer's source now, not at collection
 
     def counts(self, version: str, since: float = 0.0) -> tuple[int, int]:

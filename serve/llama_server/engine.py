@@ -22,7 +22,13 @@ import httpx
 from starlette.concurrency import run_in_threadpool
 
 from core.thinking import ThinkingFilter
-from inference.generate import GenerationSettings, encode, with_system
+from inference.generate import (
+    GenerationSettings,
+    PromptTooLong,
+    context_limit,
+    encode,
+    with_system,
+)
 from inference.session import ModelSession, is_base
 from serve.interface.bounds import answer_bound, timeout_error
 from serve.interface.ticket import EngineRefused, ServerBusy, Ticket
@@ -98,12 +104,10 @@ class LlamaServerEngine:
         name = None if is_base(adapter) else adapter
         lora = None if name is None else self._lora(name)
         prompt = encode(self.session, [with_system(messages, settings)])["input_ids"][0].tolist()
-        if len(prompt) + 1 >= self.ctx_per_slot:
-            raise ValueError(
-                f"the conversation is {len(prompt)} tokens; this server reads at most "
-                f"{self.ctx_per_slot - 1}: shorten the message or clear the chat"
-            )
-        body = completion_body(prompt, settings, stop, self.ctx_per_slot)
+        slot = self.slot_tokens()
+        if len(prompt) + 1 >= slot:  # room for one answer token at least
+            raise PromptTooLong(len(prompt), slot - 2, "this server")
+        body = completion_body(prompt, settings, stop, slot)
         if json_schema is not None:
             body["json_schema"] = json_schema
         if (
@@ -175,6 +179,12 @@ class LlamaServerEngine:
             if upstream is not None:
                 self.upstreams.release(upstream)
             self._finished()
+
+    def slot_tokens(self) -> int:
+        """Tokens of prompt plus answer one request may hold: ``ctx_per_slot``, or the model's
+        positions where it reads fewer (llama-server cuts its slots' context to them)."""
+        positions = context_limit(self.session)
+        return min(self.ctx_per_slot, positions) if positions else self.ctx_per_slot
 
     def lora_path(self, name: str) -> Path:
         """Adapter ``name``'s LoRA file, after the checks every engine runs.
@@ -388,16 +398,33 @@ def completion_body(
 
 
 def refusal(status: int, payload: bytes, body: dict) -> Exception:
-    """The error for llama-server's non-200 answer to ``body``: :class:`EngineRefused` for a
-    400 (the request as asked; ``response_format`` named when it asked for a JSON schema),
-    else a ``RuntimeError`` naming the status."""
+    """The error for llama-server's non-200 answer to ``body``: :class:`PromptTooLong` for a
+    prompt past its slot's context, :class:`EngineRefused` for another 400 (the request as
+    asked; ``response_format`` named when it asked for a JSON schema), else a ``RuntimeError``
+    naming the status."""
     if status != 400:
         return RuntimeError(f"llama-server answered HTTP {status}: {payload[:300]!r}")
     try:
-        said = json.loads(payload)["error"]["message"]
+        error = json.loads(payload)["error"]
+        said = error["message"]
     except (ValueError, KeyError, TypeError):
-        said = payload[:300].decode(errors="replace")
+        error, said = None, payload[:300].decode(errors="replace")
+    too_long = context_exceeded(error)
+    if too_long is not None:
+        return too_long
     return EngineRefused(
         f"llama-server refused the request: {str(said)[:300]}",
         "response_format" if "json_schema" in body else None,
     )
+
+
+def context_exceeded(error) -> PromptTooLong | None:
+    """llama-server's error object for a prompt of as many tokens as its slot's context or more
+    (``exceed_context_size_error``, with ``n_prompt_tokens`` and ``n_ctx``) as TuneDesk's own
+    refusal of it; None for any other error."""
+    if not isinstance(error, dict) or error.get("type") != "exceed_context_size_error":
+        return None
+    tokens, n_ctx = error.get("n_prompt_tokens"), error.get("n_ctx")
+    if not (isinstance(tokens, int) and isinstance(n_ctx, int)):
+        return None
+    return PromptTooLong(tokens, n_ctx - 1, "this server")

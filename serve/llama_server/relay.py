@@ -21,7 +21,7 @@ import httpx
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from serve.llama_server.engine import stale
+from serve.llama_server.engine import context_exceeded, stale
 
 log = logging.getLogger("tunedesk.serve")
 
@@ -51,6 +51,8 @@ async def relay_tools(
 
     Raises:
         ValueError: the adapter cannot serve.
+        PromptTooLong: llama-server found the rendered conversation (tools included) longer
+            than its slot's context.
     """
     lora = None if adapter is None else await run_in_threadpool(engine.lora_path, adapter)
     upstream = await run_in_threadpool(engine.upstreams.acquire, lora, engine.known_loras)
@@ -69,6 +71,9 @@ async def relay_tools(
             await response.aclose()
             engine.upstreams.release(upstream)
         data, status = _decoded(payload, response.status_code)
+        too_long = context_exceeded(data.get("error") if isinstance(data, dict) else None)
+        if too_long is not None:  # the asker's, in TuneDesk's words: 400 naming messages
+            raise too_long
         if status == 200 and isinstance(data, dict):
             data.update(model=model, system_fingerprint=engine.label)
             if answer_id is not None:

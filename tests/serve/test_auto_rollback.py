@@ -5,6 +5,7 @@ weights and thumbs-down given through ``POST /v1/feedback``."""
 from __future__ import annotations
 
 import json
+import re
 
 import httpx
 import openai
@@ -246,3 +247,34 @@ def test_feedback_past_the_keys_limit_is_429_with_retry_after(served, monkeypatc
     monkeypatch.setenv("TUNEDESK_FEEDBACK_PER_MINUTE", "lots")
     with pytest.raises(ValueError, match="positive number"):
         feedback_per_minute()
+
+
+def test_prompts_too_long_are_a_400_naming_messages_and_count_against_no_version(served):
+    """A client pasting huge prompts must not roll a good release back: its 400 is the
+    client's, counted as neither an answer nor an error of the version that would answer."""
+    server, url = served
+    book = AliasBook(server.shelf())
+    book.set(
+        "support-bot", {"a": 50, "b": 50}, by="ana", auto_rollback={**POLICY, "min_requests": 3}
+    )
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0, timeout=60)
+    pasted = [{"role": "user", "content": "where is my order " * 400}]  # past 256 positions
+    for i, (model, stream) in enumerate([("support-bot", False), ("support-bot", True)] * 4):
+        with pytest.raises(openai.BadRequestError) as refused:
+            got = client.chat.completions.create(
+                model=model, messages=pasted, max_tokens=4, user=f"u{i}", stream=stream
+            )
+            list(got)
+        assert refused.value.body["param"] == "messages"
+        assert refused.value.body["code"] == "context_length_exceeded"
+        assert re.fullmatch(
+            r"the conversation is \d{4} tokens; this model reads at most 256: shorten the "
+            "message or clear the chat",
+            refused.value.body["message"],
+        ), refused.value.body
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model="a", messages=pasted, max_tokens=4)
+    assert server.stats.counts("a") == server.stats.counts("b") == (0, 0)
+    assert ask(url, "u-short")[0] == 200  # an answer still counts
+    assert sum(server.stats.counts(v)[0] for v in ("a", "b")) == 1
+    assert book.get("support-bot") == {"a": 50, "b": 50}

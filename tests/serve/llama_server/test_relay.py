@@ -182,3 +182,61 @@ def test_relayed_answers_count_in_their_versions_live_figures(llama_session):
                 client.chat.completions.create(**asked, max_tokens=8)
     got = stats.summary("base")
     assert (got["requests"], got["errors"]) == (3, 1)
+
+
+def test_a_prompt_too_long_is_a_400_naming_messages_relayed_or_not_and_counts_nowhere(
+    llama_session, llama
+):
+    """The token-id path refuses it itself, at llama-server's slot context (this tiny model's
+    512 positions, not ctx_per_slot's 2048: past them llama-server refused it in the stream);
+    a tools chat is refused by llama-server (its ``exceed_context_size_error``). Both say it in
+    one sentence naming messages, and neither counts in the version's figures, which an
+    alias's automatic rollback reads: a client's huge prompts are its own."""
+    import re
+
+    import httpx
+    from fastapi import FastAPI
+
+    from serve.openai_api import OpenAIServer
+    from serve.version_stats import VersionStats
+
+    upstream = llama.upstreams.all[0]
+    props = httpx.get(f"{upstream.url}/props", headers=upstream.headers, timeout=10).json()
+    slot = props["default_generation_settings"]["n_ctx"]  # this tiny model's 512 positions
+    stats = VersionStats()
+    engines = Engines(llama_session, "llama.cpp", llama_factory=lambda session, max_queue: llama)
+    engines.prepare()
+    app = FastAPI()
+    app.include_router(OpenAIServer(engines, stats=stats).router())
+    words = "where is my order "
+    assert llama.slot_tokens() == slot  # the token-id path refuses what llama-server would
+    cases = [  # (prompt, tools, the longest conversation the sentence names)
+        (words * 600, openai.NOT_GIVEN, slot - 2),  # one answer token left at least
+        (words * (slot // 4 + 2), openai.NOT_GIVEN, slot - 2),  # just past it
+        (words * 600, TRACK_ORDER_TOOLS, slot - 1),  # llama-server's own refusal
+    ]
+    with serving(app) as api:
+        client = openai.OpenAI(base_url=f"{api}/v1", api_key="k", max_retries=0, timeout=120)
+        for content, tools, limit in cases:
+            for stream in (False, True):
+                with pytest.raises(openai.BadRequestError) as refused:
+                    asked = [{"role": "user", "content": content}]
+                    list(
+                        client.chat.completions.create(
+                            model="a", messages=asked, tools=tools, max_tokens=4, stream=stream
+                        )
+                        or []
+                    )
+                error = refused.value.body
+                assert (error["param"], error["code"]) == ("messages", "context_length_exceeded")
+                assert re.fullmatch(
+                    rf"the conversation is \d+ tokens; this server reads at most {limit}: "
+                    "shorten the message or clear the chat",
+                    error["message"],
+                ), (tools, stream, error)
+        assert stats.counts("a") == (0, 0)
+        client.chat.completions.create(
+            model="a", messages=MSGS, tools=TRACK_ORDER_TOOLS, max_tokens=4
+        )
+        assert stats.counts("a") == (1, 0)
+    assert all(upstream.inflight == 0 for upstream in llama.upstreams.all)
