@@ -13,7 +13,7 @@ from ui.views.gguf import DEFAULT_TYPES, GGUF_TYPES, gguf_markdown
 from ui.views.shelf import COLUMNS, details_markdown, shelf_rows
 from ui.views.state import AppState
 from ui.views.uploads import by_upload_name
-from ui.views.wording import as_markdown
+from ui.views.wording import as_markdown, for_ui
 
 PICK_FIRST = "Pick an adapter first."  # no adapter picked: the shelf's sentence said "got None"
 
@@ -86,7 +86,7 @@ def build_adapters_tab(state: AppState) -> dict:
             try:
                 said = actions.rename(name, new, session=state.session)
             except (ValueError, OSError) as err:
-                return (f"⚠️ {as_markdown(str(err))}", *refresh_all(name))
+                return (f"⚠️ {as_markdown(for_ui(str(err)))}", *refresh_all(name))
             return (said, *refresh_all(new.strip()))
 
         def on_delete(name, sure):
@@ -95,8 +95,9 @@ def build_adapters_tab(state: AppState) -> dict:
             try:
                 said = actions.delete(name, bool(sure), session=state.session)
             except (ValueError, OSError) as err:
+                said = as_markdown(for_ui(str(err)))
                 return (
-                    f"⚠️ {as_markdown(str(err))}" if sure else as_markdown(str(err)),
+                    f"⚠️ {said}" if sure else said,
                     *refresh_all(name),
                     False,
                 )

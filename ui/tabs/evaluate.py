@@ -40,6 +40,7 @@ from ui.views.evaluation import (
 from ui.views.state import AppState
 from ui.views.train_progress import just_trained
 from ui.views.uploads import store_upload
+from ui.views.wording import as_markdown, for_ui
 
 
 def build_evaluate_tab(state: AppState, run_id: gr.State | None = None) -> dict:
@@ -105,8 +106,8 @@ def build_evaluate_tab(state: AppState, run_id: gr.State | None = None) -> dict:
                 value=OWN_KNOWLEDGE,
                 elem_id="eval-ground-in",
                 label="Ground in: each adapter's own knowledge (trained beside it), or a "
-                "knowledge base's newest version for every model, as an alias grounded in "
-                "it serves them",
+                "knowledge base for every model (its newest version, or NAME@vN pinned), as an "
+                "alias grounded in it serves them",
             )
         run = gr.Button("Run evaluation", variant="primary", elem_id="eval-run")
         status = gr.Markdown(elem_id="eval-status")
@@ -261,7 +262,8 @@ def build_evaluate_tab(state: AppState, run_id: gr.State | None = None) -> dict:
                     engine=state.serving.choice,
                 )  # who serves Chat (--engine / TUNEDESK_ENGINE): the gate judges its answers
             except (ValueError, OSError) as err:
-                return (f"⚠️ {' '.join(shown_error(err).split())}", *empty)
+                said = as_markdown(for_ui(" ".join(shown_error(err).split())))
+                return (f"⚠️ {said}", *empty)
             first = report.adapters[0]
             return (
                 run_summary(report) + (f"\n\n{note}" if note else ""),

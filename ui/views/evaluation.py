@@ -19,11 +19,14 @@ OWN_KNOWLEDGE = "each adapter's own"  # the knowledge version it was trained bes
 
 
 def knowledge_choices(picked: str | None) -> tuple[list[str], str]:
-    """The "Ground in" dropdown's choices (each adapter's own, then every knowledge base) and
-    its value: ``picked`` while that knowledge base is still on the shelf."""
+    """The "Ground in" dropdown's choices (each adapter's own, then every knowledge base: its
+    newest version, then each version pinned, ``NAME@vN``, as an alias may serve it) and its
+    value: ``picked`` while it is still on the shelf."""
     from knowledge.store import KnowledgeShelf
 
-    names = [OWN_KNOWLEDGE, *KnowledgeShelf().names()]
+    shelf, names = KnowledgeShelf(), [OWN_KNOWLEDGE]
+    for base in shelf.names():
+        names += [base, *(f"{base}@{v.version}" for v in shelf.versions(base))]
     return names, picked if picked in names else OWN_KNOWLEDGE
 
 

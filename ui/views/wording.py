@@ -12,7 +12,12 @@ _FOR_UI = (
     # finetune/data/rows.py: a dataset whose columns are not a known pair
     (
         ", or name them with --prompt-column and --response-column",
-        "; rename the file's columns to one of these (the Train tab maps no others)",
+        "; rename the file's columns to one of these (the Train and Evaluate tabs map no others)",
+    ),
+    # eval/scoring_rows.py: a golden prompts file with no prompt (the Evaluate tab)
+    (
+        "or leave the golden prompts out (--no-golden)",
+        "or untick Check the golden prompts",
     ),
     # finetune/data/pipeline.py: every row longer than the max length
     ("raise --max-length or", "raise Max length (tokens) under Advanced, or"),
@@ -35,6 +40,28 @@ _FOR_UI = (
         "evaluate it (python -m eval), or override with --force --reason TEXT "
         '(API: "force": true, "reason")',
         "evaluate it (the Evaluate tab), or tick Override the release gate and give a reason",
+    ),
+    # adapters/shelf/alias_rules.py: a gate checked on other grounding than the alias serves
+    (
+        re.compile(r"\(python -m eval --grounding off\)"),
+        "(the Evaluate tab, Grounding: off)",
+    ),
+    (
+        re.compile(r"\(python -m eval --knowledge ([^\s()]+)\)"),
+        r"(the Evaluate tab, Grounding: on, Ground in: \1)",
+    ),
+    # adapters/shelf/alias_rules.py, aliases.py: a version or an alias that is not there
+    ("(`python -m adapters list` shows them)", "(the shelf above lists them)"),
+    ("; `python -m adapters alias list` shows them", "; the Alias list holds them"),
+    (
+        re.compile(r"create it with `python -m adapters alias set \S+ (\S+)`"),
+        r"create it: type a split (`\1`) and press **Set split**",
+    ),
+    # adapters/shelf_actions.py: renaming or deleting a version an alias serves
+    (
+        "(python -m adapters alias set ALIAS OTHER=100, or the Adapters tab's aliases)",
+        "(under Aliases below: pick the alias, type a split such as `OTHER=100` and press "
+        "**Set split**)",
     ),
     # adapters/shelf/aliases.py: a change to an alias that has no split yet
     (

@@ -99,7 +99,7 @@ def test_ground_in_offers_the_knowledge_bases_and_grounds_every_model_in_the_one
     assert offer("gone")["choices"] == [OWN_KNOWLEDGE] and offer("gone")["value"] == OWN_KNOWLEDGE
     article = Passage("Tracking", "Orders ship with a code.", "kb.md")
     KnowledgeShelf().add("articles", [article], ["kb.md"])
-    assert offer(OWN_KNOWLEDGE)["choices"] == [OWN_KNOWLEDGE, "articles"]
+    assert offer(OWN_KNOWLEDGE)["choices"] == [OWN_KNOWLEDGE, "articles", "articles@v1"]
     assert offer("articles")["value"] == "articles"
     put_adapter(varied_dir, "tuned")  # trained beside no knowledge: ungrounded by its own
     args = (["tuned"], "assets/demo_support.jsonl", 2, 8, 4, False, "intent", 0, "on")

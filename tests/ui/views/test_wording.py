@@ -22,7 +22,7 @@ def test_the_train_tab_says_to_rename_columns_it_cannot_map(tiny_llama_dir, tmp_
     data = tmp_path / "tickets.csv"
     data.write_text("foo,bar\nwhere is my parcel,on its way\n")
     info, frame = train_handlers.data_preview(PATH, None, str(data))
-    hint = "; rename the file's columns to one of these (the Train tab maps no others)"
+    hint = "; rename the file's columns to one of these (the Train and Evaluate tabs map no others)"
     assert frame is None and info.endswith("input/output or a messages column" + hint)
     cfg = forms.ui_defaults()
     cfg.model.name = str(tiny_llama_dir)
@@ -83,3 +83,68 @@ def test_a_run_with_no_row_short_enough_names_the_advanced_box(tiny_llama_dir, t
     assert for_ui(str(err.value)).endswith(
         "raise Max length (tokens) under Advanced, or use shorter prompts"
     )
+
+
+def test_the_evaluate_tab_names_its_own_controls(home, tiny_llama_dir, random_lora_dir, tmp_path):
+    """Evaluate's refusals named `--prompt-column` and `--no-golden`, flags the tab lacks."""
+    from alias_helpers import put_versions
+    from ui_handlers import handlers
+
+    from eval.scoring_rows import load_golden
+
+    put_versions(random_lora_dir, {"tuned": None})
+    data = tmp_path / "odd.csv"
+    data.write_text("foo,bar\nwhere is my parcel,on its way\n" * 4)
+    said = handlers(tiny_llama_dir)["on_run"](["tuned"], str(data), 2, 8, 4, False, "", 0)[0]
+    assert said.endswith(
+        "a messages column; rename the file's columns to one of these (the Train and Evaluate "
+        "tabs map no others)"
+    ), said
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text("\n")
+    with pytest.raises(ValueError) as err:
+        load_golden(golden)
+    assert "(--no-golden)" in str(err.value)  # the CLI's
+    assert for_ui(str(err.value)).endswith("or untick Check the golden prompts")
+
+
+def test_the_aliases_and_the_shelf_name_the_adapters_tabs_controls(
+    home, tiny_llama_dir, random_lora_dir
+):
+    """The aliases' refusals said `python -m eval --knowledge faq@v1`, `python -m adapters list`
+    and `python -m adapters alias set ...`; the shelf's, `python -m adapters alias set ALIAS
+    OTHER=100`."""
+    from alias_helpers import PASSED, put_versions, set_gate
+    from ui_handlers import handlers
+
+    shelf = put_versions(random_lora_dir, {"v3": None, "v4": PASSED})
+    shelf.write_manifest_fields("v3", {"knowledge": {"name": "faq", "version": "v1"}})
+    set_gate("v3", {**PASSED, "grounding": "faq v1"}, shelf)
+    table = handlers(tiny_llama_dir)
+    table["on_alias_set"]("support-bot", "v3=100", None, False, "")
+    said = table["on_alias_grounding"]("support-bot", "off", False, "")
+    assert "or evaluate it as served (the Evaluate tab, Grounding: off)." in said, said
+    from knowledge.passages import Passage
+    from knowledge.store import KnowledgeShelf
+
+    for text in ("Refunds within 30 days.", "Refunds within 60 days."):
+        KnowledgeShelf().add("faq", [Passage("Refunds", text, "faq.md")], ["faq.md"])
+    assert table["on_alias_grounding"]("support-bot", "faq@v1", False, "").startswith("support")
+    set_gate("v4", {**PASSED, "grounding": "faq v2"}, shelf)
+    said = table["on_alias_promote"]("support-bot", "", "v4", False, "")
+    assert "or evaluate it as served (the Evaluate tab, Grounding: on, Ground in: faq@v1)" in said
+    from ui.views.evaluation import knowledge_choices
+
+    assert "faq@v1" in knowledge_choices(None)[0]  # what the sentence says to pick is offered
+    said = table["on_alias_set"]("support-bot", "nosuch=100", None, False, "")
+    assert said == "⚠️ 'nosuch' is not an adapter on the shelf (the shelf above lists them)"
+    said = table["on_alias_promote"]("nobot", "", "v3", False, "")
+    assert said == (
+        "⚠️ no alias named 'nobot'; create it: type a split (`v3=100`) and press **Set split**"
+    )
+    for said in (table["on_delete"]("v3", True)[0], table["on_rename"]("v3", "v9")[0]):
+        assert (
+            "move it to another version first (under Aliases below: pick the alias, type a "
+            "split such as `OTHER=100` and press **Set split**)" in said
+        ), said
+        assert "python -m" not in said
