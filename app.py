@@ -4,6 +4,9 @@ Listens on 127.0.0.1 by default and refuses any other address (or a share link) 
 authentication. Settings can also come from TUNEDESK_HOST / TUNEDESK_PORT / TUNEDESK_AUTH /
 TUNEDESK_HOME. The /v1 API's keys are set apart from the pages' login: TUNEDESK_CHAT_KEYS and
 TUNEDESK_ADMIN_KEYS (``name:key,...``; see serve/keys.py and docs/guide.md "Keys and roles").
+A bad flag value (an address this machine cannot listen on, a port in use, a malformed
+``--auth`` or key) is one ``error:`` sentence and exit status 2, as argparse and
+``python -m serve`` answer one.
 """
 
 from __future__ import annotations
@@ -40,18 +43,18 @@ def check_access(host: str, auth: str | None, share: bool) -> tuple[str, str] | 
     """Return (user, password) or None; refuse exposure without authentication.
 
     Raises:
-        SystemExit: with a sentence saying what to do.
+        ValueError: with a sentence saying what to do.
     """
     creds = None
     if auth:
         user, sep, password = auth.partition(":")
         if not sep or not user or not password:
-            raise SystemExit("error: --auth must look like user:password")
+            raise ValueError("--auth must look like user:password")
         creds = (user, password)
     if (not is_local(host) or share) and creds is None:
         where = "a share link" if share else f"address {host}"
-        raise SystemExit(
-            f"error: refusing to listen on {where} without authentication; add --auth user:password"
+        raise ValueError(
+            f"refusing to listen on {where} without authentication; add --auth user:password"
         )
     return creds
 
@@ -62,19 +65,27 @@ def api_keys(given: str | None, creds: tuple[str, str] | None, host: str = "127.
     localhost with no key refuses every API request in a sentence saying what to set.
 
     Raises:
-        SystemExit: a malformed key variable, in a sentence.
+        ValueError: a malformed key variable, in a sentence.
     """
     from ui.app import key_ring
 
-    try:
-        return key_ring(given, closed=creds is not None or not is_local(host))
-    except ValueError as err:
-        raise SystemExit(f"error: {err}") from None
+    return key_ring(given, closed=creds is not None or not is_local(host))
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python app.py``: its exit code (2: a bad flag value, in one sentence; 1: an internal
+    error, traced in a log)."""
+    from core.cli import guarded
+
+    return guarded(lambda: _main(argv), "python app.py")
+
+
+def _main(argv: list[str] | None) -> int:
+    from serve.flags import check_listen
+
     args = parse_args(argv)
     creds = check_access(args.host, args.auth, args.share)
+    check_listen(args.host, args.port)  # before the model and the pages load
     keys = api_keys(args.api_key, creds, "0.0.0.0" if args.share else args.host)
     set_exposed(
         args.host, args.share
@@ -83,10 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["TUNEDESK_HOME"] = args.home
     from ui.app import build_app, launch, set_answer_bound
 
-    try:
-        set_answer_bound(args.answer_idle_timeout, args.answer_timeout)
-    except ValueError as err:
-        raise SystemExit(f"error: {err}") from None
+    set_answer_bound(args.answer_idle_timeout, args.answer_timeout)  # ValueError: a sentence
     demo = build_app(base_model=args.model, serving=args.engine)
     launch(
         demo,

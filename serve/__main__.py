@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(argv: list[str] | None) -> int:
+    from serve.flags import check_listen, listening_line
     from serve.keys import ADMIN_ENV, CHAT_ENV, key_ring
 
     args = build_parser().parse_args(argv)
@@ -71,6 +72,7 @@ def _serve(argv: list[str] | None) -> int:
         return 2
     try:
         set_answer_bound(args.answer_idle_timeout, args.answer_timeout)
+        check_listen(args.host, args.port)  # a bad address, or a port in use, before loading
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -98,16 +100,23 @@ def _serve(argv: list[str] | None) -> int:
         timeout_keep_alive=75,
         timeout_graceful_shutdown=STOP_GRACE_S,
     )
-    stopping_server(config, app.state.engines).run()
+    line = listening_line("serving the OpenAI-compatible API", args.host, args.port, keys)
+    stopping_server(config, app.state.engines, line).run()
     return 0
 
 
-def stopping_server(config, engines):
+def stopping_server(config, engines, listening: str | None = None):
     """A uvicorn server whose SIGTERM / Ctrl-C first ends every answer in flight with an error
-    (``Engines.close``): uvicorn alone waits for them to finish, forever for a stuck one."""
+    (``Engines.close``): uvicorn alone waits for them to finish, forever for a stuck one. Once
+    it listens it prints ``listening`` (where, and who may call), when given."""
     import uvicorn
 
     class Server(uvicorn.Server):
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets)
+            if self.started and listening:
+                print(listening, flush=True)
+
         def handle_exit(self, sig, frame) -> None:
             engines.close()
             super().handle_exit(sig, frame)

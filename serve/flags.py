@@ -7,7 +7,9 @@ reads the same in either command. No torch here.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import socket
 
 from serve.interface.bounds import IDLE_ENV, IDLE_S, TOTAL_ENV, TOTAL_S
 
@@ -73,3 +75,53 @@ def add_serving_flags(p: argparse.ArgumentParser) -> None:
         help=f"no answer takes longer than this from its request (default ${TOTAL_ENV} or "
         f"{TOTAL_S:g})",
     )
+
+
+def check_listen(host: str, port: int) -> None:
+    """Refuse, before anything loads, an address this machine cannot listen on: a ``--host``
+    that is no address (or name) here, or a ``--port`` another server holds.
+
+    Raises:
+        ValueError: one sentence naming the flag and what to give instead.
+    """
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as err:
+        why = getattr(err, "strerror", None) or str(err)
+        raise ValueError(
+            f"--host {host[:80]!r} is not an address of this machine ({why}); give one such as "
+            "127.0.0.1 (this machine only) or 0.0.0.0 (every network it is on)"
+        ) from None
+    family, kind, proto, _, address = found[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+        try:
+            probe.bind(address)
+        except OSError as err:
+            if err.errno == errno.EADDRINUSE:
+                raise ValueError(
+                    f"--port {port} is in use on {host}: another server listens there; stop it "
+                    "or give another --port"
+                ) from None
+            raise ValueError(
+                f"cannot listen on {host}:{port} ({err.strerror or err}); give --host an address "
+                "of this machine (127.0.0.1, 0.0.0.0) or another --port"
+            ) from None
+
+
+def listening_line(what: str, host: str, port: int, keys) -> str:
+    """The line a server prints once it listens: where (``http://HOST:PORT``) and who may call
+    its /v1 API, in a word (``keys``: a :class:`serve.keys.KeyRing`)."""
+    from serve.keys import ADMIN_ENV, CHAT_ENV
+
+    shown = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL writes it
+    if not keys.empty:
+        access = (
+            f"keyed: {len(keys.chat)} chat and {len(keys.admin)} admin key(s) "
+            f"({CHAT_ENV}, {ADMIN_ENV}, --api-key)"
+        )
+    elif keys.closed:
+        access = f"closed: no API key set, every request refused until {CHAT_ENV} is"
+    else:
+        access = "open: no API key asked (this machine only)"
+    return f"{what} at http://{shown}:{port}/v1 ({access})"

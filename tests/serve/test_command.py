@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -141,3 +142,83 @@ def test_the_serve_command_refuses_a_short_single_key_without_showing_it(home, h
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "TUNEDESK_API_KEY: the key (--api-key) is shorter than 8 characters" in done.stderr
     assert "pa55w" not in done.stderr + done.stdout
+
+
+def test_the_serve_command_refuses_an_address_it_cannot_listen_on_before_loading(home):
+    """A host that is no address here failed in uvicorn after the model had loaded ('ERROR:
+    [Errno -2] Name or service not known', exit 3); a port in use likewise."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    env = {**os.environ, "TUNEDESK_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    env["TUNEDESK_API_KEY"] = "k" * 32
+    cases = {
+        ("--host", "no-such-host.invalid"): "error: --host 'no-such-host.invalid' is not an "
+        "address of this machine (",
+        ("--host", "192.0.2.10"): "error: cannot listen on 192.0.2.10:8000 (Cannot assign "
+        "requested address); give --host an address of this machine (127.0.0.1, 0.0.0.0) or "
+        "another --port",
+        ("--port", str(port)): f"error: --port {port} is in use on 127.0.0.1: another server "
+        "listens there; stop it or give another --port",
+    }
+    with taken:
+        for argv, said in cases.items():
+            done = subprocess.run(
+                [sys.executable, "-m", "serve", *argv],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert done.returncode == 2 and done.stderr.startswith(said), (argv, done.stderr)
+            assert len(done.stderr.splitlines()) == 1 and not done.stdout, argv  # nothing loaded
+
+
+def test_the_server_prints_where_it_listens_and_who_may_call_once_it_listens(capsys):
+    import asyncio
+    import threading
+    from types import SimpleNamespace
+
+    import uvicorn
+
+    from serve.__main__ import stopping_server
+    from serve.flags import listening_line
+    from serve.keys import KeyRing
+
+    async def nothing(scope, receive, send):  # an ASGI app; no request comes
+        return None
+
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    line = listening_line("serving the API", "127.0.0.1", port, KeyRing())
+    assert (
+        line == f"serving the API at http://127.0.0.1:{port}/v1 (open: no API key asked "
+        "(this machine only))"
+    )
+    config = uvicorn.Config(nothing, host="127.0.0.1", port=port, lifespan="off")
+    server = stopping_server(config, SimpleNamespace(close=lambda: None), line)
+
+    def stop_once_started():
+        while not server.started:
+            time.sleep(0.02)
+        printed.append(capsys.readouterr().out)
+        server.should_exit = True
+
+    printed: list[str] = []
+    watcher = threading.Thread(target=stop_once_started, daemon=True)
+    watcher.start()
+    asyncio.run(server.serve())
+    watcher.join(timeout=10)
+    assert printed == [line + "\n"]
+    keyed = KeyRing({"web": "k" * 16, "app": "j" * 16}, {"ana": "a" * 16})
+    assert listening_line("serving", "::1", 8000, keyed) == (
+        "serving at http://[::1]:8000/v1 (keyed: 2 chat and 1 admin key(s) "
+        "(TUNEDESK_CHAT_KEYS, TUNEDESK_ADMIN_KEYS, --api-key))"
+    )
+    closed = listening_line("serving", "0.0.0.0", 80, KeyRing(closed=True))
+    assert closed.endswith(
+        "(closed: no API key set, every request refused until TUNEDESK_CHAT_KEYS is)"
+    )
