@@ -8,7 +8,9 @@ subcommand's help. Each ``make <target>`` must be a rule of the Makefile. Every 
 every relative link of README.md and docs/*.md (the history included) must reach a file and,
 with ``#anchor``, a heading of it. docs/architecture.md's Layout names only files that are
 there, and every package, its subpackages and the modules directly in it (bench's one module
-per command aside). Every ``TUNEDESK_*`` variable the product reads has a row in the guide's
+per command aside). docs/faq.md repeats no figure (a number in its prose outside code: figures
+live in docs/benchmarks.md), and each answer links to where it is said in full. Every
+``TUNEDESK_*`` variable the product reads has a row in the guide's
 table of environment variables. The checkers run on made-up text first, so one that cannot fail
 would show.
 """
@@ -340,6 +342,19 @@ def variables_in_table(guide: str) -> set[str]:
     return {v for row in rows for v in ENV_VAR.findall(row)}
 
 
+def figures_in(text: str) -> list[str]:
+    """The words of a markdown text's prose that hold a digit (code and link targets left out)."""
+    prose = re.sub(r"`[^`]+`", "", CODE_BLOCK.sub("", text))  # a span may break across lines
+    prose = re.sub(r"\]\([^)\s]+\)", "]", prose)
+    return [w for w in prose.split() if re.search(r"\d", w)]
+
+
+def unlinked_answers(text: str) -> list[str]:
+    """The ``###`` questions of a markdown text whose answer has no link."""
+    sections = re.split(r"^### ", CODE_BLOCK.sub("", text), flags=re.M)[1:]
+    return [s.splitlines()[0] for s in sections if not re.search(r"\]\([^)\s]+\)", s)]
+
+
 def test_the_extractors_find_commands_alternatives_and_targets_in_made_up_text():
     text = (
         "Run `python -m finetune train --data d.csv [--name N]` or\n"
@@ -517,6 +532,23 @@ def test_every_variable_the_product_reads_has_a_row_in_the_guides_table():
     assert len(read) > 30 and "TUNEDESK_HOME" in read
     missing = sorted(read - variables_in_table((ROOT / "docs" / "guide.md").read_text()))
     assert missing == [], f"read by the code, no row in guide.md's Environment variables: {missing}"
+
+
+def test_the_faq_checkers_find_a_figure_in_prose_and_an_answer_with_no_link():
+    text = (
+        "# Q\n\n### How fast?\n\nAbout 4.5 times as fast (`--time-budget 30m`,\n"
+        "[figures](benchmarks.md#v2-speed)).\n\n```bash\nmake run PORT=8080\n```\n\n"
+        "### Where?\n\nIn the home folder, v2 and on.\n"
+    )
+    assert figures_in(text) == ["4.5", "v2"]
+    assert unlinked_answers(text) == ["Where?"]
+
+
+def test_the_faq_repeats_no_figure_and_links_every_answer():
+    text = (ROOT / "docs" / "faq.md").read_text()
+    assert text.count("\n### ") >= 10
+    assert figures_in(text) == [], "figures belong in docs/benchmarks.md, linked from the FAQ"
+    assert unlinked_answers(text) == []
 
 
 def test_every_relative_link_and_anchor_of_the_docs_resolves():
