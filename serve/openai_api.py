@@ -59,7 +59,7 @@ from serve.feedback_api import FeedbackApi
 from serve.grounding import CONTEXT_TOKENS
 from serve.grounding import apply as apply_grounding
 from serve.grounding import header as grounding_header
-from serve.interface.bounds import answer_bound
+from serve.interface.bounds import AnswerTimeout, answer_bound
 from serve.interface.ticket import EngineRefused, ServerBusy
 from serve.keys import ADMIN, CHAT, Caller, KeyRing, as_ring
 from serve.knowledge_api import KnowledgeApi
@@ -191,7 +191,7 @@ class OpenAIServer(ShelfModels):
             return ApiError(400, str(err), "invalid_request_error", param=err.param).response()
         except ServerBusy as err:
             return ApiError(503, str(err), "server_busy", "server_busy").response()
-        except PromptTooLong as err:  # the asker's to shorten: 400 naming messages
+        except (PromptTooLong, AnswerTimeout) as err:  # 400 naming messages; 504 in words
             return engine_failure(err).response()
         except ValueError as err:  # an unusable adapter, a prompt too long: named in a sentence
             return ApiError(400, str(err), "invalid_request_error").response()

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import select
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from bench.local_server import free_port, serving  # noqa: F401 (the tests' import point)
@@ -120,9 +123,11 @@ def _tool_call_events() -> bytes:
 def stand_in_llama_server():
     """A stand-in llama-server: lists no LoRA; hangs up on the next ``drops["left"]`` chat
     posts without a byte, answers the rest with a tool call (:data:`TOOL_CALL_REPLY`; asked to
-    stream, as server-sent events: the call's name, then its arguments in two pieces). Yields
+    stream, as server-sent events: the call's name, then its arguments in two pieces), after
+    holding each answer ``drops["hold_s"]`` seconds (a busy or stuck server; a client that
+    hangs up meanwhile is counted in ``drops["hung_up"]``, and gets nothing). Yields
     (url, drops, the bodies it was sent)."""
-    drops, seen = {"left": 0}, []
+    drops, seen = {"left": 0, "hold_s": 0.0, "hung_up": 0}, []
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -136,10 +141,23 @@ def stand_in_llama_server():
                 drops["left"] -= 1
                 self.close_connection = True  # hang up without answering
                 return
+            if not self._held(drops["hold_s"]):
+                drops["hung_up"] += 1
+                self.close_connection = True
+                return
             if seen[-1].get("stream"):
                 self._send(_tool_call_events(), "text/event-stream")
                 return
             self._send(json.dumps(TOOL_CALL_REPLY).encode())
+
+        def _held(self, seconds: float) -> bool:
+            """Wait ``seconds``; False as soon as the client has closed its connection."""
+            until = time.monotonic() + seconds
+            while time.monotonic() < until:
+                readable = select.select([self.connection], [], [], 0.05)[0]
+                if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                    return False
+            return True
 
         def _send(self, data: bytes, kind: str = "application/json"):
             self.send_response(200)

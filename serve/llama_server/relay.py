@@ -17,10 +17,12 @@ from __future__ import annotations
 import json
 import logging
 
+import anyio
 import httpx
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from serve.interface.bounds import AnswerBound, answer_bound, timeout_error
 from serve.llama_server.engine import context_exceeded, stale
 
 log = logging.getLogger("tunedesk.serve")
@@ -36,6 +38,7 @@ async def relay_tools(
     answer_id: str | None = None,
     remember=None,
     timed=None,
+    bound: AnswerBound | None = None,
 ):
     """Relay a chat request with tools (``body``: :func:`serve.requests.relay_body`) to the least
     busy upstream holding ``adapter``'s LoRA; the answer comes back as llama-server gave it,
@@ -48,28 +51,47 @@ async def relay_tools(
     it has arrived (not for an error, or a stream that ended before its finish). ``timed``:
     wraps a stream's events, given them and a callable saying whether the answer came whole
     (:meth:`serve.version_stats.VersionStats.timed`); a whole answer is the caller's to count.
+    ``bound`` (default: the environment's): a whole answer must have come within its
+    ``total_s``, a stream's first chunk within its ``idle_s``; past it the upstream request is
+    closed (llama-server drops it) and nothing is kept.
 
     Raises:
         ValueError: the adapter cannot serve.
+        AnswerTimeout: past ``bound``, before the answer (or a stream's first chunk) came.
         PromptTooLong: llama-server found the rendered conversation (tools included) longer
             than its slot's context.
     """
+    bound = bound or answer_bound()
+    started = anyio.current_time()
     lora = None if adapter is None else await run_in_threadpool(engine.lora_path, adapter)
     upstream = await run_in_threadpool(engine.upstreams.acquire, lora, engine.known_loras)
     body = {**body, "lora": upstream.lora_scales(lora)}
+    # llama-server sends a stream's headers with its first token, a whole answer's with all of
+    # it: the idle clock bounds the first, the whole-answer cap the second (httpx's own read
+    # timeout is 600 s, whatever the bound says)
+    first_by = started + (min(bound.idle_s, bound.total_s) if stream else bound.total_s)
     try:
-        response = await _post(
-            engine.async_client(), f"{upstream.url}/v1/chat/completions", body, upstream.headers
-        )
+        with anyio.CancelScope(deadline=first_by) as waiting:  # cancelled: the request closes
+            response = await _post(
+                engine.async_client(),
+                f"{upstream.url}/v1/chat/completions",
+                body,
+                upstream.headers,
+            )
+        if waiting.cancelled_caught:
+            raise timeout_error(bound, idle=stream)
     except Exception:
         engine.upstreams.release(upstream)
         raise
     if not stream or response.status_code != 200:
         try:
-            payload = await response.aread()
+            with anyio.CancelScope(deadline=started + bound.total_s) as reading:
+                payload = await response.aread()
         finally:
             await response.aclose()
             engine.upstreams.release(upstream)
+        if reading.cancelled_caught:
+            raise timeout_error(bound, idle=False)
         data, status = _decoded(payload, response.status_code)
         too_long = context_exceeded(data.get("error") if isinstance(data, dict) else None)
         if too_long is not None:  # the asker's, in TuneDesk's words: 400 naming messages

@@ -149,6 +149,77 @@ def test_a_vote_sent_as_soon_as_a_relayed_stream_ends_finds_its_answer(llama_ses
     assert [r["tool_calls"] for r in store.ratings()] == [[{"name": "track_order"}]]
 
 
+def test_a_whole_relayed_answer_is_bounded_by_the_answer_timeout_a_504_with_nothing_kept(
+    llama_session, tmp_path, monkeypatch
+):
+    """A non-streamed relay waited on httpx's own 600 s read timeout whatever the answer
+    timeout said; now it ends with the whole-answer cap the token-id path has, as a 504 naming
+    it, the upstream request closed (llama-server stops), nothing kept for /v1/feedback, and
+    the version's error counted as a timed-out answer is."""
+    import time
+
+    from fastapi import FastAPI
+
+    from feedback.store import FeedbackStore
+    from serve.openai_api import OpenAIServer
+    from serve.version_stats import VersionStats
+
+    kept = []
+
+    class Kept(FeedbackStore):
+        def record(self, *args, **kwargs):
+            kept.append(args[0])
+            return super().record(*args, **kwargs)
+
+    monkeypatch.setenv("TUNEDESK_ANSWER_TIMEOUT_S", "2")
+    stats = VersionStats()
+    with stand_in_llama_server() as (url, drops, seen):
+        engine = LlamaServerEngine(
+            llama_session, Upstreams(None, [url]), lora_file=lambda name: None, ctx_per_slot=512
+        )
+        engines = Engines(
+            llama_session, "llama.cpp", llama_factory=lambda session, max_queue: engine
+        )
+        engines.prepare()
+        app = FastAPI()
+        app.include_router(
+            OpenAIServer(engines, feedback=Kept(tmp_path / "home"), stats=stats).router()
+        )
+        with serving(app) as api:
+            client = openai.OpenAI(base_url=f"{api}/v1", api_key="k", max_retries=0, timeout=60)
+            asked = {"model": "base", "messages": MSGS, "tools": TRACK_ORDER_TOOLS}
+            drops["hold_s"] = 30.0
+            start = time.monotonic()
+            with pytest.raises(openai.APIStatusError) as late:
+                client.chat.completions.create(**asked, max_tokens=8)
+            waited = time.monotonic() - start
+            assert late.value.status_code == 504 and 2 <= waited < 6, waited
+            assert late.value.body["code"] == "answer_timeout"
+            assert late.value.body["message"] == (
+                "the answer took longer than 2 s (the answer timeout, TUNEDESK_ANSWER_TIMEOUT_S); "
+                "the request was cancelled"
+            )
+            deadline = time.monotonic() + 5
+            while not drops["hung_up"] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert drops["hung_up"] == 1  # the upstream request was closed, not left decoding
+            assert kept == [] and engine.upstreams.all[0].inflight == 0
+            assert stats.counts("base") == (1, 1)
+            monkeypatch.setenv("TUNEDESK_ANSWER_IDLE_S", "1")  # a stream: its first chunk
+            with pytest.raises(openai.APIStatusError) as late:
+                list(client.chat.completions.create(**asked, max_tokens=8, stream=True))
+            assert late.value.status_code == 504
+            assert "no progress on this answer for 1 s" in late.value.body["message"]
+            deadline = time.monotonic() + 5
+            while drops["hung_up"] < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert drops["hung_up"] == 2 and kept == [] and stats.counts("base") == (2, 2)
+            drops["hold_s"] = 0.5  # within the bound: answered, kept, counted
+            reply = client.chat.completions.create(**asked, max_tokens=8)
+            assert reply.choices[0].message.tool_calls[0].function.name == "track_order"
+            assert kept == [reply.id] and stats.counts("base") == (3, 2)
+
+
 def test_relayed_answers_count_in_their_versions_live_figures(llama_session):
     """Every /v1 answer counts (docs/serving.md); a relayed one was left out, so a version's
     tool-calling traffic showed only its failures."""
