@@ -81,3 +81,25 @@ def test_enter_in_the_base_model_picker_keeps_what_was_typed(page, tmp_path):
     box = _type_into_picker(page, "gemma", "ArrowDown")  # reached with the arrow keys: picked
     wait_text(page, cost, lambda t: "Measured cost of Gemma 3 270M" in t, 30)
     assert box.input_value().startswith("Gemma 3 270M (")
+
+
+def test_knowledge_hits_follow_the_version_picked(page, tmp_path):
+    """A search's hits stayed on screen when another version was picked."""
+    faq = tmp_path / "faq.csv"
+    faq.write_text("question,answer\nhow do I reset my password,Use the forgot password link.\n")
+    help_md = tmp_path / "help.md"
+    help_md.write_text("# Refunds\nRefunds are paid within 30 days.\n")
+    page.click("button[role=tab]:has-text('Knowledge')")
+    for n, file in enumerate((help_md, faq), start=1):
+        page.locator("#knowledge-files input[type=file]").set_input_files(str(file))
+        page.click("#knowledge-import")
+        wait_text(page, "#knowledge-said", lambda t, n=n: f"into articles v{n} " in t, 60)
+    page.locator("#knowledge-query textarea, #knowledge-query input").first.fill("password")
+    page.click("#knowledge-search")
+    hits = "#knowledge-hits"
+    wait_text(page, hits, lambda t: "how do I reset my password" in t, 30)
+    page.locator("#knowledge-version input").first.click()
+    page.get_by_role("option", name="v1").click()
+    said = wait_text(page, "#knowledge-searched", lambda t: "Nothing in" in t, 30)
+    assert said.startswith("Nothing in articles v1 matched 'password'"), said
+    assert "how do I reset my password" not in page.inner_text(hits)

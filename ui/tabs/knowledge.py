@@ -150,15 +150,29 @@ def build_knowledge_tab(state: AppState) -> dict:
         def warm_list():
             return warm_view.kept_table(state.warm_keeper)
 
+        def knowledge_hits(asked, chosen, which, count):
+            return view.search_again(asked, chosen, which, count)
+
+        # Whatever changes the knowledge base or version picked searches again there: the hits
+        # shown belonged to the one picked before.
+        searching = ([query, base, version, k], [hits, searched])
         shown = [base, version, about, passages]
         for trigger in (tab.select, refresh.click):
-            trigger(knowledge_refresh, base, shown)
-        base.input(knowledge_pick, base, [version, about, passages])
-        version.input(knowledge_show, [base, version], [about, passages])
-        do_import.click(knowledge_import, [files, name, kind, replace], [said, *shown])
-        search.click(knowledge_search, [query, base, version, k], [hits, searched])
-        query.submit(knowledge_search, [query, base, version, k], [hits, searched])
-        delete.click(knowledge_delete, [base, version, confirm], [said, *shown])
+            trigger(knowledge_refresh, base, shown).then(knowledge_hits, *searching)
+        base.input(knowledge_pick, base, [version, about, passages]).then(
+            knowledge_hits, *searching
+        )
+        version.input(knowledge_show, [base, version], [about, passages]).then(
+            knowledge_hits, *searching
+        )
+        do_import.click(knowledge_import, [files, name, kind, replace], [said, *shown]).then(
+            knowledge_hits, *searching
+        )
+        search.click(knowledge_search, *searching)
+        query.submit(knowledge_search, *searching)
+        delete.click(knowledge_delete, [base, version, confirm], [said, *shown]).then(
+            knowledge_hits, *searching
+        )
         keep.click(warm_keep, [warm_model, warm_knowledge, warm_most], [said, kept])
         forget.click(warm_forget, warm_model, [said, kept])
         for trigger in (tab.select, warm_refresh.click):

@@ -9,7 +9,7 @@ from core.user_text import cut, quote
 from knowledge import actions
 from knowledge.store import LATEST, KnowledgeShelf
 from ui.views.uploads import by_upload_name
-from ui.views.wording import for_ui
+from ui.views.wording import as_markdown, for_ui
 
 KINDS = ("auto", "article", "macro", "past_answer")
 PASSAGE_COLUMNS = ["id", "kind", "title", "question", "text", "source"]
@@ -118,6 +118,20 @@ def search_results(
         f"{quote(query.strip())}: the search matches words (and their endings), not meanings. "
         "Try the words a customer would write, fewer words, or another version."
     )
+
+
+def search_again(
+    query: str, name: str | None, version: str | None, k: int = 3
+) -> tuple[list[list], str]:
+    """The hits for the knowledge base and version now picked, so that none shown belongs to
+    another: the query searched again there, none when the box is empty. A refusal is the line
+    above the hits, not a warning: the user pressed no Search."""
+    if not (query or "").strip():
+        return [], ""
+    try:
+        return search_results(query, name, version, k)
+    except ValueError as err:
+        return [], f"⚠️ {as_markdown(str(err))}"
 
 
 def delete_version(name: str | None, version: str | None, confirmed: bool) -> str:

@@ -119,3 +119,21 @@ def test_a_refused_name_keeps_its_backslash_in_the_markdown_line(home, tiny_llam
     said, *_ = handlers(tiny_llama_dir)["knowledge_import"]([str(files[0])], "my kb", "auto", False)
     # the line is Markdown, which drops a lone backslash: it is sent doubled, shown single
     assert said.endswith("(no '/', '\\\\' or '..')"), said
+
+
+def test_the_hits_shown_follow_the_knowledge_base_and_version_picked(home, tiny_llama_dir, files):
+    """A search's hits stayed on screen after another knowledge base or version was picked, read
+    as that one's. Each pick, refresh, import and delete searches the query again there (the
+    Chromium test, tests/e2e/test_browser_leftovers.py, follows the page's events)."""
+    table = handlers(tiny_llama_dir)
+    table["knowledge_import"]([str(files[0])], "kb", "auto", False)
+    table["knowledge_import"]([str(files[1])], "kb", "auto", False)
+    again = table["knowledge_hits"]
+    assert again("password", "kb", "v2", 3)[0][0][4] == "how do I reset my password"
+    rows, line = again("password", "kb", "v1", 3)  # v1 holds no past answers
+    assert rows == [] and line.startswith("Nothing in **kb v1** matched 'password'")
+    assert again("", "kb", "v2", 3) == ([], "")  # an empty box: no hits, no refusal
+    assert again("password", None, None, 3) == (
+        [],
+        "⚠️ choose a knowledge base first (or import a file)",
+    )
