@@ -100,6 +100,8 @@ def _put_rating(store: Store, row: dict) -> dict:
     row.setdefault("answer_id", row["id"])  # a row that names no answer is its own
     row.setdefault("status", "new")
     row.setdefault("created", "")
+    if row.get("rating") == "up":  # approves the answer as sent (an old file's may carry one)
+        row["correction"] = None
     if row.get("rater") is not None:
         row = _unless_sent_again(store, row)
     values = [_cell(row.get(c)) for c in RATING_COLUMNS]

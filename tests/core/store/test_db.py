@@ -3,6 +3,7 @@ writing at once from two processes lose and duplicate nothing."""
 
 from __future__ import annotations
 
+import pytest
 from ratings_worker import run_both
 
 from core.store.db import Store, migrations, statements
@@ -68,3 +69,58 @@ def test_1000_ratings_from_the_api_and_the_review_queue_at_once_all_kept_once(ho
     assert len(decisions) == 1000 and {r["id"]: r["status"] for r in rows} == decisions
     with capsys.disabled():
         print(f"\nSQLite: 1000 ratings + 1000 reviews from 2 processes in {took:.1f} s")
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+def test_a_thumbs_up_stored_with_a_stale_correction_loses_it_when_the_store_opens(
+    dialect, tmp_path, request, monkeypatch
+):
+    """A vote changed from down to up before b66399f kept the down vote's correction; the review
+    queue showed it beside the answer the user approved (export already ignored it). Opening
+    the store clears it, on either dialect; a thumbs-down keeps its own, and a thumbs-up in an
+    old ratings.jsonl imported after the migrations comes in without one."""
+    import json
+
+    import core.store.db as db
+    from feedback.review import queue
+
+    url = request.getfixturevalue("postgres_server")() if dialect == "postgres" else ""
+    monkeypatch.setenv("TUNEDESK_DATABASE_URL", url)
+    home = tmp_path / "home"
+    (home / "feedback").mkdir(parents=True)
+    everything = db.migrations()
+    with monkeypatch.context() as before:  # the store as the release before this one left it
+        before.setattr(db, "migrations", lambda: [m for m in everything if m[0] <= 2])
+        old = Store(url or home / "tunedesk.db")
+        old.migrate()
+    columns = "(id, answer_id, rater, created, rating, correction, status)"
+    for row in [
+        (
+            "fb-up",
+            "chatcmpl-1",
+            "key-app",
+            "2026-11-30T10:00:00",
+            "up",
+            "Refunds take 3 days.",
+            "new",
+        ),
+        (
+            "fb-down",
+            "chatcmpl-2",
+            "key-app",
+            "2026-11-30T10:01:00",
+            "down",
+            "It ships Monday.",
+            "new",
+        ),
+    ]:
+        old.execute(f"INSERT INTO ratings {columns} VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+    old.close()
+    legacy = {"id": "fb-old", "answer_id": "chatcmpl-3", "rating": "up", "correction": "stale"}
+    (home / "feedback" / "ratings.jsonl").write_text(json.dumps(legacy) + "\n")
+
+    store = FeedbackStore(home)
+    assert store.store.dialect == dialect
+    shown = {r["id"]: r["correction"] for r in queue(store)}
+    assert shown == {"fb-up": None, "fb-down": "It ships Monday.", "fb-old": None}
+    assert store.store.migrate() == []  # once
