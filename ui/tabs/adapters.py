@@ -16,6 +16,7 @@ from ui.views.uploads import by_upload_name
 from ui.views.wording import as_markdown, for_ui
 
 PICK_FIRST = "Pick an adapter first."  # no adapter picked: the shelf's sentence said "got None"
+TYPE_NAME_FIRST = "Type the new name first."
 
 
 def build_adapters_tab(state: AppState) -> dict:
@@ -83,6 +84,10 @@ def build_adapters_tab(state: AppState) -> dict:
         def on_rename(name, new):
             if not name:
                 return (PICK_FIRST, *refresh_all())
+            if not (new or "").strip():  # the shelf said "invalid adapter name ''"
+                return (TYPE_NAME_FIRST, *refresh_all(name))
+            if new.strip() == name:  # the shelf said its own name "already exists"
+                return (f"{name} already has that name; nothing changed.", *refresh_all(name))
             try:
                 said = actions.rename(name, new, session=state.session)
             except (ValueError, OSError) as err:

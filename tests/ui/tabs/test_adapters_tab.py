@@ -64,3 +64,20 @@ def test_a_refused_new_name_keeps_its_backslash_in_the_markdown_line(
     said, *_ = handlers(tiny_llama_dir)["on_rename"]("tuned", "support/bot")
     # the message is Markdown, which drops a lone backslash: it is sent doubled, shown single
     assert said.startswith("⚠️ invalid adapter name 'support/bot'") and "'\\\\'" in said, said
+
+
+def test_renaming_an_adapter_to_its_own_name_says_nothing_changed(
+    home, tiny_llama_dir, random_lora_dir
+):
+    """It said "an adapter named 'tuned' already exists", the one being renamed; a blank new
+    name, "invalid adapter name ''"."""
+    from adapters.export import import_adapter
+
+    import_adapter(random_lora_dir, name="tuned")
+    on_rename = handlers(tiny_llama_dir)["on_rename"]
+    for typed in ("tuned", " tuned "):
+        said, frame, pick, _ = on_rename("tuned", typed)
+        assert said == "tuned already has that name; nothing changed.", said
+        assert frame["name"].tolist() == ["tuned"] and pick["value"] == "tuned"
+    said, *_ = on_rename("tuned", "  ")
+    assert said == "Type the new name first.", said
