@@ -50,6 +50,11 @@ def build_review_tab(state: AppState) -> dict:
             save_label = gr.Button("Save intent", elem_id="review-save-intent")
         with gr.Row():
             name = gr.Textbox(value="feedback", label="Dataset name", elem_id="review-name")
+            overwrite = gr.Checkbox(
+                False,
+                label="Overwrite (replace the dataset of that name)",
+                elem_id="review-overwrite",
+            )
             export = gr.Button("Export accepted as training data", elem_id="review-export")
         said = gr.Markdown("", elem_id="review-said")
         filters = [adapter, rating, status, intent, since, until]
@@ -81,9 +86,9 @@ def build_review_tab(state: AppState) -> dict:
 
             return review_action
 
-        def on_export_feedback(stem):
+        def on_export_feedback(stem, replace=False):
             try:
-                return view.export_accepted(stem)
+                return view.export_accepted(stem, bool(replace))
             except ValueError as err:
                 gr.Warning(str(err))
                 return ""
@@ -98,5 +103,5 @@ def build_review_tab(state: AppState) -> dict:
         drop.click(do("dropped", None), edits, [rows, said])
         save.click(do(None, "correction"), edits, [rows, said])
         save_label.click(do(None, "intent"), edits, [rows, said])
-        export.click(on_export_feedback, name, said)
+        export.click(on_export_feedback, [name, overwrite], said)
     return {"tab": tab}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from core import paths
 from feedback.review import STATUSES, Filter, as_day, export, queue, review
 from feedback.store import FeedbackStore
+from ui.views.wording import for_ui
 
 COLUMNS = [
     "id",
@@ -96,14 +97,21 @@ def act(row_id: str, status: str | None, correction: str | None, intent: str | N
     )
 
 
-def export_accepted(name: str = "feedback") -> str:
-    """Write the accepted ratings to datasets/; the sentence says where and how many.
+def export_accepted(name: str = "feedback", overwrite: bool = False) -> str:
+    """Write the accepted ratings to datasets/ (``overwrite``: replace the files of that name);
+    the sentence says where and how many.
 
     Raises:
-        ValueError: a bad name or nothing accepted.
+        ValueError: a bad name, nothing accepted, or the name taken and ``overwrite`` not given
+            (naming the tab's Overwrite box).
     """
     name = paths.safe_name((name or "").strip() or "feedback", "dataset name")
-    sft, pairs, n_sft, n_pairs = export(FeedbackStore(), paths.subdir("datasets"), name)
+    try:
+        sft, pairs, n_sft, n_pairs = export(
+            FeedbackStore(), paths.subdir("datasets"), name, overwrite=overwrite
+        )
+    except ValueError as err:
+        raise ValueError(for_ui(str(err))) from None
     return (
         f"{n_sft} SFT rows in `{sft}` (Train tab: Path) and {n_pairs} preference pairs in "
         f"`{pairs}`."

@@ -63,6 +63,11 @@ _FOR_UI = (
         "(under Aliases below: pick the alias, type a split such as `OTHER=100` and press "
         "**Set split**)",
     ),
+    # feedback/review.py: an export under a name whose files exist (the Review tab)
+    (
+        re.compile(r" \(python -m feedback export --overwrite replaces (it|them)\)"),
+        r", or tick Overwrite to replace \1",
+    ),
     # adapters/shelf/aliases.py: a change to an alias that has no split yet
     (
         re.compile(r"give it versions, e\.g\. `python -m adapters alias set \S+ VERSION=100`"),

@@ -84,3 +84,24 @@ def test_a_day_box_filters_only_once_it_holds_a_whole_day(home):
     assert view.table(ANY, ANY, ANY, ANY, "2999-12-31", "") == []
     assert [r[0] for r in view.table(ANY, ANY, ANY, ANY, f" {today} ", today)] == [rated["id"]]
     assert view.table(ANY, ANY, ANY, ANY, "", "2000-01-01") == []
+
+
+def test_an_export_under_a_name_taken_says_to_tick_overwrite_and_overwrite_replaces(
+    home, tiny_llama_dir
+):
+    """The refusal said to give `python -m feedback export --overwrite`, which the tab lacked."""
+    store = FeedbackStore(log_conversations=True)
+    store.record("c1", "support", "aaaa1111bbbb", "pytorch", ASKED, "No idea.")
+    view.act(store.rate("c1", "down", "It arrives Friday.")["id"], "accepted", None)
+    export = handlers(tiny_llama_dir)["on_export_feedback"]
+    assert export("mine", False).startswith("1 SFT rows")
+    sft = home / "datasets" / "mine.jsonl"
+    sft.write_text("a dataset of my own\n")
+    with pytest.warns(UserWarning) as warned:
+        assert export("mine", False) == ""
+    assert [str(w.message) for w in warned] == [
+        "mine.jsonl and mine-pairs.jsonl already exist in datasets/, so nothing was written: "
+        "export under another name, or tick Overwrite to replace them"
+    ]
+    assert sft.read_text() == "a dataset of my own\n"
+    assert export("mine", True).startswith("1 SFT rows") and "It arrives Friday." in sft.read_text()
