@@ -68,6 +68,12 @@ _FOR_UI = (
         re.compile(r" \(python -m feedback export --overwrite replaces (it|them)\)"),
         r", or tick Overwrite to replace \1",
     ),
+    # feedback/review.py: an export of accepted ratings spelling a control token
+    (
+        "(the Review tab, or python -m feedback review ID --correction TEXT | --intent LABEL | "
+        "--drop)",
+        "(click its row, then Save correction, Save intent or Drop)",
+    ),
     # adapters/shelf/aliases.py: a change to an alias that has no split yet
     (
         re.compile(r"give it versions, e\.g\. `python -m adapters alias set \S+ VERSION=100`"),
