@@ -156,7 +156,22 @@ def _load_folder(folder: Path, max_bytes: int):
         )
     for f in files:
         check_file(f, max_bytes)
+    if FORMATS[files[0].suffix.lower()] == "csv":
+        _check_same_columns(folder, files)
     return _parse([str(f) for f in files], files[0], FORMATS[files[0].suffix.lower()])
+
+
+def _check_same_columns(folder: Path, files: list[Path]) -> None:
+    """Refuse a folder whose CSV / TSV files differ in their columns: every file is read with
+    the first one's, and datasets' error for another named neither file."""
+    first = _csv_header(files[0])
+    for f in files[1:]:
+        if set(header := _csv_header(f)) != set(first):
+            raise DataError(
+                f"{folder.name}: its files have different columns ({files[0].name}: "
+                f"{', '.join(first)}; {f.name}: {', '.join(header)}); give a folder of files "
+                "with the same columns, or each file on its own"
+            )
 
 
 def _load_file(p: Path, max_bytes: int):
@@ -241,8 +256,16 @@ def _first_bad_json_line(files: list[str]) -> tuple[str, int, str] | None:
 
 def _csv_kwargs(p: Path) -> dict:
     """Read every CSV cell as text: no type guessing, no "NA" -> missing, same types per chunk."""
-    import pandas as pd
     from datasets import Features, Value
+
+    sep = "\t" if p.suffix.lower() == ".tsv" else ","
+    features = Features({n: Value("string") for n in _csv_header(p)})
+    return {"sep": sep, "features": features, "na_filter": False, "keep_default_na": False}
+
+
+def _csv_header(p: Path) -> list[str]:
+    """The column names on a CSV / TSV file's first line."""
+    import pandas as pd
 
     sep = "\t" if p.suffix.lower() == ".tsv" else ","
     try:
@@ -252,8 +275,7 @@ def _csv_kwargs(p: Path) -> dict:
     names = [str(c) for c in header]
     if not names:
         raise DataError(f"{p.name}: no header row; expected column names on the first line")
-    features = Features({n: Value("string") for n in names})
-    return {"sep": sep, "features": features, "na_filter": False, "keep_default_na": False}
+    return names
 
 
 @contextlib.contextmanager

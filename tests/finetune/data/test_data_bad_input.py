@@ -176,6 +176,17 @@ def test_folder_without_data_files(tmp_path):
         data.load_rows(tmp_path)
 
 
+def test_a_folder_of_csv_files_with_different_columns_names_both(tmp_path):
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    (folder / "a.csv").write_text("question,answer\nWhere is it?,Under Orders.\n")
+    (folder / "b.csv").write_text("instruction,response\nRefund?,Orders > Refund.\n")
+    msg = refused(folder, "its files have different columns")
+    assert "a.csv: question, answer; b.csv: instruction, response" in msg, msg
+    (folder / "b.csv").write_text("answer,question\nOrders > Refund.,Refund?\n")  # order aside
+    assert data.load_rows(folder)[1] == {"question": "Refund?", "answer": "Orders > Refund."}
+
+
 cell = st.one_of(
     st.none(),
     st.text(max_size=40),
