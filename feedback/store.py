@@ -80,14 +80,18 @@ class FeedbackStore:
         grounding: dict | None = None,
         check: dict | None = None,
         tool_calls: list[dict] | None = None,
+        asked_by: str | None = None,
     ) -> ServedAnswer:
         """Keep one served answer (with its conversation, redacted, when logging is on);
         ``grounding``: the knowledge version and passage ids it was shown (``knowledge.grounding``),
         kept with it and with its ratings; ``check``: what the check before it was sent decided
         (``knowledge.answer_check``: ok, re-answered, handed off, skipped); ``tool_calls``: the
         functions a relayed tool-calling answer called, ``[{"name", "arguments"}]``, kept with
-        it and its ratings (their arguments, redacted, only when logging is on)."""
+        it and its ratings (their arguments, redacted, only when logging is on); ``asked_by``:
+        the name of the API key it was served to (who may rate it: ``serve/feedback_api.py``)."""
         extra = {"grounding": grounding} if grounding else {}
+        if asked_by:
+            extra["asked_by"] = asked_by
         if check:
             extra["check"] = check
         if tool_calls:

@@ -2,8 +2,10 @@
 optional correction and intent label, stored in the feedback store (one vote per answer and
 rater: a second replaces the first, keeping a reviewer's correction and intent when it gives
 none or the ones it gave before) and limited per key (:mod:`serve.rate_limit`: 429 with
-``Retry-After``). A correction or intent spelling a control token (the common chat templates',
-or the served model's own) is a 400 naming it: it would reach the exported training data."""
+``Retry-After``). A chat key rates only the answers served to it (:func:`may_rate`): another
+client's answer is a 404, as an id never served is, so its ids cannot be tried out.
+A correction or intent spelling a control token (the common chat templates', or the served
+model's own) is a 400 naming it: it would reach the exported training data."""
 
 from __future__ import annotations
 
@@ -12,10 +14,18 @@ from starlette.concurrency import run_in_threadpool
 
 from core.templates import control_sentence, first_control
 from serve.api_basics import ApiError, read_json
+from serve.keys import ADMIN, Caller
 from serve.rate_limit import RateLimiter, check_feedback_rate, feedback_per_minute
 from serve.requests import RequestError, parse_feedback
 
 KEYLESS_RATER = "local"  # every caller of a server with no keys: one vote per answer among them
+
+
+def may_rate(caller: Caller, asked_by: str | None) -> bool:
+    """Whether ``caller`` may rate an answer served to the key named ``asked_by``: the key that
+    asked (a support widget rates with its own key), an admin key (a support lead's console),
+    anyone on a server with no keys, and anyone for an answer kept before its key was."""
+    return caller.role == ADMIN or asked_by is None or asked_by == caller.name
 
 
 class FeedbackApi:
@@ -55,14 +65,15 @@ class FeedbackApi:
                 raise RequestError(control_sentence(at), at)
             try:
                 row = await run_in_threadpool(
-                    self._rate, answer_id, rating, correction, intent, rater
+                    self._rate, answer_id, rating, correction, intent, caller
                 )
-            except KeyError:
+            except KeyError:  # never served, or served to another key: the same answer
                 raise ApiError(
                     404,
-                    f"no answer with id {answer_id[:80]!r} was served here: every whole answer "
-                    "is kept (logged or not), but not one cut off before its end (a hang-up, "
-                    "an error), nor one a server with another store gave",
+                    f"no answer with id {answer_id[:80]!r} was served here to this key: every "
+                    "whole answer is kept (logged or not), but not one cut off before its end "
+                    "(a hang-up, an error), nor one a server with another store gave; an "
+                    "answer is rated with the key that asked for it",
                     "invalid_request_error",
                     "unknown_answer",
                     "id",
@@ -84,10 +95,23 @@ class FeedbackApi:
         }
 
     def _rate(
-        self, answer_id: str, rating: str, correction: str | None, intent: str | None, rater: str
+        self,
+        answer_id: str,
+        rating: str,
+        correction: str | None,
+        intent: str | None,
+        caller: Caller,
     ) -> dict:
-        """Store ``rater``'s rating (replacing their earlier one of the same answer), then let the
-        automatic rollback look (a thumbs-down may tip a canary)."""
+        """Store ``caller``'s rating (replacing their earlier one of the same answer), then let
+        the automatic rollback look (a thumbs-down may tip a canary).
+
+        Raises:
+            KeyError: no such answer, or one a chat key other than ``caller`` asked for.
+        """
+        served = self.server.feedback.answer(answer_id)
+        if served is None or not may_rate(caller, served.extra.get("asked_by")):
+            raise KeyError(answer_id)
+        rater = caller.name or KEYLESS_RATER
         row = self.server.feedback.rate(answer_id, rating, correction, "api", intent, rater=rater)
         self.server.auto_rollback.maybe_check()
         return row

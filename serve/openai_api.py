@@ -172,8 +172,9 @@ class OpenAIServer(ShelfModels):
     async def _chat(self, request: Request):
         started = time.perf_counter()
         try:
-            self.check_key(request)
+            caller = self.check_key(request)
             chat = parse_chat(await read_json(request))
+            chat.asked_by = caller.name
             conversation = chat.body.get("user") or request.headers.get(CONVERSATION_HEADER)
             # One trip to a worker thread for every check before the answer: each trip is a
             # wake-up on cores llama-server is decoding on, before the first token.
@@ -347,6 +348,7 @@ class OpenAIServer(ShelfModels):
                 text,
                 grounding=chat.grounding,
                 check=check.record() if check else None,
+                asked_by=chat.asked_by,
             )
 
         grounded = {"tunedesk_grounding": chat.grounding} if chat.grounding else {}
@@ -397,6 +399,7 @@ class OpenAIServer(ShelfModels):
                 chat.messages,
                 message["content"],
                 tool_calls=message["tool_calls"],
+                asked_by=chat.asked_by,
             )
 
         response = await relay_tools(

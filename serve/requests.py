@@ -77,6 +77,7 @@ class ChatRequest:
     grounding: dict | None = None  # what the answer was shown (serve.grounding), once grounded
     # every message normalised with what a tools chat renders too (name, tool calls, tool ids)
     relayed: list[dict] = field(default_factory=list)
+    asked_by: str | None = None  # the API key's name it came with (who may rate its answer)
 
 
 def message_texts(chat: ChatRequest) -> list[tuple[str, str]]:

@@ -12,6 +12,7 @@ from serve_helpers import serving
 from serve.keys import KeyRing, key_ring, parse_keys
 
 CHAT, ADMIN = "chat-key-web-1", "admin-key-ana-1"
+MOBILE = "chat-key-mobile-1"  # another client's chat key
 MSGS = [{"role": "user", "content": "Where is my order?"}]
 ADMIN_ROUTES = [  # every route that shows or changes what is served
     ("GET", "/v1/aliases", None),
@@ -37,7 +38,7 @@ def url(session, home):
 
     for name in ("a", "b"):
         set_gate(name, PASSED)
-    keys = KeyRing(chat={"web": CHAT}, admin={"ana": ADMIN})
+    keys = KeyRing(chat={"web": CHAT, "mobile": MOBILE}, admin={"ana": ADMIN})
     app = FastAPI()
     app.include_router(OpenAIServer(Engines(session, "pytorch"), keys, FeedbackStore()).router())
     with serving(app) as base:
@@ -90,6 +91,47 @@ def test_a_chat_key_answers_rates_and_lists_and_a_wrong_key_is_401(url):
         assert got.status_code == 401 and got.json()["error"]["code"] == "invalid_api_key"
     assert call(url, "GET", "/v1/aliases", key="wrong").status_code == 401  # unknown before role
     assert call(url, "GET", "/v1/models", key=ADMIN).status_code == 200  # an admin key answers too
+
+
+def test_an_answer_is_rated_by_the_chat_key_it_was_served_to_and_no_other(url):
+    """A support widget rates with the key it asked with: another client's chat key cannot rate
+    (nor flood down) answers it never saw, even knowing their ids: the same 404 as an id never
+    served, nothing stored. An admin key (a support lead's console) may rate any. No key
+    accepts a correction through /v1 (the review is the Review tab's and the CLI's)."""
+    import openai
+
+    from feedback.store import FeedbackStore
+
+    web = openai.OpenAI(base_url=f"{url}/v1", api_key=CHAT, max_retries=0, timeout=60)
+    whole = web.chat.completions.create(model="a", messages=MSGS, max_tokens=2).id
+    streamed = {
+        c.id
+        for c in web.chat.completions.create(model="a", messages=MSGS, max_tokens=2, stream=True)
+    }.pop()
+    for answer_id in (whole, streamed):
+        stolen = call(url, "POST", "/v1/feedback", {"id": answer_id, "rating": "down"}, MOBILE)
+        unknown = call(url, "POST", "/v1/feedback", {"id": "chatcmpl-x", "rating": "down"}, MOBILE)
+        assert stolen.status_code == unknown.status_code == 404, stolen.text
+        assert stolen.json()["error"]["param"] == "id" and "to this key" in stolen.text
+        assert stolen.json()["error"]["message"] == unknown.json()["error"]["message"].replace(
+            "'chatcmpl-x'", repr(answer_id)
+        )
+    assert FeedbackStore().ratings() == []
+    for answer_id in (whole, streamed):
+        for key in (CHAT, ADMIN):
+            got = call(url, "POST", "/v1/feedback", {"id": answer_id, "rating": "up"}, key)
+            assert got.status_code == 200, got.text
+    accept = {"id": whole, "rating": "down", "correction": "Mine.", "status": "accepted"}
+    refused = call(url, "POST", "/v1/feedback", accept)
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "status"
+    rows = FeedbackStore().ratings()
+    assert sorted((r["answer_id"] == whole, r["rater"], r["status"]) for r in rows) == [
+        (False, "ana", "new"),
+        (False, "web", "new"),
+        (True, "ana", "new"),
+        (True, "web", "new"),
+    ]
+    assert {r["rating"] for r in rows} == {"up"}
 
 
 def test_the_audit_names_the_admin_key_never_what_the_client_writes(url, home):
