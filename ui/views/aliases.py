@@ -53,6 +53,8 @@ METRICS = {
     "error rate": "error_rate",
     "thumbs-down rate": "thumbs_down_rate",
 }
+# a blank Alias box: the aliases' sentence was "invalid alias name '': use 1-64 letters, ..."
+NAME_FIRST = "Type an alias name first, or pick one from Alias."
 
 
 def plot_bucket_s() -> float:
@@ -99,6 +101,8 @@ def change(
 ) -> str:
     """Run one change as typed in the tab; the sentence to show (a refusal starts with ⚠️)."""
     name, gate = (name or "").strip(), {"force": bool(force), "reason": reason or ""}
+    if not name:
+        return NAME_FIRST
     try:
         if action == "set":
             return actions.set_split(name, (split or "").split(), by, **gate)
@@ -116,6 +120,8 @@ def change(
 def set_policy(name: str, margin, min_requests, min_ratings, by: str) -> str:
     """Turn alias ``name``'s automatic rollback on (a margin above 0) or off (0 or empty),
     keeping its split; the sentence to show (a refusal starts with ⚠️)."""
+    if not (name or "").strip():
+        return NAME_FIRST
     policy = None
     if margin:
         policy = {
@@ -150,6 +156,8 @@ def set_grounding(name: str, grounding: str, by: str, force: bool = False, reaso
     """Ground alias ``name``'s answers as chosen (``auto``, ``off``, ``NAME[@vN]``), keeping its
     split; a knowledge version that is not on the shelf is refused, and so is serving a version
     otherwise than its gate checked it, unless forced with a reason. The sentence to show."""
+    if not (name or "").strip():
+        return NAME_FIRST
     try:
         named = split_grounding(check_grounding(grounding))
         if named is not None:
@@ -177,6 +185,8 @@ def check_value(name: str | None) -> str:
 def set_check(name: str, chosen: str, by: str) -> str:
     """Turn alias ``name``'s check before sending ``on`` or ``off``, keeping its split; the
     sentence to show."""
+    if not (name or "").strip():
+        return NAME_FIRST
     try:
         return actions.set_split((name or "").strip(), None, by, check=chosen)
     except (ValueError, OSError) as err:

@@ -160,3 +160,18 @@ def test_the_rollback_boxes_pass_a_bad_value_on_to_the_rules_sentence(
     ):
         sent = [box.preprocess(value) for box, value in zip(boxes, typed, strict=True)]
         assert table["on_alias_auto_rollback"]("support-bot", *sent).startswith(said), typed
+
+
+def test_each_alias_button_with_the_alias_box_blank_says_to_type_one(home, tiny_llama_dir):
+    """They said "invalid alias name '': use 1-64 letters, digits, ..." about a box left blank."""
+    table = handlers(tiny_llama_dir)
+    for said in (
+        table["on_alias_set"]("", "v3=100", None, False, ""),
+        table["on_alias_promote"](" ", "", "v3", False, ""),
+        table["on_alias_rollback"]("", "", "", False, ""),
+        table["on_alias_delete"]("", "", "", False, ""),
+        table["on_alias_grounding"]("", "off", False, ""),
+        table["on_alias_check"]("", "on"),
+        table["on_alias_auto_rollback"]("", 0.1, 50, 10),
+    ):
+        assert said == "Type an alias name first, or pick one from Alias.", said
