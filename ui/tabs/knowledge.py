@@ -58,10 +58,18 @@ def build_knowledge_tab(state: AppState) -> dict:
             search = gr.Button("Search", elem_id="knowledge-search")
         searched = gr.Markdown(elem_id="knowledge-searched")  # nothing matched, or a refusal
         hits = gr.Dataframe(
-            headers=view.HIT_COLUMNS, interactive=False, wrap=True, elem_id="knowledge-hits"
+            headers=view.HIT_COLUMNS,
+            label="Search hits, best first",
+            interactive=False,
+            wrap=True,
+            elem_id="knowledge-hits",
         )
         passages = gr.Dataframe(
-            headers=view.PASSAGE_COLUMNS, interactive=False, wrap=True, elem_id="knowledge-passages"
+            headers=view.PASSAGE_COLUMNS,
+            label="Passages of the version picked",
+            interactive=False,
+            wrap=True,
+            elem_id="knowledge-passages",
         )
         with gr.Row():
             confirm = gr.Checkbox(label="Delete the chosen version for good")

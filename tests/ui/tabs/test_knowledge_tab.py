@@ -137,3 +137,12 @@ def test_the_hits_shown_follow_the_knowledge_base_and_version_picked(home, tiny_
         [],
         "⚠️ choose a knowledge base first (or import a file)",
     )
+
+
+def test_the_two_tables_say_which_is_which(tiny_llama_dir):
+    """The search's hits and the version's passages were two tables with no label, one above
+    the other, their columns alike."""
+    blocks = handlers(tiny_llama_dir)["blocks"]
+    assert blocks["knowledge-hits"].label == "Search hits, best first"
+    assert blocks["knowledge-passages"].label == "Passages of the version picked"
+    assert blocks["knowledge-hits"].show_label and blocks["knowledge-passages"].show_label
