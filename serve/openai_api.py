@@ -68,6 +68,7 @@ from serve.model_list import ShelfModels, adapter_card, alias_card, gone, model_
 from serve.requests import (
     ChatRequest,
     RequestError,
+    check_token_path,
     message_texts,
     parse_chat,
     relay_body,
@@ -258,6 +259,8 @@ class OpenAIServer(ShelfModels):
             and self.engines.llama() is not None
         ):
             pin = "llama.cpp"  # only llama.cpp follows tools and schemas
+        if not (chat.tools and pin == "llama.cpp"):  # the token-id path: TuneDesk renders it
+            check_token_path(chat)
         try:
             engine, release = self.engines.route([adapter], pin)
         except ValueError as err:

@@ -108,6 +108,30 @@ def _every_text(relayed: list[dict], tools: list | None) -> list[tuple[str, str]
     return texts
 
 
+def check_token_path(chat: ChatRequest) -> None:
+    """Refuse what TuneDesk's own prompt (the chat template, rendered to token ids for either
+    engine) cannot hold: a tool's result, and a last message that is not the user's.
+
+    Raises:
+        RequestError: naming the message (a request relayed to llama-server with its tools is
+            not checked here: its template reads both).
+    """
+    for i, message in enumerate(chat.messages):
+        if message["role"] == "tool":
+            raise RequestError(
+                f"messages[{i}] is a tool's result (role 'tool'), which only a chat offering "
+                "'tools' and answered by llama.cpp reads; answer without it, or offer the tools "
+                "where llama.cpp serves",
+                f"messages[{i}].role",
+            )
+    if chat.messages[-1]["role"] == "system":  # the assistant's was refused by parse_chat
+        raise RequestError(
+            "the last message must be the user's, not a system message: the model answers the "
+            "user, so send the question after it",
+            "messages",
+        )
+
+
 def relay_body(chat: ChatRequest) -> dict:
     """The body relayed to llama-server: the checked fields and the normalised messages only."""
     return {**{k: chat.body[k] for k in RELAYED if k in chat.body}, "messages": chat.relayed}

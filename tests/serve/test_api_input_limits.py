@@ -17,6 +17,8 @@ from serve.engines import Engines
 from serve.openai_api import MAX_BODY_BYTES
 
 MSGS = [{"role": "user", "content": "Where is my order?"}]
+TOOLS = [{"type": "function", "function": {"name": "track", "parameters": {"type": "object"}}}]
+TOOL_RESULT = {"role": "tool", "content": '{"status": "shipped"}', "tool_call_id": "call_1"}
 
 
 @pytest.fixture
@@ -146,6 +148,28 @@ def test_a_huge_body_is_refused_413_before_it_is_read_whole(url):
             json.dumps({"model": "base", "messages": MSGS, "temperature": True}),
             "temperature",
             "temperature",
+        ),
+        (  # OpenAI answers it; the chat template has no turn to answer
+            json.dumps({"model": "base", "messages": [{"role": "system", "content": "Be kind."}]}),
+            "messages",
+            "the last message must be the user's, not a system message",
+        ),
+        (
+            json.dumps(
+                {"model": "base", "messages": [*MSGS, {"role": "developer", "content": "x"}]}
+            ),
+            "messages",
+            "the last message must be the user's, not a system message",
+        ),
+        (  # a tool's result only a tools chat relayed to llama.cpp reads
+            json.dumps({"model": "base", "messages": [*MSGS, TOOL_RESULT]}),
+            "messages[1].role",
+            "messages[1] is a tool's result (role 'tool'), which only a chat offering 'tools'",
+        ),
+        (  # PyTorch answers a tools chat in text: a tool's result it cannot render
+            json.dumps({"model": "base", "messages": [*MSGS, TOOL_RESULT], "tools": TOOLS}),
+            "messages[1].role",
+            "answered by llama.cpp reads",
         ),
     ],
 )
