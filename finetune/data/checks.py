@@ -50,9 +50,17 @@ def _check_size(p: Path, max_bytes: int) -> None:
         raise DataError(f"{p.name}: the file is empty; expected rows of data")
     if size > max_bytes:
         raise DataError(
-            f"{p.name}: {size / 1e6:.0f} MB is over the {max_bytes / 1e6:.0f} MB limit "
+            f"{p.name}: {size_text(size)} is over the limit of {size_text(max_bytes)} "
             "for one dataset file (set TUNEDESK_MAX_DATA_BYTES to raise it)"
         )
+
+
+def size_text(n: int) -> str:
+    """A byte count as people read it: ``1 GiB``, ``2.5 MiB``, ``100 bytes``."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{n} bytes"
 
 
 def _check_parquet(p: Path, max_bytes: int) -> None:
@@ -72,8 +80,8 @@ def _check_parquet(p: Path, max_bytes: int) -> None:
     unpacked = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
     if unpacked > max_bytes:
         raise DataError(
-            f"{p.name}: unpacks to {unpacked / 1e6:.0f} MB, over the {max_bytes / 1e6:.0f} MB "
-            "limit for one dataset file (set TUNEDESK_MAX_DATA_BYTES to raise it)"
+            f"{p.name}: unpacks to {size_text(unpacked)}, over the limit of "
+            f"{size_text(max_bytes)} for one dataset file (set TUNEDESK_MAX_DATA_BYTES to raise it)"
         )
 
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from finetune import data
 from finetune.config import DataArgs
 from finetune.data import rows as data_rows
+from finetune.data.checks import size_text
 from finetune.data.format import IGNORE_INDEX
 
 
@@ -151,7 +152,9 @@ def test_a_huge_field_in_a_json_array_is_refused_by_row_and_column(tmp_path, tok
 
 def test_files_over_the_size_limit_are_refused(tmp_path):
     path = jsonl(tmp_path / "rows.jsonl", [{"prompt": "a", "completion": "b"}] * 100)
-    refused(path, "over the 0 MB limit", max_bytes=100)
+    msg = refused(path, "is over the limit of 100 bytes for one dataset file", max_bytes=100)
+    assert "rows.jsonl: 3.4 KiB is over" in msg, msg  # not "0 MB is over the 0 MB limit"
+    assert size_text(2**30) == "1 GiB" and size_text(5 << 19) == "2.5 MiB"
 
 
 def test_missing_path_unsupported_type_and_fake_parquet(tmp_path):
