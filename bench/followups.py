@@ -16,7 +16,12 @@ shelf (``--knowledge NAME[@vN]``) with a conversations file of the same shape
   as the answer (a stand-in for a right one), says ``ok``, rather than replacing it or
   handing the customer off.
 
-    python -m bench follow-ups [--knowledge NAME[@vN] --conversations FILE] [--json]
+``--adapter NAME`` also has an adapter answer them (llama.cpp where it can, ``--engine``): its
+own grounded answer to the first message, then its answer to the second grounded both ways, in
+the knowledge version it was trained beside; counted are the answers the version's answer
+classifier takes for the needed intent, before and after the check before sending.
+
+    python -m bench follow-ups [--knowledge NAME[@vN] --conversations FILE] [--adapter NAME]
 """
 
 from __future__ import annotations
@@ -115,6 +120,92 @@ def measure(version, conversations: list[dict], shelf) -> dict:
     }
 
 
+def answer_measure(
+    adapter: str, conversations: list[dict], engine: str = "auto", answer_tokens: int = 160
+) -> dict:
+    """The adapter's answers to the second messages, grounded in its own knowledge version (the
+    one it was trained beside) found for the second message alone and as grounding reads it,
+    after its own grounded answer to the first: per kind, how many address the needed intent
+    (the version's answer classifier), and how many of what the check before sending would
+    send do (a hand-off counts as not).
+
+    Raises:
+        ValueError: no such adapter, or one trained beside no knowledge version.
+    """
+    from adapters.shelf.store import Shelf
+    from core.templates import encode_chats
+    from eval.engines import open_answerer
+    from inference.generate import GenerationSettings
+    from inference.session import ModelSession
+    from knowledge.answer_check import check_answer, checker_for
+    from knowledge.followups import asked_in
+    from knowledge.grounding import ground
+    from knowledge.store import LATEST, KnowledgeShelf
+
+    entry = Shelf().get(adapter)
+    if not entry.ok:
+        raise ValueError(f"adapter {adapter!r}: {entry.reason}")
+    own = (entry.manifest or {}).get("knowledge") or {}
+    if not own.get("name"):
+        raise ValueError(f"{adapter} was trained beside no knowledge version (no past answers)")
+    shelf = KnowledgeShelf()
+    version = shelf.get(own["name"], own.get("version") or LATEST)
+    checker, why = checker_for(version)
+    if checker is None:
+        raise ValueError(f"{version.name} {version.version} cannot classify answers: {why}")
+    session = ModelSession(entry.base_model)
+    session.load()
+    session.load_adapter(adapter)
+    tokenizer = session.tokenizer
+
+    def grounded(messages: list[dict]) -> list[dict]:
+        kept = ground(messages, version.name, version.version, tokenizer=tokenizer, shelf=shelf)
+        return kept[0]
+
+    answerer = open_answerer(session, engine, [adapter], batch_size=8)
+    settings = GenerationSettings(max_new_tokens=answer_tokens)
+    try:
+
+        def answers(conversations_in: list[list[dict]]) -> list[str]:
+            ids = encode_chats(tokenizer, conversations_in)
+            return [g.text for g in answerer.answer(ids, [adapter], settings)[adapter]]
+
+        firsts = answers(
+            [grounded([{"role": "user", "content": c["first"]}]) for c in conversations]
+        )
+        talks = [
+            [
+                {"role": "user", "content": c["first"]},
+                {"role": "assistant", "content": first},
+                {"role": "user", "content": c["second"]},
+            ]
+            for c, first in zip(conversations, firsts, strict=True)
+        ]
+        alone = answers([[grounded(t[-1:])[0], *t] for t in talks])  # its system message
+        read = answers([grounded(t) for t in talks])
+        label = answerer.label
+    finally:
+        answerer.close()
+    counts: dict[str, Counter] = {}
+    for c, talk, said_alone, said_read in zip(conversations, talks, alone, read, strict=True):
+        n = counts.setdefault(c["kind"], Counter())
+        n["conversations"] += 1
+        for how, said, question in (
+            ("alone", said_alone, c["second"]),
+            ("as grounding reads it", said_read, asked_in(version, talk).text),
+        ):
+            n[f"answer of the needed intent, {how}"] += (
+                checker.answers.predict([said])[0] == c["second_intent"]
+            )
+            sent = check_answer(question, said, version.name, version.version, shelf=shelf)
+            n[f"checked answer of the needed intent, {how}"] += sent.outcome != "handed off" and (
+                checker.answers.predict([sent.text])[0] == c["second_intent"]
+            )
+            n[f"handed off, {how}"] += sent.outcome == "handed off"
+    out = {kind: dict(counts[kind]) for kind in KINDS if kind in counts}
+    return {"engine": label, "knowledge": f"{version.name} {version.version}", "kinds": out}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m bench follow-ups",
@@ -125,12 +216,18 @@ def main(argv: list[str] | None = None) -> int:
                    "(default: the demo's past answers and help center, made here)")  # fmt: skip
     p.add_argument("--conversations", type=Path, default=CONVERSATIONS,
                    help="JSON Lines of first, second, second_intent, kind")  # fmt: skip
+    p.add_argument("--adapter", help="also count this adapter's answers, grounded in its own "
+                   "knowledge (the demo's default adapter, say)")  # fmt: skip
+    p.add_argument("--engine", default="auto", choices=("auto", "llama.cpp", "pytorch"))
     p.add_argument("--json", action="store_true", help="the figures as JSON")
     args = p.parse_args(argv)
     from knowledge.store import LATEST, KnowledgeShelf
 
     try:
         conversations = read_conversations(args.conversations)
+        answered = (
+            answer_measure(args.adapter, conversations, args.engine) if args.adapter else None
+        )
         if args.knowledge:
             name, _, version = args.knowledge.partition("@")
             shelf = KnowledgeShelf()
@@ -143,8 +240,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps({**results, **({"answers": answered} if answered else {})}, indent=2))
         return 0
+    if answered:
+        print(
+            f"{args.adapter}'s answers ({answered['engine']}, grounded in {answered['knowledge']})"
+        )
+        for kind, n in answered["kinds"].items():
+            print(f"  {kind} ({n['conversations']})")
+            for what in ("answer of the needed intent", "checked answer of the needed intent",
+                         "handed off"):  # fmt: skip
+                alone, read = n[f"{what}, alone"], n[f"{what}, as grounding reads it"]
+                print(f"    {what:36} alone {alone:>3}  as grounding reads it {read:>3}")
     for kind, n in results.items():
         total = n["conversations"]
         read_with = n["read with the earlier message"]
