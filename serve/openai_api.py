@@ -367,7 +367,10 @@ class OpenAIServer(ShelfModels):
             text = "".join([delta async for delta in deltas])
         except Exception as err:
             return engine_failure(err).response()
-        await run_in_threadpool(remember, text)
+        try:
+            await run_in_threadpool(remember, text)
+        except Exception:  # the answer is made: it costs the vote, not the answer (as streamed)
+            log.exception("an answer could not be kept for /v1/feedback")
         choice = {
             "index": 0,
             "message": {"role": "assistant", "content": text},

@@ -100,8 +100,11 @@ async def relay_tools(
             data.update(model=model, system_fingerprint=engine.label)
             if answer_id is not None:
                 data["id"] = answer_id
-            if remember is not None:
-                await run_in_threadpool(remember, whole_message(data))
+            if remember is not None:  # the answer is made: a failure costs its vote only
+                try:
+                    await run_in_threadpool(remember, whole_message(data))
+                except Exception:
+                    log.exception("a relayed answer could not be kept for /v1/feedback")
         return JSONResponse(data, status_code=status)
 
     async def chunks():

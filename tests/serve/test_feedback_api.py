@@ -196,3 +196,23 @@ def test_a_correction_spelling_the_served_models_own_control_token_is_refused(se
         "correction spells a control token of the model's chat template; remove it"
     )
     assert store.ratings() == []
+
+
+def test_an_answer_the_store_cannot_keep_is_still_answered_whole(session, home, caplog):
+    """A store that fails to keep an answer (a database gone, a full disk) costs it its vote,
+    not the answer: a whole answer got a 500 after it was made, a stream had it already."""
+
+    class Broken(FeedbackStore):
+        def record(self, *args, **kwargs):
+            raise OSError("disk full")
+
+    with serving(api_app(Engines(session, "pytorch"), feedback=Broken())) as url:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0, timeout=60)
+        asked = {"model": "base", "messages": MSGS, "max_tokens": 3, "temperature": 0}
+        whole = client.chat.completions.create(**asked)
+        streamed = list(client.chat.completions.create(**asked, stream=True))
+        assert whole.choices[0].message.content == "".join(
+            c.choices[0].delta.content or "" for c in streamed if c.choices
+        )
+        assert vote(url, {"id": whole.id, "rating": "up"}).status_code == 404
+    assert "could not be kept for /v1/feedback" in caplog.text

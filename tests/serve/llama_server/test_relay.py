@@ -220,6 +220,30 @@ def test_a_whole_relayed_answer_is_bounded_by_the_answer_timeout_a_504_with_noth
             assert kept == [reply.id] and stats.counts("base") == (3, 2)
 
 
+def test_a_relayed_answer_the_store_cannot_keep_is_still_answered(llama_session, caplog):
+    from feedback.store import FeedbackStore
+
+    class Broken(FeedbackStore):
+        def record(self, *args, **kwargs):
+            raise OSError("disk full")
+
+    with stand_in_llama_server() as (url, _drops, _seen):
+        engine = LlamaServerEngine(
+            llama_session, Upstreams(None, [url]), lora_file=lambda name: None, ctx_per_slot=512
+        )
+        engines = Engines(
+            llama_session, "llama.cpp", llama_factory=lambda session, max_queue: engine
+        )
+        engines.prepare()
+        with serving(api_app(engines, feedback=Broken())) as api:
+            client = openai.OpenAI(base_url=f"{api}/v1", api_key="k", max_retries=0, timeout=30)
+            asked = {"model": "base", "messages": MSGS, "tools": TRACK_ORDER_TOOLS}
+            reply = client.chat.completions.create(**asked, max_tokens=8)
+            assert reply.choices[0].message.tool_calls[0].function.name == "track_order"
+            assert list(client.chat.completions.create(**asked, max_tokens=8, stream=True))
+    assert caplog.text.count("could not be kept for /v1/feedback") == 2
+
+
 def test_relayed_answers_count_in_their_versions_live_figures(llama_session):
     """Every /v1 answer counts (docs/serving.md); a relayed one was left out, so a version's
     tool-calling traffic showed only its failures."""
