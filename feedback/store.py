@@ -189,14 +189,19 @@ def _kept_with(served: ServedAnswer) -> dict:
 
 
 def redacted(messages: list[dict], text: str) -> tuple[list[dict], str]:
-    """(the conversation, the answer) as kept: plain text, personal data replaced."""
+    """(the conversation, the answer) as kept: plain text, personal data replaced, without NUL
+    characters (no text a reviewer reads, and PostgreSQL's text columns refuse them)."""
     return (
         [
-            {"role": m.get("role"), "content": redact(content_text(m.get("content")))}
+            {"role": m.get("role"), "content": _kept_text(content_text(m.get("content")))}
             for m in messages
         ],
-        redact(text),
+        _kept_text(text),
     )
+
+
+def _kept_text(text: str) -> str:
+    return redact(text).replace("\x00", "")
 
 
 def check_intent(intent) -> str | None:

@@ -57,3 +57,19 @@ def test_a_connection_the_server_dropped_is_made_again(postgres_server, tmp_path
     other = FeedbackStore(tmp_path / "b").store
     other.execute("SELECT pg_terminate_backend(?)", (pid,))
     assert store.query("SELECT pg_backend_pid() AS pid")[0]["pid"] != pid
+
+
+def test_an_answer_holding_a_nul_is_kept_and_rated_on_postgresql(
+    postgres_server, tmp_path, monkeypatch
+):
+    """PostgreSQL's text holds no NUL (SQLite's does): a logged answer with one (a model's
+    output, a pasted binary) failed to be kept, so it could not be rated. The kept copy drops
+    it, as it is redacted; the conversation (JSON text) kept it escaped already."""
+    monkeypatch.setenv("TUNEDESK_DATABASE_URL", postgres_server())
+    store = FeedbackStore(tmp_path / "a", log_conversations=True)
+    asked = [{"role": "user", "content": "order\x0012?"}]
+    store.record("chatcmpl-nul", "support-v2", "ab12", "pytorch", asked, "It ships\x00 Monday.")
+    kept = store.answer("chatcmpl-nul")
+    assert (kept.answer, kept.messages[0]["content"]) == ("It ships Monday.", "order12?")
+    row = store.rate("chatcmpl-nul", "down", "It ships Tuesday.", rater="web")
+    assert (row["answer"], row["correction"]) == ("It ships Monday.", "It ships Tuesday.")
