@@ -101,9 +101,11 @@ def build_chat_tab(state: AppState) -> dict:
             try:
                 state.activate(name)
             except ValueError as err:
-                gr.Warning(str(err))
+                gone = state.gone_from_shelf(name)  # deleted or renamed since the page listed it
+                gr.Warning(gone or str(err))
                 kept = state.active_adapter
-                return gr.update(value=kept or BASE_LABEL), state.model_status_line(kept)
+                shown = choices()[0] if gone else gr.update(value=kept or BASE_LABEL)
+                return shown, state.model_status_line(kept)
             return gr.update(), state.model_status_line(name)
 
         def status_line(choice):

@@ -120,3 +120,22 @@ def test_a_negative_seed_gets_the_generation_settings_sentence(home, tiny_llama_
             )
         assert history == [{"role": "user", "content": "Hi"}]
         assert [said in str(w.message) for w in warned] == [True], [str(w.message) for w in warned]
+
+
+def test_picking_an_adapter_gone_from_the_shelf_says_so_without_a_path_and_relists(
+    home, tiny_llama_dir
+):
+    """Deleted from another page while this page still lists it: picking it warned "no adapter
+    named 'tiny2' on the shelf (<home>/adapters/tiny2 does not exist)", and kept listing it."""
+    import pytest
+    from serve_helpers import put_adapters
+
+    put_adapters(home, tiny_llama_dir, names=("tiny2", "other"))
+    table = handlers(tiny_llama_dir)
+    assert table["on_delete"]("tiny2", True)[0] == "Deleted tiny2."
+    with pytest.warns(UserWarning) as warned:
+        dropdown, line = table["on_switch"]("tiny2")
+    said = [str(w.message) for w in warned if w.category is UserWarning]
+    assert said == ["tiny2 is no longer on the shelf; pick another adapter"], said
+    assert dropdown["choices"] == [BASE, "other"] and dropdown["value"] == BASE
+    assert "**Active adapter:** none (base model)" in line
