@@ -67,6 +67,23 @@ def _print_problems(err) -> int:
     return 2
 
 
+def _input_problems(cfg) -> list[str]:
+    """The settings' problems and the data file's (unreadable, columns it cannot tell apart, no
+    usable row; a preference run's pairs), as the Train tab's Check finds them
+    (:mod:`finetune.train.preflight`): checked before the base model resolves and the rows are
+    tokenized, which print their progress first. Under torchrun the launching process has
+    checked them already."""
+    from finetune.config import PREFERENCE_METHODS, validate
+    from finetune.train.preflight import dataset_problems, pairs_problems
+
+    problems = validate(cfg)  # the machine's own checks come when the run starts
+    path = cfg.data.path
+    if isinstance(path, str) and path.strip():
+        preference = cfg.train.method in PREFERENCE_METHODS
+        problems += pairs_problems(path) if preference else dataset_problems(cfg.data)
+    return problems
+
+
 def _dry_run(cfg) -> int:
     from finetune.train import ConfigError
     from finetune.train.dryrun import dry_run
@@ -247,6 +264,8 @@ def _main(args) -> int:
             "sft trains a new adapter on the base model; --from-adapter is for --method dpo, "
             "cpo or orpo"
         )
+    if "WORLD_SIZE" not in os.environ and (problems := _input_problems(cfg)):
+        return _print_problems(SimpleNamespace(problems=problems))  # before any progress line
     if (
         started_as("finetune")
         and cfg.train.quantization == "none"

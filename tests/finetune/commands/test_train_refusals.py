@@ -48,3 +48,33 @@ def test_settings_it_cannot_carry_out_are_refused_in_a_sentence(
     assert said in out.stderr and "Traceback" not in out.stderr
     assert not (home / "runs").exists() or not any((home / "runs").iterdir())
     assert a_file.read_text() == "not a folder" and not (tmp_path / "no-such-run").exists()
+
+
+@pytest.mark.parametrize(
+    "rows, said",
+    [
+        ("first,second\nhi,there\n", "could not tell which columns hold the prompt and the "),
+        ("prompt,response\n,\n", "none of the 1 rows is usable"),
+    ],
+)
+def test_a_dataset_it_cannot_read_is_refused_before_the_model_resolves(
+    tiny_llama_dir, home, tmp_path, rows, said
+):
+    """The data's refusal came after 'resolving base model ...' and 'loading and tokenizing the
+    dataset' (and, for a model not converted yet, its conversion's progress bars)."""
+    data = tmp_path / "rows.csv"
+    data.write_text(rows)
+    out = subprocess.run(
+        [sys.executable, "-m", "finetune", "train", "--model", str(tiny_llama_dir)]
+        + ["--data", str(data), "--max-steps", "1"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == "" and "resolving" not in out.stderr and "%|" not in out.stderr
+    lines = out.stderr.splitlines()
+    assert lines[0] == "error: the training settings cannot run here:" and len(lines) == 2
+    assert lines[1].startswith("  - rows.csv: ") and said in lines[1]
+    assert not (home / "runs").exists() or not any((home / "runs").iterdir())
