@@ -407,7 +407,7 @@ def _settings(body: dict, problems: list) -> GenerationSettings:
     for message in settings.validate():
         key = message.split()[0]
         param = names.get(key, key)
-        text = message.replace(key, param, 1)
+        text = message.replace(key, param, 1).replace("max_new_tokens", "max_tokens")
         if param == "max_tokens":
             text = (
                 f"max_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {max_tokens!r}"

@@ -149,6 +149,11 @@ def test_a_huge_body_is_refused_413_before_it_is_read_whole(url):
             "temperature",
             "temperature",
         ),
+        (  # named as the request names it, not GenerationSettings' max_new_tokens
+            json.dumps({"model": "base", "messages": MSGS, "max_tokens": 4, "min_tokens": 9}),
+            "min_tokens",
+            "min_tokens must be from 0 to max_tokens, got 9",
+        ),
         (  # OpenAI answers it; the chat template has no turn to answer
             json.dumps({"model": "base", "messages": [{"role": "system", "content": "Be kind."}]}),
             "messages",
