@@ -312,19 +312,24 @@ def slice_summary(slices: dict, adapter: str) -> str:
 
 
 class _Bar:
-    """Adapts ``on_progress(fraction, message)`` to a tqdm bar counting percent."""
+    """Adapts ``on_progress(fraction, message)`` to a tqdm bar counting percent, drawn from the
+    first progress on: the evaluation's own checks refuse bad settings before any, so their
+    sentence is not printed under an empty bar."""
 
     def __init__(self):
-        from tqdm import tqdm
-
-        self.tqdm = tqdm(total=100, unit="%", file=sys.stderr, dynamic_ncols=True)
+        self.tqdm = None
 
     def update(self, fraction: float, message: str) -> None:
+        if self.tqdm is None:
+            from tqdm import tqdm
+
+            self.tqdm = tqdm(total=100, unit="%", file=sys.stderr, dynamic_ncols=True)
         self.tqdm.set_description_str(message[:40])
         self.tqdm.update(max(0, round(100 * fraction) - self.tqdm.n))
 
     def close(self) -> None:
-        self.tqdm.close()
+        if self.tqdm is not None:
+            self.tqdm.close()
 
 
 def _progress_bar(quiet: bool) -> _Bar | None:

@@ -636,3 +636,21 @@ def test_cli_reads_a_csv_of_other_column_names_once_they_are_named(assets, home,
     support = report["support"]  # the checks read the file in the same columns
     assert "error" not in support and support["column"] == "intent"
     assert support["models"]["tuned-a"]["right_intent"]["rows"] == 3
+
+
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--passages", "99"], "the passages per grounded answer must be from 1 to"),
+        (["--max-samples", "0"], "max_samples must be a whole number from 1 to 10000, got 0"),
+    ],
+)
+def test_a_refusal_of_the_evaluation_is_not_printed_under_a_progress_bar(
+    assets, home, capsys, flags, said
+):
+    Shelf()
+    install(assets, home)
+    code = main(["--adapter", "tuned-a", "--data", str(assets["data"]), *flags])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and said in err
+    assert len(err.strip().splitlines()) == 1 and "%|" not in err
