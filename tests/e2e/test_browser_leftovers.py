@@ -69,7 +69,7 @@ def test_enter_in_the_base_model_picker_keeps_what_was_typed(page, tmp_path):
     box = _type_into_picker(page, "smol")
     said = wait_text(page, cost, lambda t: "'smol'" in t, 30)
     assert box.input_value() == "smol"
-    assert "Did you mean SmolLM2 135M Instruct or SmolLM2 360M Instruct?" in said, said
+    assert "did you mean SmolLM2 135M Instruct or SmolLM2 360M Instruct?" in said, said
     folder = tmp_path / "qwen3"  # a local folder whose name is part of a listed model's
     folder.mkdir()
     box = _type_into_picker(page, str(folder))

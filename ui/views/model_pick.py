@@ -47,7 +47,7 @@ def picked_model(value: str | None) -> str:
 
 def hint(value: str | None) -> str:
     """A warning for typed text that is part of recommended models' names or ids, and is no
-    folder here: the run would ask the Hub for it as typed. "" otherwise."""
+    folder here, naming those models. "" otherwise."""
     text = (value or "").strip()
     if not text or find(picked_model(text)) or Path(text).expanduser().is_dir():
         return ""
@@ -56,7 +56,6 @@ def hint(value: str | None) -> str:
     if not near:
         return ""
     return (
-        f"⚠️ '{text}' is no folder here and not a recommended model's full name, so the run would "
-        f"ask the Hugging Face Hub for a model of that id. Did you mean {' or '.join(near)}? "
-        "Pick it from the list."
+        f"⚠️ '{text}' is no folder here, nor a recommended model's full name: did you mean "
+        f"{' or '.join(near)}? Pick it from the list."
     )

@@ -56,9 +56,8 @@ def test_a_model_name_typed_in_full_becomes_that_model_and_a_part_of_one_is_name
     update, note = on_model("smol")
     assert not isinstance(update, dict) or "value" not in update  # kept as typed
     assert note == (
-        "⚠️ 'smol' is no folder here and not a recommended model's full name, so the run would "
-        "ask the Hugging Face Hub for a model of that id. Did you mean SmolLM2 135M Instruct or "
-        "SmolLM2 360M Instruct? Pick it from the list."
+        "⚠️ 'smol' is no folder here, nor a recommended model's full name: did you mean "
+        "SmolLM2 135M Instruct or SmolLM2 360M Instruct? Pick it from the list."
     )
     folder = tmp_path / "qwen3"
     folder.mkdir()
