@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from knowledge.actions import DEFAULT_NAME
 
 
@@ -27,5 +29,22 @@ def add_arguments(p) -> None:
 def main(args) -> int:
     from knowledge.actions import import_files
 
+    for name in args.files:
+        check_file(name)
     print(import_files(args.files, args.name, kind=args.kind, replace=args.replace))
     return 0
+
+
+def check_file(name: str) -> None:
+    """Refuse a path that is no file, in a sentence: a missing one (a name typed where a file
+    goes, ``import help.md support``, said "unknown file type '(none)'") or a folder.
+
+    Raises:
+        FileNotFoundError: nothing is there; ValueError: it is a folder.
+    """
+    path = Path(name).expanduser()
+    if path.is_dir():
+        raise ValueError(f"{name} is a folder; name the files in it ({name}/*.md, ...)")
+    if not path.exists():
+        hint = "; a knowledge base's name goes after --name" if not path.suffix else ""
+        raise FileNotFoundError(f"{name} does not exist{hint}")

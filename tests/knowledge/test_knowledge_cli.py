@@ -95,6 +95,9 @@ def test_list_lines_up_its_columns_and_cuts_long_text_with_an_ellipsis(home, tmp
         (["search", "refund", "--name", "kb", "-k", "0"], "k must be a whole number from 1 to 20"),
         (["search", "refund", "--name", "kb", "--version", "v9"], "kb has no version 'v9'"),
         (["delete", "kb"], "Deleting is for good"),
+        # a name typed where a file goes, and a folder, said "unknown file type '(none)'"
+        (["import", "kb"], "kb does not exist; a knowledge base's name goes after --name"),
+        (["import", "tests"], "tests is a folder; name the files in it (tests/*.md, ...)"),
         (["list", "--version", "v1"], "--version needs a knowledge base name"),
         (["list", "kb", "--version", "latest", "--limit", "0"], "--limit must be from 1 to"),
         (["list", "kb", "--version", "latest", "--limit", "-1"], "--limit must be from 1 to"),
