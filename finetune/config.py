@@ -205,7 +205,9 @@ class RunConfig:
             else:
                 data = json.loads(text)
         except FileNotFoundError:
-            raise
+            raise FileNotFoundError(f"run config {path} does not exist") from None
+        except IsADirectoryError:
+            raise ValueError(f"run config {path} is a folder; name a JSON or YAML file") from None
         except Exception as err:  # not UTF-8, yaml.YAMLError, JSONDecodeError, RecursionError
             raise ValueError(
                 f"{path.name} is not a readable run config: "

@@ -26,6 +26,9 @@ ROOT = Path(__file__).resolve().parents[3]
         # it trained, then failed to copy the adapter onto itself: "internal error", exit 1
         (["--output-dir", "{shelf}"], "is the adapter shelf or in it"),
         (["--output-dir", "{shelf}/an-adapter"], "is the adapter shelf or in it"),
+        # "[Errno 2] No such file or directory: '...'" and "... [Errno 21] Is a directory"
+        (["--config", "{missing}.yaml"], "no-such-run.yaml does not exist"),
+        (["--config", "{folder}"], "is a folder; name a JSON or YAML file"),
     ],
 )
 def test_settings_it_cannot_carry_out_are_refused_in_a_sentence(
@@ -36,7 +39,12 @@ def test_settings_it_cannot_carry_out_are_refused_in_a_sentence(
     out = subprocess.run(
         [sys.executable, "-m", "finetune", "train", "--model", str(tiny_llama_dir)]
         + [
-            flag.format(file=a_file, missing=tmp_path / "no-such-run", shelf=home / "adapters")
+            flag.format(
+                file=a_file,
+                missing=tmp_path / "no-such-run",
+                shelf=home / "adapters",
+                folder=tmp_path,
+            )
             for flag in flags
         ],
         capture_output=True,
