@@ -35,12 +35,19 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from core.limits import KvBudget, device_free_bytes
-from inference.generate import GenerationSettings, encode, fitting, session_stop_ids, with_system
+from inference.generate import (
+    GenerationSettings,
+    context_limit,
+    encode,
+    fitting,
+    session_stop_ids,
+    with_system,
+)
 from inference.session import ModelSession, check_base, is_base, read_adapter_folder
 from serve.batching.batch_cache import BatchCache
 from serve.batching.decoding import TextStream, TokenChooser, accept_token
@@ -61,6 +68,18 @@ CLOSE_JOIN_SECONDS = 5.0  # close() waits this long for the decode thread (a stu
 _UNKNOWN = object()  # whether the model can be batched, before it is loaded
 # prompts of different lengths prefilled without padding (packed_prefill.py); 0 pads them
 PACKED_PREFILL = os.environ.get("TUNEDESK_PACKED_PREFILL", "1").strip() != "0"
+
+
+def within_positions(
+    settings: GenerationSettings, prompt_tokens: int, positions: int | None
+) -> GenerationSettings:
+    """``settings`` with the answer ending where the model's positions do (``finish_reason``
+    length), as a llama-server slot ends it: past them the model reads what it was never
+    trained to, and the row would reserve cache it cannot use."""
+    room = None if positions is None else positions - prompt_tokens  # >= 1: the prompt fitted
+    if room is None or settings.max_new_tokens <= room:
+        return settings
+    return replace(settings, max_new_tokens=room, min_new_tokens=min(settings.min_new_tokens, room))
 
 
 @dataclass(eq=False)
@@ -168,6 +187,7 @@ class Scheduler:
             )
         inputs = fitting(self.session, encode(self.session, [with_system(messages, settings)]))
         prompt = inputs["input_ids"][0].tolist()
+        settings = within_positions(settings, len(prompt), context_limit(self.session))
         ticket = Ticket("base" if name is None else name, len(prompt), self._position)
         request = _Request(ticket, prompt, name, settings, TextStream(self.session.tokenizer, stop))
         with self._cond:

@@ -327,3 +327,30 @@ def test_unknown_routes_and_methods_answer_in_openai_shape(url):
         timeout=60,
     )
     assert still.status_code == 200 and httpx.get(f"{url}/v1/models", timeout=30).status_code == 200
+
+
+def test_an_answer_ends_at_the_models_positions_as_on_llama_cpp(url):
+    """max_tokens past what the model reads after the prompt: the answer ends there, 'length',
+    as llama-server's slot ends it; PyTorch went on past the model's 256 positions."""
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=120)
+    for stream in (False, True):
+        asked = {"model": "base", "messages": MSGS, "max_tokens": 2048, "temperature": 0}
+        if stream:
+            chunks = list(
+                client.chat.completions.create(
+                    **asked,
+                    stream=True,
+                    stream_options={"include_usage": True},
+                    extra_body={"min_tokens": 2048},  # never its end of turn: the full length
+                )
+            )
+            used = chunks[-1].usage
+            finish = next(
+                c.choices[0].finish_reason
+                for c in chunks
+                if c.choices and c.choices[0].finish_reason
+            )
+        else:
+            got = client.chat.completions.create(**asked, extra_body={"min_tokens": 2048})
+            used, finish = got.usage, got.choices[0].finish_reason
+        assert (used.prompt_tokens + used.completion_tokens, finish) == (256, "length"), used
