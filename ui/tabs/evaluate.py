@@ -140,7 +140,13 @@ def build_evaluate_tab(state: AppState, run_id: gr.State | None = None) -> dict:
             elem_id="eval-grounding-rows",
             visible=False,
         )
-        which = gr.Dropdown([], label="Slice, intent and per-sample tables for adapter")
+        # Hidden, as the tables are, until a run gives them an adapter and files.
+        which = gr.Dropdown(
+            [],
+            label="Slice, intent and per-sample tables for adapter",
+            elem_id="eval-which",
+            visible=False,
+        )
         intents = gr.Dataframe(
             label="Right intent per intent, lowest first",
             interactive=False,
@@ -185,7 +191,9 @@ def build_evaluate_tab(state: AppState, run_id: gr.State | None = None) -> dict:
             elem_id="eval-golden-table",
             visible=False,
         )
-        files = gr.File(label="Report files", file_count="multiple", elem_id="eval-files")
+        files = gr.File(
+            label="Report files", file_count="multiple", elem_id="eval-files", visible=False
+        )
         report_state = gr.State(None)
         offered = gr.State(None)  # the trained adapter this tab has picked once already
 
@@ -230,9 +238,9 @@ def build_evaluate_tab(state: AppState, run_id: gr.State | None = None) -> dict:
                 shown(None),
                 "",
                 shown(None),
-                gr.update(choices=[]),
+                gr.update(choices=[], visible=False),
                 *[shown(None)] * 5,
-                None,
+                gr.update(value=None, visible=False),
                 None,
             )
             if not names:
@@ -272,13 +280,13 @@ def build_evaluate_tab(state: AppState, run_id: gr.State | None = None) -> dict:
                 _support_table(support_overview(report)),
                 support_note(report),
                 _support_table(grounding_rows(report)),
-                gr.update(choices=report.adapters, value=first),
+                gr.update(choices=report.adapters, value=first, visible=True),
                 _intent_table(report, first),
                 _worst_table(report, first),
                 _slices(report, first),
                 _samples(report, first),
                 _golden(report),
-                report_files(report),
+                gr.update(value=report_files(report), visible=True),
                 report,
             )
 

@@ -58,6 +58,10 @@ def test_a_run_still_training_or_not_on_the_shelf_picks_nothing(home, varied_dir
 def test_result_tables_are_hidden_until_an_evaluation_fills_them(home, varied_dir):
     table = handlers(varied_dir)
     assert all(table["blocks"][t].visible is False for t in TABLES)
+    # the adapter picker of the tables and the report files too: an empty dropdown and an
+    # empty file box stood there before any run
+    assert table["blocks"]["eval-which"].visible is False
+    assert table["blocks"]["eval-files"].visible is False
     put_adapter(varied_dir, "tuned")
     outputs = (
         "status",
@@ -81,10 +85,12 @@ def test_result_tables_are_hidden_until_an_evaluation_fills_them(home, varied_di
     for name in ("eval-metrics", "eval-samples", "eval-slices"):
         assert shown[name]["visible"] is True and len(shown[name]["value"]) > 0, name
     assert list(shown["eval-metrics"]["value"]["model"]) == ["base", "tuned"]
+    assert shown["which"]["visible"] is True and shown["which"]["value"] == "tuned"
+    assert shown["files"]["visible"] is True and len(shown["files"]["value"]) >= 2
     assert shown["eval-golden-table"] == {"__type__": "update", "value": None, "visible": False}
     refused = table["on_run"]([], "assets/demo_support.jsonl", 4, 8, 4, False, "intent", 0)
     assert refused[0] == "Pick at least one adapter."
-    assert [u["visible"] for u in refused if isinstance(u, dict) and "visible" in u] == [False] * 8
+    assert [u["visible"] for u in refused if isinstance(u, dict) and "visible" in u] == [False] * 10
 
 
 def test_ground_in_offers_the_knowledge_bases_and_grounds_every_model_in_the_one_picked(
