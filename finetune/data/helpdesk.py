@@ -3,7 +3,8 @@
 Formats: CSV/TSV with a header row, JSON lines, or a JSON array of objects; nested objects are
 flattened one level (Intercom's ``author: {type, name}`` becomes ``author.type``,
 ``author.name``). Columns are found by the names Zendesk, Freshdesk, Intercom and most home-made
-exports use (:data:`COLUMNS`), or named with ``columns={"ticket": ..., "text": ...}``.
+exports use (:data:`COLUMNS`), or named with ``columns={"ticket": ..., "text": ...}``;
+``columns={"intent": None}`` reads no intent column.
 
 Roles (:data:`ROLE_VALUES`, case-insensitive): customer/user/requester/end-user/contact/...
 become ``user``; agent/support/staff/assistant/admin/operator/bot become ``assistant``;
@@ -91,6 +92,32 @@ COLUMNS = {
         "date",
         "created_time",
     ),
+    # The ticket's label, read once per ticket (finetune.data.intents): the most deliberate
+    # field first (an intent or category an agent picks), then tags, then the coarse type.
+    "intent": (
+        "intent",
+        "intent_name",
+        "ticket_intent",
+        "category",
+        "ticket_category",
+        "ticket.category",
+        "topic",
+        "topics",
+        "ticket_topic",
+        "contact_reason",
+        "reason",
+        "issue_type",
+        "tags",
+        "tag",
+        "ticket_tags",
+        "ticket.tags",
+        "tags.tags",
+        "labels",
+        "label",
+        "ticket_type",
+        "ticket.type",
+        "type",
+    ),
 }
 REQUIRED = ("ticket", "role", "text")
 ROLE_VALUES = {
@@ -157,6 +184,7 @@ class Message:
     time: float | None  # seconds since the epoch (UTC); None when missing or unreadable
     time_raw: str  # the timestamp as written, for sentences
     line: int  # data row number in the file (1 = first row after a CSV header)
+    intent: object = None  # the intent column's cell as read (a JSON list stays a list)
 
 
 @dataclass
@@ -168,6 +196,7 @@ class ExportRows:
     rows_read: int
     rows_skipped: Counter = field(default_factory=Counter)
     examples: list[str] = field(default_factory=list)  # first few skipped rows, as sentences
+    names: list[str] = field(default_factory=list)  # every column of the file, in its order
 
 
 def read_export(
@@ -179,7 +208,7 @@ def read_export(
         path: a .csv/.tsv/.jsonl/.ndjson/.json file.
         fmt: ``csv``, ``jsonl`` or ``json``; default from the file name (or its first byte).
         columns: ``{field: column}`` overriding detection; fields are ``ticket``, ``role``,
-            ``name``, ``text`` and ``time``.
+            ``name``, ``text``, ``time`` and ``intent`` (None: that field is not read).
         roles: ``{export value: "user" | "assistant" | "drop"}`` added to :data:`ROLE_VALUES`.
 
     Raises:
@@ -195,7 +224,8 @@ def read_export(
     role_values = {**ROLE_VALUES, **{k.strip().lower(): v for k, v in (roles or {}).items()}}
     for line, row in rows:
         if not out.columns:
-            out.columns = map_columns(list(row), columns or {}, p.name)
+            out.names = list(row)
+            out.columns = map_columns(out.names, columns or {}, p.name)
         out.rows_read += 1
         message = _message(row, out.columns, role_values, line)
         if isinstance(message, str):
@@ -219,7 +249,9 @@ def map_columns(names: list[str], explicit: dict, source: str) -> dict:
         raise DataError(f"unknown column field(s) {', '.join(unknown)}; use {', '.join(COLUMNS)}")
     mapping = {}
     for fld, aliases in COLUMNS.items():
-        if fld in explicit:
+        if fld in explicit and explicit[fld] is None:
+            mapping[fld] = None  # switched off (--no-intent)
+        elif fld in explicit:
             if explicit[fld] not in names:
                 raise DataError(
                     f"{source}: column {quote(explicit[fld])} (for {fld}) is not in the "
@@ -253,6 +285,11 @@ def parse_role_map(text: str) -> dict:
     if bad:
         raise DataError(f"role map: roles must be user, assistant or drop (got {', '.join(bad)})")
     return roles
+
+
+def parse_intent_tags(text: str) -> dict:
+    """``"wismo=track_order,Refund=get_refund"`` -> ``{tag: intent}`` for the import."""
+    return _pairs(text, "intent tags")
 
 
 def _pairs(text: str, what: str) -> dict:
@@ -299,6 +336,7 @@ def _message(row: dict, cols: dict, role_values: dict, line: int) -> Message | s
         time=parse_time(time_raw) if time_raw else None,
         time_raw=time_raw,
         line=line,
+        intent=row.get(cols["intent"]) if "intent" in cols else None,
     )
 
 

@@ -4,7 +4,9 @@
 by ticket, orders each ticket by timestamp (stable: equal or missing times keep file order),
 drops internal notes, merges consecutive messages from the same side, and redacts personal data
 (``core.redact``). The output rows are ``{"conversation_id", "messages"}`` in the
-OpenAI shape the training pipeline reads (``finetune.data.conversations``).
+OpenAI shape the training pipeline reads (``finetune.data.conversations``), plus ``intent``
+(the ticket's label, or None when it has none) wherever the export has an intent, category,
+topic or tags column (``finetune.data.intents``); training reads it as the rows' label column.
 
 A ticket that cannot be trained on is skipped, counted by reason, and described in a sentence:
 no agent reply, no customer message, a message over ``MAX_MESSAGE_CHARS`` (a 10 MB message
@@ -32,6 +34,7 @@ from core.user_text import quote
 from finetune.data.checks import DataError
 from finetune.data.conversations import MAX_MESSAGE_CHARS, BadConversation, parse_messages
 from finetune.data.helpdesk import Message, read_export
+from finetune.data.intents import is_tags_column, ticket_intent
 
 SKIP_REASONS = {
     "no_agent_reply": "no agent reply after the customer's first message",
@@ -57,21 +60,28 @@ class _Skip(Exception):
 
 
 def import_transcripts(
-    path, fmt: str | None = None, columns: dict | None = None, roles: dict | None = None
+    path,
+    fmt: str | None = None,
+    columns: dict | None = None,
+    roles: dict | None = None,
+    intent_tags: dict | None = None,
 ) -> ImportResult:
     """Read, group, order, clean and redact a helpdesk export.
 
     Args:
         path: the export file (CSV/TSV, JSON lines or a JSON array; one row per message).
         fmt: ``csv``, ``jsonl`` or ``json`` (default: from the file name).
-        columns: ``{field: column}`` for ``ticket``, ``role``, ``name``, ``text``, ``time``.
+        columns: ``{field: column}`` for ``ticket``, ``role``, ``name``, ``text``, ``time``,
+            ``intent`` (``{"intent": None}``: no intent is read).
         roles: extra ``{export role value: "user" | "assistant" | "drop"}``.
+        intent_tags: ``{tag: intent}``; a ticket holding a mapped tag gets its intent.
 
     Raises:
         DataError: the file cannot be read, or no ticket gives a usable conversation (the
             message counts the reasons and quotes the first ones).
     """
     export = read_export(path, fmt, columns, roles)
+    intent_column = export.columns.get("intent")
     names = _author_names(export.messages)
     patterns = name_patterns(names["assistant"], names["user"])
     tickets: dict[str, list[Message]] = {}
@@ -91,8 +101,14 @@ def import_transcripts(
             if len(examples) < 8:
                 examples.append(skip.detail)
             continue
+        conversation = {"conversation_id": ticket, "messages": messages}
+        if intent_column is not None:
+            label = ticket_intent(
+                [m.intent for m in rows], is_tags_column(intent_column), intent_tags
+            )
+            conversation["intent"] = None if label is None else redact(label, patterns, found)
         redactions.update(found)
-        conversations.append({"conversation_id": ticket, "messages": messages})
+        conversations.append(conversation)
     stats = {
         "source": Path(str(path)).name,
         "columns": export.columns,
@@ -105,6 +121,8 @@ def import_transcripts(
         "dropped": dict(dropped),
         "redactions": {k: redactions[k] for k in sorted(redactions)},
         "examples": examples,
+        "intent": _intent_stats(conversations, intent_column, columns),
+        "file_columns": export.names,
     }
     if not conversations:
         why = ", ".join(f"{n} {SKIP_REASONS.get(r, r)}" for r, n in skipped.items()) or "no tickets"
@@ -148,6 +166,7 @@ def import_to_folder(
     fmt: str | None = None,
     columns: dict | None = None,
     roles: dict | None = None,
+    intent_tags: dict | None = None,
 ) -> dict:
     """Import an export and write ``train.jsonl``, ``eval.jsonl`` (when not empty) and
     ``import_stats.json`` to ``out``; the stats, with the files' paths, are returned.
@@ -165,7 +184,7 @@ def import_to_folder(
             f"{out} holds {', '.join(theirs)} that no import wrote; they are left as they are: "
             "name a new folder for the import"
         )
-    result = import_transcripts(path, fmt, columns, roles)
+    result = import_transcripts(path, fmt, columns, roles, intent_tags)
     train, held = split_conversations(result.conversations, eval_fraction, seed)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -186,6 +205,17 @@ def import_to_folder(
     else:
         (out / "eval.jsonl").unlink(missing_ok=True)  # an older import's held-out file
     return stats
+
+
+def _intent_stats(conversations: list[dict], column: str | None, columns: dict | None) -> dict:
+    """Which column gave intents, how many conversations got one, and each label's count."""
+    labels = Counter(c["intent"] for c in conversations if c.get("intent") is not None)
+    return {
+        "column": column,
+        "off": column is None and "intent" in (columns or {}),
+        "conversations": sum(labels.values()),
+        "labels": dict(labels.most_common()),
+    }
 
 
 def _author_names(messages: list[Message]) -> dict[str, set]:

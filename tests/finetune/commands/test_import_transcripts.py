@@ -38,9 +38,48 @@ def test_import_writes_train_eval_and_stats(tmp_path, capsys):
     held = [json.loads(x) for x in (tmp_path / "eval.jsonl").read_text().splitlines()]
     assert (len(train), len(held)) == (7, 2)
     assert {c["conversation_id"] for c in train}.isdisjoint(c["conversation_id"] for c in held)
-    assert all(set(c) == {"conversation_id", "messages"} for c in train + held)
+    assert all(set(c) == {"conversation_id", "messages", "intent"} for c in train + held)
+    # The demo's tags column: the first tag that is not a status or priority word.
+    assert "intents       from column tags: 9 of 9 conversations (8 intents:" in report
+    assert {c["conversation_id"]: c["intent"] for c in train + held}["T-1001"] == "track_order"
     stats = json.loads((tmp_path / "import_stats.json").read_text())
     assert stats["conversations_train"] == 7 and stats["seed"] == 3
+    assert stats["intent"]["column"] == "tags" and stats["intent"]["labels"]["payment_issue"] == 2
+
+
+def test_intents_can_be_named_mapped_or_switched_off(tmp_path, capsys):
+    export = tmp_path / "own.csv"
+    export.write_text(
+        "case,who,msg,Labels,Reason\n1,Member,hello,wismo,Where is it\n1,Rep,hi there,,\n"
+    )
+    base = ["import-transcripts", str(export), "--eval-fraction", "0"]
+    base += ["--column-map", "ticket=case,role=who,text=msg"]
+    base += ["--role-map", "Member=user,Rep=assistant"]
+
+    def rows(out: str) -> list[dict]:
+        return [json.loads(x) for x in (tmp_path / out / "train.jsonl").read_text().splitlines()]
+
+    assert main([*base, "--out", str(tmp_path / "a")]) == 0  # Reason comes before Labels
+    assert rows("a")[0]["intent"] == "Where is it"
+    assert "intents       from column Reason: 1 of 1 conversations" in capsys.readouterr().out
+    argv = [*base, "--out", str(tmp_path / "b"), "--intent-column", "Labels"]
+    assert main([*argv, "--intent-tags", "WISMO=track_order"]) == 0
+    assert rows("b")[0]["intent"] == "track_order"
+    assert main([*base, "--out", str(tmp_path / "c"), "--no-intent"]) == 0
+    assert "intent" not in rows("c")[0]
+    assert "intents       not read (--no-intent)" in capsys.readouterr().out
+
+
+def test_an_export_without_an_intent_column_says_what_to_do(tmp_path, capsys):
+    export = tmp_path / "plain.csv"
+    export.write_text("ticket_id,role,text\n1,customer,hi\n1,agent,hello\n")
+    assert main(["import-transcripts", str(export), "--out", str(tmp_path / "o")]) == 0
+    report = capsys.readouterr().out
+    assert (
+        "intents       none: no intent, category, topic or tags column among ticket_id, role, "
+        "text; name the column holding each ticket's label with --intent-column NAME, or the "
+        "release gate's answer-quality floors cannot be checked" in report
+    )
 
 
 def test_json_output_and_named_columns(tmp_path, capsys):
@@ -73,6 +112,13 @@ def test_json_output_and_named_columns(tmp_path, capsys):
         (["--column-map", "text"], None, "column map: 'text' is not NAME=VALUE"),
         (["--role-map", "x=boss"], None, "roles must be user, assistant or drop"),
         (["--eval-fraction", "1.5"], None, "eval fraction must be at least 0 and below 1"),
+        (
+            ["--intent-column", "Topic"],
+            None,
+            "demo_helpdesk_export.csv: column 'Topic' (for intent) is not in the export "
+            "(columns: ticket_id, created_at, author_role, author_name, body, tags)",
+        ),
+        (["--intent-tags", "urgent"], None, "intent tags: 'urgent' is not NAME=VALUE"),
     ],
 )
 def test_bad_input_is_exit_2_and_a_sentence(tmp_path, capsys, extra, content, match):
