@@ -110,6 +110,8 @@ class FeedbackStore:
 
     def answer(self, answer_id: str) -> ServedAnswer | None:
         """A served answer by id (None if none was served with it)."""
+        if "\x00" in answer_id:  # no answer's id holds one; PostgreSQL refuses to look it up
+            return None
         row = get_answer(self.store, answer_id)
         if row is None:
             return None

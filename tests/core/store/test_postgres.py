@@ -4,6 +4,7 @@ is rated through the other and counted once."""
 
 from __future__ import annotations
 
+import pytest
 from ratings_worker import run_both
 
 from core.store.home import open_store
@@ -73,3 +74,15 @@ def test_an_answer_holding_a_nul_is_kept_and_rated_on_postgresql(
     assert (kept.answer, kept.messages[0]["content"]) == ("It ships Monday.", "order12?")
     row = store.rate("chatcmpl-nul", "down", "It ships Tuesday.", rater="web")
     assert (row["answer"], row["correction"]) == ("It ships Monday.", "It ships Tuesday.")
+
+
+def test_an_answer_id_holding_a_nul_is_no_answer_on_postgresql(
+    postgres_server, tmp_path, monkeypatch
+):
+    """No answer's id holds a NUL; PostgreSQL refused to look one up (a DataError: a 500 of
+    POST /v1/feedback), SQLite found nothing. Both find nothing: the API's 404."""
+    monkeypatch.setenv("TUNEDESK_DATABASE_URL", postgres_server())
+    store = FeedbackStore(tmp_path / "a")
+    assert store.answer("chatcmpl-\x00") is None
+    with pytest.raises(KeyError):
+        store.rate("chatcmpl-\x00", "up", rater="web")
