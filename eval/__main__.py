@@ -350,8 +350,23 @@ def _main(argv: list[str]) -> int:
         return run(build_parser().parse_args(argv))
     except BAD_INPUT as err:  # FileNotFoundError and the data/adapter errors
         message = " ".join(str(err).split())
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {as_flags(message)}", file=sys.stderr)
         return 2
+
+
+# evaluate()'s own checks name its parameters; here the user gave them as these flags
+FLAG_OF = {
+    "max_samples": "--max-samples",
+    "batch_size": "--batch-size",
+    "max_new_tokens": "--max-new-tokens",
+    "rows_per_slice": "--rows-per-slice",
+}
+_PARAMETER = re.compile(r"\b(" + "|".join(FLAG_OF) + r")\b")
+
+
+def as_flags(message: str) -> str:
+    """``message`` with each evaluation parameter it names written as its flag."""
+    return _PARAMETER.sub(lambda m: FLAG_OF[m.group(1)], message)
 
 
 if __name__ == "__main__":

@@ -445,6 +445,8 @@ def test_an_adapter_trained_0_steps_is_named_as_the_base_in_disguise(
         "empty golden",
         "binary golden",
         "golden phrases",
+        "batch size",
+        "answer cap",
     ],
 )
 def test_cli_bad_input_is_one_error_line(assets, home, capsys, case):
@@ -476,6 +478,8 @@ def test_cli_bad_input_is_one_error_line(assets, home, capsys, case):
         "empty golden": ["--golden", str(golden)],
         "binary golden": ["--golden", str(golden)],
         "golden phrases": ["--golden", str(golden)],
+        "batch size": ["--batch-size", "0"],
+        "answer cap": ["--max-new-tokens", "0"],
     }.get(case, [])
     code = main(argv)
     err = capsys.readouterr().err
@@ -490,6 +494,9 @@ def test_cli_bad_input_is_one_error_line(assets, home, capsys, case):
         "empty golden": "golden prompts file golden.jsonl holds no prompt",
         "binary golden": "golden prompts file golden.jsonl is not UTF-8 text",
         "golden phrases": "golden.jsonl line 1: 'must_contain' must be a list of phrases",
+        # they named evaluate()'s parameters: batch_size, max_new_tokens
+        "batch size": "cannot evaluate: --batch-size must be a whole number from 1 to 64, got 0",
+        "answer cap": "--max-new-tokens must be a whole number from 1 to 2048, got 0",
     }[case] in err
 
 
@@ -642,7 +649,7 @@ def test_cli_reads_a_csv_of_other_column_names_once_they_are_named(assets, home,
     "flags, said",
     [
         (["--passages", "99"], "the passages per grounded answer must be from 1 to"),
-        (["--max-samples", "0"], "max_samples must be a whole number from 1 to 10000, got 0"),
+        (["--max-samples", "0"], "--max-samples must be a whole number from 1 to 10000, got 0"),
     ],
 )
 def test_a_refusal_of_the_evaluation_is_not_printed_under_a_progress_bar(
