@@ -197,6 +197,8 @@ def build_chat_tab(state: AppState) -> dict:
                 -1,
             )
             try:
+                if last < 0:  # the rating's own sentence asked to rate an answer
+                    raise ValueError("there is no answer to correct yet: send a message first")
                 if not (text or "").strip():
                     raise ValueError("write the better answer first")
                 return state.rate_answer(

@@ -139,3 +139,14 @@ def test_picking_an_adapter_gone_from_the_shelf_says_so_without_a_path_and_relis
     assert said == ["tiny2 is no longer on the shelf; pick another adapter"], said
     assert dropdown["choices"] == [BASE, "other"] and dropdown["value"] == BASE
     assert "**Active adapter:** none (base model)" in line
+
+
+def test_save_correction_before_any_answer_says_there_is_none_yet(home, tiny_llama_dir):
+    """It warned "rate one of the assistant's answers", a thumb the user had not pressed."""
+    import pytest
+
+    with pytest.warns(UserWarning) as warned:
+        shown, kept = handlers(tiny_llama_dir)["on_correct"]([], BASE, "", "It ships Friday.")
+    said = [str(w.message) for w in warned if w.category is UserWarning]
+    assert said == ["there is no answer to correct yet: send a message first"], said
+    assert (shown, kept) == ("", "It ships Friday.")  # the box keeps what was typed
