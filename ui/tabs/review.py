@@ -36,6 +36,7 @@ def build_review_tab(state: AppState) -> dict:
             since = gr.Textbox(label="From (YYYY-MM-DD)")
             until = gr.Textbox(label="To (YYYY-MM-DD)")
             refresh = gr.Button("↻ Refresh", elem_id="review-refresh")
+        day = gr.Markdown("", elem_id="review-day-note")  # a From / To that filters nothing
         rows = gr.Dataframe(
             headers=view.COLUMNS, interactive=False, wrap=True, elem_id="review-table"
         )
@@ -95,8 +96,12 @@ def build_review_tab(state: AppState) -> dict:
 
         for trigger in (tab.select, refresh.click):
             trigger(show_queue, filters, [rows, adapter, intent])
+
+        def on_filter(*chosen):
+            return view.table(*chosen), view.day_note(*chosen[-2:])
+
         for box in filters:
-            box.change(lambda *chosen: view.table(*chosen), filters, rows)
+            box.change(on_filter, filters, [rows, day])
         rows.select(pick, rows, [row_id, correction, label])
         edits = [row_id, correction, label, *filters]
         accept.click(do("accepted", None), edits, [rows, said])

@@ -97,6 +97,24 @@ def act(row_id: str, status: str | None, correction: str | None, intent: str | N
     )
 
 
+def day_note(since: str | None, until: str | None) -> str:
+    """A warning for a From / To box holding a whole date that is no calendar day in
+    YYYY-MM-DD (2026-02-30, 07/12/2026): the queue is not filtered by it. "" while a box is
+    empty, still being typed (shorter than a date) or a real day."""
+    bad = [
+        f"{box}: {text}"
+        for box, text in (("From", (since or "").strip()), ("To", (until or "").strip()))
+        if len(text) >= len("YYYY-MM-DD") and as_day(text) is None
+    ]
+    if not bad:
+        return ""
+    one = len(bad) == 1
+    return (
+        f"⚠️ {' and '.join(bad)} {'is not a calendar day' if one else 'are not calendar days'} "
+        f"written YYYY-MM-DD, so the queue is not filtered by {'it' if one else 'them'}."
+    )
+
+
 def export_accepted(name: str = "feedback", overwrite: bool = False) -> str:
     """Write the accepted ratings to datasets/ (``overwrite``: replace the files of that name);
     the sentence says where and how many.

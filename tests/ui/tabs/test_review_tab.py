@@ -124,3 +124,20 @@ def test_an_export_of_a_rating_spelling_a_control_token_names_the_tabs_buttons(
         "correction, Save intent or Drop), then export again"
     ), said
     assert "python -m" not in said
+
+
+def test_a_whole_date_that_is_no_day_says_the_queue_is_not_filtered_by_it(home, tiny_llama_dir):
+    """A From or To box holding '2026-02-30' (or 07/12/2026) filtered nothing, without a word:
+    the queue looked filtered."""
+    store = FeedbackStore(log_conversations=True)
+    store.record("c1", "support", "aaaa1111bbbb", "pytorch", ASKED, "It ships today.")
+    rated = store.rate("c1", "up")
+    on_filter = handlers(tiny_llama_dir)["on_filter"]
+    rows, note = on_filter(ANY, ANY, ANY, ANY, "2026-02-30", "07/12/2026")
+    assert [r[0] for r in rows] == [rated["id"]]
+    assert note == (
+        "⚠️ From: 2026-02-30 and To: 07/12/2026 are not calendar days written YYYY-MM-DD, so the "
+        "queue is not filtered by them."
+    )
+    rows, note = on_filter(ANY, ANY, ANY, ANY, "2026-1", "2999-12-31")  # still being typed
+    assert [r[0] for r in rows] == [rated["id"]] and note == ""
