@@ -29,7 +29,10 @@ _FOR_UI = (
     ("(map it with --role-map VALUE=user)", "(map it in the Role map box: VALUE=user)"),
     ("or use --format jsonl for JSON lines", "or save JSON lines as a .jsonl file"),
     # knowledge/actions.py: deleting unconfirmed
-    ("confirm it (--yes, or tick the box)", "confirm it (tick the box)"),
+    (
+        "confirm it (--yes, or tick the box)",
+        "confirm it (tick Delete the chosen version for good)",
+    ),
     # adapters/shelf/alias_rules.py: the Aliases tab's override
     (
         "an override (--force) needs a reason saying why (--reason TEXT)",

@@ -61,7 +61,9 @@ def test_the_knowledge_tab_says_to_tick_the_box(home, tmp_path):
     knowledge.import_upload([str(faq)], "kb")
     with pytest.raises(ValueError) as err:
         knowledge.delete_version("kb", "v1", False)
-    assert str(err.value) == "kb v1: Deleting is for good: confirm it (tick the box)."
+    assert str(err.value) == (
+        "kb v1: Deleting is for good: confirm it (tick Delete the chosen version for good)."
+    )
 
 
 def test_a_run_with_no_row_short_enough_names_the_advanced_box(tiny_llama_dir, tmp_path):
