@@ -132,7 +132,7 @@ def answer_measure(
     Raises:
         ValueError: no such adapter, or one trained beside no knowledge version.
     """
-    from adapters.shelf.store import Shelf
+    from bench.policy_change import adapter_knowledge
     from core.templates import encode_chats
     from eval.engines import open_answerer
     from inference.generate import GenerationSettings
@@ -140,16 +140,10 @@ def answer_measure(
     from knowledge.answer_check import check_answer, checker_for
     from knowledge.followups import asked_in
     from knowledge.grounding import ground
-    from knowledge.store import LATEST, KnowledgeShelf
+    from knowledge.store import KnowledgeShelf
 
-    entry = Shelf().get(adapter)
-    if not entry.ok:
-        raise ValueError(f"adapter {adapter!r}: {entry.reason}")
-    own = (entry.manifest or {}).get("knowledge") or {}
-    if not own.get("name"):
-        raise ValueError(f"{adapter} was trained beside no knowledge version (no past answers)")
+    entry, version = adapter_knowledge(adapter)
     shelf = KnowledgeShelf()
-    version = shelf.get(own["name"], own.get("version") or LATEST)
     checker, why = checker_for(version)
     if checker is None:
         raise ValueError(f"{version.name} {version.version} cannot classify answers: {why}")

@@ -71,13 +71,15 @@ def says(answer: str, days: int) -> bool:
     return re.search(rf"\b{days}\b", answer) is not None
 
 
-def measure(adapter: str, engine: str = "auto") -> dict:
-    """Per version (labelled, not labelled): answers saying 60, saying 30, shown the article."""
+def adapter_knowledge(adapter: str):
+    """``(entry, version)``: the adapter on the shelf and the knowledge version it was trained
+    beside.
+
+    Raises:
+        ValueError: no such adapter, or one trained beside no knowledge version.
+    """
     from adapters.shelf.store import Shelf
-    from eval.run import evaluate
-    from inference.session import ModelSession
-    from knowledge.importers import read_passages
-    from knowledge.store import KnowledgeShelf
+    from knowledge.store import LATEST, KnowledgeShelf
 
     entry = Shelf().get(adapter)
     if not entry.ok:
@@ -85,8 +87,19 @@ def measure(adapter: str, engine: str = "auto") -> dict:
     own = (entry.manifest or {}).get("knowledge") or {}
     if not own.get("name"):
         raise ValueError(f"{adapter} was trained beside no knowledge version (no past answers)")
+    return entry, KnowledgeShelf().get(own["name"], own.get("version") or LATEST)
+
+
+def measure(adapter: str, engine: str = "auto") -> dict:
+    """Per version (labelled, not labelled): answers saying 60, saying 30, shown the article."""
+    from eval.run import evaluate
+    from inference.session import ModelSession
+    from knowledge.importers import read_passages
+    from knowledge.store import KnowledgeShelf
+
+    entry, own = adapter_knowledge(adapter)
     books = KnowledgeShelf()
-    past = books.get(own["name"], own.get("version", "latest")).passages_page()
+    past = own.passages_page()
     results = {}
     with tempfile.TemporaryDirectory(prefix="tunedesk-policy-") as tmp:
         data = Path(tmp) / "policy_questions.jsonl"
@@ -103,7 +116,7 @@ def measure(adapter: str, engine: str = "auto") -> dict:
             articles = read_passages(article_file)
             name = f"bench-policy-{label.replace(' ', '-')}"
             version, _ = books.add(
-                name, [p for _, p in past] + articles, [own["name"], "demo_help_center.md"]
+                name, [p for _, p in past] + articles, [own.name, "demo_help_center.md"]
             )
             refund_ids = {i for i, p in version.articles_of("check_refund_policy")} or {
                 i for i, p in version.passages_page() if p.kind == "article" and NEW in p.text
