@@ -115,6 +115,11 @@ def test_ground_in_offers_the_knowledge_bases_and_grounds_every_model_in_the_one
     assert set(rows["model"]) == {"base", "tuned"}
     gone = table["on_run"](*args, "faq")
     assert gone[0].startswith("⚠️ no knowledge base named 'faq'"), gone[0]
+    # a version pinned, as an alias may serve it (the aliases' sentence says to pick it here)
+    KnowledgeShelf().add("articles", [Passage("Tracking", "Orders ship in a day.", "kb.md")], [])
+    assert offer("articles")["choices"][-2:] == ["articles@v1", "articles@v2"]
+    said = table["on_run"](*args, "articles@v1")
+    assert set(said[5]["value"]["grounding"]) == {"articles v1"}
 
 
 def test_the_evaluation_answers_on_the_engine_the_app_serves_with(home, varied_dir, monkeypatch):
