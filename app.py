@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from serve.flags import check_listen
+    from serve.flags import check_home, check_listen
 
     args = parse_args(argv)
     creds = check_access(args.host, args.auth, args.share)
@@ -91,6 +91,7 @@ def _main(argv: list[str] | None) -> int:
         args.host, args.share
     )  # off localhost: path boxes stay in the home, errors say no internals
     if args.home:
+        check_home(args.home)  # ValueError: a sentence
         os.environ["TUNEDESK_HOME"] = args.home
     from ui.app import build_app, launch, set_answer_bound
 

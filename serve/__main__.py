@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(argv: list[str] | None) -> int:
-    from serve.flags import check_listen, listening_line
+    from serve.flags import check_home, check_listen, listening_line
     from serve.keys import ADMIN_ENV, CHAT_ENV, key_ring
 
     args = build_parser().parse_args(argv)
@@ -72,6 +72,8 @@ def _serve(argv: list[str] | None) -> int:
         return 2
     try:
         set_answer_bound(args.answer_idle_timeout, args.answer_timeout)
+        if args.home:
+            check_home(args.home)
         check_listen(args.host, args.port)  # a bad address, or a port in use, before loading
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)

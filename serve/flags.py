@@ -10,6 +10,7 @@ import argparse
 import errno
 import os
 import socket
+from pathlib import Path
 
 from serve.interface.bounds import IDLE_ENV, IDLE_S, TOTAL_ENV, TOTAL_S
 
@@ -125,3 +126,23 @@ def listening_line(what: str, host: str, port: int, keys) -> str:
     else:
         access = "open: no API key asked (this machine only)"
     return f"{what} at http://{shown}:{port}/v1 ({access})"
+
+
+def check_home(folder: str) -> None:
+    """Refuse, before anything loads, a ``--home`` this process cannot make or write in (under
+    a file, on a read-only disk, not permitted); it is made when missing.
+
+    Raises:
+        ValueError: one sentence naming the folder and why.
+    """
+    path = Path(folder).expanduser()
+    probe = path / f".write-test-{os.getpid()}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise ValueError(
+            f"--home {folder} cannot hold TuneDesk's data ({err.strerror or err}); name a folder "
+            "this user can write (it is made when missing)"
+        ) from None

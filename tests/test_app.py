@@ -108,7 +108,12 @@ def test_a_bad_address_auth_or_port_is_one_sentence_and_exit_2_before_anything_l
     taken.bind(("127.0.0.1", 0))
     taken.listen()
     port = str(taken.getsockname()[1])
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
     cases = {
+        # it said "error: [Errno 20] Not a directory: '.../a-file/home'" once the pages loaded
+        ("--home", f"{a_file}/home"): f"error: --home {a_file}/home cannot hold TuneDesk's "
+        "data (Not a directory); name a folder this user can write (it is made when missing)",
         ("--host", "0.0.0.0"): "error: refusing to listen on address 0.0.0.0 without "
         "authentication; add --auth user:password",
         ("--auth", "ana"): "error: --auth must look like user:password",

@@ -146,14 +146,19 @@ def test_the_serve_command_refuses_a_short_single_key_without_showing_it(home, h
 
 def test_the_serve_command_refuses_an_address_it_cannot_listen_on_before_loading(home):
     """A host that is no address here failed in uvicorn after the model had loaded ('ERROR:
-    [Errno -2] Name or service not known', exit 3); a port in use likewise."""
+    [Errno -2] Name or service not known', exit 3); a port in use likewise; a --home it cannot
+    make said "[Errno 20] Not a directory: '...'"."""
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     taken.listen()
     port = taken.getsockname()[1]
     env = {**os.environ, "TUNEDESK_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     env["TUNEDESK_API_KEY"] = "k" * 32
+    a_file = home.parent / "a-file"
+    a_file.write_text("")
     cases = {
+        ("--home", f"{a_file}/home"): f"error: --home {a_file}/home cannot hold TuneDesk's "
+        "data (Not a directory); name a folder this user can write (it is made when missing)",
         ("--host", "no-such-host.invalid"): "error: --host 'no-such-host.invalid' is not an "
         "address of this machine (",
         ("--host", "192.0.2.10"): "error: cannot listen on 192.0.2.10:8000 (Cannot assign "
