@@ -15,6 +15,16 @@ from ui.views.state import AppState
 NONE = "(none)"
 
 
+def base_alone(names: list[str]) -> str:
+    """What to do when Compare answered with the base model alone (no adapter picked)."""
+    if not names:
+        return (
+            "Only the base model answered: the shelf holds no adapter yet; train one in the "
+            "Train tab (or import one in the Adapters tab) to compare it with the base model."
+        )
+    return "Only the base model answered: pick a Tuned adapter to see its answer beside it."
+
+
 def build_compare_tab(state: AppState) -> dict:
     with gr.Tab("Compare", id="compare") as tab:
         answers_state = gr.State([])
@@ -134,6 +144,8 @@ def build_compare_tab(state: AppState) -> dict:
                 for x, line in zip(answers, lines, strict=True)
                 if line
             )
+            if len(adapters) == 1:  # the base alone: its pane is the only "better answer"
+                info += f"  \n{base_alone(state.adapter_choices())}"
             return [
                 *updates,
                 info,

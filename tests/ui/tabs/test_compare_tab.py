@@ -56,3 +56,19 @@ def test_a_verdict_lands_in_feedback_jsonl_and_in_the_review_queue(home, varied_
         and (home / "feedback" / "feedback.jsonl").read_text().count("\n") == 2
     )
     assert training_rows(FeedbackStore()) == ([], [])  # nothing accepted yet
+
+
+def test_compare_with_no_adapter_picked_says_what_to_pick(home, varied_dir):
+    """With no adapter picked (an empty shelf) Compare answered with the base model alone and
+    offered it as the only 'better answer', without a word."""
+    table = handlers(varied_dir)
+    *_, info, choice, _, _ = table["run"](None, NONE, "where is my parcel?", "", 8, 1.0)
+    assert info.endswith(
+        "Only the base model answered: the shelf holds no adapter yet; train one in the Train "
+        "tab (or import one in the Adapters tab) to compare it with the base model."
+    ), info
+    put_adapter(varied_dir, "support")
+    *_, info, _, _, _ = table["run"](None, NONE, "where is my parcel?", "", 8, 1.0)
+    assert info.endswith(
+        "Only the base model answered: pick a Tuned adapter to see its answer beside it."
+    ), info
