@@ -661,3 +661,18 @@ def test_a_refusal_of_the_evaluation_is_not_printed_under_a_progress_bar(
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: ") and said in err
     assert len(err.strip().splitlines()) == 1 and "%|" not in err
+
+
+def test_columns_named_as_training_found_them_keep_the_held_out_rows(run, assets):
+    report = evaluate(
+        run["session"],
+        ["tuned-a"],
+        str(assets["data"]),
+        max_samples=2,
+        settings=GenerationSettings(max_new_tokens=2),
+        golden=None,
+        save=False,
+        columns={"prompt_column": "prompt", "response_column": "response"},
+    )
+    assert report.data["held_out"], report.data["selection"]
+    assert not {s["prompt"] for s in report.samples} & assets["train_prompts"]
