@@ -193,7 +193,7 @@ class OpenAIServer(ShelfModels):
             return ApiError(400, str(err), "invalid_request_error", param=err.param).response()
         except ServerBusy as err:
             return ApiError(503, str(err), "server_busy", "server_busy").response()
-        except (PromptTooLong, AnswerTimeout) as err:  # 400 naming messages; 504 in words
+        except (PromptTooLong, EngineRefused, AnswerTimeout) as err:  # 400 naming the field
             return engine_failure(err).response()
         except ValueError as err:  # an unusable adapter, a prompt too long: named in a sentence
             return ApiError(400, str(err), "invalid_request_error").response()

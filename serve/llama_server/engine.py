@@ -398,10 +398,10 @@ def completion_body(
 
 
 def refusal(status: int, payload: bytes, body: dict) -> Exception:
-    """The error for llama-server's non-200 answer to ``body``: :class:`PromptTooLong` for a
-    prompt past its slot's context, :class:`EngineRefused` for another 400 (the request as
-    asked; ``response_format`` named when it asked for a JSON schema), else a ``RuntimeError``
-    naming the status."""
+    """The error for llama-server's non-200 answer to ``body`` (a ``/completion`` body, or a
+    relayed chat's): :class:`PromptTooLong` for a prompt past its slot's context,
+    :class:`EngineRefused` for another 400 (the request as asked; ``response_format`` named
+    when it asked for JSON), else a ``RuntimeError`` naming the status."""
     if status != 400:
         return RuntimeError(f"llama-server answered HTTP {status}: {payload[:300]!r}")
     try:
@@ -414,7 +414,7 @@ def refusal(status: int, payload: bytes, body: dict) -> Exception:
         return too_long
     return EngineRefused(
         f"llama-server refused the request: {str(said)[:300]}",
-        "response_format" if "json_schema" in body else None,
+        "response_format" if "json_schema" in body or _json_format(body) else None,
     )
 
 
@@ -428,3 +428,9 @@ def context_exceeded(error) -> PromptTooLong | None:
     if not (isinstance(tokens, int) and isinstance(n_ctx, int)):
         return None
     return PromptTooLong(tokens, n_ctx - 1, "this server")
+
+
+def _json_format(body: dict) -> bool:
+    """Whether a relayed chat's body asks for a JSON answer (its ``response_format``)."""
+    kind = body.get("response_format")
+    return isinstance(kind, dict) and kind.get("type") in ("json_object", "json_schema")

@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from serve.interface.bounds import AnswerBound, answer_bound, timeout_error
-from serve.llama_server.engine import context_exceeded, stale
+from serve.llama_server.engine import refusal, stale
 
 log = logging.getLogger("tunedesk.serve")
 
@@ -60,6 +60,7 @@ async def relay_tools(
         AnswerTimeout: past ``bound``, before the answer (or a stream's first chunk) came.
         PromptTooLong: llama-server found the rendered conversation (tools included) longer
             than its slot's context.
+        EngineRefused: llama-server refused the request otherwise (a 400).
     """
     bound = bound or answer_bound()
     started = anyio.current_time()
@@ -92,10 +93,9 @@ async def relay_tools(
             engine.upstreams.release(upstream)
         if reading.cancelled_caught:
             raise timeout_error(bound, idle=False)
+        if response.status_code == 400:  # the asker's, said as the token-id path says it
+            raise refusal(400, payload, body)
         data, status = _decoded(payload, response.status_code)
-        too_long = context_exceeded(data.get("error") if isinstance(data, dict) else None)
-        if too_long is not None:  # the asker's, in TuneDesk's words: 400 naming messages
-            raise too_long
         if status == 200 and isinstance(data, dict):
             data.update(model=model, system_fingerprint=engine.label)
             if answer_id is not None:

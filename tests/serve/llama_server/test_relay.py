@@ -335,3 +335,49 @@ def test_a_prompt_too_long_is_a_400_naming_messages_relayed_or_not_and_counts_no
         )
         assert stats.counts("a") == (1, 0)
     assert all(upstream.inflight == 0 for upstream in llama.upstreams.all)
+
+
+def test_a_tools_chat_llama_server_refuses_is_a_400_in_openai_shape_naming_the_field(
+    llama_session, llama
+):
+    """llama-server's own 400 was relayed as it came (``code`` 400, no ``param``); it is
+    said as the token-id path says it, naming response_format, and counts against no version."""
+    from fastapi import FastAPI
+
+    from serve.openai_api import OpenAIServer
+    from serve.version_stats import VersionStats
+
+    stats = VersionStats()
+    engines = Engines(llama_session, "llama.cpp", llama_factory=lambda session, max_queue: llama)
+    engines.prepare()
+    app = FastAPI()
+    app.include_router(OpenAIServer(engines, stats=stats).router())
+    bogus = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "bogus"}}}
+    with serving(app) as api:
+        client = openai.OpenAI(base_url=f"{api}/v1", api_key="k", max_retries=0, timeout=120)
+        # the token-id path's, not streamed (streamed, it comes after the headers, in the stream)
+        for tools, stream in [
+            (TRACK_ORDER_TOOLS, False),
+            (TRACK_ORDER_TOOLS, True),
+            (openai.NOT_GIVEN, False),
+        ]:
+            with pytest.raises(openai.BadRequestError) as refused:
+                list(
+                    client.chat.completions.create(
+                        model="a",
+                        messages=MSGS,
+                        tools=tools,
+                        response_format=bogus,
+                        max_tokens=4,
+                        stream=stream,
+                    )
+                    or []
+                )
+            error = refused.value.body
+            assert (error["param"], error["code"], error["type"]) == (
+                "response_format",
+                None,
+                "invalid_request_error",
+            ), (tools, stream, error)
+            assert error["message"].startswith("llama-server refused the request: "), error
+    assert stats.counts("a") == (0, 0)
