@@ -52,8 +52,8 @@ def keep_warm(keeper, model: str, knowledge: str, max_passages) -> str:
     body: dict = {"model": model, "knowledge": (knowledge or "").strip() or "auto"}
     if max_passages not in (None, "", 0):
         if float(max_passages) != int(max_passages) or int(max_passages) < 1:
-            raise ValueError(
-                f"max passages must be a whole number of at least 1, not {max_passages}"
+            raise ValueError(  # named as the box is
+                f"Passages at most must be a whole number (0 or blank: all), not {max_passages:g}"
             )
         body["max_passages"] = int(max_passages)
     try:

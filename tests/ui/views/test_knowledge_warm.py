@@ -46,7 +46,8 @@ def test_keep_list_and_forget_a_warm_up(keeper):
         ("", "faq", None, "Name the model or alias"),
         ("zz", "faq", None, "no model named 'zz' here"),
         ("a", "gone", None, "gone"),
-        ("a", "faq", 1.5, "max passages must be a whole number"),
+        ("a", "faq", 1.5, r"Passages at most must be a whole number \(0 or blank: all\), not 1.5"),
+        ("a", "faq", -3, r"Passages at most must be a whole number \(0 or blank: all\), not -3"),
     ],
 )
 def test_a_warm_up_that_cannot_run_is_a_sentence_and_nothing_is_kept(
