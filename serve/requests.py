@@ -253,6 +253,14 @@ def _response_format(raw, problems: list) -> dict | None:
 
 def _tools(tools, choice, problems: list) -> list | None:
     if tools in (None, []):
+        if choice == "required" or isinstance(choice, dict):  # "auto" / "none": a text answer
+            problems.append(
+                (
+                    "tool_choice",
+                    "'tool_choice' asks for a tool call, but the request offers no 'tools': "
+                    "send the tools, or leave tool_choice out",
+                )
+            )
         return None
     if not isinstance(tools, list) or not all(
         isinstance(t, dict)

@@ -149,6 +149,23 @@ def test_a_huge_body_is_refused_413_before_it_is_read_whole(url):
             "temperature",
             "temperature",
         ),
+        (  # a call asked for with nothing to call: it cannot be honoured
+            json.dumps({"model": "base", "messages": MSGS, "tool_choice": "required"}),
+            "tool_choice",
+            "'tool_choice' asks for a tool call, but the request offers no 'tools'",
+        ),
+        (
+            json.dumps(
+                {
+                    "model": "base",
+                    "messages": MSGS,
+                    "tools": [],
+                    "tool_choice": {"type": "function", "function": {"name": "track"}},
+                }
+            ),
+            "tool_choice",
+            "offers no 'tools'",
+        ),
         (  # named as the request names it, not GenerationSettings' max_new_tokens
             json.dumps({"model": "base", "messages": MSGS, "max_tokens": 4, "min_tokens": 9}),
             "min_tokens",
