@@ -94,6 +94,10 @@ def main(args) -> int:
             else "exists; it is left as it is"
         )
         raise ValueError(f"--out {args.out} {what}, or name a new folder")
+    from finetune.train.preflight import dataset_problems
+
+    if problems := dataset_problems(d):  # before the model resolves (a conversion's progress)
+        raise ValueError("; ".join(problems))
     tokenizer = AutoTokenizer.from_pretrained(models.resolve(args.model).path)
     prepared = data.prepare(d, tokenizer)
     out = Path(args.out) if args.out else paths.subdir("datasets") / prepared.fingerprint

@@ -314,6 +314,20 @@ def test_prepare_data_command_reports_bad_input_in_one_line(home, tmp_path, tiny
     assert err.startswith("error: empty.csv") and err.count("\n") == 1
 
 
+def test_prepare_data_refuses_columns_it_cannot_tell_apart_before_the_model_resolves(
+    home, tmp_path, capsys
+):
+    """The model resolved first (a first conversion's progress bars, or its own refusal), and
+    only then was the file's sentence said."""
+    rows = tmp_path / "rows.csv"
+    rows.write_text("first,second\nhi,there\n")
+    argv = ["prepare-data", "--data", str(rows), "--model", "nonexistent/xyz"]
+    assert _cli(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: rows.csv: could not tell which columns hold the prompt and ")
+    assert err.count("\n") == 1 and "nonexistent" not in err
+
+
 def test_prepare_data_to_an_existing_out_is_refused_in_one_line(
     home, support_file, tiny_llama_dir, tmp_path, capsys
 ):
