@@ -13,6 +13,7 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from core.templates import control_sentence, first_control
+from feedback.store import ServedAnswer
 from serve.api_basics import ApiError, read_json
 from serve.keys import ADMIN, Caller
 from serve.rate_limit import RateLimiter, check_feedback_rate, feedback_per_minute
@@ -21,11 +22,15 @@ from serve.requests import RequestError, parse_feedback
 KEYLESS_RATER = "local"  # every caller of a server with no keys: one vote per answer among them
 
 
-def may_rate(caller: Caller, asked_by: str | None) -> bool:
-    """Whether ``caller`` may rate an answer served to the key named ``asked_by``: the key that
-    asked (a support widget rates with its own key), an admin key (a support lead's console),
-    anyone on a server with no keys, and anyone for an answer kept before its key was."""
-    return caller.role == ADMIN or asked_by is None or asked_by == caller.name
+def may_rate(caller: Caller, served: ServedAnswer) -> bool:
+    """Whether ``caller`` may rate ``served``: an answer of ``/v1`` by the key that asked for it
+    (a support widget rates with its own key; anyone's, for an answer kept before its key
+    was), and any answer by an admin key (a support lead's console) or on a server with no
+    keys. The pages' Chat and Compare answers are rated there, not by a chat key."""
+    if caller.role == ADMIN:
+        return True
+    asked_by = (served.extra or {}).get("asked_by")
+    return served.source == "api" and asked_by in (None, caller.name)
 
 
 class FeedbackApi:
@@ -109,7 +114,7 @@ class FeedbackApi:
             KeyError: no such answer, or one a chat key other than ``caller`` asked for.
         """
         served = self.server.feedback.answer(answer_id)
-        if served is None or not may_rate(caller, served.extra.get("asked_by")):
+        if served is None or not may_rate(caller, served):
             raise KeyError(answer_id)
         rater = caller.name or KEYLESS_RATER
         row = self.server.feedback.rate(answer_id, rating, correction, "api", intent, rater=rater)

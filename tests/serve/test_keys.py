@@ -116,6 +116,10 @@ def test_an_answer_is_rated_by_the_chat_key_it_was_served_to_and_no_other(url):
         assert stolen.json()["error"]["message"] == unknown.json()["error"]["message"].replace(
             "'chatcmpl-x'", repr(answer_id)
         )
+    # the pages' Chat tab keeps its answers by an id made of the conversation: not /v1's to rate
+    FeedbackStore().record("chat-0123", "a", "v1", "pytorch", MSGS, "Soon.", source="chat")
+    chat_tab = call(url, "POST", "/v1/feedback", {"id": "chat-0123", "rating": "down"})
+    assert chat_tab.status_code == 404, chat_tab.text
     assert FeedbackStore().ratings() == []
     for answer_id in (whole, streamed):
         for key in (CHAT, ADMIN):
