@@ -17,8 +17,8 @@ from ui.tabs.evaluate import build_evaluate_tab
 from ui.tabs.knowledge import build_knowledge_tab
 from ui.tabs.review import build_review_tab
 from ui.tabs.train import build_train_tab
-from ui.views.model_pick import PICKER_JS
 from ui.views.state import AppState
+from ui.views.typed_choice import ENTER_KEEPS_TYPED_JS
 
 MAX_UPLOAD = "200mb"
 QUEUE_SIZE = 64  # waiting events in Gradio's queue; the serving engines take the same bound
@@ -111,7 +111,7 @@ def launch(
         show_error=not exposed(),
         allowed_paths=[str(demo.state.home / "exports")],
         app_kwargs={"routes": routes},
-        head=f"<script>{PICKER_JS}</script>",  # Enter in the base-model picker keeps the text
+        head=f"<script>{ENTER_KEEPS_TYPED_JS}</script>",  # Enter keeps the text typed
     )
 
 

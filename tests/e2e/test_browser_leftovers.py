@@ -103,3 +103,18 @@ def test_knowledge_hits_follow_the_version_picked(page, tmp_path):
     said = wait_text(page, "#knowledge-searched", lambda t: "Nothing in" in t, 30)
     assert said.startswith("Nothing in articles v1 matched 'password'"), said
     assert "how do I reset my password" not in page.inner_text(hits)
+
+
+def test_enter_in_the_other_typed_dropdowns_keeps_what_was_typed(page):
+    """The same hole as the model picker's in every dropdown that takes typed text: a column
+    'cat' typed into Slice by column became 'category' on Enter (an alias 'bot' typed beside
+    'support-bot' became that alias, and Set split then changed it)."""
+    page.click("button[role=tab]:has-text('Evaluate')")
+    box = page.locator("#eval-slice-by input").first
+    box.click()
+    box.fill("")
+    box.type("cat")
+    page.keyboard.press("Enter")
+    page.wait_for_timeout(500)
+    assert box.input_value() == "cat"
+    page.click("button[role=tab]:has-text('Train')")

@@ -253,7 +253,7 @@ def model_picker(value: str) -> gr.Dropdown:
         value=value,
         allow_custom_value=True,
         filterable=True,
-        elem_id=model_pick.PICKER_ID,  # Enter takes the text typed: model_pick.PICKER_JS
+        elem_id=model_pick.PICKER_ID,  # Enter takes the text typed: ui/views/typed_choice.py
         label="Base model (pick one, or type a Hub id or local folder)",
         info="Check settings & estimate quotes what the picked model costs, as measured.",
     )

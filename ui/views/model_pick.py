@@ -1,11 +1,9 @@
-"""The Train tab's base-model picker: what a typed value means, and the page's script that keeps
-Enter from swapping what was typed for the first option it filters to. No gradio here.
+"""The Train tab's base-model picker: what a typed value means. No gradio here.
 
-Gradio's dropdown picks, on Enter, the first option whose label holds the text typed: "qwen3"
-(a folder, or a half-typed name) became Qwen3 0.6B, "gemma" Gemma 3 270M, with nothing said. The
-script makes Enter take the text as typed, as leaving the box does; an option reached with the
-arrow keys is still picked by Enter. A catalog model's name typed in full then becomes that
-model (:func:`picked_model`), and a part of one names the models it could be (:func:`hint`).
+Enter takes the text as typed (ui/views/typed_choice.py: Gradio's dropdown picked the first
+option the text filtered to, so "qwen3" became Qwen3 0.6B); a catalog model's name typed in
+full then becomes that model (:func:`picked_model`), and a part of one names the models it could
+be (:func:`hint`).
 """
 
 from __future__ import annotations
@@ -15,25 +13,6 @@ from pathlib import Path
 from core.model_catalog import CATALOG, find, label
 
 PICKER_ID = "train-model"
-
-# Capturing keydown on the document runs before the dropdown's own handler: an Enter typed
-# straight after text leaves the box instead, and leaving it keeps the text (or the option the
-# text names exactly).
-PICKER_JS = f"""
-(() => {{
-  let moved = false;
-  document.addEventListener("keydown", (e) => {{
-    const input = e.target;
-    if (!(input instanceof HTMLInputElement) || !input.closest("#{PICKER_ID}")) return;
-    if (e.key === "ArrowDown" || e.key === "ArrowUp") {{ moved = true; return; }}
-    if (e.key !== "Enter") {{ moved = false; return; }}
-    if (moved) return;
-    e.preventDefault();
-    e.stopImmediatePropagation();
-    input.blur();
-  }}, true);
-}})();
-"""
 
 
 def picked_model(value: str | None) -> str:
