@@ -77,6 +77,11 @@ _FOR_UI = (
         "--drop)",
         "(click its row, then Save correction, Save intent or Drop)",
     ),
+    # adapters/shelf_actions.py: Delete with its box unticked (the Adapters tab)
+    (
+        "Tick the confirmation box first.",
+        'Tick "Yes, delete this adapter for good" first; nothing was deleted.',
+    ),
     # adapters/shelf/aliases.py: a change to an alias that has no split yet
     (
         re.compile(r"give it versions, e\.g\. `python -m adapters alias set \S+ VERSION=100`"),

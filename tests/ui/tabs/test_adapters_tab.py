@@ -81,3 +81,13 @@ def test_renaming_an_adapter_to_its_own_name_says_nothing_changed(
         assert frame["name"].tolist() == ["tuned"] and pick["value"] == "tuned"
     said, *_ = on_rename("tuned", "  ")
     assert said == "Type the new name first.", said
+
+
+def test_delete_unconfirmed_names_the_box_to_tick(home, tiny_llama_dir, random_lora_dir):
+    """It said 'Tick the confirmation box first.', the tab holding other checkboxes too."""
+    from adapters.export import import_adapter
+
+    import_adapter(random_lora_dir, name="tuned")
+    said, frame, *_ = handlers(tiny_llama_dir)["on_delete"]("tuned", False)
+    assert said == 'Tick "Yes, delete this adapter for good" first; nothing was deleted.', said
+    assert frame["name"].tolist() == ["tuned"]
