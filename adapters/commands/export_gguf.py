@@ -1,9 +1,16 @@
-"""`python -m adapters export-gguf NAME`: GGUF files, an Ollama Modelfile and a README."""
+"""`python -m adapters export-gguf NAME`: GGUF files, an Ollama Modelfile and a README.
+
+llama.cpp's converters say a line per tensor; those lines go to a log beside the export
+(``exports/<name>-gguf.log``, replaced by each export) and, with ``--verbose``, to stderr too.
+Otherwise stderr shows one progress line, redrawn on a terminal, one line per step elsewhere
+(a log file, CI, the app's subprocess); a failed step is one sentence naming the log.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,10 +40,16 @@ def add_arguments(p) -> None:
     )
     p.add_argument("--max-new-tokens", type=int, default=64, help="answer budget for --verify")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also print llama.cpp's own lines (always kept in <export folder>.log)",
+    )
 
 
 def main(args) -> int:
-    from adapters.export.gguf import export_gguf
+    from adapters.export.gguf import export_folder, export_gguf
+    from adapters.export.llama_tools import LlamaToolsError
     from adapters.shelf.gate_rules import warning_for
     from adapters.shelf.store import Shelf
 
@@ -58,16 +71,25 @@ def main(args) -> int:
         if args.types.strip().lower() == "none"
         else tuple(t.strip() for t in args.types.split(",") if t.strip())
     )
-    result = export_gguf(
-        args.name,
-        types,
-        lora=args.lora,
-        base_type=args.base_type,
-        out_dir=args.out,
-        overwrite=args.overwrite,
-        on_progress=_progress(),
-    )
-    print(file=sys.stderr)
+    folder = export_folder(args.name, args.out)
+    with _progress(folder.with_name(folder.name + ".log"), args.verbose) as progress:
+        try:
+            result = export_gguf(
+                args.name,
+                types,
+                lora=args.lora,
+                base_type=args.base_type,
+                out_dir=args.out,
+                overwrite=args.overwrite,
+                on_progress=progress,
+            )
+        except LlamaToolsError as err:  # tools missing or a failed step: not the user's input
+            progress.end()
+            where = f"; llama.cpp's output is in {progress.log}" if progress.written else ""
+            print(f"error: {err}{where}", file=sys.stderr)
+            return 1
+        progress.end()
+        print(f"llama.cpp's output is in {progress.log}", file=sys.stderr)
     report = {
         "folder": str(result.folder),
         "timings_s": result.timings,
@@ -96,11 +118,59 @@ def main(args) -> int:
     return 0
 
 
-def _progress():
-    def show(fraction: float, message: str) -> None:
-        print(f"\r{fraction:4.0%} {message[:100]:100s}", end="", file=sys.stderr, flush=True)
+class _Progress:
+    """Export progress: every message into ``log``; on stderr a redrawn line on a terminal,
+    else the first line of each step (every line with ``verbose``)."""
 
-    return show
+    def __init__(self, log: Path, verbose: bool):
+        self.log, self.verbose, self.written = log, verbose, False
+        self._file, self._step, self._redrawn = None, "", False
+        self._terminal = sys.stderr.isatty()
+
+    def __call__(self, fraction: float, message: str) -> None:
+        step, _, line = message.partition(": ")
+        if not step.startswith("["):  # the closing "exported to ...": said on stdout
+            return
+        if self._file is None:  # opened at the first step, after every refusal
+            self._file = self.log.open("w", encoding="utf-8")
+            self.written = True
+        print(message, file=self._file, flush=True)
+        if self.verbose:
+            print(message, file=sys.stderr, flush=True)
+        elif self._terminal:
+            print(f"\r{fraction:4.0%} {message[:100]:100s}", end="", file=sys.stderr, flush=True)
+            self._redrawn = True
+        elif step != self._step:
+            print(message, file=sys.stderr, flush=True)
+        self._step = step
+
+    def end(self) -> None:
+        """End the redrawn line, so what follows starts on a line of its own."""
+        if self._redrawn:
+            print(file=sys.stderr)
+            self._redrawn = False
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+@contextmanager
+def _progress(log: Path, verbose: bool):
+    """A :class:`_Progress`; without ``verbose``, transformers' own bars (the merge's "Loading
+    weights", "Writing model shards") are off meanwhile: the step line says what is done."""
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    if not verbose:
+        hf_logging.disable_progress_bar()
+    progress = _Progress(log, verbose)
+    try:
+        yield progress
+    finally:
+        progress.close()
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def _golden() -> list[str]:

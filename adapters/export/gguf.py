@@ -94,7 +94,7 @@ def export_gguf(
         log.warning("exporting anyway: %s", gate_warning)
     for script in llama_tools.CONVERTERS:
         llama_tools.converter(script)  # the tools are there before any heavy work starts
-    target = Path(out_dir) if out_dir else paths.subdir("exports") / f"{name}-gguf"
+    target = export_folder(name, out_dir)
     check_export_target(target, Shelf())
     if target.exists() and not overwrite:
         raise ValueError(f"{target} already exists; give --overwrite to replace it")
@@ -129,6 +129,11 @@ def export_gguf(
     if on_progress is not None:
         on_progress(1.0, f"exported to {target}")
     return result
+
+
+def export_folder(name: str, out_dir: Path | None = None) -> Path:
+    """The folder an export of ``name`` goes to: ``out_dir``, else ``exports/<name>-gguf``."""
+    return Path(out_dir) if out_dir else paths.subdir("exports") / f"{name}-gguf"
 
 
 def _merged_files(name: str, types: tuple[str, ...], tmp: Path, steps: _Steps) -> None:

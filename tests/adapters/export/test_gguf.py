@@ -98,7 +98,7 @@ def test_export_writes_merged_and_lora_files_that_llama_cpp_and_transformers_rea
 
 
 def test_a_failing_conversion_leaves_nothing_and_keeps_the_old_export(
-    home, tiny_real_tok, tmp_path, monkeypatch
+    home, tiny_real_tok, tmp_path, monkeypatch, capsys
 ):
     from adapters.export import llama_tools
 
@@ -124,6 +124,18 @@ def test_a_failing_conversion_leaves_nothing_and_keeps_the_old_export(
     with pytest.raises(LlamaToolsError, match="No space left on device"):
         export_gguf("tuned", ("f16",), overwrite=True)
     assert {p.name: p.read_bytes() for p in first.folder.iterdir()} == before
+    # From the command line: one sentence naming the converter's error and its log.
+    from adapters.__main__ import main
+
+    capsys.readouterr()
+    assert main(["export-gguf", "tuned", "--types", "f16", "--overwrite"]) == 1
+    log = home / "exports" / "tuned-gguf.log"
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: convert_hf_to_gguf.py failed: No space left on device; llama.cpp's output "
+        f"is in {log}"
+    )
+    assert "ERROR:hf-to-gguf:No space left on device" in log.read_text()
+    log.unlink()
     assert sorted(p.name for p in (home / "exports").iterdir()) == ["tuned-gguf"]
 
 
@@ -151,8 +163,21 @@ def test_cli_exports_and_answers_bad_input_with_exit_2(home, tiny_real_tok, caps
 
     llama_or_skip()
     put_adapter(tiny_real_tok("llama"), "tuned")
+    capsys.readouterr()
     assert main(["export-gguf", "tuned", "--types", "q8_0", "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    said = capsys.readouterr()
+    report = json.loads(said.out)
+    # stderr is no terminal here (as in CI or a log): a line per step, none of the
+    # converter's own lines, which go to a log next to the export.
+    log = home / "exports" / "tuned-gguf.log"
+    assert "INFO:" in log.read_text() and "INFO:" not in said.err
+    assert said.err.splitlines() == [
+        "warning: adapter 'tuned' has not passed its release gate (not evaluated: no "
+        "evaluation has checked its release gate yet); exporting anyway",
+        "[1/2] PEFT merge: starting",
+        "[2/2] merged q8_0: starting",
+        f"llama.cpp's output is in {log}",
+    ]
     assert [f["file"] for f in report["files"]] == ["Modelfile", "README.md", "tuned-q8_0.gguf"]
     assert main(["export-gguf", "tuned", "--types", "q8_0"]) == 2
     assert "already exists; give --overwrite" in capsys.readouterr().err
