@@ -10,7 +10,9 @@ from knowledge.actions import DEFAULT_NAME
 def add_arguments(p) -> None:
     p.add_argument("query", help="what a customer asks")
     p.add_argument(
-        "--name", default=DEFAULT_NAME, help="knowledge base name (default: %(default)s)"
+        "--name",
+        help=f"knowledge base to search (default: {DEFAULT_NAME}, or the only knowledge base "
+        "when there is just one)",
     )
     p.add_argument("--version", default="latest", help="version to search (default: %(default)s)")
     p.add_argument("-k", type=int, default=3, help="passages returned (default: %(default)s)")
@@ -20,7 +22,7 @@ def add_arguments(p) -> None:
 def main(args) -> int:
     from knowledge.actions import search
 
-    found = search(args.query, args.name, args.version, args.k)
+    found = search(args.query, args.name or _default_name(), args.version, args.k)
     if args.json:
         print(json.dumps(found, ensure_ascii=False, indent=2))
         return 0
@@ -38,3 +40,22 @@ def main(args) -> int:
         print(f"  {hit['title']}")
         print("  " + hit["text"][:300].replace("\n", "\n  "))
     return 0
+
+
+def _default_name() -> str:
+    """The knowledge base searched without ``--name``: ``articles``, else the only one there is.
+
+    Raises:
+        ValueError: several knowledge bases and none named ``articles``; the sentence names them.
+    """
+    from knowledge.store import KnowledgeShelf
+
+    names = KnowledgeShelf().names()
+    if len(names) == 1 and DEFAULT_NAME not in names:
+        return names[0]
+    if len(names) > 1 and DEFAULT_NAME not in names:
+        raise ValueError(
+            f"no knowledge base is named {DEFAULT_NAME!r}, the one searched without --name; "
+            f"pass --name with one of: {', '.join(names)}"
+        )
+    return DEFAULT_NAME  # there, or none at all: the shelf's own sentence says to import one

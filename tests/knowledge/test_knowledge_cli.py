@@ -114,6 +114,27 @@ def test_bad_input_exits_2_with_one_sentence(home, files, capsys, argv, said):
     assert len(capsys.readouterr().out.splitlines()) == 1
 
 
+def test_search_without_name_takes_the_only_knowledge_base_else_names_them(home, files, capsys):
+    """With no --name, 'articles' is searched; with none of that name, the only knowledge base
+    is, and among several the refusal names them and --name (it said only 'no knowledge base
+    named 'articles'')."""
+    assert main(["import", str(files[0]), "--name", "kb"]) == 0
+    capsys.readouterr()
+    assert main(["search", "refund"]) == 0
+    assert capsys.readouterr().out.startswith("kb v1: 1 passage(s)")
+    assert main(["import", str(files[1]), "--name", "faq"]) == 0
+    capsys.readouterr()
+    assert main(["search", "refund"]) == 2
+    assert capsys.readouterr().err == (
+        "error: no knowledge base is named 'articles', the one searched without --name; "
+        "pass --name with one of: faq, kb\n"
+    )
+    assert main(["import", str(files[1])]) == 0  # into 'articles'
+    capsys.readouterr()
+    assert main(["search", "password"]) == 0
+    assert capsys.readouterr().out.startswith("articles v1: 1 passage(s)")
+
+
 def test_a_bad_file_among_good_ones_imports_nothing(home, files, tmp_path, capsys):
     binary = tmp_path / "manual.txt"
     binary.write_bytes(b"\x00\x01\x02")
@@ -138,7 +159,8 @@ def test_help_lists_every_command_and_defaults_in_a_real_process(home):
         text=True,
         timeout=60,
     )
-    assert "(default: articles)" in run.stdout and "(default: 3)" in run.stdout
+    assert "(default: articles, or the only knowledge base" in " ".join(run.stdout.split())
+    assert "(default: 3)" in run.stdout
     run = subprocess.run(
         [sys.executable, "-m", "knowledge", "frobnicate"],
         cwd=ROOT,
