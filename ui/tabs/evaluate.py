@@ -39,7 +39,7 @@ from ui.views.evaluation import (
 )
 from ui.views.state import AppState
 from ui.views.train_progress import just_trained
-from ui.views.uploads import store_upload
+from ui.views.uploads import store_upload, typed_path
 from ui.views.wording import as_markdown, for_ui
 
 
@@ -245,7 +245,7 @@ def build_evaluate_tab(state: AppState, run_id: gr.State | None = None) -> dict:
             )
             if not names:
                 return ("Pick at least one adapter.", *empty)
-            data_path = (path or forms.DEMO_DATA).strip()
+            data_path = typed_path(path) or forms.DEMO_DATA
             try:
                 data_path = str(paths.readable(data_path, "the dataset path"))
                 column, note = slice_column(column, data_path)

@@ -17,7 +17,7 @@ from finetune.train import runner
 from finetune.train.preflight import preflight
 from ui.views import forms
 from ui.views.train_progress import latest_run_id, run_view
-from ui.views.uploads import PAIR_COLUMNS, holds_pairs, preview, store_upload
+from ui.views.uploads import PAIR_COLUMNS, holds_pairs, preview, store_upload, typed_path
 from ui.views.wording import as_markdown, for_ui
 
 DATA_SOURCES = ["Demo data (assets)", "Upload a file", "Path on this machine"]
@@ -37,7 +37,7 @@ def dataset_path(src: str, upload_file, typed: str | None) -> str:
         return store_upload(upload_file)
     if not (typed or "").strip():
         raise ValueError("type a dataset path first")
-    return str(paths.readable(typed.strip(), "the dataset path"))
+    return str(paths.readable(typed_path(typed), "the dataset path"))
 
 
 def data_preview(src: str, upload_file, typed: str | None) -> tuple[str, pd.DataFrame | None]:

@@ -14,6 +14,7 @@ from core import paths
 from core.redact import KINDS
 from core.user_text import shown_error
 from finetune.data.helpdesk import parse_column_map, parse_role_map
+from ui.views.uploads import typed_path
 from ui.views.wording import for_ui
 
 EXPORT_TYPES = (".csv", ".tsv", ".jsonl", ".ndjson", ".json")
@@ -117,7 +118,8 @@ def _source(upload_file, typed: str | None) -> Path:
             raise ValueError(f"{src.name}: upload a helpdesk export ({', '.join(EXPORT_TYPES)})")
         return src
     if (typed or "").strip():
-        src = paths.readable(typed.strip(), "the helpdesk export's path")
+        typed = typed_path(typed)
+        src = paths.readable(typed, "the helpdesk export's path")
         if not src.is_file():
             raise ValueError(f"helpdesk export {typed.strip()!r} does not exist or is not a file")
         return src

@@ -14,6 +14,18 @@ MAX_UPLOAD_BYTES = 200 * 2**20
 PAIR_COLUMNS = ("prompt", "chosen", "rejected")
 
 
+def typed_path(text: str | None) -> str:
+    """A path typed into a tab, trimmed, and without the quotes a file manager's "Copy as path"
+    puts around it: 'x.jsonl' or "x.jsonl" names x.jsonl where that exists and the quoted name
+    does not (the loader said '"x.jsonl" does not exist')."""
+    text = (text or "").strip()
+    if len(text) > 1 and text[0] == text[-1] and text[0] in "\"'":
+        bare = text[1:-1].strip()
+        if not Path(text).expanduser().exists() and Path(bare).expanduser().exists():
+            return bare
+    return text
+
+
 def store_upload(temp_path: str) -> str:
     """Validate an uploaded dataset and keep a copy under ``datasets/uploads``.
 

@@ -156,3 +156,12 @@ def test_a_negative_rows_per_slice_gets_the_boxs_own_sentence(home, varied_dir):
     sent = table["blocks"]["eval-rows-per-slice"].preprocess(-3)
     said = table["on_run"](["tuned"], "assets/demo_support.jsonl", 2, 8, 4, False, "intent", sent)
     assert said[0] == "⚠️ Rows per slice must be 0 (no cap) or a whole number, got -3", said[0]
+
+
+def test_a_dataset_path_pasted_in_quotes_is_evaluated(home, varied_dir):
+    """It said 'dataset file "assets/demo_support.jsonl" does not exist'."""
+    table = handlers(varied_dir)
+    put_adapter(varied_dir, "tuned")
+    quoted = '"assets/demo_support.jsonl"'
+    said = table["on_run"](["tuned"], quoted, 2, 8, 4, False, "", 0)[0]
+    assert said.startswith("Scored 2 rows"), said
