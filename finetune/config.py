@@ -412,7 +412,9 @@ def _train_problems(t: TrainArgs) -> list[str]:
     if t.method not in METHODS:
         out.append(f"method must be one of {', '.join(METHODS)} (got {t.method!r})")
     elif t.method != "sft" and not (isinstance(t.from_adapter, str) and t.from_adapter.strip()):
-        out.append(f"{t.method} trains an adapter further: name the adapter to start from")
+        out.append(
+            f"{t.method} trains an adapter further: name the adapter to start from (--from-adapter)"
+        )
 
     if t.beta is not None:
         _range(out, "beta", t.beta, 1e-4, 100.0)

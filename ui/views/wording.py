@@ -21,6 +21,11 @@ _FOR_UI = (
     ),
     # finetune/data/pipeline.py: every row longer than the max length
     ("raise --max-length or", "raise Max length (tokens) under Advanced, or"),
+    # finetune/config.py: a preference run with no adapter to start from
+    (
+        "name the adapter to start from (--from-adapter)",
+        "name the adapter to start from in Start from adapter (DPO / CPO / ORPO), under Advanced",
+    ),
     # finetune/data/helpdesk.py, finetune/data/transcripts.py: the helpdesk import
     (
         "or name them with --column-map ticket=...,role=...,text=...",

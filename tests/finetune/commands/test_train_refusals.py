@@ -21,6 +21,11 @@ ROOT = Path(__file__).resolve().parents[3]
         (["--run-dir", "{file}"], "is a file; name a folder"),
         (["--output-dir", "{file}"], "is a file; name a folder to copy into"),
         (["--from-adapter", "anything"], "--from-adapter is for --method dpo, cpo or orpo"),
+        # it said "name the adapter to start from", not which flag names it
+        (
+            ["--method", "dpo"],
+            "dpo trains an adapter further: name the adapter to start from (--from-adapter)",
+        ),
         # a mistyped run folder trained a new run from step 0, under a made-up name
         (["--resume", "--run-dir", "{missing}"], "there is no run folder"),
         # it trained, then failed to copy the adapter onto itself: "internal error", exit 1

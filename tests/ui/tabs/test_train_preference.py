@@ -45,6 +45,8 @@ def test_start_runs_dpo_from_a_shelf_adapter_and_refuses_what_cannot_run(
         PATH, None, str(pairs), *_values(tiny_llama_dir, method="dpo")
     )
     assert run_id is None and "name the adapter to start from" in message
+    assert "in Start from adapter (DPO / CPO / ORPO), under Advanced" in message
+    assert "--from-adapter" not in message  # the CLI's flag, which the tab has not
     demo = forms.DEMO_DATA  # instruction/response rows are not pairs
     message, run_id = table["on_start"](
         PATH, None, demo, *_values(tiny_llama_dir, method="dpo", from_adapter="support")
