@@ -82,6 +82,11 @@ _FOR_UI = (
         "--drop)",
         "(click its row, then Save correction, Save intent or Drop)",
     ),
+    # adapters/shelf/store.py: an adapter the shelf lacks, named by its folder on the server
+    (
+        re.compile(r"(no adapter named '[^']*' on the shelf) \([^()]* does not exist\)"),
+        r"\1 (the Adapters tab lists those it holds)",
+    ),
     # adapters/shelf_actions.py: Delete with its box unticked (the Adapters tab)
     (
         "Tick the confirmation box first.",

@@ -150,3 +150,21 @@ def test_the_aliases_and_the_shelf_name_the_adapters_tabs_controls(
             "split such as `OTHER=100` and press **Set split**)" in said
         ), said
         assert "python -m" not in said
+
+
+def test_an_adapter_not_on_the_shelf_is_named_without_the_shelfs_path(tiny_llama_dir, home):
+    """Start from adapter naming one the shelf lacks said "no adapter named 'nosuch' on the shelf
+    (<home>/adapters/nosuch does not exist)": a path on the server, not what to do."""
+    pairs = home / "pairs.jsonl"
+    pairs.parent.mkdir(parents=True, exist_ok=True)
+    pairs.write_text(json.dumps({"prompt": "a", "chosen": "b", "rejected": "c"}) + "\n")
+    cfg = forms.ui_defaults()
+    cfg.model.name, cfg.train.method, cfg.train.from_adapter = str(tiny_llama_dir), "dpo", "nosuch"
+    cfg.data.with_passages = 0
+    text = train_handlers.checked_text(
+        detect(), estimate_text, PATH, None, str(pairs), forms.form_values(cfg)
+    )
+    assert (
+        "- no adapter named 'nosuch' on the shelf (the Adapters tab lists those it holds)" in text
+    ), text
+    assert str(home) not in text
