@@ -120,9 +120,9 @@ def evaluate(
     first = Shelf().get(adapters[0]).manifest if adapters else None
     check_columns(data, columns, first)  # and columns it lacks, or none it can tell apart
     clock = {"start": time.perf_counter()}
-    progress(0.0, "loading the model and adapters")
-    session.load()
-    manifests = {name: session.load_adapter(name).manifest for name in adapters}
+    # Rows are chosen with the tokenizer alone, before any progress: data no row of which can
+    # be scored is refused in a sentence, not after the weights' loading bars.
+    manifests = {name: session.shelf_manifest(name) for name in adapters}
     references, parent_notes = parents_on_shelf(session, manifests)
     for child, parent in list(
         references.items()
@@ -135,10 +135,9 @@ def evaluate(
             )
         elif parent not in adapters:
             adapters = [*adapters, parent]
-    manifests.update({p: session.load_adapter(p).manifest for p in adapters if p not in manifests})
-    progress(0.02, "choosing and tokenizing rows")
+    manifests.update({p: session.shelf_manifest(p) for p in adapters if p not in manifests})
     rows = select_rows(
-        session.tokenizer,
+        session.load_tokenizer(),
         manifests,
         data,
         max_samples,
@@ -149,7 +148,13 @@ def evaluate(
         columns,
     )
     if cap_from_references:
-        settings = replace(settings, max_new_tokens=answer_cap(session.tokenizer, rows.references))
+        settings = replace(
+            settings, max_new_tokens=answer_cap(session.load_tokenizer(), rows.references)
+        )
+    progress(0.0, "loading the model and adapters")
+    session.load()
+    for name in adapters:
+        session.load_adapter(name)
     clock["rows"] = time.perf_counter()
     answerer = engine
     if isinstance(engine, str):
@@ -295,7 +300,7 @@ def parents_on_shelf(session: ModelSession, manifests: dict) -> tuple[dict, dict
         if not parent:
             continue
         try:
-            found = session.adapter_hash(parent)
+            found = session.shelf_hash(parent)
         except ValueError as err:
             notes[name] = (
                 f"checked against the base: its parent {parent!r} cannot be loaded ({err})"

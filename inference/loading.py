@@ -13,31 +13,32 @@ from core import models
 from inference.routing import is_peft
 
 
-def load_base(base_name: str, device: str, dtype: str) -> tuple:
-    """Resolve and load the base model and its tokenizer for serving.
+def load_tokenizer(resolved: models.ResolvedModel):
+    """The base model's left-padding tokenizer for serving, without its weights."""
+    from transformers import AutoTokenizer
 
-    Returns:
-        ``(model, tokenizer, resolved)``: the model in eval mode on ``device``, the
-        left-padding tokenizer, and the :class:`core.models.ResolvedModel`.
-    """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    resolved = models.resolve(base_name)
     # trust_remote_code=False, not left unset: unset, transformers asks on stdin (and
     # runs the model's own code on "y"); serving never runs code shipped with a model.
     tokenizer = AutoTokenizer.from_pretrained(resolved.path, trust_remote_code=False)
     tokenizer.padding_side = "left"  # batched generation appends to the right end
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_model(resolved: models.ResolvedModel, device: str, dtype: str):
+    """The base model for serving, in eval mode on ``device``."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
     model = AutoModelForCausalLM.from_pretrained(
         resolved.path,
         dtype=getattr(torch, dtype),
         attn_implementation="sdpa",
-        trust_remote_code=False,
+        trust_remote_code=False,  # as for the tokenizer
     )
     model.to(device).eval()
-    return model, tokenizer, resolved
+    return model
 
 
 def inject_adapter(model, name: str, peft_name: str, folder: Path, device: str):

@@ -36,7 +36,7 @@ from adapters.shelf.manifest import BrokenAdapterError, read_valid_manifest
 from core import models, paths
 from core.hashing import file_hash
 from inference.devices import DTYPES, dtype_reason, physical_cores, pick_dtype  # noqa: F401  (re-exported)
-from inference.loading import inject_adapter, load_base
+from inference.loading import inject_adapter, load_model, load_tokenizer
 from inference.merged import MergedWeights
 from inference.packed_linears import pack_linears
 from inference.routing import BASE, drop_adapter_name_hooks, is_peft, route, set_adapter
@@ -142,14 +142,24 @@ class ModelSession:
         try:
             if self.device == "cpu":
                 self.threads = serving_threads()
-            model, tokenizer, resolved = load_base(self.base_name, self.device, self.dtype)
+            self.load_tokenizer()
+            model = load_model(self._resolved, self.device, self.dtype)
             self.linears = pack_linears(model)
         except Exception as err:
             self._state, self._error = "error", f"{type(err).__name__}: {err}"
             raise
-        self._model, self._tokenizer, self._resolved = model, tokenizer, resolved
+        self._model = model
         self._load_seconds = round(time.perf_counter() - start, 3)
         self._state = "ready"
+
+    def load_tokenizer(self):
+        """The base model's tokenizer alone, without the weights (:meth:`load` keeps it):
+        what tokenizing needs, checked before the slower load."""
+        with self._lock:
+            if self._tokenizer is None:
+                resolved = models.resolve(self.base_name)
+                self._tokenizer, self._resolved = load_tokenizer(resolved), resolved
+            return self._tokenizer
 
     @property
     def model(self):
@@ -204,11 +214,24 @@ class ModelSession:
             ValueError: no such adapter, or its folder is unusable (the reason is named).
         """
         self.load()
+        return self.shelf_manifest(name)
+
+    def shelf_manifest(self, name: str) -> dict:
+        """:meth:`check_usable`'s checks with the tokenizer loaded alone, not the weights.
+
+        Raises:
+            AdapterMismatchError, ValueError: as :meth:`check_usable`.
+        """
+        self.load_tokenizer()  # resolves the base the adapter must have been trained on
         folder = self.adapter_folder(name)
         self._check_shelf(name, folder)
         manifest = read_adapter_folder(name, folder)
         check_base(name, manifest, self._resolved)
         return manifest
+
+    def shelf_hash(self, name: str) -> str:
+        """Adapter ``name``'s hash as :meth:`load_adapter` records it, from the shelf alone."""
+        return _digest(self.shelf_manifest(name), self.adapter_folder(name))
 
     def load_adapter(self, name: str) -> LoadedAdapter:
         """Load adapter ``name`` from the shelf (no-op when loaded) and mark it recently used.
@@ -266,7 +289,7 @@ class ModelSession:
         self._counter += 1
         peft_name = f"tunedesk_{self._counter}"
         self._model = inject_adapter(self._model, name, peft_name, folder, self.device)
-        digest = str(manifest.get("adapter_hash") or file_hash(folder / WEIGHTS))
+        digest = _digest(manifest, folder)
         loaded = LoadedAdapter(name, peft_name, folder, digest, manifest, _stamp(folder))
         self._adapters[name] = loaded
         excess = len(self._adapters) - self.max_loaded_adapters
@@ -358,3 +381,8 @@ def _stamp(folder: Path) -> int:
         return (folder / MANIFEST).stat().st_mtime_ns
     except OSError:
         return -1
+
+
+def _digest(manifest: dict, folder: Path) -> str:
+    """An adapter's hash: its manifest's, else its weights file's."""
+    return str(manifest.get("adapter_hash") or file_hash(folder / WEIGHTS))

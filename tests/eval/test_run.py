@@ -663,6 +663,20 @@ def test_a_refusal_of_the_evaluation_is_not_printed_under_a_progress_bar(
     assert len(err.strip().splitlines()) == 1 and "%|" not in err
 
 
+def test_data_with_no_row_to_score_is_refused_before_the_weights_load(assets, home, capsys):
+    """Rows are chosen with the tokenizer alone: the refusal came after the model's 'Loading
+    weights' bar."""
+    Shelf()
+    install(assets, home)
+    long = home / "long.jsonl"
+    words = " ".join(["refund"] * 5000)
+    long.write_text(json.dumps({"instruction": words, "response": "Sure."}) + "\n")
+    code = main(["--adapter", "tuned-a", "--data", str(long)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and "no row fits max_length" in err
+    assert len(err.strip().splitlines()) == 1 and "Loading weights" not in err
+
+
 def test_columns_named_as_training_found_them_keep_the_held_out_rows(run, assets):
     report = evaluate(
         run["session"],
