@@ -66,6 +66,11 @@ def import_adapter(
     """
     shelf = shelf or Shelf()
     src = Path(src).expanduser()
+    if not src.exists():
+        raise ValueError(
+            f"{src} does not exist; name an adapter folder (holding adapter_config.json) or "
+            "a .zip of one"
+        )
     if name is None:
         name = _free_name(shelf, sanitize_name(src.stem if src.is_file() else src.name))
     target = shelf.path(name, must_exist=False)

@@ -150,6 +150,19 @@ def test_pickle_weights_need_allow_pickle_and_become_safetensors(home, tmp_path,
     assert all(torch.equal(converted[k], v) for k, v in tensors.items())
 
 
+def test_a_path_that_is_not_there_is_said_to_be_missing(home, tmp_path, capsys):
+    """It said '/nope is neither an adapter folder nor a zip file', as for a text file."""
+    from adapters.__main__ import main
+
+    missing = tmp_path / "my-adapter"
+    assert main(["import", str(missing)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: Import refused: {missing} does not exist; name an adapter folder (holding "
+        "adapter_config.json) or a .zip of one\n"
+    )
+    assert list(Shelf().root.iterdir()) == []
+
+
 def test_non_lora_adapter_is_refused(home, tmp_path, peft_dir):
     src = tmp_path / "prefix"
     shutil.copytree(peft_dir, src)
