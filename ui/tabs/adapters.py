@@ -66,7 +66,7 @@ def build_adapters_tab(state: AppState) -> dict:
             try:
                 return details_markdown(state.shelf().get(name))
             except (ValueError, OSError) as err:
-                return f"⚠️ {as_markdown(str(err))}"
+                return f"⚠️ {as_markdown(for_ui(str(err)))}"
 
         def on_activate(name):
             if not name:
@@ -74,7 +74,7 @@ def build_adapters_tab(state: AppState) -> dict:
             try:
                 loaded = state.activate(name)
             except (ValueError, OSError) as err:
-                return f"⚠️ {as_markdown(str(err))}"
+                return f"⚠️ {as_markdown(for_ui(str(err)))}"
             return (
                 f"**{name}** is active in Chat (hash "
                 f"`{getattr(loaded, 'adapter_hash', '')}`); the base model was not reloaded."
@@ -114,7 +114,7 @@ def build_adapters_tab(state: AppState) -> dict:
             try:
                 said, _ = actions.export_merged(name, overwrite=True)
             except (ValueError, OSError) as err:
-                return f"⚠️ {as_markdown(str(err))}", gr.update(visible=False)
+                return f"⚠️ {as_markdown(for_ui(str(err)))}", gr.update(visible=False)
             return said, gr.update(visible=False)
 
         def on_gguf(name, types, lora, progress=gr.Progress()):
@@ -131,7 +131,7 @@ def build_adapters_tab(state: AppState) -> dict:
                     on_progress=lambda f, m: progress(f, desc=m[:90]),
                 )
             except (ValueError, RuntimeError, OSError) as err:
-                return f"⚠️ {as_markdown(str(err))}"
+                return f"⚠️ {as_markdown(for_ui(str(err)))}"
             return gguf_markdown(result)
 
         def on_zip(name):
@@ -140,7 +140,7 @@ def build_adapters_tab(state: AppState) -> dict:
             try:
                 said, out = actions.export_zip(name)
             except (ValueError, OSError) as err:
-                return f"⚠️ {as_markdown(str(err))}", gr.update(visible=False)
+                return f"⚠️ {as_markdown(for_ui(str(err)))}", gr.update(visible=False)
             return said, gr.update(value=str(out), visible=True)
 
         def on_import(file, name):

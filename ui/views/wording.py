@@ -82,10 +82,15 @@ _FOR_UI = (
         "--drop)",
         "(click its row, then Save correction, Save intent or Drop)",
     ),
-    # adapters/shelf/store.py: an adapter the shelf lacks, named by its folder on the server
+    # adapters/shelf/adapter_folder.py, store.py: an adapter the shelf lacks, named with its
+    # folder (or the shelf's) on the server
     (
         re.compile(r"(no adapter named '[^']*' on the shelf) \([^()]* does not exist\)"),
-        r"\1 (the Adapters tab lists those it holds)",
+        r"\1: pick one it holds",
+    ),
+    (
+        re.compile(r"(no adapter named '[^']*') in .+adapters$"),
+        r"\1 on the shelf: pick one it holds",
     ),
     # adapters/shelf_actions.py: Delete with its box unticked (the Adapters tab)
     (

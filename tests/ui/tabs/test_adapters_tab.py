@@ -91,3 +91,22 @@ def test_delete_unconfirmed_names_the_box_to_tick(home, tiny_llama_dir, random_l
     said, frame, *_ = handlers(tiny_llama_dir)["on_delete"]("tuned", False)
     assert said == 'Tick "Yes, delete this adapter for good" first; nothing was deleted.', said
     assert frame["name"].tolist() == ["tuned"]
+
+
+def test_a_button_on_an_adapter_gone_from_the_shelf_names_no_server_path(
+    home, tiny_llama_dir, random_lora_dir
+):
+    """Deleted from another page while this one still lists it: Activate, Export and Download
+    said "no adapter named 'tuned' on the shelf (<home>/adapters/tuned does not exist)"."""
+    from adapters.export import import_adapter
+
+    import_adapter(random_lora_dir, name="tuned")
+    table = handlers(tiny_llama_dir)
+    assert table["on_delete"]("tuned", True)[0] == "Deleted tuned."
+    for said in (
+        table["on_activate"]("tuned"),
+        table["on_export"]("tuned")[0],
+        table["on_zip"]("tuned")[0],
+        table["_details"]("tuned"),
+    ):
+        assert said == "⚠️ no adapter named 'tuned' on the shelf: pick one it holds", said
