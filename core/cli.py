@@ -76,13 +76,16 @@ def run(
         prog=prog, description=description, formatter_class=DefaultsFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    parsers = {}
     for name, (module_name, help_text) in commands.items():
-        p = sub.add_parser(
+        parsers[name] = p = sub.add_parser(
             name, help=help_text, description=help_text, formatter_class=DefaultsFormatter
         )
         if name == chosen:
             importlib.import_module(module_name).add_arguments(p)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # refused under the command's usage, not the program's: the flag is what is wrong
+        parsers[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     return guarded(lambda: importlib.import_module(commands[args.command][0]).main(args), prog)
 
 

@@ -49,6 +49,16 @@ def test_bad_input_is_one_sentence_and_exit_2(table, capsys):
     assert stop.value.code == 2 and "invalid choice: 'nope'" in capsys.readouterr().err
 
 
+def test_a_flag_the_command_does_not_have_is_refused_with_its_usage(table, capsys):
+    """It was refused under the program's usage ('prog [-h] {hello,own,bad} ...'), as if the
+    command were what was wrong."""
+    with pytest.raises(SystemExit) as stop:
+        cli.run("prog", "d", table, ["hello", "--since", "2026-02-03"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith("usage: prog hello [-h] [--times TIMES]\n")
+    assert err.endswith("prog hello: error: unrecognized arguments: --since 2026-02-03\n")
+
+
 def test_every_package_table_names_modules_that_exist():
     import importlib
 
