@@ -150,10 +150,7 @@ class AliasBook:
         """
         found = read_aliases(self.path).get(name)
         if found is None:
-            raise AliasNotFoundError(
-                f"no alias named {str(name)[:64]!r}; `python -m adapters alias list` shows them",
-                "name",
-            )
+            raise not_found(name)
         return found
 
     def set(
@@ -230,7 +227,7 @@ class AliasBook:
         def earlier(_old, policy):
             row = last_undoable(self.history(name))
             if row is None and _old is None:
-                raise AliasNotFoundError(f"no alias named {name!r}", "name")
+                raise not_found(name)
             if row is None or row["from"] is None:
                 raise AliasError(
                     f"alias {name!r} has no earlier split to go back to"
@@ -421,3 +418,10 @@ def last_undoable(rows: list[dict]) -> dict | None:
         if row.get("action") != "rollback" and row.get("id") not in undone:
             return row
     return None
+
+
+def not_found(name: str) -> AliasNotFoundError:
+    """The refusal of an alias that is not there, naming the command that lists them."""
+    return AliasNotFoundError(
+        f"no alias named {str(name)[:64]!r}; `python -m adapters alias list` shows them", "name"
+    )

@@ -145,7 +145,8 @@ def test_the_automatic_rollback_is_set_kept_shown_and_turned_off(versions, home,
         (["set", "v3", "v4=100"], "'v3' is an adapter on the shelf"),
         (["set", "bad/name", "v4=100"], "invalid alias name"),
         (["show", "nobody"], "no alias named 'nobody'"),
-        (["rollback", "nobody"], "no alias named 'nobody'"),
+        # it said only "no alias named 'nobody'", where show and delete say where they are
+        (["rollback", "nobody"], "no alias named 'nobody'; `python -m adapters alias list` shows"),
         (
             ["set", "support-bot", "v3=100", "--auto-rollback-margin", "1.5"],
             "must be a number above 0 and at most 1",
