@@ -90,7 +90,8 @@ def test_form_values_become_value_errors_never_type_errors(ui):
     for index, value in [(5, None), (1, None), (1, math.nan), (2, None), (3, "x"), (1, 10**7)]:
         values = list(good)
         values[index] = value
-        with pytest.raises(ValueError, match="invalid generation settings"):
+        said = "the Seed box is empty" if index == 5 else "invalid generation settings"
+        with pytest.raises(ValueError, match=said):
             engine.settings(*values)
         HOSTILE.add("generation settings", "form value")
 
@@ -103,7 +104,7 @@ def test_the_ui_shows_refused_settings_and_sizes(ui, home):
     )
     assert history[:2] == ([{"role": "user", "content": "hello"}], "")  # no half answer added
     assert history[2] == {"__type__": "update"}  # the Adapter dropdown as it was
-    assert len(shown) == 1 and "seed must be a whole number" in shown[0]
+    assert shown == ["the Seed box is empty: type a whole number of 0 or more"]
     panes, shown = _warnings_of(ui["run"], None, None, "hello", "", 0, 1.0)
     assert "max_new_tokens must be a whole number from 1 to 2048" in shown[0]
     assert panes[3] == ""  # no timing line: nothing ran
