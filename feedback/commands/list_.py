@@ -31,6 +31,11 @@ def day(text: str) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.since and args.until and args.since > args.until:  # both YYYY-MM-DD: text order
+        raise ValueError(
+            f"--since {args.since} is after --until {args.until}, so no day is in between; "
+            "give the earlier day to --since"
+        )
     where = Filter(
         adapter=args.adapter,
         version=args.version,

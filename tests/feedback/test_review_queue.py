@@ -112,6 +112,12 @@ def test_the_cli_lists_reviews_and_exports(rated, home, capsys):
         )
     assert cli(["list", "--since", "2000-01-01", "--until", "2999-12-31"]) == 0
     assert f"{len(queue(FeedbackStore()))} rating(s)" in capsys.readouterr().out
+    # the days swapped listed '0 rating(s)', as if none had been made in the range
+    assert cli(["list", "--since", "2999-12-31", "--until", "2000-01-01"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --since 2999-12-31 is after --until 2000-01-01, so no day is in between; "
+        "give the earlier day to --since\n"
+    )
 
 
 def test_the_cli_labels_intents_and_filters_by_them(rated, capsys):
