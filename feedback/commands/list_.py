@@ -12,8 +12,12 @@ from feedback.store import RATINGS, FeedbackStore
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--adapter", help="only ratings of this adapter ('base' for the base model)")
     p.add_argument("--version", help="only this version (a prefix of its weights hash)")
-    p.add_argument("--rating", choices=RATINGS)
-    p.add_argument("--status", choices=STATUSES)
+    p.add_argument("--rating", choices=RATINGS, help="only thumbs-up or only thumbs-down ratings")
+    p.add_argument(
+        "--status",
+        choices=STATUSES,
+        help="only ratings not reviewed yet (new), or those accepted or dropped by `review`",
+    )
     p.add_argument("--intent", help="only ratings with this intent label (any case)")
     p.add_argument("--since", type=day, help="created on or after this day (YYYY-MM-DD)")
     p.add_argument("--until", type=day, help="created on or before this day (YYYY-MM-DD)")

@@ -238,3 +238,12 @@ def test_an_export_never_replaces_a_file_unless_told_to(rated, home, capsys):
     assert cli(["export", "--name", "mine", "--overwrite"]) == 0
     assert "1 SFT rows" in capsys.readouterr().out
     assert json.loads((datasets / "mine.jsonl").read_text())["source"] == f"feedback:{down['id']}"
+
+
+def test_list_help_says_what_each_filter_keeps(capsys):
+    """--rating and --status showed only their choices ({up,down}, {new,accepted,dropped})."""
+    with pytest.raises(SystemExit):
+        cli(["list", "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "--rating {up,down} only thumbs-up or only thumbs-down ratings" in said
+    assert "--status {new,accepted,dropped} only ratings not reviewed yet (new)" in said
