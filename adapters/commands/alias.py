@@ -28,23 +28,45 @@ from __future__ import annotations
 
 import json
 
+from core import cli
+
+NAME_HELP = "the alias (a stable model name clients ask for, such as support-bot)"
+
+
+class _Actions:
+    """The actions' sub-parsers, each with its help as its description (``alias set --help``
+    says what set does) and flags' defaults shown, as the commands' own parsers do."""
+
+    def __init__(self, sub):
+        self.sub = sub
+
+    def add_parser(self, name: str, help: str):  # noqa: A002  (argparse's own word)
+        return self.sub.add_parser(
+            name, help=help, description=help, formatter_class=cli.DefaultsFormatter
+        )
+
 
 def add_arguments(p) -> None:
-    sub = p.add_subparsers(dest="action", required=True)
+    sub = _Actions(p.add_subparsers(dest="action", required=True))
     listing = sub.add_parser("list", help="every alias and its split")
     listing.add_argument("--json", action="store_true", help="alias -> split as JSON")
     show = sub.add_parser(
         "show", help="one alias: its split, each version's gate, its last changes"
     )
-    show.add_argument("name")
+    show.add_argument("name", help=NAME_HELP)
     show.add_argument("--json", action="store_true", help="the split and its whole history as JSON")
     put = sub.add_parser(
         "set",
         help="give an alias its split (creates it): VERSION=WEIGHT ..., summing to 100; "
         "without one, change only its automatic rollback",
     )
-    put.add_argument("name")
-    put.add_argument("split", nargs="*", metavar="VERSION=WEIGHT")
+    put.add_argument("name", help=NAME_HELP)
+    put.add_argument(
+        "split",
+        nargs="*",
+        metavar="VERSION=WEIGHT",
+        help="an adapter on the shelf and its share of new conversations, in percent (v3=90 v4=10)",
+    )
     put.add_argument(
         "--auto-rollback-margin",
         type=float,
@@ -84,14 +106,16 @@ def add_arguments(p) -> None:
     promote = sub.add_parser(
         "promote", help="all new conversations to VERSION (the others finish theirs)"
     )
-    promote.add_argument("name")
-    promote.add_argument("version")
+    promote.add_argument("name", help=NAME_HELP)
+    promote.add_argument(
+        "version", help="the adapter on the shelf that takes all new conversations"
+    )
     rollback = sub.add_parser(
         "rollback", help="back to the split before the last change, in one step"
     )
-    rollback.add_argument("name")
+    rollback.add_argument("name", help=NAME_HELP)
     delete = sub.add_parser("delete", help="remove an alias (rollback restores it)")
-    delete.add_argument("name")
+    delete.add_argument("name", help=NAME_HELP)
     for changing in (put, promote, rollback, delete):
         changing.add_argument(
             "--by", help="who makes the change, for the audit log (default: your login)"

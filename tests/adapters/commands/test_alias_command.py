@@ -196,3 +196,18 @@ def test_check_turns_the_answer_check_on_and_off(versions, home, capsys):
         .strip()
         .endswith("Answers checked before they are sent: off.")
     )
+
+
+def test_each_action_s_help_says_what_it_does_and_what_its_arguments_are(capsys):
+    """`alias set --help` showed 'name' and 'VERSION=WEIGHT' with no word on either, and not
+    what set does."""
+    with pytest.raises(SystemExit):
+        main(["alias", "set", "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "give an alias its split (creates it)" in said
+    assert "name the alias (a stable model name clients ask for, such as support-bot)" in said
+    assert "VERSION=WEIGHT an adapter on the shelf and its share of new conversations" in said
+    with pytest.raises(SystemExit):
+        main(["alias", "promote", "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "version the adapter on the shelf that takes all new conversations" in said
