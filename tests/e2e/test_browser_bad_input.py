@@ -1,6 +1,7 @@
 """Bad input in a real browser (Debian's Chromium through Playwright): each value the app
 refuses is refused in a sentence saying what is allowed, never Gradio's bare "Error" nor a
-value silently swapped for another.
+value silently swapped for another (the page's own script keeps Enter in a typed dropdown from
+swapping the text for the first option it filters to, which a handler call cannot reach).
 
 The app runs as a subprocess on a tiny llama model in a temporary home, as in test_browser.py.
 """
@@ -134,3 +135,71 @@ def test_a_refused_name_shows_every_character_it_names(page):
     text = _check(page, refused)
     assert "(no '/', '\\' or '..')" in text, text
     _fill(page, "train-name", "")
+
+
+def _type_into_picker(page, text: str, *keys: str):
+    box = page.locator("#train-model input").first
+    box.click()
+    box.fill("")
+    box.type(text)
+    for key in (*keys, "Enter"):
+        page.keyboard.press(key)
+    return box
+
+
+def test_enter_in_the_base_model_picker_keeps_what_was_typed(page, tmp_path):
+    """Enter picked the first option the text filtered to: "qwen3" became Qwen3 0.6B, "smol"
+    SmolLM2 135M Instruct, without a word."""
+    cost = "#train-model-cost"
+    box = _type_into_picker(page, "smol")
+    said = wait_text(page, cost, lambda t: "'smol'" in t, 30)
+    assert box.input_value() == "smol"
+    assert "did you mean SmolLM2 135M Instruct or SmolLM2 360M Instruct?" in said, said
+    folder = tmp_path / "qwen3"  # a local folder whose name is part of a listed model's
+    folder.mkdir()
+    box = _type_into_picker(page, str(folder))
+    wait_text(page, cost, lambda t: "'smol'" not in t, 30)
+    assert box.input_value() == str(folder)
+    box = _type_into_picker(page, "SmolLM2 360M Instruct")  # a listed name in full: that model
+    wait_text(page, cost, lambda t: "Measured cost of SmolLM2 360M Instruct" in t, 30)
+    assert box.input_value().startswith("SmolLM2 360M Instruct (")
+    box = _type_into_picker(page, "gemma", "ArrowDown")  # reached with the arrow keys: picked
+    wait_text(page, cost, lambda t: "Measured cost of Gemma 3 270M" in t, 30)
+    assert box.input_value().startswith("Gemma 3 270M (")
+
+
+def test_knowledge_hits_follow_the_version_picked(page, tmp_path):
+    """A search's hits stayed on screen when another version was picked."""
+    faq = tmp_path / "faq.csv"
+    faq.write_text("question,answer\nhow do I reset my password,Use the forgot password link.\n")
+    help_md = tmp_path / "help.md"
+    help_md.write_text("# Refunds\nRefunds are paid within 30 days.\n")
+    page.click("button[role=tab]:has-text('Knowledge')")
+    for n, file in enumerate((help_md, faq), start=1):
+        page.locator("#knowledge-files input[type=file]").set_input_files(str(file))
+        page.click("#knowledge-import")
+        wait_text(page, "#knowledge-said", lambda t, n=n: f"into articles v{n} " in t, 60)
+    page.locator("#knowledge-query textarea, #knowledge-query input").first.fill("password")
+    page.click("#knowledge-search")
+    hits = "#knowledge-hits"
+    wait_text(page, hits, lambda t: "how do I reset my password" in t, 30)
+    page.locator("#knowledge-version input").first.click()
+    page.get_by_role("option", name="v1").click()
+    said = wait_text(page, "#knowledge-searched", lambda t: "Nothing in" in t, 30)
+    assert said.startswith("Nothing in articles v1 matched 'password'"), said
+    assert "how do I reset my password" not in page.inner_text(hits)
+
+
+def test_enter_in_the_other_typed_dropdowns_keeps_what_was_typed(page):
+    """The same hole as the model picker's in every dropdown that takes typed text: a column
+    'cat' typed into Slice by column became 'category' on Enter (an alias 'bot' typed beside
+    'support-bot' became that alias, and Set split then changed it)."""
+    page.click("button[role=tab]:has-text('Evaluate')")
+    box = page.locator("#eval-slice-by input").first
+    box.click()
+    box.fill("")
+    box.type("cat")
+    page.keyboard.press("Enter")
+    page.wait_for_timeout(500)
+    assert box.input_value() == "cat"
+    page.click("button[role=tab]:has-text('Train')")

@@ -124,7 +124,7 @@ def test_a_refused_name_keeps_its_backslash_in_the_markdown_line(home, tiny_llam
 def test_the_hits_shown_follow_the_knowledge_base_and_version_picked(home, tiny_llama_dir, files):
     """A search's hits stayed on screen after another knowledge base or version was picked, read
     as that one's. Each pick, refresh, import and delete searches the query again there (the
-    Chromium test, tests/e2e/test_browser_leftovers.py, follows the page's events)."""
+    Chromium test, tests/e2e/test_browser_bad_input.py, follows the page's events)."""
     table = handlers(tiny_llama_dir)
     table["knowledge_import"]([str(files[0])], "kb", "auto", False)
     table["knowledge_import"]([str(files[1])], "kb", "auto", False)

@@ -1,5 +1,5 @@
 """ui/views/typed_choice.py: the page's script covers every dropdown that takes typed text
-(what it does on Enter: tests/e2e/test_browser_leftovers.py, in Chromium)."""
+(what it does on Enter: tests/e2e/test_browser_bad_input.py, in Chromium)."""
 
 from __future__ import annotations
 
