@@ -254,6 +254,12 @@ def _build_waits_note() -> str | None:
 
 
 def _main(args) -> int:
+    stop = threading.Event()
+    # SIGTERM/SIGINT: finish the current step, save the adapter, exit cleanly. Set first: the
+    # Train tab's Stop may come while this process is still importing or checking its input.
+    # A dry run saves nothing: Ctrl-C ends it at once, as before.
+    for sig in () if args.dry_run else (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     if args.output_dir and Path(args.output_dir).exists() and not Path(args.output_dir).is_dir():
         raise ValueError(f"--output-dir {args.output_dir} is a file; name a folder to copy into")
     if args.output_dir:
@@ -290,10 +296,6 @@ def _main(args) -> int:
     from core.events import EventLog
     from finetune.train import ConfigError, train
 
-    stop = threading.Event()
-    # SIGTERM/SIGINT: finish the current step, save the adapter, exit cleanly.
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     sinks = [EventLog(Path(args.events))] if args.events else []
     sinks.append(_print_warning)
     if not args.quiet and int(os.environ.get("RANK", "0")) == 0:
@@ -307,6 +309,23 @@ def _main(args) -> int:
     def stop_requested() -> bool:
         return stop.is_set() or bool(stop_file and stop_file.exists())
 
+    if stop_requested():  # stopped before the model loads: nothing to load, nothing to save
+        from finetune.train.run_state import NOTHING_SAVED
+
+        for sink in sinks:
+            sink(
+                {
+                    "type": "done",
+                    "time": time.time(),
+                    "status": "stopped",
+                    "step": 0,
+                    "adapter": None,
+                    "note": NOTHING_SAVED,
+                }
+            )
+            getattr(sink, "close", lambda: None)()
+        print(NOTHING_SAVED)
+        return 0
     try:
         if cfg.train.method != "sft":
             return _preference(args, cfg, lambda e: [s(e) for s in sinks], stop_requested)
@@ -323,6 +342,8 @@ def _main(args) -> int:
         for s in sinks:
             getattr(s, "close", lambda: None)()
     if result.adapter_dir is None:
+        if result.note:
+            print(result.note)
         return 0
     if args.output_dir:
         dest = Path(args.output_dir) / result.adapter_dir.name

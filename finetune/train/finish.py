@@ -7,11 +7,17 @@ import math
 import time
 
 from finetune.train import batch_fit, budget_run, compiled, extras, parallel
-from finetune.train.run_state import UNTRAINED_NOTE, Progress, Run, TrainResult
+from finetune.train.run_state import NOTHING_SAVED, UNTRAINED_NOTE, Progress, Run, TrainResult
 
 
 def finish(run: Run, progress: Progress) -> TrainResult:
-    """Final validation and probes, then rank 0 saves the adapter with its manifest."""
+    """Final validation and probes, then rank 0 saves the adapter with its manifest.
+
+    A run stopped before its first optimizer step (and not resumed) saves nothing: its adapter
+    would equal the base model. It reports ``done`` with no adapter and says so.
+    """
+    if progress.status == "stopped" and progress.step == 0 and run.start_step == 0:
+        return _nothing_to_save(run)
     from finetune.train.past_answers import shelve_or_warn
     from finetune.train.saving import adapter_name_for, build_manifest, save_adapter
 
@@ -100,3 +106,15 @@ def finish(run: Run, progress: Progress) -> TrainResult:
     return TrainResult(
         adapter_dir=adapter_dir, status=status, steps=step, metrics=metrics, note=note
     )
+
+
+def _nothing_to_save(run: Run) -> TrainResult:
+    run.emit(
+        "done", status="stopped", step=0, total_steps=run.total, adapter=None, note=NOTHING_SAVED
+    )
+    if run.world > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
+        dist.destroy_process_group()
+    return TrainResult(adapter_dir=None, status="stopped", steps=0, note=NOTHING_SAVED)

@@ -16,6 +16,8 @@ UNTRAINED_NOTE = (
     "zero, so it answers exactly as the base model"
 )
 
+NOTHING_SAVED = "stopped before training began: nothing to save"
+
 
 @dataclass
 class TrainResult:

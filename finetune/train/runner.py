@@ -23,6 +23,7 @@ from core.activity import ACTIVE_STATES as ACTIVE
 from core.activity import LAUNCH_GRACE_S, is_process, pid_alive, process_start
 from core.events import read_events, read_status, write_status
 from finetune.config import RunConfig
+from finetune.train.run_state import NOTHING_SAVED
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -154,6 +155,10 @@ def _finalize(run_dir: Path, code: int | None) -> dict:
             finished=time.time(),
             reason=reason,
         )
+    if _stopped_before_training(run_dir, events):
+        return write_status(
+            run_dir, state="stopped", exit_code=code, finished=time.time(), reason=NOTHING_SAVED
+        )
     return write_status(
         run_dir,
         state="failed",
@@ -162,6 +167,17 @@ def _finalize(run_dir: Path, code: int | None) -> dict:
         reason=ended,
         log_tail=log_tail(run_dir),
     )
+
+
+def _stopped_before_training(run_dir: Path, events: list[dict]) -> bool:
+    """Stop was pressed and no step ran: the child said it stopped with nothing to save, or the
+    SIGTERM reached it before it could (still starting up, before its handler was set)."""
+    if any(e.get("type") in ("progress", "checkpoint") for e in events):
+        return False
+    done = next((e for e in reversed(events) if e.get("type") == "done"), None)
+    if done is not None:
+        return done.get("status") == "stopped" and not done.get("adapter")
+    return (run_dir / "stop").exists()
 
 
 def _published(run_dir: Path) -> dict | None:

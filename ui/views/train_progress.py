@@ -99,6 +99,8 @@ def _progress_html(state, start, last, message, status, done) -> str:
         }.get(state, "")
         if state == "failed":
             text = f"Failed: {for_ui(str(status.get('reason', '')))}"
+        elif state == "stopped" and not status.get("adapter"):  # Stop while it was loading
+            text = "Stopped before training began: nothing to save."
         elif state in ("done", "stopped") and "step" in done:  # it ended before a progress event
             text = _ended_line(state, done)
         return _bar(0, text)
@@ -167,6 +169,11 @@ def _result_text(state, adapter, status, evals, done) -> str:
             )
         warn = f"\n\n⚠️ Too short to be useful: {note}." if note else ""
         return f"Training {how}. Adapter **{adapter}** is on the shelf.{ppl}{warn}"
+    if state == "stopped" and not adapter:
+        return (
+            "Training was stopped before it began: nothing to save, and the shelf is unchanged. "
+            "Press Start to train again."
+        )
     if state == "failed":
         reason = for_ui(str(status.get("reason", "unknown reason")))
         return f"Training failed: {reason}. See the log below."

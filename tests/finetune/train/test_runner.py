@@ -156,6 +156,32 @@ def test_stop_saves_the_adapter_at_the_current_step(tiny_llama_dir, home, monkey
     assert _shelf(home) == [final["adapter"]]
 
 
+def test_stop_while_the_run_is_still_loading_ends_it_with_nothing_to_save(tiny_llama_dir, home):
+    # Stop pressed right after Start: the child is still starting up (imports, the model).
+    info = runner.start(_cfg(tiny_llama_dir, max_steps=400), run_id="early-stop")
+    assert runner.stop("early-stop")["state"] == "stopping"
+    final = _wait_final("early-stop")
+    assert final["state"] == "stopped", final
+    assert final["reason"] == "stopped before training began: nothing to save", final
+    assert "adapter" not in final
+    assert not any(e["type"] == "progress" for e in _events(info.run_dir))
+    assert not (home / "adapters").exists() or _shelf(home) == []
+    assert {r.run_id: r.state for r in runner.list_runs()} == {"early-stop": "stopped"}
+
+    # Stop once the child has its handler and is importing torch (loading): it answers itself.
+    info = runner.start(_cfg(tiny_llama_dir, max_steps=400), run_id="loading-stop")
+    maps = Path(f"/proc/{info.status['pid']}/maps")
+    _wait(lambda: "libtorch" in maps.read_text(), "the child to load torch")
+    runner.stop("loading-stop")
+    final = _wait_final("loading-stop")
+    assert final["state"] == "stopped" and final["exit_code"] == 0, final
+    assert final["reason"] == "stopped before training began: nothing to save", final
+    done = _events(info.run_dir)[-1]
+    assert done["type"] == "done" and done["adapter"] is None and done["step"] == 0, done
+    assert not any(e["type"] == "progress" for e in _events(info.run_dir))
+    assert not (home / "adapters").exists() or _shelf(home) == []
+
+
 def test_sigkill_at_any_point_leaves_the_shelf_whole_and_is_reported(tiny_llama_dir, home):
     # After "saved": the adapter is complete, so the run is done however it ended.
     info = runner.start(_cfg(tiny_llama_dir, max_steps=2), run_id="kill-after-save")

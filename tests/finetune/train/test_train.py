@@ -176,22 +176,19 @@ def test_a_resume_of_a_folder_with_no_checkpoint_warns_first_and_trains_from_ste
     assert start["start_step"] == 0 and result.steps == 2
 
 
-def test_a_run_stopped_before_its_first_step_says_its_adapter_is_the_base(tiny_llama_dir, home):
-    from safetensors.torch import load_file
-
+def test_a_run_stopped_before_its_first_step_saves_nothing(tiny_llama_dir, home):
     cfg = _cfg(tiny_llama_dir, max_steps=8)
     cfg.run.adapter_name = "never-stepped"
     seen = []
     result = train(cfg, on_event=seen.append, stop=lambda: True)
-    assert result.status == "stopped" and result.steps == 0
-    assert result.note.startswith("no optimizer step was taken")
-    weights = load_file(result.adapter_dir / "adapter_model.safetensors")
-    assert all(not w.any() for name, w in weights.items() if "lora_B" in name)  # what the note says
-    assert any(e["type"] == "warning" and "no optimizer step" in e["message"] for e in seen)
-    done = next(e for e in seen if e["type"] == "done")
-    assert done["note"] == result.note
+    assert result.status == "stopped" and result.steps == 0 and result.adapter_dir is None
+    assert result.note == "stopped before training began: nothing to save"
+    assert not (home / "adapters" / "never-stepped").exists()
+    assert not any(e["type"] == "saved" for e in seen)
+    done = seen[-1]
+    assert done["type"] == "done" and done["adapter"] is None and done["note"] == result.note
     stepped = train(_cfg(tiny_llama_dir, max_steps=1))
-    assert "no optimizer step" not in stepped.note
+    assert stepped.adapter_dir is not None and "no optimizer step" not in stepped.note
 
 
 @pytest.mark.parametrize("quantization", ["4bit", "8bit"])

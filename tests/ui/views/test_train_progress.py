@@ -123,10 +123,11 @@ def test_the_progress_line_says_the_batch_auto_chose(home):
         assert "step 40/400" in line and ("batch 512 (auto)" in line) is said
 
 
-def test_a_run_stopped_before_its_first_step_says_so_and_offers_no_compare(home, tiny_llama_dir):
+def test_a_run_stopped_before_its_first_step_says_nothing_was_saved(home, tiny_llama_dir):
     """Stop pressed before step 1 of a 3-minute budget run (real training of a tiny model, its
     events written as the Train tab's child writes them): the tab says it was stopped before
-    its first step, blames no budget and offers no Compare of the untrained adapter."""
+    training began with nothing to save, blames no budget, fails nothing and offers no
+    Compare; the shelf is untouched."""
     import time
 
     from core.events import EventLog, write_status
@@ -145,18 +146,25 @@ def test_a_run_stopped_before_its_first_step_says_so_and_offers_no_compare(home,
     # as the tab leaves it: Stop pressed (stopping), and the run's process has ended since
     write_status(run_dir, state="stopping", run_id="stopme", created=time.time())
     result = train(cfg, on_event=EventLog(run_dir / "events.jsonl"), stop=lambda: True)
-    assert result.status == "stopped" and result.steps == 0
-    assert "bought only 0 steps" in result.note  # the trainer's own note, which the tab drops
+    assert result.status == "stopped" and result.steps == 0 and result.adapter_dir is None
     view = run_view("stopme")
     assert view["state"] == "stopped"
-    assert "Stopped before its first training step (step 0)." in view["progress_html"]
+    assert "Stopped before training began: nothing to save." in view["progress_html"]
     assert view["result"] == (
-        "Training was stopped before its first step. Adapter **stopme** is on the shelf, but no "
-        "step was taken: it answers exactly as the base model, so there is nothing to compare. "
-        "Start again and let it train."
+        "Training was stopped before it began: nothing to save, and the shelf is unchanged. "
+        "Press Start to train again."
     )
-    assert not view["comparable"] and just_trained("stopme", ["stopme"]) is None
-    assert (home / "adapters" / "stopme" / "adapter_model.safetensors").exists()
+    assert not view["comparable"] and just_trained("stopme", []) is None
+    assert not (home / "adapters" / "stopme").exists()
+
+    # Stop that reached the child before it could answer (killed by SIGTERM while starting up)
+    early = home / "runs" / "early"
+    early.mkdir()
+    (early / "stop").touch()
+    write_status(early, state="stopping", run_id="early", created=time.time(), exit_code=-15)
+    view = run_view("early")
+    assert view["state"] == "stopped" and "Training failed" not in view["result"], view
+    assert "nothing to save" in view["result"]
 
 
 def test_a_run_stopped_after_a_few_steps_blames_the_stop_not_the_budget(home):
