@@ -399,10 +399,9 @@ class Engines:
         finally:
             release()
         seconds = answers[0].seconds if answers else 0.0
-        return (
-            answers,
-            f"{len(answers)} answers decoded together on {label(engine)} in {seconds:.1f} s",
-        )
+        n = len(answers)
+        how = "1 answer decoded" if n == 1 else f"{n} answers decoded together"
+        return answers, f"{how} on {label(engine)} in {seconds:.1f} s"
 
     def weights_hash(self, adapter: str | None) -> str:
         """The version of ``adapter`` (None: the base) that answers: its weights hash, read

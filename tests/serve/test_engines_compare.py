@@ -23,6 +23,8 @@ def test_compare_panes_equal_the_direct_compare(session):
         ] == [(p.adapter, p.adapter_hash, p.text, p.tokens, p.finish_reason) for p in direct]
         assert len({p.seconds for p in batched}) == 1
         assert line.startswith("3 answers decoded together on pytorch float32, batched")
+        one, line = Engines(session, "pytorch").compare(MSGS, ["a"], GREEDY)
+        assert len(one) == 1 and line.startswith("1 answer decoded on pytorch float32, batched")
         with pytest.raises(ValueError, match="at least one"):
             Engines(session, "pytorch").compare(MSGS, [], GREEDY)
     finally:
