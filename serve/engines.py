@@ -30,6 +30,7 @@ the API's ``X-TuneDesk-Engine`` request header), which then answers it whatever 
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 import weakref
@@ -431,12 +432,26 @@ class Engines:
         text = f"engine: {label(engine)}"
         if self.choice != "pytorch" and engine is not self._llama:
             why = self.llama_error or self._llama_missing() or "not started yet"
-            text += f" (llama.cpp not serving: {why})"
+            if why.startswith("failed to start: "):  # it tried this model and could not
+                text += (
+                    f". llama.cpp cannot serve this model, so PyTorch answers "
+                    f"({short_reason(why.removeprefix('failed to start: '))})"
+                )
+            else:
+                text += f" (llama.cpp not serving: {why})"
         elif self.choice == "auto" and self.mixed_crowd:
             text += f"; PyTorch takes crowds of {self.mixed_crowd}+ over mixed adapters"
         if getattr(engine, "note", ""):
             text += f". {engine.note}"
         return text
+
+
+def short_reason(error: str, limit: int = 120) -> str:
+    """An exception's text for a status line: its first line, without the exception's class
+    name ("LlamaToolsError: ..."), cut to ``limit`` characters."""
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    first = re.sub(r"^[A-Z]\w*(Error|Exception|Exit)\w*: ", "", lines[0] if lines else "")
+    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
 
 
 def _key(adapter: str | None) -> str:

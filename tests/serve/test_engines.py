@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from adapters.export.llama_tools import LlamaToolsError
 from serve.engines import Engines
 
 
@@ -101,7 +102,36 @@ def test_a_failed_start_leaves_pytorch_serving_with_the_reason(built):
     engines = _engines("llama.cpp", factory)
     engines.prepare()
     assert engines.pick().name == "pytorch"
-    assert "failed to start: RuntimeError: the GGUF could not be read" in engines.describe()
+    assert engines.describe() == (
+        "engine: pytorch engine. llama.cpp cannot serve this model, so PyTorch answers "
+        "(the GGUF could not be read)"
+    )
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        LlamaToolsError(
+            "convert_hf_to_gguf.py failed: NotImplementedError: Architecture "
+            "'Qwen9ForCausalLM' not supported!\nTraceback (most recent call last):\n  File x"
+        ),
+        NotImplementedError("Architecture 'Qwen9ForCausalLM' not supported!" + " padding" * 40),
+    ],
+)
+def test_a_model_llama_cpp_cannot_convert_is_said_in_one_short_sentence(built, error):
+    def factory(session, max_queue):
+        raise error
+
+    engines = _engines("auto", factory)
+    engines.prepare()
+    assert engines.pick().name == "pytorch"
+    line = engines.describe()
+    head = "engine: pytorch engine. llama.cpp cannot serve this model, so PyTorch answers ("
+    assert line.startswith(head) and line.endswith(")"), line
+    reason = line[len(head) : -1]
+    assert "Architecture 'Qwen9ForCausalLM' not supported!" in reason and len(reason) <= 120
+    assert "\n" not in line and "Traceback" not in line
+    assert not reason.startswith(("LlamaToolsError", "NotImplementedError")), line
 
 
 def test_pytorch_chosen_or_a_gpu_session_never_start_llama_server(built):
