@@ -447,10 +447,11 @@ class Engines:
 
 
 def short_reason(error: str, limit: int = 120) -> str:
-    """An exception's text for a status line: its first line, without the exception's class
-    name ("LlamaToolsError: ..."), cut to ``limit`` characters."""
+    """An exception's text for a status line: its first line, without exceptions' class
+    names ("LlamaToolsError: ...", a converter's "NotImplementedError: ..."), cut to
+    ``limit`` characters."""
     lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
-    first = re.sub(r"^[A-Z]\w*(Error|Exception|Exit)\w*: ", "", lines[0] if lines else "")
+    first = re.sub(r"\b[A-Z]\w*(Error|Exception)\w*: ", "", lines[0] if lines else "")
     return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
 
 
