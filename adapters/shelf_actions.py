@@ -30,6 +30,9 @@ def rename(old: str, new: str, session=None, shelf: Shelf | None = None) -> str:
     """Rename an adapter; a session that has it active or loaded lets go of it first."""
     old, new = _typed(old, "adapter name"), _typed((new or "").strip(), "new name")
     shelf = shelf or Shelf()
+    if new == old:
+        shelf.path(old)  # an adapter the shelf lacks is refused as for any other new name
+        return f"{old} already has that name; nothing changed."
     _not_serving(old, "renaming", shelf)
     shelf.rename(old, new)
     _forget(session, old)

@@ -122,8 +122,11 @@ class Shelf:
         return {k: base.get(k, "") for k in keys}
 
     def rename(self, old: str, new: str) -> AdapterEntry:
-        """Rename an adapter (never over an existing one) and update its manifest ``name``."""
+        """Rename an adapter (never over an existing one) and update its manifest ``name``;
+        its own name changes nothing."""
         self.path(old)
+        if new == old:
+            return self.get(old)
         dst = self.path(new, must_exist=False)
         if dst.exists() or dst.is_symlink():
             raise ValueError(f"an adapter named {new!r} already exists; pick another name")

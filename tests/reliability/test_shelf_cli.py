@@ -127,6 +127,13 @@ def test_rename_says_what_the_tab_says(home, shelf, tiny_llama_dir):
     assert ui["on_rename"]("alpha", "x" * 5000)[0] == "⚠️ " + long.replace("\\", "\\\\")
     not_unicode = refused(home, shelf, "rename", "alpha", b"caf\xe9")  # Latin-1 bytes in argv
     assert not_unicode.startswith("the new name contains a character that is not valid Unicode")
+    before = (shelf / "alpha" / "manifest.json").read_bytes()
+    same = cli(home, "rename", "alpha", " alpha ")  # its own name: a no-op, like the tab's
+    assert same.returncode == 0, same.stderr
+    assert out(same).strip() == "alpha already has that name; nothing changed."
+    assert ui["on_rename"]("alpha", "alpha")[0] == out(same).strip()
+    assert (shelf / "alpha" / "manifest.json").read_bytes() == before
+    assert refused(home, shelf, "rename", "ghost", "ghost").startswith("no adapter named 'ghost'")
     done = cli(home, "rename", "alpha", "delta")
     assert done.returncode == 0 and out(done).strip() == "Renamed alpha to delta."
     assert json.loads((shelf / "delta" / "manifest.json").read_text())["name"] == "delta"

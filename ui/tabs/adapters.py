@@ -86,8 +86,6 @@ def build_adapters_tab(state: AppState) -> dict:
                 return (PICK_FIRST, *refresh_all())
             if not (new or "").strip():  # the shelf said "invalid adapter name ''"
                 return (TYPE_NAME_FIRST, *refresh_all(name))
-            if new.strip() == name:  # the shelf said its own name "already exists"
-                return (f"{name} already has that name; nothing changed.", *refresh_all(name))
             try:
                 said = actions.rename(name, new, session=state.session)
             except (ValueError, OSError) as err:

@@ -179,6 +179,7 @@ def test_rename_moves_the_folder_and_updates_the_manifest(home, peft_dir, tiny_l
     assert entry.ok and entry.name == "b" and entry.manifest["name"] == "b"
     assert json.loads((shelf.root / "b" / "manifest.json").read_text())["name"] == "b"
     assert not (shelf.root / "a").exists()
+    assert shelf.rename("b", "b").name == "b" and shelf.get("b").ok  # its own name: no change
     with pytest.raises(ValueError, match="already exists"):
         shelf.rename("b", "taken")
     assert shelf.get("taken").manifest["name"] == "taken" and shelf.get("b").ok
