@@ -31,9 +31,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=os.environ.get("TUNEDESK_PORT", "7860"),
         help="port to listen on ($TUNEDESK_PORT)",
     )
-    p.add_argument("--auth", default=os.environ.get("TUNEDESK_AUTH"), help="user:pass")
     p.add_argument(
-        "--home", default=os.environ.get("TUNEDESK_HOME"), help="data folder (default ./outputs)"
+        "--auth",
+        default=os.environ.get("TUNEDESK_AUTH"),
+        help="user:pass, the pages' login ($TUNEDESK_AUTH)",
+    )
+    p.add_argument(
+        "--home",
+        default=os.environ.get("TUNEDESK_HOME"),
+        help="data folder ($TUNEDESK_HOME; ./outputs when neither is given)",
     )
     p.add_argument("--share", action="store_true", help="Gradio share link (needs --auth)")
     return p.parse_args(argv)

@@ -129,3 +129,18 @@ def test_a_bad_address_auth_or_port_is_one_sentence_and_exit_2_before_anything_l
             assert done.stderr.startswith(said) and len(done.stderr.splitlines()) == 1, argv
             assert seconds < 20, (argv, seconds)  # nothing loaded: no model, no pages
     assert not (tmp_path / "home").exists()
+
+
+def test_help_names_the_variable_each_flag_reads(monkeypatch, capsys):
+    for var in ("TUNEDESK_HOME", "TUNEDESK_AUTH", "TUNEDESK_PORT", "TUNEDESK_HOST"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("COLUMNS", "200")  # one line per flag
+    with pytest.raises(SystemExit):
+        app.parse_args(["--help"])
+    lines = {
+        line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line[:4] == "  --"
+    }
+    for flag, var in (("--home", "$TUNEDESK_HOME"), ("--auth", "$TUNEDESK_AUTH")):
+        assert var in lines[flag], lines[flag]
+    assert "./outputs" in lines["--home"]
+    assert "$TUNEDESK_PORT" in lines["--port"] and "$TUNEDESK_HOST" in lines["--host"]
