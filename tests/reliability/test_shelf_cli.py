@@ -181,7 +181,10 @@ def test_an_adapter_an_alias_sends_traffic_to_is_neither_renamed_nor_deleted(
     ui = handlers(tiny_llama_dir)
     renamed = refused(home, shelf, "rename", "alpha", "delta")
     assert renamed.startswith("alpha takes traffic through the alias(es) 'support-bot' (90 %)")
-    assert ui["on_rename"]("alpha", "delta")[0] == f"⚠️ {renamed}"
+    from ui.views.wording import for_ui
+
+    said = ui["on_rename"]("alpha", "delta")[0]  # the same sentence, naming the tab's controls
+    assert said == f"⚠️ {for_ui(renamed)}" and "press **Set split**" in said
     deleted = refused(home, shelf, "delete", "beta", "--yes")
     assert "'support-bot' (10 %)" in deleted and deleted.endswith("then go on deleting it")
     book.set("support-bot", {"alpha": 100, "beta": 0}, by="ana", force=True, reason="test")
