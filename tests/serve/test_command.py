@@ -50,7 +50,10 @@ def test_the_serve_command_answers_each_adapter_as_the_session_does_and_stops_on
             assert got.choices[0].message.content == text, model
         assert answered_by(url) == "pytorch float32, batched"
         lines, gone = sigterm_mid_answer(url, children[0])
-    assert list(home.glob("serve-pytorch-float32-*.log"))  # the server's log stays beside the shelf
+    logs = list(home.glob("serve-pytorch-float32-*.log"))  # the server's log stays beside the shelf
+    port = url.rsplit(":", 1)[1]
+    said = "serving the OpenAI-compatible API at http://127.0.0.1:" + port + "/v1 (open: "
+    assert len(logs) == 1 and said in logs[0].read_text(), "no line says where it listens"
     assert gone < 8, gone
     errors = [json.loads(x[6:])["error"] for x in lines if x.startswith('data: {"error"')]
     assert len(errors) == 1 and errors[0]["code"] == "server_stopping", lines[-3:]
@@ -180,44 +183,18 @@ def test_the_serve_command_refuses_an_address_it_cannot_listen_on_before_loading
             assert len(done.stderr.splitlines()) == 1 and not done.stdout, argv  # nothing loaded
 
 
-def test_the_server_prints_where_it_listens_and_who_may_call_once_it_listens(capsys):
-    import asyncio
-    import threading
-    from types import SimpleNamespace
-
-    import uvicorn
-
-    from serve.__main__ import stopping_server
+def test_the_line_says_where_it_listens_and_who_may_call():
+    """The line ``python -m serve`` prints once it listens (the command's own test above reads
+    it in the server's log)."""
     from serve.flags import listening_line
     from serve.keys import KeyRing
 
-    async def nothing(scope, receive, send):  # an ASGI app; no request comes
-        return None
-
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
+    port = 8123
     line = listening_line("serving the API", "127.0.0.1", port, KeyRing())
     assert (
         line == f"serving the API at http://127.0.0.1:{port}/v1 (open: no API key asked "
         "(this machine only))"
     )
-    config = uvicorn.Config(nothing, host="127.0.0.1", port=port, lifespan="off")
-    server = stopping_server(config, SimpleNamespace(close=lambda: None), line)
-
-    def stop_once_started():
-        while not server.started:
-            time.sleep(0.02)
-        printed.append(capsys.readouterr().out)
-        server.should_exit = True
-
-    printed: list[str] = []
-    watcher = threading.Thread(target=stop_once_started, daemon=True)
-    watcher.start()
-    asyncio.run(server.serve())
-    watcher.join(timeout=10)
-    assert printed == [line + "\n"]
     keyed = KeyRing({"web": "k" * 16, "app": "j" * 16}, {"ana": "a" * 16})
     assert listening_line("serving", "::1", 8000, keyed) == (
         "serving at http://[::1]:8000/v1 (keyed: 2 chat and 1 admin key(s) "
